@@ -1,0 +1,91 @@
+"""Plain-value events: the one vocabulary shared by the GUI, the CLI, tests and benches."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One streamed unit from a backend, usually one token.
+
+    `special` marks a CONTROL or USER_DEFINED vocabulary token; `user_defined` tells the
+    two apart (USER_DEFINED tokens print as text and go through the text rules).
+    """
+
+    text: str
+    token_id: int | None = None
+    special: bool = False
+    user_defined: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredRetry:
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    tokens: int = 0
+    prompt_tokens: int = 0
+    ttft_ms: float = 0.0
+    tokens_per_s: float = 0.0
+    total_ms: float = 0.0
+    retries: int = 0
+    scaffold_stripped: int = 0
+    attempts: int = 1
+    finish_reason: str = "stop"  # stop | length | cancelled
+    context_used: int = 0
+    context_size: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDone:
+    stats: TurnStats = field(default_factory=TurnStats)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    kind: str  # malformed_reply | context_full | backend | model_load | structured_output | script
+    message: str
+    stats: TurnStats = field(default_factory=TurnStats)
+
+
+Event = ThinkingDelta | ContentDelta | Recovery | StructuredRetry | TurnDone | TurnError
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """The `--events` JSON-lines shape of an event."""
+    match event:
+        case ThinkingDelta(text=text):
+            return {"type": "thinking", "text": text}
+        case ContentDelta(text=text):
+            return {"type": "content", "text": text}
+        case Recovery(reason=reason):
+            return {"type": "recovery", "reason": reason}
+        case StructuredRetry(attempt=attempt, error=error):
+            return {"type": "structured_retry", "attempt": attempt, "error": error}
+        case TurnDone(stats=stats):
+            return {"type": "done", "stats": stats.to_dict()}
+        case TurnError(kind=kind, message=message):
+            return {"type": "error", "kind": kind, "message": message}

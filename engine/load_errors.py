@@ -1,0 +1,74 @@
+"""One readable line for every way a model file can fail to load."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from engine.errors import ModelLoadError
+
+GGUF_MAGIC = b"GGUF"
+
+
+def precheck_model_file(path: Path) -> None:
+    """Refuse files llama.cpp would reject, before it spends time (or crashes) on them."""
+    name = path.name or str(path)
+    if not path.exists():
+        raise ModelLoadError(f"{name}: the file does not exist ({path})")
+    if path.is_dir():
+        raise ModelLoadError(f"{name}: this is a folder, not a GGUF model file")
+    if not os.access(path, os.R_OK):
+        raise ModelLoadError(f"{name}: the file cannot be read (permission denied)")
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ModelLoadError(f"{name}: the file cannot be read ({exc.strerror or exc})") from exc
+    if not head:
+        raise ModelLoadError(f"{name}: the file is empty (0 bytes)")
+    if head != GGUF_MAGIC:
+        raise ModelLoadError(f"{name}: not a GGUF model file (it does not start with 'GGUF')")
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"invalid magic"), "not a GGUF model file"),
+    (re.compile(r"not within the file bounds|corrupted or incomplete|unexpected(ly)? end of file|failed to read"),
+     "the file is truncated or corrupted (an incomplete download?)"),
+    (re.compile(r"unknown model architecture: '([^']*)'"),
+     "unsupported model architecture '{0}' (this llama.cpp build does not know it)"),
+    (re.compile(r"bad_alloc|out of memory|failed to allocate|cudaMalloc failed"),
+     "not enough memory for the model and a {n_ctx}-token context; try a smaller context"),
+    (re.compile(r"unsupported|version \d+ .*not supported", re.I), "the GGUF version or format is not supported"),
+)
+
+
+def explain_llama_failure(path: Path, exc: BaseException, log_lines: list[str], n_ctx: int) -> str:
+    """Map llama.cpp's logged reason (the exception alone says little) to one line."""
+    text = "\n".join(log_lines[-40:])
+    for pattern, reason in _PATTERNS:
+        m = pattern.search(text)
+        if m:
+            return reason.format(*m.groups(), n_ctx=n_ctx)
+    header_reason = _header_reason(path)
+    if header_reason:
+        return header_reason
+    if "Failed to create llama_context" in str(exc):
+        return f"not enough memory for a {n_ctx}-token context; try a smaller context"
+    last_error = next((ln for ln in reversed(log_lines) if "error" in ln.lower()), "")
+    detail = last_error.strip() or str(exc)
+    return f"llama.cpp could not load it: {detail}"
+
+
+def _header_reason(path: Path) -> str | None:
+    try:
+        from models.gguf_meta import GGUFError, read_metadata  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        read_metadata(path)
+    except GGUFError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - explaining a failure must never fail itself
+        return None
+    return None

@@ -1,0 +1,119 @@
+"""A backend that replays a JSON script: deterministic tests and demos.
+
+Script shape: ``{"replies": [[chunk, ...], ...]}`` where a chunk is a string or
+``{"text": "...", "special": bool, "user_defined": bool, "delay_ms": N}``.
+Each model request consumes the next reply; running out raises `ScriptExhaustedError`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.backend import CancelToken, Request, StreamInfo
+from engine.errors import ConfigError, ScriptExhaustedError
+from engine.events import Piece
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptChunk:
+    text: str
+    special: bool = False
+    user_defined: bool = False
+    delay_ms: float = 0.0
+
+
+def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
+    if isinstance(raw, str):
+        return ScriptChunk(raw)
+    if isinstance(raw, dict) and isinstance(raw.get("text"), str):
+        return ScriptChunk(
+            text=raw["text"],
+            special=bool(raw.get("special", False)),
+            user_defined=bool(raw.get("user_defined", False)),
+            delay_ms=float(raw.get("delay_ms", 0)),
+        )
+    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {raw!r}")
+
+
+def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
+    """Validate a script object and return its replies."""
+    replies = data.get("replies") if isinstance(data, dict) else None
+    if not isinstance(replies, list):
+        raise ConfigError(f"{name}: expected an object with a 'replies' list")
+    out: list[list[ScriptChunk]] = []
+    for i, reply in enumerate(replies):
+        if not isinstance(reply, list):
+            raise ConfigError(f"{name}: reply {i} must be a list of chunks")
+        out.append([_parse_chunk(c, f"{name}: reply {i}") for c in reply])
+    return out
+
+
+class ScriptedBackend:
+    """Replays scripted replies and records every request it receives."""
+
+    supports_grammar = False
+
+    def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script") -> None:
+        self.name = name
+        self._replies = [
+            [c if isinstance(c, ScriptChunk) else _parse_chunk(c, name) for c in reply] for reply in replies
+        ]
+        self._next = 0
+        self._lock = threading.Lock()
+        self.requests: list[Request] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedBackend:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read script {p}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"script {p} is not valid JSON: {exc}") from exc
+        return cls(parse_script(data, str(p)), name=str(p))
+
+    @classmethod
+    def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:
+        """Convenience for tests: each reply is a string (one chunk) or a list of chunks."""
+        return cls([[r] if isinstance(r, str) else list(r) for r in replies])
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies) - self._next
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        with self._lock:
+            self.requests.append(request)
+            if self._next >= len(self._replies):
+                raise ScriptExhaustedError(
+                    f"script {self.name} has no reply left for request {len(self.requests)}"
+                )
+            reply = self._replies[self._next]
+            self._next += 1
+        info.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
+        emitted = 0
+        for chunk in reply:
+            if cancel.cancelled:
+                info.finish_reason = "cancelled"
+                return
+            if emitted >= request.max_tokens:
+                info.finish_reason = "length"
+                return
+            if chunk.delay_ms:
+                time.sleep(chunk.delay_ms / 1000)
+                if cancel.cancelled:
+                    info.finish_reason = "cancelled"
+                    return
+            emitted += 1
+            yield Piece(chunk.text, None, chunk.special, chunk.user_defined)
+        info.finish_reason = "stop"
+
+    def close(self) -> None:
+        pass

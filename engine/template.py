@@ -1,0 +1,119 @@
+"""Rendering a model's own chat template, safely, and keeping user text out of control tokens.
+
+The template runs in Jinja's immutable sandbox (templates ship inside downloaded files).
+Message contents are swapped for sentinels before rendering, so the rendered prompt can be
+split into template text (tokenized with special tokens enabled) and user text (tokenized
+as plain text): a user typing `<|im_end|>` gets ordinary text tokens, never the control
+token. Where a template rewrites content so the sentinels vanish, every special-token
+string inside the content is broken with a zero-width space instead.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.errors import ConfigError
+
+# Used when a GGUF carries no chat template at all.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_ZWSP = "\u200b"
+_SENTINEL = "\ue000EMBER{}\ue001"  # private-use code points: never in real text or templates
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    text: str
+    trusted: bool  # True: template text, tokenized with special tokens enabled
+
+
+def _raise(message: str) -> None:
+    raise ValueError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return _dt.datetime.now().strftime(fmt)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = _strftime_now
+    env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)  # type: ignore[misc]
+    return env
+
+
+_ENV = _environment()
+
+
+def neutralise(text: str, special_strings: Iterable[str]) -> str:
+    """Break every special-token string in `text` with a zero-width space after its first char."""
+    for s in special_strings:
+        if len(s) > 1 and s in text:
+            text = text.replace(s, s[0] + _ZWSP + s[1:])
+    return text
+
+
+class ChatTemplate:
+    """A compiled chat template plus the model's special-token strings."""
+
+    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
+                 special_strings: Sequence[str] = ()) -> None:
+        self.source = source or CHATML_TEMPLATE
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        # Longest first, so a longer token is broken before a shorter one inside it.
+        self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
+        try:
+            self._template = _ENV.from_string(self.source)
+        except TemplateError as exc:
+            raise ConfigError(f"the model's chat template does not parse: {exc}") from exc
+
+    def render(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
+               add_generation_prompt: bool = True) -> str:
+        try:
+            return self._template.render(
+                messages=list(messages), tools=list(tools) if tools else None,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token, eos_token=self.eos_token,
+            )
+        except (TemplateError, ValueError, TypeError) as exc:
+            raise ConfigError(f"the model's chat template failed to render: {exc}") from exc
+
+    def segments(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None) -> list[Segment]:
+        """The prompt split into trusted template text and untrusted message text."""
+        contents = [str(m.get("content") or "") for m in messages]
+        marked = [{**m, "content": _SENTINEL.format(i)} for i, m in enumerate(messages)]
+        rendered = self.render(marked, tools=tools)
+        if all(_SENTINEL.format(i) in rendered for i, c in enumerate(contents) if c):
+            return _split_on_sentinels(rendered, contents)
+        safe = [{**m, "content": neutralise(c, self.special_strings)} for m, c in zip(messages, contents, strict=True)]
+        return [Segment(self.render(safe, tools=tools), trusted=True)]
+
+
+def _split_on_sentinels(rendered: str, contents: list[str]) -> list[Segment]:
+    out: list[Segment] = []
+    rest = rendered
+    while rest:
+        start = rest.find("\ue000EMBER")
+        if start < 0:
+            out.append(Segment(rest, True))
+            break
+        end = rest.index("\ue001", start)
+        if start:
+            out.append(Segment(rest[:start], True))
+        index = int(rest[start + len("\ue000EMBER"):end])
+        if contents[index]:
+            out.append(Segment(contents[index], False))
+        rest = rest[end + 1:]
+    return out

@@ -1,0 +1,167 @@
+"""One user turn: stream a reply through the pipeline, recover once if it is empty.
+
+The policy is fixed and deterministic. A round whose visible content is empty after the
+guardrail gets exactly one recovery request (same messages, Ember's correction line folded
+into the system message, no tools, a fresh pipeline). If that is empty too the turn ends
+with `MalformedReplyError`, reported as `TurnError("malformed_reply", …)`. No model ever
+judges or repairs output.
+
+Consumers: after a `Recovery` event the deltas that follow belong to the new attempt, so a
+view resets the in-progress reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
+from engine.errors import (
+    BackendError,
+    ConfigError,
+    ContextOverflowError,
+    LLMError,
+    MalformedReplyError,
+    ScriptExhaustedError,
+)
+from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.pipeline import ReplyPipeline
+
+log = logging.getLogger("engine.turn")
+
+NO_TOOLS_LINE = (
+    "Answer in plain text. No tools are available in this conversation: never write tool calls "
+    "or tool-call syntax."
+)
+CORRECTION_LINE = (
+    "Your previous reply had no visible answer. Reply to the user directly in plain text, "
+    "without tool calls, special tokens or markup."
+)
+
+
+def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
+    """Append `line` to the single system message, creating it when there is none."""
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        content = str(first.get("content") or "").rstrip()
+        first["content"] = f"{content}\n\n{line}" if content else line
+        return (first, *messages[1:])
+    return ({"role": "system", "content": line}, *messages)
+
+
+@dataclass
+class _Tally:
+    """What the rounds of one turn add up to."""
+
+    started: float = field(default_factory=time.perf_counter)
+    first_piece: float | None = None
+    tokens: int = 0
+    prompt_tokens: int = 0
+    context_size: int = 0
+    retries: int = 0
+    stripped: int = 0
+    attempts: int = 0
+    finish_reason: str = "stop"
+
+    def stats(self) -> TurnStats:
+        now = time.perf_counter()
+        total = (now - self.started) * 1000
+        ttft = ((self.first_piece or now) - self.started) * 1000
+        gen_s = now - (self.first_piece or now)
+        tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
+        return TurnStats(
+            tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round(ttft, 1),
+            tokens_per_s=round(tps, 2), total_ms=round(total, 1), retries=self.retries,
+            scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
+            context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
+        )
+
+
+class TurnRunner:
+    """Runs turns against one backend. Call `run` on the thread that owns the backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[Event]:
+        """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
+        cancel = cancel or CancelToken()
+        tally = _Tally()
+        outcome, kind = "completed", ""
+        try:
+            yield from self._rounds(request, cancel, tally)
+            outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
+            yield TurnDone(tally.stats())
+        except MalformedReplyError as exc:
+            outcome, kind = "malformed", "malformed_reply"
+            yield TurnError(kind, str(exc), tally.stats())
+        except (LLMError, ConfigError) as exc:
+            outcome, kind = "error", _error_kind(exc)
+            yield TurnError(kind, str(exc), tally.stats())
+        finally:
+            _log_turn(tally.stats(), outcome, kind)
+
+    def _rounds(self, request: Request, cancel: CancelToken, tally: _Tally) -> Iterator[Event]:
+        if not request.tools:
+            request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
+        visible = yield from self._round(request, cancel, tally)
+        if visible or cancel.cancelled:
+            return
+        yield Recovery("empty_reply")
+        retry = request.with_(messages=fold_system(request.messages, CORRECTION_LINE), tools=None)
+        visible = yield from self._round(retry, cancel, tally)
+        if not visible and not cancel.cancelled:
+            raise MalformedReplyError()
+
+    def _round(self, request: Request, cancel: CancelToken, tally: _Tally) -> Iterator[Event]:
+        """Stream one model request; return whether it produced visible content."""
+        tally.attempts += 1
+        info = StreamInfo()
+        pipeline: ReplyPipeline | None = None
+        pieces = 0
+        try:
+            for piece in self.backend.stream(request, cancel, info):
+                if pipeline is None:
+                    pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
+                if tally.first_piece is None:
+                    tally.first_piece = time.perf_counter()
+                pieces += 1
+                yield from _deltas(pipeline.feed(piece))
+            if pipeline is not None:
+                yield from _deltas(pipeline.flush())
+        finally:
+            tally.tokens += info.completion_tokens or pieces
+            tally.prompt_tokens = info.prompt_tokens
+            tally.context_size = info.context_size
+            tally.retries += info.retries
+            tally.finish_reason = info.finish_reason
+            if pipeline is not None:
+                tally.stripped += pipeline.stripped_chars
+        return pipeline is not None and bool(pipeline.content.strip())
+
+
+def _deltas(events: list[ThinkingDelta | ContentDelta]) -> Iterator[Event]:
+    yield from events
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, ContextOverflowError):
+        return "context_full"
+    if isinstance(exc, ScriptExhaustedError):
+        return "script"
+    if isinstance(exc, ConfigError):
+        return "config"
+    if isinstance(exc, BackendError):
+        return "backend"
+    return "llm"
+
+
+def _log_turn(stats: TurnStats, outcome: str, kind: str) -> None:
+    extra = f" error={kind}" if kind else ""
+    log.info(
+        "turn outcome=%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f total_ms=%d retries=%d scaffold_stripped=%d",
+        outcome, extra, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
+        stats.total_ms, stats.retries, stats.scaffold_stripped,
+    )

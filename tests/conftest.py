@@ -1,0 +1,34 @@
+"""Shared fixtures: every test gets its own EMBER_HOME and an offscreen Qt platform."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "ember-home"
+    monkeypatch.setenv("EMBER_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def smollm_path() -> Path:
+    from models.default_model import default_model_path
+
+    return default_model_path()
+
+
+@pytest.fixture(scope="session")
+def smollm(smollm_path: Path):  # type: ignore[no-untyped-def]
+    """One real SmolLM2 backend shared by the session (loading takes about a second)."""
+    from engine.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(smollm_path, n_ctx=2048)
+    yield backend
+    backend.close()

@@ -1,0 +1,78 @@
+"""ScriptedBackend replays exactly, records requests, and fails clearly."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.backend import CancelToken, StreamInfo, make_request
+from engine.errors import ConfigError, ScriptExhaustedError
+from engine.events import Piece
+from engine.scripted import ScriptedBackend
+
+
+def _stream(backend: ScriptedBackend, text: str = "hi", cancel: CancelToken | None = None) -> list[Piece]:
+    request = make_request([{"role": "user", "content": text}])
+    return list(backend.stream(request, cancel or CancelToken(), StreamInfo()))
+
+
+def test_replays_chunks_exactly(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"replies": [["Hel", "lo", {"text": "<|x|>", "special": True}], ["two"]]}))
+    backend = ScriptedBackend.from_file(script)
+    assert _stream(backend) == [Piece("Hel"), Piece("lo"), Piece("<|x|>", None, True)]
+    assert _stream(backend) == [Piece("two")]
+
+
+def test_records_requests() -> None:
+    backend = ScriptedBackend.from_texts("a")
+    _stream(backend, "question")
+    assert backend.requests[0].messages == ({"role": "user", "content": "question"},)
+    assert backend.requests[0].tools is None
+
+
+def test_running_out_names_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "short.json"
+    script.write_text(json.dumps({"replies": [["only"]]}))
+    backend = ScriptedBackend.from_file(script)
+    _stream(backend)
+    with pytest.raises(ScriptExhaustedError, match="short.json"):
+        _stream(backend)
+
+
+@pytest.mark.parametrize("content", ["{", '{"replies": 3}', '{"replies": [[7]]}', '{"replies": ["x"]}'])
+def test_bad_scripts_are_config_errors(tmp_path: Path, content: str) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text(content)
+    with pytest.raises(ConfigError, match="bad.json"):
+        ScriptedBackend.from_file(script)
+
+
+def test_missing_script_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read script"):
+        ScriptedBackend.from_file(tmp_path / "nope.json")
+
+
+def test_cancel_between_delayed_chunks() -> None:
+    backend = ScriptedBackend([[{"text": f"t{i}", "delay_ms": 20} for i in range(100)]])
+    cancel = CancelToken()
+    info = StreamInfo()
+    got: list[Piece] = []
+    request = make_request([{"role": "user", "content": "x"}])
+    for piece in backend.stream(request, cancel, info):
+        got.append(piece)
+        if len(got) == 3:
+            threading.Timer(0.01, cancel.cancel).start()
+    assert 3 <= len(got) <= 4
+    assert info.finish_reason == "cancelled"
+
+
+def test_max_tokens_limits_the_reply() -> None:
+    backend = ScriptedBackend.from_texts(["a", "b", "c", "d"])
+    request = make_request([{"role": "user", "content": "x"}], max_tokens=2)
+    info = StreamInfo()
+    assert [p.text for p in backend.stream(request, CancelToken(), info)] == ["a", "b"]
+    assert info.finish_reason == "length"
