@@ -1,0 +1,96 @@
+"""OpenAIBackend against a real llama-cpp-python server serving the built-in SmolLM2."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sse_stub import free_port
+
+from engine.backend import CancelToken, Sampling, StreamInfo, make_request
+from engine.errors import BackendError
+from engine.events import Piece
+from engine.openai_backend import OpenAIBackend, list_models
+from models.default_model import DefaultModelMissing, default_model_path
+
+pytestmark = pytest.mark.slow
+
+READY_TIMEOUT_S = 60.0
+SERVER_DEPS = ("llama_cpp.server", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+
+
+def _missing_server_deps() -> list[str]:
+    missing: list[str] = []
+    for name in SERVER_DEPS:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _wait_until_ready(base_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
+        try:
+            if list_models(base_url, timeout=2.0):
+                return
+        except BackendError:
+            pass  # not listening yet
+        time.sleep(0.2)
+    pytest.fail(f"llama_cpp.server did not answer /v1/models within {READY_TIMEOUT_S:g} s")
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    missing = _missing_server_deps()
+    if missing:
+        pytest.skip(f"llama-cpp-python[server] is not installed (missing: {', '.join(missing)})")
+    try:
+        model = default_model_path()
+    except DefaultModelMissing as exc:
+        pytest.skip(f"default model unavailable: {exc}")
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_until_ready(base_url, proc, log)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_lists_the_served_model(server_url: str) -> None:
+    assert list_models(server_url)
+
+
+def test_a_plain_reply_streams(server_url: str) -> None:
+    backend = OpenAIBackend(server_url)
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    request = make_request(messages, sampling=Sampling.greedy(), max_tokens=16)
+    info = StreamInfo()
+    try:
+        pieces: list[Piece] = list(backend.stream(request, CancelToken(), info))
+    finally:
+        backend.close()
+    assert "".join(p.text for p in pieces).strip()
+    assert info.finish_reason in ("stop", "length")
+    assert info.retries == 0
