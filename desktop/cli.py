@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from engine import __version__
+from engine.logsetup import configure_logging
 
 SUBCOMMANDS = ("chat", "models", "history", "bench")
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="GGUF file to open (default: the last used, else the built-in model)")
     parser.add_argument("--backend", default=None, help="llama (default), script:FILE or openai:URL")
     parser.add_argument("--prompt", help="send this message once the window is up")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"desktop.cmd_{name}")
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(verbose=args.verbose)
     if args.command is None:
         from desktop.app import run_gui  # Qt is imported only for the window
 
