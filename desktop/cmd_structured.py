@@ -1,0 +1,107 @@
+"""`ember chat --schema FILE PROMPT`: one structured reply, printed as JSON.
+
+Plain output is the value, pretty-printed on stdout; retries are reported on stderr.
+With `--events`: a `structured_retry` line per retry, then `json` and `done` on success,
+or one `error` line (`kind` "structured_output", `message` the last error) and exit 3.
+A schema file that cannot be read, is not JSON or is not a valid JSON Schema exits 2
+before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine.backend import Message
+from engine.errors import (
+    BackendError,
+    ConfigError,
+    ContextOverflowError,
+    EngineError,
+    LLMError,
+    ScriptExhaustedError,
+    StructuredOutputError,
+)
+from engine.events import StructuredRetry, TurnDone, TurnError, event_to_json
+from engine.structured import MAX_STRUCTURED_RETRIES, StructuredResult, StructuredRunner, load_schema
+
+EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
+def run_schema_chat(args: argparse.Namespace) -> int:
+    """The `chat --schema` branch of `ember chat`; returns the exit status."""
+    from desktop.cmd_chat import open_backend, sampling_from  # cmd_chat imports this module lazily
+
+    try:
+        schema = load_schema(args.schema)  # checked first: a bad file never waits for a model load
+        sampling = sampling_from(args)
+        backend = open_backend(args)
+    except EngineError as exc:
+        return _fail(str(exc))
+    runner = StructuredRunner(backend, on_event=lambda event: _report_retry(event, args.events))
+    try:
+        result = runner.run(_messages(args), schema, sampling=sampling, max_tokens=args.max_tokens)
+    except ConfigError as exc:  # e.g. a $ref that cannot be resolved offline
+        return _fail(str(exc))
+    except StructuredOutputError as exc:
+        return _report_error("structured_output", exc.last_error, args.events,
+                             f"no valid JSON after {1 + MAX_STRUCTURED_RETRIES} attempts: {exc.last_error}")
+    except LLMError as exc:
+        return _report_error(_error_kind(exc), str(exc), args.events, str(exc))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        backend.close()
+    _report_value(result, args.events)
+    return EXIT_OK
+
+
+def _messages(args: argparse.Namespace) -> list[Message]:
+    messages: list[Message] = [{"role": "system", "content": args.system}] if args.system else []
+    messages.append({"role": "user", "content": args.prompt})
+    return messages
+
+
+def _report_retry(event: StructuredRetry, events: bool) -> None:
+    if events:
+        _emit(event_to_json(event))
+    else:
+        sys.stderr.write(f"ember: the reply was not valid: {event.error}; asking again "
+                         f"(attempt {event.attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
+
+
+def _report_value(result: StructuredResult, events: bool) -> None:
+    if events:
+        _emit({"type": "json", "value": result.value})
+        _emit(event_to_json(TurnDone(result.stats)))
+    else:
+        sys.stdout.write(json.dumps(result.value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _report_error(kind: str, message: str, events: bool, line: str) -> int:
+    if events:
+        _emit(event_to_json(TurnError(kind, message)))
+    else:
+        sys.stderr.write(f"ember: {line}\n")
+    return EXIT_TURN_ERROR
+
+
+def _error_kind(exc: LLMError) -> str:
+    """The same kinds a plain `ember chat` turn reports."""
+    if isinstance(exc, ContextOverflowError):
+        return "context_full"
+    if isinstance(exc, ScriptExhaustedError):
+        return "script"
+    return "backend" if isinstance(exc, BackendError) else "llm"
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"ember: {message}\n")
+    return EXIT_USAGE
