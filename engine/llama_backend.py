@@ -18,7 +18,7 @@ from typing import Any
 
 from engine import llama_log
 from engine.backend import CancelToken, Request, StreamInfo
-from engine.decoding import Utf8Stream, TokenClasses, piece_bytes
+from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
 from engine.load_errors import explain_llama_failure, precheck_model_file
@@ -51,7 +51,7 @@ class LlamaBackend:
         self.gpu_note = ""
         precheck_model_file(self.path)
         llama_log.install()
-        self._llm = self._load(n_ctx, n_gpu_layers, n_threads or default_threads())
+        self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads())
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -218,7 +218,7 @@ class LlamaBackend:
         return None
 
     def close(self) -> None:
-        llm = getattr(self, "_llm", None)
+        llm: Any = getattr(self, "_llm", None)
         if llm is not None:
             llm.close()
             self._llm = None
@@ -254,5 +254,5 @@ def _training_context(path: Path) -> int | None:
         arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
         ctx_field = reader.fields.get(f"{arch}.context_length")
         return int(ctx_field.parts[ctx_field.data[0]][0]) if ctx_field else None
-    except Exception:  # noqa: BLE001 - the load itself reports a bad header properly
+    except Exception:
         return None

@@ -69,6 +69,6 @@ def _header_reason(path: Path) -> str | None:
         read_metadata(path)
     except GGUFError as exc:
         return str(exc)
-    except Exception:  # noqa: BLE001 - explaining a failure must never fail itself
+    except Exception:
         return None
     return None

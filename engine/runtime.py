@@ -91,7 +91,7 @@ class Engine:
             try:
                 for item in make_iter():
                     loop.call_soon_threadsafe(queue.put_nowait, item)
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the loop side
+            except BaseException as exc:
                 loop.call_soon_threadsafe(queue.put_nowait, _Failure(exc))
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, _END)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.backend import CancelToken, Request, StreamInfo
 from engine.errors import ConfigError, ScriptExhaustedError
@@ -31,26 +31,28 @@ class ScriptChunk:
 def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
     if isinstance(raw, str):
         return ScriptChunk(raw)
-    if isinstance(raw, dict) and isinstance(raw.get("text"), str):
+    obj = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+    text = obj.get("text")
+    if isinstance(text, str):
         return ScriptChunk(
-            text=raw["text"],
-            special=bool(raw.get("special", False)),
-            user_defined=bool(raw.get("user_defined", False)),
-            delay_ms=float(raw.get("delay_ms", 0)),
+            text=text,
+            special=bool(obj.get("special", False)),
+            user_defined=bool(obj.get("user_defined", False)),
+            delay_ms=float(obj.get("delay_ms", 0)),
         )
     raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {raw!r}")
 
 
 def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
     """Validate a script object and return its replies."""
-    replies = data.get("replies") if isinstance(data, dict) else None
+    replies = cast(dict[str, Any], data).get("replies") if isinstance(data, dict) else None
     if not isinstance(replies, list):
         raise ConfigError(f"{name}: expected an object with a 'replies' list")
     out: list[list[ScriptChunk]] = []
-    for i, reply in enumerate(replies):
+    for i, reply in enumerate(cast(list[Any], replies)):
         if not isinstance(reply, list):
             raise ConfigError(f"{name}: reply {i} must be a list of chunks")
-        out.append([_parse_chunk(c, f"{name}: reply {i}") for c in reply])
+        out.append([_parse_chunk(c, f"{name}: reply {i}") for c in cast(list[Any], reply)])
     return out
 
 

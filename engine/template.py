@@ -14,7 +14,7 @@ import datetime as _dt
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -47,8 +47,9 @@ def _strftime_now(fmt: str) -> str:
 
 def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.globals["raise_exception"] = _raise
-    env.globals["strftime_now"] = _strftime_now
+    env_globals = cast(dict[str, Any], env.globals)  # pyright: ignore[reportUnknownMemberType]
+    env_globals["raise_exception"] = _raise
+    env_globals["strftime_now"] = _strftime_now
     env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)  # type: ignore[misc]
     return env
 
@@ -90,7 +91,9 @@ class ChatTemplate:
         except (TemplateError, ValueError, TypeError) as exc:
             raise ConfigError(f"the model's chat template failed to render: {exc}") from exc
 
-    def segments(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None) -> list[Segment]:
+    def segments(
+        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[Segment]:
         """The prompt split into trusted template text and untrusted message text."""
         contents = [str(m.get("content") or "") for m in messages]
         marked = [{**m, "content": _SENTINEL.format(i)} for i, m in enumerate(messages)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
@@ -115,7 +115,7 @@ class TurnRunner:
         if not visible and not cancel.cancelled:
             raise MalformedReplyError()
 
-    def _round(self, request: Request, cancel: CancelToken, tally: _Tally) -> Iterator[Event]:
+    def _round(self, request: Request, cancel: CancelToken, tally: _Tally) -> Generator[Event, None, bool]:
         """Stream one model request; return whether it produced visible content."""
         tally.attempts += 1
         info = StreamInfo()
@@ -161,7 +161,8 @@ def _error_kind(exc: BaseException) -> str:
 def _log_turn(stats: TurnStats, outcome: str, kind: str) -> None:
     extra = f" error={kind}" if kind else ""
     log.info(
-        "turn outcome=%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f total_ms=%d retries=%d scaffold_stripped=%d",
+        "turn outcome=%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
+        "total_ms=%d retries=%d scaffold_stripped=%d",
         outcome, extra, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
         stats.total_ms, stats.retries, stats.scaffold_stripped,
     )

@@ -104,7 +104,7 @@ def test_load_runs_on_the_worker_and_a_failure_keeps_the_old_backend() -> None:
     async def main() -> list[Event]:
         engine = Engine()
         await engine.load(good)
-        with pytest.raises(ModelLoadError, match="broken.gguf"):
+        with pytest.raises(ModelLoadError, match=r"broken\.gguf"):
             await engine.load(bad)
         events = await _collect(engine)
         await engine.aclose()

@@ -39,7 +39,7 @@ def test_running_out_names_the_script(tmp_path: Path) -> None:
     script.write_text(json.dumps({"replies": [["only"]]}))
     backend = ScriptedBackend.from_file(script)
     _stream(backend)
-    with pytest.raises(ScriptExhaustedError, match="short.json"):
+    with pytest.raises(ScriptExhaustedError, match=r"short\.json"):
         _stream(backend)
 
 
@@ -47,7 +47,7 @@ def test_running_out_names_the_script(tmp_path: Path) -> None:
 def test_bad_scripts_are_config_errors(tmp_path: Path, content: str) -> None:
     script = tmp_path / "bad.json"
     script.write_text(content)
-    with pytest.raises(ConfigError, match="bad.json"):
+    with pytest.raises(ConfigError, match=r"bad\.json"):
         ScriptedBackend.from_file(script)
 
 
