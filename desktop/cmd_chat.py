@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.backend import Backend, CancelToken, Sampling, make_request
+from desktop.cmd_history import ChatHistory, add_chat_options
+from engine.backend import Backend, CancelToken, Message, Sampling, make_request
 from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
 from engine.factory import make_backend, parse_backend_spec
@@ -30,6 +31,8 @@ def register(sub: Any) -> None:
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
+    p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
+    add_chat_options(p)
     p.set_defaults(func=run)
 
 
@@ -73,25 +76,45 @@ def sampling_from(args: argparse.Namespace) -> Sampling:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.schema is not None:  # structured replies: desktop/cmd_structured.py
+        from desktop.cmd_structured import run_schema_chat
+
+        return run_schema_chat(args)
     try:
         sampling = sampling_from(args)
+        history = ChatHistory.open(args)  # checked before a model loads: a bad id fails fast
+    except ConfigError as exc:
+        return _fail(str(exc))
+    with history:
+        return _chat(args, sampling, history)
+
+
+def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) -> int:
+    try:
         backend = open_backend(args)
     except (ModelLoadError, ConfigError) as exc:
         return _fail(str(exc))
     except EngineError as exc:
         return _fail(str(exc))
-    messages = ([{"role": "system", "content": args.system}] if args.system else [])
-    messages.append({"role": "user", "content": args.prompt})
+    # With history, the context is the conversation's active branch ending at this prompt.
+    messages = history.begin(args.prompt, system=args.system, model=backend.name) or _single_turn(args)
     request = make_request(messages, sampling=sampling, max_tokens=args.max_tokens)
     cancel = CancelToken()
     try:
-        return _print_turn(TurnRunner(backend).run(request, cancel), args)
+        return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
     except KeyboardInterrupt:
         cancel.cancel()
+        history.stopped()
         sys.stdout.write("\n")
         return 130
     finally:
         backend.close()
+
+
+def _single_turn(args: argparse.Namespace) -> list[Message]:
+    messages: list[Message] = [{"role": "system", "content": args.system}] if args.system else []
+    messages.append({"role": "user", "content": args.prompt})
+    return messages
 
 
 def _print_turn(events: Any, args: argparse.Namespace) -> int:

@@ -1,0 +1,147 @@
+"""Plain values the history store hands out: conversations, messages, turns, versions, search hits."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+Role = Literal["system", "user", "assistant"]
+# streaming: being written now (or cut off by a crash until the next start marks it interrupted).
+Status = Literal["streaming", "complete", "stopped", "interrupted", "error"]
+Outcome = Literal["completed", "malformed", "error", "stopped", "interrupted"]
+TurnKind = Literal["send", "edit", "regenerate"]
+
+# Search snippets mark matches with these control characters (never in chat text), so a
+# view can escape the text first and then style the marked spans.
+HIGHLIGHT_START = "\x02"
+HIGHLIGHT_END = "\x03"
+
+
+class HistoryError(Exception):
+    """The history database cannot be used; the message is one readable line."""
+
+
+class NotFoundError(HistoryError, KeyError):
+    """No conversation or message with that id."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def load_json(text: str | None) -> dict[str, Any]:
+    """A stored JSON object column; anything unreadable reads as empty rather than failing."""
+    if not text:
+        return {}
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return dict(value) if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownArgumentType]
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: int
+    title: str
+    model: str
+    settings: Mapping[str, Any]
+    created_at: float
+    updated_at: float  # last activity: the sidebar's order
+    active_leaf_id: int | None
+    deleted_at: float | None
+    title_is_auto: bool
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Conversation:
+        return cls(
+            id=row["id"], title=row["title"], model=row["model"], settings=load_json(row["settings"]),
+            created_at=row["created_at"], updated_at=row["updated_at"], active_leaf_id=row["active_leaf_id"],
+            deleted_at=row["deleted_at"], title_is_auto=bool(row["title_is_auto"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    conversation_id: int
+    parent_id: int | None
+    role: Role
+    content: str
+    thinking: str
+    status: Status
+    stats: Mapping[str, Any]
+    model: str
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> StoredMessage:
+        return cls(
+            id=row["id"], conversation_id=row["conversation_id"], parent_id=row["parent_id"], role=row["role"],
+            content=row["content"], thinking=row["thinking"], status=row["status"], stats=load_json(row["stats"]),
+            model=row["model"], created_at=row["created_at"], updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """The audit record of one generation: how it started, ended and what it took."""
+
+    id: int
+    conversation_id: int
+    user_message_id: int | None
+    assistant_message_id: int | None
+    kind: TurnKind
+    started_at: float
+    ended_at: float | None
+    outcome: Outcome | None  # None while the turn runs
+    error_kind: str
+    error_message: str
+    attempts: int
+    retries: int
+    scaffold_stripped: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> TurnRecord:
+        return cls(
+            id=row["id"], conversation_id=row["conversation_id"], user_message_id=row["user_message_id"],
+            assistant_message_id=row["assistant_message_id"], kind=row["kind"], started_at=row["started_at"],
+            ended_at=row["ended_at"], outcome=row["outcome"], error_kind=row["error_kind"],
+            error_message=row["error_message"], attempts=row["attempts"], retries=row["retries"],
+            scaffold_stripped=row["scaffold_stripped"],
+        )
+
+
+class Versions(NamedTuple):
+    """A message among its siblings: shown as ‹ index+1 / count ›."""
+
+    # Shadowing tuple.index/count is deliberate: the brief's shape is (index, count, ids).
+    index: int  # pyright: ignore[reportIncompatibleMethodOverride]  # 0-based position among `ids`
+    count: int  # pyright: ignore[reportIncompatibleMethodOverride]
+    ids: tuple[int, ...]  # the sibling versions, oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """The best match in one conversation: its title (message_id None) or one of its messages."""
+
+    conversation_id: int
+    title: str
+    message_id: int | None
+    snippet: str  # matches wrapped in HIGHLIGHT_START / HIGHLIGHT_END
+    updated_at: float
+
+    @property
+    def plain_snippet(self) -> str:
+        return self.snippet.replace(HIGHLIGHT_START, "").replace(HIGHLIGHT_END, "")
+
+    def snippet_parts(self) -> list[tuple[str, bool]]:
+        """The snippet as (text, is_match) runs, for views that style matches."""
+        parts: list[tuple[str, bool]] = []
+        for i, chunk in enumerate(self.snippet.split(HIGHLIGHT_START)):
+            match, _, rest = chunk.partition(HIGHLIGHT_END) if i else ("", "", chunk)
+            parts.extend((text, is_match) for text, is_match in ((match, True), (rest, False)) if text)
+        return parts
