@@ -21,7 +21,7 @@ from engine.backend import CancelToken, Request, StreamInfo
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
-from engine.load_errors import explain_llama_failure, precheck_model_file
+from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
 
 log = logging.getLogger("engine.llama")
@@ -50,6 +50,7 @@ class LlamaBackend:
         self.name = self.path.name
         self.gpu_note = ""
         precheck_model_file(self.path)
+        self.metadata = read_model_header(self.path)
         llama_log.install()
         self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads())
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
@@ -68,7 +69,7 @@ class LlamaBackend:
             log.info("GPU layers requested (%d) but %s", n_gpu_layers, self.gpu_note)
             n_gpu_layers = 0
         self.n_gpu_layers = n_gpu_layers
-        n_ctx_train = _training_context(self.path)
+        n_ctx_train = self.metadata.context_length
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         llama_log.clear_recent()
         try:
@@ -238,21 +239,3 @@ def _guarded(gen: Iterator[int], cancel: CancelToken) -> Iterator[int]:
 
 def _adds_bos(meta: dict[str, str]) -> bool:
     return meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"
-
-
-def _training_context(path: Path) -> int | None:
-    """The model's training context from the GGUF header, or None when unreadable."""
-    try:
-        from gguf import GGUFReader
-    except ImportError:
-        return None
-    try:
-        reader = GGUFReader(str(path), "r")
-        arch_field = reader.fields.get("general.architecture")
-        if arch_field is None:
-            return None
-        arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
-        ctx_field = reader.fields.get(f"{arch}.context_length")
-        return int(ctx_field.parts[ctx_field.data[0]][0]) if ctx_field else None
-    except Exception:
-        return None

@@ -7,6 +7,9 @@ import re
 from pathlib import Path
 
 from engine.errors import ModelLoadError
+from models.diagnose import explain_load_failure, metadata_problem
+from models.errors import GGUFError
+from models.gguf_meta import ModelMetadata, read_metadata
 
 GGUF_MAGIC = b"GGUF"
 
@@ -60,15 +63,20 @@ def explain_llama_failure(path: Path, exc: BaseException, log_lines: list[str], 
     return f"llama.cpp could not load it: {detail}"
 
 
+def read_model_header(path: Path) -> ModelMetadata:
+    """Read and judge the header before llama.cpp sees the file (truncation, arch, shards…)."""
+    try:
+        meta = read_metadata(path)
+    except GGUFError as exc:
+        raise ModelLoadError(f"{path.name}: {exc}") from exc
+    problem = metadata_problem(meta)
+    if problem:
+        raise ModelLoadError(f"{path.name}: {problem}")
+    return meta
+
+
 def _header_reason(path: Path) -> str | None:
     try:
-        from models.gguf_meta import GGUFError, read_metadata  # type: ignore[import-not-found]
-    except ImportError:
+        return explain_load_failure(path)
+    except Exception:  # explaining a failure must never fail itself
         return None
-    try:
-        read_metadata(path)
-    except GGUFError as exc:
-        return str(exc)
-    except Exception:
-        return None
-    return None

@@ -121,3 +121,30 @@ def test_a_truncated_model_is_reported_as_truncated(tmp_path: Path, smollm_path:
     with pytest.raises(ModelLoadError, match="truncated") as info:
         LlamaBackend(cut)
     assert str(info.value).startswith("cut.gguf: ") and "\n" not in str(info.value)
+
+
+def test_tiny_synthetic_model_profile(tmp_path: Path) -> None:
+    """A template that pre-fills <think>, USER_DEFINED markers and a capped context."""
+    from tests.gguf_factory import QWEN3_THINKING, QWEN3_TOKENS, write_tiny_llama
+
+    path = write_tiny_llama(tmp_path / "qwen3ish.gguf", QWEN3_THINKING, QWEN3_TOKENS, n_ctx_train=512)
+    backend = LlamaBackend(path, n_ctx=4096)
+    try:
+        assert backend.n_ctx == 512  # capped at the training context
+        _, prefilled = backend.prompt_tokens(make_request([{"role": "user", "content": "hi"}]))
+        assert prefilled
+        think = backend._llm.tokenize(b"<think>", add_bos=False, special=True)  # pyright: ignore[reportPrivateUsage]
+        assert len(think) == 1
+        assert backend._classes.classify(think[0]) == (False, True, True)  # pyright: ignore[reportPrivateUsage]
+        pieces, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=4)
+        assert info.prefilled_thinking and info.completion_tokens <= 4
+    finally:
+        backend.close()
+
+
+def test_an_unknown_architecture_is_named(tmp_path: Path) -> None:
+    from tests.gguf_factory import write_tiny_llama
+
+    path = write_tiny_llama(tmp_path / "alien.gguf", extra={"general.architecture": "notanarch"})
+    with pytest.raises(ModelLoadError, match="notanarch"):
+        LlamaBackend(path)
