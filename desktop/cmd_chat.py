@@ -14,6 +14,8 @@ from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
 from engine.factory import make_backend, parse_backend_spec
 from engine.turn import TurnRunner
+from models.default_model import DefaultModelMissing, default_model_path
+from models.settings import ModelSettings, load_model_settings
 
 EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR = 0, 2, 3
 
@@ -26,8 +28,10 @@ def register(sub: Any) -> None:
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--temperature", type=float, default=None, help="sampling temperature (0 = greedy)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
-    p.add_argument("--max-tokens", type=_positive_int, default=512, help="reply length limit")
-    p.add_argument("--ctx", type=_positive_int, default=4096, help="context length in tokens")
+    p.add_argument("--max-tokens", type=_positive_int, default=None, help="reply length limit (default 512)")
+    p.add_argument("--ctx", type=_positive_int, default=None, help="context length in tokens (default 4096)")
+    p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
+    p.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
@@ -62,17 +66,46 @@ def open_backend(args: argparse.Namespace) -> Backend:
             raise ConfigError(f"the environment variable {args.api_key_env} is not set")
         name = None if args.model == "default" else args.model
         return make_backend(spec, model_name=name, api_key=key)
-    path = None if args.model in (None, "default") else Path(args.model).expanduser()
-    return make_backend(spec, model_path=path, n_ctx=args.ctx)
+    return make_backend(spec, model_path=_model_path(args), n_ctx=args.ctx, n_gpu_layers=args.gpu_layers,
+                        n_threads=args.threads)
+
+
+def _model_path(args: argparse.Namespace) -> Path:
+    if args.model not in (None, "default"):
+        return Path(args.model).expanduser()
+    try:
+        return default_model_path()
+    except DefaultModelMissing as exc:
+        raise ModelLoadError(str(exc)) from exc
+
+
+def _saved_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model's saved settings (as the GUI keeps them); defaults for remote and scripted backends."""
+    if parse_backend_spec(args.backend).kind != "llama":
+        return ModelSettings()
+    try:
+        return load_model_settings(_model_path(args).resolve())
+    except (OSError, ValueError, ModelLoadError):
+        return ModelSettings()
 
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
-    base = Sampling()
-    temperature = base.temperature if args.temperature is None else args.temperature
+    """Sampling for this run: command-line flags over the model's saved settings.
+
+    Also fills the unset length, context, GPU, thread and system-prompt arguments in `args`
+    from those settings, so every later step sees one resolved set.
+    """
+    saved = _saved_settings(args)
+    args.ctx = args.ctx or saved.context_length
+    args.max_tokens = args.max_tokens or saved.max_tokens or 512
+    args.gpu_layers = saved.gpu_layers if args.gpu_layers is None else args.gpu_layers
+    args.threads = args.threads or saved.threads
+    args.system = saved.system_prompt or None if args.system is None else args.system
+    temperature = saved.temperature if args.temperature is None else args.temperature
     if temperature < 0:
         raise ConfigError("--temperature must be 0 or more")
-    return Sampling(temperature=temperature, top_p=base.top_p, top_k=base.top_k, min_p=base.min_p,
-                    repeat_penalty=base.repeat_penalty, seed=args.seed)
+    return Sampling(temperature=temperature, top_p=saved.top_p, top_k=saved.top_k, min_p=saved.min_p,
+                    repeat_penalty=saved.repeat_penalty, seed=saved.seed if args.seed is None else args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
