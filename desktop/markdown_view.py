@@ -1,0 +1,237 @@
+"""Widgets that show an answer: rendered Markdown runs and code blocks with a Copy button.
+
+`AnswerView` applies `MarkdownStream` updates: frozen parts keep their widgets untouched,
+so a streaming update re-renders only the text after the last frozen part.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QSize, QSizeF, Qt, QTimer, QUrl
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextOption
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.markdown_blocks import MarkdownStream, Part, Update
+from desktop.style import document_css, monospace_font
+
+SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+COPIED_FEEDBACK_MS = 1500
+CODE_MARGIN = 8
+
+
+def open_link(url: QUrl) -> None:
+    """Links open only on a click, only in the system browser, only for web/mail schemes."""
+    if url.scheme().lower() in SAFE_LINK_SCHEMES:
+        QDesktopServices.openUrl(url)
+
+
+def discard(widget: QWidget) -> None:
+    """Take a widget out of the tree now (deleteLater alone leaves it findable until then)."""
+    widget.hide()
+    widget.setParent(None)
+    widget.deleteLater()
+
+
+def copy_to_clipboard(text: str) -> None:
+    QGuiApplication.clipboard().setText(text)
+
+
+class CopyButton(QToolButton):
+    """A small Copy button that says "Copied" for a moment after a click."""
+
+    def __init__(self, label: str, accessible_name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._label = label
+        self.setText(label)
+        self.setAutoRaise(True)
+        self.setAccessibleName(accessible_name)
+        self.setToolTip(accessible_name)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def flash_copied(self) -> None:
+        self.setText("Copied")
+        QTimer.singleShot(COPIED_FEEDBACK_MS, self, lambda: self.setText(self._label))
+
+
+class TextSegment(QTextBrowser):
+    """A run of rendered Markdown, as tall as its text (the conversation scrolls, not it)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._html = ""
+        self.setObjectName("AnswerText")
+        self.setAccessibleName("Answer")
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(open_link)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self.document().setDocumentMargin(0)
+        self.document().setDefaultStyleSheet(document_css(self.palette()))
+        self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        self.setFixedHeight(self.fontMetrics().lineSpacing())
+
+    def set_html(self, html: str) -> None:
+        if html != self._html:
+            self._html = html
+            self.setHtml(html)
+
+    def refresh_style(self) -> None:
+        self.document().setDefaultStyleSheet(document_css(self.palette()))
+        self.setHtml(self._html)
+
+    def loadResource(self, type: int, name: QUrl | str) -> object:
+        # Nothing is ever fetched for a model's answer: not from the network, not from disk.
+        return None
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self.height())
+
+    def _fit_height(self, size: QSizeF) -> None:
+        self.setFixedHeight(max(1, math.ceil(size.height())))
+
+
+class CodeBlock(QFrame):
+    """A code block: monospace, never wrapped, with its language and a Copy button."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("CodeBlock")
+        self._code = ""
+        self._lines = 1
+        self._lang = QLabel(self)
+        self._lang.setObjectName("CodeLang")
+        self._copy = CopyButton("Copy code", "Copy code", self)
+        self._copy.clicked.connect(self._on_copy_clicked)
+        self._body = self._make_body()
+        header = QHBoxLayout()
+        header.setContentsMargins(CODE_MARGIN + 2, 4, 4, 0)
+        header.addWidget(self._lang)
+        header.addStretch(1)
+        header.addWidget(self._copy)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 4)
+        layout.setSpacing(0)
+        layout.addLayout(header)
+        layout.addWidget(self._body)
+
+    def _make_body(self) -> QPlainTextEdit:
+        body = QPlainTextEdit(self)
+        body.setReadOnly(True)
+        body.setFont(monospace_font())
+        body.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        body.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        body.setFrameShape(QFrame.Shape.NoFrame)
+        body.setTabChangesFocus(True)
+        body.document().setDocumentMargin(CODE_MARGIN)
+        body.setAccessibleName("Code")
+        body.horizontalScrollBar().rangeChanged.connect(lambda *_: self._fit_height())
+        return body
+
+    @property
+    def code(self) -> str:
+        return self._code
+
+    def set_code(self, code: str, lang: str) -> None:
+        self._lang.setText(lang or "code")
+        if code == self._code:
+            return
+        if code.startswith(self._code):
+            # Streaming only ever appends: insert the new tail instead of resetting the text.
+            tail = code[len(self._code):]
+            cursor = QTextCursor(self._body.document())
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(tail)
+            self._lines += tail.count("\n")
+        else:
+            self._body.setPlainText(code)
+            self._lines = code.count("\n") + 1
+        self._code = code
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        bar = self._body.horizontalScrollBar()
+        extra = bar.sizeHint().height() if bar.maximum() > 0 else 0
+        margin = 2 * math.ceil(self._body.document().documentMargin())
+        self._body.setFixedHeight(self._lines * self._body.fontMetrics().lineSpacing() + margin + extra)
+
+    def _on_copy_clicked(self) -> None:
+        copy_to_clipboard(self._code)
+        self._copy.flash_copied()
+
+
+PartWidget = TextSegment | CodeBlock
+
+
+class AnswerView(QWidget):
+    """The answer as a column of part widgets, updated from a `MarkdownStream`."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._stream = MarkdownStream()
+        self._widgets: list[PartWidget] = []
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(8)
+
+    def show_text(self, text: str, *, final: bool = False) -> None:
+        self.apply(self._stream.update(text, final=final))
+
+    def apply(self, update: Update) -> None:
+        for i, part in enumerate(update.parts, start=update.base):
+            self._show_part(i, part)
+        for widget in self._widgets[update.base + len(update.parts):]:
+            discard(widget)
+        del self._widgets[update.base + len(update.parts):]
+
+    def reset(self) -> None:
+        for widget in self._widgets:
+            discard(widget)
+        self._widgets.clear()
+        self._stream = MarkdownStream()
+
+    def part_widgets(self) -> list[PartWidget]:
+        return list(self._widgets)
+
+    def refresh_style(self) -> None:
+        for widget in self._widgets:
+            if isinstance(widget, TextSegment):
+                widget.refresh_style()
+
+    def _show_part(self, index: int, part: Part) -> None:
+        widget = self._widgets[index] if index < len(self._widgets) else None
+        wanted = TextSegment if part.kind == "text" else CodeBlock
+        if not isinstance(widget, wanted):
+            widget = self._replace(index, wanted())
+        if isinstance(widget, TextSegment):
+            widget.set_html(part.html)
+        else:
+            widget.set_code(part.source, part.lang)
+
+    def _replace(self, index: int, widget: PartWidget) -> PartWidget:
+        if index < len(self._widgets):
+            old = self._widgets[index]
+            self._layout.replaceWidget(old, widget)
+            discard(old)
+            self._widgets[index] = widget
+        else:
+            self._layout.addWidget(widget)
+            self._widgets.append(widget)
+        return widget

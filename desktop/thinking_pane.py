@@ -1,0 +1,165 @@
+"""The collapsible pane that shows a reply's raw thinking.
+
+Collapsed by default. The header counts "Thinking… Ns" while thinking streams and says
+"Thought for Ns" afterwards. The body is plain text exactly as the model wrote it, never
+Markdown and never filtered: scaffolding inside thinking stays visible here on purpose.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QTextCursor
+from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+
+TICK_MS = 250
+BODY_MAX_HEIGHT = 280
+
+
+def thinking_label(seconds: float, *, running: bool) -> str:
+    if running:
+        return f"Thinking… {int(seconds)}s"
+    return f"Thought for {max(1, round(seconds))}s"
+
+
+class _HeaderButton(QToolButton):
+    """Space toggles any button; Enter and Return toggle this one too."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.click()
+            return
+        super().keyPressEvent(event)
+
+
+class ThinkingPane(QFrame):
+    """Raw thinking of one reply.
+
+    Signals:
+        toggled(bool): the pane was expanded (True) or collapsed (False).
+    """
+
+    toggled = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(parent)
+        self.setObjectName("ThinkingPane")
+        self._clock = clock
+        self._raw: list[str] = []
+        self._started: float | None = None
+        self._ended: float | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(TICK_MS)
+        self._timer.timeout.connect(self.tick)
+        self.header = self._make_header()
+        self.body = self._make_body()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.body)
+
+    def _make_header(self) -> QToolButton:
+        header = _HeaderButton(self)
+        header.setObjectName("ThinkingHeader")
+        header.setCheckable(True)
+        header.setAutoRaise(True)
+        header.setArrowType(Qt.ArrowType.RightArrow)
+        header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        header.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        header.setCursor(Qt.CursorShape.PointingHandCursor)
+        header.setAccessibleName("Thinking")
+        header.setAccessibleDescription("Shows or hides the model's raw thinking")
+        header.toggled.connect(self._on_header_toggled)
+        header.setText(thinking_label(0, running=True))
+        return header
+
+    def _make_body(self) -> QPlainTextEdit:
+        body = QPlainTextEdit(self)
+        body.setObjectName("ThinkingBody")
+        body.setReadOnly(True)
+        body.setAccessibleName("Thinking text")
+        body.setTabChangesFocus(True)
+        body.setFrameShape(QFrame.Shape.NoFrame)
+        body.hide()
+        return body
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def expanded(self) -> bool:
+        return self.header.isChecked()
+
+    def set_expanded(self, expanded: bool) -> None:
+        self.header.setChecked(expanded)
+
+    def header_text(self) -> str:
+        return self.header.text()
+
+    def text(self) -> str:
+        """The raw thinking, exactly as streamed."""
+        return "".join(self._raw)
+
+    @property
+    def running(self) -> bool:
+        return self._started is not None and self._ended is None
+
+    # -- streaming -------------------------------------------------------------------------
+
+    def append(self, text: str) -> None:
+        if not text:
+            return
+        if self._started is None:
+            self._started = self._clock()
+            self._timer.start()
+        self._raw.append(text)
+        bar = self.body.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        cursor = QTextCursor(self.body.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+        if at_bottom:
+            bar.setValue(bar.maximum())  # follow new thinking unless the reader scrolled up
+        if self.expanded:
+            self._fit_body()
+
+    def end(self) -> None:
+        """Thinking is over (the answer began, or the reply ended)."""
+        if self._started is None or self._ended is not None:
+            return
+        self._ended = self._clock()
+        self._timer.stop()
+        self.tick()
+
+    def reset(self) -> None:
+        self._raw.clear()
+        self.body.clear()
+        self._started = self._ended = None
+        self._timer.stop()
+        self.header.setText(thinking_label(0, running=True))
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _elapsed(self) -> float:
+        if self._started is None:
+            return 0.0
+        return (self._ended or self._clock()) - self._started
+
+    def tick(self) -> None:
+        """Refresh the header's seconds (the timer calls this while thinking streams)."""
+        self.header.setText(thinking_label(self._elapsed(), running=self.running))
+
+    def _on_header_toggled(self, expanded: bool) -> None:
+        self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        self.body.setVisible(expanded)
+        if expanded:
+            self._fit_body()
+        self.toggled.emit(expanded)
+
+    def _fit_body(self) -> None:
+        lines = max(2, self.body.document().lineCount())
+        margin = 2 * int(self.body.document().documentMargin()) + 4
+        wanted = lines * self.body.fontMetrics().lineSpacing() + margin
+        self.body.setFixedHeight(min(BODY_MAX_HEIGHT, wanted))

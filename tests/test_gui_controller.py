@@ -1,0 +1,159 @@
+"""The window's controller without Qt: turns, loading, stop, failures (a fake view records)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from desktop.controller import ChatController, TurnFailure, failure_for
+from desktop.model_choice import ModelChoice, ModelInfo
+from engine.backend import Backend
+from engine.events import TurnStats
+from engine.factory import BackendSpec
+from engine.runtime import Engine
+from engine.scripted import ScriptedBackend
+
+
+class FakeReply:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def add_thinking(self, text: str) -> None:
+        self.events.append(("thinking", text))
+
+    def add_content(self, text: str) -> None:
+        self.events.append(("content", text))
+
+    def restart(self, reason: str) -> None:
+        self.events.append(("restart", reason))
+
+    def finish(self, stats: TurnStats) -> None:
+        self.events.append(("finish", stats.finish_reason))
+
+
+class FakeView:
+    """Implements ChatView by recording what it was asked to show."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.replies: list[FakeReply] = []
+
+    def _record(self, name: str, arg: Any = None) -> None:
+        self.calls.append((name, arg))
+
+    def show_user_message(self, text: str) -> None:
+        self._record("show_user_message", text)
+
+    def start_reply(self) -> FakeReply:
+        self.replies.append(FakeReply())
+        self._record("start_reply")
+        return self.replies[-1]
+
+    def show_turn_failure(self, failure: TurnFailure) -> None:
+        self._record("show_turn_failure", failure)
+
+    def clear_turn_failure(self, *, remove: bool) -> None:
+        self._record("clear_turn_failure", remove)
+
+    def set_busy(self, busy: bool) -> None:
+        self._record("set_busy", busy)
+
+    def show_stats(self, stats: TurnStats) -> None:
+        self._record("show_stats", stats)
+
+    def clear_conversation(self) -> None:
+        self._record("clear_conversation")
+
+    def model_loading(self, label: str) -> None:
+        self._record("model_loading", label)
+
+    def model_ready(self, info: ModelInfo) -> None:
+        self._record("model_ready", info)
+
+    def model_failed(self, label: str, message: str) -> None:
+        self._record("model_failed", message)
+
+    def named(self, name: str) -> list[Any]:
+        return [arg for call, arg in self.calls if call == name]
+
+
+class GatedChoice(ModelChoice):
+    """A model whose loading waits until the test opens the gate."""
+
+    gate = threading.Event()
+    backend: Backend = ScriptedBackend.from_texts("loaded answer")
+
+    def factory(self) -> Backend:
+        assert self.gate.wait(5)
+        return self.backend
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_turn_streams_into_the_view_and_the_conversation() -> None:
+    async def main() -> tuple[FakeView, ChatController]:
+        view = FakeView()
+        controller = ChatController(Engine(ScriptedBackend.from_texts(["<think>", "hm", "</think>", "Hi!"])), view)
+        assert await controller.send("hello")
+        await controller.aclose()
+        return view, controller
+
+    view, controller = run(main())
+    assert view.replies[0].events == [("thinking", "hm"), ("content", "Hi!"), ("finish", "stop")]
+    assert view.named("set_busy") == [True, False]
+    assert controller.conversation.messages[-1] == {"role": "assistant", "content": "Hi!"}
+
+
+def test_a_message_sent_while_loading_waits_for_the_model() -> None:
+    async def main() -> FakeView:
+        view = FakeView()
+        controller = ChatController(Engine(), view)
+        choice = GatedChoice(BackendSpec("script", "x"), label="gated")
+        load = asyncio.ensure_future(controller.load_model(choice))
+        send = asyncio.ensure_future(controller.send("hi"))
+        await asyncio.sleep(0.05)
+        assert view.named("start_reply") == []
+        GatedChoice.gate.set()
+        assert await load and await send
+        await controller.aclose()
+        return view
+
+    GatedChoice.gate.clear()
+    GatedChoice.backend = ScriptedBackend.from_texts("loaded answer")
+    view = run(main())
+    assert view.named("model_loading") == ["gated"]
+    assert isinstance(view.named("model_ready")[0], ModelInfo)
+    assert view.replies[0].events == [("content", "loaded answer"), ("finish", "stop")]
+
+
+def test_stop_while_the_model_loads_ends_the_turn_without_a_reply() -> None:
+    async def main() -> FakeView:
+        view = FakeView()
+        controller = ChatController(Engine(), view)
+        load = asyncio.ensure_future(controller.load_model(GatedChoice(BackendSpec("script", "x"), label="g")))
+        send = asyncio.ensure_future(controller.send("hi"))
+        await asyncio.sleep(0.05)
+        controller.stop()
+        GatedChoice.gate.set()
+        await load
+        await send
+        assert not controller.busy
+        await controller.aclose()
+        return view
+
+    GatedChoice.gate.clear()
+    GatedChoice.backend = ScriptedBackend.from_texts("never shown")
+    view = run(main())
+    assert view.replies == [] and view.named("set_busy") == [True, False]
+
+
+def test_failure_copy() -> None:
+    assert failure_for("malformed_reply", "x") == TurnFailure(
+        "malformed_reply", "The model returned a malformed reply — please try again.", "retry")
+    assert failure_for("context_full", "x").action == "new_conversation"
+    assert failure_for("script", "no reply left").action is None
+    assert failure_for("no_model", "").text == "No model is loaded."
+    assert failure_for("backend", "boom").text == "The model stopped with an error: boom"
