@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from engine.backend import Backend, CancelToken, Message, Request, Sampling, Str
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import StructuredRetry, TurnStats
 from engine.pipeline import ReplyPipeline
+from engine.tally import Tally
 from engine.trim import TokenCounter, approx_tokens, trim_messages
 from engine.turn import fold_system
 
@@ -228,41 +228,6 @@ class StructuredResult:
     stats: TurnStats
 
 
-@dataclass
-class _Tally:
-    """What the attempts of one run add up to."""
-
-    started: float = field(default_factory=time.perf_counter)
-    first_piece: float | None = None
-    tokens: int = 0
-    prompt_tokens: int = 0
-    context_size: int = 0
-    retries: int = 0
-    stripped: int = 0
-    attempts: int = 0
-    finish_reason: str = "stop"
-
-    def add(self, info: StreamInfo, pieces: int, pipeline: ReplyPipeline | None) -> None:
-        self.tokens += info.completion_tokens or pieces
-        self.prompt_tokens = info.prompt_tokens
-        self.context_size = info.context_size
-        self.retries += info.retries
-        self.finish_reason = info.finish_reason
-        self.stripped += pipeline.stripped_chars if pipeline is not None else 0
-
-    def stats(self) -> TurnStats:
-        now = time.perf_counter()
-        first = self.first_piece or now
-        gen_s = now - first
-        tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
-        return TurnStats(
-            tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round((first - self.started) * 1000, 1),
-            tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
-            scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class _Reply:
     content: str
@@ -276,7 +241,7 @@ class _RunState:
 
     thread: list[Message]
     grammar: str | None
-    tally: _Tally = field(default_factory=_Tally)
+    tally: Tally = field(default_factory=Tally)
     last_error: str = ""
     outcome: str = "error"  # ok | exhausted | stopped | error (an exception from the backend)
 
@@ -359,7 +324,7 @@ class StructuredRunner:
             return list(instructed)
         return trim_messages(instructed, trim, self._count)
 
-    def _attempt(self, request: Request, cancel: CancelToken, tally: _Tally) -> _Reply:
+    def _attempt(self, request: Request, cancel: CancelToken, tally: Tally) -> _Reply:
         """Stream one reply through the guardrail; return its visible content."""
         tally.attempts += 1
         info = StreamInfo()
@@ -369,7 +334,7 @@ class StructuredRunner:
             for piece in self.backend.stream(request, cancel, info):
                 if pipeline is None:
                     pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
-                    tally.first_piece = tally.first_piece or time.perf_counter()
+                    tally.mark_piece()
                 pieces += 1
                 pipeline.feed(piece)
             if pipeline is not None:

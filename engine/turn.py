@@ -13,9 +13,7 @@ view resets the in-progress reply.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
 
 from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
 from engine.errors import (
@@ -28,6 +26,7 @@ from engine.errors import (
 )
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.pipeline import ReplyPipeline
+from engine.tally import Tally
 
 log = logging.getLogger("engine.turn")
 
@@ -51,34 +50,6 @@ def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]
     return ({"role": "system", "content": line}, *messages)
 
 
-@dataclass
-class _Tally:
-    """What the rounds of one turn add up to."""
-
-    started: float = field(default_factory=time.perf_counter)
-    first_piece: float | None = None
-    tokens: int = 0
-    prompt_tokens: int = 0
-    context_size: int = 0
-    retries: int = 0
-    stripped: int = 0
-    attempts: int = 0
-    finish_reason: str = "stop"
-
-    def stats(self) -> TurnStats:
-        now = time.perf_counter()
-        total = (now - self.started) * 1000
-        ttft = ((self.first_piece or now) - self.started) * 1000
-        gen_s = now - (self.first_piece or now)
-        tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
-        return TurnStats(
-            tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round(ttft, 1),
-            tokens_per_s=round(tps, 2), total_ms=round(total, 1), retries=self.retries,
-            scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
-        )
-
-
 class TurnRunner:
     """Runs turns against one backend. Call `run` on the thread that owns the backend."""
 
@@ -88,7 +59,7 @@ class TurnRunner:
     def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
         cancel = cancel or CancelToken()
-        tally = _Tally()
+        tally = Tally()
         outcome, kind = "completed", ""
         try:
             yield from self._rounds(request, cancel, tally)
@@ -103,7 +74,7 @@ class TurnRunner:
         finally:
             _log_turn(tally.stats(), outcome, kind)
 
-    def _rounds(self, request: Request, cancel: CancelToken, tally: _Tally) -> Iterator[Event]:
+    def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         if not request.tools:
             request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
         visible = yield from self._round(request, cancel, tally)
@@ -115,7 +86,7 @@ class TurnRunner:
         if not visible and not cancel.cancelled:
             raise MalformedReplyError()
 
-    def _round(self, request: Request, cancel: CancelToken, tally: _Tally) -> Generator[Event, None, bool]:
+    def _round(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[Event, None, bool]:
         """Stream one model request; return whether it produced visible content."""
         tally.attempts += 1
         info = StreamInfo()
@@ -125,20 +96,13 @@ class TurnRunner:
             for piece in self.backend.stream(request, cancel, info):
                 if pipeline is None:
                     pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
-                if tally.first_piece is None:
-                    tally.first_piece = time.perf_counter()
+                tally.mark_piece()
                 pieces += 1
                 yield from _deltas(pipeline.feed(piece))
             if pipeline is not None:
                 yield from _deltas(pipeline.flush())
         finally:
-            tally.tokens += info.completion_tokens or pieces
-            tally.prompt_tokens = info.prompt_tokens
-            tally.context_size = info.context_size
-            tally.retries += info.retries
-            tally.finish_reason = info.finish_reason
-            if pipeline is not None:
-                tally.stripped += pipeline.stripped_chars
+            tally.add(info, pieces, pipeline)
         return pipeline is not None and bool(pipeline.content.strip())
 
 
