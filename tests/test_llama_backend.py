@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_tiny_synthetic_model_profile(tmp_path: Path) -> None:
         think = backend._llm.tokenize(b"<think>", add_bos=False, special=True)  # pyright: ignore[reportPrivateUsage]
         assert len(think) == 1
         assert backend._classes.classify(think[0]) == (False, True, True)  # pyright: ignore[reportPrivateUsage]
-        pieces, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=4)
+        _, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=4)
         assert info.prefilled_thinking and info.completion_tokens <= 4
     finally:
         backend.close()
@@ -148,3 +149,49 @@ def test_an_unknown_architecture_is_named(tmp_path: Path) -> None:
     path = write_tiny_llama(tmp_path / "alien.gguf", extra={"general.architecture": "notanarch"})
     with pytest.raises(ModelLoadError, match="notanarch"):
         LlamaBackend(path)
+
+
+def test_the_kv_prefix_is_reused_across_turns(smollm: LlamaBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluated: list[int] = []
+    real_eval = smollm._llm.eval  # pyright: ignore[reportPrivateUsage]
+
+    def counting_eval(tokens):  # type: ignore[no-untyped-def]
+        evaluated.append(len(tokens))
+        return real_eval(tokens)
+
+    monkeypatch.setattr(smollm._llm, "eval", counting_eval)  # pyright: ignore[reportPrivateUsage]
+    pieces, info = _run(smollm, max_tokens=8)
+    reply = "".join(p.text for p in pieces)
+    follow_up = [*QUESTION, {"role": "assistant", "content": reply}, {"role": "user", "content": "And Spain?"}]
+    evaluated.clear()
+    _, second = _run(smollm, follow_up, max_tokens=1)
+    # Only the new suffix of the prompt was evaluated, not the whole conversation again.
+    assert evaluated and evaluated[0] < second.prompt_tokens - info.prompt_tokens + 16
+
+
+def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
+    from engine import llama_log
+
+    caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
+    llama_log._on_log(4, b"llama_model_load: error loading model\n", None)  # pyright: ignore[reportPrivateUsage]
+    llama_log._on_log(5, b"  (continued)\n", None)  # pyright: ignore[reportPrivateUsage]
+    llama_log._on_log(3, b"a warning\n", None)  # pyright: ignore[reportPrivateUsage]
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "engine.llama_cpp"]
+    assert levels == [
+        (logging.ERROR, "llama_model_load: error loading model"),
+        (logging.ERROR, "  (continued)"),
+        (logging.WARNING, "a warning"),
+    ]
+    assert "a warning" in llama_log.recent_messages()
+
+
+def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine import llama_backend
+    from tests.gguf_factory import write_tiny_llama
+
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"), n_gpu_layers=-1)
+    try:
+        assert backend.n_gpu_layers == 0 and "no GPU support" in backend.gpu_note
+    finally:
+        backend.close()
