@@ -21,6 +21,8 @@ from PySide6.QtCore import QObject, QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication
 
 from desktop.controller import ChatController
+from desktop.history_session import open_history
+from desktop.history_ui import attach_history
 from desktop.model_choice import ModelChoice, choose_model
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
@@ -67,14 +69,16 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
                       window: MainWindow | None = None) -> int:
     """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
     window = window or MainWindow()
-    controller = ChatController(engine or Engine(), window)
+    history, history_notice = open_history()  # None (and a notice): chat on without saving
+    controller = ChatController(engine or Engine(), window, history=history)
     window.bind(controller)
+    attach_history(window, controller, notice=history_notice)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
         window.show()
         log.info("window shown: %s", choice.label)
-        tasks = [asyncio.ensure_future(controller.load_model(choice))]
+        tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
         await closed.wait()

@@ -108,6 +108,12 @@ class ComposerBar(QFrame):
     def set_text(self, text: str) -> None:
         self.edit.setPlainText(text)
 
+    def add_tool(self, widget: QWidget) -> None:
+        """Put a small control (e.g. the reply format) beside the Send button."""
+        layout = self.layout()
+        assert isinstance(layout, QHBoxLayout)
+        layout.insertWidget(layout.indexOf(self.button), widget, 0, Qt.AlignmentFlag.AlignBottom)
+
     def focus_edit(self) -> None:
         self.edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
 

@@ -1,24 +1,33 @@
 """The chat controller: conversation state and turn driving, with no Qt in it.
 
 The window hands the controller a `ChatView` (the widgets implement it); the controller
-owns the list of messages, loads models, runs turns with `async for` over the engine's
-events and tells the view what to show. Keeping this Qt-free means the history and model
-picker issues can plug in here (a store behind `Conversation`, `load_model` from a
-picker) and the turn logic is testable without widgets.
+runs turns with `async for` over the engine's events and tells the view what to show.
+With a `HistorySession` every turn is recorded as it streams (the user's message before
+generation, the reply about once a second, the outcome at the end) and conversations can
+be opened, regenerated, edited and switched between versions; without one (the database
+could not be opened) the conversation lives in memory only. `history_view`, when set,
+shows whole branches and keeps the sidebar in step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
-from engine.backend import Message, Sampling
+from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
+from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model, turn_options
+from desktop.reply_format import ReplyFormat, with_format
+from desktop.titling import ConversationTitler
+from desktop.turn_runs import RunResult, record, run_structured, stream_chat
+from engine.backend import CancelToken, Message, Sampling
 from engine.errors import EngineError, MalformedReplyError
-from engine.events import ContentDelta, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import TurnError, TurnStats
+from engine.recorder import TurnRecorder
 from engine.runtime import Engine
+from engine.structured import MAX_STRUCTURED_RETRIES
 
 log = logging.getLogger("desktop.controller")
 
@@ -50,6 +59,9 @@ def failure_for(kind: str, message: str) -> TurnFailure:
         return TurnFailure(kind, f"The scripted backend has no reply for this message. ({message})")
     if kind == "config":
         return TurnFailure(kind, f"Ember could not send this request: {message}")
+    if kind == "structured_output":
+        return TurnFailure(kind, f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
+                           f"attempts. Last error: {message}", "retry")
     return TurnFailure(kind, f"The model stopped with an error: {message}", "retry")
 
 
@@ -78,8 +90,12 @@ class ChatView(Protocol):
 
 
 @dataclass
-class Conversation:
-    """The messages of one conversation, in the shape `engine.chat` takes."""
+class ChatThread:
+    """The active branch in the shape `engine.chat` takes: the window's in-memory copy.
+
+    Named apart from `engine.history_types.Conversation` (a stored conversation's record).
+    Without history it is the whole conversation; with history it mirrors the stored branch.
+    """
 
     system: str | None = None
     messages: list[Message] = field(default_factory=list)
@@ -94,26 +110,49 @@ class Conversation:
         head: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
         return head + [dict(m) for m in self.messages]
 
+    def replace(self, messages: list[Message]) -> None:
+        self.messages = [dict(m) for m in messages]
+
     def clear(self) -> None:
         self.messages.clear()
 
 
-class ChatController:
-    """Runs one conversation against one engine and keeps the view in step."""
+class HistoryView(Protocol):
+    """What the controller asks of the history side of the window (sidebar, stored messages)."""
 
-    def __init__(self, engine: Engine, view: ChatView, *, conversation: Conversation | None = None,
-                 sampling: Sampling | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+    def show_branch(self, branch: Branch) -> None: ...
+    def tag_branch(self, branch: Branch) -> bool: ...
+    def conversations_changed(self) -> None: ...
+    def show_reply_format(self, fmt: ReplyFormat) -> None: ...
+    def show_history_problem(self, text: str) -> None: ...
+    def set_actions_enabled(self, enabled: bool) -> None: ...
+
+
+class ChatController:
+    """Runs one conversation at a time against one engine and keeps the view in step."""
+
+    def __init__(self, engine: Engine, view: ChatView, *, history: HistorySession | None = None,
+                 conversation: ChatThread | None = None, sampling: Sampling | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
         self.engine = engine
         self.view = view
-        self.conversation = conversation or Conversation()
+        self.history = history
+        self.history_view: HistoryView | None = None
+        self.conversation = conversation or ChatThread()
+        self.reply_format = ReplyFormat()
         self.sampling = sampling or Sampling()
         self.max_tokens = max_tokens
+        self.choice: ModelChoice | None = None
         self.model: ModelInfo | None = describe_backend(engine.backend) if engine.backend else None
         self._load_error = ""
         self._loading: asyncio.Task[bool] | None = None
         self._turn: asyncio.Task[None] | None = None
         self._retry_pending = False
+        self._retry_user_id: int | None = None  # the stored question a failed turn left unanswered
+        self._last_failure: TurnFailure | None = None
         self._stop_requested = False
+        self._cancel: CancelToken | None = None  # a structured run's (engine.stop covers chat turns)
+        self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
 
     # -- state -----------------------------------------------------------------------------
 
@@ -142,6 +181,7 @@ class ChatController:
             self.view.model_failed(choice.label, str(exc))
             return False
         self.model = describe_backend(backend, choice.label)
+        self.choice = choice
         self._load_error = ""
         remember_model(choice)
         self.view.model_ready(self.model)
@@ -156,9 +196,10 @@ class ChatController:
             return False
         self._retry_pending = False
         self.view.clear_turn_failure(remove=False)
+        recorder = self._record(lambda h: h.record_send(text, model=self._model_name()))
         self.conversation.add_user(text)
         self.view.show_user_message(text)
-        await self._start_turn()
+        await self._start_turn(recorder, title=True)
         return True
 
     async def retry(self) -> bool:
@@ -166,8 +207,43 @@ class ChatController:
         if not self.can_retry:
             return False
         self._retry_pending = False
+        target = self._retry_user_id
+        recorder = None if target is None else self._record(
+            lambda h: h.record_regenerate(target, model=self._model_name()))
+        if recorder is not None:
+            # Recorded: the question gets another answer, shown (like Regenerate) in place of
+            # whatever the failed turn kept.
+            return await self._rerun(recorder)
         self.view.clear_turn_failure(remove=True)
-        await self._start_turn()
+        await self._start_turn(None)
+        return True
+
+    async def regenerate(self, message_id: int) -> bool:
+        """Answer again: a new version of answer `message_id` (or of the answer to question `message_id`)."""
+        if self.busy or self.history is None:
+            return False
+        recorder = self._record(lambda h: h.record_regenerate(message_id, model=self._model_name()))
+        return recorder is not None and await self._rerun(recorder)
+
+    async def edit(self, message_id: int, text: str) -> bool:
+        """Store `text` as a new version of question `message_id` and answer it; the old branch stays."""
+        text = text.strip()
+        if not text or self.busy or self.history is None:
+            return False
+        recorder = self._record(lambda h: h.record_edit(message_id, text, model=self._model_name()))
+        return recorder is not None and await self._rerun(recorder)
+
+    async def _rerun(self, recorder: TurnRecorder) -> bool:
+        assert self.history is not None
+        try:
+            branch = self.history.branch(upto=recorder.user_message_id)
+            thread = self.history.thread(upto=recorder.user_message_id)
+        except HISTORY_ERRORS as exc:
+            recorder.abandon("interrupted")
+            self._history_problem(f"Couldn't read the conversation: {exc}")
+            return False
+        self._show_branch(branch, thread)
+        await self._start_turn(recorder)
         return True
 
     def stop(self) -> None:
@@ -175,13 +251,8 @@ class ChatController:
         if self.busy:
             self._stop_requested = True  # also covers a turn still waiting for the model
             self.engine.stop()
-
-    async def new_conversation(self) -> None:
-        """Stop any reply, then start over with an empty conversation."""
-        await self.stop_and_wait()
-        self._retry_pending = False
-        self.conversation.clear()
-        self.view.clear_conversation()
+            if self._cancel is not None:
+                self._cancel.cancel()
 
     async def stop_and_wait(self) -> None:
         turn = self._turn
@@ -190,79 +261,216 @@ class ChatController:
             await asyncio.wait([turn])
 
     async def aclose(self) -> None:
-        """Stop the reply, wait for it, then shut the engine down (window closing)."""
+        """Stop the reply and any title, shut the engine down, close the history (window closing)."""
         await self.stop_and_wait()
+        if self._titler is not None:
+            await self._titler.aclose()
         await self.engine.aclose()
+        if self.history is not None:
+            self.history.close()
 
-    async def _start_turn(self) -> None:
+    async def _start_turn(self, recorder: TurnRecorder | None, *, title: bool = False) -> None:
         # The turn runs as its own task so stop_and_wait/aclose can await it from elsewhere.
-        self._turn = asyncio.ensure_future(self._run_turn())
-        await asyncio.wait([self._turn])
-        self._turn.result()  # a bug in the turn code surfaces in the caller's slot
+        turn = self._turn = asyncio.ensure_future(self._run_turn(recorder, title))
+        await asyncio.wait([turn])
+        turn.result()  # a bug in the turn code surfaces in the caller's slot
 
-    async def _run_turn(self) -> None:
+    async def _run_turn(self, recorder: TurnRecorder | None, title: bool) -> None:
         self._stop_requested = False
-        self.view.set_busy(True)
+        self._last_failure = None
+        self._set_busy(True)
         try:
-            available = await self._model_available()
-            if self._stop_requested:
-                return  # stopped while the model was still loading: nothing to show
-            if not available:
-                self._fail(failure_for("no_model", self._load_error))
-                return
-            await self._stream_reply()
+            if await self._ready_for(recorder) and await self._reply(recorder) and title and self._titler:
+                self._titler.after_reply()
         finally:
-            self.view.set_busy(False)
+            if recorder is not None:
+                recorder.close()  # a turn cut off by an exception is recorded as interrupted
+            self._set_busy(False)
+            self._after_turn(recorder)
 
-    async def _model_available(self) -> bool:
+    def _set_busy(self, busy: bool) -> None:
+        self.view.set_busy(busy)
+        if self.history_view is not None:
+            self.history_view.set_actions_enabled(not busy)  # no regenerate or edit mid-reply
+
+    async def _ready_for(self, recorder: TurnRecorder | None) -> bool:
         if self._loading is not None and not self._loading.done():
             await asyncio.wait([self._loading])  # a message typed while loading waits for it
-        return self.engine.backend is not None
+        if self._stop_requested:
+            if recorder is not None:
+                recorder.abandon("stopped")
+            return False  # stopped while the model was still loading: nothing to show
+        if self.engine.backend is None:
+            record(recorder, TurnError("no_model", self._load_error))
+            self._fail(failure_for("no_model", self._load_error), recorder)
+            return False
+        return True
 
-    async def _stream_reply(self) -> None:
+    async def _reply(self, recorder: TurnRecorder | None) -> bool:
+        """Run the reply in the conversation's format; True when it completed."""
+        options = turn_options(self.choice, self.sampling, self.max_tokens)
+        messages = options.messages(self._request_messages(recorder))
         sink = self.view.start_reply()
-        answer: list[str] = []
+        schema = self.reply_format.schema
+        if schema is None:
+            result = await stream_chat(self.engine, messages, sink, recorder, sampling=options.sampling,
+                                       max_tokens=options.max_tokens)
+            return self._settle(result, sink, recorder)
+        self._cancel = cancel = CancelToken()
         try:
-            outcome = await self._consume(sink, answer)
-        except EngineError as exc:
-            log.warning("turn failed: %s", exc)
-            outcome = TurnError("backend", str(exc))
+            structured = await run_structured(self.engine, messages, schema, sink, recorder, cancel,
+                                              sampling=options.sampling, max_tokens=options.max_tokens)
+        finally:
+            self._cancel = None
+        if structured is None:  # stopped: nothing valid to show or keep
+            if recorder is not None:
+                recorder.abandon("stopped")
+            sink.finish(TurnStats(finish_reason="cancelled"))
+            return False
+        return self._settle(structured, sink, recorder)
+
+    def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
+        if recorder is not None:
+            try:
+                return recorder.prompt_messages(system=self.conversation.system)
+            except HISTORY_ERRORS as exc:  # the in-memory copy holds the same branch
+                log.warning("history: could not read the branch back: %s", exc)
+        return self.conversation.request_messages()
+
+    def _settle(self, result: RunResult, sink: ReplySink, recorder: TurnRecorder | None) -> bool:
+        outcome = result.outcome
         if isinstance(outcome, TurnError):
-            self._fail(failure_for(outcome.kind, outcome.message))
-            return
-        if answer:
-            self.conversation.add_assistant("".join(answer))
+            self._fail(failure_for(outcome.kind, outcome.message), recorder)
+            return False
+        if result.answer:
+            self.conversation.add_assistant(result.answer)
         sink.finish(outcome.stats)
         self.view.show_stats(outcome.stats)
+        return outcome.stats.finish_reason != "cancelled"
 
-    async def _consume(self, sink: ReplySink, answer: list[str]) -> TurnDone | TurnError:
-        outcome: TurnDone | TurnError = TurnError("backend", "the reply ended without a result")
-        events = self.engine.chat(self.conversation.request_messages(), sampling=self.sampling,
-                                  max_tokens=self.max_tokens)
-        # Run the stream to its end (the result is its last event) and close it on any exit,
-        # so the engine's worker is never left with a half-consumed generator.
-        try:
-            async for event in events:
-                match event:
-                    case ThinkingDelta(text=text):
-                        sink.add_thinking(text)
-                    case ContentDelta(text=text):
-                        answer.append(text)
-                        sink.add_content(text)
-                    case Recovery(reason=reason):
-                        answer.clear()  # what follows belongs to the new attempt
-                        sink.restart(reason)
-                    case TurnDone() | TurnError():
-                        outcome = event
-                    case _:
-                        pass
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        return outcome
-
-    def _fail(self, failure: TurnFailure) -> None:
+    def _fail(self, failure: TurnFailure, recorder: TurnRecorder | None) -> None:
+        self._last_failure = failure
         self._retry_pending = failure.action == "retry"
+        self._retry_user_id = recorder.user_message_id if recorder is not None else None
         self.view.show_turn_failure(failure)
 
+    # -- conversations ---------------------------------------------------------------------
+
+    async def new_conversation(self) -> None:
+        """Stop any reply, then start over with an empty conversation (stored at its first message)."""
+        await self.stop_and_wait()
+        self._retry_pending = False
+        self.conversation.clear()
+        if self.history is not None:
+            self.history.new()
+        self.view.clear_conversation()
+        self._show_format(ReplyFormat())
+        self._list_changed()
+
+    async def open_conversation(self, conversation_id: int, *, reveal: int | None = None) -> bool:
+        """Show a stored conversation's active branch (or the branch of message `reveal`)."""
+        if self.history is None:
+            return False
+        await self.stop_and_wait()
+        try:
+            branch = self.history.open(conversation_id, reveal=reveal)
+            thread = self.history.thread()
+            fmt = ReplyFormat.from_settings(self.history.settings)
+        except HISTORY_ERRORS as exc:
+            self._history_problem(f"Couldn't open that conversation: {exc}")
+            return False
+        self._show_branch(branch, thread)
+        self._show_format(fmt)
+        self._list_changed()
+        return True
+
+    async def switch_version(self, message_id: int) -> bool:
+        """Show the branch through another version of a message (the ‹ n/m › navigator)."""
+        if self.busy or self.history is None:
+            return False
+        try:
+            branch = self.history.switch_version(message_id)
+            thread = self.history.thread()
+        except HISTORY_ERRORS as exc:
+            self._history_problem(f"Couldn't show that version: {exc}")
+            return False
+        self._show_branch(branch, thread)
+        return True
+
+    def set_reply_format(self, fmt: ReplyFormat) -> None:
+        """Use `fmt` for this conversation's next replies (saved in its settings)."""
+        self.reply_format = fmt
+        if self.history is None:
+            return
+        try:
+            self.history.update_settings(with_format(self.history.settings, fmt))
+        except HISTORY_ERRORS as exc:
+            self._history_problem(f"Couldn't save the reply format: {exc}")
+
+    def _show_branch(self, branch: Branch, thread: list[Message]) -> None:
+        self._retry_pending = False
+        self.conversation.replace(thread)
+        self.view.clear_conversation()
+        if self.history_view is not None:
+            self.history_view.show_branch(branch)
+
+    def _show_format(self, fmt: ReplyFormat) -> None:
+        self.reply_format = fmt
+        if self.history_view is not None:
+            self.history_view.show_reply_format(fmt)
+
+    # -- history bookkeeping ---------------------------------------------------------------
+
+    def _model_name(self) -> str:
+        return self.model.label if self.model is not None else ""
+
+    def _record(self, start: Callable[[HistorySession], TurnRecorder]) -> TurnRecorder | None:
+        """Start recording a turn; None (after saying why) when history is off or failing."""
+        if self.history is None:
+            return None
+        try:
+            recorder = start(self.history)
+        except (*HISTORY_ERRORS, ValueError) as exc:
+            log.warning("history: not recording this turn: %s", exc)
+            self._history_problem(f"This message is not being saved: {exc}")
+            return None
+        self._list_changed()
+        return recorder
+
+    def _after_turn(self, recorder: TurnRecorder | None) -> None:
+        """Bring the in-memory copy and the message widgets' ids in step with what was stored."""
+        if self.history is None or recorder is None:
+            return
+        try:
+            thread = self.history.thread()
+            branch = self.history.branch()
+        except HISTORY_ERRORS as exc:
+            log.warning("history: could not read the conversation back: %s", exc)
+            return
+        self.conversation.replace(thread)
+        if self.history_view is None:
+            return
+        if not self.history_view.tag_branch(branch):
+            self._show_stored(branch, thread)
+        self.history_view.conversations_changed()
+
+    def _show_stored(self, branch: Branch, thread: list[Message]) -> None:
+        """Show what was stored when the screen differs, keeping the failure banner under it.
+
+        A failed turn can store what the screen does not show: a reply cut off by an error
+        (its partial text is kept), or after a regenerate that kept nothing, the old answer
+        again. The next message follows what is stored, so the screen must show it.
+        """
+        failure, retry = self._last_failure, self._retry_pending
+        self._show_branch(branch, thread)
+        if failure is not None:
+            self.view.show_turn_failure(failure)
+            self._retry_pending = retry
+
+    def _list_changed(self) -> None:
+        if self.history_view is not None:
+            self.history_view.conversations_changed()
+
+    def _history_problem(self, text: str) -> None:
+        if self.history_view is not None:
+            self.history_view.show_history_problem(text)

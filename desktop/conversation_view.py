@@ -15,6 +15,7 @@ from desktop.controller import TurnFailure
 from desktop.markdown_view import discard
 from desktop.message_view import AssistantMessage, TurnBanner, UserMessage
 from desktop.style import CONTENT_MAX_WIDTH, SPACING
+from engine.history_types import Status
 
 _W = TypeVar("_W", bound=QWidget)
 
@@ -27,9 +28,15 @@ class ConversationView(QScrollArea):
 
     Signals:
         failureAction(str): a banner's button was pressed ("retry" or "new_conversation").
+        regenerateRequested(int): Regenerate on the stored answer with this id.
+        editRequested(int, str): Save & send on an edit of the stored question with this id.
+        versionRequested(int): a navigator asked for this version (message id).
     """
 
     failureAction = Signal(str)
+    regenerateRequested = Signal(int)
+    editRequested = Signal(int, str)
+    versionRequested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -76,14 +83,39 @@ class ConversationView(QScrollArea):
     def banner(self) -> TurnBanner | None:
         return self._banner
 
+    def message_widgets(self) -> list[UserMessage | AssistantMessage]:
+        """The questions and answers on screen, in order (banners left out)."""
+        return [w for w in self._messages if isinstance(w, UserMessage | AssistantMessage)]
+
     def add_user(self, text: str) -> UserMessage:
         self._follow = True  # sending a message always brings the view to the bottom
         self._pending = None
-        return self._append(UserMessage(text))
+        message = self._append(UserMessage(text))
+        message.editSubmitted.connect(self.editRequested)
+        message.versionRequested.connect(self.versionRequested)
+        return message
 
     def start_reply(self, role_label: str) -> AssistantMessage:
-        self._pending = self._append(AssistantMessage(role_label))
+        self._pending = self._append(self._reply_widget(role_label))
         return self._pending
+
+    def add_stored_reply(self, role_label: str, content: str, thinking: str, status: Status) -> AssistantMessage:
+        """A finished reply read back from history."""
+        self._pending = None
+        reply = self._append(self._reply_widget(role_label))
+        reply.show_stored(content, thinking, status)
+        return reply
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        """Edit, Regenerate and the navigators wait while a reply streams."""
+        for widget in self.message_widgets():
+            widget.set_actions_enabled(enabled)
+
+    def _reply_widget(self, role_label: str) -> AssistantMessage:
+        reply = AssistantMessage(role_label)
+        reply.regenerateRequested.connect(self.regenerateRequested)
+        reply.versionRequested.connect(self.versionRequested)
+        return reply
 
     def show_failure(self, failure: TurnFailure) -> TurnBanner:
         """Replace the unanswered reply with a banner right under the user's message."""

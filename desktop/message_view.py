@@ -3,6 +3,10 @@
 `AssistantMessage` is the controller's `ReplySink`. Deltas only append to buffers; a
 single-shot timer flushes them at most about 60 times a second, and the Markdown render is
 further spaced out by its own measured cost, so a fast stream never re-renders per token.
+
+A message that is stored in the history gets its id (`set_history`), and with it its
+actions: Edit on a question, Regenerate on an answer, and a ‹ n/m › navigator when it has
+other versions.
 """
 
 from __future__ import annotations
@@ -11,18 +15,37 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from desktop.controller import TurnFailure
-from desktop.markdown_view import AnswerView, CopyButton, copy_to_clipboard
+from desktop.markdown_view import AnswerView, CopyButton, copy_to_clipboard, discard
+from desktop.message_edit import InlineEditor
 from desktop.thinking_pane import ThinkingPane
+from desktop.version_nav import VersionNav
 from engine.events import TurnStats
+from engine.history_types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
 _prewarmed = False
 ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation"}
+# How a stored reply that did not complete says so, quietly, in its status line.
+STORED_STATUS: dict[str, str] = {
+    "stopped": "Stopped",
+    "interrupted": "Interrupted",
+    "error": "Ended with an error",
+    "streaming": "Still being written",
+}
 
 
 def _label(text: str, object_name: str, parent: QWidget) -> QLabel:
@@ -31,12 +54,35 @@ def _label(text: str, object_name: str, parent: QWidget) -> QLabel:
     return label
 
 
+def _action(text: str, accessible_name: str, tip: str, parent: QWidget) -> QToolButton:
+    """A quiet text button under a message (shown once the message is stored)."""
+    button = QToolButton(parent)
+    button.setObjectName("MessageAction")
+    button.setText(text)
+    button.setAccessibleName(accessible_name)
+    button.setToolTip(tip)
+    button.setAutoRaise(True)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.hide()
+    return button
+
+
 class UserMessage(QFrame):
-    """The user's message: plain text (never Markdown) in a bubble on the right."""
+    """The user's message: plain text (never Markdown) in a bubble on the right.
+
+    Signals:
+        editSubmitted(int, str): Save & send on an edit of stored message id.
+        versionRequested(int): show this version (a sibling message id).
+    """
+
+    editSubmitted = Signal(int, str)
+    versionRequested = Signal(int)
 
     def __init__(self, text: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("UserMessage")
+        self.message_id: int | None = None
+        self.editor: InlineEditor | None = None
         self._bubble = QLabel(text, self)
         self._bubble.setObjectName("UserBubble")
         self._bubble.setTextFormat(Qt.TextFormat.PlainText)
@@ -45,13 +91,72 @@ class UserMessage(QFrame):
         self._bubble.setContentsMargins(12, 8, 12, 8)
         self._bubble.setAccessibleName("Your message")
         self._bubble.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
-        layout = QHBoxLayout(self)
+        self.nav = VersionNav(self)
+        self.nav.switchRequested.connect(self.versionRequested)
+        self.edit_button = _action("Edit", "Edit message", "Edit and send again as a new version", self)
+        self.edit_button.clicked.connect(self.start_edit)
+        self._build_layout()
+
+    def _build_layout(self) -> None:
+        self._row = QWidget(self)
+        row = QHBoxLayout(self._row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        row.addWidget(self._bubble)
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.addStretch(1)
+        footer.addWidget(self.nav)
+        footer.addWidget(self.edit_button)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addStretch(1)
-        layout.addWidget(self._bubble)
+        layout.setSpacing(2)
+        layout.addWidget(self._row)
+        layout.addLayout(footer)
 
     def text(self) -> str:
         return self._bubble.text()
+
+    def set_history(self, message_id: int | None, versions: Versions | None) -> None:
+        """The stored message this bubble shows (None: not stored), and its versions."""
+        self.message_id = message_id
+        self.nav.set_versions(versions)
+        editing = self.editor is not None
+        self.nav.setVisible(self.nav.has_versions and not editing)
+        self.edit_button.setVisible(message_id is not None and not editing)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        self.edit_button.setEnabled(enabled)
+        self.nav.setEnabled(enabled)
+
+    def start_edit(self) -> InlineEditor:
+        """Swap the bubble for an editor holding its text."""
+        if self.editor is None:
+            self.editor = InlineEditor(self.text(), self)
+            self.editor.saved.connect(self._on_edit_saved)
+            self.editor.cancelled.connect(self.end_edit)
+            layout = self.layout()
+            assert isinstance(layout, QVBoxLayout)
+            layout.insertWidget(1, self.editor)
+            self._row.hide()
+            self.edit_button.hide()
+            self.nav.hide()
+        self.editor.focus()
+        return self.editor
+
+    def end_edit(self) -> None:
+        editor, self.editor = self.editor, None
+        if editor is not None:
+            discard(editor)
+        self._row.show()
+        self.nav.setVisible(self.nav.has_versions)
+        self.edit_button.setVisible(self.message_id is not None)
+
+    def _on_edit_saved(self, text: str) -> None:
+        message_id = self.message_id
+        self.end_edit()
+        if message_id is not None:
+            self.editSubmitted.emit(message_id, text)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         # A bubble never spans the whole column, so who said what stays obvious; below that
@@ -99,13 +204,17 @@ class TurnBanner(QFrame):
 
 
 class AssistantMessage(QFrame):
-    """One assistant reply: thinking pane, rendered answer, status line and Copy.
+    """One assistant reply: thinking pane, rendered answer, status line, Copy and Regenerate.
 
     Signals:
         settled(): the reply ended and its final text is on screen.
+        regenerateRequested(int): answer again (stored message id of this answer).
+        versionRequested(int): show this version (a sibling message id).
     """
 
     settled = Signal()
+    regenerateRequested = Signal(int)
+    versionRequested = Signal(int)
 
     def __init__(self, role_label: str = "Assistant", parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -115,6 +224,7 @@ class AssistantMessage(QFrame):
         self._content_dirty = False
         self._next_render = 0.0
         self._finished = False
+        self.message_id: int | None = None
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
@@ -126,14 +236,22 @@ class AssistantMessage(QFrame):
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
         self.copy_button = CopyButton("Copy", "Copy answer", self)
+        self.copy_button.setObjectName("MessageAction")  # styled like Regenerate beside it
         self.copy_button.clicked.connect(self._on_copy_clicked)
         self.copy_button.hide()
+        self.regenerate_button = _action("Regenerate", "Regenerate answer",
+                                         "Answer again; this answer stays as another version", self)
+        self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
+        self.nav = VersionNav(self)
+        self.nav.switchRequested.connect(self.versionRequested)
         self._build_layout()
 
     def _build_layout(self) -> None:
         footer = QHBoxLayout()
         footer.setContentsMargins(0, 0, 0, 0)
         footer.addWidget(self.copy_button)
+        footer.addWidget(self.regenerate_button)
+        footer.addWidget(self.nav)
         footer.addWidget(self.status)
         footer.addStretch(1)
         layout = QVBoxLayout(self)
@@ -153,6 +271,38 @@ class AssistantMessage(QFrame):
     @property
     def finished(self) -> bool:
         return self._finished
+
+    # -- history ---------------------------------------------------------------------------
+
+    def set_history(self, message_id: int | None, versions: Versions | None) -> None:
+        """The stored message this reply shows (None: not stored), and its versions."""
+        self.message_id = message_id
+        self.nav.set_versions(versions)
+        self.regenerate_button.setVisible(message_id is not None)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        self.regenerate_button.setEnabled(enabled)
+        self.nav.setEnabled(enabled)
+
+    def show_stored(self, content: str, thinking: str, status: Status) -> None:
+        """Show a reply read back from history: final text, thinking collapsed, status said quietly."""
+        if thinking:
+            self.thinking.show()
+            self.thinking.show_stored(thinking)
+        self._content = [content]
+        self.answer.show_text(content, final=True)
+        self._finished = True
+        self.status.setText(STORED_STATUS.get(status, ""))
+        self.copy_button.setVisible(bool(content.strip()))
+
+    def retrying(self, attempt: int, error: str) -> None:
+        """A structured reply was refused and the model is asked again: say so, quietly."""
+        self.status.setText(f"Retrying (attempt {attempt})…")
+        self.status.setToolTip(f"The previous reply was not valid: {error}")
+
+    def _on_regenerate_clicked(self) -> None:
+        if self.message_id is not None:
+            self.regenerateRequested.emit(self.message_id)
 
     # -- ReplySink -------------------------------------------------------------------------
 
@@ -182,6 +332,7 @@ class AssistantMessage(QFrame):
         self.thinking.end()
         self._finished = True
         self.status.setText(self._status_for(stats))
+        self.status.setToolTip("")
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 

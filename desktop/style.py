@@ -74,6 +74,27 @@ def window_stylesheet(palette: QPalette) -> str:
     #ComposerBar {{ border-top: 1px solid {border(palette).name()}; }}
     #ComposerEdit {{ border: 1px solid {border(palette).name()}; border-radius: 8px; padding: 4px;
                      background: {base}; }}
+    {history_stylesheet(palette)}
+    """
+
+
+def history_stylesheet(palette: QPalette) -> str:
+    """The history sidebar, message actions and the reply-format button."""
+    line = border(palette).name()
+    muted = muted_text(palette).name()
+    text = _role(palette, QPalette.ColorRole.WindowText).name()
+    return f"""
+    #SidebarTop {{ border-bottom: 1px solid {line}; }}
+    #HistorySidebar {{ border-right: 1px solid {line}; }}
+    #ConversationList {{ background: transparent; border: none; }}
+    #HistorySearch {{ border: 1px solid {line}; border-radius: 6px; padding: 2px 6px;
+                      background: {_role(palette, QPalette.ColorRole.Base).name()}; }}
+    #MessageAction, #ReplyFormatButton, #HistoryMenuButton {{ border: none; padding: 2px 6px; color: {muted}; }}
+    #MessageAction:hover, #MessageAction:focus, #ReplyFormatButton:hover, #ReplyFormatButton:focus,
+    #HistoryMenuButton:hover, #HistoryMenuButton:focus {{ color: {text}; }}
+    #ReplyFormatButton::menu-indicator, #HistoryMenuButton::menu-indicator {{ image: none; width: 0px; }}
+    #UndoBar {{ background: {accent_fill(palette).name()}; border-radius: 6px; }}
+    #SchemaError {{ color: {mix(QColor(text), QColor(200, 40, 0), 0.75).name()}; }}
     """
 
 

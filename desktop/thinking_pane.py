@@ -15,6 +15,7 @@ from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
 TICK_MS = 250
+STORED_LABEL = "Thoughts"  # a stored reply's header: how long it thought is not recorded
 BODY_MAX_HEIGHT = 280
 
 
@@ -132,6 +133,13 @@ class ThinkingPane(QFrame):
         self._ended = self._clock()
         self._timer.stop()
         self.tick()
+
+    def show_stored(self, text: str) -> None:
+        """Show a stored reply's thinking, finished, without timing it."""
+        self.reset()
+        self._raw.append(text)
+        self.body.setPlainText(text)
+        self.header.setText(STORED_LABEL)
 
     def reset(self) -> None:
         self._raw.clear()

@@ -2,8 +2,8 @@
 
 The window is the controller's `ChatView`; user gestures become `@asyncSlot`s that await
 controller coroutines, so nothing blocks the GUI thread and every widget is touched on it.
-Extension points for the issues in flight: `header.model_box` (the model picker) and
-`set_sidebar()` (the history sidebar, left of a splitter).
+The header's model button opens the model picker (`desktop/model_switch.py` wires it);
+`set_sidebar()` puts the history sidebar left of a splitter.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QProgressBar,
     QSplitter,
     QStatusBar,
     QToolButton,
@@ -29,6 +29,7 @@ from desktop.controller import ChatController, ReplySink, TurnFailure
 from desktop.conversation_view import ConversationView
 from desktop.message_view import AssistantMessage, prewarm
 from desktop.model_choice import ModelInfo
+from desktop.model_switch import ModelSwitcher
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.style import SPACING, window_stylesheet
 from engine.events import TurnStats
@@ -38,33 +39,83 @@ MIN_SIZE = (560, 420)
 
 
 class HeaderBar(QFrame):
-    """Title, the current model (a placeholder selector until the picker lands), New chat."""
+    """Title, the model button (opens the picker), its settings, a loading indicator, New chat.
+
+    While another model loads, the button keeps naming the current one (it still answers)
+    and an indeterminate bar with "Loading <name>…" sits beside it.
+    """
+
+    MODEL_BUTTON_MAX_WIDTH = 360
+    NO_MODEL = "No model"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("HeaderBar")
         title = QLabel("<b>Ember</b>", self)
-        self.model_box = QComboBox(self)
-        self.model_box.setObjectName("ModelBox")
-        self.model_box.setAccessibleName("Model")
-        self.model_box.setToolTip("The model answering in this window")
-        self.model_box.setMinimumContentsLength(24)
-        self.model_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.new_chat = QToolButton(self)
+        self.model_button = self._tool_button("ModelButton", "Model", "Choose a model (Ctrl+M)")
+        self.model_button.setMaximumWidth(self.MODEL_BUTTON_MAX_WIDTH)
+        self.settings_button = self._tool_button("ModelSettingsButton", "Model settings",
+                                                 "Settings for the current model")
+        self.settings_button.setText("Settings…")
+        self.loading_bar = QProgressBar(self)
+        self.loading_bar.setObjectName("LoadingBar")
+        self.loading_bar.setRange(0, 0)  # indeterminate: llama.cpp reports no load progress
+        self.loading_bar.setTextVisible(False)
+        self.loading_bar.setFixedSize(72, 6)
+        self.loading_label = QLabel(self)
+        self.loading_label.setObjectName("Muted")
+        self.loading_label.setAccessibleName("Model loading")
+        self.new_chat = self._tool_button("NewChatButton", "New conversation", "New conversation (Ctrl+N)")
         self.new_chat.setText("New chat")
-        self.new_chat.setAccessibleName("New conversation")
-        self.new_chat.setToolTip("New conversation (Ctrl+N)")
+        self._label = self.NO_MODEL
+        self._lay_out(title)
+        self.show_model(self.NO_MODEL)
+
+    def _tool_button(self, name: str, accessible: str, tip: str) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName(name)
+        button.setAccessibleName(accessible)
+        button.setToolTip(tip)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        return button
+
+    def _lay_out(self, title: QLabel) -> None:
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACING, SPACING // 2, SPACING, SPACING // 2)
         layout.setSpacing(SPACING)
         layout.addWidget(title)
-        layout.addWidget(self.model_box)
+        layout.addWidget(self.model_button)
+        layout.addWidget(self.settings_button)
+        layout.addWidget(self.loading_bar)
+        layout.addWidget(self.loading_label)
         layout.addStretch(1)
         layout.addWidget(self.new_chat)
 
+    @property
+    def model_label(self) -> str:
+        return self._label
+
     def show_model(self, label: str) -> None:
-        self.model_box.clear()
-        self.model_box.addItem(label)
+        """Name the model answering now; ends any loading indication."""
+        self._label = label
+        metrics = self.model_button.fontMetrics()
+        shown = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, self.MODEL_BUTTON_MAX_WIDTH - 40)
+        self.model_button.setText(f"{shown}  ▾")
+        self.model_button.setToolTip(f"{label}\nChoose a model (Ctrl+M)")
+        self.hide_loading()
+
+    def show_loading(self, label: str) -> None:
+        self.loading_label.setText(f"Loading {label}…")
+        self.loading_bar.show()
+        self.loading_label.show()
+
+    def hide_loading(self) -> None:
+        self.loading_bar.hide()
+        self.loading_label.hide()
+
+    @property
+    def loading(self) -> bool:
+        return not self.loading_label.isHidden()
 
 
 class NoticeBanner(QLabel):
@@ -189,6 +240,7 @@ class MainWindow(QMainWindow):
         self.composer.stopRequested.connect(self._on_stop)
         self.header.new_chat.clicked.connect(self._on_new_conversation)
         self.conversation.failureAction.connect(self._on_failure_action)
+        self.models = ModelSwitcher(self, controller)
         if controller.model is not None:
             self.model_ready(controller.model)
 
@@ -246,7 +298,7 @@ class MainWindow(QMainWindow):
         self.status.clear_stats()
 
     def model_loading(self, label: str) -> None:
-        self.header.show_model(label)
+        self.header.show_loading(label)  # the current model keeps its place until this one is ready
         self.status.showMessage(f"Loading {label}…")
 
     def model_ready(self, info: ModelInfo) -> None:
@@ -258,7 +310,8 @@ class MainWindow(QMainWindow):
 
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()
-        self.status.show_model(None)
+        self.header.hide_loading()
+        self.status.show_model(self._controller.model if self._controller else None)  # the previous one
         self.notice.show_notice(f"Couldn't load the model {label}. {message}")
 
     # -- window events ---------------------------------------------------------------------

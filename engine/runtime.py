@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -60,7 +60,7 @@ class Engine:
 
     async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
                    sampling: Sampling | None = None, max_tokens: int = 1024,
-                   grammar: str | None = None) -> AsyncIterator[Event]:
+                   grammar: str | None = None) -> AsyncGenerator[Event, None]:
         request = make_request(
             list(messages), tools=tuple(tools) if tools else None, sampling=sampling or Sampling(),
             max_tokens=max_tokens, grammar=grammar,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +28,10 @@ from PySide6.QtWidgets import (
 from pytestqt.qtbot import QtBot
 
 from desktop.controller import ChatController
+from desktop.history_session import open_history
+from desktop.history_ui import attach_history
 from desktop.message_view import AssistantMessage
+from desktop.model_picker import FilePrompts, ModelPicker
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.backend import Backend
@@ -94,13 +98,16 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
     """Build a shown window on a scripted (or given) backend; everything is shut at teardown."""
     chats: list[Chat] = []
 
-    def build(*replies: str | list[Any], backend: Backend | None = None, no_model: bool = False) -> Chat:
+    def build(*replies: str | list[Any], backend: Backend | None = None, no_model: bool = False,
+              history: bool = True) -> Chat:
         backend = backend if backend is not None else ScriptedBackend.from_texts(*replies)
         engine = Engine(None if no_model else backend)
         window = MainWindow()
         qtbot.addWidget(window)
-        controller = ChatController(engine, window)
+        session = open_history()[0] if history else None  # in the test's own EMBER_HOME
+        controller = ChatController(engine, window, history=session)
         window.bind(controller)
+        attach_history(window, controller)
         window.show()
         qtbot.waitExposed(window)
         chat = Chat(qtbot, window, controller, engine, backend)
@@ -112,6 +119,8 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
         chat.controller.stop()
         qtbot.waitUntil(lambda c=chat: not c.controller.busy, timeout=WAIT_MS)
         chat.engine.close_sync()
+        if chat.controller.history is not None:
+            chat.controller.history.close()
 
 
 def widget_texts(root: QWidget) -> list[str]:
@@ -141,3 +150,43 @@ def shown_answer(reply: AssistantMessage) -> str:
     for widget in reply.answer.part_widgets():
         parts.append(widget.toPlainText() if isinstance(widget, QTextEdit) else widget.code)
     return "\n".join(parts)
+
+
+# --- the model picker ---------------------------------------------------------------------
+
+
+class FakePrompts(FilePrompts):
+    """Canned answers for the picker's file and folder dialogs (None once they run out)."""
+
+    def __init__(self, *, files: list[Path] | None = None, folders: list[Path] | None = None) -> None:
+        self.files = list(files or [])
+        self.folders = list(folders or [])
+
+    def open_file(self, parent: QWidget) -> Path | None:
+        return self.files.pop(0) if self.files else None
+
+    def folder(self, parent: QWidget) -> Path | None:
+        return self.folders.pop(0) if self.folders else None
+
+
+def open_picker(chat: Chat, prompts: FakePrompts | None = None) -> ModelPicker:
+    """Open the window's model picker and wait until it has read the library."""
+    switcher = chat.window.models
+    if prompts is not None:
+        switcher.prompts = prompts
+    with chat.qtbot.waitSignal(switcher.open_picker().scanned, timeout=WAIT_MS):
+        pass  # the scan runs on a worker thread; its result arrives while we wait
+    assert switcher.picker is not None
+    return switcher.picker
+
+
+def click(qtbot: QtBot, button: QAbstractButton) -> None:
+    assert button.isEnabled(), f"{button.text()!r} is disabled"
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+def row_named(picker: ModelPicker, name: str) -> int:
+    """The index of the picker row whose Name column is `name`."""
+    names = [row.name for row in picker.rows]
+    assert name in names, f"{name!r} not in {names}"
+    return names.index(name)

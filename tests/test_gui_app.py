@@ -18,10 +18,11 @@ from pytestqt.qtbot import QtBot
 
 from desktop.app import run_session
 from desktop.cli import main
-from desktop.model_choice import choose_model, last_used_model, remember_model
+from desktop.model_choice import choose_model, remember_model
 from desktop.window import MainWindow
 from engine.runtime import Engine
 from models.default_model import DEFAULT_NAME
+from models.library import load_library_state
 
 pytest_plugins = ["gui_helpers"]
 
@@ -51,7 +52,7 @@ def test_prompt_is_sent_on_start_and_closing_stops_the_engine(
     qtbot.waitUntil(lambda: reply_text(window, finished=True) is not None, timeout=WAIT_MS)
     reply = window.last_reply()
     assert reply is not None and reply.answer_text() == "Hello from the script."
-    assert window.header.model_box.currentText() == "Script: s.json"
+    assert window.header.model_label == "Script: s.json"
     window.close()
     qtbot.waitUntil(session.done, timeout=WAIT_MS)
     assert session.result() == 0
@@ -85,11 +86,14 @@ def test_model_choice_prefers_flags_then_last_used_then_default(tmp_path: Path) 
     choice = choose_model(str(model), None)
     assert choice.path == model and choice.label == "tiny.gguf"
     remember_model(choice)
-    assert last_used_model() == model.resolve()
+    assert load_library_state().last_used == model.resolve()  # kept with the library, not on its own
     assert choose_model(None, None).path == model.resolve()
+    assert choose_model(None, None).notice is None
     assert choose_model("default", None).path is None  # an explicit default wins
     model.unlink()
-    assert choose_model(None, None).path is None  # a vanished file falls back to the default
+    fallback = choose_model(None, None)
+    assert fallback.path is None  # a vanished file falls back to the default, with a notice
+    assert fallback.notice is not None and "tiny.gguf" in fallback.notice
 
 
 @pytest.mark.slow

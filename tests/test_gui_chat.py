@@ -172,7 +172,7 @@ def test_controls_have_accessible_names(make_chat: MakeChat) -> None:
     window = make_chat().window
     assert window.composer.edit.accessibleName() == "Message"
     assert window.composer.button.accessibleName() == "Send message"
-    assert window.header.model_box.accessibleName() == "Model"
+    assert window.header.model_button.accessibleName() == "Model"
     assert window.header.new_chat.accessibleName() == "New conversation"
 
 

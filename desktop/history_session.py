@@ -1,0 +1,185 @@
+"""The window's side of the history store (no Qt): which conversation is open, and the calls on it.
+
+The controller and the sidebar share one `HistorySession`. A conversation is created in
+the store only when its first message is sent, so New and Ctrl+N never leave empty
+conversations behind. Everything here runs on the GUI (event-loop) thread, the thread
+that opened the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.backend import Message
+from engine.history import HistoryStore
+from engine.history_export import export_json, export_markdown, import_json
+from engine.history_types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
+from engine.recorder import TurnRecorder, prompt_messages
+from models.paths import ember_paths
+
+log = logging.getLogger("desktop.history")
+
+# What a failed history call can raise: the store's own error, SQLite's, the file system's.
+HISTORY_ERRORS = (HistoryError, sqlite3.Error, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class BranchItem:
+    """One message of the active branch with its place among its versions."""
+
+    message: StoredMessage
+    versions: Versions
+
+
+Branch = list[BranchItem]
+
+
+def open_history(path: Path | None = None) -> tuple[HistorySession | None, str]:
+    """The session on the history database, or (None, a one-line notice) when it cannot be used."""
+    try:
+        target = path or ember_paths().ensure().history_db
+        store = HistoryStore(target)
+    except HISTORY_ERRORS as exc:
+        log.warning("history unavailable: %s", exc)
+        return None, f"History is off for this session (conversations will not be saved): {exc}"
+    return HistorySession(store), ""
+
+
+class HistorySession:
+    """The open conversation (None: a fresh one, not stored yet) and the store calls the GUI makes."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self.conversation_id: int | None = None
+        self._pending_settings: dict[str, Any] = {}  # for the fresh conversation, until it is stored
+
+    # -- the open conversation ----------------------------------------------------------
+
+    def new(self) -> None:
+        self.conversation_id = None
+        self._pending_settings = {}
+
+    def open(self, conversation_id: int, *, reveal: int | None = None) -> Branch:
+        """Make `conversation_id` the open one (showing message `reveal`'s branch); its active branch."""
+        self.store.conversation(conversation_id)  # NotFoundError before anything changes
+        if reveal is not None:
+            self.store.switch_version(reveal)
+        self.conversation_id = conversation_id
+        self._pending_settings = {}
+        return self.branch()
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        if self.conversation_id is None:
+            return self._pending_settings
+        return self.store.conversation(self.conversation_id).settings
+
+    def update_settings(self, settings: Mapping[str, Any]) -> None:
+        if self.conversation_id is None:
+            self._pending_settings = dict(settings)
+        else:
+            self.store.update_conversation(self.conversation_id, settings=settings)
+
+    def branch(self, *, upto: int | None = None) -> Branch:
+        """The open conversation's active branch (or the one ending at `upto`), with versions."""
+        if self.conversation_id is None:
+            return []
+        path = self.store.path(self.conversation_id, leaf_id=upto)
+        return [BranchItem(m, self.store.versions(m.id)) for m in path]
+
+    def thread(self, *, upto: int | None = None) -> list[Message]:
+        """The branch as chat messages, without the system prompt (the controller's in-memory copy)."""
+        if self.conversation_id is None:
+            return []
+        return prompt_messages(self.store, self.conversation_id, upto=upto, system="")
+
+    def switch_version(self, message_id: int) -> Branch:
+        self.store.switch_version(message_id)
+        return self.branch()
+
+    # -- starting turns -----------------------------------------------------------------
+
+    def record_send(self, text: str, *, model: str) -> TurnRecorder:
+        """Commit the user's message (creating the conversation if it is fresh) and open its turn."""
+        recorder = TurnRecorder(self.store, self._ensure_conversation(model), model=model)
+        recorder.begin(text)
+        return recorder
+
+    def record_edit(self, message_id: int, text: str, *, model: str) -> TurnRecorder:
+        recorder = TurnRecorder(self.store, self._require_open(), model=model)
+        recorder.begin_edit(message_id, text)
+        return recorder
+
+    def record_regenerate(self, message_id: int, *, model: str) -> TurnRecorder:
+        recorder = TurnRecorder(self.store, self._require_open(), model=model)
+        recorder.begin_regenerate(message_id)
+        return recorder
+
+    def _ensure_conversation(self, model: str) -> int:
+        if self.conversation_id is None:
+            conv = self.store.create_conversation(model=model, settings=self._pending_settings)
+            self.conversation_id = conv.id
+            self._pending_settings = {}
+        return self.conversation_id
+
+    def _require_open(self) -> int:
+        if self.conversation_id is None:
+            raise HistoryError("no conversation is open")
+        return self.conversation_id
+
+    # -- titles -------------------------------------------------------------------------
+
+    def first_exchange(self) -> tuple[str, str] | None:
+        """(question, answer) when the open conversation is its first complete exchange and auto-titled."""
+        if self.conversation_id is None or not self.store.conversation(self.conversation_id).title_is_auto:
+            return None
+        path = self.store.path(self.conversation_id)
+        if [m.role for m in path] != ["user", "assistant"] or path[1].status != "complete":
+            return None
+        return path[0].content, path[1].content
+
+    def set_auto_title(self, conversation_id: int, title: str) -> bool:
+        return self.store.set_auto_title(conversation_id, title)
+
+    # -- the sidebar's calls ------------------------------------------------------------
+
+    def conversations(self) -> list[Conversation]:
+        return self.store.conversations()
+
+    def search(self, text: str) -> list[SearchHit]:
+        return self.store.search(text)
+
+    def title(self, conversation_id: int) -> str:
+        return self.store.conversation(conversation_id).title
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self.store.rename(conversation_id, title)
+
+    def delete(self, conversation_id: int) -> None:
+        self.store.delete(conversation_id)
+
+    def restore(self, conversation_id: int) -> None:
+        self.store.restore(conversation_id)
+
+    def export_text(self, conversation_id: int, fmt: str) -> str:
+        """The conversation as Markdown ("md") or as Ember's JSON export ("json")."""
+        if fmt == "json":
+            return json.dumps(export_json(self.store, conversation_id), ensure_ascii=False, indent=2) + "\n"
+        return export_markdown(self.store, conversation_id)
+
+    def import_text(self, text: str) -> Conversation:
+        """A new conversation from an Ember JSON export; HistoryError (readable) for a bad file."""
+        try:
+            data: Any = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HistoryError(f"not valid JSON: {exc}") from exc
+        return import_json(self.store, data)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,150 @@
+"""Plugging history and reply formats into the window: the controller's `HistoryView`.
+
+`attach_history(window, controller)` adds the sidebar (when there is a history), the
+"Reply format" button beside Send, and a presenter that shows stored branches in the
+conversation view and turns message gestures (Regenerate, Edit, ‹ n/m ›) and sidebar
+gestures (open, New) into controller calls.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel
+from qasync import asyncSlot
+
+from desktop.controller import ChatController
+from desktop.format_picker import ReplyFormatButton
+from desktop.history_session import Branch
+from desktop.message_view import AssistantMessage, UserMessage
+from desktop.reply_format import ReplyFormat
+from desktop.sidebar import DEFAULT_WIDTH, HistorySidebar
+from desktop.window import MainWindow
+
+NOTICE_MS = 10_000
+
+
+class HistoryPresenter(QObject):
+    """Shows stored conversations in the window and routes history gestures to the controller."""
+
+    def __init__(self, window: MainWindow, controller: ChatController, sidebar: HistorySidebar | None,
+                 format_button: ReplyFormatButton) -> None:
+        super().__init__(window)
+        self.window = window
+        self.controller = controller
+        self.sidebar = sidebar
+        self.format_button = format_button
+        view = window.conversation
+        view.regenerateRequested.connect(self._on_regenerate)
+        view.editRequested.connect(self._on_edit)
+        view.versionRequested.connect(self._on_version)
+        format_button.formatChosen.connect(self._on_format_chosen)
+        if sidebar is not None:
+            sidebar.openRequested.connect(self._on_open)
+            sidebar.newRequested.connect(self._on_new)
+
+    # -- HistoryView -----------------------------------------------------------------------
+
+    def show_branch(self, branch: Branch) -> None:
+        """Build the conversation view from stored messages (the controller cleared it)."""
+        view = self.window.conversation
+        for item in branch:
+            msg = item.message
+            widget: UserMessage | AssistantMessage
+            if msg.role == "user":
+                widget = view.add_user(msg.content)
+            elif msg.role == "assistant":
+                widget = view.add_stored_reply(msg.model or self._model_label(), msg.content, msg.thinking,
+                                               msg.status)
+            else:
+                continue  # a system message is a setting, not part of the conversation on screen
+            widget.set_history(msg.id, item.versions)
+
+    def tag_branch(self, branch: Branch) -> bool:
+        """Give the messages on screen their stored ids, in order, after a turn.
+
+        A widget with no stored counterpart (a reply stopped before any text) gets none.
+        False when some stored message is not on screen (the caller then shows the branch).
+        """
+        stored = iter([item for item in branch if item.message.role != "system"])  # never on screen
+        pending = next(stored, None)
+        for widget in self.window.conversation.message_widgets():
+            role = "user" if isinstance(widget, UserMessage) else "assistant"
+            if pending is not None and pending.message.role == role:
+                widget.set_history(pending.message.id, pending.versions)
+                pending = next(stored, None)
+            else:
+                widget.set_history(None, None)
+        return pending is None
+
+    def conversations_changed(self) -> None:
+        if self.sidebar is not None:
+            self.sidebar.refresh()
+
+    def show_reply_format(self, fmt: ReplyFormat) -> None:
+        self.format_button.show_format(fmt)
+
+    def show_history_problem(self, text: str) -> None:
+        if self.sidebar is not None:
+            self.sidebar.show_message(text)
+        else:
+            self.window.statusBar().showMessage(text, NOTICE_MS)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        self.window.conversation.set_actions_enabled(enabled)
+
+    def _model_label(self) -> str:
+        model = self.controller.model
+        return model.label if model is not None else "Assistant"
+
+    # -- gestures --------------------------------------------------------------------------
+
+    @asyncSlot(int)
+    async def _on_regenerate(self, message_id: int) -> None:
+        await self.controller.regenerate(message_id)
+
+    @asyncSlot(int, str)
+    async def _on_edit(self, message_id: int, text: str) -> None:
+        await self.controller.edit(message_id, text)
+
+    @asyncSlot(int)
+    async def _on_version(self, message_id: int) -> None:
+        await self.controller.switch_version(message_id)
+
+    @asyncSlot(int, object)
+    async def _on_open(self, conversation_id: int, reveal: int | None) -> None:
+        await self.controller.open_conversation(conversation_id, reveal=reveal)
+
+    @asyncSlot()
+    async def _on_new(self) -> None:
+        await self.controller.new_conversation()
+        self.window.composer.focus_edit()
+
+    def _on_format_chosen(self, fmt: ReplyFormat) -> None:
+        self.controller.set_reply_format(fmt)
+
+
+def attach_history(window: MainWindow, controller: ChatController, *, notice: str = "") -> HistoryPresenter:
+    """Add the sidebar, the reply-format button and the presenter to a bound window.
+
+    `notice` (history could not be opened) is shown as one line in the status bar.
+    """
+    sidebar = HistorySidebar(controller.history) if controller.history is not None else None
+    if sidebar is not None:
+        window.set_sidebar(sidebar)
+        sidebar.align_top(window.header.sizeHint().height())
+        window.splitter.setSizes([DEFAULT_WIDTH, max(1, window.width() - DEFAULT_WIDTH)])
+    button = ReplyFormatButton(window.composer)
+    window.composer.add_tool(button)
+    presenter = HistoryPresenter(window, controller, sidebar, button)
+    controller.history_view = presenter
+    if notice:
+        window.statusBar().addWidget(_notice_label(notice))
+    return presenter
+
+
+def _notice_label(text: str) -> QLabel:
+    label = QLabel(text.splitlines()[0])
+    label.setObjectName("Muted")
+    label.setAccessibleName("History notice")
+    label.setToolTip(text)
+    return label

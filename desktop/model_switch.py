@@ -1,0 +1,111 @@
+"""Switching models from the window: the header's buttons, the picker and the settings dialog.
+
+Loading goes through `ChatController.load_model`, so the engine's worker thread does it
+and the current model stays loaded (and selected) until the new one is ready; a failure
+leaves it in place. Settings saved for the loaded model reach its next turn at once;
+context, GPU layers and threads wait for the next load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import shiboken6
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QKeySequence, QShortcut
+from qasync import asyncSlot
+
+from desktop.controller import ChatController
+from desktop.model_choice import ModelChoice, same_model
+from desktop.model_picker import FilePrompts, ModelPicker
+from desktop.settings_dialog import ModelSettingsDialog, open_settings_dialog
+from models.errors import GGUFError
+from models.gguf_meta import ModelMetadata, read_metadata
+from models.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from desktop.window import MainWindow
+
+LOCAL_ONLY = "Settings are for local model files; a server uses its own."
+
+
+def _read_meta(path: Path) -> ModelMetadata | None:
+    try:
+        return read_metadata(path)
+    except GGUFError:
+        return None  # the dialog still opens, without the training-context cap
+
+
+class ModelSwitcher(QObject):
+    """Owns the picker; loads what it chooses through the controller."""
+
+    def __init__(self, window: MainWindow, controller: ChatController, prompts: FilePrompts | None = None) -> None:
+        super().__init__(window)
+        self._window = window
+        self._controller = controller
+        self.prompts = prompts or FilePrompts()  # tests swap in canned answers
+        self.picker: ModelPicker | None = None
+        self.settings_dialog: ModelSettingsDialog | None = None
+        window.header.model_button.clicked.connect(self.open_picker)
+        window.header.settings_button.clicked.connect(self._on_settings)
+        QShortcut(QKeySequence("Ctrl+M"), window, self.open_picker)
+        self._sync_settings_button()
+
+    @property
+    def current(self) -> ModelChoice | None:
+        return self._controller.choice
+
+    def open_picker(self) -> ModelPicker:
+        if self.picker is None or not shiboken6.isValid(self.picker):
+            self.picker = ModelPicker(self._window, current=lambda: self.current, prompts=self.prompts)
+            self.picker.chosen.connect(self._on_chosen)
+            self.picker.settingsSaved.connect(self.apply_settings)
+        self.picker.show_and_refresh()
+        return self.picker
+
+    @asyncSlot(object)
+    async def _on_chosen(self, choice: ModelChoice) -> None:
+        await self.load(choice)
+
+    async def load(self, choice: ModelChoice) -> bool:
+        """Load `choice` in the background; on success show its notice, if it has one."""
+        ok = await self._controller.load_model(choice)
+        if ok and choice.notice:
+            self._window.notice.show_notice(choice.notice)
+        self._sync_settings_button()
+        return ok
+
+    def _sync_settings_button(self) -> None:
+        choice = self.current
+        local = choice is not None and choice.settings is not None
+        button = self._window.header.settings_button
+        button.setEnabled(local)
+        button.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
+
+    def apply_settings(self, choice: ModelChoice) -> None:
+        """Settings saved for `choice`: if it is the loaded model, its next turn uses them."""
+        current = self.current
+        if current is not None and choice.settings is not None and same_model(current, choice):
+            self._controller.choice = current.with_settings(choice.settings)
+
+    @asyncSlot()
+    async def _on_settings(self) -> None:
+        await self.open_settings()
+
+    async def open_settings(self) -> ModelSettingsDialog | None:
+        """The current model's settings dialog (its header is read off the GUI thread)."""
+        choice = self.current
+        file = choice.model_file if choice is not None else None
+        if choice is None or file is None:
+            return None
+        meta = await asyncio.to_thread(_read_meta, file)
+        dialog = await open_settings_dialog(self._window, choice, choice.label, meta)
+        if dialog is not None:
+            dialog.saved.connect(lambda s: self._saved_for(choice, s))
+            self.settings_dialog = dialog
+        return dialog
+
+    def _saved_for(self, choice: ModelChoice, settings: ModelSettings) -> None:
+        self.apply_settings(choice.with_settings(settings))

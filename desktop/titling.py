@@ -1,0 +1,69 @@
+"""Naming a conversation after its first exchange, in the background (no Qt).
+
+On a backend with grammar support the model writes the title (`engine.titles.make_title`,
+structured output on the engine's worker thread); otherwise the first words of the
+question are the title. A user's own title is never replaced (the store checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from desktop.history_session import HISTORY_ERRORS, HistorySession
+from engine.backend import CancelToken
+from engine.errors import EngineError
+from engine.runtime import Engine
+from engine.titles import fallback_title, make_title
+
+log = logging.getLogger("desktop.controller")
+
+
+class ConversationTitler:
+    """Titles the open conversation once its first reply is in; `on_titled` runs after each title."""
+
+    def __init__(self, engine: Engine, history: HistorySession, on_titled: Callable[[], None]) -> None:
+        self.engine = engine
+        self.history = history
+        self._on_titled = on_titled
+        self._task: asyncio.Task[None] | None = None
+        self._cancel = CancelToken()
+
+    def after_reply(self) -> None:
+        """Call after a completed reply: titles the conversation if that was its first exchange."""
+        try:
+            exchange = self.history.first_exchange()
+        except HISTORY_ERRORS:
+            return
+        conversation_id = self.history.conversation_id
+        if exchange is not None and conversation_id is not None:
+            self._task = asyncio.ensure_future(self._title(conversation_id, *exchange))
+
+    async def aclose(self) -> None:
+        """Stop a title in progress and wait for it (before the engine shuts down)."""
+        self._cancel.cancel()
+        if self._task is not None:
+            await asyncio.wait([self._task])
+
+    async def _title(self, conversation_id: int, question: str, answer: str) -> None:
+        title = await self._make(question, answer)
+        try:
+            self.history.set_auto_title(conversation_id, title)
+        except HISTORY_ERRORS as exc:
+            log.warning("history: could not save the title: %s", exc)
+            return
+        self._on_titled()
+
+    async def _make(self, question: str, answer: str) -> str:
+        backend = self.engine.backend
+        # Without a grammar the title request is a plain reply: not worth a model call (and
+        # a scripted backend would spend a scripted reply on it).
+        if backend is None or not backend.supports_grammar:
+            return fallback_title(question)
+        cancel = self._cancel
+        try:
+            return await self.engine.run_in_worker(lambda: make_title(backend, question, answer, cancel=cancel))
+        except (EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
+            log.info("no model title: %s", exc)
+            return fallback_title(question)

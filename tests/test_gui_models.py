@@ -1,0 +1,278 @@
+"""The model picker, switching models and per-model settings, driven through the window."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+from gui_helpers import WAIT_MS, Chat, FakePrompts, click, open_picker, row_named
+from pytestqt.qtbot import QtBot
+
+from desktop.app import run_session
+from desktop.model_choice import ModelChoice, choose_model, local_choice
+from desktop.settings_dialog import NO_GPU
+from desktop.window import MainWindow
+from engine import llama_backend
+from engine.backend import Backend
+from engine.factory import BackendSpec
+from engine.scripted import ScriptedBackend
+from models import memory
+from models.library import load_library_state, note_opened
+from models.memory import format_bytes
+from models.settings import ModelSettings, load_model_settings, save_model_settings
+
+pytest_plugins = ["gui_helpers"]
+
+TINY = "Tiny Llama (test)"
+
+
+@pytest.fixture
+def zoo(tmp_path: Path) -> Path:
+    """A folder with a good tiny model (in a subfolder) and a truncated one."""
+    folder = tmp_path / "zoo"
+    (folder / "sub").mkdir(parents=True)
+    gf.write_tiny_llama(folder / "sub" / "tiny.gguf")
+    cut = gf.write_tiny_llama(folder / "cut.gguf", name="Cut model")
+    os.truncate(cut, cut.stat().st_size - 1000)
+    return folder
+
+
+class ReadyChoice(ModelChoice):
+    """A choice whose factory hands back a prepared backend, once `gate` opens."""
+
+    backend: Backend = ScriptedBackend.from_texts("unused")
+    gate = threading.Event()
+
+    def factory(self) -> Backend:
+        assert self.gate.wait(5)
+        return self.backend
+
+
+def add_zoo(chat: Chat, zoo: Path):  # type: ignore[no-untyped-def]
+    picker = open_picker(chat, FakePrompts(folders=[zoo]))
+    with chat.qtbot.waitSignal(picker.scanned, timeout=WAIT_MS):
+        click(chat.qtbot, picker.add_folder)
+    return picker
+
+
+def test_picker_lists_the_builtin_model_and_an_added_folder(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    assert load_library_state().folders == (zoo,)
+    builtin = picker.rows[0]
+    assert builtin.source == "Built in" and builtin.quantization == "Q4_1" and builtin.architecture == "llama"
+    assert builtin.choice.path is None  # the built-in loads as the default model
+    tiny = picker.rows[row_named(picker, TINY)]
+    size = format_bytes((zoo / "sub" / "tiny.gguf").stat().st_size)
+    assert tiny.columns == (TINY, "llama", "F32", size, "2,048")
+    item = picker.table.topLevelItem(row_named(picker, TINY))
+    assert item is not None and [item.text(c) for c in range(5)] == list(tiny.columns)
+    assert item.text(5) == "Added folder"
+
+
+def test_details_pane_shows_metadata_and_memory(make_chat, qtbot: QtBot, zoo: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, TINY))
+    facts = picker.details.browser.toPlainText()
+    for expected in ("Architecture", "chatml", "Thinking markers", "Tool-call markers", "Training context",
+                     "2,048", '"architecture": "llama"', '"template_family": "chatml"', str(zoo / "sub")):
+        assert expected in facts, expected
+    assert "2,048-token context" in picker.details.memory.text()  # the saved context, capped at training
+    assert picker.details.warning.isHidden()
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)  # 1 KB free: nothing fits
+    picker.select_row(0)
+    picker.select_row(row_named(picker, TINY))
+    assert not picker.details.warning.isHidden()
+    assert "only 1.0 KB is free" in picker.details.warning.text()
+
+
+def test_bad_files_show_their_reason_and_cannot_be_loaded(make_chat, qtbot: QtBot, zoo: Path, tmp_path: Path) -> None:
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    cut = picker.rows[row_named(picker, "cut.gguf")]
+    assert cut.error is not None and cut.error.startswith("truncated")
+    picker.select_row(row_named(picker, "cut.gguf"))
+    assert not picker.load.isEnabled() and "truncated" in picker.load.toolTip()
+    assert "Cannot load" in picker.details.browser.toPlainText()
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all")
+    projector = gf.write_projector(tmp_path / "vision.gguf")
+    picker.prompts = FakePrompts(files=[junk, projector])
+    with qtbot.waitSignal(picker.scanned, timeout=WAIT_MS):
+        click(qtbot, picker.open_file)
+    assert picker.selected() is not None and picker.selected().name == "junk.gguf"  # type: ignore[union-attr]
+    assert "GGUF" in (picker.selected().error or "")  # type: ignore[union-attr]
+    assert load_library_state().recent[0] == junk and load_library_state().last_used is None
+    click(qtbot, picker.open_file)
+    qtbot.waitUntil(lambda: "vision.gguf is not a chat model" in picker.message.text(), timeout=WAIT_MS)
+    assert "projector" in picker.message.text()
+
+
+def test_a_failed_load_keeps_the_previous_model_working(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    chat: Chat = make_chat("still here")
+    before = chat.window.header.model_label
+    bad = local_choice(zoo / "cut.gguf")
+    load = asyncio.ensure_future(chat.window.models.load(bad))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS)
+    assert load.result() is False
+    notice = chat.window.notice.text()
+    assert "cut.gguf" in notice and "truncated" in notice
+    assert chat.window.header.model_label == before and not chat.window.header.loading
+    assert chat.window.status.model.text() == before
+    assert chat.controller.choice is None and chat.engine.backend is chat.backend
+    chat.type_and_send("are you there?")
+    assert chat.wait_reply_finished().answer_text() == "still here"
+
+
+def test_loading_shows_progress_and_keeps_the_current_model_named(make_chat, qtbot: QtBot) -> None:
+    chat: Chat = make_chat("old")
+    header = chat.window.header
+    before = header.model_label
+    ReadyChoice.gate.clear()
+    ReadyChoice.backend = ScriptedBackend.from_texts("new")
+    load = asyncio.ensure_future(chat.window.models.load(ReadyChoice(BackendSpec("script", "x"), label="Next model")))
+    qtbot.waitUntil(lambda: header.loading, timeout=WAIT_MS)
+    assert header.loading_label.text() == "Loading Next model…" and header.loading_bar.maximum() == 0
+    assert header.model_label == before
+    ReadyChoice.gate.set()
+    qtbot.waitUntil(load.done, timeout=WAIT_MS)
+    assert header.model_label == "Next model" and not header.loading
+
+
+def test_choosing_a_tiny_model_in_the_picker_loads_it_with_its_settings(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    tiny = zoo / "sub" / "tiny.gguf"
+    save_model_settings(tiny, ModelSettings(context_length=1024, threads=2))
+    chat: Chat = make_chat("scripted")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, TINY))
+    click(qtbot, picker.load)
+    qtbot.waitUntil(lambda: chat.controller.choice is not None, timeout=WAIT_MS * 2)
+    backend = chat.engine.backend
+    assert isinstance(backend, llama_backend.LlamaBackend)
+    assert backend.path == tiny and backend.n_ctx == 1024
+    assert chat.window.header.model_label == "tiny.gguf" and chat.window.status.device.text() == "CPU"
+    assert load_library_state().last_used == tiny  # it comes back at the next start
+    assert choose_model(None, None).path == tiny
+    assert not picker.isVisible()
+    assert open_picker(chat).selected().path == tiny  # type: ignore[union-attr]
+    assert "loaded" in picker.table.currentItem().text(5)  # type: ignore[union-attr]
+
+
+def test_turns_use_the_models_sampling_length_and_system_prompt(make_chat, qtbot: QtBot) -> None:
+    chat: Chat = make_chat("unused")
+    ReadyChoice.gate.set()
+    ReadyChoice.backend = backend = ScriptedBackend.from_texts("first", "second")  # it records requests
+    settings = ModelSettings(temperature=0.2, top_k=7, seed=42, max_tokens=77, system_prompt="Be terse.")
+    choice = ReadyChoice(BackendSpec("llama"), Path("m.gguf"), "m", settings=settings)
+    load = asyncio.ensure_future(chat.controller.load_model(choice))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS)
+    chat.type_and_send("hello")
+    chat.wait_reply_finished()
+    request = backend.requests[0]
+    assert request.messages[0]["role"] == "system"
+    assert request.messages[0]["content"].startswith("Be terse.")  # the engine may add its own line after
+    assert (request.sampling.temperature, request.sampling.top_k, request.sampling.seed) == (0.2, 7, 42)
+    assert request.max_tokens == 77
+    chat.window.models.apply_settings(choice.with_settings(ModelSettings(temperature=1.5)))
+    chat.type_and_send("again")
+    qtbot.waitUntil(lambda: len(backend.requests) == 2, timeout=WAIT_MS)
+    chat.wait_idle()
+    assert backend.requests[1].sampling.temperature == 1.5  # a saved change applies to the next turn
+    assert backend.requests[1].max_tokens == 4096  # no limit: up to the context
+
+
+def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, TINY))
+    click(qtbot, picker.settings)
+    qtbot.waitUntil(lambda: picker.settings_dialog is not None and picker.settings_dialog.isVisible(), timeout=WAIT_MS)
+    dialog = picker.settings_dialog
+    assert dialog is not None
+    assert dialog.context.maximum() == 2048  # the training context
+    dialog.context.setValue(100_000)
+    assert dialog.context.value() == 2048
+    assert not dialog.gpu_layers.isEnabled() and dialog.gpu_layers.toolTip() == NO_GPU
+    assert not dialog.gpu_note.isHidden() and dialog.gpu_note.text() == NO_GPU
+    dialog.context.setValue(1536)
+    dialog.temperature.setValue(0.3)
+    dialog.top_k.setValue(0)
+    dialog.seed.setText("1234")
+    dialog.max_tokens.setValue(300)
+    dialog.system_prompt.setPlainText("Answer in French.")
+    with qtbot.waitSignal(picker.settingsSaved, timeout=WAIT_MS):
+        dialog.buttons.accepted.emit()
+    saved = load_model_settings(zoo / "sub" / "tiny.gguf")
+    assert saved == ModelSettings(context_length=1536, temperature=0.3, top_k=0, seed=1234, max_tokens=300,
+                                  system_prompt="Answer in French.")
+    assert "1,536-token context" in picker.details.memory.text()
+    click(qtbot, picker.settings)
+    qtbot.waitUntil(lambda: picker.settings_dialog is not dialog and picker.settings_dialog is not None,
+                    timeout=WAIT_MS)
+    again = picker.settings_dialog
+    assert again is not None and again.values() == saved
+    assert again.seed.text() == "1234" and again.top_k.text() == "Off"
+
+
+def test_gpu_layers_are_offered_when_llama_cpp_can_offload(make_chat, qtbot: QtBot, zoo: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: True)
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, TINY))
+    click(qtbot, picker.settings)
+    qtbot.waitUntil(lambda: picker.settings_dialog is not None, timeout=WAIT_MS)
+    dialog = picker.settings_dialog
+    assert dialog is not None and dialog.gpu_layers.isEnabled() and dialog.gpu_note.isHidden()
+    assert dialog.gpu_layers.maximum() == 2  # the tiny model's layers; -1 is "All layers"
+    assert dialog.gpu_layers.minimum() == -1 and dialog.gpu_layers.specialValueText() == "All layers"
+
+
+def test_remote_and_scripted_models_have_no_settings(make_chat, qtbot: QtBot) -> None:
+    chat: Chat = make_chat("hi")
+    assert not chat.window.header.settings_button.isEnabled()
+
+
+def test_a_missing_last_model_opens_the_default_with_a_notice(qtbot: QtBot, aloop: asyncio.AbstractEventLoop,
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    default = gf.write_tiny_llama(tmp_path / "default.gguf")
+    monkeypatch.setenv("EMBER_DEFAULT_MODEL", str(default))
+    gone = gf.write_tiny_llama(tmp_path / "gone.gguf")
+    note_opened(gone)
+    gone.unlink()
+    window = MainWindow()
+    qtbot.addWidget(window)
+    session = asyncio.ensure_future(run_session(choose_model(None, None), window=window))
+    qtbot.waitUntil(lambda: window.notice.isVisible(), timeout=WAIT_MS * 2)
+    assert "gone.gguf" in window.notice.text() and "built-in model" in window.notice.text()
+    assert window.header.settings_button.isEnabled()  # a local model: its settings are offered
+    window.close()
+    qtbot.waitUntil(session.done, timeout=WAIT_MS)
+
+
+def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    model = gf.write_tiny_llama(tmp_path / "m.gguf", n_ctx_train=1024)
+    chat: Chat = make_chat("hi")
+    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
+    assert load.result() is True
+    click(qtbot, chat.window.header.settings_button)
+    switcher = chat.window.models
+    qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
+    dialog = switcher.settings_dialog
+    assert dialog is not None and dialog.context.maximum() == 1024
+    dialog.temperature.setValue(0.1)
+    dialog.buttons.accepted.emit()
+    assert load_model_settings(model).temperature == pytest.approx(0.1)
+    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
+    assert chat.controller.choice.settings.temperature == pytest.approx(0.1)
