@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 import time
@@ -94,3 +96,28 @@ def test_a_plain_reply_streams(server_url: str) -> None:
     assert "".join(p.text for p in pieces).strip()
     assert info.finish_reason in ("stop", "length")
     assert info.retries == 0
+
+
+def test_a_reply_through_ember_chat_lands_in_history(server_url: str, ember_home: Path) -> None:
+    from engine.history import HistoryStore
+    from models.paths import ember_paths
+
+    env = {**os.environ, "EMBER_HOME": str(ember_home)}
+    result = subprocess.run(
+        [sys.executable, "-m", "desktop", "chat", "--events", "--backend", f"openai:{server_url}",
+         "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[-1]["type"] == "done"
+    answer = "".join(e["text"] for e in events if e["type"] == "content")
+    assert answer.strip()
+    store = HistoryStore(ember_paths().history_db)
+    try:
+        conversation = store.latest_conversation()
+        assert conversation is not None
+        roles = [(m.role, m.content, m.status) for m in store.path(conversation.id)]
+        assert roles == [("user", "What is the capital of France?", "complete"), ("assistant", answer, "complete")]
+    finally:
+        store.close()
