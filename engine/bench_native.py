@@ -1,0 +1,55 @@
+"""Native llama.cpp's own `llama-bench`, run on the same model for comparison (optional).
+
+llama-cpp-python ships llama.cpp's sources; building only the `llama-bench` target gives
+the number the C++ runtime reaches without any Python. `tg` is the decode rate over `n_gen`
+tokens, `pp` the prompt rate over `n_prompt` tokens.
+
+Two figures come back: one with Ember's flash-attention setting (like for like, used for
+the ratio), and one with llama-bench's defaults (`-fa auto`), the figure people quote.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+N_PROMPT = 64
+N_GEN = 128
+FA_CODES = {-1: "auto", 0: "off", 1: "on"}  # llama-bench's JSON `flash_attn` → its `-fa` value
+
+
+def run_llama_bench(binary: Path, model: Path, threads: int, *, n_gen: int = N_GEN, flash_attn: str = "auto",
+                    timeout_s: float = 600) -> dict[str, Any]:
+    """`llama-bench -m MODEL -p 64 -n N -t THREADS -fa EMBER[,auto] -o json`, parsed."""
+    modes = flash_attn if flash_attn == "auto" else f"{flash_attn},auto"
+    cmd = [str(binary), "-m", str(model), "-p", str(N_PROMPT), "-n", str(n_gen), "-t", str(threads),
+           "-fa", modes, "-o", "json"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"llama-bench failed ({result.returncode}): {tail}")
+    return parse_llama_bench(result.stdout, flash_attn)
+
+
+def parse_llama_bench(stdout: str, flash_attn: str = "auto") -> dict[str, Any]:
+    """The tg (and pp) rows for Ember's flash-attention setting, plus the default tg row."""
+    rows: list[dict[str, Any]] = json.loads(stdout)
+    out: dict[str, Any] = {"native_flash_attn": flash_attn}
+    for row in rows:
+        mode = FA_CODES.get(int(row.get("flash_attn", -1)), "?")
+        n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
+        rate = round(float(row["avg_ts"]), 2)
+        if n_gen and not n_prompt:
+            if mode == flash_attn:
+                out.update(native_tg_tps=rate, native_tg_stddev=round(float(row.get("stddev_ts", 0.0)), 2),
+                           native_test=f"tg{n_gen}")
+            if mode == "auto":
+                out["native_tg_default_tps"] = rate
+        elif n_prompt and not n_gen and mode == flash_attn:
+            out["native_pp_tps"] = rate
+        out.setdefault("native_build", str(row.get("build_commit", "")))
+    if "native_tg_tps" not in out:
+        raise RuntimeError(f"llama-bench printed no generation (tg) result with flash attention {flash_attn}")
+    return out

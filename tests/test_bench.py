@@ -1,0 +1,137 @@
+"""`ember bench` runs and reports every field. Timings are never asserted: they are benchmarks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop.cli import main
+from desktop.cmd_bench import format_report, measure_gui
+from engine.bench import BenchConfig, cpu_name
+from engine.bench_llama import RunTiming, rss_mb, summarize
+from engine.bench_native import parse_llama_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REQUIRED = (
+    "engine_vs_raw_tps_ratio", "engine_tps", "raw_tps", "ttft_ms", "engine_ttft_ms", "raw_ttft_ms",
+    "filter_us_per_piece", "ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms", "load_ms", "rss_mb",
+    "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
+)  # fmt: skip
+TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
+        "--history-messages", "200"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
+    code = (
+        "import sys\nfrom desktop.cli import main\n"
+        f"rc = main(['bench', '--json', *{TINY!r}])\n"
+        "qt = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
+        "print('QT', qt)\nsys.exit(rc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=110)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "QT []"
+    report: dict[str, Any] = json.loads(lines[-2])
+    missing = [k for k in REQUIRED if k not in report]
+    assert not missing
+    assert report["engine_tps"] > 0 and report["raw_tps"] > 0 and report["engine_vs_raw_tps_ratio"] > 0
+    assert report["engine_tokens"] == report["raw_tokens"] == 8 and report["outputs_match"]
+    assert set(report["ttft_ms"]) == {"engine", "raw"}
+    assert report["filter_us_per_piece"] > 0 and report["load_ms"] > 0 and report["rss_mb"] > 0
+    assert report["history_search_ms"] is not None
+    if (ROOT / "desktop" / "stall_bench.py").is_file():
+        assert report["ui_max_stall_ms"] is not None, report["notes"]
+
+
+def test_a_model_that_is_not_there_is_one_readable_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status = main(["bench", "--model", str(tmp_path / "missing.gguf"), *TINY])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ember: bench failed:") and "does not exist" in err[-1]
+
+
+def _timing(tps: float, ttft: float, text: str = "same") -> RunTiming:
+    return RunTiming(ttft_ms=ttft, tokens=11, decode_s=10 / tps, text=text)
+
+
+def test_summary_is_medians_and_their_ratio() -> None:
+    pairs = [
+        (_timing(100, 50), _timing(110, 40)),
+        (_timing(90, 60), _timing(99, 45)),
+        (_timing(80, 70), _timing(96, 41)),
+    ]
+    s = summarize(pairs, max_tokens=11)
+    assert s["raw_tps"] == 90 and s["engine_tps"] == 99
+    assert s["engine_vs_raw_tps_ratio"] == 1.1
+    assert s["ttft_ms"] == {"engine": 41, "raw": 60}
+    assert s["runs"] == 3 and s["outputs_match"] and s["engine_tokens"] == 11
+
+
+def test_differing_outputs_are_flagged() -> None:
+    s = summarize([(_timing(100, 50, "a"), _timing(100, 50, "b"))], max_tokens=11)
+    assert s["outputs_match"] is False
+
+
+def test_llama_bench_json_gives_the_like_for_like_and_default_tg_figures() -> None:
+    rows = [
+        {"n_prompt": 64, "n_gen": 0, "flash_attn": 0, "avg_ts": 812.5, "build_commit": "abc123"},
+        {"n_prompt": 0, "n_gen": 128, "flash_attn": 0, "avg_ts": 101.234, "stddev_ts": 1.5, "build_commit": "abc123"},
+        {"n_prompt": 64, "n_gen": 0, "flash_attn": -1, "avg_ts": 900.0, "build_commit": "abc123"},
+        {"n_prompt": 0, "n_gen": 128, "flash_attn": -1, "avg_ts": 120.0, "stddev_ts": 1.0, "build_commit": "abc123"},
+    ]
+    out = parse_llama_bench(json.dumps(rows), flash_attn="off")
+    assert out["native_tg_tps"] == 101.23 and out["native_pp_tps"] == 812.5
+    assert out["native_tg_default_tps"] == 120.0
+    assert out["native_test"] == "tg128" and out["native_build"] == "abc123"
+
+
+def test_llama_bench_without_the_asked_setting_is_an_error() -> None:
+    rows = [{"n_prompt": 0, "n_gen": 128, "flash_attn": -1, "avg_ts": 120.0}]
+    with pytest.raises(RuntimeError, match="no generation"):
+        parse_llama_bench(json.dumps(rows), flash_attn="off")
+
+
+def test_the_gui_part_can_be_skipped_and_reports_nulls() -> None:
+    notes: list[str] = []
+    out = measure_gui(0, 2000, notes)
+    assert out["ui_max_stall_ms"] is None and out["ui_p99_stall_ms"] is None and out["ui_catchup_ms"] is None
+    assert notes == ["GUI stall: skipped"]
+
+
+def test_quick_is_smaller_than_full() -> None:
+    full, quick = BenchConfig(), BenchConfig().quick()
+    assert full.runs >= 5 and quick.runs < full.runs and quick.max_tokens < full.max_tokens
+
+
+def test_machine_facts_are_readable() -> None:
+    assert cpu_name() and rss_mb() > 0
+
+
+def test_the_human_table_names_the_cpu_threads_and_every_figure() -> None:
+    report: dict[str, Any] = {
+        "model": "m.gguf", "cpu": "Test CPU 9000", "threads": 2, "logical_cpus": 2, "load_average": 0.2,
+        "llama_cpp_python": "0.3.36", "python": "3.11", "platform": "Linux",
+        "engine_tps": 120.0, "raw_tps": 100.0, "engine_ttft_ms": 40.0, "raw_ttft_ms": 45.0,
+        "engine_tokens": 128, "raw_tokens": 128, "engine_vs_raw_tps_ratio": 1.2, "pairwise_ratio_median": 1.19,
+        "runs": 7, "max_tokens": 128, "outputs_match": True, "native_tg_tps": 130.0, "native_test": "tg128",
+        "native_flash_attn": "off", "native_tg_default_tps": 150.0,
+        "engine_vs_native_tps_ratio": 0.923, "filter_us_per_piece": 1.5, "filter_bytes": 1_000_000,
+        "ui_max_stall_ms": None, "ui_p99_stall_ms": None, "ui_catchup_ms": None, "ui_tokens": 20_000,
+        "ui_tokens_per_s": 2000, "load_ms": 300.0, "import_ms": 500.0, "rss_mb": 200.0,
+        "rss_after_first_token_mb": 210.0, "history_search_ms": 12.5, "history_messages": 10_000,
+        "notes": ["GUI stall: skipped"],
+    }  # fmt: skip
+    text = format_report(report)
+    assert "Test CPU 9000" in text and "2 threads" in text
+    figures = ("120.0", "100.0", "1.200", "tg128", "130.0", "150.0", "1.50 µs", "n/a", "300 ms", "200 MB", "12.50 ms")
+    for figure in figures:
+        assert figure in text, figure
+    assert "note: GUI stall: skipped" in text
