@@ -294,8 +294,10 @@ class ChatController:
             self.history_view.set_actions_enabled(not busy)  # no regenerate or edit mid-reply
 
     async def _ready_for(self, recorder: TurnRecorder | None) -> bool:
-        if self._loading is not None and not self._loading.done():
-            await asyncio.wait([self._loading])  # a message typed while loading waits for it
+        if self._loading is not None and not self._loading.done() and self.engine.backend is None:
+            # With no model yet, a message typed while loading waits for it; otherwise the
+            # current model answers while the next one loads.
+            await asyncio.wait([self._loading])
         if self._stop_requested:
             if recorder is not None:
                 recorder.abandon("stopped")

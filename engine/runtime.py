@@ -1,7 +1,9 @@
 """The asyncio face of the engine: `async for event in engine.chat(...)` never blocks the loop.
 
-One worker thread owns the backend (llama.cpp objects are not thread-safe): loading,
-streaming and closing all run there. Events cross back to the loop with
+One worker thread owns the backend (llama.cpp objects are not thread-safe): streaming and
+closing run there. A new model is built on a separate loader thread, so the current one
+keeps answering while it loads; it is handed over whole, and from then on only the worker
+thread touches it. Events cross back to the loop with
 `call_soon_threadsafe`, so the caller's loop only ever awaits a queue.
 """
 
@@ -33,6 +35,7 @@ class Engine:
 
     def __init__(self, backend: Backend | None = None) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-model")
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-loader")
         self._backend = backend
         self._cancel: CancelToken | None = None
         self.busy = False
@@ -46,11 +49,15 @@ class Engine:
         return await asyncio.wrap_future(self._executor.submit(fn))
 
     async def load(self, factory: Callable[[], Backend]) -> Backend:
-        """Build a new backend on the worker thread; the old one is closed only on success."""
-        new = await self.run_in_worker(factory)
+        """Build a new backend on the loader thread; the old one is closed only on success.
+
+        A turn already streaming keeps the old backend to its end: the old backend's close is
+        queued on the worker thread behind it.
+        """
+        new = await asyncio.wrap_future(self._loader.submit(factory))
         old, self._backend = self._backend, new
         if old is not None:
-            await self.run_in_worker(old.close)
+            self._executor.submit(_close_quietly, old)
         return new
 
     def stop(self) -> None:
@@ -118,6 +125,7 @@ class Engine:
         backend, self._backend = self._backend, None
         if backend is not None:
             await self.run_in_worker(backend.close)
+        self._loader.shutdown(wait=True)
         self._executor.shutdown(wait=True)
 
     def close_sync(self) -> None:
@@ -126,4 +134,12 @@ class Engine:
         backend, self._backend = self._backend, None
         if backend is not None:
             self._executor.submit(backend.close).result()
+        self._loader.shutdown(wait=True)
         self._executor.shutdown(wait=True)
+
+
+def _close_quietly(backend: Backend) -> None:
+    try:
+        backend.close()
+    except Exception:
+        log.exception("closing the previous backend failed")

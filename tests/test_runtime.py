@@ -91,7 +91,7 @@ def test_leaving_the_loop_early_stops_the_worker() -> None:
     assert [e.text for e in second if isinstance(e, ContentDelta)] == ["next"]
 
 
-def test_load_runs_on_the_worker_and_a_failure_keeps_the_old_backend() -> None:
+def test_load_runs_on_the_loader_and_a_failure_keeps_the_old_backend() -> None:
     threads: list[str] = []
 
     def good() -> Backend:
@@ -111,5 +111,36 @@ def test_load_runs_on_the_worker_and_a_failure_keeps_the_old_backend() -> None:
         return events
 
     events = asyncio.run(main())
-    assert threads and threads[0].startswith("ember-model")
+    assert threads and threads[0].startswith("ember-loader")
     assert [e.text for e in events if isinstance(e, ContentDelta)] == ["from new"]
+
+
+def test_the_current_model_keeps_answering_while_another_loads() -> None:
+    old = ScriptedBackend([[{"text": f"t{i} ", "delay_ms": 10} for i in range(30)]])
+    loaded = threading.Event()
+
+    def slow_factory() -> Backend:
+        loaded.wait(5)  # released only once the old model is mid-reply
+        return ScriptedBackend.from_texts("from the new model")
+
+    async def main() -> tuple[list[Event], bool, list[Event]]:
+        engine = Engine(old)
+        load = asyncio.ensure_future(engine.load(slow_factory))
+        events: list[Event] = []
+        load_done_mid_reply = False
+        async for event in engine.chat(USER):
+            events.append(event)
+            if len(events) == 3:
+                loaded.set()
+            if len(events) == 20:
+                await asyncio.sleep(0.05)
+                load_done_mid_reply = load.done()
+        await load
+        after = await _collect(engine)
+        await engine.aclose()
+        return events, load_done_mid_reply, after
+
+    events, load_done_mid_reply, after = asyncio.run(main())
+    assert load_done_mid_reply  # the load did not wait for the reply to end
+    assert sum(isinstance(e, ContentDelta) for e in events) == 30 and isinstance(events[-1], TurnDone)
+    assert [e.text for e in after if isinstance(e, ContentDelta)] == ["from the new model"]
