@@ -34,7 +34,10 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    """Write `data` as JSON to `path` atomically (temp file, fsync, os.replace)."""
+    """Write `data` as JSON to `path` atomically (temp file, fsync, os.replace).
+
+    The file ends up readable by its owner only (mkstemp's mode 0600 survives the replace).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -12,22 +12,17 @@ others even for a moment, and is replaced atomically. Nothing here logs a key.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
-import secrets
 from pathlib import Path
 from typing import cast
 
-from models.jsonstore import load_json_object, string_keys
+from models.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.paths import EmberPaths, ember_paths
 
 log = logging.getLogger(__name__)
 
 KEYS_FILENAME = "remote_keys.json"
 FORMAT_VERSION = 1
-_OWNER_ONLY = 0o600
 
 
 def keys_file(paths: EmberPaths | None = None) -> Path:
@@ -61,24 +56,7 @@ def save_api_key(base_url: str, api_key: str | None, *, paths: EmberPaths | None
         keys[url] = api_key
     elif keys.pop(url, None) is None:
         return  # nothing saved, nothing to forget: do not create the file
-    _write_private(keys_file(paths), {"version": FORMAT_VERSION, "keys": keys})
-
-
-def _write_private(path: Path, data: object) -> None:
-    """Atomic write of a file only its owner can read (mode 0600 from the start)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    # O_EXCL: a name someone else created in between is an error, never a file we reuse.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _OWNER_ONLY)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # mkstemp creates the temporary file 0600 and os.replace keeps that mode: owner-only from the start.
+    path = keys_file(paths)
+    write_json_atomic(path, {"version": FORMAT_VERSION, "keys": keys})
     log.info("saved remote server keys to %s", path.name)  # never the keys themselves
