@@ -16,16 +16,14 @@ from typing import Any
 
 from engine.backend import Message
 from engine.errors import (
-    BackendError,
     ConfigError,
-    ContextOverflowError,
     EngineError,
     LLMError,
-    ScriptExhaustedError,
     StructuredOutputError,
 )
 from engine.events import StructuredRetry, TurnDone, TurnError, event_to_json
 from engine.structured import MAX_STRUCTURED_RETRIES, StructuredResult, StructuredRunner, load_schema
+from engine.turn import error_kind
 
 EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR, EXIT_INTERRUPTED = 0, 2, 3, 130
 
@@ -49,7 +47,7 @@ def run_schema_chat(args: argparse.Namespace) -> int:
         return _report_error("structured_output", exc.last_error, args.events,
                              f"no valid JSON after {1 + MAX_STRUCTURED_RETRIES} attempts: {exc.last_error}")
     except LLMError as exc:
-        return _report_error(_error_kind(exc), str(exc), args.events, str(exc))
+        return _report_error(error_kind(exc), str(exc), args.events, str(exc))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -86,15 +84,6 @@ def _report_error(kind: str, message: str, events: bool, line: str) -> int:
     else:
         sys.stderr.write(f"ember: {line}\n")
     return EXIT_TURN_ERROR
-
-
-def _error_kind(exc: LLMError) -> str:
-    """The same kinds a plain `ember chat` turn reports."""
-    if isinstance(exc, ContextOverflowError):
-        return "context_full"
-    if isinstance(exc, ScriptExhaustedError):
-        return "script"
-    return "backend" if isinstance(exc, BackendError) else "llm"
 
 
 def _emit(obj: dict[str, Any]) -> None:

@@ -16,17 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 from desktop.reply_format import fenced_json
 from engine.backend import CancelToken, Message, Sampling
 from engine.errors import (
-    BackendError,
-    ConfigError,
-    ContextOverflowError,
     EngineError,
-    ScriptExhaustedError,
     StructuredOutputError,
 )
 from engine.events import ContentDelta, Event, Recovery, StructuredRetry, ThinkingDelta, TurnDone, TurnError
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import StructuredRunner
+from engine.turn import error_kind
 
 log = logging.getLogger("desktop.controller")
 
@@ -167,14 +164,3 @@ def _failed(recorder: TurnRecorder | None, error: TurnError) -> RunResult:
     log.warning("structured turn failed: %s: %s", error.kind, error.message)
     record(recorder, error)
     return RunResult(error, "")
-
-
-def error_kind(exc: EngineError) -> str:
-    """The kinds a chat turn reports (see engine.turn), for errors raised outside a turn."""
-    if isinstance(exc, ContextOverflowError):
-        return "context_full"
-    if isinstance(exc, ScriptExhaustedError):
-        return "script"
-    if isinstance(exc, ConfigError):
-        return "config"
-    return "backend" if isinstance(exc, BackendError) else "llm"

@@ -37,13 +37,12 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backend import Backend, CancelToken, Message, Request, Sampling, make_request
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import StructuredRetry, TurnStats
-from engine.pipeline import ReplyPipeline
 from engine.tally import Tally
 from engine.trim import TokenCounter, approx_tokens, trim_messages
-from engine.turn import fold_system
+from engine.turn import fold_system, quiet_round
 
 log = logging.getLogger("engine.structured")
 
@@ -326,21 +325,7 @@ class StructuredRunner:
 
     def _attempt(self, request: Request, cancel: CancelToken, tally: Tally) -> _Reply:
         """Stream one reply through the guardrail; return its visible content."""
-        tally.attempts += 1
-        info = StreamInfo()
-        pipeline: ReplyPipeline | None = None
-        pieces = 0
-        try:
-            for piece in self.backend.stream(request, cancel, info):
-                if pipeline is None:
-                    pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
-                    tally.mark_piece()
-                pieces += 1
-                pipeline.feed(piece)
-            if pipeline is not None:
-                pipeline.flush()
-        finally:
-            tally.add(info, pieces, pipeline)
+        pipeline, info = quiet_round(self.backend, request, cancel, tally)
         content = pipeline.content if pipeline is not None else ""
         return _Reply(content, info.finish_reason, info.prefilled_thinking)
 

@@ -69,7 +69,7 @@ class TurnRunner:
             outcome, kind = "malformed", "malformed_reply"
             yield TurnError(kind, str(exc), tally.stats())
         except (LLMError, ConfigError) as exc:
-            outcome, kind = "error", _error_kind(exc)
+            outcome, kind = "error", error_kind(exc)
             yield TurnError(kind, str(exc), tally.stats())
         finally:
             _log_turn(tally.stats(), outcome, kind)
@@ -88,29 +88,49 @@ class TurnRunner:
 
     def _round(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[Event, None, bool]:
         """Stream one model request; return whether it produced visible content."""
-        tally.attempts += 1
-        info = StreamInfo()
-        pipeline: ReplyPipeline | None = None
-        pieces = 0
-        try:
-            for piece in self.backend.stream(request, cancel, info):
-                if pipeline is None:
-                    pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
-                tally.mark_piece()
-                pieces += 1
-                yield from _deltas(pipeline.feed(piece))
-            if pipeline is not None:
-                yield from _deltas(pipeline.flush())
-        finally:
-            tally.add(info, pieces, pipeline)
+        pipeline, _ = yield from stream_round(self.backend, request, cancel, tally)
         return pipeline is not None and bool(pipeline.content.strip())
 
 
-def _deltas(events: list[ThinkingDelta | ContentDelta]) -> Iterator[Event]:
-    yield from events
+Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
 
 
-def _error_kind(exc: BaseException) -> str:
+def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Round:
+    """One model request through a fresh guardrail pipeline, counted in `tally`.
+
+    Yields the deltas; returns the pipeline (None when no piece came) and the stream's info.
+    """
+    tally.attempts += 1
+    info = StreamInfo()
+    pipeline: ReplyPipeline | None = None
+    pieces = 0
+    try:
+        for piece in backend.stream(request, cancel, info):
+            if pipeline is None:
+                pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
+            tally.mark_piece()
+            pieces += 1
+            yield from pipeline.feed(piece)
+        if pipeline is not None:
+            yield from pipeline.flush()
+    finally:
+        tally.add(info, pieces, pipeline)
+    return pipeline, info
+
+
+def quiet_round(backend: Backend, request: Request, cancel: CancelToken,
+                tally: Tally) -> tuple[ReplyPipeline | None, StreamInfo]:
+    """`stream_round` with its deltas discarded, for callers that only need the result."""
+    rounds = stream_round(backend, request, cancel, tally)
+    while True:
+        try:
+            next(rounds)
+        except StopIteration as done:
+            return done.value
+
+
+def error_kind(exc: BaseException) -> str:
+    """The `TurnError.kind` for an engine error."""
     if isinstance(exc, ContextOverflowError):
         return "context_full"
     if isinstance(exc, ScriptExhaustedError):
