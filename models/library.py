@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import cast
 
-from models.default_model import DefaultModelMissing, default_model_path
+from models.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
 from models.errors import GGUFError
 from models.gguf_header import read_header, read_magic
 from models.gguf_meta import ModelMetadata, read_metadata, shard_info, shard_paths
@@ -241,11 +241,13 @@ class LibraryEntry:
 
     @property
     def name(self) -> str:
+        if self.source is Source.BUILTIN:
+            return DEFAULT_NAME  # the GGUF's own name ("Smollm2 135M 8k Lc100K Mix1 Ep2") says little
         return self.metadata.name if self.metadata else self.path.name
 
     def to_json(self) -> dict[str, object]:
         base: dict[str, object] = self.metadata.to_json() if self.metadata else {"path": str(self.path)}
-        base.setdefault("name", self.name)
+        base["name"] = self.name
         base.update(source=str(self.source), size_bytes=self.size_bytes, shard_count=self.shard_count)
         base["error"] = self.error
         return base
