@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,17 +44,48 @@ class Request:
 
 
 class CancelToken:
-    """A thread-safe stop flag, checked by backends between pieces."""
+    """A thread-safe stop flag, checked by backends between pieces.
+
+    A backend blocked in I/O (a silent server) registers a callback that unblocks it
+    (`on_cancel`); callbacks run once, on the thread that cancels.
+    """
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _run_quietly(callback)
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when cancelled (at once if already); returns a function that unregisters it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        _run_quietly(callback)
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+def _run_quietly(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # a failing unblock must not break the stop itself
+        logging.getLogger("engine.backend").exception("cancel callback failed")
 
 
 @dataclass(slots=True)

@@ -26,9 +26,11 @@ Nothing here touches the network until `stream` (or `list_models`) is called.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import socket
 import ssl
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -354,9 +356,8 @@ class OpenAIBackend:
     at most `CONNECT_TIMEOUT_S`). `retry_delays` are the pauses before retry 1, 2, …
     `supports_grammar` may be set for a llama.cpp server, which honours `grammar`.
 
-    A stop is noticed at the next line the server sends (keep-alive comments count), so
-    a server that is silent while it reads a long prompt delays it by up to `timeout`:
-    a blocked read cannot be interrupted from the cancel flag.
+    A stop is noticed at the next line the server sends, or at once when the server is
+    silent (reading a long prompt): the stop shuts the socket down, waking the blocked read.
     """
 
     def __init__(
@@ -431,8 +432,15 @@ class OpenAIBackend:
             with self._http().stream("POST", f"{self._server.base}/chat/completions", json=body) as response:
                 if response.status_code >= 300:
                     raise _status_failure(response, self._server.host)
-                yield from self._pieces(response, cancel, info)
+                forget = cancel.on_cancel(_hang_up(response))
+                try:
+                    yield from self._pieces(response, cancel, info)
+                finally:
+                    forget()
         except httpx.RequestError as exc:
+            if cancel.cancelled:  # our own hang-up, or a failure that no longer matters
+                info.finish_reason = "cancelled"
+                return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
     def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
@@ -490,6 +498,20 @@ class OpenAIBackend:
         deadline = time.monotonic() + delay
         while not cancel.cancelled and (left := deadline - time.monotonic()) > 0:
             time.sleep(min(left, _CANCEL_POLL_S))
+
+
+def _hang_up(response: httpx.Response) -> Callable[[], None]:
+    """A stop while the server is silent (a long prompt) would wait for the read timeout:
+    shutting the socket down from the stopping thread wakes the blocked read at once."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+
+    def shut() -> None:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    return shut
 
 
 def list_models(

@@ -529,3 +529,35 @@ def test_list_models_with_a_transport() -> None:
     with pytest.raises(BackendError) as err:
         list_models("http://fake:9/v1", api_key=SECRET, transport=httpx.MockTransport(handler))
     assert str(err.value) == "fake:9 returned HTTP 401 Unauthorized: nope (check the API key)"
+
+
+def test_a_stop_while_the_server_is_silent_returns_at_once(serve: list[StubServer]) -> None:
+    stub = _stub(serve, Reply([], then="stall"))  # headers, then nothing (a long prompt being read)
+    cancel = CancelToken()
+    info = StreamInfo()
+    got: list[Piece] = []
+    worker = threading.Thread(target=lambda: got.extend(_backend(stub, timeout=30).stream(_request(), cancel, info)))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not stub.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # let the client block in its read
+    cancel.cancel()
+    worker.join(timeout=2)  # far below the 30 s read timeout and the stub's 5 s stall cap
+    still_reading = worker.is_alive()
+    stub.release.set()
+    worker.join(timeout=5)
+    assert not still_reading
+    assert got == [] and info.finish_reason == "cancelled"
+
+
+def test_cancel_callbacks_run_once_and_can_be_forgotten() -> None:
+    calls: list[str] = []
+    token = CancelToken()
+    forget = token.on_cancel(lambda: calls.append("a"))
+    token.on_cancel(lambda: calls.append("b"))
+    forget()
+    token.cancel()
+    token.cancel()
+    token.on_cancel(lambda: calls.append("late"))  # already cancelled: runs at once
+    assert calls == ["b", "late"]
