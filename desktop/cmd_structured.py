@@ -5,6 +5,11 @@ With `--events`: a `structured_retry` line per retry, then `json` and `done` on 
 or one `error` line (`kind` "structured_output", `message` the last error) and exit 3.
 A schema file that cannot be read, is not JSON or is not a valid JSON Schema exits 2
 before any model is loaded.
+
+History is recorded as for a plain chat turn (`--no-history`, `-c`, `--conversation`):
+the user's message is committed before the first attempt; the accepted JSON text becomes
+the assistant's message and the turn completes; exhaustion or a backend error ends the
+turn as an error with no answer kept; Ctrl+C ends it stopped.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import json
 import sys
 from typing import Any
 
-from engine.backend import Message
+from desktop.cmd_history import ChatHistory
+from desktop.turn_runs import record
+from engine.backend import Backend, Message, Sampling
 from engine.errors import (
     ConfigError,
     EngineError,
     LLMError,
     StructuredOutputError,
 )
-from engine.events import StructuredRetry, TurnDone, TurnError, event_to_json
-from engine.structured import MAX_STRUCTURED_RETRIES, StructuredResult, StructuredRunner, load_schema
+from engine.events import ContentDelta, StructuredRetry, TurnDone, TurnError, event_to_json
+from engine.structured import MAX_STRUCTURED_RETRIES, Schema, StructuredResult, StructuredRunner, load_schema
 from engine.turn import error_kind
 
 EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -35,23 +42,49 @@ def run_schema_chat(args: argparse.Namespace) -> int:
     try:
         schema = load_schema(args.schema)  # checked first: a bad file never waits for a model load
         sampling = sampling_from(args)
-        backend = open_backend(args)
+        history = ChatHistory.open(args)  # as plain chat: a bad conversation id fails before a model loads
     except EngineError as exc:
         return _fail(str(exc))
-    runner = StructuredRunner(backend, on_event=lambda event: _report_retry(event, args.events))
+    with history:
+        try:
+            backend = open_backend(args)
+        except EngineError as exc:
+            return _fail(str(exc))
+        try:
+            return _schema_turn(backend, schema, sampling, history, args)
+        finally:
+            backend.close()
+
+
+def _schema_turn(backend: Backend, schema: Schema, sampling: Sampling, history: ChatHistory,
+                 args: argparse.Namespace) -> int:
+    """One structured turn, recorded as the desktop records it (desktop/turn_runs.py)."""
+    # With history, the context is the conversation's active branch ending at this prompt.
+    messages = history.begin(args.prompt, system=args.system, model=backend.name) or _messages(args)
+
+    def on_retry(event: StructuredRetry) -> None:
+        record(history.recorder, event)
+        _report_retry(event, args.events)
+
+    runner = StructuredRunner(backend, on_event=on_retry)
     try:
-        result = runner.run(_messages(args), schema, sampling=sampling, max_tokens=args.max_tokens)
+        result = runner.run(messages, schema, sampling=sampling, max_tokens=args.max_tokens)
     except ConfigError as exc:  # e.g. a $ref that cannot be resolved offline
+        record(history.recorder, TurnError(error_kind(exc), str(exc)))
         return _fail(str(exc))
     except StructuredOutputError as exc:
+        record(history.recorder, TurnError("structured_output", exc.last_error))
         return _report_error("structured_output", exc.last_error, args.events,
                              f"no valid JSON after {1 + MAX_STRUCTURED_RETRIES} attempts: {exc.last_error}")
     except LLMError as exc:
+        record(history.recorder, TurnError(error_kind(exc), str(exc)))
         return _report_error(error_kind(exc), str(exc), args.events, str(exc))
     except KeyboardInterrupt:
+        history.stopped()
         return EXIT_INTERRUPTED
-    finally:
-        backend.close()
+    # The accepted reply is the assistant's message; the turn completes with the run's stats.
+    record(history.recorder, ContentDelta(result.text))
+    record(history.recorder, TurnDone(result.stats))
     _report_value(result, args.events)
     return EXIT_OK
 

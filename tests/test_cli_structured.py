@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from engine.history import HistoryStore
+from engine.history_types import Conversation
+from models.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -88,6 +95,137 @@ def test_a_bad_schema_file_exits_2_with_one_line(tmp_path: Path, ember_home: Pat
     assert len(lines) == 1
     assert lines[0].startswith("ember: ")
     assert message in lines[0]
+
+
+# -- history: recorded exactly like a plain chat turn -------------------------------------
+
+
+def _latest() -> tuple[Conversation, list[tuple[str, str, str]], list[str | None]]:
+    """The latest conversation, its active branch as (role, content, status) and its turns' outcomes."""
+    with HistoryStore(ember_paths().history_db) as store:
+        conv = store.latest_conversation()
+        assert conv is not None
+        branch = [(m.role, m.content, m.status) for m in store.path(conv.id)]
+        return conv, branch, [t.outcome for t in store.turns(conv.id)]
+
+
+def test_a_structured_turn_is_recorded(tmp_path: Path, ember_home: Path) -> None:
+    schema, backend = _files(tmp_path, ["Paris", '{"city": "Paris"}'])
+    result = ember("chat", "--schema", schema, "--backend", backend, "Capital of France?", home=ember_home)
+    assert result.returncode == 0, result.stderr
+    conv, branch, outcomes = _latest()
+    assert conv.title == "Capital of France?"
+    # The accepted reply is the answer; the refused first attempt is not kept.
+    assert branch == [("user", "Capital of France?", "complete"), ("assistant", '{"city": "Paris"}', "complete")]
+    assert outcomes == ["completed"]
+    with HistoryStore(ember_paths().history_db) as store:
+        (turn,) = store.turns(conv.id)
+        assert turn.attempts == 2
+
+
+def test_exhaustion_is_recorded_as_an_error_keeping_the_question(tmp_path: Path, ember_home: Path) -> None:
+    schema, backend = _files(tmp_path, ["a", "b", '{"capital": "Paris"}'])
+    result = ember("chat", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
+    assert result.returncode == 3
+    conv, branch, outcomes = _latest()
+    assert branch == [("user", "Capital?", "complete")]
+    assert outcomes == ["error"]
+    with HistoryStore(ember_paths().history_db) as store:
+        (turn,) = store.turns(conv.id)
+        assert (turn.error_kind, turn.error_message) == ("structured_output", "'city' is a required property")
+        assert [m.role for m in store.messages(conv.id)] == ["user"]
+
+
+def test_no_history_records_nothing(tmp_path: Path, ember_home: Path) -> None:
+    schema, backend = _files(tmp_path, ['{"city": "Paris"}'])
+    result = ember("chat", "--no-history", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
+    assert result.returncode == 0, result.stderr
+    with HistoryStore(ember_paths().history_db) as store:
+        assert store.conversations() == []
+
+
+def test_continue_adds_the_structured_turn_to_the_latest_conversation(tmp_path: Path, ember_home: Path) -> None:
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps({"replies": [["Paris."]]}))
+    assert ember("chat", "--backend", f"script:{first}", "Capital of France?", home=ember_home).returncode == 0
+    schema, backend = _files(tmp_path, ['{"city": "Paris"}'])
+    result = ember("chat", "-c", "--schema", schema, "--backend", backend, "As JSON?", home=ember_home)
+    assert result.returncode == 0, result.stderr
+    conv, branch, outcomes = _latest()
+    assert branch == [
+        ("user", "Capital of France?", "complete"), ("assistant", "Paris.", "complete"),
+        ("user", "As JSON?", "complete"), ("assistant", '{"city": "Paris"}', "complete"),
+    ]
+    assert outcomes == ["completed", "completed"]
+    with HistoryStore(ember_paths().history_db) as store:
+        assert [c.id for c in store.conversations()] == [conv.id]
+
+
+def test_an_unknown_conversation_exits_2_before_a_model_loads(tmp_path: Path, ember_home: Path) -> None:
+    schema, _ = _files(tmp_path, [])
+    result = ember("chat", "--conversation", "99", "--schema", schema, "--backend", "script:/nonexistent.json",
+                   "Capital?", home=ember_home)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "ember history list" in result.stderr
+
+
+def test_continue_sends_the_active_branch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from desktop import cmd_chat
+    from desktop.cli import main
+    from engine.scripted import ScriptedBackend
+
+    scripted = ScriptedBackend.from_texts("Paris.", '{"city": "Paris"}')
+    monkeypatch.setattr(cmd_chat, "open_backend", lambda args: scripted)
+    schema, _ = _files(tmp_path, [])
+    assert main(["chat", "Capital of France?"]) == 0
+    assert main(["chat", "-c", "--schema", schema, "As JSON?"]) == 0
+    assert capsys.readouterr().out.endswith('{\n  "city": "Paris"\n}\n')
+    sent = [m for m in scripted.requests[1].messages if m["role"] != "system"]
+    assert sent == [
+        {"role": "user", "content": "Capital of France?"},
+        {"role": "assistant", "content": "Paris."},
+        {"role": "user", "content": "As JSON?"},
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX-only")
+def test_ctrl_c_records_the_turn_as_stopped(tmp_path: Path, ember_home: Path) -> None:
+    schema, _ = _files(tmp_path, [])
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"replies": [[{"text": " ", "delay_ms": 25} for _ in range(800)]]}))
+    db = ember_paths().history_db
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "chat", "--schema", schema, "--backend", f"script:{script}", "Capital?"],
+        env={**os.environ, "EMBER_HOME": str(ember_home)}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _user_message_committed(db):  # committed before the first attempt starts
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)  # into the attempt
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        proc.kill()
+    _, branch, outcomes = _latest()
+    assert branch == [("user", "Capital?", "complete")]
+    assert outcomes == ["stopped"]
+
+
+def _user_message_committed(db: Path) -> bool:
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(db, timeout=5)
+    try:
+        return conn.execute("SELECT 1 FROM messages WHERE role = 'user'").fetchone() is not None
+    except sqlite3.OperationalError:  # the schema is still being created
+        return False
+    finally:
+        conn.close()
 
 
 @pytest.mark.slow
