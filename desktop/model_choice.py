@@ -20,7 +20,14 @@ from engine.backend import Backend, Message, Sampling
 from engine.errors import ModelLoadError
 from engine.factory import BackendSpec, make_backend, parse_backend_spec
 from models.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
-from models.library import RemoteServer, last_used_model, load_library_state, note_opened, save_library_state
+from models.library import (
+    RemoteServer,
+    last_used_entry,
+    load_library_state,
+    note_opened,
+    note_server_used,
+    save_library_state,
+)
 from models.remote_keys import load_api_key
 from models.settings import ModelSettings, load_model_settings
 
@@ -159,30 +166,37 @@ def choose_model(model_arg: str | None, backend_arg: str | None) -> ModelChoice:
 
 
 def last_used_choice() -> ModelChoice:
-    """The model used last (from the library), or the built-in one with a notice if it is gone."""
+    """The model used last (a file or a saved server, from the library), or the built-in one
+    with a notice if it is gone. A server is not contacted until its choice is loaded."""
     state = load_library_state()
+    remembered = state.last_used is not None or state.last_used_server is not None
     try:
-        path, notice = last_used_model(state)
+        last, notice = last_used_entry(state)
     except DefaultModelMissing as exc:  # the built-in is gone too: its load reports why
-        return local_choice(None, notice=str(exc) if state.last_used else None)
+        return local_choice(None, notice=str(exc) if remembered else None)
+    if isinstance(last, RemoteServer):
+        return remote_choice(last)
     if state.last_used is not None and notice is None:
-        return local_choice(path)
+        return local_choice(last)
     return local_choice(None, notice=notice)
 
 
 def remember_model(choice: ModelChoice) -> None:
-    """Record a successfully loaded model as the last used (the built-in: no file to recall).
+    """Record a successfully loaded model as the last used, so it comes back at the next start.
 
-    Remote and scripted backends are not recorded: a window never contacts a server at
-    start unless the user picks it again.
+    A file, the built-in model (nothing to recall) or a saved server; a server given on the
+    command line but never saved, and scripted backends, are not recorded.
     """
-    if choice.spec.kind != "llama":
-        return
     try:
-        if choice.path is not None:
+        if choice.spec.kind == "openai":
+            if note_server_used(choice.spec.target, choice.model_name) is None:
+                log.info("not remembering %s: it is not a saved server", choice.label)
+        elif choice.spec.kind != "llama":
+            return
+        elif choice.path is not None:
             note_opened(choice.path)
         else:
-            save_library_state(dataclasses.replace(load_library_state(), last_used=None))
+            save_library_state(load_library_state().with_default_used())
     except OSError as exc:
         log.warning("could not remember the last model: %s", exc)
 

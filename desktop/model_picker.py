@@ -66,7 +66,8 @@ class FilePrompts:
 
 def _opened_not_used(state: LibraryState, path: Path) -> LibraryState:
     # A file becomes the last used model only once it has loaded (the controller notes it).
-    return dataclasses.replace(state.with_opened(path), last_used=state.last_used)
+    return dataclasses.replace(state.with_opened(path), last_used=state.last_used,
+                               last_used_server=state.last_used_server)
 
 
 class ModelPicker(QDialog):

@@ -2,13 +2,15 @@
 
 Loading goes through `ChatController.load_model`, so the engine's worker thread does it
 and the current model stays loaded (and selected) until the new one is ready; a failure
-leaves it in place. Settings saved for the loaded model reach its next turn at once;
-context, GPU layers and threads wait for the next load.
+leaves it in place. Settings saved for the loaded model reach its next turn at once; a
+change to context, GPU layers or threads also reloads it in the background, the way a
+picked model loads (a reply already streaming finishes on the old one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QKeySequence, QShortcut
 from qasync import asyncSlot
 
+from desktop.async_tasks import spawn
 from desktop.controller import ChatController
 from desktop.model_choice import ModelChoice, same_model
 from desktop.model_picker import FilePrompts, ModelPicker
@@ -29,6 +32,28 @@ if TYPE_CHECKING:
     from desktop.window import MainWindow
 
 LOCAL_ONLY = "Settings are for local model files; a server uses its own."
+LOAD_TIME = ("context_length", "gpu_layers", "threads")  # the settings a model is built with
+
+
+def needs_reload(loaded: ModelSettings, saved: ModelSettings, n_ctx_train: int | None = None) -> bool:
+    """Whether `saved` differs from the loaded model's settings in one that applies at load.
+
+    Contexts are compared as loaded: capped at the training context (a saved 4096 and the
+    2048 the dialog offers for a 2048-token model load the same).
+    """
+    loaded, saved = loaded.capped(n_ctx_train), saved.capped(n_ctx_train)
+    return any(getattr(loaded, name) != getattr(saved, name) for name in LOAD_TIME)
+
+
+def _trained_context(backend: object) -> int | None:
+    """The loaded file's training context, when its backend tells (a llama backend does)."""
+    n = getattr(getattr(backend, "metadata", None), "context_length", None)
+    return n if isinstance(n, int) else None
+
+
+def _load_time_of(loaded: ModelSettings, settings: ModelSettings) -> ModelSettings:
+    """`settings` with the load-time values of `loaded` (what the engine actually runs)."""
+    return dataclasses.replace(settings, **{name: getattr(loaded, name) for name in LOAD_TIME})
 
 
 def _read_meta(path: Path) -> ModelMetadata | None:
@@ -84,11 +109,28 @@ class ModelSwitcher(QObject):
         button.setEnabled(local)
         button.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
 
-    def apply_settings(self, choice: ModelChoice) -> None:
-        """Settings saved for `choice`: if it is the loaded model, its next turn uses them."""
+    def apply_settings(self, choice: ModelChoice) -> asyncio.Future[bool] | None:
+        """Settings saved for `choice`: if it is the loaded model, its next turn uses them.
+
+        When a load-time setting changed, the model also reloads in the background (the
+        returned task); it keeps answering until the new one is ready.
+        """
+        current, settings = self.current, choice.settings
+        if current is None or settings is None or not same_model(current, choice):
+            return None
+        updated = self._controller.choice = current.with_settings(settings)
+        trained = _trained_context(self._controller.engine.backend)
+        if current.settings is None or not needs_reload(current.settings, settings, trained):
+            return None
+        return spawn(self._reload(dataclasses.replace(updated, notice=None), current.settings))
+
+    async def _reload(self, choice: ModelChoice, loaded: ModelSettings) -> bool:
+        ok = await self.load(choice)
         current = self.current
-        if current is not None and choice.settings is not None and same_model(current, choice):
-            self._controller.choice = current.with_settings(choice.settings)
+        if not ok and current is not None and current.settings is not None and same_model(current, choice):
+            # The old model is still the one answering: say so to the next settings dialog.
+            self._controller.choice = current.with_settings(_load_time_of(loaded, current.settings))
+        return ok
 
     @asyncSlot()
     async def _on_settings(self) -> None:

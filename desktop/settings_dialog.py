@@ -35,7 +35,8 @@ log = logging.getLogger("desktop.settings")
 
 NO_GPU = "This llama.cpp build has no GPU support"
 MAX_CONTEXT = 1 << 24  # models.settings' own ceiling, for files that do not say
-LOAD_TIME_NOTE = "Context length, GPU layers and threads apply the next time the model loads."
+LOAD_TIME_NOTE = ("Context length, GPU layers and threads apply when the model loads; "
+                  "saving a change to them reloads the model if it is the one in use.")
 
 
 async def gpu_support() -> bool:

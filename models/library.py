@@ -47,13 +47,28 @@ class RemoteServer:
     base_url: str
     model: str | None = None
 
+    @property
+    def key(self) -> str:
+        """What identifies this server's model in the state (its name is only a label)."""
+        return server_key(self.base_url, self.model)
+
+
+def server_key(base_url: str, model: str | None) -> str:
+    """`model at base_url` (no trailing slash), or the URL alone for the server's default model."""
+    url = base_url.strip().rstrip("/")
+    return f"{model} at {url}" if model else url
+
 
 @dataclass(frozen=True, slots=True)
 class LibraryState:
+    """What the library remembers. The last used model is a file (`last_used`) or a saved
+    server (`last_used_server`, its `server_key`), never both."""
+
     folders: tuple[Path, ...] = ()
     recent: tuple[Path, ...] = ()  # most recent first
     last_used: Path | None = None
     remote_servers: tuple[RemoteServer, ...] = ()
+    last_used_server: str | None = None
 
     def with_folder(self, folder: Path) -> LibraryState:
         folder = _absolute(folder)
@@ -69,7 +84,27 @@ class LibraryState:
         """`model` becomes the last used and the first recent file."""
         model = _absolute(model)
         recent = (model, *(p for p in self.recent if p != model))[:MAX_RECENT]
-        return dataclasses.replace(self, recent=recent, last_used=model)
+        return dataclasses.replace(self, recent=recent, last_used=model, last_used_server=None)
+
+    def with_server_used(self, server: RemoteServer) -> LibraryState:
+        """`server` becomes the last used model (the last used file is forgotten, not the recent list)."""
+        return dataclasses.replace(self, last_used=None, last_used_server=server.key)
+
+    def with_default_used(self) -> LibraryState:
+        """The built-in model is the last used: nothing to recall."""
+        return dataclasses.replace(self, last_used=None, last_used_server=None)
+
+    def saved_server(self, base_url: str, model: str | None) -> RemoteServer | None:
+        """The saved server serving `model` at `base_url`, if there is one."""
+        key = server_key(base_url, model)
+        return next((s for s in self.remote_servers if s.key == key), None)
+
+    @property
+    def last_server(self) -> RemoteServer | None:
+        """The saved server used last; None when a file was, or when it is no longer saved."""
+        if self.last_used_server is None:
+            return None
+        return next((s for s in self.remote_servers if s.key == self.last_used_server), None)
 
     def without_recent(self, model: Path) -> LibraryState:
         model = _absolute(model)
@@ -90,17 +125,21 @@ class LibraryState:
             "recent": [str(p) for p in self.recent],
             "last_used": str(self.last_used) if self.last_used else None,
             "remote_servers": [dataclasses.asdict(s) for s in self.remote_servers],
+            "last_used_server": self.last_used_server,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> LibraryState:
         """State from stored JSON; anything malformed is dropped, never fatal."""
-        last = data.get("last_used")
+        last, server = data.get("last_used"), data.get("last_used_server")
+        last_used = Path(last) if isinstance(last, str) and last else None
         return cls(
             folders=tuple(Path(p) for p in _strings(data.get("folders"))),
             recent=tuple(Path(p) for p in _strings(data.get("recent")))[:MAX_RECENT],
-            last_used=Path(last) if isinstance(last, str) and last else None,
+            last_used=last_used,
             remote_servers=tuple(_servers(data.get("remote_servers"))),
+            # Older files have no such key; a file and a server both set: the file wins.
+            last_used_server=server if isinstance(server, str) and server and last_used is None else None,
         )
 
 
@@ -144,6 +183,20 @@ def note_opened(model: Path, paths: EmberPaths | None = None) -> LibraryState:
     return state
 
 
+def note_server_used(base_url: str, model: str | None, paths: EmberPaths | None = None) -> LibraryState | None:
+    """Record a successfully loaded saved server as the last used model; returns the state.
+
+    A server that is not saved (e.g. one given on the command line) is not recorded: None.
+    """
+    state = load_library_state(paths)
+    server = state.saved_server(base_url, model)
+    if server is None:
+        return None
+    state = state.with_server_used(server)
+    save_library_state(state, paths)
+    return state
+
+
 def last_used_model(state: LibraryState | None = None, paths: EmberPaths | None = None) -> tuple[Path, str | None]:
     """The model to open at start and a notice for the user, or None when all is well.
 
@@ -157,6 +210,24 @@ def last_used_model(state: LibraryState | None = None, paths: EmberPaths | None 
     if last is None:
         return default, None
     return default, f"The last used model is missing ({last}); opened the built-in model instead."
+
+
+def last_used_entry(
+    state: LibraryState | None = None, paths: EmberPaths | None = None
+) -> tuple[Path | RemoteServer, str | None]:
+    """Like `last_used_model`, but the last used model may also be a saved server.
+
+    Nothing here contacts the server. One no longer saved falls back to the built-in model,
+    with a notice saying so; raises DefaultModelMissing only when that is missing too.
+    """
+    state = state or load_library_state(paths)
+    if state.last_used_server is None:
+        return last_used_model(state)
+    server = state.last_server
+    if server is not None:
+        return server, None
+    return default_model_path(), (f"The last used server is no longer saved ({state.last_used_server}); "
+                                  "opened the built-in model instead.")
 
 
 # --- scanning ---------------------------------------------------------------------------

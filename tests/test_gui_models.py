@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop.app import run_session
 from desktop.model_choice import ModelChoice, choose_model, local_choice
-from desktop.settings_dialog import NO_GPU
+from desktop.settings_dialog import NO_GPU, ModelSettingsDialog
 from desktop.window import MainWindow
 from engine import llama_backend
 from engine.backend import Backend
@@ -276,3 +276,61 @@ def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path
     assert load_model_settings(model).temperature == pytest.approx(0.1)
     assert chat.controller.choice is not None and chat.controller.choice.settings is not None
     assert chat.controller.choice.settings.temperature == pytest.approx(0.1)
+
+
+def open_header_settings(chat: Chat) -> ModelSettingsDialog:
+    switcher = chat.window.models
+    switcher.settings_dialog = None
+    click(chat.qtbot, chat.window.header.settings_button)
+    chat.qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
+    assert switcher.settings_dialog is not None
+    return switcher.settings_dialog
+
+
+def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    model = gf.write_tiny_llama(tmp_path / "m.gguf")
+    chat: Chat = make_chat("hi")
+    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
+    old = chat.engine.backend
+    assert isinstance(old, llama_backend.LlamaBackend) and old.n_ctx == 2048
+    loading: list[str] = []
+    monkeypatch.setattr(chat.window.header, "show_loading", loading.append)  # the progress indicator
+    dialog = open_header_settings(chat)
+    dialog.context.setValue(1024)
+    dialog.buttons.accepted.emit()
+    qtbot.waitUntil(lambda: chat.engine.backend is not old, timeout=WAIT_MS * 2)
+    new = chat.engine.backend
+    assert isinstance(new, llama_backend.LlamaBackend) and new.path == model
+    assert new.n_ctx == 1024 and new._llm.n_ctx() == 1024  # in effect in llama.cpp itself
+    assert loading == ["m.gguf"]
+    qtbot.waitUntil(lambda: chat.controller._loading is not None and chat.controller._loading.done(),
+                    timeout=WAIT_MS)
+    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
+    assert chat.controller.choice.settings.context_length == 1024 and chat.controller.choice.notice is None
+    assert chat.window.header.model_label == "m.gguf" and not chat.window.notice.isVisible()
+    assert load_model_settings(model).context_length == 1024
+
+
+def test_a_sampling_change_does_not_reload(make_chat, qtbot: QtBot, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    model = gf.write_tiny_llama(tmp_path / "m.gguf")
+    chat: Chat = make_chat("hi")
+    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
+    before, task = chat.engine.backend, chat.controller._loading
+    loading: list[str] = []
+    monkeypatch.setattr(chat.window.header, "show_loading", loading.append)
+    dialog = open_header_settings(chat)
+    dialog.temperature.setValue(0.25)
+    dialog.system_prompt.setPlainText("Be brief.")
+    dialog.buttons.accepted.emit()
+    # A task started by the save would have taken its first step before this one ends.
+    after = asyncio.ensure_future(asyncio.sleep(0))
+    qtbot.waitUntil(after.done, timeout=WAIT_MS)
+    assert loading == [] and chat.engine.backend is before and chat.controller._loading is task
+    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
+    assert chat.controller.choice.settings.temperature == pytest.approx(0.25)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import gguf_factory as gf
 import pytest
 from gui_helpers import WAIT_MS, Chat, click, open_picker, widget_texts
 from pytestqt.qtbot import QtBot
 from sse_stub import DONE, Reply, StubServer, chunk, free_port, json_body
 
+from desktop.app import run_session
+from desktop.model_choice import choose_model, remote_choice
 from desktop.server_dialog import ServerDialog
+from desktop.window import MainWindow
+from engine.factory import BackendSpec
 from models.library import RemoteServer, library_file, load_library_state, save_library_state
 from models.remote_keys import key_id, keys_file, load_api_key, save_api_key
 
@@ -144,3 +150,49 @@ def test_remote_keys_are_private_and_forgettable(tmp_path: Path) -> None:
     save_api_key("http://h/v1", None)
     assert load_api_key("http://h/v1") is None and load_api_key("http://other/v1") == "k2"
     assert [p.name for p in keys_file().parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_used_server_comes_back_at_start_and_is_contacted_only_once_used(
+        make_chat, qtbot: QtBot, aloop: asyncio.AbstractEventLoop) -> None:
+    with StubServer([chat_reply("Back ", "again.")]) as stub:
+        server = RemoteServer("lab", stub.url, "stub-model")
+        save_library_state(load_library_state().with_remote_server(server))
+        save_api_key(stub.url, SECRET)
+        chat: Chat = make_chat("local answer")
+        load = asyncio.ensure_future(chat.window.models.load(remote_choice(server)))
+        qtbot.waitUntil(load.done, timeout=WAIT_MS)
+        assert load.result() is True and load_library_state().last_used_server == server.key
+        choice = choose_model(None, None)  # the next start
+        assert (choice.spec, choice.model_name, choice.notice) == (BackendSpec("openai", stub.url), "stub-model", None)
+        assert stub.requests == []  # choosing it at start contacts nobody
+        window = MainWindow()
+        qtbot.addWidget(window)
+        session = asyncio.ensure_future(run_session(choice, prompt="hi again", window=window))
+        qtbot.waitUntil(lambda: (r := window.last_reply()) is not None and r.finished, timeout=WAIT_MS)
+        assert window.header.model_label == f"stub-model at {stub.host}"
+        assert window.last_reply().answer_text() == "Back again."  # type: ignore[union-attr]
+        window.close()
+        qtbot.waitUntil(session.done, timeout=WAIT_MS)
+        (completion,) = stub.requests
+    assert completion.path == "/v1/chat/completions" and completion.headers["Authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in library_file().read_text()
+
+
+def test_a_removed_last_server_opens_the_default_with_a_notice(
+        qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_DEFAULT_MODEL", str(gf.write_tiny_llama(tmp_path / "default.gguf")))
+    with StubServer([]) as stub:
+        server = RemoteServer("lab", stub.url, "stub-model")
+        save_library_state(load_library_state().with_remote_server(server).with_server_used(server))
+        save_library_state(load_library_state().without_remote_server("lab"))
+        choice = choose_model(None, None)
+        assert choice.spec.kind == "llama" and choice.path is None  # the built-in model
+        window = MainWindow()
+        qtbot.addWidget(window)
+        session = asyncio.ensure_future(run_session(choice, window=window))
+        qtbot.waitUntil(lambda: window.notice.isVisible(), timeout=WAIT_MS * 2)
+        assert "no longer saved" in window.notice.text() and f"stub-model at {stub.url}" in window.notice.text()
+        assert "built-in model" in window.notice.text()
+        window.close()
+        qtbot.waitUntil(session.done, timeout=WAIT_MS)
+        assert stub.requests == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -17,11 +18,13 @@ from models.library import (
     LibraryState,
     RemoteServer,
     Source,
+    last_used_entry,
     last_used_model,
     library_entries,
     library_file,
     load_library_state,
     note_opened,
+    note_server_used,
     save_library_state,
     scan_folder,
 )
@@ -94,6 +97,51 @@ def test_state_round_trips(tmp_path: Path) -> None:
     assert loaded.last_used == tmp_path / "x.gguf"
     assert loaded.without_remote_server("lab").remote_servers == (RemoteServer("ollama", "http://localhost:11434/v1"),)
     assert loaded.without_folder(tmp_path / "a").folders == (tmp_path / "b",)
+
+
+LAB = RemoteServer("lab", "http://10.0.0.2:8080/v1", "qwen3")
+
+
+def test_the_last_used_is_a_file_or_a_server_never_both(tmp_path: Path) -> None:
+    state = LibraryState().with_remote_server(LAB).with_opened(tmp_path / "x.gguf").with_server_used(LAB)
+    assert (state.last_used, state.last_used_server) == (None, "qwen3 at http://10.0.0.2:8080/v1")
+    assert state.recent == (tmp_path / "x.gguf",)  # the recent files stay
+    save_library_state(state)
+    assert load_library_state() == state and load_library_state().last_server == LAB
+    assert json.loads(library_file().read_text())["last_used_server"] == LAB.key
+    back = state.with_opened(tmp_path / "x.gguf")
+    assert (back.last_used, back.last_used_server) == (tmp_path / "x.gguf", None)
+    assert state.with_default_used() == dataclasses.replace(state, last_used_server=None)
+    assert state.saved_server("http://10.0.0.2:8080/v1/", "qwen3") == LAB  # a trailing slash is the same URL
+    assert state.saved_server("http://10.0.0.2:8080/v1", "other") is None
+    assert state.without_remote_server("lab").last_server is None
+
+
+def test_a_state_file_without_the_server_key_still_loads(tmp_path: Path) -> None:
+    path = library_file()
+    path.parent.mkdir(parents=True)
+    old = {"version": 1, "folders": [], "recent": [str(tmp_path / "x.gguf")], "last_used": str(tmp_path / "x.gguf"),
+           "remote_servers": [{"name": "lab", "base_url": LAB.base_url, "model": "qwen3"}]}
+    path.write_text(json.dumps(old))
+    state = load_library_state()
+    assert state.last_used == tmp_path / "x.gguf" and state.last_used_server is None
+    assert state.remote_servers == (LAB,)
+    path.write_text(json.dumps({**old, "last_used_server": LAB.key}))  # both set (hand-edited): the file wins
+    assert load_library_state().last_used_server is None
+    path.write_text(json.dumps({**old, "last_used": None, "last_used_server": 3}))
+    assert load_library_state() == LibraryState(recent=(tmp_path / "x.gguf",), remote_servers=(LAB,))
+
+
+def test_a_saved_server_comes_back_and_a_removed_one_falls_back() -> None:
+    save_library_state(LibraryState().with_remote_server(LAB))
+    assert note_server_used("http://elsewhere/v1", "qwen3") is None  # not saved: not recorded
+    assert load_library_state().last_used_server is None
+    assert note_server_used(LAB.base_url, "qwen3") is not None
+    assert last_used_entry() == (LAB, None)
+    save_library_state(load_library_state().without_remote_server("lab"))
+    path, notice = last_used_entry()
+    assert path == default_model_path()
+    assert notice is not None and LAB.key in notice and "built-in model" in notice
 
 
 def test_recent_files_are_most_recent_first_deduplicated_and_capped(tmp_path: Path) -> None:
