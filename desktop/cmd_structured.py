@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from desktop.cmd_history import ChatHistory
+from desktop.reply_format import fenced_json
 from desktop.turn_runs import record
 from engine.backend import Backend, Message, Sampling
 from engine.errors import (
@@ -83,7 +84,7 @@ def _schema_turn(backend: Backend, schema: Schema, sampling: Sampling, history: 
         history.stopped()
         return EXIT_INTERRUPTED
     # The accepted reply is the assistant's message; the turn completes with the run's stats.
-    record(history.recorder, ContentDelta(result.text))
+    record(history.recorder, ContentDelta(fenced_json(result.value)))  # stored as the app shows it
     record(history.recorder, TurnDone(result.stats))
     _report_value(result, args.events)
     return EXIT_OK

@@ -18,6 +18,8 @@ from engine.history import HistoryStore
 from engine.history_types import Conversation
 from models.paths import ember_paths
 
+PARIS_BLOCK = '```json\n{\n  "city": "Paris"\n}\n```'
+
 ROOT = Path(__file__).resolve().parents[1]
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -116,7 +118,8 @@ def test_a_structured_turn_is_recorded(tmp_path: Path, ember_home: Path) -> None
     conv, branch, outcomes = _latest()
     assert conv.title == "Capital of France?"
     # The accepted reply is the answer; the refused first attempt is not kept.
-    assert branch == [("user", "Capital of France?", "complete"), ("assistant", '{"city": "Paris"}', "complete")]
+    # Stored as the app shows a JSON reply, so the conversation reads the same in the window.
+    assert branch == [("user", "Capital of France?", "complete"), ("assistant", PARIS_BLOCK, "complete")]
     assert outcomes == ["completed"]
     with HistoryStore(ember_paths().history_db) as store:
         (turn,) = store.turns(conv.id)
@@ -154,7 +157,7 @@ def test_continue_adds_the_structured_turn_to_the_latest_conversation(tmp_path: 
     conv, branch, outcomes = _latest()
     assert branch == [
         ("user", "Capital of France?", "complete"), ("assistant", "Paris.", "complete"),
-        ("user", "As JSON?", "complete"), ("assistant", '{"city": "Paris"}', "complete"),
+        ("user", "As JSON?", "complete"), ("assistant", PARIS_BLOCK, "complete"),
     ]
     assert outcomes == ["completed", "completed"]
     with HistoryStore(ember_paths().history_db) as store:
