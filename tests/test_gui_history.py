@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -479,19 +477,3 @@ def test_importing_a_bad_file_says_why(make_chat: MakeChat, tmp_path: Path) -> N
 def test_the_history_file_is_where_the_paths_say(make_chat: MakeChat) -> None:
     chat = make_chat()
     assert store_of(chat).db_path == ember_paths().history_db
-
-
-def test_the_history_glue_stays_qt_free() -> None:
-    # The controller and its helpers hold the logic; only the widgets may import Qt.
-    modules = ["desktop.controller", "desktop.history_session", "desktop.reply_format", "desktop.turn_runs",
-               "desktop.titling"]
-    code = (
-        "import importlib, sys\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
-        "assert not bad, bad\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
-    assert result.returncode == 0, result.stderr

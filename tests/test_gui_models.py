@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop.app import run_session
 from desktop.model_choice import ModelChoice, choose_model, local_choice
+from desktop.model_picker import ModelPicker
 from desktop.settings_dialog import NO_GPU, ModelSettingsDialog
 from desktop.window import MainWindow
 from engine import llama_backend
@@ -187,16 +188,20 @@ def test_turns_use_the_models_sampling_length_and_system_prompt(make_chat, qtbot
     assert backend.requests[1].max_tokens == 4096  # no limit: up to the context
 
 
-def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
-    chat: Chat = make_chat("hi")
+def _tiny_settings(chat: Chat, qtbot: QtBot, zoo: Path) -> tuple[ModelPicker, ModelSettingsDialog]:
+    """The picker, and the settings dialog it opened for the tiny model."""
     picker = add_zoo(chat, zoo)
     picker.select_row(row_named(picker, TINY))
     click(qtbot, picker.settings)
     qtbot.waitUntil(lambda: picker.settings_dialog is not None and picker.settings_dialog.isVisible(), timeout=WAIT_MS)
-    dialog = picker.settings_dialog
-    assert dialog is not None
+    assert picker.settings_dialog is not None
+    return picker, picker.settings_dialog
+
+
+def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    picker, dialog = _tiny_settings(make_chat("hi"), qtbot, zoo)
     assert dialog.context.maximum() == 2048  # the training context
     dialog.context.setValue(100_000)
     assert dialog.context.value() == 2048
@@ -225,13 +230,8 @@ def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: P
 def test_gpu_layers_are_offered_when_llama_cpp_can_offload(make_chat, qtbot: QtBot, zoo: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: True)
-    chat: Chat = make_chat("hi")
-    picker = add_zoo(chat, zoo)
-    picker.select_row(row_named(picker, TINY))
-    click(qtbot, picker.settings)
-    qtbot.waitUntil(lambda: picker.settings_dialog is not None, timeout=WAIT_MS)
-    dialog = picker.settings_dialog
-    assert dialog is not None and dialog.gpu_layers.isEnabled() and dialog.gpu_note.isHidden()
+    _, dialog = _tiny_settings(make_chat("hi"), qtbot, zoo)
+    assert dialog.gpu_layers.isEnabled() and dialog.gpu_note.isHidden()
     assert dialog.gpu_layers.maximum() == 2  # the tiny model's layers; -1 is "All layers"
     assert dialog.gpu_layers.minimum() == -1 and dialog.gpu_layers.specialValueText() == "All layers"
 

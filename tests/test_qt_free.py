@@ -14,8 +14,8 @@ def _modules(package: str) -> list[str]:
     return [f"{package}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / package)])]
 
 
-def test_engine_and_models_never_import_qt() -> None:
-    modules = _modules("engine") + _modules("models")
+def _import_in_fresh_python(modules: list[str]) -> subprocess.CompletedProcess[str]:
+    """Import `modules` in a new interpreter; it fails if any of them pulled Qt in."""
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"
@@ -23,7 +23,18 @@ def test_engine_and_models_never_import_qt() -> None:
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
         "assert not bad, bad\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_engine_and_models_never_import_qt() -> None:
+    result = _import_in_fresh_python(_modules("engine") + _modules("models"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_desktop_glue_stays_qt_free() -> None:
+    # The controller and its helpers hold the logic; only the widgets may import Qt.
+    result = _import_in_fresh_python(["desktop.controller", "desktop.history_session", "desktop.reply_format",
+                                      "desktop.turn_runs", "desktop.titling", "desktop.cli"])
     assert result.returncode == 0, result.stderr
 
 
