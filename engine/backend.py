@@ -97,9 +97,9 @@ class StreamInfo:
     context_size: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled
     retries: int = 0
-    # True when the rendered prompt ends inside an opened thinking block (a template
-    # that pre-fills `<think>`): the reply then starts in the thinking channel.
-    prefilled_thinking: bool = False
+    # The thinking opener the rendered prompt ends with ('' when none: see
+    # models.formats.prefill_opener); the reply then starts in the thinking channel.
+    prefilled_thinking: str = ""
 
 
 @runtime_checkable

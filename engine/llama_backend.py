@@ -23,6 +23,7 @@ from engine.errors import BackendError, ConfigError, ContextOverflowError, Model
 from engine.events import Piece
 from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
+from models.formats import prefill_opener
 
 log = logging.getLogger("engine.llama")
 
@@ -134,8 +135,8 @@ class LlamaBackend:
 
     # -- prompt ---------------------------------------------------------------------------
 
-    def prompt_tokens(self, request: Request) -> tuple[list[int], bool]:
-        """The rendered prompt as token ids, and whether it pre-fills a thinking block."""
+    def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
         segments = self._template.segments(request.messages, tools=request.tools)
         ids: list[int] = []
         for seg in segments:
@@ -143,8 +144,7 @@ class LlamaBackend:
         bos = self._llm.token_bos()
         if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
             ids.insert(0, bos)
-        tail = "".join(s.text for s in segments[-2:]).rstrip()
-        return ids, tail.endswith("<think>")
+        return ids, prefill_opener("".join(s.text for s in segments[-2:]))
 
     def _tokenize(self, seg: Segment) -> list[int]:
         return list(self._llm.tokenize(seg.text.encode("utf-8"), add_bos=False, special=seg.trusted))

@@ -231,7 +231,7 @@ class StructuredResult:
 class _Reply:
     content: str
     finish_reason: str
-    prefilled_thinking: bool
+    prefilled_thinking: str
 
 
 @dataclass

@@ -107,7 +107,7 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
     try:
         for piece in backend.stream(request, cancel, info):
             if pipeline is None:
-                pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
+                pipeline = ReplyPipeline(prefilled=info.prefilled_thinking)
             tally.mark_piece()
             pieces += 1
             yield from pipeline.feed(piece)
