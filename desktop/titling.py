@@ -1,8 +1,9 @@
 """Naming a conversation after its first exchange, in the background (no Qt).
 
 On a backend with grammar support the model writes the title (`engine.titles.make_title`,
-structured output on the engine's worker thread); otherwise the first words of the
-question are the title. A user's own title is never replaced (the store checks).
+structured output on the engine's worker thread); otherwise the title the store gave the
+conversation at its first message (`title_from_text`) stays. A user's own title is never
+replaced (the store checks).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from desktop.history_session import HISTORY_ERRORS, HistorySession
 from engine.backend import CancelToken
 from engine.errors import EngineError
 from engine.runtime import Engine
-from engine.titles import fallback_title, make_title
+from engine.titles import make_title
 
 log = logging.getLogger("desktop.controller")
 
@@ -48,6 +49,8 @@ class ConversationTitler:
 
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
         title = await self._make(question, answer)
+        if title is None:
+            return
         try:
             self.history.set_auto_title(conversation_id, title)
         except HISTORY_ERRORS as exc:
@@ -55,15 +58,16 @@ class ConversationTitler:
             return
         self._on_titled()
 
-    async def _make(self, question: str, answer: str) -> str:
+    async def _make(self, question: str, answer: str) -> str | None:
+        """The model's title; None to keep the one the store gave at the first message."""
         backend = self.engine.backend
         # Without a grammar the title request is a plain reply: not worth a model call (and
         # a scripted backend would spend a scripted reply on it).
         if backend is None or not backend.supports_grammar:
-            return fallback_title(question)
+            return None
         cancel = self._cancel
         try:
             return await self.engine.run_in_worker(lambda: make_title(backend, question, answer, cancel=cancel))
         except (EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
             log.info("no model title: %s", exc)
-            return fallback_title(question)
+            return None

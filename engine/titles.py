@@ -1,5 +1,8 @@
 """Conversation titles: a short model-written title, or the first words of the question.
 
+The first-words rule is `engine.history.title_from_text` (six words, Markdown dropped): the
+store names a conversation with it at its first message, and it is the fallback here.
+
     title = make_title(backend, first_user, first_reply)   # on the thread owning the backend
 
 The model is asked for `{"title": "..."}` through `run_structured` (grammar-constrained on
@@ -13,16 +16,15 @@ from typing import Any
 
 from engine.backend import Backend, CancelToken, Message, Sampling
 from engine.errors import StructuredOutputError
+from engine.history import TITLE_MAX_CHARS, title_from_text
 from engine.structured import run_structured
 
 log = logging.getLogger("engine.titles")
 
-TITLE_MAX_CHARS = 60
 TITLE_MAX_TOKENS = 32
 # Only the start of the exchange is shown to the model: enough to name it, and the prompt
 # stays small on a slow CPU.
 EXCERPT_CHARS = 600
-UNTITLED = "New conversation"
 
 TITLE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -52,21 +54,9 @@ def make_title(backend: Backend, first_user: str, first_reply: str, *, cancel: C
                                max_tokens=TITLE_MAX_TOKENS, cancel=cancel)
     except StructuredOutputError as exc:
         log.info("no model title (%s); using the first words of the message", exc)
-        return fallback_title(first_user)
+        return title_from_text(first_user)
     title = _clean(str(value["title"]))
-    return title or fallback_title(first_user)
-
-
-def fallback_title(text: str) -> str:
-    """The first words of `text` that fit in TITLE_MAX_CHARS, with an ellipsis when cut."""
-    words = text.split()
-    title = ""
-    for word in words:
-        candidate = f"{title} {word}".strip()
-        if len(candidate) > TITLE_MAX_CHARS - 1:  # room for the ellipsis
-            return (title or word[: TITLE_MAX_CHARS - 1]).rstrip(",.;:") + "…"
-        title = candidate
-    return title or UNTITLED
+    return title or title_from_text(first_user)
 
 
 def _clean(title: str) -> str:

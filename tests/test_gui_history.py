@@ -196,13 +196,15 @@ def test_the_first_exchange_names_the_conversation_without_spending_a_scripted_r
         make_chat: MakeChat, qtbot: QtBot) -> None:
     backend = ScriptedBackend.from_texts("Paris.", "Lyon.")
     chat = make_chat(backend=backend)
-    send_and_wait(chat, "What is the capital of France, by the way?")
+    send_and_wait(chat, "## What is the **capital** of France, by the way?")
     store, conv = store_of(chat), current_id(chat)
-    qtbot.waitUntil(lambda: store.conversation(conv).title == "What is the capital of France, by the way?",
-                    timeout=WAIT_MS)
+    # One title rule (engine.history.title_from_text): six words, Markdown dropped; the
+    # titler, with no grammar, leaves it alone.
+    qtbot.waitUntil(lambda: not chat.controller.busy, timeout=WAIT_MS)
+    qtbot.wait(100)  # let the titler's task run: it must not rename
+    assert store.conversation(conv).title == "What is the capital of France…"
     assert len(backend.requests) == 1  # no grammar: the title did not ask the model
-    item = sidebar_of(chat).list.item(0)
-    assert item.text() == "What is the capital of France, by the way?"
+    qtbot.waitUntil(lambda: sidebar_of(chat).list.item(0).text() == "What is the capital of France…", timeout=WAIT_MS)
     assert send_and_wait(chat, "And of Italy?").answer_text() == "Lyon."
 
 

@@ -21,7 +21,8 @@ from engine.structured import (
     load_schema,
     run_structured,
 )
-from engine.titles import TITLE_MAX_CHARS, fallback_title, make_title
+from engine.history import TITLE_MAX_CHARS, title_from_text
+from engine.titles import make_title
 from engine.trim import trim_messages
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -307,16 +308,7 @@ def test_a_failed_title_falls_back_to_the_first_words() -> None:
     question = "How do I bake a really good sourdough bread at home with a starter I made myself last week?"
     backend = ScriptedBackend.from_texts("nope", '{"title": ""}', '{"name": "x"}')
     title = make_title(backend, question, "Start with a starter.")
-    assert title == fallback_title(question)
-    assert title.startswith("How do I bake")
-    assert title.endswith("…")
-    assert len(title) <= TITLE_MAX_CHARS
-
-
-def test_fallback_titles() -> None:
-    assert fallback_title("  Hello   there ") == "Hello there"
-    assert fallback_title("") == "New conversation"
-    assert fallback_title("x" * 100) == "x" * (TITLE_MAX_CHARS - 1) + "…"
+    assert title == title_from_text(question) == "How do I bake a really…"
 
 
 @pytest.mark.slow
