@@ -1,7 +1,7 @@
 """Naming a conversation after its first exchange, in the background (no Qt).
 
-On a backend with grammar support the model writes the title (`engine.titles.make_title`,
-structured output on the engine's worker thread); otherwise the title the store gave the
+On a backend with the grammar capability the model writes the title (a structured turn
+from `engine.titles.title_request`, run by the engine like any other turn); otherwise the title the store gave the
 conversation at its first message (`title_from_text`) stays. A user's own title is never
 replaced (the store checks).
 """
@@ -16,7 +16,7 @@ from desktop.history_session import HISTORY_ERRORS, HistorySession
 from engine.backend import CancelToken
 from engine.errors import EngineError
 from engine.runtime import Engine
-from engine.titles import make_title
+from engine.titles import title_from, title_request
 
 log = logging.getLogger("desktop.controller")
 
@@ -63,11 +63,11 @@ class ConversationTitler:
         backend = self.engine.backend
         # Without a grammar the title request is a plain reply: not worth a model call (and
         # a scripted backend would spend a scripted reply on it).
-        if backend is None or not backend.supports_grammar:
+        if backend is None or not backend.capabilities.grammar:
             return None
-        cancel = self._cancel
-        try:
-            return await self.engine.run_in_worker(lambda: make_title(backend, question, answer, cancel=cancel))
+        try:  # a turn like any other: the engine is busy while it runs
+            events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
         except (EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
             log.info("no model title: %s", exc)
             return None
+        return title_from(events, question)

@@ -92,7 +92,7 @@ def without_abort_callback(backend: LlamaBackend) -> Generator[Any]:
     """The backend's `Llama` with Ember's abort callback detached, re-attached on exit."""
     import llama_cpp as lc
 
-    llm = backend._llm  # pyright: ignore[reportPrivateUsage]
+    llm = backend.llama
     callback = backend._abort_cb  # pyright: ignore[reportPrivateUsage]
     if callback is not None:
         lc.llama_set_abort_callback(llm.ctx, lc.ggml_abort_callback(), ctypes.c_void_p(0))  # NULL
@@ -127,7 +127,7 @@ def _time_raw(llm: Any, work: Workload) -> RunTiming:
 
 def time_engine(backend: LlamaBackend, work: Workload) -> RunTiming:
     """Ember: `TurnRunner(LlamaBackend).run(...)`, the whole pipeline down to events."""
-    backend._llm.reset()  # pyright: ignore[reportPrivateUsage]
+    backend.llama.reset()
     clock = _Clock()
     parts: list[str] = []
     tokens = 0
@@ -183,7 +183,7 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
 
 def flash_attn_mode(backend: LlamaBackend) -> str:
     """The `Llama`'s flash-attention setting, spelled as llama-bench's `-fa` value."""
-    code = int(backend._llm.context_params.flash_attn_type)  # pyright: ignore[reportPrivateUsage]
+    code = int(backend.llama.context_params.flash_attn_type)
     return {-1: "auto", 0: "off", 1: "on"}.get(code, "auto")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import llama_log
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, Request, StreamInfo
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
@@ -43,8 +43,6 @@ def default_threads() -> int:
 class LlamaBackend:
     """Streams replies from a local GGUF file. Construct it on the thread that will use it."""
 
-    supports_grammar = True
-
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = 0,
                  n_threads: int | None = None, flash_attn: bool = True) -> None:
         self.path = Path(model_path)
@@ -54,6 +52,8 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads(), flash_attn)
+        self.capabilities = Capabilities(grammar=True, token_count=True, device="GPU" if self.n_gpu_layers else "CPU",
+                                         device_note=self.gpu_note)
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -85,6 +85,11 @@ class LlamaBackend:
             raise ModelLoadError(f"{self.path.name}: {reason}") from exc
         except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
             raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def llama(self) -> Any:
+        """The loaded `llama_cpp.Llama`, for benchmarks and diagnostics on the owning thread."""
+        return self._llm
 
     def _token_text(self, token: int) -> str:
         return piece_bytes(self._vocab, token, special=True).decode("utf-8", "replace")

@@ -29,9 +29,10 @@ from types import TracebackType
 from typing import Any, Literal
 
 from engine.backend import Message
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import ContentDelta, Event, Recovery, StructuredValue, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.history import HistoryStore, title_from_text
 from engine.history_types import HistoryError, Outcome, Status, TurnKind
+from engine.structured import fenced_json
 
 log = logging.getLogger("engine.history")
 
@@ -149,6 +150,10 @@ class TurnRecorder:
                 self._content.clear()
                 self._thinking.clear()
                 self._dirty = True
+            case StructuredValue(value=value):
+                # A structured turn's answer is its value, stored as the app shows it.
+                self._content[:] = [fenced_json(value)]
+                self._on_delta()
             case TurnDone(stats=stats):
                 self._end_done(stats)
             case TurnError(kind=kind, message=message, stats=stats):

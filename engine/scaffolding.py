@@ -52,7 +52,8 @@ def _pattern(family: str, span: ToolCallSpan) -> ScaffoldPattern:
     if span.end == "":
         return ScaffoldPattern(family, span.start, "", f"Checking now.{span.start} The weather is mild.")
     tail = "" if span.end is None else " Anything else?"
-    return ScaffoldPattern(family, span.start, span.end, f"Let me look that up.{span.start}{span.sample}{span.end or ''}{tail}")
+    fixture = f"Let me look that up.{span.start}{span.sample}{span.end or ''}{tail}"
+    return ScaffoldPattern(family, span.start, span.end, fixture)
 
 
 # Built from the one table of model formats (models/formats.py).

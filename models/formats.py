@@ -65,6 +65,7 @@ class ModelFormat:
 THINK = ThinkingFormat("<think>", "</think>", prefills=True)
 _HARMONY_CALL = 'functions.get_weather <|constrain|>json<|message|>{"location":"Paris"}'
 _HARMONY_END = "<|end|>"
+_CALL_LIST = '[{"name": "f", "arguments": {}}]'
 
 # Order matters only for readability; derived views keep first occurrences.
 FORMATS: tuple[ModelFormat, ...] = (
@@ -107,11 +108,11 @@ FORMATS: tuple[ModelFormat, ...] = (
     ModelFormat("seed-oss", "Seed-OSS", (ThinkingFormat("<seed:think>", "</seed:think>", prefills=True),), (
         ToolCallSpan("<seed:tool_call>", "</seed:tool_call>", "<function=f><parameter=x>1</parameter></function>"),
     )),
-    ModelFormat("jamba", "Jamba", (), (ToolCallSpan("<tool_calls>", "</tool_calls>", '[{"name": "f", "arguments": {}}]'),)),
+    ModelFormat("jamba", "Jamba", (), (ToolCallSpan("<tool_calls>", "</tool_calls>", _CALL_LIST),)),
     ModelFormat("apertus", "Apertus", (ThinkingFormat("<|inner_prefix|>", "<|inner_suffix|>"),), (
         ToolCallSpan("<|tools_prefix|>", "<|tools_suffix|>", '[{"get_weather": {"city": "Paris"}}]'),
     )),
-    ModelFormat("nemotron", "Nemotron", (), (ToolCallSpan("<TOOLCALL>", "</TOOLCALL>", '[{"name": "f", "arguments": {}}]'),)),
+    ModelFormat("nemotron", "Nemotron", (), (ToolCallSpan("<TOOLCALL>", "</TOOLCALL>", _CALL_LIST),)),
     ModelFormat("internlm", "InternLM", (), (
         ToolCallSpan("<|action_start|>", "<|action_end|>", '<|plugin|>\n{"name": "f", "parameters": {}}'),
     ), tool_tokens=("<|plugin|>",)),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.pipeline import ReplyPipeline
 from engine.reasoning import ANSWER_HEADERS, THINKING_FORMATS, split_thinking
 from engine.scaffolding import DEFAULT_REGISTRY, registry_markers
-from engine.events import ContentDelta, Piece, ThinkingDelta
 from models.formats import BY_KEY, FORMATS, PREFILL_OPENERS, MarkerKind, prefill_opener, thinking_formats
 from models.markers import ALL_MARKERS, marker_kind
 from models.templates import thinking_prefill

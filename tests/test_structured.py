@@ -7,10 +7,12 @@ import sys
 from typing import Any
 
 import pytest
+from engine.trim import trim_messages
 
 from engine.backend import CancelToken, Message, Sampling
 from engine.errors import ConfigError, ScriptExhaustedError, StructuredOutputError
 from engine.events import StructuredRetry
+from engine.history import TITLE_MAX_CHARS, title_from_text
 from engine.scripted import ScriptedBackend
 from engine.structured import (
     FEEDBACK,
@@ -21,9 +23,7 @@ from engine.structured import (
     load_schema,
     run_structured,
 )
-from engine.history import TITLE_MAX_CHARS, title_from_text
 from engine.titles import make_title
-from engine.trim import trim_messages
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 # Valid JSON Schema that llama-cpp-python's converter rejects ("Unrecognized schema").
