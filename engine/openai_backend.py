@@ -355,7 +355,7 @@ class OpenAIBackend(PlainBackend):
     `timeout` is the longest silence tolerated while waiting for data (connecting waits
     at most `CONNECT_TIMEOUT_S`). `retry_delays` are the pauses before retry 1, 2, …
     `supports_grammar` may be set for a llama.cpp server, which honours `grammar` (and
-    reports a grammar it cannot parse as a failed request, so `check_grammar` accepts all).
+    reports a grammar it cannot parse as a failed request).
 
     A stop is noticed at the next line the server sends, or at once when the server is
     silent (reading a long prompt): the stop shuts the socket down, waking the blocked read.
@@ -391,9 +391,6 @@ class OpenAIBackend(PlainBackend):
     def __repr__(self) -> str:
         key = ", api_key=***" if self._api_key else ""
         return f"OpenAIBackend({self._server.base!r}, model={self.model!r}{key})"
-
-    def check_grammar(self, gbnf: str) -> str | None:
-        return None
 
     @property
     def base_url(self) -> str:

@@ -179,7 +179,7 @@ def test_continue_sends_the_active_branch(monkeypatch: pytest.MonkeyPatch, tmp_p
     from engine.scripted import ScriptedBackend
 
     scripted = ScriptedBackend.from_texts("Paris.", '{"city": "Paris"}')
-    monkeypatch.setattr(cmd_chat, "open_backend", lambda args: scripted)
+    monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: scripted)
     schema, _ = _files(tmp_path, [])
     assert main(["chat", "Capital of France?"]) == 0
     assert main(["chat", "-c", "--schema", schema, "As JSON?"]) == 0
