@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from collections.abc import Iterable
 from datetime import datetime
@@ -100,8 +99,6 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_USAGE)
     except HistoryError as exc:
         return fail(str(exc), EXIT_FAILED)
-    except sqlite3.Error as exc:
-        return fail(f"history database error: {exc}", EXIT_FAILED)
 
 
 def _print_json(value: Any) -> None:
@@ -268,7 +265,7 @@ class ChatHistory:
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
             return self.recorder.prompt_messages(system=system)
-        except (HistoryError, sqlite3.Error) as exc:
+        except HistoryError as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from engine.errors import ConfigError
 from engine.events import Piece
 from models.settings import ModelSettings
 
@@ -166,7 +167,7 @@ class PlainBackend:
 def _check_messages(messages: tuple[Message, ...]) -> None:
     for m in messages:
         if "role" not in m or "content" not in m:
-            raise ValueError(f"message without role or content: {m!r}")
+            raise ConfigError(f"message without role or content: {m!r}")
 
 
 def make_request(messages: list[Message] | tuple[Message, ...], **kwargs: Any) -> Request:

@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.backend import Message, Request, Sampling, make_request
+from engine.errors import BenchError
 from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError
 from engine.llama_backend import LlamaBackend
-from engine.turn import NO_TOOLS_LINE, TurnRunner, fold_system
+from engine.turn import NO_TOOLS_LINE, TurnRunner
+from engine.turns.rounds import fold_system
 
 BENCH_PROMPT = "Write a long story about a dragon who learns to bake bread."
 KV_REUSE = "none: llm.reset() before every run, so each run evaluates the full prompt"
@@ -144,7 +146,7 @@ def _absorb(event: Event, clock: _Clock, parts: list[str], tokens: int) -> int:
         case TurnDone(stats=stats):
             return stats.tokens
         case TurnError(message=message):
-            raise RuntimeError(f"the engine's turn failed: {message}")
+            raise BenchError(f"the engine's turn failed: {message}")
         case _:
             pass
     return tokens
@@ -270,7 +272,7 @@ def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], tim
     )
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the load probe failed: {tail}")
+        raise BenchError(f"the load probe failed: {tail}")
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return data
 

@@ -12,6 +12,7 @@ import pytest
 from engine.backend import CancelToken, make_request
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.history import HistoryStore
+from engine.history_types import HistoryError
 from engine.recorder import TurnRecorder, prompt_messages, recorded
 from engine.runtime import Engine
 from engine.scripted import ScriptedBackend
@@ -244,7 +245,7 @@ def test_edit_answers_a_new_version_and_keeps_the_old_branch(store: HistoryStore
     assert [m.content for m in store.path(conv)] == ["Q1, better put", "A1 edited."]
     assert store.versions(q1b) == (1, 2, (q1, q1b))
     assert [m.id for m in store.switch_version(q1)] == old_branch  # nothing later was destroyed
-    with pytest.raises(ValueError, match="not a user message"):
+    with pytest.raises(HistoryError, match="not a user message"):
         TurnRecorder(store, conv).begin_edit(old_branch[1], "no")
 
 
@@ -272,7 +273,7 @@ def test_a_failing_write_never_stops_the_reply(db: Path, store: HistoryStore, co
     recorder.on_event(ContentDelta("a"))
 
     def disk_full(*args: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
+        raise HistoryError("history database error: database or disk is full")  # as the store reports it
 
     monkeypatch.setattr(store, "update_text", disk_full)
     clock.t = 5.0
@@ -300,8 +301,8 @@ def test_the_recorder_works_on_the_event_loop_thread(db: Path, store: HistorySto
 
 def test_one_recorder_per_turn(store: HistoryStore, conv: int) -> None:
     recorder = TurnRecorder(store, conv)
-    with pytest.raises(RuntimeError, match="begin"):
+    with pytest.raises(HistoryError, match="begin"):
         recorder.on_event(ContentDelta("x"))
     recorder.begin("a")
-    with pytest.raises(RuntimeError, match="one turn"):
+    with pytest.raises(HistoryError, match="one turn"):
         recorder.begin("b")
