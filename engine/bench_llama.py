@@ -95,7 +95,7 @@ def without_abort_callback(backend: LlamaBackend) -> Generator[Any]:
     import llama_cpp as lc
 
     llm = backend.llama
-    callback = backend._abort_cb  # pyright: ignore[reportPrivateUsage]
+    callback = backend.abort_callback
     if callback is not None:
         lc.llama_set_abort_callback(llm.ctx, lc.ggml_abort_callback(), ctypes.c_void_p(0))  # NULL
     try:

@@ -91,6 +91,11 @@ class LlamaBackend:
         """The loaded `llama_cpp.Llama`, for benchmarks and diagnostics on the owning thread."""
         return self._llm
 
+    @property
+    def abort_callback(self) -> Any:
+        """The ggml abort callback Ember attaches during prompt evaluation (None on a GPU)."""
+        return self._abort_cb
+
     def _token_text(self, token: int) -> str:
         return piece_bytes(self._vocab, token, special=True).decode("utf-8", "replace")
 
