@@ -48,10 +48,6 @@ class ThinkingSplitter:
         self._lstrip = False  # drop whitespace at the start of the answer after a switch
         self._out: list[tuple[Channel, Piece]] = []
 
-    @property
-    def in_thinking(self) -> bool:
-        return self._closer is not None
-
     def feed_piece(self, piece: Piece) -> list[tuple[Channel, Piece]]:
         if not self._buf.text and self._find_first_char(piece.text) is None:
             # Fast path: nothing held and no marker can begin here.

@@ -1,4 +1,4 @@
-"""The asyncio face of the engine: `async for event in engine.chat(...)` never blocks the loop.
+"""The asyncio face of the engine: `async for event in engine.run_turn(request)` never blocks the loop.
 
 One worker thread owns the backend (llama.cpp objects are not thread-safe): streaming and
 closing run there. A new model is built on a separate loader thread, so the current one
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, Schema, make_request
+from engine.backend import Backend, CancelToken, Request
 from engine.errors import NoModelError
 from engine.events import Event
 from engine.turn import TurnRunner
@@ -69,16 +69,6 @@ class Engine:
         """Stop every turn in progress, if any; each ends within one token."""
         for cancel in list(self._running):
             cancel.cancel()
-
-    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
-                   sampling: Sampling | None = None, max_tokens: int = 1024,
-                   schema: Schema | None = None) -> AsyncGenerator[Event, None]:
-        request = make_request(
-            list(messages), tools=tuple(tools) if tools else None, sampling=sampling or Sampling(),
-            max_tokens=max_tokens, schema=schema,
-        )
-        async for event in self.run_turn(request):
-            yield event
 
     async def run_turn(self, request: Request, cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]:
         """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it."""

@@ -108,10 +108,6 @@ class MarkerSet:
                 if a != b and b.startswith(a):
                     raise ValueError(f"marker {a!r} is a prefix of {b!r}")
 
-    def may_start_in(self, text: str) -> bool:
-        """Cheap test: could any marker begin somewhere in `text`?"""
-        return self.find_first_char(text) is not None
-
     @property
     def find_first_char(self) -> Callable[[str], re.Match[str] | None]:
         """The raw first-character search, for hot loops that cannot afford a call layer."""

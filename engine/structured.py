@@ -48,7 +48,7 @@ from engine.backend import Backend, CancelToken, Message, Request, Sampling, Sch
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import Event, StructuredRetry, StructuredValue
 from engine.tally import Tally
-from engine.turns.rounds import fold_system, quiet_round
+from engine.turns.rounds import fold_system, stream_round
 
 log = logging.getLogger("engine.structured")
 
@@ -242,9 +242,14 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
 
 def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> _Reply:
     """Stream one reply through the guardrail; return its visible content."""
-    pipeline, info = quiet_round(backend, request, cancel, tally)
-    content = pipeline.content if pipeline is not None else ""
-    return _Reply(content, info.finish_reason, info.prefilled_thinking)
+    rounds = stream_round(backend, request, cancel, tally)
+    while True:  # the deltas are dropped: a structured turn shows its value, not the attempts' text
+        try:
+            next(rounds)
+        except StopIteration as done:
+            pipeline, info = done.value
+            break
+    return _Reply(pipeline.content if pipeline is not None else "", info.finish_reason, info.prefilled_thinking)
 
 
 def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,

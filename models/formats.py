@@ -2,7 +2,7 @@
 
 Every rule about what a model's markup looks like lives here, once, per family. The
 engine's thinking splitter (`engine.reasoning`), its scaffolding guardrail
-(`engine.scaffolding`), the vocabulary scan behind `ember models` (`models.markers`) and
+(`engine.scaffolding`), the vocabulary scan behind `ember models` (`models.gguf_meta`) and
 pre-fill detection (`prefill_opener`, `models.templates`) are all built from `FORMATS`,
 so adding a family here teaches every one of them at once.
 

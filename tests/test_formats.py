@@ -8,9 +8,19 @@ from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.pipeline import ReplyPipeline
 from engine.reasoning import ANSWER_HEADERS, THINKING_FORMATS, split_thinking
 from engine.scaffolding import DEFAULT_REGISTRY, registry_markers
-from models.formats import BY_KEY, FORMATS, PREFILL_OPENERS, MarkerKind, prefill_opener, thinking_formats
-from models.markers import ALL_MARKERS, marker_kind
+from models.formats import (
+    BY_KEY,
+    FORMATS,
+    PREFILL_OPENERS,
+    MarkerKind,
+    prefill_opener,
+    thinking_formats,
+    vocabulary_markers,
+)
 from models.templates import thinking_prefill
+
+KINDS = vocabulary_markers()  # what `ember models` scans a vocabulary for
+ALL_MARKERS = frozenset(KINDS)
 
 
 def test_keys_are_unique_and_stable() -> None:
@@ -31,13 +41,12 @@ def test_the_guardrail_the_splitter_and_the_vocabulary_scan_share_the_table() ->
 @pytest.mark.parametrize("marker", ["<longcat_tool_call>", "<｜DSML｜function_calls>", "<|tool_calls|>"])
 def test_markers_the_guardrail_strips_are_in_the_vocabulary_scan(marker: str) -> None:
     assert marker in registry_markers()
-    assert marker in ALL_MARKERS and marker_kind(marker) is MarkerKind.TOOL_CALL
+    assert marker in ALL_MARKERS and KINDS[marker] is MarkerKind.TOOL_CALL
 
 
 def test_marker_kinds() -> None:
-    assert marker_kind("<think>") is MarkerKind.THINKING
-    assert marker_kind("<|start|>") is MarkerKind.THINKING
-    assert marker_kind("<|call|>") is MarkerKind.TOOL_CALL
+    assert KINDS["<think>"] is KINDS["<|start|>"] is MarkerKind.THINKING
+    assert KINDS["<|call|>"] is MarkerKind.TOOL_CALL
 
 
 @pytest.mark.parametrize("opener", PREFILL_OPENERS)

@@ -269,4 +269,3 @@ def test_any_chunking_gives_the_one_shot_split(text: str, data: st.DataObject, p
 def test_feed_convenience_returns_text_pairs() -> None:
     s = ThinkingSplitter(prefilled="<think>")
     assert s.feed("a</think>b") == [("thinking", "a"), ("content", "b")]
-    assert s.in_thinking is False

@@ -291,7 +291,7 @@ def test_the_recorder_works_on_the_event_loop_thread(db: Path, store: HistorySto
         recorder = TurnRecorder(store, conv)
         with recorder:
             recorder.begin("hi")
-            async for event in engine.chat(recorder.prompt_messages()):
+            async for event in engine.run_turn(make_request(recorder.prompt_messages())):
                 recorder.on_event(event)
         await engine.aclose()
 

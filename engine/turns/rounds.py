@@ -44,13 +44,3 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
         tally.add(info, pieces, pipeline)
     return pipeline, info
 
-
-def quiet_round(backend: Backend, request: Request, cancel: CancelToken,
-                tally: Tally) -> tuple[ReplyPipeline | None, StreamInfo]:
-    """`stream_round` with its deltas discarded, for callers that only need the result."""
-    rounds = stream_round(backend, request, cancel, tally)
-    while True:
-        try:
-            next(rounds)
-        except StopIteration as done:
-            return done.value
