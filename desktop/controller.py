@@ -56,26 +56,24 @@ class TurnFailure:
     action: str | None = None  # "retry" | "new_conversation" | None
 
 
+# Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
+_FAILURES: dict[str, tuple[str, str | None]] = {
+    TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, "retry"),
+    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
+                                 "Start a new conversation to keep chatting.", "new_conversation"),
+    TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
+    TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
+    TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
+    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
+                                      "attempts. Last error: {message}", "retry"),
+    TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", "retry"),
+}
+
+
 def failure_for(kind: str, message: str) -> TurnFailure:
-    """Readable copy for each way a turn can fail; the malformed copy is exact by contract."""
-    if kind == "malformed_reply":
-        return TurnFailure(kind, MalformedReplyError.MESSAGE, "retry")
-    if kind == "context_full":
-        return TurnFailure(
-            kind, "This conversation no longer fits in the model's context window. "
-            "Start a new conversation to keep chatting.", "new_conversation",
-        )
-    if kind == "no_model":
-        reason = f": {message}" if message else "."
-        return TurnFailure(kind, f"No model is loaded{reason}")
-    if kind == "script":
-        return TurnFailure(kind, f"The scripted backend has no reply for this message. ({message})")
-    if kind == "config":
-        return TurnFailure(kind, f"Ember could not send this request: {message}")
-    if kind == "structured_output":
-        return TurnFailure(kind, f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                           f"attempts. Last error: {message}", "retry")
-    return TurnFailure(kind, f"The model stopped with an error: {message}", "retry")
+    """What the view shows for a turn that failed with `kind`."""
+    text, action = _FAILURES.get(kind, _FAILURES[TurnErrorKind.BACKEND])
+    return TurnFailure(kind, text.format(message=message, reason=f": {message}" if message else "."), action)
 
 
 class ReplySink(Protocol):

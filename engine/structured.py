@@ -33,7 +33,6 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,7 +43,7 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, Schema, make_request
+from engine.backend import Backend, CancelToken, Message, Request, Sampling, Schema, StreamInfo, make_request
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import Event, StructuredRetry, StructuredValue
 from engine.tally import Tally
@@ -189,67 +188,47 @@ def fenced_json(value: Any) -> str:
     return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False) + "\n```"
 
 
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    content: str
-    finish_reason: str
-    prefilled_thinking: str
-
-
-@dataclass
-class _RunState:
-    """One turn's thread and grammar as they evolve over its attempts."""
-
-    thread: list[Message]
-    grammar: str | None
-    last_error: str = ""
-
-    def failed(self, reply: _Reply, error: str) -> None:
-        """Record a failed attempt: the retry sees the reply and why it was refused."""
-        self.last_error = error
-        self.thread = [*self.thread, {"role": "assistant", "content": reply.content},
-                       {"role": "user", "content": FEEDBACK.format(error=error)}]
-        if self.grammar is not None and reply.prefilled_thinking:
-            # The grammar can never emit the closing marker, so it would fill the thinking
-            # block with the JSON and leave the visible answer empty on every attempt.
-            log.warning("structured: the template opens a thinking block; decoding unconstrained from now on")
-            self.grammar = None
-
-
 def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
     """The structured policy for `request` (its `schema` set); raises on failure, see the module."""
     assert request.schema is not None
     validator = compile_schema(request.schema)  # a bad schema fails before any model call
-    schema_line = INSTRUCTION.format(schema=json.dumps(request.schema))
-    state = _RunState(list(fold_system(request.messages, schema_line)), grammar_for(backend, request.schema))
+    thread = list(fold_system(request.messages, INSTRUCTION.format(schema=json.dumps(request.schema))))
+    grammar, error = grammar_for(backend, request.schema), ""
     for attempt in range(1, MAX_STRUCTURED_RETRIES + 2):
         if attempt > 1:
-            log.info("structured: attempt %d after: %s", attempt, state.last_error)
-            yield StructuredRetry(attempt, state.last_error)
-        reply = _attempt(backend, request.with_(messages=tuple(state.thread), grammar=state.grammar), cancel, tally)
+            log.info("structured: attempt %d after: %s", attempt, error)
+            yield StructuredRetry(attempt, error)
+        content, info = _attempt(backend, request.with_(messages=tuple(thread), grammar=grammar), cancel, tally)
         if cancel.cancelled:
             return  # stopped: the turn ends cancelled, with no value
         try:
-            value = parse_reply(reply.content, validator)
+            value = parse_reply(content, validator)
         except ReplyError as exc:
-            state.failed(reply, _with_cut_off(str(exc), reply))
+            error = f"{exc}; the reply was cut off at the length limit" if info.finish_reason == "length" else str(exc)
+            # The retry sees the failed reply and why it was refused (a shorter JSON, when cut off).
+            feedback = FEEDBACK.format(error=error)
+            thread += [{"role": "assistant", "content": content}, {"role": "user", "content": feedback}]
+            if grammar is not None and info.prefilled_thinking:
+                # The grammar can never emit the closing marker, so it would fill the thinking
+                # block with the JSON and leave the visible answer empty on every attempt.
+                log.warning("structured: the template opens a thinking block; decoding unconstrained from now on")
+                grammar = None
             continue
-        log.info("structured: accepted on attempt %d (grammar %s)", attempt, "on" if state.grammar else "off")
+        log.info("structured: accepted on attempt %d (grammar %s)", attempt, "on" if grammar else "off")
         yield StructuredValue(value)
         return
-    raise StructuredOutputError(state.last_error)
+    raise StructuredOutputError(error)
 
 
-def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> _Reply:
-    """Stream one reply through the guardrail; return its visible content."""
+def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> tuple[str, StreamInfo]:
+    """Stream one reply through the guardrail; its visible content (the deltas are dropped)."""
     rounds = stream_round(backend, request, cancel, tally)
-    while True:  # the deltas are dropped: a structured turn shows its value, not the attempts' text
+    while True:
         try:
             next(rounds)
         except StopIteration as done:
             pipeline, info = done.value
-            break
-    return _Reply(pipeline.content if pipeline is not None else "", info.finish_reason, info.prefilled_thinking)
+            return (pipeline.content if pipeline is not None else ""), info
 
 
 def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,
@@ -270,9 +249,3 @@ def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema
             on_retry(event)
     raise StructuredOutputError(STOPPED)
 
-
-def _with_cut_off(error: str, reply: _Reply) -> str:
-    """Tell the model when its reply hit the token limit: shorter JSON is then the fix."""
-    if reply.finish_reason == "length":
-        return f"{error}; the reply was cut off at the length limit"
-    return error
