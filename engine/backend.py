@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -164,14 +164,9 @@ class PlainBackend:
         return len(text) // 4 + 1  # about four characters a token
 
 
-def _check_messages(messages: tuple[Message, ...]) -> None:
-    for m in messages:
-        if "role" not in m or "content" not in m:
-            raise ConfigError(f"message without role or content: {m!r}")
-
-
-def make_request(messages: list[Message] | tuple[Message, ...], **kwargs: Any) -> Request:
+def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:
     """Build a Request, validating the messages' shape."""
-    msgs = tuple(dict(m) for m in messages)
-    _check_messages(msgs)
-    return Request(messages=msgs, **kwargs)
+    bad = next((m for m in messages if "role" not in m or "content" not in m), None)
+    if bad is not None:
+        raise ConfigError(f"message without role or content: {bad!r}")
+    return Request(messages=tuple(dict(m) for m in messages), **kwargs)

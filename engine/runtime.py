@@ -49,10 +49,6 @@ class Engine:
     def backend(self) -> Backend | None:
         return self._backend
 
-    async def run_in_worker(self, fn: Callable[[], T]) -> T:
-        """Run `fn` on the model thread and await its result."""
-        return await asyncio.wrap_future(self._executor.submit(fn))
-
     async def load(self, factory: Callable[[], Backend]) -> Backend:
         """Build a new backend on the loader thread; the old one is closed only on success.
 
@@ -118,7 +114,7 @@ class Engine:
         self.stop()
         backend, self._backend = self._backend, None
         if backend is not None:
-            await self.run_in_worker(backend.close)
+            await asyncio.wrap_future(self._executor.submit(backend.close))
         self._loader.shutdown(wait=True)
         self._executor.shutdown(wait=True)
 

@@ -1,30 +1,14 @@
 """Structured replies: the policy a turn follows when its request carries a JSON Schema.
 
-    request = make_request(messages, schema=schema)
-    for event in TurnRunner(backend).run(request):   # … StructuredRetry…, StructuredValue, TurnDone
-        ...
-    value = run_structured(backend, messages, schema)  # the same, for code that wants the value
-
-Each attempt streams one reply through the same guardrail as a chat turn
-(`ReplyPipeline`: thinking set aside, scaffolding stripped), then parses the visible
-content as JSON and validates it with `jsonschema`. Where the backend has the grammar
-capability and the schema converts, decoding is constrained by a GBNF grammar built from
-the schema (`grammar_for`); a grammar llama.cpp would reject (it crashes on an invalid one)
-or a schema the converter cannot handle falls back to unconstrained decoding, with the
-reason logged.
-
-A failed attempt appends the failed reply (assistant) and `FEEDBACK` (user) to the thread
-and asks again, at most `MAX_STRUCTURED_RETRIES` more times, each announced by a
-`StructuredRetry` event. Success yields `StructuredValue`; exhaustion raises
-`StructuredOutputError` with the LAST error (the turn reports it as a TurnError).
-
-Unlike a chat turn, an empty reply gets no separate recovery round: it is one more failed
-attempt, fed back like any other, and the plain-text correction lines of the turn policy
-would contradict the JSON instruction anyway. The attempts' deltas are not passed on: what
-a structured turn shows is its value.
-
-Worst case, one turn makes `1 + MAX_STRUCTURED_RETRIES` = 3 model requests, each with its
-own transport-retry budget: 3 × (1 + R) HTTP requests for a remote backend allowing R.
+Each attempt streams one reply through the chat guardrail, then parses the visible content
+as JSON and validates it with `jsonschema`. With the backend's grammar capability, decoding
+is first constrained by a GBNF grammar built from the schema (`grammar_for`; an unusable one
+falls back to free decoding, logged). A failed attempt appends the reply and `FEEDBACK` to
+the thread and asks again (a `StructuredRetry` event), at most `MAX_STRUCTURED_RETRIES` more
+times: 3 model requests at worst, each with its own transport-retry budget. Success yields
+`StructuredValue`; exhaustion raises `StructuredOutputError` with the LAST error. An empty
+reply is one more failed attempt (the chat recovery line would contradict the JSON
+instruction), and the attempts' deltas are not passed on: a structured turn shows its value.
 """
 
 from __future__ import annotations

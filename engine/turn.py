@@ -1,22 +1,11 @@
-"""One turn: a chat reply (recovered once if empty) or a structured (JSON) reply, as events.
+"""One turn of any kind, as events: `TurnRunner(backend).run(request, cancel)` on the model's thread.
 
-    for event in TurnRunner(backend).run(request, cancel):   # on the thread owning the backend
-        show(event)
-
-Every kind of turn goes through `run` and ends with exactly one `TurnDone` or `TurnError`;
-the GUI, the CLI, the recorder and the tests consume the same events.
-
-A chat turn (`request.schema is None`) follows a fixed, deterministic policy. A round whose
-visible content is empty after the guardrail gets exactly one recovery request (same
-messages, Ember's correction line folded into the system message, no tools, a fresh
-pipeline). If that is empty too the turn ends with `TurnError(MALFORMED_REPLY, …)`. No model
-ever judges or repairs output. After a `Recovery` event the deltas that follow belong to
-the new attempt, so a view resets the in-progress reply.
-
-A structured turn (`request.schema` set) follows the structured policy of
-`engine.structured`: grammar first, bounded retries with feedback (`StructuredRetry`
-events), then `StructuredValue` with the parsed value, or `TurnError(STRUCTURED_OUTPUT, last
-error)` on exhaustion.
+Every turn ends with exactly one `TurnDone` or `TurnError`; the GUI, the CLI, the recorder
+and the tests consume the same events. A chat turn (`request.schema is None`) whose visible
+content is empty after the guardrail gets exactly one recovery request (the correction line
+folded into the system message, no tools, a fresh pipeline; a `Recovery` event tells a view
+to reset the reply), else it ends `MALFORMED_REPLY`. No model ever judges or repairs output.
+A structured turn (`request.schema` set) follows `engine.structured`'s policy.
 """
 
 from __future__ import annotations
