@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.backend import CancelToken, make_request
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.history import HistoryStore
 from engine.history_types import HistoryError
 from engine.recorder import TurnRecorder, prompt_messages, recorded
@@ -156,7 +156,7 @@ def test_try_again_after_a_malformed_turn_completes_exactly_once(store: HistoryS
 def test_an_error_keeps_partial_text_marked_error(db: Path, store: HistoryStore, conv: int) -> None:
     recorder = TurnRecorder(store, conv)
     recorder.begin("hi")
-    feed(recorder, ContentDelta("Half an"), TurnError("backend", "the server went away", TurnStats()))
+    feed(recorder, ContentDelta("Half an"), TurnError(TurnErrorKind.BACKEND, "the server went away", TurnStats()))
     assert assistant_rows(db) == [("Half an", "", "error")]
     msg = store.path(conv)[-1]
     assert msg.stats["error_kind"] == "backend"

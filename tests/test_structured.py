@@ -227,6 +227,7 @@ def test_backends_without_grammar_never_import_the_converter(monkeypatch: pytest
 def test_the_real_model_is_valid_on_the_first_attempt_under_the_grammar(smollm: Any) -> None:
     events = list(TurnRunner(smollm).run(make_request(USER, schema=CITY, sampling=Sampling.greedy(), max_tokens=48)))
     assert [type(e) for e in events] == [StructuredValue, TurnDone]  # valid at once, under the grammar
+    assert isinstance(events[0], StructuredValue)
     value = events[0].value
     assert isinstance(value["city"], str) and value["city"].strip()
 
