@@ -30,7 +30,7 @@ from desktop.cli_common import (
     run_settings,
 )
 from desktop.cmd_history import ChatHistory, add_chat_options
-from engine.backend import CancelToken, Message, Schema, make_request
+from engine.backend import CancelToken, Schema, make_request
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             system = settings.system_prompt or None
             # With history, the context is the conversation's active branch ending at this prompt.
-            messages = history.begin(args.prompt, system=system, model=backend.name) or _single_turn(args, system)
+            messages = history.begin(args.prompt, system=system, model=backend.name) or settings.messages(
+                [{"role": "user", "content": args.prompt}])
             request = make_request(messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
             cancel = CancelToken()
             try:
@@ -98,12 +99,6 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_INTERRUPTED
         finally:
             backend.close()
-
-
-def _single_turn(args: argparse.Namespace, system: str | None) -> list[Message]:
-    messages: list[Message] = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": args.prompt})
-    return messages
 
 
 def _print_turn(events: Any, args: argparse.Namespace) -> int:

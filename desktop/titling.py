@@ -33,6 +33,11 @@ class ConversationTitler:
 
     def after_reply(self) -> None:
         """Call after a completed reply: titles the conversation if that was its first exchange."""
+        backend = self.engine.backend
+        # Without a grammar the title request is a plain reply: not worth a model call (and a
+        # scripted backend would spend a scripted reply on it); the store's title stays.
+        if backend is None or not backend.capabilities.grammar:
+            return
         try:
             exchange = self.history.first_exchange()
         except HISTORY_ERRORS:
@@ -48,26 +53,10 @@ class ConversationTitler:
             await asyncio.wait([self._task])
 
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
-        title = await self._make(question, answer)
-        if title is None:
-            return
-        try:
-            self.history.set_auto_title(conversation_id, title)
-        except HISTORY_ERRORS as exc:
-            log.warning("history: could not save the title: %s", exc)
-            return
-        self._on_titled()
-
-    async def _make(self, question: str, answer: str) -> str | None:
-        """The model's title; None to keep the one the store gave at the first message."""
-        backend = self.engine.backend
-        # Without a grammar the title request is a plain reply: not worth a model call (and
-        # a scripted backend would spend a scripted reply on it).
-        if backend is None or not backend.capabilities.grammar:
-            return None
         try:  # a turn like any other: the engine is busy while it runs
             events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
-        except (EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
-            log.info("no model title: %s", exc)
-            return None
-        return title_from(events, question)
+            self.history.set_auto_title(conversation_id, title_from(events, question))
+        except (*HISTORY_ERRORS, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
+            log.warning("no title saved: %s", exc)
+            return
+        self._on_titled()

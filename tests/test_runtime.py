@@ -9,7 +9,7 @@ import pytest
 
 from engine.backend import Backend, make_request
 from engine.errors import ModelLoadError
-from engine.events import ContentDelta, Event, TurnDone
+from engine.events import ContentDelta, Event, StructuredValue, TurnDone
 from engine.runtime import Engine
 from engine.scripted import ScriptedBackend
 
@@ -144,3 +144,18 @@ def test_the_current_model_keeps_answering_while_another_loads() -> None:
     assert load_done_mid_reply  # the load did not wait for the reply to end
     assert sum(isinstance(e, ContentDelta) for e in events) == 30 and isinstance(events[-1], TurnDone)
     assert [e.text for e in after if isinstance(e, ContentDelta)] == ["from the new model"]
+
+
+def test_a_structured_turn_is_a_turn_like_any_other() -> None:
+    async def main() -> tuple[list[bool], list[Event]]:
+        engine = Engine(ScriptedBackend.from_texts([{"text": "{}", "delay_ms": 20}]))
+        busy, events = [], []
+        async for event in engine.run_turn(make_request(USER, schema={"type": "object"})):
+            busy.append(engine.busy)
+            events.append(event)
+        busy.append(engine.busy)
+        await engine.aclose()
+        return busy, events
+
+    busy, events = asyncio.run(main())
+    assert busy == [True, True, False] and events[0] == StructuredValue({})
