@@ -17,6 +17,8 @@ Schema = Mapping[str, Any] | bool  # a JSON Schema
 
 
 _DEFAULTS = ModelSettings()
+# A reply with no length limit runs to the context's end (the backend stops there).
+DEFAULT_MAX_TOKENS = _DEFAULTS.max_tokens or _DEFAULTS.context_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class Request:
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] | None = None
     sampling: Sampling = field(default_factory=Sampling)
-    max_tokens: int = 1024
+    max_tokens: int = DEFAULT_MAX_TOKENS
     grammar: str | None = None
     schema: Schema | None = None
 

@@ -27,7 +27,17 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, Schema, StreamInfo, make_request
+from engine.backend import (
+    DEFAULT_MAX_TOKENS,
+    Backend,
+    CancelToken,
+    Message,
+    Request,
+    Sampling,
+    Schema,
+    StreamInfo,
+    make_request,
+)
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import Event, StructuredRetry, StructuredValue
 from engine.tally import Tally
@@ -216,7 +226,7 @@ def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tal
 
 
 def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,
-                   sampling: Sampling | None = None, max_tokens: int = 1024,
+                   sampling: Sampling | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                    on_retry: Callable[[StructuredRetry], None] | None = None,
                    cancel: CancelToken | None = None) -> Any:
     """The parsed, schema-valid JSON value of the model's reply to `messages`.
