@@ -3,7 +3,7 @@
 The first-words rule is `engine.history.title_from_text` (six words, Markdown dropped): the
 store names a conversation with it at its first message, and it is the fallback here.
 
-    title = make_title(backend, first_user, first_reply)   # on the thread owning the backend
+    title = title_from(TurnRunner(backend).run(title_request(user, reply)), user)   # on the model's thread
 
 The model is asked for `{"title": "..."}` in a structured turn (grammar-constrained on a
 backend with the grammar capability); the GUI runs that turn on the engine like any other.
@@ -15,10 +15,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, make_request
+from engine.backend import Message, Request, Sampling, make_request
 from engine.events import Event, StructuredValue, TurnError
 from engine.history import TITLE_MAX_CHARS, title_from_text
-from engine.turn import TurnRunner
 
 log = logging.getLogger("engine.titles")
 
@@ -57,11 +56,6 @@ def title_from(events: Iterable[Event], first_user: str) -> str:
         if isinstance(event, TurnError):
             log.info("no model title (%s); using the first words of the message", event.message)
     return title_from_text(first_user)
-
-
-def make_title(backend: Backend, first_user: str, first_reply: str, *, cancel: CancelToken | None = None) -> str:
-    """A title for the conversation, on the thread that owns `backend` (see `title_from`)."""
-    return title_from(TurnRunner(backend).run(title_request(first_user, first_reply), cancel), first_user)
 
 
 def _clean(title: str) -> str:

@@ -14,7 +14,7 @@ from engine.events import Event, StructuredRetry, StructuredValue, TurnDone, Tur
 from engine.history import TITLE_MAX_CHARS, title_from_text
 from engine.scripted import ScriptedBackend
 from engine.structured import FEEDBACK, MAX_STRUCTURED_RETRIES, grammar_for, load_schema, run_structured
-from engine.titles import make_title
+from engine.titles import title_from, title_request
 from engine.turn import TurnRunner
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -250,6 +250,10 @@ def test_bad_schema_files_are_one_line_config_errors(tmp_path: Any, content: str
 
 
 # -- titles --------------------------------------------------------------------------------
+
+
+def make_title(backend: Any, question: str, answer: str) -> str:
+    return title_from(TurnRunner(backend).run(title_request(question, answer)), question)
 
 
 def test_a_title_comes_from_the_model_greedily() -> None:

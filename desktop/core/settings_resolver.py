@@ -1,15 +1,8 @@
 """One settings resolver for both front ends: saved per-model settings + overrides → a turn's settings.
 
-    settings = resolve(saved, Overrides(temperature=0.0))     # CLI flags, or None from the GUI
-    request = make_request(settings.messages(history), sampling=settings.sampling,
-                           max_tokens=settings.max_tokens)
-
-The GUI passes the loaded model's saved settings (already edited in the settings dialog);
-`ember chat` passes the same saved settings plus its flags. One set of defaults applies to
-both: `models.settings.ModelSettings` (which `engine.backend.Sampling` also takes its defaults
-from), and a reply with no length limit runs up to the context size.
-
-It lives here, not in `models/`, because it builds the engine's `Sampling`; it is Qt-free.
+The GUI passes the loaded model's saved settings (its dialog edits them); `ember chat` the
+same saved settings plus its flags. One set of defaults: `models.settings.ModelSettings`'s,
+which `engine.backend.Sampling` also takes. Qt-free; not in `models/`, as it builds `Sampling`.
 """
 
 from __future__ import annotations

@@ -41,6 +41,6 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
         if pipeline is not None:
             yield from pipeline.flush()
     finally:
-        tally.add(info, pieces, pipeline)
+        tally.add(info, pieces, pipeline.stripped_chars if pipeline is not None else 0)
     return pipeline, info
 
