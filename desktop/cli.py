@@ -18,7 +18,6 @@ from engine.logsetup import configure_logging
 SUBCOMMANDS = ("chat", "models", "history", "bench")
 
 
-
 class _Parser(argparse.ArgumentParser):
     """Argument errors: one readable line on stderr, exit status 2, no usage dump."""
 
