@@ -30,6 +30,7 @@ from desktop.qt.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 COPIED_FEEDBACK_MS = 1500
+HIGHLIGHT_SETTLE_MS = 200
 CODE_MARGIN = 8
 
 
@@ -137,7 +138,12 @@ class CodeBlock(QFrame):
         self._copy.setObjectName("MessageAction")
         self._copy.clicked.connect(self._on_copy_clicked)
         self._body = self._make_body()
-        self._highlighter = CodeHighlighter(self._body.document(), current_palette().syntax)
+        self._highlighter = CodeHighlighter(self, current_palette().syntax)
+        # Colours come once the code stops changing for a moment (a streaming block stays plain).
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(HIGHLIGHT_SETTLE_MS)
+        self._settle.timeout.connect(lambda: self._highlighter.attach(self._body.document()))
         head = QFrame(self)
         head.setObjectName("CodeHeader")
         header = QHBoxLayout(head)
@@ -167,7 +173,7 @@ class CodeBlock(QFrame):
     @property
     def highlighted(self) -> bool:
         """Whether the block's language is known and its code coloured."""
-        return self._highlighter.active
+        return self._highlighter.active and self._highlighter.attached
 
     def refresh_style(self) -> None:
         self._body.setFont(code_font())
@@ -184,6 +190,8 @@ class CodeBlock(QFrame):
         self._highlighter.set_language(lang)
         if code == self._code:
             return
+        self._highlighter.detach()
+        self._settle.start()
         if code.startswith(self._code):
             # Streaming only ever appends: insert the new tail instead of resetting the text.
             tail = code[len(self._code):]

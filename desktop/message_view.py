@@ -30,6 +30,7 @@ from desktop.controller import TurnFailure
 from desktop.markdown_view import AnswerView, CopyButton, copy_to_clipboard, discard
 from desktop.message_edit import InlineEditor
 from desktop.qt.appearance import current_palette
+from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
 from desktop.qt.theme import ICON_PX
@@ -429,6 +430,7 @@ def prewarm() -> None:
     if _prewarmed:
         return
     _prewarmed = True
+    load_lexer("python")  # the most common fence language: its lexer loads off the GUI thread
     reply = AssistantMessage()
     reply.add_thinking("warm")
     reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")

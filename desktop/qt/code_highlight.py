@@ -4,10 +4,16 @@ Each line is lexed on its own. That keeps a streaming block cheap (only new line
 highlighted) at the price of multi-line strings and comments being coloured line by line,
 which reads fine for the short snippets a chat shows. A block without a known language
 stays plain: guessing the language is slow and often wrong.
+
+Loading a lexer imports its module, which can take 100 ms or more: long enough to stall a
+streaming reply. So lexers load on a worker thread; a block shows plain text until its
+lexer is there, then colours itself.
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -15,6 +21,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, Keyword, Name, Number, Operator, String
 from pygments.util import ClassNotFound
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat, QTextDocument
 
 from desktop.qt.theme import Syntax
@@ -25,6 +32,27 @@ _FAMILIES: tuple[tuple[Any, str], ...] = (
     (Name.Builtin, "builtin"), (Name.Function, "function"), (Name.Class, "function"),
     (Name.Decorator, "function"), (Name.Exception, "builtin"), (Operator.Word, "keyword"),
 )
+
+
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-lexers")
+_loads: dict[str, Future[Lexer | None]] = {}
+_loads_lock = threading.Lock()
+
+
+def load_lexer(lang: str) -> Future[Lexer | None]:
+    """The lexer for `lang`, loading (once) on a worker thread."""
+    key = lang.strip().lower()
+    with _loads_lock:
+        future = _loads.get(key)
+        if future is None:
+            future = _loads[key] = _pool.submit(lexer_for, key)
+        return future
+
+
+def ready_lexer(lang: str) -> Lexer | None:
+    """The lexer for `lang` if it has loaded already (else None, and it starts loading)."""
+    future = load_lexer(lang)
+    return future.result() if future.done() else None
 
 
 @cache
@@ -59,28 +87,67 @@ def char_formats(syntax: Syntax) -> dict[str, QTextCharFormat]:
     return formats
 
 
+class _Loaded(QObject):
+    """Carries "the lexer for this language is loaded" from the worker to the GUI thread."""
+
+    loaded = Signal(str)
+
+
 class CodeHighlighter(QSyntaxHighlighter):
     """Highlights one code block's document in a language, in a palette's code colours."""
 
-    def __init__(self, document: QTextDocument, syntax: Syntax, lang: str = "") -> None:
-        super().__init__(document)
-        self._lexer = lexer_for(lang)
-        self._lang = lang
+    def __init__(self, parent: QObject, syntax: Syntax, lang: str = "") -> None:
+        super().__init__(parent)  # not on a document yet: `attach` it once its text settles
+        self._notice = _Loaded(self)
+        self._notice.loaded.connect(self._on_loaded)  # queued: emitted on the worker thread
+        self._lang = ""
+        self._lexer: Lexer | None = None
         self._formats = char_formats(syntax)
+        self.set_language(lang)
 
     @property
     def active(self) -> bool:
         return self._lexer is not None
 
+    @property
+    def attached(self) -> bool:
+        return self.document() is not None
+
+    def attach(self, document: QTextDocument) -> None:
+        """Colour `document` (all of it, once) and keep it coloured."""
+        if self.document() is not document:
+            self.setDocument(document)
+
+    def detach(self) -> None:
+        """Stop colouring (while the text streams: re-lexing every few milliseconds is wasted work)."""
+        if self.document() is not None:
+            self.setDocument(None)  # pyright: ignore[reportArgumentType]
+
     def set_language(self, lang: str) -> None:
-        if lang != self._lang:
-            self._lang = lang
-            self._lexer = lexer_for(lang)
+        if lang == self._lang:
+            return
+        self._lang = lang
+        self._lexer = ready_lexer(lang) if lang.strip() else None
+        if self._lexer is not None and self.attached:
             self.rehighlight()
+        elif lang.strip():
+            load_lexer(lang).add_done_callback(lambda _f, lang=lang: self._announce(lang))
+
+    def _announce(self, lang: str) -> None:
+        try:
+            self._notice.loaded.emit(lang)
+        except RuntimeError:
+            pass  # the code block went away while its lexer loaded
+
+    def _on_loaded(self, lang: str) -> None:
+        if lang == self._lang and self._lexer is None:
+            self._lexer = ready_lexer(lang)
+            if self._lexer is not None and self.attached:
+                self.rehighlight()
 
     def set_syntax(self, syntax: Syntax) -> None:
         self._formats = char_formats(syntax)
-        if self._lexer is not None:
+        if self._lexer is not None and self.attached:
             self.rehighlight()
 
     def highlightBlock(self, text: str) -> None:
