@@ -9,7 +9,8 @@ gestures (open, New) into controller calls.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QLabel, QLineEdit
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton
 from qasync import asyncSlot
 
 from desktop.controller import ChatController
@@ -161,9 +162,21 @@ def attach_history(window: MainWindow, controller: ChatController, *, notice: st
 def dress_sidebar(sidebar: HistorySidebar) -> None:
     """Icons for the sidebar's search field and menu button (the sidebar itself stays icon-agnostic)."""
     muted = current_palette().muted
-    sidebar.search.addAction(themed_icon("search", muted), QLineEdit.ActionPosition.LeadingPosition)
+    search = sidebar.search.addAction(themed_icon("search", muted), QLineEdit.ActionPosition.LeadingPosition)
+    search.setToolTip("Search conversations (titles and messages)")
+    _name_action_buttons(sidebar.search, {search: "Search", None: "Clear search"})
     set_icon(sidebar.menu_button, "menu", muted)
     sidebar.menu_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+
+
+def _name_action_buttons(edit: QLineEdit, names: dict[QAction | None, str]) -> None:
+    """Accessible names for a line edit's icon buttons (its own clear button is the `None` entry)."""
+    for action in edit.findChildren(QAction):  # the clear button's action is a child, not in actions()
+        name = names.get(action) or (names.get(None, "") if "clear" in action.objectName() else "")
+        for widget in action.associatedObjects():
+            if isinstance(widget, QToolButton) and name:
+                widget.setAccessibleName(name)
+                widget.setToolTip(widget.toolTip() or name)
 
 
 def _notice_label(text: str) -> QLabel:
