@@ -140,10 +140,10 @@ def _controls(p: Palette, body_pt: float) -> str:
     QPushButton:hover {{ background: {p.surface_alt}; }}
     QPushButton:focus {{ border: 2px solid {p.accent}; }}
     QPushButton:disabled {{ color: {blend(p.muted, p.surface, 0.45)}; }}
-    QPushButton[kind="primary"], #SendButton {{ background: {p.accent}; color: {p.accent_text};
+    QPushButton:default, QPushButton[kind="primary"], #SendButton {{ background: {p.accent}; color: {p.accent_text};
                    border: 1px solid {p.accent}; border-radius: {RADIUS_MD}px; padding: 6px 14px; font-weight: 600; }}
-    QPushButton[kind="primary"]:hover, #SendButton:hover {{ background: {blend(p.accent, p.text, 0.12)}; }}
-    QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text}; }}
+    QPushButton:default:hover, QPushButton[kind="primary"]:hover, #SendButton:hover {{ background: {blend(p.accent, p.text, 0.12)}; }}
+    QPushButton:default:focus, QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text}; }}
     #SendButton:disabled {{ background: {p.surface_alt}; color: {blend(p.muted, p.surface, 0.3)};
                             border: 1px solid {p.border}; }}
     #SendButton[busy="true"] {{ background: {p.surface}; color: {p.text}; border: 1px solid {p.border}; }}
