@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtGui import QGuiApplication, QImage, QPalette
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -24,6 +28,7 @@ from desktop.markdown_view import CodeBlock
 from desktop.message_view import AssistantMessage, TurnBanner
 from desktop.qt.appearance import ThemeManager, load_appearance
 from desktop.qt.empty_state import EXAMPLE_PROMPTS
+from desktop.qt.screenshots import STATES
 from desktop.qt.theme import DARK, LIGHT
 
 pytest_plugins = ["gui_helpers"]
@@ -168,9 +173,13 @@ def test_code_blocks_are_highlighted_once_settled(make_chat: MakeChat, qtbot: Qt
     qtbot.waitUntil(lambda: code.highlighted, timeout=WAIT_MS)
     body = code.findChild(QPlainTextEdit)
     assert body is not None
-    formats = body.document().firstBlock().layout().formats()
-    keyword = LIGHT.syntax.keyword if chat.window.theme.palette is LIGHT else DARK.syntax.keyword
-    assert any(f.format.foreground().color().name() == keyword for f in formats)  # "def" is a keyword
+    keyword = chat.window.theme.palette.syntax.keyword
+
+    def def_is_a_keyword() -> None:  # the highlighter paints on the next turn of the event loop
+        formats = body.document().firstBlock().layout().formats()
+        assert any(f.format.foreground().color().name() == keyword for f in formats)
+
+    qtbot.waitUntil(def_is_a_keyword, timeout=WAIT_MS)
 
 
 def test_reply_format_lives_in_the_header_not_the_composer(make_chat: MakeChat) -> None:
@@ -205,3 +214,15 @@ def test_every_interactive_widget_has_an_accessible_name(make_chat: MakeChat, qt
     chat.wait_idle()
     assert isinstance(reply, AssistantMessage)
     assert unnamed(chat.window) == []
+
+
+@pytest.mark.slow
+def test_screenshots_script_renders_every_state(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "desktop.qt.screenshots", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert names == sorted(f"{state}.png" for state in STATES)
+    for path in tmp_path.glob("*.png"):
+        image = QImage(str(path))
+        assert not image.isNull() and image.width() > 300 and image.height() > 300

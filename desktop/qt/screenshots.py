@@ -21,6 +21,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+STATES = ("empty-new-chat", "conversation-code-thinking", "malformed-reply-banner", "model-picker",
+          "settings-dialog", "dark-mode")
 WINDOW_SIZE = (1200, 820)
 QUESTION = "How do I read a CSV file in Python and sum a column?"
 THINKING = ("The user wants to read a CSV and sum one column. The standard library's csv module is enough; "

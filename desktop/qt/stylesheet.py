@@ -91,7 +91,11 @@ def _chrome(p: Palette, body_pt: float) -> str:
 
 def _messages(p: Palette, body_pt: float) -> str:
     return f"""
-    #UserBubble {{ background: {p.accent_soft}; color: {p.text}; border-radius: {RADIUS_LG}px; }}
+    #UserBubble {{ background: {p.accent_soft}; color: {p.text}; border-radius: {RADIUS_LG}px;
+                   border: 2px solid transparent; }}
+    #UserBubble:focus {{ border: 2px solid {p.accent}; }}
+    #AnswerText {{ border: none; border-left: 2px solid transparent; }}
+    #AnswerText:focus {{ border-left: 2px solid {p.accent}; }}
     #RoleLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; font-weight: 600; }}
     #Muted, #CodeLang {{ color: {p.muted}; }}
     #CodeLang {{ font-size: {_pt(body_pt, "caption")}; }}
@@ -142,7 +146,8 @@ def _controls(p: Palette, body_pt: float) -> str:
     QPushButton:disabled {{ color: {blend(p.muted, p.surface, 0.45)}; }}
     QPushButton:default, QPushButton[kind="primary"], #SendButton {{ background: {p.accent}; color: {p.accent_text};
                    border: 1px solid {p.accent}; border-radius: {RADIUS_MD}px; padding: 6px 14px; font-weight: 600; }}
-    QPushButton:default:hover, QPushButton[kind="primary"]:hover, #SendButton:hover {{ background: {blend(p.accent, p.text, 0.12)}; }}
+    QPushButton:default:hover, QPushButton[kind="primary"]:hover, #SendButton:hover {{
+                   background: {blend(p.accent, p.text, 0.12)}; }}
     QPushButton:default:focus, QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text}; }}
     #SendButton:disabled {{ background: {p.surface_alt}; color: {blend(p.muted, p.surface, 0.3)};
                             border: 1px solid {p.border}; }}
