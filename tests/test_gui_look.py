@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,16 @@ from desktop.qt.theme import DARK, LIGHT
 pytest_plugins = ["gui_helpers"]
 MakeChat = Callable[..., Chat]
 CODE_REPLY = "Here:\n\n```python\ndef f(x):\n    return x + 1\n```\n\nDone."
+
+
+@pytest.fixture(autouse=True)
+def default_appearance(qapp: QApplication) -> Iterator[None]:
+    """Theme and text size are the application's: put them back for the tests after these."""
+    yield
+    theme = ThemeManager.current()
+    if theme is not None:
+        theme.set_mode("system")
+        theme.reset_zoom()
 
 
 def slow(text: str, n: int = 40, delay_ms: int = 40) -> list[object]:
