@@ -140,7 +140,7 @@ class ComposerBar(QFrame):
             self.button.setProperty("iconOnAccent", not self._busy)
             palette = current_palette()
             set_icon(self.button, "stop" if self._busy else "send",
-                     palette.text if self._busy else palette.accent_text, 16)
+                     palette.text if self._busy else palette.accent_text, 16, disabled=palette.muted)
             self.button.style().unpolish(self.button)
             self.button.style().polish(self.button)
         self.button.setAccessibleName("Stop the reply" if self._busy else "Send message")

@@ -9,7 +9,7 @@ New chat, each an icon button with a tooltip and an accessible name.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -26,6 +26,7 @@ from desktop.qt.icons import set_icon
 from desktop.qt.theme import SPACE_LG, SPACE_SM, Mode
 
 NEW_TITLE = "New chat"
+LOADING_MAX_WIDTH = 220
 MODE_LABELS: dict[Mode, str] = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
 
 
@@ -59,7 +60,18 @@ class ElidedLabel(QLabel):
     def set_full_text(self, text: str) -> None:
         self._full = text
         self.setToolTip(text)
+        self.updateGeometry()
         self._elide()
+
+    def sizeHint(self) -> QSize:
+        # As wide as the whole text (layouts shrink it, and then it elides), not the elided one.
+        hint = super().sizeHint()
+        margins = self.contentsMargins()
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + margins.left() + margins.right() + 4,
+                     hint.height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(40, super().minimumSizeHint().height())
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -85,8 +97,10 @@ class HeaderBar(QFrame):
         self.loading_bar.setTextVisible(False)
         self.loading_bar.setAccessibleName("Model loading progress")
         self.loading_bar.setFixedSize(64, 4)
-        self.loading_label = QLabel(self)
+        self.loading_label = ElidedLabel("", self)
         self.loading_label.setObjectName("Muted")
+        self.loading_label.setMaximumWidth(LOADING_MAX_WIDTH)
+        self.loading_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.loading_label.setAccessibleName("Model loading")
         self.title = ElidedLabel(NEW_TITLE, self)
         self.title.setObjectName("HeaderTitle")
@@ -156,7 +170,7 @@ class HeaderBar(QFrame):
         self.hide_loading()
 
     def show_loading(self, label: str) -> None:
-        self.loading_label.setText(f"Loading {label}…")
+        self.loading_label.set_full_text(f"Loading {label}…")
         self.loading_bar.show()
         self.loading_label.show()
 

@@ -42,20 +42,24 @@ GLYPHS: dict[str, str] = {
 
 
 @cache
-def themed_icon(role: str, colour: str) -> QIcon:
-    """The icon for `role` drawn in `colour` (#rrggbb); an empty icon for an unknown role."""
+def themed_icon(role: str, colour: str, disabled: str = "") -> QIcon:
+    """The icon for `role` drawn in `colour` (#rrggbb), faded or in `disabled` when its button is disabled.
+
+    An empty icon for an unknown role.
+    """
     import qtawesome  # imported on first use: it loads its fonts into the running QApplication
 
     glyph = GLYPHS.get(role)
     if glyph is None:
         return QIcon()
-    faded = QColor(colour)
-    faded.setAlpha(DISABLED_ALPHA)
+    faded = QColor(disabled or colour)
+    if not disabled:
+        faded.setAlpha(DISABLED_ALPHA)
     return qtawesome.icon(glyph, color=QColor(colour), color_active=QColor(colour), color_disabled=faded)
 
 
-def set_icon(button: QAbstractButton, role: str, colour: str, px: int = ICON_PX) -> None:
-    button.setIcon(themed_icon(role, colour))
+def set_icon(button: QAbstractButton, role: str, colour: str, px: int = ICON_PX, disabled: str = "") -> None:
+    button.setIcon(themed_icon(role, colour, disabled))
     button.setIconSize(QSize(px, px))
     button.setProperty("iconRole", role)
 
@@ -63,10 +67,11 @@ def set_icon(button: QAbstractButton, role: str, colour: str, px: int = ICON_PX)
 def recolour(buttons: list[QAbstractButton], colour: str, accent_text: str) -> None:
     """After a theme switch: redraw every button's icon (its `iconRole`) in the new colours.
 
-    Buttons marked `iconOnAccent` (Send) use the text colour on the accent instead.
+    Buttons marked `iconOnAccent` (Send) use the text colour on the accent instead (and the
+    muted colour when disabled, as they then lose the accent fill).
     """
     for button in buttons:
         role = button.property("iconRole")
         if isinstance(role, str) and role:
             on_accent = bool(button.property("iconOnAccent"))
-            button.setIcon(themed_icon(role, accent_text if on_accent else colour))
+            button.setIcon(themed_icon(role, accent_text, colour) if on_accent else themed_icon(role, colour))
