@@ -42,6 +42,7 @@ from engine.history_types import Status, Versions
 FLUSH_MS = 16  # about 60 updates a second at most
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
+BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
 ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation"}
 # How a stored reply that did not complete says so, quietly, in its status line.
@@ -191,7 +192,7 @@ class UserMessage(QFrame):
         margins = self._bubble.contentsMargins()
         longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self.text().split("\n"))
         self._bubble.setMaximumWidth(widest)
-        self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + 2))
+        self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + BUBBLE_SLACK_PX))
         super().resizeEvent(event)
 
 
