@@ -287,7 +287,11 @@ class MainWindow(QMainWindow):
         self.conversation.add_user(text)
 
     def start_reply(self) -> ReplySink:
+        previous = self.last_reply()
+        if previous is not None:
+            previous.reveal.pin(False)
         reply = self.conversation.start_reply(self._model_label)
+        reply.reveal.pin(True)  # the newest answer's Copy and Regenerate show without hovering
         self.replyStarted.emit(reply)
         return reply
 

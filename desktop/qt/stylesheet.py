@@ -130,7 +130,8 @@ def _notices(p: Palette) -> str:
     return f"""
     #TurnBanner {{ background: {p.warning_bg}; border: 1px solid {p.warning_border}; border-radius: {RADIUS_MD}px; }}
     #TurnBanner QLabel {{ color: {p.warning_text}; background: transparent; }}
-    #NoticeBanner {{ background: {p.error_bg}; border: 1px solid {p.error_border}; border-radius: {RADIUS_MD}px; }}
+    #NoticeBanner {{ background: {p.error_bg}; border: 1px solid {p.error_border}; border-radius: {RADIUS_MD}px;
+                     margin: 8px 12px 0px 12px; }}
     #NoticeBanner QLabel {{ color: {p.error_text}; background: transparent; }}
     #UndoBar {{ background: {p.accent_soft}; border-radius: {RADIUS_SM}px; }}
     #SchemaError {{ color: {p.error_text}; }}
