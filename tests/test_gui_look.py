@@ -18,7 +18,9 @@ from PySide6.QtWidgets import (
     QComboBox,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QTextEdit,
+    QVBoxLayout,
     QWidget,
 )
 from pytestqt.qtbot import QtBot
@@ -28,6 +30,7 @@ from desktop.markdown_view import CodeBlock
 from desktop.message_view import AssistantMessage, TurnBanner
 from desktop.qt.appearance import ThemeManager, load_appearance
 from desktop.qt.empty_state import EXAMPLE_PROMPTS
+from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.screenshots import STATES
 from desktop.qt.theme import DARK, LIGHT
 
@@ -104,7 +107,7 @@ def test_keyboard_only_send_stop_copy_regenerate(make_chat: MakeChat, qtbot: QtB
 
     QGuiApplication.clipboard().clear()
     focus_by_tab(qtbot, reply.copy_button)
-    assert reply.reveal.revealed  # focused actions are visible, not only hovered ones
+    assert reply.reveal.revealed  # the newest answer's actions show (others on hover or focus)
     qtbot.keyClick(reply.copy_button, Qt.Key.Key_Space)  # copy
     assert QGuiApplication.clipboard().text() == reply.answer_text()
     assert reply.answer_text().startswith("partial")
@@ -236,3 +239,31 @@ def test_screenshots_script_renders_every_state(tmp_path: Path) -> None:
     for path in tmp_path.glob("*.png"):
         image = QImage(str(path))
         assert not image.isNull() and image.width() > 300 and image.height() > 300
+
+
+def test_hover_actions_appear_on_focus_without_moving_anything(qtbot: QtBot) -> None:
+    host = QWidget()
+    qtbot.addWidget(host)
+    layout = QVBoxLayout(host)
+    row = QWidget(host)
+    row_layout = QVBoxLayout(row)
+    button = QPushButton("Copy", row)
+    row_layout.addWidget(button)
+    other = QLineEdit(host)
+    layout.addWidget(row)
+    layout.addWidget(other)
+    reveal = HoverReveal(host, row, [button])
+    host.show()
+    host.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is host, timeout=WAIT_MS)
+    host.setAttribute(Qt.WidgetAttribute.WA_UnderMouse, False)  # the pointer is elsewhere
+    other.setFocus()
+    geometry = button.geometry()
+    assert not reveal.revealed and button.isVisible()  # laid out and focusable, just not painted
+    button.setFocus()
+    qtbot.waitUntil(lambda: reveal.revealed, timeout=WAIT_MS)
+    assert button.geometry() == geometry
+    other.setFocus()
+    qtbot.waitUntil(lambda: not reveal.revealed, timeout=WAIT_MS)
+    reveal.pin(True)
+    assert reveal.revealed
