@@ -30,7 +30,7 @@ from desktop.qt.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 COPIED_FEEDBACK_MS = 1500
-HIGHLIGHT_SETTLE_MS = 200
+HIGHLIGHT_SETTLE_MS = 800  # a streaming block that pauses this long is coloured meanwhile
 CODE_MARGIN = 8
 
 
@@ -170,6 +170,11 @@ class CodeBlock(QFrame):
         body.horizontalScrollBar().rangeChanged.connect(lambda *_: self._fit_height())
         return body
 
+    def settle(self) -> None:
+        """The code is complete: colour it (once; later calls cost nothing)."""
+        self._settle.stop()
+        self._highlighter.attach(self._body.document())
+
     @property
     def highlighted(self) -> bool:
         """Whether the block's language is known and its code coloured."""
@@ -232,6 +237,12 @@ class AnswerView(QWidget):
 
     def show_text(self, text: str, *, final: bool = False) -> None:
         self.apply(self._stream.update(text, final=final))
+        # A code block followed by another part is complete: colour it now, once. The last one
+        # may still grow; it is coloured when the reply ends or its text stops changing.
+        done = self._widgets if final else self._widgets[:-1]
+        for widget in done:
+            if isinstance(widget, CodeBlock):
+                widget.settle()
 
     def apply(self, update: Update) -> None:
         for i, part in enumerate(update.parts, start=update.base):
