@@ -84,7 +84,7 @@ class ElidedLabel(QLabel):
 class HeaderBar(QFrame):
     """Model chip, loading indicator, title, conversation settings, model settings, appearance, New chat."""
 
-    MODEL_BUTTON_MAX_WIDTH = 320
+    MODEL_BUTTON_MAX_WIDTH = 360
     NO_MODEL = "No model"
 
     def __init__(self, parent: QWidget | None = None) -> None:

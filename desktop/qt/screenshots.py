@@ -110,7 +110,7 @@ async def capture(out: Path) -> list[Path]:
     window.resize(*WINDOW_SIZE)
     window.show()
     try:
-        choice = ModelChoice(parse_backend_spec(f"script:{script}"), label="SmolLM2-135M-Instruct (scripted demo)")
+        choice = ModelChoice(parse_backend_spec(f"script:{script}"), label="SmolLM2 135M Instruct (demo)")
         await window.models.load(choice)
         await _settle()
         shoot(window, "empty-new-chat")
