@@ -24,6 +24,7 @@ from desktop.controller import ChatController
 from desktop.history_session import open_history
 from desktop.history_ui import attach_history
 from desktop.model_choice import ModelChoice, choose_model
+from desktop.qt.platform_check import platform_problem
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.errors import ConfigError
@@ -37,6 +38,10 @@ _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | N
 
 def run_gui(args: argparse.Namespace) -> int:
     """Open the window; returns the process exit status once it is closed."""
+    problem = platform_problem()  # before QApplication: Qt would abort with seven lines instead
+    if problem is not None:
+        sys.stderr.write(problem.message + "\n")
+        return EXIT_USAGE
     try:
         choice = choose_model(getattr(args, "model", None), getattr(args, "backend", None))
     except ConfigError as exc:

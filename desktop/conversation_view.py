@@ -9,18 +9,18 @@ from __future__ import annotations
 from typing import TypeVar
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QScrollArea, QVBoxLayout, QWidget
 
 from desktop.controller import TurnFailure
 from desktop.markdown_view import discard
 from desktop.message_view import AssistantMessage, TurnBanner, UserMessage
+from desktop.qt.empty_state import EmptyState
 from desktop.style import CONTENT_MAX_WIDTH, SPACING
 from engine.history_types import Status
 
 _W = TypeVar("_W", bound=QWidget)
 
 FOLLOW_SLACK_PX = 24  # "at the bottom" includes being within this of it
-EMPTY_HINT = "Ask anything. Enter sends, Shift+Enter starts a new line."
 
 
 class ConversationView(QScrollArea):
@@ -31,12 +31,14 @@ class ConversationView(QScrollArea):
         regenerateRequested(int): Regenerate on the stored answer with this id.
         editRequested(int, str): Save & send on an edit of the stored question with this id.
         versionRequested(int): a navigator asked for this version (message id).
+        promptChosen(str): an example prompt of the empty state was clicked.
     """
 
     failureAction = Signal(str)
     regenerateRequested = Signal(int)
     editRequested = Signal(int, str)
     versionRequested = Signal(int)
+    promptChosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -50,10 +52,8 @@ class ConversationView(QScrollArea):
         self._pending: AssistantMessage | None = None
         self._banner: TurnBanner | None = None
         self._column, self._layout = self._make_column()
-        self._empty = QLabel(EMPTY_HINT, self._column)
-        self._empty.setObjectName("Muted")
-        self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._empty.setMinimumHeight(240)
+        self._empty = self.empty_state = EmptyState(self._column)
+        self._empty.promptChosen.connect(self.promptChosen)
         self._layout.insertWidget(0, self._empty)
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)

@@ -14,6 +14,9 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
+from desktop.qt.appearance import current_palette
+from desktop.qt.icons import set_icon
+
 TICK_MS = 250
 STORED_LABEL = "Thoughts"  # a stored reply's header: how long it thought is not recorded
 BODY_MAX_HEIGHT = 280
@@ -57,7 +60,7 @@ class ThinkingPane(QFrame):
         self.header = self._make_header()
         self.body = self._make_body()
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 0, 0, 0)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.body)
@@ -67,8 +70,8 @@ class ThinkingPane(QFrame):
         header.setObjectName("ThinkingHeader")
         header.setCheckable(True)
         header.setAutoRaise(True)
-        header.setArrowType(Qt.ArrowType.RightArrow)
         header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        set_icon(header, "chevron_right", current_palette().muted, 14)
         header.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         header.setCursor(Qt.CursorShape.PointingHandCursor)
         header.setAccessibleName("Thinking")
@@ -160,11 +163,17 @@ class ThinkingPane(QFrame):
         self.header.setText(thinking_label(self._elapsed(), running=self.running))
 
     def _on_header_toggled(self, expanded: bool) -> None:
-        self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        set_icon(self.header, "chevron_down" if expanded else "chevron_right", current_palette().muted, 14)
         self.body.setVisible(expanded)
         if expanded:
             self._fit_body()
         self.toggled.emit(expanded)
+
+    def refresh_style(self) -> None:
+        """Theme or text size changed: recolour the chevron, refit the open body."""
+        set_icon(self.header, "chevron_down" if self.expanded else "chevron_right", current_palette().muted, 14)
+        if self.expanded:
+            self._fit_body()
 
     def _fit_body(self) -> None:
         lines = max(2, self.body.document().lineCount())

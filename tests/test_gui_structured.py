@@ -23,7 +23,7 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
 
 
 def format_button(chat: Chat) -> ReplyFormatButton:
-    button = chat.window.composer.findChild(ReplyFormatButton)
+    button = chat.window.header.findChild(ReplyFormatButton)
     assert button is not None
     return button
 
