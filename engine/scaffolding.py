@@ -259,10 +259,19 @@ def _is_control(piece: Piece) -> bool:
     return piece.special and not piece.user_defined
 
 
+# Receives each closed span when tools are offered: (family, the span's full text, whether
+# it was terminated). Returning True claims the span (a parsed tool call): it is then not
+# counted as stripped scaffolding.
+SpanSink = Callable[[str, str, bool], bool]
+
+
 class ScaffoldingFilter:
     """Streams visible answer text with every registered scaffolding span removed."""
 
-    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> None:
+    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY, *,
+                 sink: SpanSink | None = None) -> None:
+        self._sink = sink
+        self._span_full: list[str] = []  # the whole span, kept only for a sink
         self._patterns = {p.start: p for p in registry}
         self._starts = MarkerSet(self._patterns)
         self._may_start = self._starts.prefixes | self._starts.markers
@@ -352,6 +361,7 @@ class ScaffoldingFilter:
     def _open_span(self, pattern: ScaffoldPattern, marker: str) -> None:
         self._open = pattern
         self._span_head, self._span_len = "", 0
+        self._span_full = []
         self._add_to_span(marker)
         if pattern.end == "":
             self._close_span(terminated=True)
@@ -385,12 +395,19 @@ class ScaffoldingFilter:
         return at
 
     def _add_to_span(self, text: str) -> None:
+        if self._sink is not None:
+            self._span_full.append(text)
         if len(self._span_head) < LOG_SPAN_CHARS:
             self._span_head += text[: LOG_SPAN_CHARS - len(self._span_head)]
         self._span_len += len(text)
 
     def _close_span(self, *, terminated: bool) -> None:
         assert self._open is not None
+        full, self._span_full = "".join(self._span_full), []
+        if self._sink is not None and self._sink(self._open.family, full, terminated):
+            self._open = None
+            self._span_head, self._span_len = "", 0
+            return
         self.stripped_chars += self._span_len
         logger.warning(
             "stripped %d chars of %s tool-call scaffolding%s: %r",
