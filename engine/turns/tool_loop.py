@@ -119,7 +119,7 @@ class ToolTurnRunner:
             messages.append(_assistant_message(content, calls))
             budget = self._result_budget(this, info, len(calls))
             for call in calls:
-                messages.append((yield from self._run_call(call, budget)))
+                messages.append((yield from self._run_call(call, budget, cancel)))
                 if cancel.cancelled:
                     return
 
@@ -134,11 +134,11 @@ class ToolTurnRunner:
         self._ids += 1
         return ToolCall(call.call_id or f"call_{self._ids}", call.name, call.arguments)
 
-    def _run_call(self, call: ToolCall, budget: int) -> Generator[AnyEvent, None, Message]:
+    def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[AnyEvent, None, Message]:
         yield call
         if not self.permissions.allows(call.name):
             decision = self.approver(call)
-            if decision is Decision.DENY:
+            if decision is Decision.DENY or cancel.cancelled:  # a stop while asking is no approval
                 yield ToolDenied(call.id)
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
