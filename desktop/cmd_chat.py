@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from desktop.chat_tools import add_tool_options, build_toolset, emit_tool_text, tool_turn
 from desktop.cmd_history import ChatHistory, add_chat_options
 from engine.backend import Backend, CancelToken, Message, Sampling, make_request
 from engine.errors import ConfigError, EngineError, ModelLoadError
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
+from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError
 from engine.factory import make_backend, parse_backend_spec
+from engine.tools.registry import ToolSet
 from engine.turn import TurnRunner
+from engine.turns.tool_events import tool_event_to_json
 from models.default_model import DefaultModelMissing, default_model_path
 from models.settings import ModelSettings, load_model_settings
 
@@ -37,6 +40,7 @@ def register(sub: Any) -> None:
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
     p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
     add_chat_options(p)
+    add_tool_options(p)
     p.set_defaults(func=run)
 
 
@@ -109,6 +113,8 @@ def sampling_from(args: argparse.Namespace) -> Sampling:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.schema is not None and args.tools:
+        return _fail("--schema and --tools cannot be combined")
     if args.schema is not None:  # structured replies: desktop/cmd_structured.py
         from desktop.cmd_structured import run_schema_chat
 
@@ -119,10 +125,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     with history:
-        return _chat(args, sampling, history)
+        try:  # checked before a model loads too
+            tools = build_toolset(args, history.store.db_path if history.store else None) if args.tools else None
+        except ConfigError as exc:
+            return _fail(str(exc))
+        return _chat(args, sampling, history, tools)
 
 
-def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) -> int:
+def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory, tools: ToolSet | None = None) -> int:
     try:
         backend = open_backend(args)
     except (ModelLoadError, ConfigError) as exc:
@@ -134,6 +144,11 @@ def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) ->
     request = make_request(messages, sampling=sampling, max_tokens=args.max_tokens)
     cancel = CancelToken()
     try:
+        if tools is not None:  # a turn with tools: desktop/chat_tools.py
+            recorder = history.recorder
+            events = tool_turn(args, backend, request, cancel, tools, history.store, history.conversation_id,
+                               lambda: recorder.assistant_message_id if recorder else None)
+            return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
         return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
     except KeyboardInterrupt:
         cancel.cancel()
@@ -163,7 +178,7 @@ def _print_turn(events: Any, args: argparse.Namespace) -> int:
 
 
 def _emit_json(event: Event, out: TextIO) -> None:
-    out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+    out.write(json.dumps(tool_event_to_json(event), ensure_ascii=False) + "\n")
     out.flush()
 
 
@@ -182,4 +197,4 @@ def _emit_text(event: Event, show_thinking: bool) -> None:
             sys.stdout.write("\n")
             sys.stderr.write(f"ember: {message}\n")
         case _:
-            pass
+            emit_tool_text(event)

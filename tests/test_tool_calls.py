@@ -65,7 +65,7 @@ SPECIALS = sorted({
     "<|tool_call_start|>", "<|tool_call_end|>", "<|python_tag|>", "<|python_start|>", "<|python_end|>",
     "[TOOL_CALLS]", "[ARGS]", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
-    "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|channel|>",
+    "<|tool_call_argument_begin|>", "<|tool_calls_section_end|>", "<|channel|>",
     "<|constrain|>", "<|message|>", "<|call|>", "<|start|>", "<|START_ACTION|>", "<|END_ACTION|>",
     "<|tools_prefix|>", "<|tools_suffix|>", "<|action_start|>", "<|plugin|>", "<|action_end|>", "<tool_call>",
     "</tool_call>",
@@ -193,7 +193,8 @@ def test_unknown_family_names_fall_back_to_the_opening_marker() -> None:
 
 
 def test_python_call_syntax_allows_literals_only() -> None:
-    assert as_pair(python_calls('[f(a=1, b=[1, 2], c={"k": None})]')) == [("f", {"a": 1, "b": [1, 2], "c": {"k": None}})]
+    parsed = python_calls('[f(a=1, b=[1, 2], c={"k": None})]')
+    assert as_pair(parsed) == [("f", {"a": 1, "b": [1, 2], "c": {"k": None}})]
     for bad in ("[f(a=g())]", "[f(**x)]", "[f(1)]", "[1 + 2]", "[(lambda: 1)()]", "f(a=" + "[" * 500 + "]" * 500 + ")"):
         with pytest.raises(CallSyntaxError):
             python_calls(bad)

@@ -102,7 +102,7 @@ def _object_calls(text: str, *, name_key: str = "name", arg_keys: tuple[str, ...
         obj = cast(dict[str, Any], value)
         if "function" in obj and isinstance(obj["function"], dict):  # OpenAI-shaped
             obj = cast(dict[str, Any], obj["function"])
-        arguments = next((obj[k] for k in arg_keys if k in obj), {})
+        arguments: Any = next((obj[k] for k in arg_keys if k in obj), None)
         calls.append(_call(obj.get(name_key), arguments, obj.get(id_key)))
     return calls
 
@@ -145,7 +145,7 @@ def python_calls(text: str) -> list[ParsedCall]:
     nodes = body.elts if isinstance(body, (ast.List, ast.Tuple)) else [body]
     calls: list[ParsedCall] = []
     for node in nodes:
-        if not isinstance(node, ast.Call) or node.args and not _single_dict_arg(node):
+        if not isinstance(node, ast.Call) or (node.args and not _single_dict_arg(node)):
             raise CallSyntaxError("expected name(key=value, ...) calls")
         if node.args:
             arguments = _literal(node.args[0])
@@ -263,7 +263,9 @@ def deepseek(span: str) -> list[ParsedCall]:
 
 
 _DSML_INVOKE = re.compile(r'<｜DSML｜invoke name="([^"]+)">(.*?)</｜DSML｜invoke>', re.S)
-_DSML_PARAM = re.compile(r'<｜DSML｜parameter name="([^"]+)"(?: string="(true|false)")?>(.*?)</｜DSML｜parameter>', re.S)
+_DSML_PARAM = re.compile(
+    r'<｜DSML｜parameter name="([^"]+)"(?: string="(true|false)")?>(.*?)</｜DSML｜parameter>', re.S
+)
 
 
 def deepseek_dsml(span: str) -> list[ParsedCall]:

@@ -26,6 +26,7 @@ class ToolResult:
     id: str
     content: str
     error: bool = False  # the tool failed; `content` says why (the model sees it too)
+    approval: str = "approved"  # "approved" (asked) or "always" (the tool is always allowed here)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ import enum
 import json
 import logging
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from typing import Any
 
 from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
@@ -136,14 +137,16 @@ class ToolTurnRunner:
 
     def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[AnyEvent, None, Message]:
         yield call
+        approval = "always"
         if not self.permissions.allows(call.name):
+            approval = "approved"
             decision = self.approver(call)
             if decision is Decision.DENY or cancel.cancelled:  # a stop while asking is no approval
                 yield ToolDenied(call.id)
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
                 self.permissions.allow_always(call.name)
-        result = self._execute(call, budget)
+        result = replace(self._execute(call, budget), approval=approval)
         yield result
         return _tool_message(call, result.content)
 
