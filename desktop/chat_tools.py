@@ -24,9 +24,11 @@ from engine.history import HistoryStore
 from engine.tools.activity import ToolActivity, load_permissions, recorded_tools, save_permissions
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
+from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import Tool, ToolError, ToolSet
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.turns.tool_loop import DEFAULT_MAX_ROUNDS, Decision, ToolPermissions, ToolTurnRunner, arguments_text
+from models.paths import ember_paths
 
 RESULT_PREVIEW_CHARS = 300
 
@@ -61,8 +63,8 @@ def parse_tools(spec: str) -> ToolChoice:
     return choice
 
 
-def build_toolset(args: argparse.Namespace, history_db: Path | None,
-                  mcp_tools: Callable[[list[str]], list[Tool]] | None = None) -> ToolSet:
+def build_toolset(args: argparse.Namespace, history_db: Path | None) -> ToolSet:
+    """The tools `--tools` asks for; MCP servers start here, as this turn needs them."""
     choice = parse_tools(args.tools)
     if args.max_tool_rounds < 1:
         raise ConfigError("--max-tool-rounds must be 1 or more")
@@ -73,11 +75,16 @@ def build_toolset(args: argparse.Namespace, history_db: Path | None,
     if grants and not choice.builtin:
         raise ConfigError("--allow-folder needs --tools builtin")
     tools: list[Tool] = builtin_tools(grants=grants, history_db=history_db) if choice.builtin else []
-    if choice.mcp:
-        if mcp_tools is None:
-            raise ConfigError("MCP servers are not available")
-        tools.extend(mcp_tools(choice.mcp))
-    return ToolSet(tools)
+    if not choice.mcp:
+        return ToolSet(tools)
+    servers = McpServers.from_config_dir(ember_paths().config_dir)
+    servers.check(choice.mcp)
+    tools += servers.tools_for(choice.mcp, taken=[t.name for t in tools], warn=_warn)
+    return ToolSet(tools, closers=[servers.close])
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"ember: {message}\n")
 
 
 class TerminalApprover:

@@ -129,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
             tools = build_toolset(args, history.store.db_path if history.store else None) if args.tools else None
         except ConfigError as exc:
             return _fail(str(exc))
-        return _chat(args, sampling, history, tools)
+        try:
+            return _chat(args, sampling, history, tools)
+        finally:
+            if tools is not None:
+                tools.close()
 
 
 def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory, tools: ToolSet | None = None) -> int:

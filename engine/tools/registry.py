@@ -41,10 +41,16 @@ def object_schema(properties: Mapping[str, Mapping[str, Any]] | None = None,
 class ToolSet:
     """The tools offered in one conversation, by name (a later tool of the same name wins)."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), closers: Iterable[Callable[[], None]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             self._tools[tool.name] = tool
+        self._closers = list(closers)  # what the tools hold open (MCP servers), for close()
+
+    def close(self) -> None:
+        closers, self._closers = self._closers, []
+        for close in closers:
+            close()
 
     def __bool__(self) -> bool:
         return bool(self._tools)
