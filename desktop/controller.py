@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model, turn_options
@@ -28,6 +28,9 @@ from engine.events import TurnError, TurnStats
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import MAX_STRUCTURED_RETRIES
+
+if TYPE_CHECKING:
+    from desktop.core.tool_turns import ToolTurns
 
 log = logging.getLogger("desktop.controller")
 
@@ -153,6 +156,7 @@ class ChatController:
         self._stop_requested = False
         self._cancel: CancelToken | None = None  # a structured run's (engine.stop covers chat turns)
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
+        self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
 
     # -- state -----------------------------------------------------------------------------
 
@@ -251,6 +255,8 @@ class ChatController:
         if self.busy:
             self._stop_requested = True  # also covers a turn still waiting for the model
             self.engine.stop()
+            if self.tool_turns is not None:
+                self.tool_turns.stop()  # an open approval question is answered "deny"
             if self._cancel is not None:
                 self._cancel.cancel()
 
@@ -314,6 +320,10 @@ class ChatController:
         messages = options.messages(self._request_messages(recorder))
         sink = self.view.start_reply()
         schema = self.reply_format.schema
+        if schema is None and self.tool_turns is not None and self.tool_turns.enabled:
+            result = await self.tool_turns.stream(self.engine, messages, sink, recorder, sampling=options.sampling,
+                                                  max_tokens=options.max_tokens)
+            return self._settle(result, sink, recorder)
         if schema is None:
             result = await stream_chat(self.engine, messages, sink, recorder, sampling=options.sampling,
                                        max_tokens=options.max_tokens)
@@ -417,6 +427,8 @@ class ChatController:
             self.history_view.show_branch(branch)
 
     def _show_format(self, fmt: ReplyFormat) -> None:
+        if self.tool_turns is not None:
+            self.tool_turns.conversation_changed()
         self.reply_format = fmt
         if self.history_view is not None:
             self.history_view.show_reply_format(fmt)

@@ -75,10 +75,12 @@ class Engine:
         async for event in self.run_turn(request):
             yield event
 
-    async def run_turn(self, request: Request) -> AsyncIterator[Event]:
+    async def run_turn(self, request: Request, runner_for: Callable[[Backend], Any] | None = None
+                       ) -> AsyncIterator[Any]:
+        """The turn's events, from a `TurnRunner` or what `runner_for(backend)` makes (a tool loop)."""
         if self._backend is None:
             raise RuntimeError("no model is loaded")
-        runner = TurnRunner(self._backend)
+        runner = (runner_for or TurnRunner)(self._backend)
         cancel = self._cancel = CancelToken()
         self.busy = True
         try:

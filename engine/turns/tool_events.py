@@ -26,7 +26,9 @@ class ToolResult:
     id: str
     content: str
     error: bool = False  # the tool failed; `content` says why (the model sees it too)
-    approval: str = "approved"  # "approved" (asked) or "always" (the tool is always allowed here)
+    # "approved" (asked), "approved_always" (asked; the user chose always allow) or
+    # "always" (not asked: the tool is always allowed in this conversation)
+    approval: str = "approved"
 
 
 @dataclass(frozen=True, slots=True)

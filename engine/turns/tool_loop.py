@@ -146,6 +146,7 @@ class ToolTurnRunner:
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
                 self.permissions.allow_always(call.name)
+                approval = "approved_always"
         result = replace(self._execute(call, budget), approval=approval)
         yield result
         return _tool_message(call, result.content)

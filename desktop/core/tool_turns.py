@@ -1,0 +1,224 @@
+"""Tools in the app (no Qt): the per-conversation switch, approvals across threads, a tool turn.
+
+The tool loop runs on the engine's worker thread and asks for approval there; the
+`ThreadApprover` hands each question to the event loop (where the approval card lives)
+and blocks the worker until the user answers or the turn is stopped (a stop denies).
+Whether a conversation offers tools, and which tools it always allows, are kept in its
+stored settings (`tools_enabled`, `tools_always`), so both follow the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from desktop.history_session import HISTORY_ERRORS, HistorySession
+from desktop.turn_runs import RunResult, Sink, record
+from engine.backend import Backend, Message, Sampling, make_request
+from engine.errors import EngineError
+from engine.events import ContentDelta, Recovery, ThinkingDelta, TurnDone, TurnError
+from engine.recorder import TurnRecorder
+from engine.runtime import Engine
+from engine.tools.activity import ALWAYS_KEY, ToolActivity
+from engine.tools.builtin import builtin_tools
+from engine.tools.files import FolderGrants
+from engine.tools.registry import ToolError, ToolSet
+from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
+from models.paths import ember_paths
+
+log = logging.getLogger("desktop.tools")
+
+ENABLED_KEY = "tools_enabled"
+FOLDERS_KEY = "tools_folders"
+
+
+def default_tools(folders: Sequence[str]) -> ToolSet:
+    """The built-in tools, with the file tools on the conversation's granted folders."""
+    grants = FolderGrants()
+    for folder in folders:
+        try:
+            grants.grant(folder)
+        except ToolError as exc:  # a granted folder that went away: leave it out
+            log.warning("tools: %s", exc)
+    return ToolSet(builtin_tools(grants=grants, history_db=ember_paths().history_db))
+
+
+class ToolPrompter(Protocol):
+    """The approval UI: asks on the event-loop thread, shows what came of each call."""
+
+    def show_call(self, call: ToolCall) -> None: ...
+    def ask(self, call: ToolCall) -> Awaitable[Decision]: ...
+    def show_outcome(self, event: ToolResult | ToolDenied | ToolLimit) -> None: ...
+    def clear(self) -> None: ...
+
+
+class ThreadApprover:
+    """An approver for the worker thread that asks the prompter on the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ask: Callable[[ToolCall], Awaitable[Decision]]) -> None:
+        self._loop = loop
+        self._ask = ask
+        self._lock = threading.Lock()
+        self._pending: Future[Decision] | None = None
+        self._stopped = False
+
+    def __call__(self, call: ToolCall) -> Decision:
+        with self._lock:
+            if self._stopped:
+                return Decision.DENY
+            pending = self._pending = asyncio.run_coroutine_threadsafe(_ask_on_loop(self._ask, call), self._loop)
+        try:
+            return pending.result()
+        except Exception:  # cancelled by a stop, or the card went away: never run unasked
+            return Decision.DENY
+        finally:
+            with self._lock:
+                self._pending = None
+
+    def stop(self) -> None:
+        """Deny the open question and every later one (the user stopped the turn)."""
+        with self._lock:
+            self._stopped = True
+            pending = self._pending
+        if pending is not None:
+            pending.cancel()
+
+
+async def _ask_on_loop(ask: Callable[[ToolCall], Awaitable[Decision]], call: ToolCall) -> Decision:
+    return await ask(call)  # called here, on the loop: the prompter's widgets live on its thread
+
+
+class ToolTurns:
+    """The app's tools: which conversations offer them, and running a turn with them."""
+
+    def __init__(self, prompter: ToolPrompter, make_tools: Callable[[Sequence[str]], ToolSet], *,
+                 history: HistorySession | None = None) -> None:
+        self.prompter = prompter
+        self.make_tools = make_tools
+        self.history = history
+        self._memory: dict[str, Any] = {}  # the settings, when there is no history
+        self._approver: ThreadApprover | None = None
+        self.on_conversation_changed: Callable[[], None] = lambda: None
+
+    def conversation_changed(self) -> None:
+        """Another conversation is open: its own tool settings apply (the toggle follows)."""
+        if self.history is None:
+            self._memory = {}
+        self.on_conversation_changed()
+
+    # -- the per-conversation settings ---------------------------------------------------
+
+    def _settings(self) -> dict[str, Any]:
+        if self.history is None:
+            return dict(self._memory)
+        try:
+            return dict(self.history.settings)
+        except HISTORY_ERRORS as exc:
+            log.warning("history: could not read the tool settings: %s", exc)
+            return {}
+
+    def _save(self, settings: dict[str, Any]) -> None:
+        if self.history is None:
+            self._memory = settings
+            return
+        try:
+            self.history.update_settings(settings)
+        except HISTORY_ERRORS as exc:
+            log.warning("history: could not save the tool settings: %s", exc)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._settings().get(ENABLED_KEY))
+
+    def set_enabled(self, enabled: bool) -> None:
+        self._save({**self._settings(), ENABLED_KEY: enabled})
+
+    def folders(self) -> list[str]:
+        stored: Any = self._settings().get(FOLDERS_KEY)
+        return [str(f) for f in stored] if isinstance(stored, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+
+    def grant_folder(self, folder: str) -> None:
+        folders = self.folders()
+        if folder not in folders:
+            self._save({**self._settings(), FOLDERS_KEY: [*folders, folder]})
+
+    def permissions(self) -> ToolPermissions:
+        stored: Any = self._settings().get(ALWAYS_KEY)
+        return ToolPermissions({str(n) for n in stored} if isinstance(stored, list) else set())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+
+    def set_permissions(self, permissions: ToolPermissions) -> None:
+        self._save({**self._settings(), ALWAYS_KEY: sorted(permissions.always)})
+
+    # -- a turn --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        if self._approver is not None:
+            self._approver.stop()
+
+    async def stream(self, engine: Engine, messages: Sequence[Message], sink: Sink, recorder: TurnRecorder | None,
+                     *, sampling: Sampling, max_tokens: int) -> RunResult:
+        """Stream one turn with tools into the sink, the approval cards and the recorder."""
+        tools = self.make_tools(self.folders())
+        permissions = self.permissions()
+        before = set(permissions.always)
+        approver = self._approver = ThreadApprover(asyncio.get_running_loop(), self.prompter.ask)
+        self.prompter.clear()
+
+        def runner_for(backend: Backend) -> ToolTurnRunner:
+            return ToolTurnRunner(backend, tools, approver, permissions=permissions)
+
+        request = make_request(list(messages), sampling=sampling, max_tokens=max_tokens)
+        activity = ToolActivity()
+        try:
+            result = await self._consume(engine.run_turn(request, runner_for), sink, recorder, activity)
+        finally:
+            self._approver = None
+            tools.close()
+        if permissions.always != before:
+            self.set_permissions(permissions)
+        if recorder is not None:
+            activity.save(recorder.store, recorder.assistant_message_id)
+        return result
+
+    async def _consume(self, events: Any, sink: Sink, recorder: TurnRecorder | None,
+                       activity: ToolActivity) -> RunResult:
+        answer: list[str] = []
+        outcome: TurnDone | TurnError = TurnError("backend", "the reply ended without a result")
+        try:
+            async for event in events:
+                activity.on_event(event)
+                if not isinstance(event, ToolCall | ToolResult | ToolDenied | ToolLimit):
+                    record(recorder, event)
+                outcome = self._show(event, sink, answer) or outcome
+        except EngineError as exc:
+            log.warning("turn failed: %s", exc)
+            outcome = TurnError("backend", str(exc))
+            record(recorder, outcome)
+        finally:
+            await events.aclose()
+        return RunResult(outcome, "".join(answer))
+
+    def _show(self, event: AnyEvent, sink: Sink, answer: list[str]) -> TurnDone | TurnError | None:
+        match event:
+            case ThinkingDelta(text=text):
+                sink.add_thinking(text)
+            case ContentDelta(text=text):
+                answer.append(text)
+                sink.add_content(text)
+            case Recovery(reason=reason):
+                answer.clear()
+                sink.restart(reason)
+            case ToolCall():
+                self.prompter.show_call(event)  # also for an always-allowed tool: every call is seen
+            case ToolResult() | ToolDenied() | ToolLimit():
+                self.prompter.show_outcome(event)
+            case TurnDone() | TurnError():
+                return event
+            case _:
+                pass
+        return None
