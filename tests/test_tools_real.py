@@ -29,7 +29,7 @@ def test_smollm2_calls_the_clock_after_approval_and_answers_with_the_result(smol
         return Decision.APPROVE
 
     request = make_request([{"role": "user", "content": "What time is it?"}], sampling=Sampling.greedy(),
-                           max_tokens=24, grammar=FORCED_CALL)
+                           max_tokens=64, grammar=FORCED_CALL)
     events = list(ToolTurnRunner(smollm, tools, approve).run(request, CancelToken()))
 
     calls = [e for e in events if isinstance(e, ToolCall)]
