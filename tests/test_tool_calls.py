@@ -28,6 +28,11 @@ CASES: list[tuple[str, str, str]] = [
      "Checking. Done."),
     ("Qwen3-Coder", "Checking.<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
      "</function>\n</tool_call> Done.", "Checking. Done."),
+    ("GLM-4.5", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>", ""),
+    ("Granite 3.1", f'<tool_call>[{{"name": "get_weather", "arguments": {J}}}]</tool_call>', ""),
+    ("Step-3", '<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">'
+     '<steptml:parameter name="city">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜>'
+     "<｜tool_calls_end｜>", ""),
     ("LFM2", 'Checking.<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|> Done.', "Checking. Done."),
     ("Llama 3", f'Checking.<|python_tag|>{{"name": "get_weather", "parameters": {J}}}', "Checking."),
     ("Llama 4", '<|python_start|>[get_weather(city="Paris")]<|python_end|>', ""),
@@ -198,6 +203,11 @@ def test_python_call_syntax_allows_literals_only() -> None:
     for bad in ("[f(a=g())]", "[f(**x)]", "[f(1)]", "[1 + 2]", "[(lambda: 1)()]", "f(a=" + "[" * 500 + "]" * 500 + ")"):
         with pytest.raises(CallSyntaxError):
             python_calls(bad)
+
+
+def test_llama3_built_in_tools_are_named_without_call() -> None:
+    span = '<|python_tag|>brave_search.call(query="Paris weather")<|eom_id|>'
+    assert as_pair(parse_span("Llama 3", span)) == [("brave_search", {"query": "Paris weather"})]
 
 
 def test_double_encoded_arguments_are_decoded() -> None:

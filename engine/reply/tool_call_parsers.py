@@ -180,12 +180,27 @@ def _xml_functions(body: str) -> list[ParsedCall]:
     return calls
 
 
+_GLM_PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+
+
+def _glm(body: str) -> list[ParsedCall]:
+    """GLM-4.5+: `NAME<arg_key>K</arg_key><arg_value>V</arg_value>…` (no JSON around it)."""
+    name, _, rest = body.partition("<arg_key>")
+    rest = "<arg_key>" + rest if _ else ""
+    if _GLM_PAIR.sub("", rest).strip():
+        raise CallSyntaxError("expected <arg_key>/<arg_value> pairs")
+    return [_call(name.strip(), {k.strip(): _typed(v) for k, v in _GLM_PAIR.findall(rest)})]
+
+
 def hermes(span: str) -> list[ParsedCall]:
-    """`<tool_call>{"name": …, "arguments": {…}}</tool_call>`; also the Qwen3-Coder XML body."""
+    """`<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Granite 3.1: a list); also the
+    Qwen3-Coder XML body and GLM-4.5's `NAME<arg_key>…` body, which share the tags."""
     body = _between(span, "<tool_call>", "</tool_call>")
     if body.startswith("<function="):
         return _xml_functions(body)
-    return _object_calls(body)
+    if body.startswith(("{", "[", "```")):
+        return _object_calls(body)
+    return _glm(body)
 
 
 def longcat(span: str) -> list[ParsedCall]:
@@ -210,7 +225,10 @@ def llama3(span: str) -> list[ParsedCall]:
     body = _between(span, "<|python_tag|>", None)
     for end in ("<|eom_id|>", "<|eot_id|>"):
         body = body.removesuffix(end).strip()
-    return _object_calls(body)
+    if body.startswith("{"):
+        return _object_calls(body)
+    # A built-in tool: `brave_search.call(query="…")` names the tool `brave_search`.
+    return [ParsedCall(c.name.removesuffix(".call"), c.arguments) for c in python_calls(body)]
 
 
 _MISTRAL_NAMED = re.compile(r"([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\]\s*(\w+)\s*)?(?:\[ARGS\])?\s*(?=\{)")
@@ -252,6 +270,9 @@ def deepseek(span: str) -> list[ParsedCall]:
     calls: list[ParsedCall] = []
     for head, tail in _DS_CALL.findall(span):
         tail = re.sub(rf"<｜tool{_DS}calls{_DS}end｜>\s*\Z", "", tail)
+        if tail.lstrip().startswith("<steptml:invoke"):  # Step-3 wraps its calls the DeepSeek way
+            calls.extend(_steptml(tail))
+            continue
         if head.strip() == "function":  # V3 / R1: the name leads the fenced arguments
             name, _, arguments = tail.partition("\n")
         else:
@@ -259,6 +280,18 @@ def deepseek(span: str) -> list[ParsedCall]:
         calls.append(_call(name, _json(_strip_fence(arguments)) if arguments.strip() else {}))
     if not calls:
         raise CallSyntaxError("no DeepSeek tool call")
+    return calls
+
+
+_STEP_INVOKE = re.compile(r'<steptml:invoke name="([^"]+)">(.*?)</steptml:invoke>', re.S)
+_STEP_PARAM = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:parameter>', re.S)
+
+
+def _steptml(text: str) -> list[ParsedCall]:
+    calls = [_call(name, {k: _typed(v) for k, v in _STEP_PARAM.findall(inner)})
+             for name, inner in _STEP_INVOKE.findall(text)]
+    if not calls:
+        raise CallSyntaxError("no steptml invoke")
     return calls
 
 
