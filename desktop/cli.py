@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench")
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools")
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -122,3 +122,16 @@ def test_cli_chat_with_an_mcp_server(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert events[1]["content"] == "HEY!"
     assert main(["chat", "--tools", "mcp:other", "q"]) == 2
     assert "no MCP server named 'other'" in capsys.readouterr().err
+
+
+def test_ember_tools_lists_per_source_and_starts_a_server_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    config = ember_paths().ensure().config_dir / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"stub": {"command": sys.executable, "args": [STUB, "ok"]}}}))
+    assert main(["tools"]) == 0
+    out = capsys.readouterr().out
+    assert "builtin:\n  current_time:" in out and "  read_file:" in out
+    assert "mcp:stub: not started" in out
+    assert main(["tools", "--mcp", "stub", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in listing["mcp:stub"]] == ["shout"]
+    assert main(["tools", "--mcp", "nope"]) == 2
