@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
@@ -131,3 +132,33 @@ def test_the_toggle_is_per_conversation_and_off_means_todays_behaviour(make_chat
     assert area.cards == {}
     assert reply.answer_text() == "Recovered."  # stripped and recovered, exactly as without tools
     assert chat.backend.requests[1].tools is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_mcp_servers_are_switchable_per_conversation_and_run_after_approval(make_chat: Callable[..., Chat]) -> None:
+    import sys
+
+    from engine.tools.mcp_config import ServerConfig
+    from engine.tools.mcp_tools import McpServers
+
+    stub = str(Path(__file__).with_name("mcp_stub_server.py"))
+    pool = McpServers({m: ServerConfig(m, sys.executable, (stub, m)) for m in ("boom", "ok")})
+    chat = make_chat('<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>', "Done.")
+    turns = install_tools(chat.window, chat.controller, mcp=pool)
+    menu = chat.window.tool_mcp.menu()  # type: ignore[attr-defined]
+    assert [a.text() for a in menu.actions()] == ["boom", "ok"]
+    assert not any(s.running for s in pool.servers.values())  # nothing starts before it is needed
+    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
+    for action in menu.actions():
+        action.setChecked(True)
+    assert turns.mcp_servers() == ["boom", "ok"]
+    area: ToolCardArea = chat.window.tool_cards  # type: ignore[attr-defined]
+    chat.type_and_send("shout hey")
+    chat.qtbot.waitUntil(lambda: bool(area.cards) and next(iter(area.cards.values())).asking, timeout=60_000)
+    notices = [w.text() for w in area.findChildren(QLabel) if w.objectName() == "ToolNotice"]
+    assert len(notices) == 1 and notices[0].startswith("MCP server boom could not start")
+    chat.qtbot.keyClick(next(iter(area.cards.values())), Qt.Key.Key_Y)
+    assert chat.wait_reply_finished(timeout=30_000).answer_text() == "Done."
+    assert "Result: HEY!" in next(iter(area.cards.values())).status.text()
+    chat.window.close()  # the servers stop with the window
+    assert not pool.servers["ok"].running

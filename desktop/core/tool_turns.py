@@ -26,6 +26,7 @@ from engine.runtime import Engine
 from engine.tools.activity import ALWAYS_KEY, ToolActivity
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
+from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolError, ToolSet
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
@@ -35,6 +36,7 @@ log = logging.getLogger("desktop.tools")
 
 ENABLED_KEY = "tools_enabled"
 FOLDERS_KEY = "tools_folders"
+MCP_KEY = "tools_mcp"
 
 
 def default_tools(folders: Sequence[str]) -> ToolSet:
@@ -54,6 +56,7 @@ class ToolPrompter(Protocol):
     def show_call(self, call: ToolCall) -> None: ...
     def ask(self, call: ToolCall) -> Awaitable[Decision]: ...
     def show_outcome(self, event: ToolResult | ToolDenied | ToolLimit) -> None: ...
+    def show_notice(self, text: str) -> None: ...
     def clear(self) -> None: ...
 
 
@@ -97,12 +100,14 @@ class ToolTurns:
     """The app's tools: which conversations offer them, and running a turn with them."""
 
     def __init__(self, prompter: ToolPrompter, make_tools: Callable[[Sequence[str]], ToolSet], *,
-                 history: HistorySession | None = None) -> None:
+                 history: HistorySession | None = None, mcp: McpServers | None = None) -> None:
         self.prompter = prompter
         self.make_tools = make_tools
+        self.mcp = mcp  # the configured servers, kept running across turns once started
         self.history = history
         self._memory: dict[str, Any] = {}  # the settings, when there is no history
         self._approver: ThreadApprover | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.on_conversation_changed: Callable[[], None] = lambda: None
 
     def conversation_changed(self) -> None:
@@ -147,6 +152,21 @@ class ToolTurns:
         if folder not in folders:
             self._save({**self._settings(), FOLDERS_KEY: [*folders, folder]})
 
+    def mcp_servers(self) -> list[str]:
+        """The MCP servers this conversation enabled (and that are still configured)."""
+        stored: Any = self._settings().get(MCP_KEY)
+        known = self.mcp.names if self.mcp is not None else []
+        return [str(n) for n in stored if n in known] if isinstance(stored, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+
+    def set_mcp_server(self, name: str, enabled: bool) -> None:
+        names = [n for n in self.mcp_servers() if n != name] + ([name] if enabled else [])
+        self._save({**self._settings(), MCP_KEY: names})
+
+    def close(self) -> None:
+        """Stop the MCP servers (the app is closing)."""
+        if self.mcp is not None:
+            self.mcp.close()
+
     def permissions(self) -> ToolPermissions:
         stored: Any = self._settings().get(ALWAYS_KEY)
         return ToolPermissions({str(n) for n in stored} if isinstance(stored, list) else set())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
@@ -163,11 +183,12 @@ class ToolTurns:
     async def stream(self, engine: Engine, messages: Sequence[Message], sink: Sink, recorder: TurnRecorder | None,
                      *, sampling: Sampling, max_tokens: int) -> RunResult:
         """Stream one turn with tools into the sink, the approval cards and the recorder."""
-        tools = self.make_tools(self.folders())
+        self._loop = asyncio.get_running_loop()
+        self.prompter.clear()
+        tools = await self._tools(engine)
         permissions = self.permissions()
         before = set(permissions.always)
         approver = self._approver = ThreadApprover(asyncio.get_running_loop(), self.prompter.ask)
-        self.prompter.clear()
 
         def runner_for(backend: Backend) -> ToolTurnRunner:
             return ToolTurnRunner(backend, tools, approver, permissions=permissions)
@@ -184,6 +205,21 @@ class ToolTurns:
         if recorder is not None:
             activity.save(recorder.store, recorder.assistant_message_id)
         return result
+
+    async def _tools(self, engine: Engine) -> ToolSet:
+        base = self.make_tools(self.folders())
+        servers = self.mcp_servers()
+        if self.mcp is None or not servers:
+            return base
+        mcp = self.mcp
+        # Starting a server blocks (seconds): on the model's worker, which the turn waits for anyway.
+        extra = await engine.run_in_worker(
+            lambda: mcp.tools_for(servers, taken=base.names, warn=self._notice_threadsafe))
+        return ToolSet([*base, *extra])
+
+    def _notice_threadsafe(self, text: str) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.prompter.show_notice, text)
 
     async def _consume(self, events: Any, sink: Sink, recorder: TurnRecorder | None,
                        activity: ToolActivity) -> RunResult:

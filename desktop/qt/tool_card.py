@@ -11,6 +11,7 @@ by default), Y approves, N denies, A always allows; Alt+A / Alt+D / Alt+W work t
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
@@ -21,17 +22,22 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
+from engine.errors import ConfigError
+from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.turns.tool_loop import Decision, arguments_text
+from models.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
@@ -161,7 +167,14 @@ class ToolCardArea(QWidget):
                 if card is not None:
                     card.set_status("Denied")
             case ToolLimit(rounds=rounds):
-                self._layout.addWidget(_plain_label(f"Stopped after {rounds} rounds of tool calls.", self))
+                self.show_notice(f"Stopped after {rounds} rounds of tool calls.")
+
+    def show_notice(self, text: str) -> None:
+        """One line about the tools themselves (a server that could not start, the round limit)."""
+        label = _plain_label(text, self)
+        label.setObjectName("ToolNotice")
+        self._layout.addWidget(label)
+        self.show()
 
     def clear(self) -> None:
         for answer in self._waiting.values():
@@ -198,8 +211,44 @@ class ToolsToggle(QCheckBox):
         self.setToolTip("Let the model use tools in this conversation; each call asks you first")
 
 
+def _mcp_menu(parent: QWidget, turns: ToolTurns) -> QToolButton | None:
+    """A menu of the configured MCP servers, each switchable for this conversation."""
+    if turns.mcp is None or not turns.mcp.names:
+        return None
+    button = QToolButton(parent)
+    button.setObjectName("McpServers")
+    button.setText("MCP")
+    button.setToolTip("MCP servers this conversation may use (each starts when first needed)")
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+    for name in turns.mcp.names:
+        action = menu.addAction(name)
+        action.setCheckable(True)
+        action.toggled.connect(lambda on, n=name: turns.set_mcp_server(n, on))
+
+    def sync() -> None:
+        enabled = set(turns.mcp_servers())
+        for action in menu.actions():
+            action.blockSignals(True)
+            action.setChecked(action.text() in enabled)
+            action.blockSignals(False)
+
+    menu.aboutToShow.connect(sync)
+    button.setMenu(menu)
+    return button
+
+
+def _load_mcp() -> McpServers | None:
+    try:
+        return McpServers.from_config_dir(ember_paths().config_dir)
+    except ConfigError as exc:
+        logging.getLogger("desktop.tools").warning("MCP servers are off: %s", exc)
+        return None
+
+
 def install_tools(window: QWidget, controller: ChatController,
-                  make_tools: Callable[[Sequence[str]], ToolSet] = default_tools) -> ToolTurns:
+                  make_tools: Callable[[Sequence[str]], ToolSet] = default_tools,
+                  mcp: McpServers | None = None) -> ToolTurns:
     """Add the toggle and the card area to a bound window and route tool turns through them.
 
     `window` is the main window: its `composer` and `header` are where the area and toggle go.
@@ -219,7 +268,13 @@ def install_tools(window: QWidget, controller: ChatController,
     if isinstance(row, QHBoxLayout):
         row.insertWidget(max(0, row.count() - 1), toggle)
         row.insertWidget(max(0, row.count() - 1), grant)
-    turns = ToolTurns(area, make_tools, history=controller.history)
+    turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
+    servers = _mcp_menu(header, turns)
+    if servers is not None and isinstance(row, QHBoxLayout):
+        row.insertWidget(max(0, row.count() - 1), servers)
+    closing = getattr(window, "closing", None)
+    if closing is not None:
+        closing.connect(turns.close)  # the MCP servers stop with the window
 
     def choose_folder() -> None:
         folder = QFileDialog.getExistingDirectory(window, "Grant a folder to the file tools")
@@ -240,5 +295,6 @@ def install_tools(window: QWidget, controller: ChatController,
     controller.tool_turns = turns
     window.tool_toggle = toggle  # type: ignore[attr-defined]
     window.tool_grant = grant  # type: ignore[attr-defined]
+    window.tool_mcp = servers  # type: ignore[attr-defined]
     window.tool_cards = area  # type: ignore[attr-defined]
     return turns
