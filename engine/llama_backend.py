@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import llama_log
 from engine.backend import CancelToken, Request, StreamInfo
+from engine.backends.tool_prompt import fallback_for
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
@@ -136,7 +137,8 @@ class LlamaBackend:
 
     def prompt_tokens(self, request: Request) -> tuple[list[int], bool]:
         """The rendered prompt as token ids, and whether it pre-fills a thinking block."""
-        segments = self._template.segments(request.messages, tools=request.tools)
+        messages, tools = fallback_for(self._template.source, request.messages, request.tools)
+        segments = self._template.segments(messages, tools=tools)
         ids: list[int] = []
         for seg in segments:
             ids.extend(self._tokenize(seg))
