@@ -89,13 +89,20 @@ class ToolTurnRunner:
         """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
         cancel = cancel or CancelToken()
         tally = Tally()
+        self._ids = 0
+        outcome = "error"
         try:
             yield from self._rounds(request, cancel, tally)
+            outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
             yield TurnDone(tally.stats())
         except MalformedReplyError as exc:
+            outcome = "malformed"
             yield TurnError("malformed_reply", str(exc), tally.stats())
         except (LLMError, ConfigError) as exc:
             yield TurnError(error_kind(exc), str(exc), tally.stats())
+        finally:
+            log.info("tool turn outcome=%s attempts=%d tool_calls=%d tools_offered=%d",
+                     outcome, tally.attempts, self._ids, len(self.tools.names))
 
     def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
         messages = list(request.messages)
