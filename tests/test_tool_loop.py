@@ -187,3 +187,20 @@ def test_a_scripted_multi_round_reply_with_special_token_pieces_plays_through() 
     events = turn(backend, echo_tools(), Approver(Decision.APPROVE))
     assert ToolResult("call_1", "echo: hi") in events
     assert content(events) == "It echoed."
+
+
+def test_repeated_model_call_ids_stay_unique_within_a_turn() -> None:
+    kimi = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.echo:0<|tool_call_argument_begin|>'
+            '{"text": "a"}<|tool_call_end|><|tool_calls_section_end|>')
+    backend = ScriptedBackend.from_texts(kimi, kimi, "Done.")
+    events = turn(backend, echo_tools(), Approver(), permissions=ToolPermissions({"echo"}))
+    ids = [e.id for e in events if isinstance(e, ToolCall)]
+    assert ids[0] == "functions.echo:0" and len(set(ids)) == 2
+
+
+def test_with_no_tool_left_the_turn_is_a_plain_one() -> None:
+    backend = ScriptedBackend.from_texts("Hello.")
+    events = turn(backend, ToolSet(), Approver())
+    assert content(events) == "Hello."
+    assert backend.requests[0].tools is None
+    assert "No tools are available" in backend.requests[0].messages[0]["content"]

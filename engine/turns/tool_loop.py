@@ -34,7 +34,7 @@ from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tally import Tally
 from engine.tools.registry import ToolError, ToolSet
-from engine.turn import CORRECTION_LINE, error_kind, fold_system
+from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, error_kind, fold_system
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 
 log = logging.getLogger("engine.tool_loop")
@@ -84,12 +84,14 @@ class ToolTurnRunner:
         self.max_rounds = max_rounds
         self.max_result_chars = max_result_chars
         self._ids = 0
+        self._used: set[str] = set()
 
     def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[AnyEvent]:
         """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
         cancel = cancel or CancelToken()
         tally = Tally()
         self._ids = 0
+        self._used = set()
         outcome = "error"
         try:
             yield from self._rounds(request, cancel, tally)
@@ -105,8 +107,10 @@ class ToolTurnRunner:
                      outcome, tally.attempts, self._ids, len(self.tools.names))
 
     def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
-        messages = list(request.messages)
         specs = self.tools.specs() or None
+        if specs is None:  # every tool went away (a server that did not start): a plain turn
+            request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
+        messages = list(request.messages)
         for round_no in range(self.max_rounds + 1):
             this = request.with_(messages=tuple(messages), tools=specs,
                                  grammar=request.grammar if round_no == 0 else None)
@@ -140,7 +144,10 @@ class ToolTurnRunner:
 
     def _event(self, call: ParsedCall) -> ToolCall:
         self._ids += 1
-        return ToolCall(call.call_id or f"call_{self._ids}", call.name, call.arguments)
+        # A model's own ids (Kimi's `functions.NAME:0`) can repeat across rounds; ours cannot.
+        call_id = call.call_id if call.call_id and call.call_id not in self._used else f"call_{self._ids}"
+        self._used.add(call_id)
+        return ToolCall(call_id, call.name, call.arguments)
 
     def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[AnyEvent, None, Message]:
         yield call
