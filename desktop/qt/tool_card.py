@@ -59,13 +59,17 @@ class ToolCallCard(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setAccessibleName(f"Tool call {call.name}")
+        self.setToolTip("Enter or Y approves, N denies, A always allows this tool here")
         layout = QVBoxLayout(self)
         self.title = _plain_label(f"The model wants to run the tool “{call.name}” with these arguments:", self)
         self.arguments = QPlainTextEdit(arguments_text(call.arguments), self)
         self.arguments.setReadOnly(True)
         self.arguments.setAccessibleName("Tool arguments")
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        self.arguments.setMaximumHeight(ARGUMENTS_MAX_HEIGHT)
+        # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
+        lines = self.arguments.document().blockCount() + 1
+        height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
+        self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
         self.status = _plain_label("", self)
         self.status.hide()
         self.approve = QPushButton("&Approve", self)
