@@ -40,6 +40,8 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--allow-folder", metavar="DIR", action="append", default=[],
                    help="let the file tools read inside DIR (repeatable)")
     g.add_argument("--yes", action="store_true", help="approve every tool call without asking (for scripts)")
+    g.add_argument("--ask-again", action="store_true",
+                   help="forget this conversation's 'always allow' choices: every tool asks again")
     g.add_argument("--max-tool-rounds", type=int, default=DEFAULT_MAX_ROUNDS, metavar="N",
                    help=f"stop after N rounds of tool calls in one turn (default {DEFAULT_MAX_ROUNDS})")
 
@@ -128,6 +130,8 @@ def tool_turn(args: argparse.Namespace, backend: Backend, request: Request, canc
     if store is not None and conversation_id is not None:
         permissions = load_permissions(store, conversation_id)
     before = set(permissions.always)
+    if getattr(args, "ask_again", False):
+        permissions = ToolPermissions()
     runner = ToolTurnRunner(backend, tools, approver or TerminalApprover(yes=args.yes), permissions=permissions,
                             max_rounds=args.max_tool_rounds)
     activity = ToolActivity()

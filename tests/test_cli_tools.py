@@ -89,6 +89,15 @@ def test_calls_approvals_and_results_are_recorded_and_exported(tmp_path: Path,
         markdown = export_markdown(store, conv.id)
         assert "**Tool call** `calculator`" in markdown and '"expression": "6 * 7"' in markdown
 
+    # --ask-again undoes "always": the tool asks again (here: no terminal, so it is denied) and is forgotten.
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["chat", "-c", "--ask-again", "--backend", script(tmp_path, CALC, "Ok."), "--tools", "builtin",
+                 "--events", "q3"]) == 0
+    assert '"type": "tool_denied"' in capsys.readouterr().out
+    with HistoryStore(ember_paths().history_db) as store:
+        conv = store.latest_conversation()
+        assert conv is not None and conv.settings["tools_always"] == []
+
 
 @pytest.mark.parametrize(("answer", "decision"), [("y", Decision.APPROVE), ("n", Decision.DENY), ("", Decision.DENY),
                                                   ("a", Decision.ALWAYS)])

@@ -118,6 +118,15 @@ def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Call
         records = [m.stats.get("tools") for m in store.path(conv.id) if m.role == "assistant"]
         assert [r[0]["approval"] for r in records if r] == ["approved_always", "always"]
 
+    # The choice can be undone: unticking the tool in "Allowed" makes it ask again.
+    menu = chat.window.tool_allowed.menu()  # type: ignore[attr-defined]
+    menu.aboutToShow.emit()
+    (action,) = menu.actions()
+    assert action.text() == "calculator" and action.isChecked()
+    action.setChecked(False)
+    assert chat.controller.tool_turns is not None
+    assert chat.controller.tool_turns.permissions().always == set()
+
 
 def test_the_toggle_is_per_conversation_and_off_means_todays_behaviour(make_chat: Callable[..., Chat],
                                                                         tmp_path: Path) -> None:

@@ -242,6 +242,36 @@ def _mcp_menu(parent: QWidget, turns: ToolTurns) -> QToolButton | None:
     return button
 
 
+def _allowed_menu(parent: QWidget, turns: ToolTurns) -> QToolButton:
+    """The tools always allowed in this conversation; unticking one makes it ask again."""
+    button = QToolButton(parent)
+    button.setObjectName("AllowedTools")
+    button.setText("Allowed")
+    button.setToolTip("Tools that run without asking in this conversation (untick to be asked again)")
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+
+    def revoke(name: str) -> None:
+        permissions = turns.permissions()
+        permissions.revoke(name)
+        turns.set_permissions(permissions)
+
+    def rebuild() -> None:
+        menu.clear()
+        names = sorted(turns.permissions().always)
+        for name in names:
+            action = menu.addAction(name)
+            action.setCheckable(True)
+            action.setChecked(True)
+            action.toggled.connect(lambda on, n=name: None if on else revoke(n))
+        if not names:
+            menu.addAction("No tool is always allowed here").setEnabled(False)
+
+    menu.aboutToShow.connect(rebuild)
+    button.setMenu(menu)
+    return button
+
+
 def _load_mcp() -> McpServers | None:
     try:
         return McpServers.from_config_dir(ember_paths().config_dir)
@@ -274,8 +304,11 @@ def install_tools(window: QWidget, controller: ChatController,
         row.insertWidget(max(0, row.count() - 1), grant)
     turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
     servers = _mcp_menu(header, turns)
-    if servers is not None and isinstance(row, QHBoxLayout):
-        row.insertWidget(max(0, row.count() - 1), servers)
+    allowed = _allowed_menu(header, turns)
+    if isinstance(row, QHBoxLayout):
+        for extra in (servers, allowed):
+            if extra is not None:
+                row.insertWidget(max(0, row.count() - 1), extra)
     closing = getattr(window, "closing", None)
     if closing is not None:
         closing.connect(turns.close)  # the MCP servers stop with the window
@@ -300,5 +333,6 @@ def install_tools(window: QWidget, controller: ChatController,
     window.tool_toggle = toggle  # type: ignore[attr-defined]
     window.tool_grant = grant  # type: ignore[attr-defined]
     window.tool_mcp = servers  # type: ignore[attr-defined]
+    window.tool_allowed = allowed  # type: ignore[attr-defined]
     window.tool_cards = area  # type: ignore[attr-defined]
     return turns
