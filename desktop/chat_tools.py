@@ -21,7 +21,7 @@ from typing import TextIO
 from engine.backend import Backend, CancelToken, Request
 from engine.errors import ConfigError
 from engine.history import HistoryStore
-from engine.tools.activity import ToolActivity, load_permissions, recorded_tools, save_permissions
+from engine.tools.activity import ToolActivity, load_permissions, recorded_tools, replay_tool_calls, save_permissions
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
 from engine.tools.mcp_tools import McpServers
@@ -135,6 +135,8 @@ def tool_turn(args: argparse.Namespace, backend: Backend, request: Request, canc
     runner = ToolTurnRunner(backend, tools, approver or TerminalApprover(yes=args.yes), permissions=permissions,
                             max_rounds=args.max_tool_rounds)
     activity = ToolActivity()
+    if store is not None and conversation_id is not None:
+        request = request.with_(messages=tuple(replay_tool_calls(store, conversation_id, list(request.messages))))
     yield from recorded_tools(runner.run(request, cancel), activity)
     if store is not None and conversation_id is not None:
         activity.save(store, message_id())

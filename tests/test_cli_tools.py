@@ -116,3 +116,23 @@ def test_bad_tool_options_fail_with_one_line_before_loading(tmp_path: Path,
     assert "is not a folder" in capsys.readouterr().err
     with pytest.raises(ConfigError):
         parse_tools("builtin,mcp:")
+
+
+def test_replay_puts_earlier_calls_back_before_their_answers(tmp_path: Path) -> None:
+    from engine.tools.activity import replay_tool_calls
+
+    with HistoryStore(tmp_path / "h.db") as store:
+        conv = store.create_conversation()
+        q = store.add_message(conv.id, "user", "6*7?", parent_id=None)
+        records = [{"id": "call_1", "name": "calculator", "arguments": {"expression": "6*7"}, "approval": "approved",
+                    "result": "4" * 5000, "error": False},
+                   {"id": "call_2", "name": "read_file", "arguments": {"path": "x"}, "approval": "denied"}]
+        store.add_message(conv.id, "assistant", "42.", parent_id=q, stats={"tools": records})
+        thread = [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": "42."},
+                  {"role": "user", "content": "and 6*8?"}]
+        out = replay_tool_calls(store, conv.id, thread)
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "tool", "assistant", "user"]
+    assert [c["function"]["name"] for c in out[1]["tool_calls"]] == ["calculator", "read_file"]
+    assert len(out[2]["content"]) <= 2_000 and "[result cut:" in out[2]["content"]
+    assert out[3]["content"].startswith("The user denied")
+    assert out[4] == {"role": "assistant", "content": "42."}

@@ -112,6 +112,11 @@ def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Call
     chat.wait_idle()
     (card,) = area.cards.values()
     assert not card.asking and "Result: 2" in card.status.text()  # shown, not asked
+    # The second turn's prompt has the first turn's call and result back before its answer.
+    replayed = chat.backend.requests[2].messages  # type: ignore[attr-defined]
+    roles = [m["role"] for m in replayed]
+    assert roles[-5:] == ["user", "assistant", "tool", "assistant", "user"]
+    assert replayed[-3]["content"] == "42" and replayed[-4]["tool_calls"][0]["function"]["name"] == "calculator"
     with HistoryStore(ember_paths().history_db) as store:
         conv = store.latest_conversation()
         assert conv is not None and conv.settings["tools_always"] == ["calculator"]

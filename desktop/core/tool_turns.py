@@ -23,7 +23,7 @@ from engine.errors import EngineError
 from engine.events import ContentDelta, Recovery, ThinkingDelta, TurnDone, TurnError
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
-from engine.tools.activity import ALWAYS_KEY, ToolActivity
+from engine.tools.activity import ALWAYS_KEY, ToolActivity, replay_tool_calls
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
 from engine.tools.mcp_tools import McpServers
@@ -193,7 +193,11 @@ class ToolTurns:
         def runner_for(backend: Backend) -> ToolTurnRunner:
             return ToolTurnRunner(backend, tools, approver, permissions=permissions)
 
-        request = make_request(list(messages), sampling=sampling, max_tokens=max_tokens)
+        thread = list(messages)
+        if recorder is not None:  # earlier replies' tool calls and results, put back before their answers
+            thread = replay_tool_calls(recorder.store, recorder.conversation_id, thread,
+                                       upto=recorder.user_message_id)
+        request = make_request(thread, sampling=sampling, max_tokens=max_tokens)
         activity = ToolActivity()
         try:
             result = await self._consume(engine.run_turn(request, runner_for), sink, recorder, activity)

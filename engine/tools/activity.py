@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
+from engine.backend import Message
 from engine.history import HistoryStore
 from engine.history_types import HistoryError
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolResult
-from engine.turns.tool_loop import ToolPermissions
+from engine.turns.tool_loop import DENIED_TEXT, ToolPermissions, cut_result
 
 log = logging.getLogger("engine.history")
 
 STATS_KEY = "tools"
 ALWAYS_KEY = "tools_always"
+REPLAY_RESULT_CHARS = 2_000
 
 
 class ToolActivity:
@@ -75,3 +77,44 @@ def save_permissions(store: HistoryStore, conversation_id: int, permissions: Too
     settings = dict(store.conversation(conversation_id).settings)
     settings[ALWAYS_KEY] = sorted(permissions.always)
     store.update_conversation(conversation_id, settings=settings)
+
+
+def replay_tool_calls(store: HistoryStore, conversation_id: int, messages: list[Message], *,
+                      upto: int | None = None) -> list[Message]:
+    """`messages` with each earlier reply's tool calls and results put back before its answer.
+
+    The prompt rebuilt from history holds only the answers; a reply that used tools becomes
+    assistant (calls) → tool results → assistant (answer) again, so the model sees what its
+    tools said. Old results are cut to `REPLAY_RESULT_CHARS` to keep long chats in context.
+    """
+    try:
+        path = store.path(conversation_id, leaf_id=upto)
+    except (HistoryError, sqlite3.Error) as exc:
+        log.warning("history: tool calls not replayed: %s", exc)
+        return messages
+    pending: list[tuple[str, list[Any]]] = [
+        (m.content, cast(list[Any], records)) for m in path
+        if m.role == "assistant" and isinstance(records := m.stats.get(STATS_KEY), list) and records
+    ]
+    out: list[Message] = []
+    for message in messages:
+        if pending and message.get("role") == "assistant" and message.get("content") == pending[0][0]:
+            content, records = pending.pop(0)
+            out.extend(_replayed(records))
+            out.append({"role": "assistant", "content": content})
+        else:
+            out.append(message)
+    return out
+
+
+def _replayed(records: list[Any]) -> list[Message]:
+    calls = [cast(dict[str, Any], r) for r in records if isinstance(r, dict)]
+    assistant: Message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": str(r.get("id")), "type": "function",
+         "function": {"name": str(r.get("name")), "arguments": r.get("arguments") or {}}} for r in calls]}
+    results: list[Message] = []
+    for r in calls:
+        text = DENIED_TEXT if r.get("approval") == "denied" else str(r.get("result", ""))
+        results.append({"role": "tool", "tool_call_id": str(r.get("id")), "name": str(r.get("name")),
+                        "content": cut_result(text, REPLAY_RESULT_CHARS)})
+    return [assistant, *results]
