@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from desktop.cli_common import positive_int, warn
 from engine.backend import Backend, CancelToken, Request
 from engine.errors import ConfigError
 from engine.history import HistoryStore
@@ -42,7 +43,7 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--yes", action="store_true", help="approve every tool call without asking (for scripts)")
     g.add_argument("--ask-again", action="store_true",
                    help="forget this conversation's 'always allow' choices: every tool asks again")
-    g.add_argument("--max-tool-rounds", type=int, default=DEFAULT_MAX_ROUNDS, metavar="N",
+    g.add_argument("--max-tool-rounds", type=positive_int, default=DEFAULT_MAX_ROUNDS, metavar="N",
                    help=f"stop after N rounds of tool calls in one turn (default {DEFAULT_MAX_ROUNDS})")
 
 
@@ -68,8 +69,6 @@ def parse_tools(spec: str) -> ToolChoice:
 def build_toolset(args: argparse.Namespace, history_db: Path | None) -> ToolSet:
     """The tools `--tools` asks for; MCP servers start here, as this turn needs them."""
     choice = parse_tools(args.tools)
-    if args.max_tool_rounds < 1:
-        raise ConfigError("--max-tool-rounds must be 1 or more")
     try:
         grants = FolderGrants(args.allow_folder)
     except ToolError as exc:
@@ -81,12 +80,8 @@ def build_toolset(args: argparse.Namespace, history_db: Path | None) -> ToolSet:
         return ToolSet(tools)
     servers = McpServers.from_config_dir(ember_paths().config_dir)
     servers.check(choice.mcp)
-    tools += servers.tools_for(choice.mcp, taken=[t.name for t in tools], warn=_warn)
+    tools += servers.tools_for(choice.mcp, taken=[t.name for t in tools], warn=warn)
     return ToolSet(tools, closers=[servers.close])
-
-
-def _warn(message: str) -> None:
-    sys.stderr.write(f"ember: {message}\n")
 
 
 class TerminalApprover:

@@ -11,14 +11,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from desktop.cli_common import EXIT_USAGE
 from engine import __version__
 from engine.logsetup import configure_logging
 
 SUBCOMMANDS = ("chat", "models", "history", "bench", "tools")
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TURN_ERROR = 3
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from desktop.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
 from engine.backend import Message
 from engine.errors import ConfigError
 from engine.events import Event
@@ -30,8 +30,6 @@ from engine.history_export import (
 from engine.history_types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
 from engine.recorder import TurnRecorder, recorded
 from models.paths import ember_paths
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def open_store() -> HistoryStore:
@@ -98,16 +96,9 @@ def run(args: argparse.Namespace) -> int:
         with open_store() as store:
             return int(args.history_action(store, args))
     except NotFoundError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return fail(str(exc), EXIT_USAGE)
     except HistoryError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    except sqlite3.Error as exc:
-        return _fail(f"history database error: {exc}", EXIT_FAILED)
-
-
-def _fail(message: str, status: int) -> int:
-    sys.stderr.write(f"ember: {message}\n")
-    return status
+        return fail(str(exc), EXIT_FAILED)
 
 
 def _print_json(value: Any) -> None:
@@ -176,7 +167,7 @@ def _export(store: HistoryStore, args: argparse.Namespace) -> int:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -188,13 +179,13 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
         data = json.loads(text)
     except OSError as exc:
-        return _fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
+        return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return _fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+        return fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
     try:
         conv = import_json(store, data)
     except HistoryError as exc:
-        return _fail(f"cannot import {name}: {exc}", EXIT_USAGE)
+        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
     print(f"imported conversation {conv.id}: {conv.title or '(untitled)'}")
     return EXIT_OK
 
@@ -274,7 +265,7 @@ class ChatHistory:
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
             return self.recorder.prompt_messages(system=system)
-        except (HistoryError, sqlite3.Error) as exc:
+        except HistoryError as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None

@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from desktop.cli_common import EXIT_OK, fail, warn
 from engine.errors import ConfigError
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
@@ -18,8 +19,6 @@ from engine.tools.mcp_config import CONFIG_NAME
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import Tool
 from models.paths import ember_paths
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def register(sub: Any) -> None:
@@ -36,15 +35,14 @@ def run(args: argparse.Namespace) -> int:
         servers = McpServers.from_config_dir(paths.config_dir)
         servers.check(args.mcp)
     except ConfigError as exc:
-        sys.stderr.write(f"ember: {exc}\n")
-        return EXIT_USAGE
+        return fail(str(exc))
     # The file tools are listed as if a folder were granted: `--allow-folder` turns them on.
     listing: dict[str, Any] = {"builtin": [_row(t) for t in builtin_tools(grants=_any_grant(),
                                                                             history_db=paths.history_db)]}
     try:
         for name in servers.names:
             started = name in args.mcp
-            tools = servers.tools_for([name], warn=_warn) if started else None
+            tools = servers.tools_for([name], warn=warn) if started else None
             listing[f"mcp:{name}"] = None if tools is None else [_row(t) for t in tools]
     finally:
         servers.close()
@@ -58,10 +56,6 @@ def _any_grant() -> FolderGrants:
 
 def _row(tool: Tool) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}
-
-
-def _warn(message: str) -> None:
-    sys.stderr.write(f"ember: {message}\n")
 
 
 def _print(listing: dict[str, Any], as_json: bool, config: Any) -> None:

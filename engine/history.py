@@ -17,6 +17,8 @@ while this one writes.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import re
@@ -25,7 +27,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from engine.events import TurnStats
 from engine.history_lock import WriterLock, forget_writer, sweep_stale, writer_alive
@@ -46,6 +48,8 @@ from engine.history_types import (
 )
 
 log = logging.getLogger("engine.history")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 BUSY_TIMEOUT_S = 5.0
 TRASH_RETENTION_S = 7 * 24 * 3600.0  # deleted conversations stay restorable this long
@@ -160,11 +164,13 @@ class HistoryStore:
             return
         # IMMEDIATE takes the write lock up front, so two writers wait for each other
         # (busy timeout) instead of failing when a read would upgrade to a write.
-        self._conn.execute("BEGIN IMMEDIATE")
+        with _as_history_error():
+            self._conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
-            yield self._conn
-            self._conn.execute("COMMIT")
+            with _as_history_error():  # the body may use the connection itself
+                yield self._conn
+                self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
@@ -361,7 +367,7 @@ class HistoryStore:
     def _check_parent(self, conversation_id: int, parent_id: int | None) -> None:
         self.conversation(conversation_id)
         if parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
-            raise ValueError(f"message {parent_id} is not in conversation {conversation_id}")
+            raise HistoryError(f"message {parent_id} is not in conversation {conversation_id}")
 
     def update_text(self, message_id: int, content: str, thinking: str) -> None:
         """The streaming write: one row's text, nothing else."""
@@ -519,3 +525,26 @@ def _rowid(cur: sqlite3.Cursor) -> int:
     if cur.lastrowid is None:  # pragma: no cover - an INSERT always sets it
         raise HistoryError("insert returned no row id")
     return cur.lastrowid
+
+
+@contextmanager
+def _as_history_error() -> Generator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise HistoryError(f"history database error: {exc}") from exc
+
+
+def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _as_history_error():
+            return method(*args, **kwargs)
+
+    return call
+
+
+# The store's boundary: no sqlite3 error leaves a public method, only HistoryError.
+for _name, _method in list(vars(HistoryStore).items()):
+    if inspect.isfunction(_method) and not _name.startswith("_") and _name != "transaction":
+        setattr(HistoryStore, _name, _translated(_method))

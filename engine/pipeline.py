@@ -16,8 +16,8 @@ Delta = ThinkingDelta | ContentDelta
 class ReplyPipeline:
     """Turns one reply's pieces into thinking and content deltas."""
 
-    def __init__(self, *, start_in_thinking: bool = False, span_sink: SpanSink | None = None) -> None:
-        self._splitter = ThinkingSplitter(start_in_thinking)
+    def __init__(self, *, prefilled: str = "", span_sink: SpanSink | None = None) -> None:
+        self._splitter = ThinkingSplitter(prefilled)
         self._filter = ScaffoldingFilter(sink=span_sink)
         self._content: list[str] = []
         self._thinking: list[str] = []

@@ -11,9 +11,10 @@ from pytestqt.qtbot import QtBot
 
 from desktop.format_picker import ReplyFormatButton, SchemaDialog
 from desktop.markdown_view import CodeBlock
-from desktop.reply_format import ReplyFormat, fenced_json, parse_schema_text
+from desktop.reply_format import ReplyFormat, parse_schema_text
 from desktop.sidebar import HistorySidebar
 from engine.scripted import ScriptedBackend
+from engine.structured import fenced_json
 
 pytest_plugins = ["gui_helpers"]
 

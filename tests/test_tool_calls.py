@@ -17,7 +17,8 @@ from engine.events import Piece
 from engine.pipeline import ReplyPipeline
 from engine.reply.tool_call_parsers import PARSERS, CallSyntaxError, ParsedCall, python_calls
 from engine.reply.tool_calls import ToolCallCollector, parse_span
-from engine.scaffolding import DEFAULT_REGISTRY
+from engine.scaffolding import DEFAULT_REGISTRY, ScaffoldPattern
+from models.formats import BY_KEY, FORMATS
 
 CALL = ("get_weather", {"city": "Paris"})
 J = '{"city": "Paris"}'
@@ -145,7 +146,7 @@ def test_two_calls_in_one_reply_are_both_kept_in_order() -> None:
              '<tool_call>{"name": "other", "arguments": {}}</tool_call>')
     _, calls, _ = run([Piece(reply)])
     assert as_pair(calls) == [CALL, ("other", {})]
-    assert as_pair(parse_span("LFM2", '<|tool_call_start|>[get_weather(city="Paris"), other()]<|tool_call_end|>')) \
+    assert as_pair(parse_span("lfm2", '<|tool_call_start|>[get_weather(city="Paris"), other()]<|tool_call_end|>')) \
         == [CALL, ("other", {})]
 
 
@@ -186,8 +187,26 @@ def test_a_sink_never_changes_the_visible_text(pattern: object) -> None:
     assert with_sink.content == without.content
 
 
-def test_every_registry_family_has_a_parser() -> None:
-    assert {p.family for p in DEFAULT_REGISTRY} <= set(PARSERS)
+def test_every_format_family_with_tool_call_markup_has_a_parser_or_says_it_has_none() -> None:
+    # The formats table is the one place families are named: a family that gains tool-call
+    # markers must be given a parser here, or an explicit `None`.
+    marked = {f.key for f in FORMATS if f.tool_calls or f.tool_tokens}
+    assert marked == set(PARSERS)
+    assert {p.key for p in DEFAULT_REGISTRY} <= {k for k, parser in PARSERS.items() if parser is not None}
+
+
+@pytest.mark.parametrize("pattern", DEFAULT_REGISTRY, ids=lambda p: f"{p.key}:{p.start}")
+def test_the_sink_gets_each_registry_span_under_its_format_key(pattern: ScaffoldPattern) -> None:
+    seen: list[str] = []
+
+    def sink(family: str, _span: str, _terminated: bool) -> bool:
+        seen.append(family)
+        return False
+
+    pipeline = ReplyPipeline(span_sink=sink)
+    pipeline.feed(Piece(pattern.fixture))
+    pipeline.flush()
+    assert seen == [pattern.key] and pattern.key in BY_KEY
 
 
 def test_unknown_family_names_fall_back_to_the_opening_marker() -> None:

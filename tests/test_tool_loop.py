@@ -204,3 +204,26 @@ def test_with_no_tool_left_the_turn_is_a_plain_one() -> None:
     assert content(events) == "Hello."
     assert backend.requests[0].tools is None
     assert "No tools are available" in backend.requests[0].messages[0]["content"]
+
+
+def test_a_tool_turn_runs_through_the_engines_one_turn_api() -> None:
+    import asyncio
+
+    from engine.runtime import Engine
+
+    backend = ScriptedBackend.from_texts(hermes("echo", text="ping"), "It said ping.")
+    approver = Approver(Decision.APPROVE)
+
+    async def main() -> tuple[list[AnyEvent], bool]:
+        engine = Engine(backend)
+        request = make_request([{"role": "user", "content": "hi"}], max_tokens=100)
+        events = [e async for e in engine.run_turn(
+            request, runner_for=lambda b: ToolTurnRunner(b, echo_tools(), approver))]
+        busy_after = engine.busy
+        await engine.aclose()
+        return events, busy_after
+
+    events, busy_after = asyncio.run(main())
+    assert [type(e) for e in events if isinstance(e, ToolCall | ToolResult)] == [ToolCall, ToolResult]
+    assert content(events) == "It said ping." and isinstance(events[-1], TurnDone)
+    assert not busy_after  # the turn was counted as running and is done

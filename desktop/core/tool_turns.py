@@ -12,15 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
 from desktop.history_session import HISTORY_ERRORS, HistorySession
-from desktop.turn_runs import RunResult, Sink, record
-from engine.backend import Backend, Message, Sampling, make_request
-from engine.errors import EngineError
-from engine.events import ContentDelta, Recovery, ThinkingDelta, TurnDone, TurnError
+from engine.backend import Backend, Request
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.tools.activity import ALWAYS_KEY, ToolActivity, replay_tool_calls
@@ -28,7 +25,7 @@ from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolError, ToolSet
-from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
 from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
 from models.paths import ember_paths
 
@@ -180,12 +177,15 @@ class ToolTurns:
         if self._approver is not None:
             self._approver.stop()
 
-    async def stream(self, engine: Engine, messages: Sequence[Message], sink: Sink, recorder: TurnRecorder | None,
-                     *, sampling: Sampling, max_tokens: int) -> RunResult:
-        """Stream one turn with tools into the sink, the approval cards and the recorder."""
+    async def run(self, engine: Engine, request: Request, recorder: TurnRecorder | None) -> AsyncGenerator[AnyEvent]:
+        """The events of one turn with tools; the caller shows them (`show` for the tool events).
+
+        Approvals go to the prompter; when the turn ends (or is left), the tools close and the
+        calls and any new always-allow choices are saved with the conversation.
+        """
         self._loop = asyncio.get_running_loop()
         self.prompter.clear()
-        tools = await self._tools(engine)
+        tools = await self._tools()
         permissions = self.permissions()
         before = set(permissions.always)
         approver = self._approver = ThreadApprover(asyncio.get_running_loop(), self.prompter.ask)
@@ -193,72 +193,42 @@ class ToolTurns:
         def runner_for(backend: Backend) -> ToolTurnRunner:
             return ToolTurnRunner(backend, tools, approver, permissions=permissions)
 
-        thread = list(messages)
         if recorder is not None:  # earlier replies' tool calls and results, put back before their answers
-            thread = replay_tool_calls(recorder.store, recorder.conversation_id, thread,
+            thread = replay_tool_calls(recorder.store, recorder.conversation_id, list(request.messages),
                                        upto=recorder.user_message_id)
-        request = make_request(thread, sampling=sampling, max_tokens=max_tokens)
+            request = request.with_(messages=tuple(thread))
         activity = ToolActivity()
+        events = engine.run_turn(request, runner_for=runner_for)
         try:
-            result = await self._consume(engine.run_turn(request, runner_for), sink, recorder, activity)
+            async for event in events:
+                activity.on_event(event)
+                yield event
         finally:
+            await events.aclose()
             self._approver = None
             tools.close()
-        if permissions.always != before:
-            self.set_permissions(permissions)
-        if recorder is not None:
-            activity.save(recorder.store, recorder.assistant_message_id)
-        return result
+            if permissions.always != before:
+                self.set_permissions(permissions)
+            if recorder is not None:
+                activity.save(recorder.store, recorder.assistant_message_id)
 
-    async def _tools(self, engine: Engine) -> ToolSet:
+    def show(self, event: ToolEvent) -> None:
+        """Show a tool event: every call is seen (an always-allowed one too), then its outcome."""
+        if isinstance(event, ToolCall):
+            self.prompter.show_call(event)
+        else:
+            self.prompter.show_outcome(event)
+
+    async def _tools(self) -> ToolSet:
         base = self.make_tools(self.folders())
         servers = self.mcp_servers()
         if self.mcp is None or not servers:
             return base
         mcp = self.mcp
-        # Starting a server blocks (seconds): on the model's worker, which the turn waits for anyway.
-        extra = await engine.run_in_worker(
-            lambda: mcp.tools_for(servers, taken=base.names, warn=self._notice_threadsafe))
+        # Starting a server blocks (seconds): off the event loop; the turn waits for it anyway.
+        extra = await asyncio.to_thread(mcp.tools_for, servers, taken=base.names, warn=self._notice_threadsafe)
         return ToolSet([*base, *extra])
 
     def _notice_threadsafe(self, text: str) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self.prompter.show_notice, text)
-
-    async def _consume(self, events: Any, sink: Sink, recorder: TurnRecorder | None,
-                       activity: ToolActivity) -> RunResult:
-        answer: list[str] = []
-        outcome: TurnDone | TurnError = TurnError("backend", "the reply ended without a result")
-        try:
-            async for event in events:
-                activity.on_event(event)
-                if not isinstance(event, ToolCall | ToolResult | ToolDenied | ToolLimit):
-                    record(recorder, event)
-                outcome = self._show(event, sink, answer) or outcome
-        except EngineError as exc:
-            log.warning("turn failed: %s", exc)
-            outcome = TurnError("backend", str(exc))
-            record(recorder, outcome)
-        finally:
-            await events.aclose()
-        return RunResult(outcome, "".join(answer))
-
-    def _show(self, event: AnyEvent, sink: Sink, answer: list[str]) -> TurnDone | TurnError | None:
-        match event:
-            case ThinkingDelta(text=text):
-                sink.add_thinking(text)
-            case ContentDelta(text=text):
-                answer.append(text)
-                sink.add_content(text)
-            case Recovery(reason=reason):
-                answer.clear()
-                sink.restart(reason)
-            case ToolCall():
-                self.prompter.show_call(event)  # also for an always-allowed tool: every call is seen
-            case ToolResult() | ToolDenied() | ToolLimit():
-                self.prompter.show_outcome(event)
-            case TurnDone() | TurnError():
-                return event
-            case _:
-                pass
-        return None

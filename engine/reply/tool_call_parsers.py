@@ -5,8 +5,9 @@ marker, special tokens as their text) and returns the calls in it, or raises
 `CallSyntaxError` when the span is not a well-formed call. Nothing here evaluates model
 output: JSON goes through `json`, Python-call syntax through `ast` literals only.
 
-`PARSERS` is keyed by the family names of the guardrail registry, so it can be attached to
-the one table of model formats; `parser_for_span` falls back to the span's opening marker.
+`PARSERS` attaches a parser to each family of the one table of model formats
+(`models.formats`, by its stable `key`); `parser_for_span` falls back to the span's
+opening marker, looked up in the same table.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
+
+from models.formats import tool_call_spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,58 +424,37 @@ def function_gemma(span: str) -> list[ParsedCall]:
     return _gemma_calls(_between(span, "<start_function_call>", "<end_function_call>"), "<escape>")
 
 
-PARSERS: dict[str, Parser] = {
-    "Hermes/Qwen": hermes,
-    "Longcat": longcat,
-    "Seed-OSS": seed_oss,
-    "LFM2": lfm2,
-    "Llama 4": llama4,
-    "Llama 3": llama3,
-    "Mistral": mistral,
-    "DeepSeek": deepseek,
-    "DeepSeek/Step-3": deepseek,
-    "DeepSeek V3.2": deepseek_dsml,
-    "Kimi K2": kimi_k2,
-    "GPT-OSS": gpt_oss,
-    "Command R7B": command_r7b,
-    "MiniMax": minimax,
-    "Jamba": jamba,
-    "Nemotron": nemotron,
-    "Apertus": apertus,
-    "InternLM": internlm,
-    "Gemma 4": gemma4,
-    "FunctionGemma": function_gemma,
+# Keyed by `models.formats` family keys: every family with tool-call markup has an entry,
+# `None` saying outright that its calls are not parsed (tests/test_tool_calls.py checks).
+PARSERS: dict[str, Parser | None] = {
+    "hermes": hermes,
+    "longcat": longcat,
+    "seed-oss": seed_oss,
+    "lfm2": lfm2,
+    "llama4": llama4,
+    "llama3": llama3,
+    "mistral": mistral,
+    "deepseek": deepseek,
+    "step3": deepseek,
+    "deepseek-v3.2": deepseek_dsml,
+    "kimi-k2": kimi_k2,
+    "harmony": gpt_oss,
+    "command-r": command_r7b,
+    "minimax": minimax,
+    "jamba": jamba,
+    "nemotron": nemotron,
+    "apertus": apertus,
+    "internlm": internlm,
+    "gemma4": gemma4,
+    "function-gemma": function_gemma,
+    # Its calls are plain JSON after `<|function_call|>`, never stripped: no span reaches a parser.
+    "gigachat": None,
 }
-
-# The same parsers by the span's opening marker, for a registry whose family names differ.
-_BY_OPENER: tuple[tuple[str, Parser], ...] = (
-    ("<tool_call>", hermes),
-    ("<longcat_tool_call>", longcat),
-    ("<seed:tool_call>", seed_oss),
-    ("<|tool_call_start|>", lfm2),
-    ("<|python_start|>", llama4),
-    ("<|python_tag|>", llama3),
-    ("[TOOL_CALLS]", mistral),
-    ("<｜DSML｜", deepseek_dsml),
-    ("<｜tool", deepseek),
-    ("<|tool_calls_section_begin|>", kimi_k2),
-    ("<|tool_call_section_begin|>", kimi_k2),
-    ("<|start|>assistant", gpt_oss),
-    ("<|channel|>commentary to=", gpt_oss),
-    ("<|START_ACTION|>", command_r7b),
-    ("<minimax:tool_call>", minimax),
-    ("<tool_calls>", jamba),
-    ("<TOOLCALL>", nemotron),
-    ("<|tools_prefix|>", apertus),
-    ("<|action_start|>", internlm),
-    ("<|tool_call>", gemma4),
-    ("<start_function_call>", function_gemma),
-)
 
 
 def parser_for_span(family: str, span: str) -> Parser | None:
-    """The parser for a span of `family`; by its opening marker when the family is unknown."""
-    parser = PARSERS.get(family)
-    if parser is not None:
-        return parser
-    return next((p for opener, p in _BY_OPENER if span.startswith(opener)), None)
+    """The parser for a span of `family` (a formats key); by the span's opening marker when
+    the family is not a key (a registry built by hand), using the formats table's spans."""
+    if family in PARSERS:
+        return PARSERS[family]
+    return next((PARSERS.get(fmt.key) for fmt, known in tool_call_spans() if span.startswith(known.start)), None)

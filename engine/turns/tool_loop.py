@@ -28,13 +28,13 @@ from typing import Any
 
 from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
 from engine.errors import ConfigError, LLMError, MalformedReplyError
-from engine.events import ContentDelta, Recovery, ThinkingDelta, TurnDone, TurnError
-from engine.pipeline import ReplyPipeline
+from engine.events import Recovery, TurnDone, TurnError, TurnErrorKind
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tally import Tally
 from engine.tools.registry import ToolError, ToolSet
-from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, error_kind, fold_system
+from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, error_kind
+from engine.turns.rounds import fold_system, stream_round
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 
 log = logging.getLogger("engine.tool_loop")
@@ -97,11 +97,10 @@ class ToolTurnRunner:
             yield from self._rounds(request, cancel, tally)
             outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
             yield TurnDone(tally.stats())
-        except MalformedReplyError as exc:
-            outcome = "malformed"
-            yield TurnError("malformed_reply", str(exc), tally.stats())
         except (LLMError, ConfigError) as exc:
-            yield TurnError(error_kind(exc), str(exc), tally.stats())
+            kind = error_kind(exc)
+            outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
+            yield TurnError(kind, str(exc), tally.stats())
         finally:
             log.info("tool turn outcome=%s attempts=%d tool_calls=%d tools_offered=%d",
                      outcome, tally.attempts, self._ids, len(self.tools.names))
@@ -115,7 +114,7 @@ class ToolTurnRunner:
             this = request.with_(messages=tuple(messages), tools=specs,
                                  grammar=request.grammar if round_no == 0 else None)
             collector = ToolCallCollector(self.tools.names)
-            pipeline, info = yield from tool_round(self.backend, this, cancel, tally, collector)
+            pipeline, info = yield from stream_round(self.backend, this, cancel, tally, collector)
             content = pipeline.content if pipeline is not None else ""
             if cancel.cancelled:
                 return
@@ -138,7 +137,7 @@ class ToolTurnRunner:
     def _recover(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
         yield Recovery("empty_reply")
         retry = request.with_(messages=fold_system(request.messages, CORRECTION_LINE), tools=None, grammar=None)
-        pipeline, _ = yield from tool_round(self.backend, retry, cancel, tally, None)
+        pipeline, _ = yield from stream_round(self.backend, retry, cancel, tally)
         if (pipeline is None or not pipeline.content.strip()) and not cancel.cancelled:
             raise MalformedReplyError()
 
@@ -206,30 +205,6 @@ def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
 
 def _tool_message(call: ToolCall, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-
-
-Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
-
-
-def tool_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally,
-               collector: ToolCallCollector | None) -> Round:
-    """One model request through a fresh guardrail pipeline whose spans go to `collector`."""
-    tally.attempts += 1
-    info = StreamInfo()
-    pipeline: ReplyPipeline | None = None
-    pieces = 0
-    try:
-        for piece in backend.stream(request, cancel, info):
-            if pipeline is None:
-                pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking, span_sink=collector)
-            tally.mark_piece()
-            pieces += 1
-            yield from pipeline.feed(piece)
-        if pipeline is not None:
-            yield from pipeline.flush()
-    finally:
-        tally.add(info, pieces, pipeline)
-    return pipeline, info
 
 
 def arguments_text(arguments: dict[str, Any]) -> str:
