@@ -25,6 +25,7 @@ from desktop.history_session import open_history
 from desktop.history_ui import attach_history
 from desktop.model_choice import ModelChoice, choose_model
 from desktop.qt.platform_check import platform_problem
+from desktop.qt.tool_card import install_tools
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.errors import ConfigError
@@ -75,6 +76,7 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     controller = ChatController(engine or Engine(), window, history=history)
     window.bind(controller)
     attach_history(window, controller, notice=history_notice)
+    install_tools(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):

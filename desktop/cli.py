@@ -15,7 +15,7 @@ from desktop.cli_common import EXIT_USAGE
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench")
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools")
 
 
 class _Parser(argparse.ArgumentParser):

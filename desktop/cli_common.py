@@ -33,6 +33,11 @@ def fail(message: str, status: int = EXIT_USAGE) -> int:
     return status
 
 
+def warn(message: str) -> None:
+    """A one-line notice on stderr that does not end the command (e.g. an MCP server left out)."""
+    sys.stderr.write(f"ember: {message}\n")
+
+
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")

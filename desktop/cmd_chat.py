@@ -9,6 +9,8 @@ read, is not JSON or is not a valid JSON Schema exits 2 before any model is load
 Both kinds run through the same turn runner and are recorded in history the same way
 (`--no-history`, `-c`, `--conversation`): the user's message is committed before the
 reply; the answer (a structured value as the app shows it, a fenced json block) at the end.
+With `--tools` the turn may call tools, each approved first (desktop/chat_tools.py);
+`--tools` and `--schema` cannot be combined.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
+from desktop.chat_tools import add_tool_options, build_toolset, emit_tool_text, tool_turn
 from desktop.cli_common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -30,11 +34,10 @@ from desktop.cli_common import (
     run_settings,
 )
 from desktop.cmd_history import ChatHistory, add_chat_options
-from engine.backend import CancelToken, Schema, make_request
+from engine.backend import Backend, CancelToken, Request, Schema, make_request
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,
-    Event,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -42,10 +45,11 @@ from engine.events import (
     TurnDone,
     TurnError,
     TurnErrorKind,
-    event_to_json,
 )
 from engine.structured import MAX_STRUCTURED_RETRIES, load_schema
+from engine.tools.registry import ToolSet
 from engine.turn import TurnRunner
+from engine.turns.tool_events import AnyEvent, tool_event_to_json
 
 
 def register(sub: Any) -> None:
@@ -66,10 +70,13 @@ def register(sub: Any) -> None:
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
     p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
     add_chat_options(p)
+    add_tool_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.schema is not None and args.tools:
+        return fail("--schema and --tools cannot be combined")
     try:
         # Checked before a model loads: a bad schema file or conversation id fails fast.
         schema: Schema | None = load_schema(args.schema) if args.schema is not None else None
@@ -78,9 +85,15 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         return fail(str(exc))
     with history:
+        try:  # checked before a model loads too; MCP servers start here
+            tools = build_toolset(args, history.store.db_path if history.store else None) if args.tools else None
+        except EngineError as exc:
+            return fail(str(exc))
         try:
             backend = open_backend(args, settings)
         except EngineError as exc:
+            if tools is not None:
+                tools.close()
             return fail(str(exc))
         try:
             system = settings.system_prompt or None
@@ -90,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
             request = make_request(messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
             cancel = CancelToken()
             try:
-                return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
+                events = _turn_events(args, backend, request, cancel, history, tools)
+                # The recorder passes tool events through unrecorded (chat_tools records them).
+                return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
             except KeyboardInterrupt:
                 cancel.cancel()
                 history.stopped()
@@ -99,13 +114,24 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_INTERRUPTED
         finally:
             backend.close()
+            if tools is not None:
+                tools.close()
+
+
+def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, cancel: CancelToken,
+                 history: ChatHistory, tools: ToolSet | None) -> Iterator[AnyEvent]:
+    if tools is None:
+        return TurnRunner(backend).run(request, cancel)
+    recorder = history.recorder  # a turn with tools: desktop/chat_tools.py
+    return tool_turn(args, backend, request, cancel, tools, history.store, history.conversation_id,
+                     lambda: recorder.assistant_message_id if recorder else None)
 
 
 def _print_turn(events: Any, args: argparse.Namespace) -> int:
     status = EXIT_OK
     for event in events:
         if args.events:
-            emit_json(event_to_json(event))
+            emit_json(tool_event_to_json(event))
         else:
             _emit_text(event, args)
         if isinstance(event, TurnError):
@@ -113,7 +139,7 @@ def _print_turn(events: Any, args: argparse.Namespace) -> int:
     return status
 
 
-def _emit_text(event: Event, args: argparse.Namespace) -> None:
+def _emit_text(event: AnyEvent, args: argparse.Namespace) -> None:
     structured = args.schema is not None
     match event:
         case ContentDelta(text=text):
@@ -137,4 +163,4 @@ def _emit_text(event: Event, args: argparse.Namespace) -> None:
                 sys.stdout.write("\n")
             sys.stderr.write(f"ember: {message}\n")
         case _:
-            pass
+            emit_tool_text(event)

@@ -16,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from desktop.core.settings_resolver import resolve
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
@@ -41,6 +41,10 @@ from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import MAX_STRUCTURED_RETRIES, fenced_json
 from engine.turn import error_kind
+from engine.turns.tool_events import ToolEvent
+
+if TYPE_CHECKING:
+    from desktop.core.tool_turns import ToolTurns
 
 log = logging.getLogger("desktop.controller")
 
@@ -161,6 +165,7 @@ class ChatController:
         self._last_failure: TurnFailure | None = None
         self._stop_requested = False
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
+        self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
 
     # -- state -----------------------------------------------------------------------------
 
@@ -259,6 +264,8 @@ class ChatController:
         if self.busy:
             self._stop_requested = True  # also covers a turn still waiting for the model
             self.engine.stop()
+            if self.tool_turns is not None:
+                self.tool_turns.stop()  # an open approval question is answered "deny"
 
     async def stop_and_wait(self) -> None:
         turn = self._turn
@@ -315,19 +322,25 @@ class ChatController:
         return True
 
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
-        """Run the reply (chat or structured, one turn API); True when it completed."""
+        """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
         settings = resolve(self.choice.settings if self.choice is not None else None)
         request = make_request(settings.messages(self._request_messages(recorder)), sampling=settings.sampling,
                                max_tokens=settings.max_tokens, schema=self.reply_format.schema)
         sink = self.view.start_reply()
         answer: list[str] = []
         outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
-        events = self.engine.run_turn(request)
+        tools = self.tool_turns if request.schema is None and self.tool_turns is not None \
+            and self.tool_turns.enabled else None
+        events = tools.run(self.engine, request, recorder) if tools is not None else self.engine.run_turn(request)
         # Run the stream to its end (the result is its last event) and close it on any exit,
         # so the engine's worker is never left with a half-consumed generator.
         try:
             async with _flushing(recorder):
                 async for event in events:
+                    if isinstance(event, ToolEvent):  # a tool turn's calls: the approval cards
+                        if tools is not None:
+                            tools.show(event)
+                        continue
                     _record(recorder, event)
                     outcome = _show(event, sink, answer) or outcome
         except EngineError as exc:
@@ -425,6 +438,8 @@ class ChatController:
             self.history_view.show_branch(branch)
 
     def _show_format(self, fmt: ReplyFormat) -> None:
+        if self.tool_turns is not None:
+            self.tool_turns.conversation_changed()
         self.reply_format = fmt
         if self.history_view is not None:
             self.history_view.show_reply_format(fmt)

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import llama_log
 from engine.backend import CancelToken, Capabilities, Request, StreamInfo
+from engine.backends.tool_prompt import fallback_for
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
@@ -52,8 +53,9 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads(), flash_attn)
-        self.capabilities = Capabilities(grammar=True, token_count=True, device="GPU" if self.n_gpu_layers else "CPU",
-                                         device_note=self.gpu_note)
+        # Tools: rendered by the template, or described in the system message (tool_prompt).
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True,
+                                         device="GPU" if self.n_gpu_layers else "CPU", device_note=self.gpu_note)
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -147,7 +149,9 @@ class LlamaBackend:
 
     def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
         """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
-        segments = self._template.segments(request.messages, tools=request.tools)
+        # A template that ignores tools gets them described in the system message instead.
+        messages, tools = fallback_for(self._template.source, request.messages, request.tools)
+        segments = self._template.segments(messages, tools=tools)
         ids: list[int] = []
         for seg in segments:
             ids.extend(self._tokenize(seg))

@@ -43,6 +43,7 @@ import httpx
 
 from engine import __version__
 from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.openai_tools import ToolCallDeltas, wire_message
 from engine.errors import BackendError, ConfigError
 from engine.events import Piece
 
@@ -268,6 +269,7 @@ class _ChunkReader:
         self.finish_reason = ""
         self.prompt_tokens: int | None = None
         self.tool_calls = False
+        self.calls = ToolCallDeltas()
 
     def junk(self, line: str) -> None:
         self.malformed += 1
@@ -289,6 +291,7 @@ class _ChunkReader:
         delta = _as_dict(choice.get("delta")) or {}
         reasoning = _str_field(delta, "reasoning_content") or _str_field(delta, "reasoning")
         self.tool_calls = self.tool_calls or bool(delta.get("tool_calls"))
+        self.calls.add(delta.get("tool_calls"))
         yield from self._reasoning(reasoning)
         yield from self._content(_str_field(delta, "content"))
 
@@ -299,8 +302,8 @@ class _ChunkReader:
 
     def finish(self, *, saw_done: bool) -> None:
         """A stream that ended with nothing readable is an error (a bare `[DONE]` is not)."""
-        if self.tool_calls:
-            log.info("%s sent structured tool calls; Ember does not run tools yet, so they were dropped", self._host)
+        if self.tool_calls and not self.calls.wanted:
+            log.info("%s sent structured tool calls though no tools were offered; they were dropped", self._host)
         if self.valid == 0 and self.malformed:
             raise _Failure(
                 f"{self._host} sent no readable stream data "
@@ -379,7 +382,8 @@ class OpenAIBackend(PlainBackend):
         self._server = _parse_base_url(base_url)
         self.model = model
         self.name = f"{model or 'openai'}@{self._server.host}"
-        self.capabilities = Capabilities(grammar=supports_grammar, device="Remote")
+        # Tools go to the server as `tools`; its tool-call deltas come back as Hermes markup.
+        self.capabilities = Capabilities(grammar=supports_grammar, tools=True, device="Remote")
         self._api_key = api_key or None
         self._redact = _redactor(self._api_key)
         self._transport = transport
@@ -435,7 +439,7 @@ class OpenAIBackend(PlainBackend):
                     raise _status_failure(response, self._server.host)
                 forget = cancel.on_cancel(_hang_up(response))
                 try:
-                    yield from self._pieces(response, cancel, info)
+                    yield from self._pieces(response, cancel, info, tools="tools" in body)
                 finally:
                     forget()
         except httpx.RequestError as exc:
@@ -444,8 +448,10 @@ class OpenAIBackend(PlainBackend):
                 return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
-    def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+    def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo,
+                tools: bool = False) -> Iterator[Piece]:
         reader = _ChunkReader(self._server.host, self._redact)
+        reader.calls.wanted = tools
         saw_done = False
         for data in _sse_data(_until_cancelled(response.iter_lines(), cancel), reader.junk):
             if cancel.cancelled:
@@ -455,6 +461,7 @@ class OpenAIBackend(PlainBackend):
                 break
             yield from reader.feed(data)
         yield from reader.close_thinking()
+        yield from reader.calls.pieces()  # the server's own parsed calls, as markup the guardrail parses
         if cancel.cancelled and not saw_done:
             info.finish_reason = "cancelled"
             return
@@ -466,7 +473,7 @@ class OpenAIBackend(PlainBackend):
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling
         body: dict[str, Any] = {
-            "messages": [dict(m) for m in request.messages],
+            "messages": [wire_message(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": request.max_tokens,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.reasoning import Channel, ThinkingSplitter
-from engine.scaffolding import ScaffoldingFilter
+from engine.scaffolding import ScaffoldingFilter, SpanSink
 
 Delta = ThinkingDelta | ContentDelta
 
@@ -16,9 +16,9 @@ Delta = ThinkingDelta | ContentDelta
 class ReplyPipeline:
     """Turns one reply's pieces into thinking and content deltas."""
 
-    def __init__(self, *, prefilled: str = "") -> None:
+    def __init__(self, *, prefilled: str = "", span_sink: SpanSink | None = None) -> None:
         self._splitter = ThinkingSplitter(prefilled)
-        self._filter = ScaffoldingFilter()
+        self._filter = ScaffoldingFilter(sink=span_sink)
         self._content: list[str] = []
         self._thinking: list[str] = []
 

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 from engine.backend import Backend, CancelToken, Request
 from engine.errors import NoModelError
 from engine.events import Event
 from engine.turn import TurnRunner
+from engine.turns.tool_events import AnyEvent
+
+
+class TurnSource(Protocol):
+    """What runs a turn's events on the worker thread: a `TurnRunner` or a tool loop."""
+
+    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[AnyEvent]: ...
 
 log = logging.getLogger("engine.runtime")
 
@@ -66,11 +73,21 @@ class Engine:
         for cancel in list(self._running):
             cancel.cancel()
 
-    async def run_turn(self, request: Request, cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]:
-        """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it."""
+    @overload
+    def run_turn(self, request: Request, cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]: ...
+    @overload
+    def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
+                 runner_for: Callable[[Backend], TurnSource]) -> AsyncGenerator[AnyEvent, None]: ...
+
+    async def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
+                       runner_for: Callable[[Backend], TurnSource] | None = None) -> AsyncGenerator[AnyEvent, None]:
+        """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it.
+
+        The events come from a `TurnRunner`, or from what `runner_for(backend)` makes (a tool loop).
+        """
         if self._backend is None:
             raise NoModelError("no model is loaded")
-        runner = TurnRunner(self._backend)
+        runner = (runner_for or TurnRunner)(self._backend)
         cancel = cancel or CancelToken()
         self._running.append(cancel)
         try:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from engine.events import Piece
-from models.formats import ToolCallSpan, tool_call_spans
+from models.formats import ModelFormat, ToolCallSpan, tool_call_spans
 
 logger = logging.getLogger("engine.scaffolding")
 
@@ -38,26 +38,28 @@ class ScaffoldPattern:
 
     `end=None`: the span runs to the end of the reply. `end=""`: a standalone marker,
     only the marker itself is stripped. `fixture` is a sample reply holding exactly one
-    span of this pattern, used by the registry's unit test.
+    span of this pattern, used by the registry's unit test. `family` is the human label
+    (logs); `key` is the family's stable `models.formats` key, which a span sink receives.
     """
 
     family: str
     start: str
     end: str | None
     fixture: str
+    key: str = ""
 
 
-def _pattern(family: str, span: ToolCallSpan) -> ScaffoldPattern:
+def _pattern(fmt: ModelFormat, span: ToolCallSpan) -> ScaffoldPattern:
     """A registry entry; its fixture wraps the span (or the standalone marker) in prose."""
     if span.end == "":
-        return ScaffoldPattern(family, span.start, "", f"Checking now.{span.start} The weather is mild.")
+        return ScaffoldPattern(fmt.label, span.start, "", f"Checking now.{span.start} The weather is mild.", fmt.key)
     tail = "" if span.end is None else " Anything else?"
     fixture = f"Let me look that up.{span.start}{span.sample}{span.end or ''}{tail}"
-    return ScaffoldPattern(family, span.start, span.end, fixture)
+    return ScaffoldPattern(fmt.label, span.start, span.end, fixture, fmt.key)
 
 
 # Built from the one table of model formats (models/formats.py).
-DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = tuple(_pattern(fmt.label, span) for fmt, span in tool_call_spans())
+DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = tuple(_pattern(fmt, span) for fmt, span in tool_call_spans())
 
 
 def registry_markers(registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> frozenset[str]:
@@ -202,10 +204,19 @@ def _is_control(piece: Piece) -> bool:
     return piece.special and not piece.user_defined
 
 
+# Receives each closed span when tools are offered: (the family's models.formats key, else
+# its label; the span's full text; whether it was terminated). Returning True claims the
+# span (a parsed tool call): it is then not counted as stripped scaffolding.
+SpanSink = Callable[[str, str, bool], bool]
+
+
 class ScaffoldingFilter:
     """Streams visible answer text with every registered scaffolding span removed."""
 
-    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> None:
+    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY, *,
+                 sink: SpanSink | None = None) -> None:
+        self._sink = sink
+        self._span_full: list[str] = []  # the whole span, kept only for a sink
         self._patterns = {p.start: p for p in registry}
         self._starts = MarkerSet(self._patterns)
         self._may_start = self._starts.prefixes | self._starts.markers
@@ -295,6 +306,7 @@ class ScaffoldingFilter:
     def _open_span(self, pattern: ScaffoldPattern, marker: str) -> None:
         self._open = pattern
         self._span_head, self._span_len = "", 0
+        self._span_full = []
         self._add_to_span(marker)
         if pattern.end == "":
             self._close_span(terminated=True)
@@ -328,12 +340,19 @@ class ScaffoldingFilter:
         return at
 
     def _add_to_span(self, text: str) -> None:
+        if self._sink is not None:
+            self._span_full.append(text)
         if len(self._span_head) < LOG_SPAN_CHARS:
             self._span_head += text[: LOG_SPAN_CHARS - len(self._span_head)]
         self._span_len += len(text)
 
     def _close_span(self, *, terminated: bool) -> None:
         assert self._open is not None
+        full, self._span_full = "".join(self._span_full), []
+        if self._sink is not None and self._sink(self._open.key or self._open.family, full, terminated):
+            self._open = None
+            self._span_head, self._span_len = "", 0
+            return
         self.stripped_chars += self._span_len
         logger.warning(
             "stripped %d chars of %s tool-call scaffolding%s: %r",

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
 from engine.events import ContentDelta, ThinkingDelta
 from engine.pipeline import ReplyPipeline
+from engine.scaffolding import SpanSink
 from engine.tally import Tally
 
 Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
@@ -22,8 +23,11 @@ def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]
     return ({"role": "system", "content": line}, *messages)
 
 
-def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Round:
+def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally,
+                 span_sink: SpanSink | None = None) -> Round:
     """One model request through a fresh guardrail pipeline, counted in `tally`.
+
+    `span_sink` gets each scaffolding span the guardrail closes (a tool turn parses calls).
 
     Yields the deltas; returns the pipeline (None when no piece came) and the stream's info.
     """
@@ -34,7 +38,7 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
     try:
         for piece in backend.stream(request, cancel, info):
             if pipeline is None:
-                pipeline = ReplyPipeline(prefilled=info.prefilled_thinking)
+                pipeline = ReplyPipeline(prefilled=info.prefilled_thinking, span_sink=span_sink)
             tally.mark_piece()
             pieces += 1
             yield from pipeline.feed(piece)
