@@ -29,7 +29,7 @@ from engine.errors import (
     LLMError,
     StructuredOutputError,
 )
-from engine.events import ContentDelta, StructuredRetry, TurnDone, TurnError, event_to_json
+from engine.events import ContentDelta, Notice, StructuredRetry, TurnDone, TurnError, event_to_json
 from engine.structured import MAX_STRUCTURED_RETRIES, Schema, StructuredResult, StructuredRunner, load_schema
 from engine.turn import error_kind
 
@@ -63,9 +63,12 @@ def _schema_turn(backend: Backend, schema: Schema, sampling: Sampling, history: 
     # With history, the context is the conversation's active branch ending at this prompt.
     messages = history.begin(args.prompt, system=args.system, model=backend.name) or _messages(args)
 
-    def on_retry(event: StructuredRetry) -> None:
+    def on_retry(event: StructuredRetry | Notice) -> None:
         record(history.recorder, event)
-        _report_retry(event, args.events)
+        if isinstance(event, Notice):
+            _report_notice(event, args.events)
+        else:
+            _report_retry(event, args.events)
 
     runner = StructuredRunner(backend, on_event=on_retry)
     try:
@@ -102,6 +105,13 @@ def _report_retry(event: StructuredRetry, events: bool) -> None:
     else:
         sys.stderr.write(f"ember: the reply was not valid: {event.error}; asking again "
                          f"(attempt {event.attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
+
+
+def _report_notice(event: Notice, events: bool) -> None:
+    if events:
+        _emit(event_to_json(event))
+    else:
+        sys.stderr.write(f"ember: note: {event.text}\n")
 
 
 def _report_value(result: StructuredResult, events: bool) -> None:

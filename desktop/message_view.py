@@ -224,6 +224,7 @@ class AssistantMessage(QFrame):
         self._content_dirty = False
         self._next_render = 0.0
         self._finished = False
+        self._note = ""
         self.message_id: int | None = None
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -300,6 +301,12 @@ class AssistantMessage(QFrame):
         self.status.setText(f"Retrying (attempt {attempt})…")
         self.status.setToolTip(f"The previous reply was not valid: {error}")
 
+    def note(self, text: str) -> None:
+        """Something worth knowing about this reply (e.g. its schema is not enforced while decoding)."""
+        self._note = text
+        self.status.setText(text)
+        self.status.setToolTip(text)
+
     def _on_regenerate_clicked(self) -> None:
         if self.message_id is not None:
             self.regenerateRequested.emit(self.message_id)
@@ -331,8 +338,8 @@ class AssistantMessage(QFrame):
         self._flush(final=True)
         self.thinking.end()
         self._finished = True
-        self.status.setText(self._status_for(stats))
-        self.status.setToolTip("")
+        self.status.setText(self._status_for(stats) or self._note)
+        self.status.setToolTip(self._note)
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 

@@ -19,7 +19,7 @@ from engine.errors import (
     EngineError,
     StructuredOutputError,
 )
-from engine.events import ContentDelta, Event, Recovery, StructuredRetry, ThinkingDelta, TurnDone, TurnError
+from engine.events import ContentDelta, Event, Notice, Recovery, StructuredRetry, ThinkingDelta, TurnDone, TurnError
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import StructuredRunner
@@ -44,6 +44,13 @@ class RetryIndicator(Protocol):
     """A reply that can show "Retrying (attempt n)…" while a structured run asks again."""
 
     def retrying(self, attempt: int, error: str) -> None: ...
+
+
+@runtime_checkable
+class NoteShower(Protocol):
+    """A reply that can show a short note under itself (e.g. "decoding is not constrained")."""
+
+    def note(self, text: str) -> None: ...
 
 
 @dataclass
@@ -133,7 +140,7 @@ async def run_structured(engine: Engine, messages: Sequence[Message], schema: Ma
         return RunResult(TurnError("no_model", ""), "")
     loop = asyncio.get_running_loop()
 
-    def on_retry(event: StructuredRetry) -> None:  # on the worker thread: hop to the loop
+    def on_retry(event: StructuredRetry | Notice) -> None:  # on the worker thread: hop to the loop
         loop.call_soon_threadsafe(_show_retry, event, sink, recorder)
 
     runner = StructuredRunner(backend, on_event=on_retry)
@@ -154,9 +161,12 @@ async def run_structured(engine: Engine, messages: Sequence[Message], schema: Ma
     return RunResult(done, answer)
 
 
-def _show_retry(event: StructuredRetry, sink: Sink, recorder: TurnRecorder | None) -> None:
+def _show_retry(event: StructuredRetry | Notice, sink: Sink, recorder: TurnRecorder | None) -> None:
     record(recorder, event)
-    if isinstance(sink, RetryIndicator):
+    if isinstance(event, Notice):
+        if isinstance(sink, NoteShower):
+            sink.note(event.text)
+    elif isinstance(sink, RetryIndicator):
         sink.retrying(event.attempt, event.error)
 
 

@@ -42,6 +42,13 @@ class StructuredRetry:
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know about this turn that is not an error (shown, not fatal)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnStats:
     tokens: int = 0
     prompt_tokens: int = 0
@@ -71,7 +78,7 @@ class TurnError:
     stats: TurnStats = field(default_factory=TurnStats)
 
 
-Event = ThinkingDelta | ContentDelta | Recovery | StructuredRetry | TurnDone | TurnError
+Event = ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | TurnDone | TurnError
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -85,6 +92,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "recovery", "reason": reason}
         case StructuredRetry(attempt=attempt, error=error):
             return {"type": "structured_retry", "attempt": attempt, "error": error}
+        case Notice(text=text):
+            return {"type": "notice", "text": text}
         case TurnDone(stats=stats):
             return {"type": "done", "stats": stats.to_dict()}
         case TurnError(kind=kind, message=message):

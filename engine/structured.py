@@ -39,10 +39,11 @@ from referencing.exceptions import Unresolvable
 
 from engine.backend import Backend, CancelToken, Message, Request, Sampling, make_request
 from engine.errors import ConfigError, StructuredOutputError
-from engine.events import StructuredRetry, TurnStats
+from engine.events import Notice, StructuredRetry, TurnStats
 from engine.tally import Tally
 from engine.trim import TokenCounter, approx_tokens, trim_messages
 from engine.turn import fold_system, quiet_round
+from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 
 log = logging.getLogger("engine.structured")
 
@@ -104,12 +105,24 @@ def compile_schema(schema: Schema) -> Validator:
     The empty registry keeps validation offline: jsonschema would otherwise fetch a remote
     `$ref` over the network.
     """
+    deep = schema_depth_problem(schema)
+    if deep:
+        raise ConfigError(f"not a usable JSON Schema: {deep}")
     try:
         cls = validator_for(schema)
         cls.check_schema(schema)  # pyright: ignore[reportArgumentType] - booleans are schemas too
     except SchemaError as exc:
         raise ConfigError(f"not a valid JSON Schema: {exc.message}") from exc
-    return cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    except RecursionError as exc:
+        raise ConfigError("not a usable JSON Schema: it refers to itself without end") from exc
+    validator = cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    try:  # a reference loop ({"$ref": "#"}) recurses on any value: find out now, not mid-run
+        validator.is_valid(None)
+    except RecursionError as exc:
+        raise ConfigError("not a usable JSON Schema: it refers to itself without end") from exc
+    except Unresolvable:
+        pass  # reported when a reply is checked, with the reference named
+    return validator
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -121,6 +134,8 @@ def load_schema(path: str | Path) -> Schema:
         raise ConfigError(f"cannot read schema {p}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"schema {p} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"schema {p} is nested too deeply to read") from exc
     if not isinstance(data, (dict, bool)):
         raise ConfigError(f"schema {p} is not a valid JSON Schema: it must be an object or a boolean")
     schema = cast(Schema, data)
@@ -141,8 +156,11 @@ class GrammarChecker(Protocol):
     def check_grammar(self, gbnf: str) -> str | None: ...
 
 
-def grammar_for(backend: Backend, schema: Schema) -> str | None:
-    """A GBNF grammar constraining decoding to `schema`, or None (reason logged) to decode freely."""
+def grammar_for(backend: Backend, schema: Schema, notes: list[str] | None = None) -> str | None:
+    """A GBNF grammar constraining decoding to `schema`, or None to decode freely.
+
+    Why a grammar is not used is logged and appended to `notes` (shown to the user).
+    """
     if not backend.supports_grammar:
         return None
     try:
@@ -150,20 +168,28 @@ def grammar_for(backend: Backend, schema: Schema) -> str | None:
     except Exception as exc:  # any converter failure just means "no grammar"
         log.warning("structured: the schema does not convert to a grammar (%s: %s); decoding unconstrained",
                     type(exc).__name__, exc)
+        _note(notes, f"the schema cannot be turned into a grammar ({type(exc).__name__})")
         return None
-    # llama.cpp aborts the process on a grammar it cannot parse, so ask before using it.
+    # llama.cpp may crash the process on a grammar it cannot parse, so ask before using it.
     problem = backend.check_grammar(gbnf) if isinstance(backend, GrammarChecker) else None
     if problem:
         log.warning("structured: the schema's grammar is unusable (%s); decoding unconstrained", problem)
+        _note(notes, problem)
         return None
     return gbnf
+
+
+def _note(notes: list[str] | None, why: str) -> None:
+    if notes is not None:
+        notes.append(f"Decoding is not constrained to the schema: {why}; the reply is still checked against it.")
 
 
 def _schema_to_gbnf(schema: Schema) -> str:
     # Imported here: llama_cpp loads a native library, and other backends never need it.
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    return str(json_schema_to_gbnf(json.dumps(schema)))
+    # Large repetition counts are loosened (they crash llama.cpp); jsonschema still validates.
+    return str(json_schema_to_gbnf(json.dumps(bounded_for_grammar(schema))))
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -196,6 +222,8 @@ def parse_reply(text: str, validator: Validator) -> Any:
         error = _best_error(validator, value)
     except Unresolvable as exc:
         raise ConfigError(f"the schema has a reference that cannot be resolved offline: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError("the schema refers to itself without end") from exc
     if error is not None:
         raise ReplyError(_describe(error))
     return value
@@ -275,7 +303,7 @@ class StructuredRunner:
     """
 
     def __init__(self, backend: Backend, *, audit: StructuredAudit | None = None,
-                 on_event: Callable[[StructuredRetry], None] | None = None,
+                 on_event: Callable[[StructuredRetry | Notice], None] | None = None,
                  count_tokens: TokenCounter | None = None) -> None:
         self.backend = backend
         self.audit: StructuredAudit = audit or _NoAudit()
@@ -287,7 +315,10 @@ class StructuredRunner:
         """Ask until a reply parses and validates; see `run_structured`."""
         # Bad input (schema, messages) is the caller's error, raised before anything is recorded.
         validator = compile_schema(schema)
-        state = _RunState(self._first_thread(messages, schema, trim), grammar_for(self.backend, schema))
+        notes: list[str] = []
+        state = _RunState(self._first_thread(messages, schema, trim), grammar_for(self.backend, schema, notes))
+        for note in notes:
+            self._emit(Notice(note))
         first = make_request(state.thread, sampling=sampling or Sampling(), max_tokens=max_tokens)
         self.audit.started()
         try:
@@ -329,15 +360,17 @@ class StructuredRunner:
         content = pipeline.content if pipeline is not None else ""
         return _Reply(content, info.finish_reason, info.prefilled_thinking)
 
-    def _emit(self, event: StructuredRetry) -> None:
-        log.info("structured: attempt %d after: %s", event.attempt, event.error)
+    def _emit(self, event: StructuredRetry | Notice) -> None:
+        if isinstance(event, StructuredRetry):
+            log.info("structured: attempt %d after: %s", event.attempt, event.error)
         if self._on_event is not None:
             self._on_event(event)
 
 
 def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,
                    sampling: Sampling | None = None, max_tokens: int = 1024, trim: int | None = None,
-                   audit: StructuredAudit | None = None, on_event: Callable[[StructuredRetry], None] | None = None,
+                   audit: StructuredAudit | None = None,
+                   on_event: Callable[[StructuredRetry | Notice], None] | None = None,
                    cancel: CancelToken | None = None, count_tokens: TokenCounter | None = None) -> Any:
     """The parsed, schema-valid JSON value of the model's reply to `messages`.
 
