@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from desktop.core.cli_guard import prepare_streams, run_guarded
 from engine import __version__
 from engine.logsetup import configure_logging
 
@@ -46,11 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(verbose=args.verbose)
     if args.command is None:
+        configure_logging(verbose=args.verbose)
         from desktop.app import run_gui  # Qt is imported only for the window
 
         return run_gui(args)
+    with prepare_streams():  # no encoding errors, no terminal control characters
+        return run_guarded(lambda: _run_command(args))
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    configure_logging(verbose=args.verbose)
     return int(args.func(args))
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from desktop.core.arg_checks import executable_arg
 from engine.bench import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import EngineError
 
@@ -31,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="fewer runs, shorter replies, a smaller GUI load (~1 min)")
     p.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="llama.cpp threads (default: logical CPUs)")
-    p.add_argument("--llama-bench", type=Path, default=None, metavar="PATH",
+    p.add_argument("--llama-bench", type=executable_arg, default=None, metavar="PATH",
                    help="a built llama.cpp llama-bench binary: also report its tg figure for the same model")
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):

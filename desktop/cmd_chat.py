@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from desktop.cmd_history import ChatHistory, add_chat_options
+from desktop.core.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
 from engine.backend import Backend, CancelToken, Message, Sampling, make_request
 from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
@@ -22,16 +23,16 @@ EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR = 0, 2, 3
 
 def register(sub: Any) -> None:
     p = sub.add_parser("chat", help="send one message and stream the reply")
-    p.add_argument("prompt", metavar="PROMPT", help="the message to send")
+    p.add_argument("prompt", metavar="PROMPT", type=prompt_arg, help="the message to send")
     p.add_argument("--model", default="default", help="GGUF path or 'default' (with openai: the model name)")
     p.add_argument("--backend", default="llama", help="llama (default), script:FILE or openai:URL")
-    p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (0 = greedy)")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
+    p.add_argument("--system", type=text_arg, default=None, help="system prompt")
+    p.add_argument("--temperature", type=temperature_arg, default=None, help="sampling temperature (0 = greedy)")
+    p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
     p.add_argument("--max-tokens", type=_positive_int, default=None, help="reply length limit (default 512)")
-    p.add_argument("--ctx", type=_positive_int, default=None, help="context length in tokens (default 4096)")
+    p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
-    p.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
@@ -85,7 +86,7 @@ def _saved_settings(args: argparse.Namespace) -> ModelSettings:
         return ModelSettings()
     try:
         return load_model_settings(_model_path(args).resolve())
-    except (OSError, ValueError, ModelLoadError):
+    except (OSError, ValueError, RuntimeError, ModelLoadError):  # RuntimeError: a symlink loop
         return ModelSettings()
 
 

@@ -15,6 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from desktop.core.arg_checks import count_arg, id_arg, text_arg, title_arg
+from desktop.core.terminal_text import safe_cell
 from engine.backend import Message
 from engine.errors import ConfigError
 from engine.events import Event
@@ -48,24 +50,24 @@ def register(sub: Any) -> None:
 
     a = actions.add_parser("list", help="conversations, most recent first")
     _json_flag(a)
-    a.add_argument("--limit", type=int, default=None, help="show at most N")
+    a.add_argument("--limit", type=count_arg, default=None, help="show at most N")
     a.add_argument("--trash", action="store_true", help="list deleted conversations instead")
     a.set_defaults(history_action=_list)
 
     a = actions.add_parser("show", help="a conversation's active branch")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     _json_flag(a)
     a.add_argument("--all", action="store_true", help="every version of every message, not only the active branch")
     a.set_defaults(history_action=_show)
 
     a = actions.add_parser("search", help="conversations whose title or messages contain every word")
-    a.add_argument("text", nargs="+", metavar="TEXT")
+    a.add_argument("text", nargs="+", metavar="TEXT", type=text_arg)
     _json_flag(a)
-    a.add_argument("--limit", type=int, default=50, help="show at most N")
+    a.add_argument("--limit", type=count_arg, default=50, help="show at most N")
     a.set_defaults(history_action=_search)
 
     a = actions.add_parser("export", help="a conversation as Markdown or JSON")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     a.set_defaults(history_action=_export)
@@ -75,17 +77,17 @@ def register(sub: Any) -> None:
     a.set_defaults(history_action=_import)
 
     a = actions.add_parser("delete", help="move a conversation to the trash (restore undoes it)")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.add_argument("--purge", action="store_true", help="delete for good, now")
     a.set_defaults(history_action=_delete)
 
     a = actions.add_parser("restore", help="bring a deleted conversation back")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.set_defaults(history_action=_restore)
 
     a = actions.add_parser("rename", help="give a conversation a title")
-    a.add_argument("id", type=int, metavar="ID")
-    a.add_argument("title", metavar="TITLE")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.add_argument("title", metavar="TITLE", type=title_arg)
     a.set_defaults(history_action=_rename)
 
 
@@ -124,7 +126,7 @@ def _list(store: HistoryStore, args: argparse.Namespace) -> int:
         _print_json([_conversation_json(c) for c in conversations])
         return EXIT_OK
     for conv in conversations:
-        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {conv.title or '(untitled)'}")
+        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {safe_cell(conv.title) or '(untitled)'}")
     if not conversations:
         sys.stderr.write("ember: no conversations yet\n" if not args.trash else "ember: the trash is empty\n")
     return EXIT_OK
@@ -136,6 +138,8 @@ def _conversation_json(conv: Conversation) -> dict[str, Any]:
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
+    if args.all and not args.json:
+        return _fail("--all shows every version as JSON: add --json", EXIT_USAGE)
     if not args.json:
         sys.stdout.write(export_markdown(store, conv.id))
         return EXIT_OK
@@ -159,12 +163,18 @@ def _search(store: HistoryStore, args: argparse.Namespace) -> int:
         return EXIT_OK
     bold, plain = ("\x1b[1m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
     for h in hits:
-        snippet = h.snippet.replace(HIGHLIGHT_START, bold).replace(HIGHLIGHT_END, plain)
+        snippet = _highlighted(h.snippet, bold, plain)
         where = "title" if h.message_id is None else f"message {h.message_id}"
-        print(f"{h.conversation_id:>6}  {h.title or '(untitled)'}  [{where}]\n        {snippet}")
+        print(f"{h.conversation_id:>6}  {safe_cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
     if not hits:
         sys.stderr.write("ember: nothing found\n")
     return EXIT_OK
+
+
+def _highlighted(snippet: str, bold: str, plain: str) -> str:
+    """The snippet made safe for the terminal, its highlight markers (control characters) then styled."""
+    marked = snippet.replace(HIGHLIGHT_START, "\ue010").replace(HIGHLIGHT_END, "\ue011")
+    return safe_cell(marked).replace("\ue010", bold).replace("\ue011", plain)
 
 
 def _export(store: HistoryStore, args: argparse.Namespace) -> int:
@@ -191,11 +201,15 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         return _fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+    except RecursionError:
+        return _fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     try:
         conv = import_json(store, data)
     except HistoryError as exc:
         return _fail(f"cannot import {name}: {exc}", EXIT_USAGE)
-    print(f"imported conversation {conv.id}: {conv.title or '(untitled)'}")
+    except RecursionError:
+        return _fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+    print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
     return EXIT_OK
 
 
@@ -217,7 +231,12 @@ def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
 
 
 def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
-    store.rename(args.id, args.title)
+    conv = store.conversation(args.id)
+    if conv.deleted_at is not None:
+        return _fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
+    store.rename(conv.id, args.title)
+    title = store.conversation(conv.id).title
+    print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
     return EXIT_OK
 
 
@@ -230,7 +249,7 @@ def add_chat_options(p: argparse.ArgumentParser) -> None:
     which = g.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_latest", action="store_true",
                        help="continue the most recent conversation (its active branch is the context)")
-    which.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    which.add_argument("--conversation", type=id_arg, metavar="ID", help="continue conversation ID")
 
 
 class ChatHistory:

@@ -99,7 +99,7 @@ def same_model(a: ModelChoice | None, b: ModelChoice | None) -> bool:
 def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop before Python 3.13
         return path.absolute()
 
 

@@ -57,7 +57,7 @@ def _environment() -> BoundedEnvironment:
     env_globals = cast(dict[str, Any], env.globals)  # pyright: ignore[reportUnknownMemberType]
     env_globals["raise_exception"] = _raise
     env_globals["strftime_now"] = _strftime_now
-    env.filters["tojson"] = bounded_filter(
+    env.filters["tojson"] = bounded_filter(  # pyright: ignore[reportUnknownMemberType]
         lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent))  # type: ignore[misc]
     return env
 

@@ -133,7 +133,7 @@ def model_key(model: Path) -> str:
     """The key a model's settings are stored under: its absolute, resolved path."""
     try:
         return str(model.expanduser().resolve())
-    except OSError:  # a symlink loop, an unreachable share
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before 3.13), an unreachable share
         return str(model.expanduser().absolute())
 
 

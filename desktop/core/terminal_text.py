@@ -55,3 +55,8 @@ class SafeStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def has_controls(text: str) -> bool:
+    """Whether `text` holds a control character, line break or tab (none belong in a title)."""
+    return bool(_UNSAFE.search(text) or _BREAKS.search(text))

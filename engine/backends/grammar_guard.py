@@ -131,7 +131,11 @@ def _child(model_path: str, gbnf: bytes) -> int:
     if not model:
         sys.stderr.write("cannot load the model's vocabulary\n")
         return 2
-    sampler = lc.llama_sampler_init_grammar(lc.llama_model_get_vocab(model), gbnf, b"root")
+    vocab = lc.llama_model_get_vocab(model)
+    if not vocab:
+        sys.stderr.write("the model has no vocabulary\n")
+        return 2
+    sampler = lc.llama_sampler_init_grammar(vocab, gbnf, b"root")
     if not sampler:
         return 1
     lc.llama_sampler_free(sampler)

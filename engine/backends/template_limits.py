@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, cast
@@ -73,7 +73,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        filters = cast(dict[str, Callable[..., Any]], self.filters)
+        filters = cast(dict[str, Callable[..., Any]], self.filters)  # pyright: ignore[reportUnknownMemberType]
         for name, func in list(filters.items()):
             filters[name] = bounded_filter(func)
 
@@ -84,8 +84,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             _check_power(left, right)
         elif operator == "%" and isinstance(left, str) and _WIDE.search(left):
             raise TemplateLimitError("it asked for a formatted value too wide to use")
-        result = super().call_binop(context, operator, left, right)
-        if isinstance(result, (str, list, tuple)) and len(cast(Any, result)) > MAX_VALUE * 8:
+        result: Any = super().call_binop(context, operator, left, right)
+        if _too_long(result):
             raise TemplateLimitError("it built a value too large to use")
         return result
 
@@ -97,6 +97,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 and _WIDE.search(receiver):
             raise TemplateLimitError("it asked for a formatted value too wide to use")
         return super().call(__context, __obj, *args, **kwargs)
+
+
+def _too_long(value: Any) -> bool:
+    return isinstance(value, (str, list, tuple)) and len(cast(Any, value)) > MAX_VALUE * 8
 
 
 def _check_repeat(left: Any, right: Any) -> None:
@@ -116,7 +120,7 @@ def _check_power(base: Any, exponent: Any) -> None:
 
 
 @contextmanager
-def bounded(seconds: float) -> Iterator[None]:
+def bounded(seconds: float) -> Generator[None]:
     """Raise TemplateLimitError inside template code running past `seconds` (this thread)."""
     deadline = time.monotonic() + seconds
 
