@@ -18,6 +18,7 @@ from typing import Any
 from desktop.core.arg_checks import count_arg, id_arg, text_arg, title_arg
 from desktop.core.terminal_text import safe_cell
 from engine.backend import Message
+from engine.conversation_lock import ConversationBusy, ConversationLock
 from engine.errors import ConfigError
 from engine.events import Event
 from engine.history import HistoryStore
@@ -259,6 +260,7 @@ class ChatHistory:
         self.store = store
         self.conversation_id = conversation_id  # None: a new conversation on begin()
         self.recorder: TurnRecorder | None = None
+        self._lock: ConversationLock | None = None
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> ChatHistory:
@@ -290,13 +292,24 @@ class ChatHistory:
             if self.conversation_id is None:
                 settings = {"system": system} if system else {}
                 self.conversation_id = self.store.create_conversation(model=model, settings=settings).id
+            self._hold(self.conversation_id)  # another `chat -c` on it first finishes its turn
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
             return self.recorder.prompt_messages(system=system)
-        except (HistoryError, sqlite3.Error) as exc:
+        except (HistoryError, sqlite3.Error, ConversationBusy) as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None
+
+    def _hold(self, conversation_id: int) -> None:
+        assert self.store is not None
+
+        def waiting() -> None:
+            sys.stderr.write(f"ember: waiting for another reply in conversation {conversation_id} to finish…\n")
+            sys.stderr.flush()
+
+        self._lock = ConversationLock(self.store.db_path, conversation_id, on_wait=waiting)
+        self._lock.acquire()
 
     def wrap(self, events: Iterable[Event]) -> Iterable[Event]:
         return events if self.recorder is None else recorded(events, self.recorder)
@@ -309,6 +322,8 @@ class ChatHistory:
     def close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
+        if self._lock is not None:
+            self._lock.release()  # after the answer is stored
         if self.store is not None:
             self.store.close()
 
