@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -122,7 +123,7 @@ class HistoryStore:
             schema_version(conn)  # "file is not a database" surfaces at the first read
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise HistoryError(f"cannot open the history database {self.db_path}: {exc}") from exc
+            raise HistoryError(f"cannot open the history database {self.db_path}: {_reason(exc, self.db_path)}") from exc
         return conn
 
     def _migrate(self) -> None:
@@ -167,7 +168,10 @@ class HistoryStore:
             self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error as exc:  # e.g. a full disk: SQLite rolled back already
+                    log.debug("history: rollback failed after an error: %s", exc)
             raise
         finally:
             self._depth = 0
@@ -519,3 +523,12 @@ def _rowid(cur: sqlite3.Cursor) -> int:
     if cur.lastrowid is None:  # pragma: no cover - an INSERT always sets it
         raise HistoryError("insert returned no row id")
     return cur.lastrowid
+
+
+def _reason(exc: sqlite3.Error, db_path: Path) -> str:
+    """SQLite says "disk I/O error" when it cannot create its journal on a full disk: say so."""
+    try:
+        full = shutil.disk_usage(db_path.parent).free < 64 * 1024
+    except OSError:
+        full = False
+    return "the disk is full (nothing saved was lost; free some space)" if full else str(exc)

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from engine.conversation_lock import ConversationBusy, ConversationLock
 from engine.history import HistoryStore
 from models.paths import ember_paths
@@ -79,10 +81,6 @@ def test_a_lock_held_too_long_is_one_clear_error(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite3"
     with ConversationLock(db, 1):
         lock = ConversationLock(db, 1, wait_s=0.1)
-        try:
+        with pytest.raises(ConversationBusy, match="still running"):
             lock.acquire()
-        except ConversationBusy as exc:
-            assert "still running" in str(exc)
-        else:
-            raise AssertionError("the second lock was granted")
         assert not lock.held
