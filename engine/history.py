@@ -123,7 +123,8 @@ class HistoryStore:
             schema_version(conn)  # "file is not a database" surfaces at the first read
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise HistoryError(f"cannot open the history database {self.db_path}: {_reason(exc, self.db_path)}") from exc
+            reason = _reason(exc, self.db_path)
+            raise HistoryError(f"cannot open the history database {self.db_path}: {reason}") from exc
         return conn
 
     def _migrate(self) -> None:
