@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from desktop.core.arg_checks import prompt_arg
 from desktop.core.cli_guard import prepare_streams, run_guarded
 from engine import __version__
 from engine.logsetup import configure_logging
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ember {__version__}")
     parser.add_argument("--model", help="GGUF file to open (default: the last used, else the built-in model)")
     parser.add_argument("--backend", default=None, help="llama (default), script:FILE or openai:URL")
-    parser.add_argument("--prompt", help="send this message once the window is up")
+    parser.add_argument("--prompt", type=prompt_arg, help="send this message once the window is up")
     parser.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from desktop.cmd_history import ChatHistory, add_chat_options
 from desktop.core.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
+from desktop.core.thinking_output import ThinkingPrinter
 from engine.backend import Backend, CancelToken, Message, Sampling, make_request
 from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
@@ -130,6 +131,7 @@ def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) ->
         return _fail(str(exc))
     except EngineError as exc:
         return _fail(str(exc))
+    note_clamped_context(args, backend)
     # With history, the context is the conversation's active branch ending at this prompt.
     messages = history.begin(args.prompt, system=args.system, model=backend.name) or _single_turn(args)
     request = make_request(messages, sampling=sampling, max_tokens=args.max_tokens)
@@ -145,6 +147,13 @@ def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) ->
         backend.close()
 
 
+def note_clamped_context(args: argparse.Namespace, backend: Backend) -> None:
+    used = getattr(backend, "n_ctx", None)
+    if isinstance(used, int) and args.ctx and used < args.ctx:
+        sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
+                         f"not {args.ctx}\n")
+
+
 def _single_turn(args: argparse.Namespace) -> list[Message]:
     messages: list[Message] = [{"role": "system", "content": args.system}] if args.system else []
     messages.append({"role": "user", "content": args.prompt})
@@ -153,11 +162,12 @@ def _single_turn(args: argparse.Namespace) -> list[Message]:
 
 def _print_turn(events: Any, args: argparse.Namespace) -> int:
     status = EXIT_OK
+    thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
     for event in events:
         if args.events:
             _emit_json(event, sys.stdout)
         else:
-            _emit_text(event, args.show_thinking)
+            _emit_text(event, thinking)
         if isinstance(event, TurnError):
             status = EXIT_TURN_ERROR
     return status
@@ -168,13 +178,15 @@ def _emit_json(event: Event, out: TextIO) -> None:
     out.flush()
 
 
-def _emit_text(event: Event, show_thinking: bool) -> None:
+def _emit_text(event: Event, thinking: ThinkingPrinter | None) -> None:
+    if thinking is not None and not isinstance(event, ThinkingDelta):
+        thinking.close()  # the answer (or the end) follows: set the thinking apart first
     match event:
         case ContentDelta(text=text):
             sys.stdout.write(text)
             sys.stdout.flush()
-        case ThinkingDelta(text=text) if show_thinking:
-            sys.stderr.write(text)
+        case ThinkingDelta(text=text) if thinking is not None:
+            thinking.thinking(text)
         case Recovery():
             sys.stderr.write("ember: the reply was empty; asking once more…\n")
         case TurnDone():

@@ -78,6 +78,7 @@ def _main_status(argv: list[str]) -> int:
     (["history", "show", "99999999999999999999999"], "ID"),
     (["history", "list", "--limit", "-3"], "--limit"),
     (["bench", "--llama-bench", "/nonexistent"], "/nonexistent"),
+    (["--prompt", "  "], "the message is empty"),  # the app's --prompt, checked before Qt loads
 ])
 def test_out_of_range_arguments_are_one_line_exit_2(args: list[str], needle: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,3 +316,25 @@ def test_safe_stream_keeps_json_exact(text: str) -> None:
     sink = Sink()
     SafeStream(sink).write(json.dumps({"t": text}, ensure_ascii=False))  # type: ignore[arg-type]
     assert json.loads("".join(sink.parts)) == {"t": text}
+
+
+def test_show_thinking_is_set_apart_from_the_answer(tmp_path: Path, ember_home: Path) -> None:
+    backend = _script(tmp_path, [["<think>", "let me see", "</think>", "The answer."]])
+    result = ember("chat", "--no-history", "--show-thinking", "--backend", backend, "hi", home=ember_home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "The answer.\n"
+    assert result.stderr == "--- thinking ---\nlet me see\n--- end of thinking ---\n"
+    quiet = ember("chat", "--no-history", "--backend", backend, "hi", home=ember_home)
+    assert quiet.stderr == ""
+
+
+def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from desktop.cmd_chat import note_clamped_context
+
+    note_clamped_context(Namespace(ctx=100_000), SimpleNamespace(n_ctx=8192))  # type: ignore[arg-type]
+    assert "trained on 8192 tokens of context; using 8192, not 100000" in capsys.readouterr().err
+    note_clamped_context(Namespace(ctx=4096), SimpleNamespace(n_ctx=4096))  # type: ignore[arg-type]
+    assert capsys.readouterr().err == ""

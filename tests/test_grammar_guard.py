@@ -21,7 +21,7 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.errors import ConfigError
 from engine.events import Notice, StructuredRetry, event_to_json
 from engine.scripted import ScriptedBackend
-from engine.structured import StructuredRunner, _schema_to_gbnf, compile_schema, load_schema
+from engine.structured import StructuredRunner, compile_schema, grammar_for, load_schema
 from engine.turns.schema_limits import (
     MAX_SCHEMA_DEPTH,
     REPEAT_LIMIT,
@@ -41,6 +41,22 @@ ISSUE_SCHEMAS: dict[str, dict[str, Any]] = {
     "minLength 30000": {"type": "string", "minLength": 30000},
     "minItems 9999": {"type": "array", "items": {"type": "string"}, "minItems": 9999, "maxItems": 10000},
 }
+
+
+class _AcceptsAll(ScriptedBackend):
+    supports_grammar = True
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return None
+
+
+def _schema_to_gbnf(schema: Any) -> str:
+    """The grammar Ember builds for `schema` (the converter's errors propagate)."""
+    notes: list[str] = []
+    gbnf = grammar_for(_AcceptsAll([]), schema, notes)
+    if gbnf is None:
+        raise ValueError(notes[0] if notes else "no grammar")
+    return gbnf
 
 
 def _nesting(gbnf: str) -> int:
