@@ -264,3 +264,33 @@ def test_json_round_trip_of_issue_schemas_is_unchanged() -> None:
         before = json.dumps(schema, sort_keys=True)
         bounded_for_grammar(schema)
         assert json.dumps(schema, sort_keys=True) == before
+
+
+schema_leaf = st.sampled_from([
+    {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"$ref": "#"}, {"enum": [1, "a"]},
+    {"type": "string", "maxLength": 20000}, {"type": "string", "pattern": "^[a-z]{1,30000}$"},
+    {"type": "array", "maxItems": 99999}, {"const": None}, {"type": "nonsense"}, {"minLength": -1},
+])
+schemas = st.recursive(schema_leaf, lambda inner: st.one_of(
+    st.builds(lambda p: {"type": "object", "properties": p, "required": list(p)},
+              st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)),
+    st.builds(lambda i: {"type": "array", "items": i, "maxItems": 20000}, inner),
+    st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+), max_leaves=10)
+
+
+@settings(max_examples=80, deadline=None)
+@given(schemas)
+def test_any_schema_compiles_or_is_one_line_and_its_grammar_stays_shallow(schema: dict[str, Any]) -> None:
+    try:
+        compile_schema(schema)
+    except ConfigError as exc:
+        error = str(exc)
+        assert "\n" not in error
+        return
+    notes: list[str] = []
+    gbnf = grammar_for(_AcceptsAll([]), schema, notes)  # never raises: no grammar is a note
+    if gbnf is None:
+        assert len(notes) == 1
+    else:
+        assert _nesting(gbnf) <= REPEAT_LIMIT + 8 * MAX_SCHEMA_DEPTH
