@@ -179,7 +179,12 @@ class HistorySession:
             data: Any = json.loads(text)
         except json.JSONDecodeError as exc:
             raise HistoryError(f"not valid JSON: {exc}") from exc
-        return import_json(self.store, data)
+        except RecursionError as exc:
+            raise HistoryError("it is nested too deeply to be a conversation") from exc
+        try:
+            return import_json(self.store, data)
+        except RecursionError as exc:
+            raise HistoryError("it is nested too deeply to be a conversation") from exc
 
     def close(self) -> None:
         self.store.close()

@@ -338,3 +338,16 @@ def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.C
     assert "trained on 8192 tokens of context; using 8192, not 100000" in capsys.readouterr().err
     note_clamped_context(Namespace(ctx=4096), SimpleNamespace(n_ctx=4096))  # type: ignore[arg-type]
     assert capsys.readouterr().err == ""
+
+
+def test_the_app_refuses_a_deeply_nested_import_with_one_line() -> None:
+    from desktop.history_session import open_history
+    from engine.history_types import HistoryError
+
+    session, notice = open_history()
+    assert session is not None, notice
+    try:
+        with pytest.raises(HistoryError, match="nested too deeply"):
+            session.import_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    finally:
+        session.close()

@@ -82,3 +82,17 @@ def test_display_lines_cut_appended_pieces_like_the_whole(pieces: list[str]) -> 
 def test_the_stall_bench_measures_the_huge_piece_case() -> None:
     result = measure_ui_stall(n_tokens=50, tokens_per_s=3000, huge_piece_chars=50_000)
     assert {"ui_huge_piece_max_stall_ms", "ui_huge_piece_p99_stall_ms", "ui_huge_piece_catchup_ms"} <= result.keys()
+
+
+def test_one_huge_thinking_piece_keeps_its_raw_text_in_short_display_lines(qtbot: QtBot) -> None:
+    from desktop.qt.bulk_text import BULK_LINE_CHARS
+    from desktop.thinking_pane import ThinkingPane
+
+    pane = ThinkingPane()
+    qtbot.addWidget(pane)
+    pane.append("t" * 250_000)
+    pane.append("u" * 100)
+    assert pane.text() == "t" * 250_000 + "u" * 100
+    doc = pane.body.document()
+    lengths = [len(doc.findBlockByNumber(i).text()) for i in range(doc.blockCount())]
+    assert max(lengths) <= BULK_LINE_CHARS and sum(lengths) == 250_100

@@ -34,8 +34,8 @@ def needs_bulk_view(text: str) -> bool:
     return any(len(line) > BULK_LINE_CHARS for line in text.split("\n"))
 
 
-def display_lines(text: str, column: int) -> str:
-    """`text` with a line break inserted wherever a line reaches `DISPLAY_LINE_CHARS`.
+def display_lines(text: str, column: int, width: int = DISPLAY_LINE_CHARS) -> str:
+    """`text` with a line break inserted wherever a line reaches `width` characters.
 
     `column` is how long the display's last line already is, so pieces appended one after
     another are cut exactly as the whole text would be.
@@ -45,8 +45,8 @@ def display_lines(text: str, column: int) -> str:
         if i:
             out.append("\n")
             column = 0
-        while column + len(line) > DISPLAY_LINE_CHARS:
-            take = DISPLAY_LINE_CHARS - column
+        while column + len(line) > width:
+            take = width - column
             out.append(line[:take])
             out.append("\n")
             line = line[take:]
@@ -54,6 +54,12 @@ def display_lines(text: str, column: int) -> str:
         out.append(line)
         column += len(line)
     return "".join(out)
+
+
+def last_line_length(shown: str, column: int) -> int:
+    """The display's last line length after appending `shown` to a last line of `column`."""
+    last_break = shown.rfind("\n")
+    return len(shown) - last_break - 1 if last_break >= 0 else column + len(shown)
 
 
 class BulkTextView(QPlainTextEdit):
@@ -95,8 +101,7 @@ class BulkTextView(QPlainTextEdit):
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(shown)
-        last_break = shown.rfind("\n")
-        self._column = len(shown) - last_break - 1 if last_break >= 0 else self._column + len(shown)
+        self._column = last_line_length(shown, self._column)
         self._shown += len(piece)
         if self._shown < len(self._source):
             self._pump.start()
