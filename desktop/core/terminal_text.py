@@ -18,9 +18,10 @@ import re
 from typing import Any, TextIO
 
 # C0 controls except \t and \n, DEL, C1 controls, and the bidi embedding/override/isolate
-# marks (U+202A–U+202E, U+2066–U+2069). \r is escaped too: it rewrites the line on screen.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_BREAKS = re.compile(r"[\t\n]+")
+# marks (U+202A–U+202E, U+2066–U+2069). A lone \r is escaped too (it rewrites the line on
+# screen); \r\n, an ordinary line ending, is kept.
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+_BREAKS = re.compile(r"[\t\r\n]+")
 _ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off, kept by SafeStream
 
 
