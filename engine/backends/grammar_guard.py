@@ -3,8 +3,8 @@
 llama.cpp parses grammars recursively in native code: a grammar it cannot handle may be
 rejected cleanly, or may overflow the stack and kill the whole process (a segfault no
 Python code can catch). So a grammar never seen before is first built once in a short-lived
-child (`python -m engine.backends.grammar_guard MODEL`, grammar on stdin), which loads only
-the model's vocabulary. The child's verdict — usable, rejected, or crashed — is cached per
+child (`python -c …` with the grammar on stdin; the frozen app answers `-c` the same way),
+which loads only the model's vocabulary. The child's verdict — usable, rejected, or crashed — is cached per
 grammar hash, in memory and in a small file under the data folder, so each grammar costs
 one child process per machine, not one per request.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ def grammar_problem(model_path: str | Path, gbnf: str) -> str | None:
     """None if llama.cpp can build `gbnf` without harm; else why not (one line)."""
     if len(gbnf) > MAX_GRAMMAR_CHARS:
         return f"the grammar is too large ({len(gbnf) // 1024} KB)"
-    key = hashlib.sha256(gbnf.encode("utf-8")).hexdigest()
+    key = hashlib.sha256(f"{_llama_version()}\n{gbnf}".encode()).hexdigest()
     with _lock:
         verdict = _memory.get(key)
         if verdict is None:
@@ -61,8 +62,19 @@ def forget() -> None:
         _memory.clear()
 
 
+_CHILD_CODE = "import sys; from engine.backends.grammar_guard import run_child; raise SystemExit(run_child())"
+
+
+def _llama_version() -> str:
+    """Part of the cache key: another llama.cpp may judge a grammar differently."""
+    try:
+        return importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _check_in_child(model_path: Path, gbnf: str) -> str:
-    cmd = [sys.executable, "-m", "engine.backends.grammar_guard", str(model_path)]
+    cmd = [sys.executable, "-c", _CHILD_CODE, str(model_path)]
     root = Path(__file__).resolve().parents[2]  # the child imports this package from the same tree
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     try:
@@ -120,8 +132,12 @@ def _store(key: str, verdict: str) -> None:
 # -- the child ----------------------------------------------------------------------------
 
 
+def run_child() -> int:
+    """The child's work: model path in argv[1], grammar on stdin; 0 usable, 1 rejected (or a crash)."""
+    return _child(sys.argv[1], sys.stdin.buffer.read())
+
+
 def _child(model_path: str, gbnf: bytes) -> int:
-    """Build the grammar against the model's vocabulary: 0 usable, 1 rejected (or crash)."""
     import llama_cpp as lc
 
     lc.llama_backend_init()
@@ -141,6 +157,3 @@ def _child(model_path: str, gbnf: bytes) -> int:
     lc.llama_sampler_free(sampler)
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(_child(sys.argv[1], sys.stdin.buffer.read()))
