@@ -63,14 +63,15 @@ def _schema_turn(backend: Backend, schema: Schema, sampling: Sampling, history: 
     # With history, the context is the conversation's active branch ending at this prompt.
     messages = history.begin(args.prompt, system=args.system, model=backend.name) or _messages(args)
 
-    def on_retry(event: StructuredRetry | Notice) -> None:
+    def on_retry(event: StructuredRetry) -> None:
         record(history.recorder, event)
-        if isinstance(event, Notice):
-            _report_notice(event, args.events)
-        else:
-            _report_retry(event, args.events)
+        _report_retry(event, args.events)
 
-    runner = StructuredRunner(backend, on_event=on_retry)
+    def on_notice(event: Notice) -> None:
+        record(history.recorder, event)
+        _report_notice(event, args.events)
+
+    runner = StructuredRunner(backend, on_event=on_retry, on_notice=on_notice)
     try:
         result = runner.run(messages, schema, sampling=sampling, max_tokens=args.max_tokens)
     except ConfigError as exc:  # e.g. a $ref that cannot be resolved offline

@@ -143,7 +143,7 @@ async def run_structured(engine: Engine, messages: Sequence[Message], schema: Ma
     def on_retry(event: StructuredRetry | Notice) -> None:  # on the worker thread: hop to the loop
         loop.call_soon_threadsafe(_show_retry, event, sink, recorder)
 
-    runner = StructuredRunner(backend, on_event=on_retry)
+    runner = StructuredRunner(backend, on_event=on_retry, on_notice=on_retry)
     try:
         result = await engine.run_in_worker(
             lambda: runner.run(messages, schema, sampling=sampling, max_tokens=max_tokens, cancel=cancel))

@@ -303,11 +303,13 @@ class StructuredRunner:
     """
 
     def __init__(self, backend: Backend, *, audit: StructuredAudit | None = None,
-                 on_event: Callable[[StructuredRetry | Notice], None] | None = None,
-                 count_tokens: TokenCounter | None = None) -> None:
+                 on_event: Callable[[StructuredRetry], None] | None = None,
+                 count_tokens: TokenCounter | None = None,
+                 on_notice: Callable[[Notice], None] | None = None) -> None:
         self.backend = backend
         self.audit: StructuredAudit = audit or _NoAudit()
         self._on_event = on_event
+        self._on_notice = on_notice
         self._count = count_tokens or (backend.count_tokens if isinstance(backend, _CountsTokens) else approx_tokens)
 
     def run(self, messages: Sequence[Message], schema: Schema, *, sampling: Sampling | None = None,
@@ -318,7 +320,8 @@ class StructuredRunner:
         notes: list[str] = []
         state = _RunState(self._first_thread(messages, schema, trim), grammar_for(self.backend, schema, notes))
         for note in notes:
-            self._emit(Notice(note))
+            if self._on_notice is not None:
+                self._on_notice(Notice(note))
         first = make_request(state.thread, sampling=sampling or Sampling(), max_tokens=max_tokens)
         self.audit.started()
         try:
@@ -360,17 +363,15 @@ class StructuredRunner:
         content = pipeline.content if pipeline is not None else ""
         return _Reply(content, info.finish_reason, info.prefilled_thinking)
 
-    def _emit(self, event: StructuredRetry | Notice) -> None:
-        if isinstance(event, StructuredRetry):
-            log.info("structured: attempt %d after: %s", event.attempt, event.error)
+    def _emit(self, event: StructuredRetry) -> None:
+        log.info("structured: attempt %d after: %s", event.attempt, event.error)
         if self._on_event is not None:
             self._on_event(event)
 
 
 def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,
                    sampling: Sampling | None = None, max_tokens: int = 1024, trim: int | None = None,
-                   audit: StructuredAudit | None = None,
-                   on_event: Callable[[StructuredRetry | Notice], None] | None = None,
+                   audit: StructuredAudit | None = None, on_event: Callable[[StructuredRetry], None] | None = None,
                    cancel: CancelToken | None = None, count_tokens: TokenCounter | None = None) -> Any:
     """The parsed, schema-valid JSON value of the model's reply to `messages`.
 

@@ -238,8 +238,8 @@ class GrammarBackend(ScriptedBackend):
 def test_an_unusable_grammar_is_a_notice_event_not_only_a_log() -> None:
     events: list[StructuredRetry | Notice] = []
     backend = GrammarBackend('"ok"', "llama.cpp crashes on this grammar")
-    result = StructuredRunner(backend, on_event=events.append).run([{"role": "user", "content": "x"}],
-                                                                  {"type": "string"})
+    runner = StructuredRunner(backend, on_event=events.append, on_notice=events.append)
+    result = runner.run([{"role": "user", "content": "x"}], {"type": "string"})
     assert result.value == "ok" and not result.grammar
     notices = [e for e in events if isinstance(e, Notice)]
     assert len(notices) == 1
@@ -252,8 +252,8 @@ def test_an_unusable_grammar_is_a_notice_event_not_only_a_log() -> None:
 def test_a_usable_grammar_gives_no_notice() -> None:
     events: list[StructuredRetry | Notice] = []
     backend = GrammarBackend('"ok"', None)
-    StructuredRunner(backend, on_event=events.append).run([{"role": "user", "content": "x"}],
-                                                          ISSUE_SCHEMAS["maxLength 20000"]["properties"]["summary"])
+    runner = StructuredRunner(backend, on_event=events.append, on_notice=events.append)
+    runner.run([{"role": "user", "content": "x"}], ISSUE_SCHEMAS["maxLength 20000"]["properties"]["summary"])
     assert events == []
     assert backend.requests[0].grammar is not None
 
