@@ -300,6 +300,9 @@ class StructuredRunner:
     attempt is one `backend.stream` call with its own transport-retry budget, so a remote
     backend allowing R retries per request may send up to 3 × (1 + R) HTTP requests
     (9 with OpenAIBackend's default R = 2); the in-process backend never retries, so 3.
+
+    `on_notice` receives a `Notice` (before the first attempt) when the schema's grammar
+    cannot be used and decoding runs unconstrained; the user should see it.
     """
 
     def __init__(self, backend: Backend, *, audit: StructuredAudit | None = None,
