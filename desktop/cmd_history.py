@@ -210,6 +210,8 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         return _fail(f"cannot import {name}: {exc}", EXIT_USAGE)
     except RecursionError:
         return _fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+    except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text
+        return _fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
     print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
     return EXIT_OK
 

@@ -185,6 +185,8 @@ class HistorySession:
             return import_json(self.store, data)
         except RecursionError as exc:
             raise HistoryError("it is nested too deeply to be a conversation") from exc
+        except UnicodeEncodeError as exc:  # a JSON "\ud800" escape: not storable text
+            raise HistoryError("it holds text that is not valid Unicode") from exc
 
     def close(self) -> None:
         self.store.close()

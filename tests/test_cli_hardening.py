@@ -357,3 +357,30 @@ def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> Non
     assert safe_text("a\r\nb") == "a\r\nb"
     assert safe_text("100%\rgone") == "100%\\u000dgone"
     assert safe_cell("a\r\nb") == "a b"
+
+
+def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from desktop.history_session import open_history
+    from engine.history_types import HistoryError
+
+    from engine.history_export import export_json
+
+    with HistoryStore(ember_paths().ensure().history_db) as store:
+        conv = store.create_conversation(model="m")
+        store.add_message(conv.id, "user", "PLACEHOLDER", parent_id=None)
+        export = json.dumps(export_json(store, conv.id)).replace("PLACEHOLDER", "bad \\ud800 text")
+        store.purge(conv.id)
+    path = tmp_path / "bad.json"
+    path.write_text(export)
+    status = main(["history", "import", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "not valid Unicode" in err
+    session, _ = open_history()
+    assert session is not None
+    try:
+        with pytest.raises(HistoryError, match="not valid Unicode"):
+            session.import_text(path.read_text())
+        assert session.store.conversations() == []
+    finally:
+        session.close()
