@@ -362,9 +362,8 @@ def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> Non
 def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from desktop.history_session import open_history
-    from engine.history_types import HistoryError
-
     from engine.history_export import export_json
+    from engine.history_types import HistoryError
 
     with HistoryStore(ember_paths().ensure().history_db) as store:
         conv = store.create_conversation(model="m")
