@@ -294,3 +294,14 @@ def test_any_schema_compiles_or_is_one_line_and_its_grammar_stays_shallow(schema
         assert len(notes) == 1
     else:
         assert _nesting(gbnf) <= REPEAT_LIMIT + 8 * MAX_SCHEMA_DEPTH
+
+
+def test_a_checker_that_cannot_start_is_not_a_verdict(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    gbnf = 'root ::= "maybe"\n'
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess, "run", broken)
+        assert "could not be checked" in str(grammar_problem(model, gbnf))
+    assert grammar_problem(model, gbnf) is None  # checked again, not remembered as unusable

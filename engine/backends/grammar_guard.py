@@ -35,6 +35,7 @@ MAX_GRAMMAR_CHARS = 256 * 1024
 _CACHE_FILE = "grammar_verdicts.json"
 _CACHE_LIMIT = 500
 _OK = ""  # the cached verdict of a usable grammar
+_UNCHECKED = "the grammar could not be checked"
 
 _lock = threading.Lock()
 _memory: dict[str, str] = {}
@@ -51,9 +52,16 @@ def grammar_problem(model_path: str | Path, gbnf: str) -> str | None:
             verdict = _load_cache().get(key)
         if verdict is None:
             verdict = _check_in_child(Path(model_path), gbnf)
-            _store(key, verdict)
-        _memory[key] = verdict
+            if _is_verdict(verdict):
+                _store(key, verdict)
+        if _is_verdict(verdict):
+            _memory[key] = verdict
     return verdict or None
+
+
+def _is_verdict(verdict: str) -> bool:
+    """False for "could not be checked": a judgement on the checker, not on the grammar."""
+    return not verdict.startswith(_UNCHECKED)
 
 
 def forget() -> None:
@@ -84,7 +92,7 @@ def _check_in_child(model_path: Path, gbnf: str) -> str:
         return f"llama.cpp took over {CHECK_TIMEOUT_S:.0f} s to build the grammar"
     except OSError as exc:
         log.warning("grammar check: cannot start the checker (%s); the grammar is not used", exc)
-        return f"the grammar could not be checked ({exc.strerror or exc})"
+        return f"{_UNCHECKED} ({exc.strerror or exc})"
     if done.returncode == 0:
         return _OK
     if done.returncode == 1:
@@ -94,7 +102,7 @@ def _check_in_child(model_path: Path, gbnf: str) -> str:
         return "llama.cpp crashes on this grammar"
     tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
     log.warning("grammar check failed: %s", tail[0])
-    return f"the grammar could not be checked ({tail[0][:200]})"
+    return f"{_UNCHECKED} ({tail[0][:200]})"
 
 
 # -- the verdict cache on disk ------------------------------------------------------------
@@ -115,8 +123,6 @@ def _load_cache() -> dict[str, str]:
 
 
 def _store(key: str, verdict: str) -> None:
-    if verdict.startswith("the grammar could not be checked"):
-        return  # not a verdict on the grammar: try again next time
     cache = _load_cache()
     cache[key] = verdict
     if len(cache) > _CACHE_LIMIT:
