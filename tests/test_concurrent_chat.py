@@ -84,3 +84,26 @@ def test_a_lock_held_too_long_is_one_clear_error(tmp_path: Path) -> None:
         with pytest.raises(ConversationBusy, match="still running"):
             lock.acquire()
         assert not lock.held
+
+
+def test_the_window_does_not_record_while_ember_chat_answers_and_never_waits(tmp_path: Path) -> None:
+    from desktop.history_session import open_history
+    from engine.history_types import HistoryError
+
+    session, notice = open_history()
+    assert session is not None, notice
+    try:
+        first = session.record_send("from the window", model="m")
+        first.close()  # the turn is over: the lock is free again
+        cid = session.conversation_id
+        assert cid is not None
+        with ConversationLock(session.store.db_path, cid):  # `ember chat -c` is answering
+            with pytest.raises(HistoryError, match="ember chat"):
+                session.record_send("second", model="m")
+        again = session.record_send("third", model="m")  # free again
+        with pytest.raises(ConversationBusy):  # and a CLI writer would now wait for the window
+            ConversationLock(session.store.db_path, cid, wait_s=0).acquire()
+        again.close()
+        assert [m.content for m in session.store.path(cid) if m.role == "user"] == ["from the window", "third"]
+    finally:
+        session.close()
