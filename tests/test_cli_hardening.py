@@ -383,3 +383,22 @@ def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path:
         assert session.store.conversations() == []
     finally:
         session.close()
+
+
+ARGV_WORDS = ["history", "list", "show", "search", "export", "import", "delete", "restore", "rename", "models",
+              "--json", "--all", "--trash", "--limit", "--format", "--purge", "-o", "1", "0", "-1", "x",
+              "99999999999999999999", "\x1b[2J", "", " ", "md", "json", "/nonexistent", "--", "-"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=st.lists(st.sampled_from(ARGV_WORDS), min_size=1, max_size=6))
+def test_random_history_and_models_argv_never_escapes_as_a_traceback(argv: list[str],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    if argv[0] not in ("history", "models"):
+        argv = ["history", *argv]
+    if "import" in argv and "-" in argv:
+        return  # would read the test's stdin
+    status = _main_status(argv)
+    out, err = capsys.readouterr()
+    assert status in (0, 1, 2), (argv, err)
+    assert "Traceback" not in err and "\x1b" not in out + err
