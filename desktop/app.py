@@ -28,13 +28,11 @@ from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.errors import ConfigError
 from engine.runtime import Engine
-from models.paths import ember_paths
 
 log = logging.getLogger("desktop.app")
 
 EXIT_OK, EXIT_USAGE = 0, 2
 _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-LOG_FILE = "ember.log"
 
 
 def run_gui(args: argparse.Namespace) -> int:
@@ -44,7 +42,6 @@ def run_gui(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"ember: {exc}\n")
         return EXIT_USAGE
-    configure_logging()
     app = _application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
@@ -134,30 +131,3 @@ class SignalBridge(QObject):
                 pass
         except (BlockingIOError, InterruptedError):
             pass
-
-
-def configure_logging() -> None:
-    """INFO and up to the log file (the engine's turn lines included), once per process."""
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    log_dir = ember_paths().log_dir
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(log_dir / LOG_FILE, encoding="utf-8")
-    except OSError:
-        handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    sys.excepthook = _log_then(sys.excepthook)
-
-
-def _log_then(previous: Callable[[type[BaseException], BaseException, TracebackType | None], object]
-              ) -> Callable[[type[BaseException], BaseException, TracebackType | None], None]:
-    # An exception escaping an async slot reaches sys.excepthook; keep it in the log too.
-    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        log.error("unhandled exception", exc_info=(kind, exc, tb))
-        previous(kind, exc, tb)
-
-    return hook

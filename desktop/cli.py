@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Sequence
 
+from desktop.cli_common import fail
 from desktop.core.arg_checks import prompt_arg
 from desktop.core.cli_guard import prepare_streams, run_guarded
 from engine import __version__
@@ -18,17 +18,12 @@ from engine.logsetup import configure_logging
 
 SUBCOMMANDS = ("chat", "models", "history", "bench")
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TURN_ERROR = 3
-
 
 class _Parser(argparse.ArgumentParser):
     """Argument errors: one readable line on stderr, exit status 2, no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"ember: {message}\n")
-        raise SystemExit(EXIT_USAGE)
+        raise SystemExit(fail(message))
 
 
 def build_parser() -> argparse.ArgumentParser:

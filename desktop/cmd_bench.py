@@ -17,7 +17,7 @@ from typing import Any
 
 from desktop.core.arg_checks import executable_arg
 from engine.bench import BenchConfig, load_average, run_engine_bench, subprocess_env
-from engine.errors import EngineError
+from engine.errors import BenchError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
 UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms",
@@ -92,7 +92,7 @@ def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str,
         return result
     try:
         result.update(_run_stall_child(n_tokens, tokens_per_s))
-    except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+    except (OSError, RuntimeError, ValueError, BenchError, subprocess.TimeoutExpired) as exc:
         notes.append(f"GUI stall: {exc}")
     return result
 
@@ -108,7 +108,7 @@ def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
     )
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the stall child failed ({done.returncode}): {tail}")
+        raise BenchError(f"the stall child failed ({done.returncode}): {tail}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return {key: data.get(key) for key in UI_FIELDS}
 

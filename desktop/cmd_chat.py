@@ -1,25 +1,56 @@
-"""`ember chat`: one turn from the command line, streamed to stdout (or as JSON events)."""
+"""`ember chat`: one turn from the command line, streamed to stdout (or as JSON events).
+
+With `--schema FILE` the turn is structured: the reply must be JSON matching the schema.
+Plain output is then the value, pretty-printed on stdout, with retries reported on stderr;
+with `--events`, a `structured_retry` line per retry, then `json` and `done`, or one `error`
+line (kind "structured_output", the last error) and exit 3. A schema file that cannot be
+read, is not JSON or is not a valid JSON Schema exits 2 before any model is loaded. When the
+schema's grammar cannot be used, decoding is unconstrained and that is said (`ember: note:`
+on stderr, a `notice` line with `--events`); the value is still validated.
+
+Both kinds run through the same turn runner and are recorded in history the same way
+(`--no-history`, `-c`, `--conversation`): the user's message is committed before the
+reply; the answer (a structured value as the app shows it, a fenced json block) at the end.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from desktop.cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TURN_ERROR,
+    EXIT_USAGE,
+    emit_json,
+    fail,
+    open_backend,
+    positive_int,
+    run_settings,
+)
 from desktop.cmd_history import ChatHistory, add_chat_options
 from desktop.core.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
 from desktop.core.thinking_output import ThinkingPrinter
-from engine.backend import Backend, CancelToken, Message, Sampling, make_request
-from engine.errors import ConfigError, EngineError, ModelLoadError
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
-from engine.factory import make_backend, parse_backend_spec
+from engine.backend import Backend, CancelToken, Schema, make_request
+from engine.errors import EngineError
+from engine.events import (
+    ContentDelta,
+    Event,
+    Notice,
+    Recovery,
+    StructuredRetry,
+    StructuredValue,
+    ThinkingDelta,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    event_to_json,
+)
+from engine.structured import MAX_STRUCTURED_RETRIES, load_schema
 from engine.turn import TurnRunner
-from models.default_model import DefaultModelMissing, default_model_path
-from models.settings import ModelSettings, load_model_settings
-
-EXIT_OK, EXIT_USAGE, EXIT_TURN_ERROR = 0, 2, 3
 
 
 def register(sub: Any) -> None:
@@ -30,7 +61,8 @@ def register(sub: Any) -> None:
     p.add_argument("--system", type=text_arg, default=None, help="system prompt")
     p.add_argument("--temperature", type=temperature_arg, default=None, help="sampling temperature (0 = greedy)")
     p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
-    p.add_argument("--max-tokens", type=_positive_int, default=None, help="reply length limit (default 512)")
+    p.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="reply length limit (default: the model's setting, else up to the context size)")
     p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
@@ -42,122 +74,45 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
-
-
-def _fail(message: str) -> int:
-    sys.stderr.write(f"ember: {message}\n")
-    return EXIT_USAGE
-
-
-def open_backend(args: argparse.Namespace) -> Backend:
-    """The backend the arguments ask for; raises EngineError with a readable message."""
-    import os
-
-    spec = parse_backend_spec(args.backend)
-    if spec.kind == "openai":
-        key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        if args.api_key_env and key is None:
-            raise ConfigError(f"the environment variable {args.api_key_env} is not set")
-        name = None if args.model == "default" else args.model
-        return make_backend(spec, model_name=name, api_key=key)
-    return make_backend(spec, model_path=_model_path(args), n_ctx=args.ctx, n_gpu_layers=args.gpu_layers,
-                        n_threads=args.threads)
-
-
-def _model_path(args: argparse.Namespace) -> Path:
-    if args.model not in (None, "default"):
-        return Path(args.model).expanduser()
-    try:
-        return default_model_path()
-    except DefaultModelMissing as exc:
-        raise ModelLoadError(str(exc)) from exc
-
-
-def _saved_settings(args: argparse.Namespace) -> ModelSettings:
-    """The model's saved settings (as the GUI keeps them); defaults for remote and scripted backends."""
-    if parse_backend_spec(args.backend).kind != "llama":
-        return ModelSettings()
-    try:
-        return load_model_settings(_model_path(args).resolve())
-    except (OSError, ValueError, RuntimeError, ModelLoadError):  # RuntimeError: a symlink loop
-        return ModelSettings()
-
-
-def sampling_from(args: argparse.Namespace) -> Sampling:
-    """Sampling for this run: command-line flags over the model's saved settings.
-
-    Also fills the unset length, context, GPU, thread and system-prompt arguments in `args`
-    from those settings, so every later step sees one resolved set.
-    """
-    saved = _saved_settings(args)
-    args.ctx = args.ctx or saved.context_length
-    args.max_tokens = args.max_tokens or saved.max_tokens or 512
-    args.gpu_layers = saved.gpu_layers if args.gpu_layers is None else args.gpu_layers
-    args.threads = args.threads or saved.threads
-    args.system = saved.system_prompt or None if args.system is None else args.system
-    temperature = saved.temperature if args.temperature is None else args.temperature
-    if temperature < 0:
-        raise ConfigError("--temperature must be 0 or more")
-    return Sampling(temperature=temperature, top_p=saved.top_p, top_k=saved.top_k, min_p=saved.min_p,
-                    repeat_penalty=saved.repeat_penalty, seed=saved.seed if args.seed is None else args.seed)
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.schema is not None:  # structured replies: desktop/cmd_structured.py
-        from desktop.cmd_structured import run_schema_chat
-
-        return run_schema_chat(args)
     try:
-        sampling = sampling_from(args)
-        history = ChatHistory.open(args)  # checked before a model loads: a bad id fails fast
-    except ConfigError as exc:
-        return _fail(str(exc))
-    with history:
-        return _chat(args, sampling, history)
-
-
-def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) -> int:
-    try:
-        backend = open_backend(args)
-    except (ModelLoadError, ConfigError) as exc:
-        return _fail(str(exc))
+        # Checked before a model loads: a bad schema file or conversation id fails fast.
+        schema: Schema | None = load_schema(args.schema) if args.schema is not None else None
+        settings = run_settings(args)
+        history = ChatHistory.open(args)
     except EngineError as exc:
-        return _fail(str(exc))
-    note_clamped_context(args, backend)
-    # With history, the context is the conversation's active branch ending at this prompt.
-    messages = history.begin(args.prompt, system=args.system, model=backend.name) or _single_turn(args)
-    request = make_request(messages, sampling=sampling, max_tokens=args.max_tokens)
-    cancel = CancelToken()
-    try:
-        return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
-    except KeyboardInterrupt:
-        cancel.cancel()
-        history.stopped()
-        sys.stdout.write("\n")
-        return 130
-    finally:
-        backend.close()
+        return fail(str(exc))
+    with history:
+        try:
+            backend = open_backend(args, settings)
+        except EngineError as exc:
+            return fail(str(exc))
+        try:
+            note_clamped_context(settings.model.context_length, backend)
+            system = settings.system_prompt or None
+            # With history, the context is the conversation's active branch ending at this prompt.
+            messages = history.begin(args.prompt, system=system, model=backend.name) or settings.messages(
+                [{"role": "user", "content": args.prompt}])
+            request = make_request(messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
+            cancel = CancelToken()
+            try:
+                return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
+            except KeyboardInterrupt:
+                cancel.cancel()
+                history.stopped()
+                if schema is None:
+                    sys.stdout.write("\n")
+                return EXIT_INTERRUPTED
+        finally:
+            backend.close()
 
 
-def note_clamped_context(args: argparse.Namespace, backend: Backend) -> None:
+def note_clamped_context(asked: int, backend: Backend) -> None:
+    """Say so when the model's trained context is below the context asked for (it is used instead)."""
     used = getattr(backend, "n_ctx", None)
-    if isinstance(used, int) and args.ctx and used < args.ctx:
+    if isinstance(used, int) and used < asked:
         sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
-                         f"not {args.ctx}\n")
-
-
-def _single_turn(args: argparse.Namespace) -> list[Message]:
-    messages: list[Message] = [{"role": "system", "content": args.system}] if args.system else []
-    messages.append({"role": "user", "content": args.prompt})
-    return messages
+                         f"not {asked}\n")
 
 
 def _print_turn(events: Any, args: argparse.Namespace) -> int:
@@ -165,20 +120,16 @@ def _print_turn(events: Any, args: argparse.Namespace) -> int:
     thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
     for event in events:
         if args.events:
-            _emit_json(event, sys.stdout)
+            emit_json(event_to_json(event))
         else:
-            _emit_text(event, thinking)
+            _emit_text(event, args, thinking)
         if isinstance(event, TurnError):
-            status = EXIT_TURN_ERROR
+            status = EXIT_USAGE if event.kind is TurnErrorKind.CONFIG else EXIT_TURN_ERROR
     return status
 
 
-def _emit_json(event: Event, out: TextIO) -> None:
-    out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
-    out.flush()
-
-
-def _emit_text(event: Event, thinking: ThinkingPrinter | None) -> None:
+def _emit_text(event: Event, args: argparse.Namespace, thinking: ThinkingPrinter | None) -> None:
+    structured = args.schema is not None
     if thinking is not None and not isinstance(event, ThinkingDelta):
         thinking.close()  # the answer (or the end) follows: set the thinking apart first
     match event:
@@ -189,10 +140,20 @@ def _emit_text(event: Event, thinking: ThinkingPrinter | None) -> None:
             thinking.thinking(text)
         case Recovery():
             sys.stderr.write("ember: the reply was empty; asking once more…\n")
-        case TurnDone():
+        case Notice(text=text):
+            sys.stderr.write(f"ember: note: {text}\n")
+        case StructuredRetry(attempt=attempt, error=error):
+            sys.stderr.write(f"ember: the reply was not valid: {error}; asking again "
+                             f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
+        case StructuredValue(value=value):
+            sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        case TurnDone() if not structured:
             sys.stdout.write("\n")
-        case TurnError(message=message):
-            sys.stdout.write("\n")
+        case TurnError(kind=kind, message=message):
+            if kind is TurnErrorKind.STRUCTURED_OUTPUT:
+                message = f"no valid JSON after {1 + MAX_STRUCTURED_RETRIES} attempts: {message}"
+            elif not structured:
+                sys.stdout.write("\n")
             sys.stderr.write(f"ember: {message}\n")
         case _:
             pass

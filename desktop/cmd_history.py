@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from desktop.core.arg_checks import count_arg, id_arg, text_arg, title_arg
+from desktop.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
+from desktop.core.arg_checks import id_arg, text_arg, title_arg
 from desktop.core.terminal_text import safe_cell
 from engine.backend import Message
 from engine.conversation_lock import ConversationBusy, ConversationLock
@@ -34,8 +34,6 @@ from engine.history_types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, H
 from engine.recorder import TurnRecorder, recorded
 from models.paths import ember_paths
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 
 def open_store() -> HistoryStore:
     return HistoryStore(ember_paths().ensure().history_db)
@@ -51,7 +49,7 @@ def register(sub: Any) -> None:
 
     a = actions.add_parser("list", help="conversations, most recent first")
     _json_flag(a)
-    a.add_argument("--limit", type=count_arg, default=None, help="show at most N")
+    a.add_argument("--limit", type=positive_int, default=None, help="show at most N")
     a.add_argument("--trash", action="store_true", help="list deleted conversations instead")
     a.set_defaults(history_action=_list)
 
@@ -64,7 +62,7 @@ def register(sub: Any) -> None:
     a = actions.add_parser("search", help="conversations whose title or messages contain every word")
     a.add_argument("text", nargs="+", metavar="TEXT", type=text_arg)
     _json_flag(a)
-    a.add_argument("--limit", type=count_arg, default=50, help="show at most N")
+    a.add_argument("--limit", type=positive_int, default=50, help="show at most N")
     a.set_defaults(history_action=_search)
 
     a = actions.add_parser("export", help="a conversation as Markdown or JSON")
@@ -101,16 +99,9 @@ def run(args: argparse.Namespace) -> int:
         with open_store() as store:
             return int(args.history_action(store, args))
     except NotFoundError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return fail(str(exc), EXIT_USAGE)
     except HistoryError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    except sqlite3.Error as exc:
-        return _fail(f"history database error: {exc}", EXIT_FAILED)
-
-
-def _fail(message: str, status: int) -> int:
-    sys.stderr.write(f"ember: {message}\n")
-    return status
+        return fail(str(exc), EXIT_FAILED)
 
 
 def _print_json(value: Any) -> None:
@@ -140,7 +131,7 @@ def _conversation_json(conv: Conversation) -> dict[str, Any]:
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
     if args.all and not args.json:
-        return _fail("--all shows every version as JSON: add --json", EXIT_USAGE)
+        return fail("--all shows every version as JSON: add --json", EXIT_USAGE)
     if not args.json:
         sys.stdout.write(export_markdown(store, conv.id))
         return EXIT_OK
@@ -187,7 +178,7 @@ def _export(store: HistoryStore, args: argparse.Namespace) -> int:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -199,19 +190,19 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
         data = json.loads(text)
     except OSError as exc:
-        return _fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
+        return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return _fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+        return fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
     except RecursionError:
-        return _fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     try:
         conv = import_json(store, data)
     except HistoryError as exc:
-        return _fail(f"cannot import {name}: {exc}", EXIT_USAGE)
+        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
     except RecursionError:
-        return _fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text
-        return _fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
+        return fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
     print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
     return EXIT_OK
 
@@ -236,7 +227,7 @@ def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
 def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
     if conv.deleted_at is not None:
-        return _fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
+        return fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
     store.rename(conv.id, args.title)
     title = store.conversation(conv.id).title
     print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
@@ -298,7 +289,7 @@ class ChatHistory:
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
             return self.recorder.prompt_messages(system=system)
-        except (HistoryError, sqlite3.Error, ConversationBusy) as exc:
+        except (HistoryError, ConversationBusy) as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from desktop.cli_common import EXIT_OK, EXIT_USAGE
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
 from models.diagnose import metadata_problem
@@ -22,9 +23,6 @@ from models.gguf_meta import ModelMetadata, format_parameters, read_metadata
 from models.library import LibraryEntry, library_entries
 from models.memory import estimate_memory, format_bytes
 from models.settings import load_model_settings
-
-EXIT_OK = 0
-EXIT_BAD_FILE = 2
 
 
 def register(sub: Any) -> None:
@@ -125,7 +123,7 @@ def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
             metas.append(read_metadata(path))
         except GGUFError as exc:
             _error(path, exc.reason)
-            status = EXIT_BAD_FILE
+            status = EXIT_USAGE
     if as_json:
         _print_json([_describe_json(m) for m in metas])
     else:

@@ -12,26 +12,40 @@ shows whole branches and keeps the sidebar in step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from desktop.core.settings_resolver import resolve
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
-from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model, turn_options
+from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
 from desktop.reply_format import ReplyFormat, with_format
 from desktop.titling import ConversationTitler
-from desktop.turn_runs import RunResult, record, run_structured, stream_chat
-from engine.backend import CancelToken, Message, Sampling
+from engine.backend import Message, make_request
 from engine.errors import EngineError, MalformedReplyError
-from engine.events import TurnError, TurnStats
+from engine.events import (
+    ContentDelta,
+    Event,
+    Notice,
+    Recovery,
+    StructuredRetry,
+    StructuredValue,
+    ThinkingDelta,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    TurnStats,
+)
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
-from engine.structured import MAX_STRUCTURED_RETRIES
+from engine.structured import MAX_STRUCTURED_RETRIES, fenced_json
+from engine.turn import error_kind
 
 log = logging.getLogger("desktop.controller")
 
-DEFAULT_MAX_TOKENS = 2048
+FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,26 +57,24 @@ class TurnFailure:
     action: str | None = None  # "retry" | "new_conversation" | None
 
 
+# Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
+_FAILURES: dict[str, tuple[str, str | None]] = {
+    TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, "retry"),
+    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
+                                 "Start a new conversation to keep chatting.", "new_conversation"),
+    TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
+    TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
+    TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
+    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
+                                      "attempts. Last error: {message}", "retry"),
+    TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", "retry"),
+}
+
+
 def failure_for(kind: str, message: str) -> TurnFailure:
-    """Readable copy for each way a turn can fail; the malformed copy is exact by contract."""
-    if kind == "malformed_reply":
-        return TurnFailure(kind, MalformedReplyError.MESSAGE, "retry")
-    if kind == "context_full":
-        return TurnFailure(
-            kind, "This conversation no longer fits in the model's context window. "
-            "Start a new conversation to keep chatting.", "new_conversation",
-        )
-    if kind == "no_model":
-        reason = f": {message}" if message else "."
-        return TurnFailure(kind, f"No model is loaded{reason}")
-    if kind == "script":
-        return TurnFailure(kind, f"The scripted backend has no reply for this message. ({message})")
-    if kind == "config":
-        return TurnFailure(kind, f"Ember could not send this request: {message}")
-    if kind == "structured_output":
-        return TurnFailure(kind, f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                           f"attempts. Last error: {message}", "retry")
-    return TurnFailure(kind, f"The model stopped with an error: {message}", "retry")
+    """What the view shows for a turn that failed with `kind`."""
+    text, action = _FAILURES.get(kind, _FAILURES[TurnErrorKind.BACKEND])
+    return TurnFailure(kind, text.format(message=message, reason=f": {message}" if message else "."), action)
 
 
 class ReplySink(Protocol):
@@ -71,6 +83,8 @@ class ReplySink(Protocol):
     def add_thinking(self, text: str) -> None: ...
     def add_content(self, text: str) -> None: ...
     def restart(self, reason: str) -> None: ...
+    def retrying(self, attempt: int, error: str) -> None: ...
+    def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -132,16 +146,13 @@ class ChatController:
     """Runs one conversation at a time against one engine and keeps the view in step."""
 
     def __init__(self, engine: Engine, view: ChatView, *, history: HistorySession | None = None,
-                 conversation: ChatThread | None = None, sampling: Sampling | None = None,
-                 max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+                 conversation: ChatThread | None = None) -> None:
         self.engine = engine
         self.view = view
         self.history = history
         self.history_view: HistoryView | None = None
         self.conversation = conversation or ChatThread()
         self.reply_format = ReplyFormat()
-        self.sampling = sampling or Sampling()
-        self.max_tokens = max_tokens
         self.choice: ModelChoice | None = None
         self.model: ModelInfo | None = describe_backend(engine.backend) if engine.backend else None
         self._load_error = ""
@@ -151,7 +162,6 @@ class ChatController:
         self._retry_user_id: int | None = None  # the stored question a failed turn left unanswered
         self._last_failure: TurnFailure | None = None
         self._stop_requested = False
-        self._cancel: CancelToken | None = None  # a structured run's (engine.stop covers chat turns)
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
 
     # -- state -----------------------------------------------------------------------------
@@ -251,8 +261,6 @@ class ChatController:
         if self.busy:
             self._stop_requested = True  # also covers a turn still waiting for the model
             self.engine.stop()
-            if self._cancel is not None:
-                self._cancel.cancel()
 
     async def stop_and_wait(self) -> None:
         turn = self._turn
@@ -303,33 +311,34 @@ class ChatController:
                 recorder.abandon("stopped")
             return False  # stopped while the model was still loading: nothing to show
         if self.engine.backend is None:
-            record(recorder, TurnError("no_model", self._load_error))
-            self._fail(failure_for("no_model", self._load_error), recorder)
+            _record(recorder, TurnError(TurnErrorKind.NO_MODEL, self._load_error))
+            self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), recorder)
             return False
         return True
 
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
-        """Run the reply in the conversation's format; True when it completed."""
-        options = turn_options(self.choice, self.sampling, self.max_tokens)
-        messages = options.messages(self._request_messages(recorder))
+        """Run the reply (chat or structured, one turn API); True when it completed."""
+        settings = resolve(self.choice.settings if self.choice is not None else None)
+        request = make_request(settings.messages(self._request_messages(recorder)), sampling=settings.sampling,
+                               max_tokens=settings.max_tokens, schema=self.reply_format.schema)
         sink = self.view.start_reply()
-        schema = self.reply_format.schema
-        if schema is None:
-            result = await stream_chat(self.engine, messages, sink, recorder, sampling=options.sampling,
-                                       max_tokens=options.max_tokens)
-            return self._settle(result, sink, recorder)
-        self._cancel = cancel = CancelToken()
+        answer: list[str] = []
+        outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
+        events = self.engine.run_turn(request)
+        # Run the stream to its end (the result is its last event) and close it on any exit,
+        # so the engine's worker is never left with a half-consumed generator.
         try:
-            structured = await run_structured(self.engine, messages, schema, sink, recorder, cancel,
-                                              sampling=options.sampling, max_tokens=options.max_tokens)
+            async with _flushing(recorder):
+                async for event in events:
+                    _record(recorder, event)
+                    outcome = _show(event, sink, answer) or outcome
+        except EngineError as exc:
+            log.warning("turn failed: %s", exc)
+            outcome = TurnError(error_kind(exc), str(exc))
+            _record(recorder, outcome)
         finally:
-            self._cancel = None
-        if structured is None:  # stopped: nothing valid to show or keep
-            if recorder is not None:
-                recorder.abandon("stopped")
-            sink.finish(TurnStats(finish_reason="cancelled"))
-            return False
-        return self._settle(structured, sink, recorder)
+            await events.aclose()
+        return self._settle(outcome, "".join(answer), sink, recorder)
 
     def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
         if recorder is not None:
@@ -339,13 +348,14 @@ class ChatController:
                 log.warning("history: could not read the branch back: %s", exc)
         return self.conversation.request_messages()
 
-    def _settle(self, result: RunResult, sink: ReplySink, recorder: TurnRecorder | None) -> bool:
-        outcome = result.outcome
+    def _settle(self, outcome: TurnDone | TurnError, answer: str, sink: ReplySink,
+                recorder: TurnRecorder | None) -> bool:
         if isinstance(outcome, TurnError):
+            log.warning("turn failed: %s: %s", outcome.kind, outcome.message)
             self._fail(failure_for(outcome.kind, outcome.message), recorder)
             return False
-        if result.answer:
-            self.conversation.add_assistant(result.answer)
+        if answer:
+            self.conversation.add_assistant(answer)
         sink.finish(outcome.stats)
         self.view.show_stats(outcome.stats)
         return outcome.stats.finish_reason != "cancelled"
@@ -476,3 +486,47 @@ class ChatController:
     def _history_problem(self, text: str) -> None:
         if self.history_view is not None:
             self.history_view.show_history_problem(text)
+
+
+def _record(recorder: TurnRecorder | None, event: Event) -> None:
+    if recorder is not None:
+        recorder.on_event(event)
+
+
+def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnError | None:
+    """Show one event on the reply; return it when it ends the turn."""
+    match event:
+        case ThinkingDelta(text=text):
+            sink.add_thinking(text)
+        case ContentDelta(text=text):
+            answer.append(text)
+            sink.add_content(text)
+        case Recovery(reason=reason):
+            answer.clear()  # what follows belongs to the new attempt
+            sink.restart(reason)
+        case StructuredRetry(attempt=attempt, error=error):
+            sink.retrying(attempt, error)
+        case Notice(text=text):
+            sink.note(text)
+        case StructuredValue(value=value):
+            answer.append(fenced_json(value))
+            sink.add_content(answer[-1])
+        case TurnDone() | TurnError():
+            return event
+
+
+@contextlib.asynccontextmanager
+async def _flushing(recorder: TurnRecorder | None) -> AsyncIterator[None]:
+    """Flush the recorder about once a second while the body runs, so a pause loses nothing."""
+    task = asyncio.ensure_future(_flush_forever(recorder)) if recorder is not None else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+
+
+async def _flush_forever(recorder: TurnRecorder) -> None:
+    while True:
+        await asyncio.sleep(FLUSH_EVERY_S)
+        recorder.flush()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from models.paths import ember_paths
 log = logging.getLogger("desktop.history")
 
 # What a failed history call can raise: the store's own error, SQLite's, the file system's.
-HISTORY_ERRORS = (HistoryError, sqlite3.Error, OSError)
+HISTORY_ERRORS = (HistoryError, OSError)  # the store translates sqlite3 errors
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from desktop.message_view import AssistantMessage
 from desktop.model_choice import ModelInfo
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, PlainBackend, Request, StreamInfo
 from engine.events import Piece
 from engine.runtime import Engine
 
@@ -69,10 +69,8 @@ def _code_tokens(section: int) -> Iterator[str]:
     yield "```\n\n"
 
 
-class PacedBackend:
+class PacedBackend(PlainBackend):
     """A scripted backend that replays pieces at a fixed rate, however fast it is consumed."""
-
-    supports_grammar = False
 
     def __init__(self, pieces: list[str], tokens_per_s: float) -> None:
         self.name = "stall bench"

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from engine import llama_log
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, Request, StreamInfo
 from engine.backends.grammar_guard import grammar_problem
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
 from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
+from models.formats import prefill_opener
 
 log = logging.getLogger("engine.llama")
 
@@ -43,8 +44,6 @@ def default_threads() -> int:
 class LlamaBackend:
     """Streams replies from a local GGUF file. Construct it on the thread that will use it."""
 
-    supports_grammar = True
-
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = 0,
                  n_threads: int | None = None, flash_attn: bool = True) -> None:
         self.path = Path(model_path)
@@ -54,6 +53,8 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads(), flash_attn)
+        self.capabilities = Capabilities(grammar=True, token_count=True, device="GPU" if self.n_gpu_layers else "CPU",
+                                         device_note=self.gpu_note)
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -85,6 +86,16 @@ class LlamaBackend:
             raise ModelLoadError(f"{self.path.name}: {reason}") from exc
         except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
             raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def llama(self) -> Any:
+        """The loaded `llama_cpp.Llama`, for benchmarks and diagnostics on the owning thread."""
+        return self._llm
+
+    @property
+    def abort_callback(self) -> Any:
+        """The ggml abort callback Ember attaches during prompt evaluation (None on a GPU)."""
+        return self._abort_cb
 
     def _token_text(self, token: int) -> str:
         return piece_bytes(self._vocab, token, special=True).decode("utf-8", "replace")
@@ -135,8 +146,8 @@ class LlamaBackend:
 
     # -- prompt ---------------------------------------------------------------------------
 
-    def prompt_tokens(self, request: Request) -> tuple[list[int], bool]:
-        """The rendered prompt as token ids, and whether it pre-fills a thinking block."""
+    def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
         segments = self._template.segments(request.messages, tools=request.tools)
         ids: list[int] = []
         for seg in segments:
@@ -144,8 +155,7 @@ class LlamaBackend:
         bos = self._llm.token_bos()
         if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
             ids.insert(0, bos)
-        tail = "".join(s.text for s in segments[-2:]).rstrip()
-        return ids, tail.endswith("<think>")
+        return ids, prefill_opener("".join(s.text for s in segments[-2:]))
 
     def _tokenize(self, seg: Segment) -> list[int]:
         return list(self._llm.tokenize(seg.text.encode("utf-8"), add_bos=False, special=seg.trusted))

@@ -49,7 +49,7 @@ def file_kind_problem(path: Path) -> str | None:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return f"the file does not exist ({path})"
         return f"the file cannot be read ({exc.strerror or exc})"
-    except (RuntimeError, ValueError) as exc:  # e.g. a NUL byte in the path
+    except ValueError as exc:  # e.g. a NUL byte in the path
         return f"the path cannot be used ({exc})"
     if stat.S_ISDIR(st.st_mode):
         return "this is a folder, not a GGUF model file"

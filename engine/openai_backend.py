@@ -43,7 +43,7 @@ from typing import Any, cast
 import httpx
 
 from engine import __version__
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
 from engine.errors import BackendError, ConfigError
 from engine.events import Piece
 
@@ -360,12 +360,13 @@ class _ChunkReader:
 # --- the backend --------------------------------------------------------------------
 
 
-class OpenAIBackend:
+class OpenAIBackend(PlainBackend):
     """Streams chat completions from an OpenAI-compatible server.
 
     `timeout` is the longest silence tolerated while waiting for data (connecting waits
     at most `CONNECT_TIMEOUT_S`). `retry_delays` are the pauses before retry 1, 2, …
-    `supports_grammar` may be set for a llama.cpp server, which honours `grammar`.
+    `supports_grammar` may be set for a llama.cpp server, which honours `grammar` (and
+    reports a grammar it cannot parse as a failed request).
 
     A stop is noticed at the next line the server sends, or at once when the server is
     silent (reading a long prompt): the stop shuts the socket down, waking the blocked read.
@@ -393,7 +394,7 @@ class OpenAIBackend:
         self._server = _parse_base_url(base_url)
         self.model = model
         self.name = f"{model or 'openai'}@{self._server.host}"
-        self.supports_grammar = supports_grammar
+        self.capabilities = Capabilities(grammar=supports_grammar, device="Remote")
         self._api_key = api_key or None
         self._redact = _redactor(self._api_key)
         self._transport = transport

@@ -17,8 +17,8 @@ MAX_PIECE_CHARS = 8192
 class ReplyPipeline:
     """Turns one reply's pieces into thinking and content deltas."""
 
-    def __init__(self, *, start_in_thinking: bool = False) -> None:
-        self._splitter = ThinkingSplitter(start_in_thinking)
+    def __init__(self, *, prefilled: str = "") -> None:
+        self._splitter = ThinkingSplitter(prefilled)
         self._filter = ScaffoldingFilter()
         self._content: list[str] = []
         self._thinking: list[str] = []

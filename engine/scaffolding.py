@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from engine.events import Piece
+from models.formats import ToolCallSpan, tool_call_spans
 
 logger = logging.getLogger("engine.scaffolding")
 
@@ -46,71 +47,17 @@ class ScaffoldPattern:
     fixture: str
 
 
-def _span(family: str, start: str, end: str | None, body: str) -> ScaffoldPattern:
-    """An entry whose fixture wraps `start + body + end` in ordinary prose."""
-    closing = end or ""
-    tail = "" if end is None else " Anything else?"
-    fixture = f"Let me look that up.{start}{body}{closing}{tail}"
-    return ScaffoldPattern(family, start, end, fixture)
+def _pattern(family: str, span: ToolCallSpan) -> ScaffoldPattern:
+    """A registry entry; its fixture wraps the span (or the standalone marker) in prose."""
+    if span.end == "":
+        return ScaffoldPattern(family, span.start, "", f"Checking now.{span.start} The weather is mild.")
+    tail = "" if span.end is None else " Anything else?"
+    fixture = f"Let me look that up.{span.start}{span.sample}{span.end or ''}{tail}"
+    return ScaffoldPattern(family, span.start, span.end, fixture)
 
 
-def _standalone(family: str, marker: str, after: str) -> ScaffoldPattern:
-    return ScaffoldPattern(family, marker, "", f"Checking now.{marker}{after}")
-
-
-_HARMONY_CALL = 'functions.get_weather <|constrain|>json<|message|>{"location":"Paris"}'
-
-DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = (
-    _span("LFM2", "<|tool_call_start|>", "<|tool_call_end|>", '[get_weather(location="Paris")]'),
-    _standalone("LFM2", "<|tool_calls|>", " The weather is mild."),
-    _standalone("LFM2", "<|tool_call|>", " The weather is mild."),
-    _span("Hermes/Qwen", "<tool_call>", "</tool_call>", '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
-    _span(
-        "DeepSeek",
-        "<｜tool▁calls▁begin｜>",
-        "<｜tool▁calls▁end｜>",
-        '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>',
-    ),
-    # llama.cpp accepts these DeepSeek spellings too; Step-3 uses the ASCII-underscore one.
-    _span("DeepSeek/Step-3", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>function"),
-    _span("DeepSeek", "<｜tool calls begin｜>", "<｜tool calls end｜>", '{"city": "Paris"}'),
-    _span(
-        "DeepSeek V3.2",
-        "<｜DSML｜function_calls>",
-        "</｜DSML｜function_calls>",
-        '<｜DSML｜invoke name="f"><｜DSML｜parameter name="x" string="true">1</｜DSML｜parameter></｜DSML｜invoke>',
-    ),
-    _span(
-        "Kimi K2",
-        "<|tool_calls_section_begin|>",
-        "<|tool_calls_section_end|>",
-        '<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>',
-    ),
-    _span("Command R7B", "<|START_ACTION|>", "<|END_ACTION|>", '[{"tool_call_id":"0","tool_name":"f"}]'),
-    _span(
-        "MiniMax",
-        "<minimax:tool_call>",
-        "</minimax:tool_call>",
-        '<invoke name="f"><parameter name="x">1</parameter></invoke>',
-    ),
-    _span("Seed-OSS", "<seed:tool_call>", "</seed:tool_call>", "<function=f><parameter=x>1</parameter></function>"),
-    _span("Jamba", "<tool_calls>", "</tool_calls>", '[{"name": "f", "arguments": {}}]'),
-    _span("Apertus", "<|tools_prefix|>", "<|tools_suffix|>", '[{"get_weather": {"city": "Paris"}}]'),
-    _span("Nemotron", "<TOOLCALL>", "</TOOLCALL>", '[{"name": "f", "arguments": {}}]'),
-    _span("InternLM", "<|action_start|>", "<|action_end|>", '<|plugin|>\n{"name": "f", "parameters": {}}'),
-    _span("Gemma 4", "<|tool_call>", "<tool_call|>", 'call:get_weather{city:<|"|>Paris<|"|>}'),
-    _span("FunctionGemma", "<start_function_call>", "<end_function_call>", "call:f{city:<escape>Paris<escape>}"),
-    _span("Longcat", "<longcat_tool_call>", "</longcat_tool_call>", '{"name": "f", "arguments": {}}'),
-    _span("Llama 4", "<|python_start|>", "<|python_end|>", '[get_weather(city="Paris")]'),
-    # GPT-OSS Harmony tool-call messages; `<|call|>` is end-of-generation, so llama.cpp
-    # usually never emits it and the span then runs to the end of the reply.
-    _span("GPT-OSS", "<|start|>assistant<|channel|>commentary to=", "<|call|>", _HARMONY_CALL),
-    _span("GPT-OSS", "<|start|>assistant to=", "<|call|>", 'functions.f<|channel|>commentary json<|message|>{"x":1}'),
-    # The first message of a reply: the prompt already ends with `<|start|>assistant`.
-    _span("GPT-OSS", "<|channel|>commentary to=", "<|call|>", _HARMONY_CALL),
-    _span("Mistral", "[TOOL_CALLS]", None, '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
-    _span("Llama 3", "<|python_tag|>", None, '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
-)
+# Built from the one table of model formats (models/formats.py).
+DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = tuple(_pattern(fmt.label, span) for fmt, span in tool_call_spans())
 
 
 def registry_markers(registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> frozenset[str]:
@@ -160,10 +107,6 @@ class MarkerSet:
             for b in self.markers:
                 if a != b and b.startswith(a):
                     raise ValueError(f"marker {a!r} is a prefix of {b!r}")
-
-    def may_start_in(self, text: str) -> bool:
-        """Cheap test: could any marker begin somewhere in `text`?"""
-        return self.find_first_char(text) is not None
 
     @property
     def find_first_char(self) -> Callable[[str], re.Match[str] | None]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
 from engine.errors import ConfigError, ScriptExhaustedError
 from engine.events import Piece
 
@@ -78,10 +78,10 @@ def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
     return out
 
 
-class ScriptedBackend:
+class ScriptedBackend(PlainBackend):
     """Replays scripted replies and records every request it receives."""
 
-    supports_grammar = False
+    capabilities = Capabilities(device="Scripted")
 
     def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script") -> None:
         self.name = name

@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from desktop.cli import main
-from desktop.core.cli_guard import EXIT_BROKEN_PIPE, EXIT_ENVIRONMENT, run_guarded
+from desktop.cli_common import EXIT_BROKEN_PIPE, EXIT_FAILED
+from desktop.core.cli_guard import run_guarded
 from desktop.core.terminal_text import SafeStream, safe_cell, safe_text
 from engine.errors import ConfigError
 from engine.history import HistoryStore
+from engine.history_types import HistoryError
 from engine.scripted import parse_script
 from models.paths import ember_paths
 
@@ -181,7 +183,7 @@ def test_ember_home_under_a_regular_file(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     for args in (["history", "list"], ["chat", "--backend", _script(tmp_path, [["ok"]]), "hi"]):
-        line = _one_line(ember(*args, home=blocker / "home"), EXIT_ENVIRONMENT)
+        line = _one_line(ember(*args, home=blocker / "home"), EXIT_FAILED)
         assert "not a folder" in line
 
 
@@ -273,6 +275,14 @@ def test_a_deeply_nested_history_import_is_one_line(tmp_path: Path, ember_home: 
 # -- the guard itself --------------------------------------------------------------------
 
 
+def _history_error_from(cause: sqlite3.Error) -> HistoryError:
+    """A HistoryError as the store raises it: the sqlite3 error is its cause."""
+    error = HistoryError(f"history database error: {cause}")
+    error.__cause__ = cause
+    return error
+
+
+
 @pytest.mark.parametrize(("error", "status", "needle"), [
     (OSError(errno.ENOSPC, "No space left on device", "/x/history.sqlite3"), 1, "disk is full"),
     (sqlite3.OperationalError("database or disk is full"), 1, "disk is full"),
@@ -282,6 +292,8 @@ def test_a_deeply_nested_history_import_is_one_line(tmp_path: Path, ember_home: 
     (RecursionError("maximum recursion depth exceeded"), 2, "nested too deeply"),
     (UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed"), 2, "UTF-8"),
     (BrokenPipeError(errno.EPIPE, "Broken pipe"), 141, ""),
+    (_history_error_from(sqlite3.OperationalError("database or disk is full")), 1, "disk is full"),
+    (HistoryError("turn 3 is already finished"), 1, "turn 3 is already finished"),
 ])
 def test_environment_failures_are_one_line(error: BaseException, status: int, needle: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -329,14 +341,13 @@ def test_show_thinking_is_set_apart_from_the_answer(tmp_path: Path, ember_home: 
 
 
 def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.CaptureFixture[str]) -> None:
-    from argparse import Namespace
     from types import SimpleNamespace
 
     from desktop.cmd_chat import note_clamped_context
 
-    note_clamped_context(Namespace(ctx=100_000), SimpleNamespace(n_ctx=8192))  # type: ignore[arg-type]
+    note_clamped_context(100_000, SimpleNamespace(n_ctx=8192))  # type: ignore[arg-type]
     assert "trained on 8192 tokens of context; using 8192, not 100000" in capsys.readouterr().err
-    note_clamped_context(Namespace(ctx=4096), SimpleNamespace(n_ctx=4096))  # type: ignore[arg-type]
+    note_clamped_context(4096, SimpleNamespace(n_ctx=4096))  # type: ignore[arg-type]
     assert capsys.readouterr().err == ""
 
 
@@ -402,3 +413,17 @@ def test_random_history_and_models_argv_never_escapes_as_a_traceback(argv: list[
     out, err = capsys.readouterr()
     assert status in (0, 1, 2), (argv, err)
     assert "Traceback" not in err and "\x1b" not in out + err
+
+
+def test_a_symlink_loop_is_an_ember_error_and_settings_keys_fall_back(tmp_path: Path) -> None:
+    from models.errors import GGUFError
+    from models.paths import resolve_model_file
+    from models.settings import model_key
+
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    if sys.version_info < (3, 13):  # from 3.13 resolve() leaves a loop as it is
+        with pytest.raises(GGUFError, match="symbolic link loop"):
+            resolve_model_file(a)
+    assert model_key(a) == str(a)

@@ -16,12 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.backend import Capabilities, make_request
 from engine.backends import grammar_guard
 from engine.backends.grammar_guard import grammar_problem
 from engine.errors import ConfigError
-from engine.events import Notice, StructuredRetry, event_to_json
+from engine.events import Notice, StructuredValue, TurnDone, event_to_json
 from engine.scripted import ScriptedBackend
-from engine.structured import StructuredRunner, compile_schema, grammar_for, load_schema
+from engine.structured import compile_schema, grammar_for, load_schema
+from engine.turn import TurnRunner
 from engine.turns.schema_limits import (
     MAX_SCHEMA_DEPTH,
     REPEAT_LIMIT,
@@ -44,7 +46,7 @@ ISSUE_SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 class _AcceptsAll(ScriptedBackend):
-    supports_grammar = True
+    capabilities = Capabilities(grammar=True, device="Scripted")
 
     def check_grammar(self, gbnf: str) -> str | None:
         return None
@@ -225,7 +227,7 @@ def test_a_grammar_too_large_is_refused_without_a_child(model: Path, monkeypatch
 
 
 class GrammarBackend(ScriptedBackend):
-    supports_grammar = True
+    capabilities = Capabilities(grammar=True, device="Scripted")
 
     def __init__(self, reply: str, problem: str | None) -> None:
         super().__init__([[reply]])
@@ -235,14 +237,17 @@ class GrammarBackend(ScriptedBackend):
         return self.problem
 
 
-def test_an_unusable_grammar_is_a_notice_event_not_only_a_log() -> None:
-    events: list[StructuredRetry | Notice] = []
+def _structured_turn(backend: ScriptedBackend, schema: Any) -> list[Any]:
+    request = make_request([{"role": "user", "content": "x"}], schema=schema)
+    return list(TurnRunner(backend).run(request))
+
+
+def test_an_unusable_grammar_is_a_notice_event_in_the_turn_stream() -> None:
     backend = GrammarBackend('"ok"', "llama.cpp crashes on this grammar")
-    runner = StructuredRunner(backend, on_event=events.append, on_notice=events.append)
-    result = runner.run([{"role": "user", "content": "x"}], {"type": "string"})
-    assert result.value == "ok" and not result.grammar
+    events = _structured_turn(backend, {"type": "string"})
+    assert events[-2:] == [StructuredValue("ok"), events[-1]] and isinstance(events[-1], TurnDone)
     notices = [e for e in events if isinstance(e, Notice)]
-    assert len(notices) == 1
+    assert len(notices) == 1 and events[0] is notices[0]  # said before the reply
     assert "llama.cpp crashes on this grammar" in notices[0].text
     assert "not constrained" in notices[0].text
     assert event_to_json(notices[0]) == {"type": "notice", "text": notices[0].text}
@@ -250,11 +255,10 @@ def test_an_unusable_grammar_is_a_notice_event_not_only_a_log() -> None:
 
 
 def test_a_usable_grammar_gives_no_notice() -> None:
-    events: list[StructuredRetry | Notice] = []
     backend = GrammarBackend('"ok"', None)
-    runner = StructuredRunner(backend, on_event=events.append, on_notice=events.append)
-    runner.run([{"role": "user", "content": "x"}], ISSUE_SCHEMAS["maxLength 20000"]["properties"]["summary"])
-    assert events == []
+    events = _structured_turn(backend, ISSUE_SCHEMAS["maxLength 20000"]["properties"]["summary"])
+    assert not [e for e in events if isinstance(e, Notice)]
+    assert StructuredValue("ok") in events
     assert backend.requests[0].grammar is not None
 
 
@@ -305,3 +309,25 @@ def test_a_checker_that_cannot_start_is_not_a_verdict(model: Path, monkeypatch: 
         patch.setattr(subprocess, "run", broken)
         assert "could not be checked" in str(grammar_problem(model, gbnf))
     assert grammar_problem(model, gbnf) is None  # checked again, not remembered as unusable
+
+
+@pytest.mark.parametrize("events", [False, True])
+def test_the_cli_says_an_unusable_grammar(events: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from desktop import cmd_chat
+    from desktop.cli import main
+
+    backend = GrammarBackend('{"a": 1}', "llama.cpp crashes on this grammar")
+    monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: backend)
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object"}')
+    flags = ["--events"] if events else []
+    assert main(["chat", "--no-history", "--schema", str(schema), *flags, "json please"]) == 0
+    out, err = capsys.readouterr()
+    if events:
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert [line["type"] for line in lines] == ["notice", "json", "done"]
+        assert "llama.cpp crashes on this grammar" in lines[0]["text"]
+    else:
+        assert json.loads(out) == {"a": 1}
+        assert err.startswith("ember: note: Decoding is not constrained to the schema: llama.cpp crashes")

@@ -304,7 +304,7 @@ def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, 
     qtbot.waitUntil(lambda: chat.engine.backend is not old, timeout=WAIT_MS * 2)
     new = chat.engine.backend
     assert isinstance(new, llama_backend.LlamaBackend) and new.path == model
-    assert new.n_ctx == 1024 and new._llm.n_ctx() == 1024  # in effect in llama.cpp itself
+    assert new.n_ctx == 1024 and new.llama.n_ctx() == 1024  # in effect in llama.cpp itself
     assert loading == ["m.gguf"]
     qtbot.waitUntil(lambda: chat.controller._loading is not None and chat.controller._loading.done(),
                     timeout=WAIT_MS)

@@ -11,9 +11,11 @@ from pytestqt.qtbot import QtBot
 
 from desktop.format_picker import ReplyFormatButton, SchemaDialog
 from desktop.markdown_view import CodeBlock
-from desktop.reply_format import ReplyFormat, fenced_json, parse_schema_text
+from desktop.reply_format import ReplyFormat, parse_schema_text
 from desktop.sidebar import HistorySidebar
+from engine.backend import Capabilities
 from engine.scripted import ScriptedBackend
+from engine.structured import fenced_json
 
 pytest_plugins = ["gui_helpers"]
 
@@ -158,7 +160,7 @@ def test_schema_text_checks() -> None:
 class _UnusableGrammar(ScriptedBackend):
     """Claims grammar support, but its decoder would not take the schema's grammar."""
 
-    supports_grammar = True
+    capabilities = Capabilities(grammar=True, device="Scripted")
 
     def check_grammar(self, gbnf: str) -> str | None:
         return "llama.cpp crashes on this grammar"

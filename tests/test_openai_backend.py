@@ -123,7 +123,7 @@ def test_is_a_backend_and_does_nothing_at_construction() -> None:
     backend = OpenAIBackend("http://example.invalid/v1", transport=httpx.MockTransport(handler))
     gen = backend.stream(_request(), CancelToken(), StreamInfo())  # not iterated: no request
     assert isinstance(backend, Backend)
-    assert backend.supports_grammar is False
+    assert backend.capabilities.grammar is False
     assert backend.name == "openai@example.invalid"
     gen.close()
     backend.close()

@@ -18,7 +18,7 @@ MAX_CTX = 1 << 20  # no GGUF model trains on more than a million tokens yet
 MAX_TEMPERATURE = 5.0
 
 
-def _fail(message: str) -> argparse.ArgumentTypeError:
+def _refuse(message: str) -> argparse.ArgumentTypeError:
     return argparse.ArgumentTypeError(message)
 
 
@@ -31,7 +31,7 @@ def text_arg(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail("the text is not valid UTF-8 (check the terminal's encoding)") from None
+        raise _refuse("the text is not valid UTF-8 (check the terminal's encoding)") from None
     return text
 
 
@@ -39,7 +39,7 @@ def prompt_arg(text: str) -> str:
     """A message to send: valid UTF-8 and not empty or only whitespace."""
     text = text_arg(text)
     if not text.strip():
-        raise _fail("the message is empty")
+        raise _refuse("the message is empty")
     return text
 
 
@@ -47,14 +47,14 @@ def _whole(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise _fail(f"expected a whole number, got {text!r}") from None
+        raise _refuse(f"expected a whole number, got {text!r}") from None
 
 
 def id_arg(text: str) -> int:
     """A stored conversation id: a positive whole number within the database's range."""
     value = _whole(text)
     if not 1 <= value <= MAX_ID:
-        raise _fail(f"no conversation has the id {text!r} (ids are positive whole numbers)")
+        raise _refuse(f"no conversation has the id {text!r} (ids are positive whole numbers)")
     return value
 
 
@@ -62,7 +62,7 @@ def count_arg(text: str) -> int:
     """A positive count (a limit on rows)."""
     value = _whole(text)
     if value < 1:
-        raise _fail(f"expected a positive whole number, got {text!r}")
+        raise _refuse(f"expected a positive whole number, got {text!r}")
     return value
 
 
@@ -71,7 +71,7 @@ def threads_arg(text: str) -> int:
     value = _whole(text)
     cpus = os.cpu_count() or 1
     if not 1 <= value <= cpus:
-        raise _fail(f"expected 1 to {cpus} (this machine's CPU count), got {text!r}")
+        raise _refuse(f"expected 1 to {cpus} (this machine's CPU count), got {text!r}")
     return value
 
 
@@ -79,7 +79,7 @@ def ctx_arg(text: str) -> int:
     """A context length in tokens: 16 to 1,048,576."""
     value = _whole(text)
     if not 16 <= value <= MAX_CTX:
-        raise _fail(f"expected 16 to {MAX_CTX:,} tokens, got {text!r}")
+        raise _refuse(f"expected 16 to {MAX_CTX:,} tokens, got {text!r}")
     return value
 
 
@@ -88,9 +88,9 @@ def temperature_arg(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _fail(f"expected a number, got {text!r}") from None
+        raise _refuse(f"expected a number, got {text!r}") from None
     if not (math.isfinite(value) and 0 <= value <= MAX_TEMPERATURE):
-        raise _fail(f"expected a number from 0 to {MAX_TEMPERATURE:g}, got {text!r}")
+        raise _refuse(f"expected a number from 0 to {MAX_TEMPERATURE:g}, got {text!r}")
     return value
 
 
@@ -98,7 +98,7 @@ def seed_arg(text: str) -> int:
     """A sampling seed: 0 to 2**32 - 1."""
     value = _whole(text)
     if not 0 <= value < 2**32:
-        raise _fail(f"expected 0 to {2**32 - 1}, got {text!r}")
+        raise _refuse(f"expected 0 to {2**32 - 1}, got {text!r}")
     return value
 
 
@@ -106,9 +106,9 @@ def executable_arg(text: str) -> Path:
     """A program to run later: checked now, so a long job never starts only to fail at the end."""
     path = Path(text).expanduser()
     if not path.is_file():
-        raise _fail(f"{text} does not exist or is not a file")
+        raise _refuse(f"{text} does not exist or is not a file")
     if not os.access(path, os.X_OK):
-        raise _fail(f"{text} is not executable")
+        raise _refuse(f"{text} is not executable")
     return path
 
 
@@ -116,7 +116,7 @@ def title_arg(text: str) -> str:
     """A conversation title: one line of printable text."""
     text = text_arg(text)
     if has_controls(text):
-        raise _fail("a title must be one line without control characters")
+        raise _refuse("a title must be one line without control characters")
     if not text.strip():
-        raise _fail("the title is empty")
+        raise _refuse("the title is empty")
     return text

@@ -5,12 +5,14 @@
 The commands report the failures they expect themselves. What reaches here is the
 environment failing under them: a full disk, `EMBER_HOME` below a regular file, a closed
 pipe (`ember chat … | head -c 20`), a terminal whose encoding cannot show a character, a
-number too large for the database. Each is printed as one line (`ember: …`) with a status:
+number too large for the database, an Ember error no command caught (e.g. the history
+store's `HistoryError` when the disk fills mid-answer). Each is printed as one line
+(`ember: …`, through `desktop.cli_common.fail`) with one of the exit codes defined there:
 
-    1    the environment (disk, folders, permissions)
-    2    bad input (a value out of range, a file too deeply nested to read)
-    130  interrupted (Ctrl+C)
-    141  the reader of stdout went away (as a process killed by SIGPIPE reports it)
+    EXIT_FAILED (1)         the environment (disk, folders, permissions)
+    EXIT_USAGE (2)          bad input (a value out of range, a file too deeply nested to read)
+    EXIT_INTERRUPTED (130)  interrupted (Ctrl+C)
+    EXIT_BROKEN_PIPE (141)  the reader of stdout went away (as a process killed by SIGPIPE reports it)
 
 `prepare_streams` makes stdout and stderr replace what they cannot encode instead of
 raising, and passes them through `SafeStream` so control characters in model names,
@@ -28,12 +30,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from desktop.cli_common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
 from desktop.core.terminal_text import SafeStream, safe_cell
-
-EXIT_ENVIRONMENT = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
+from models.errors import EmberError
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -48,9 +47,12 @@ def run_guarded(command: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except OSError as exc:
-        return _report(_os_message(exc), EXIT_ENVIRONMENT)
+        return _report(_os_message(exc), EXIT_FAILED)
     except sqlite3.Error as exc:
-        return _report(_sqlite_message(exc), EXIT_ENVIRONMENT)
+        return _report(_sqlite_message(exc), EXIT_FAILED)
+    except EmberError as exc:  # HistoryStore wraps sqlite3 errors: say a full disk as such
+        cause = exc.__cause__
+        return _report(_sqlite_message(cause) if isinstance(cause, sqlite3.Error) else str(exc), EXIT_FAILED)
     except (OverflowError, RecursionError, UnicodeError, MemoryError) as exc:
         return _report(_input_message(exc), EXIT_USAGE)
 
@@ -76,7 +78,7 @@ def prepare_streams() -> Iterator[None]:
 
 def _report(message: str, status: int) -> int:
     try:
-        sys.stderr.write(f"ember: {safe_cell(message)}\n")
+        fail(safe_cell(message), status)
         sys.stderr.flush()
     except (OSError, ValueError):
         pass  # stderr itself is gone: the status still says it
