@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from desktop.cli_common import fail
 from desktop.core.arg_checks import prompt_arg
 from desktop.core.cli_guard import prepare_streams, run_guarded
+from desktop.core.terminal_text import safe_cell
 from engine import __version__
 from engine.logsetup import configure_logging
 
@@ -23,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
     """Argument errors: one readable line on stderr, exit status 2, no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SystemExit(fail(message))
+        raise SystemExit(fail(safe_cell(message)))  # parsing runs before prepare_streams
 
 
 def build_parser() -> argparse.ArgumentParser:
