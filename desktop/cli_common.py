@@ -18,6 +18,8 @@ from engine.backend import Backend
 from engine.errors import ConfigError, ModelLoadError
 from engine.factory import make_backend, parse_backend_spec
 from models.default_model import DefaultModelMissing, default_model_path
+from models.errors import GGUFError
+from models.paths import resolve_model_file
 from models.settings import ModelSettings
 
 EXIT_OK = 0
@@ -25,6 +27,7 @@ EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
 EXIT_USAGE = 2  # bad arguments, a file that cannot be used, nothing was done
 EXIT_TURN_ERROR = 3  # the model's turn ended with an error
 EXIT_INTERRUPTED = 130  # Ctrl+C
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (as SIGPIPE would report it)
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:
@@ -70,9 +73,9 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
     saved = ModelSettings()
     if parse_backend_spec(args.backend).kind == "llama":
         try:
-            saved = saved_settings(model_path(args).resolve())
-        except ModelLoadError:
-            pass  # the load reports the missing model
+            saved = saved_settings(resolve_model_file(model_path(args)))
+        except (ModelLoadError, GGUFError):
+            pass  # the load reports the missing model or the link loop
     overrides = Overrides(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
                           context_length=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
                           system_prompt=args.system)

@@ -4,7 +4,9 @@ With `--schema FILE` the turn is structured: the reply must be JSON matching the
 Plain output is then the value, pretty-printed on stdout, with retries reported on stderr;
 with `--events`, a `structured_retry` line per retry, then `json` and `done`, or one `error`
 line (kind "structured_output", the last error) and exit 3. A schema file that cannot be
-read, is not JSON or is not a valid JSON Schema exits 2 before any model is loaded.
+read, is not JSON or is not a valid JSON Schema exits 2 before any model is loaded. When the
+schema's grammar cannot be used, decoding is unconstrained and that is said (`ember: note:`
+on stderr, a `notice` line with `--events`); the value is still validated.
 
 Both kinds run through the same turn runner and are recorded in history the same way
 (`--no-history`, `-c`, `--conversation`): the user's message is committed before the
@@ -34,10 +36,13 @@ from desktop.cli_common import (
     run_settings,
 )
 from desktop.cmd_history import ChatHistory, add_chat_options
+from desktop.core.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
+from desktop.core.thinking_output import ThinkingPrinter
 from engine.backend import Backend, CancelToken, Request, Schema, make_request
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,
+    Notice,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -54,17 +59,17 @@ from engine.turns.tool_events import AnyEvent, tool_event_to_json
 
 def register(sub: Any) -> None:
     p = sub.add_parser("chat", help="send one message and stream the reply")
-    p.add_argument("prompt", metavar="PROMPT", help="the message to send")
+    p.add_argument("prompt", metavar="PROMPT", type=prompt_arg, help="the message to send")
     p.add_argument("--model", default="default", help="GGUF path or 'default' (with openai: the model name)")
     p.add_argument("--backend", default="llama", help="llama (default), script:FILE or openai:URL")
-    p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (0 = greedy)")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
+    p.add_argument("--system", type=text_arg, default=None, help="system prompt")
+    p.add_argument("--temperature", type=temperature_arg, default=None, help="sampling temperature (0 = greedy)")
+    p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
     p.add_argument("--max-tokens", type=positive_int, default=None,
                    help="reply length limit (default: the model's setting, else up to the context size)")
-    p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default 4096)")
+    p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
@@ -96,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 tools.close()
             return fail(str(exc))
         try:
+            note_clamped_context(settings.model.context_length, backend)
             system = settings.system_prompt or None
             # With history, the context is the conversation's active branch ending at this prompt.
             messages = history.begin(args.prompt, system=system, model=backend.name) or settings.messages(
@@ -127,28 +133,41 @@ def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, c
                      lambda: recorder.assistant_message_id if recorder else None)
 
 
+def note_clamped_context(asked: int, backend: Backend) -> None:
+    """Say so when the model's trained context is below the context asked for (it is used instead)."""
+    used = getattr(backend, "n_ctx", None)
+    if isinstance(used, int) and used < asked:
+        sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
+                         f"not {asked}\n")
+
+
 def _print_turn(events: Any, args: argparse.Namespace) -> int:
     status = EXIT_OK
+    thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
     for event in events:
         if args.events:
             emit_json(tool_event_to_json(event))
         else:
-            _emit_text(event, args)
+            _emit_text(event, args, thinking)
         if isinstance(event, TurnError):
             status = EXIT_USAGE if event.kind is TurnErrorKind.CONFIG else EXIT_TURN_ERROR
     return status
 
 
-def _emit_text(event: AnyEvent, args: argparse.Namespace) -> None:
+def _emit_text(event: AnyEvent, args: argparse.Namespace, thinking: ThinkingPrinter | None) -> None:
     structured = args.schema is not None
+    if thinking is not None and not isinstance(event, ThinkingDelta):
+        thinking.close()  # the answer (or the end) follows: set the thinking apart first
     match event:
         case ContentDelta(text=text):
             sys.stdout.write(text)
             sys.stdout.flush()
-        case ThinkingDelta(text=text) if args.show_thinking:
-            sys.stderr.write(text)
+        case ThinkingDelta(text=text) if thinking is not None:
+            thinking.thinking(text)
         case Recovery():
             sys.stderr.write("ember: the reply was empty; asking once more…\n")
+        case Notice(text=text):
+            sys.stderr.write(f"ember: note: {text}\n")
         case StructuredRetry(attempt=attempt, error=error):
             sys.stderr.write(f"ember: the reply was not valid: {error}; asking again "
                              f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")

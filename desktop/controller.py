@@ -28,6 +28,7 @@ from engine.errors import EngineError, MalformedReplyError
 from engine.events import (
     ContentDelta,
     Event,
+    Notice,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -87,6 +88,7 @@ class ReplySink(Protocol):
     def add_content(self, text: str) -> None: ...
     def restart(self, reason: str) -> None: ...
     def retrying(self, attempt: int, error: str) -> None: ...
+    def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -519,6 +521,8 @@ def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnEr
             sink.restart(reason)
         case StructuredRetry(attempt=attempt, error=error):
             sink.retrying(attempt, error)
+        case Notice(text=text):
+            sink.note(text)
         case StructuredValue(value=value):
             answer.append(fenced_json(value))
             sink.add_content(answer[-1])

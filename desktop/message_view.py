@@ -30,6 +30,7 @@ from desktop.controller import TurnFailure
 from desktop.markdown_view import AnswerView, CopyButton, copy_to_clipboard, discard
 from desktop.message_edit import InlineEditor
 from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -259,6 +260,8 @@ class AssistantMessage(QFrame):
         self._content_dirty = False
         self._next_render = 0.0
         self._finished = False
+        self._note = ""
+        self._bulk: BulkTextView | None = None  # replaces `answer` for a huge or unbroken reply
         self.message_id: int | None = None
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -328,7 +331,8 @@ class AssistantMessage(QFrame):
             self.thinking.show()
             self.thinking.show_stored(thinking)
         self._content = [content]
-        self.answer.show_text(content, final=True)
+        if not self._show_bulk(content):
+            self.answer.show_text(content, final=True)
         self._finished = True
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
@@ -337,6 +341,12 @@ class AssistantMessage(QFrame):
         """A structured reply was refused and the model is asked again: say so, quietly."""
         self.status.setText(f"Retrying (attempt {attempt})…")
         self.status.setToolTip(f"The previous reply was not valid: {error}")
+
+    def note(self, text: str) -> None:
+        """Something worth knowing about this reply (e.g. its schema is not enforced while decoding)."""
+        self._note = text
+        self.status.setText(text)
+        self.status.setToolTip(text)
 
     def _on_regenerate_clicked(self) -> None:
         if self.message_id is not None:
@@ -362,6 +372,7 @@ class AssistantMessage(QFrame):
         self.thinking.reset()
         self.thinking.hide()
         self.answer.reset()
+        self._drop_bulk()
         self.status.setText("Retrying…")
 
     def finish(self, stats: TurnStats) -> None:
@@ -369,8 +380,8 @@ class AssistantMessage(QFrame):
         self._flush(final=True)
         self.thinking.end()
         self._finished = True
-        self.status.setText(self._status_for(stats))
-        self.status.setToolTip("")
+        self.status.setText(self._status_for(stats) or self._note)
+        self.status.setToolTip(self._note)
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 
@@ -404,11 +415,37 @@ class AssistantMessage(QFrame):
 
     def _render_answer(self, final: bool) -> None:
         started = time.perf_counter()
-        self.answer.show_text("".join(self._content), final=final)
+        text = "".join(self._content)
+        if not self._show_bulk(text):
+            self.answer.show_text(text, final=final)
         self._content_dirty = False
         cost = time.perf_counter() - started
         # Space renders by what they cost, so a long answer never hogs the GUI thread.
         self._next_render = started + max(FLUSH_MS / 1000, RENDER_COST_FACTOR * cost)
+
+    def on_screen(self) -> bool:
+        """Whether all the answer received so far is on screen (a bulk answer shows in slices)."""
+        return self._bulk is None or self._bulk.caught_up
+
+    def _show_bulk(self, text: str) -> bool:
+        """Show `text` as bulk plain text if it is too big for Markdown; whether it was."""
+        if self._bulk is None:
+            if not needs_bulk_view(text):
+                return False
+            self._bulk = BulkTextView(self)
+            self.answer.reset()
+            self.answer.hide()
+            layout = self.layout()
+            if isinstance(layout, QVBoxLayout):
+                layout.insertWidget(layout.indexOf(self.answer) + 1, self._bulk)
+        self._bulk.set_text(text)
+        return True
+
+    def _drop_bulk(self) -> None:
+        if self._bulk is not None:
+            discard(self._bulk)
+            self._bulk = None
+            self.answer.show()
 
     def _on_copy_clicked(self) -> None:
         copy_to_clipboard(self.answer_text())

@@ -22,6 +22,7 @@ from engine.backend import Backend
 from engine.errors import ModelLoadError
 from engine.factory import BackendSpec, make_backend, parse_backend_spec
 from models.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
+from models.errors import GGUFError
 from models.library import (
     RemoteServer,
     last_used_entry,
@@ -30,6 +31,7 @@ from models.library import (
     note_server_used,
     save_library_state,
 )
+from models.paths import resolve_model_file
 from models.remote_keys import load_api_key
 from models.settings import ModelSettings
 
@@ -100,8 +102,8 @@ def same_model(a: ModelChoice | None, b: ModelChoice | None) -> bool:
 
 def _resolved(path: Path) -> Path:
     try:
-        return path.resolve()
-    except OSError:
+        return resolve_model_file(path)
+    except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return path.absolute()
 
 

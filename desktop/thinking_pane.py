@@ -15,6 +15,7 @@ from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
 from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BULK_LINE_CHARS, display_lines, last_line_length
 from desktop.qt.icons import set_icon
 
 TICK_MS = 250
@@ -52,6 +53,7 @@ class ThinkingPane(QFrame):
         self.setObjectName("ThinkingPane")
         self._clock = clock
         self._raw: list[str] = []
+        self._column = 0  # length of the displayed last line
         self._started: float | None = None
         self._ended: float | None = None
         self._timer = QTimer(self)
@@ -121,9 +123,13 @@ class ThinkingPane(QFrame):
         self._raw.append(text)
         bar = self.body.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
+        # Display lines are cut at BULK_LINE_CHARS: one unbroken megabyte would take a second
+        # to lay out (text() still returns the raw thinking).
+        shown = display_lines(text, self._column, BULK_LINE_CHARS)
+        self._column = last_line_length(shown, self._column)
         cursor = QTextCursor(self.body.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
+        cursor.insertText(shown)
         if at_bottom:
             bar.setValue(bar.maximum())  # follow new thinking unless the reader scrolled up
         if self.expanded:
@@ -141,10 +147,11 @@ class ThinkingPane(QFrame):
         """Show a stored reply's thinking, finished, without timing it."""
         self.reset()
         self._raw.append(text)
-        self.body.setPlainText(text)
+        self.body.setPlainText(display_lines(text, 0, BULK_LINE_CHARS))
         self.header.setText(STORED_LABEL)
 
     def reset(self) -> None:
+        self._column = 0
         self._raw.clear()
         self.body.clear()
         self._started = self._ended = None

@@ -45,6 +45,13 @@ class StructuredRetry:
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know about this turn that is not an error (shown, not fatal)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class StructuredValue:
     """A structured turn's accepted value (parsed and schema-valid), just before TurnDone."""
 
@@ -93,7 +100,8 @@ class TurnError:
     stats: TurnStats = field(default_factory=TurnStats)
 
 
-Event = ThinkingDelta | ContentDelta | Recovery | StructuredRetry | StructuredValue | TurnDone | TurnError
+Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | StructuredValue
+         | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -107,6 +115,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "recovery", "reason": reason}
         case StructuredRetry(attempt=attempt, error=error):
             return {"type": "structured_retry", "attempt": attempt, "error": error}
+        case Notice(text=text):
+            return {"type": "notice", "text": text}
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
         case TurnDone(stats=stats):

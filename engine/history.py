@@ -22,6 +22,7 @@ import inspect
 import json
 import logging
 import re
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -126,7 +127,8 @@ class HistoryStore:
             schema_version(conn)  # "file is not a database" surfaces at the first read
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise HistoryError(f"cannot open the history database {self.db_path}: {exc}") from exc
+            reason = _reason(exc, self.db_path)
+            raise HistoryError(f"cannot open the history database {self.db_path}: {reason}") from exc
         return conn
 
     def _migrate(self) -> None:
@@ -164,16 +166,19 @@ class HistoryStore:
             return
         # IMMEDIATE takes the write lock up front, so two writers wait for each other
         # (busy timeout) instead of failing when a read would upgrade to a write.
-        with _as_history_error():
+        with _as_history_error(self.db_path):
             self._conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
-            with _as_history_error():  # the body may use the connection itself
+            with _as_history_error(self.db_path):  # the body may use the connection itself
                 yield self._conn
                 self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error as exc:  # e.g. a full disk: SQLite rolled back already
+                    log.debug("history: rollback failed after an error: %s", exc)
             raise
         finally:
             self._depth = 0
@@ -527,18 +532,29 @@ def _rowid(cur: sqlite3.Cursor) -> int:
     return cur.lastrowid
 
 
+def _reason(exc: sqlite3.Error, db_path: Path) -> str:
+    """SQLite says "disk I/O error" when it cannot create its journal on a full disk: say so."""
+    try:
+        full = shutil.disk_usage(db_path.parent).free < 64 * 1024
+    except OSError:
+        full = False
+    return "the disk is full (nothing saved was lost; free some space)" if full else str(exc)
+
+
 @contextmanager
-def _as_history_error() -> Generator[None]:
+def _as_history_error(db_path: Path | None = None) -> Generator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise HistoryError(f"history database error: {exc}") from exc
+        reason = _reason(exc, db_path) if db_path is not None else str(exc)
+        raise HistoryError(f"history database error: {reason}") from exc
 
 
 def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with _as_history_error():
+        store = args[0] if args else None
+        with _as_history_error(store.db_path if isinstance(store, HistoryStore) else None):
             return method(*args, **kwargs)
 
     return call

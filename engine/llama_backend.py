@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import llama_log
 from engine.backend import CancelToken, Capabilities, Request, StreamInfo
+from engine.backends.grammar_guard import grammar_problem
 from engine.backends.tool_prompt import fallback_for
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
@@ -242,6 +243,11 @@ class LlamaBackend:
     def check_grammar(self, gbnf: str) -> str | None:
         """None if llama.cpp accepts the GBNF; else why not. An invalid grammar would segfault."""
         import llama_cpp as lc
+
+        # Built first in a child process (verdict cached): a crash there cannot take us down.
+        problem = grammar_problem(self.path, gbnf)
+        if problem:
+            return problem
 
         sampler = lc.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
         if not sampler:

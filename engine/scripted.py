@@ -28,6 +28,9 @@ class ScriptChunk:
     delay_ms: float = 0.0
 
 
+MAX_DELAY_MS = 60_000  # a scripted pause longer than a minute is a mistake
+
+
 def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
     if isinstance(raw, str):
         return ScriptChunk(raw)
@@ -36,11 +39,30 @@ def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
     if isinstance(text, str):
         return ScriptChunk(
             text=text,
-            special=bool(obj.get("special", False)),
-            user_defined=bool(obj.get("user_defined", False)),
-            delay_ms=float(obj.get("delay_ms", 0)),
+            special=_flag(obj, "special", where),
+            user_defined=_flag(obj, "user_defined", where),
+            delay_ms=_delay(obj.get("delay_ms", 0), where),
         )
-    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {raw!r}")
+    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {_short(raw)}")
+
+
+def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
+    """A JSON boolean; the string "false" is refused rather than read as true."""
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: '{key}' must be true or false, got {_short(value)}")
+    return value
+
+
+def _delay(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DELAY_MS:
+        raise ConfigError(f"{where}: 'delay_ms' must be a number from 0 to {MAX_DELAY_MS}, got {_short(value)}")
+    return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
@@ -77,8 +99,10 @@ class ScriptedBackend(PlainBackend):
             data = json.loads(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read script {p}: {exc.strerror or exc}") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"script {p} is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"script {p} is nested too deeply to be a script") from exc
         return cls(parse_script(data, str(p)), name=str(p))
 
     @classmethod

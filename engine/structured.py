@@ -3,8 +3,10 @@
 Each attempt streams one reply through the chat guardrail, then parses the visible content
 as JSON and validates it with `jsonschema`. With the backend's grammar capability, decoding
 is first constrained by a GBNF grammar built from the schema (`grammar_for`; an unusable one
-falls back to free decoding, logged). A failed attempt appends the reply and `FEEDBACK` to
-the thread and asks again (a `StructuredRetry` event), at most `MAX_STRUCTURED_RETRIES` more
+falls back to free decoding, logged and said by a `Notice` event before the first attempt;
+the schema is first bounded by `engine.turns.schema_limits`, and LlamaBackend's check runs
+in a child process, `engine.backends.grammar_guard`). A failed attempt appends the reply and
+`FEEDBACK` to the thread and asks again (a `StructuredRetry` event), at most `MAX_STRUCTURED_RETRIES` more
 times: 3 model requests at worst, each with its own transport-retry budget. Success yields
 `StructuredValue`; exhaustion raises `StructuredOutputError` with the LAST error. An empty
 reply is one more failed attempt (the chat recovery line would contradict the JSON
@@ -39,9 +41,10 @@ from engine.backend import (
     make_request,
 )
 from engine.errors import ConfigError, StructuredOutputError
-from engine.events import Event, StructuredRetry, StructuredValue
+from engine.events import Event, Notice, StructuredRetry, StructuredValue
 from engine.tally import Tally
 from engine.turns.rounds import fold_system, stream_round
+from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 
 log = logging.getLogger("engine.structured")
 
@@ -70,12 +73,24 @@ def compile_schema(schema: Schema) -> Validator:
     The empty registry keeps validation offline: jsonschema would otherwise fetch a remote
     `$ref` over the network.
     """
+    deep = schema_depth_problem(schema)
+    if deep:
+        raise ConfigError(f"not a usable JSON Schema: {deep}")
     try:
         cls = validator_for(schema)
         cls.check_schema(schema)  # pyright: ignore[reportArgumentType] - booleans are schemas too
     except SchemaError as exc:
         raise ConfigError(f"not a valid JSON Schema: {exc.message}") from exc
-    return cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    except RecursionError as exc:
+        raise ConfigError("not a usable JSON Schema: it refers to itself without end") from exc
+    validator = cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    try:  # a reference loop ({"$ref": "#"}) recurses on any value: find out now, not mid-run
+        validator.is_valid(None)
+    except RecursionError as exc:
+        raise ConfigError("not a usable JSON Schema: it refers to itself without end") from exc
+    except Unresolvable:
+        pass  # reported when a reply is checked, with the reference named
+    return validator
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -87,6 +102,8 @@ def load_schema(path: str | Path) -> Schema:
         raise ConfigError(f"cannot read schema {p}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"schema {p} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"schema {p} is nested too deeply to read") from exc
     if not isinstance(data, (dict, bool)):
         raise ConfigError(f"schema {p} is not a valid JSON Schema: it must be an object or a boolean")
     schema = cast(Schema, data)
@@ -100,8 +117,11 @@ def load_schema(path: str | Path) -> Schema:
 # -- grammar -------------------------------------------------------------------------------
 
 
-def grammar_for(backend: Backend, schema: Schema) -> str | None:
-    """A GBNF grammar constraining decoding to `schema`, or None (reason logged) to decode freely."""
+def grammar_for(backend: Backend, schema: Schema, notes: list[str] | None = None) -> str | None:
+    """A GBNF grammar constraining decoding to `schema`, or None to decode freely.
+
+    Why a grammar is not used is logged and appended to `notes` (the turn shows it as a Notice).
+    """
     if not backend.capabilities.grammar:
         return None
     try:
@@ -109,20 +129,29 @@ def grammar_for(backend: Backend, schema: Schema) -> str | None:
     except Exception as exc:  # any converter failure just means "no grammar"
         log.warning("structured: the schema does not convert to a grammar (%s: %s); decoding unconstrained",
                     type(exc).__name__, exc)
+        _note(notes, f"the schema cannot be turned into a grammar ({type(exc).__name__})")
         return None
-    # llama.cpp aborts the process on a grammar it cannot parse, so ask before using it.
+    # llama.cpp may crash the process on a grammar it cannot parse, so ask before using it
+    # (LlamaBackend asks a child process: engine.backends.grammar_guard).
     problem = backend.check_grammar(gbnf)
     if problem:
         log.warning("structured: the schema's grammar is unusable (%s); decoding unconstrained", problem)
+        _note(notes, problem)
         return None
     return gbnf
+
+
+def _note(notes: list[str] | None, why: str) -> None:
+    if notes is not None:
+        notes.append(f"Decoding is not constrained to the schema: {why}; the reply is still checked against it.")
 
 
 def _schema_to_gbnf(schema: Schema) -> str:
     # Imported here: llama_cpp loads a native library, and other backends never need it.
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    return str(json_schema_to_gbnf(json.dumps(schema)))
+    # Large repetition counts are loosened (they crash llama.cpp); jsonschema still validates.
+    return str(json_schema_to_gbnf(json.dumps(bounded_for_grammar(schema))))
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -155,6 +184,8 @@ def parse_reply(text: str, validator: Validator) -> Any:
         error = _best_error(validator, value)
     except Unresolvable as exc:
         raise ConfigError(f"the schema has a reference that cannot be resolved offline: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError("the schema refers to itself without end") from exc
     if error is not None:
         raise ReplyError(_describe(error))
     return value
@@ -187,7 +218,10 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
     assert request.schema is not None
     validator = compile_schema(request.schema)  # a bad schema fails before any model call
     thread = list(fold_system(request.messages, INSTRUCTION.format(schema=json.dumps(request.schema))))
-    grammar, error = grammar_for(backend, request.schema), ""
+    notes: list[str] = []
+    grammar, error = grammar_for(backend, request.schema, notes), ""
+    for note in notes:  # an unusable grammar: the user sees why decoding is unconstrained
+        yield Notice(note)
     for attempt in range(1, MAX_STRUCTURED_RETRIES + 2):
         if attempt > 1:
             log.info("structured: attempt %d after: %s", attempt, error)

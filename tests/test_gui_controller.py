@@ -31,6 +31,9 @@ class FakeReply:
     def retrying(self, attempt: int, error: str) -> None:
         self.events.append(("retrying", attempt))
 
+    def note(self, text: str) -> None:
+        self.events.append(("note", text))
+
     def finish(self, stats: TurnStats) -> None:
         self.events.append(("finish", stats.finish_reason))
 
