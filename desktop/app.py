@@ -24,6 +24,7 @@ from desktop.controller import ChatController
 from desktop.history_session import open_history
 from desktop.history_ui import attach_history
 from desktop.model_choice import ModelChoice, choose_model
+from desktop.model_switch import ModelSwitcher
 from desktop.qt.platform_check import platform_problem
 from desktop.qt.tool_card import install_tools
 from desktop.qt_compat import guard_singleton_refcounts
@@ -68,13 +69,19 @@ def _application() -> QApplication:
     return app
 
 
+def wire_window(window: MainWindow, controller: ChatController) -> ModelSwitcher:
+    """Bind the window to its controller and give it a model switcher (the window never imports the switcher)."""
+    window.bind(controller)
+    return ModelSwitcher(window, window.header, window.notice.show_notice, controller)
+
+
 async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine: Engine | None = None,
                       window: MainWindow | None = None) -> int:
     """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
     window = window or MainWindow()
     history, history_notice = open_history()  # None (and a notice): chat on without saving
     controller = ChatController(engine or Engine(), window, history=history)
-    window.bind(controller)
+    models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
     closed = asyncio.Event()
@@ -82,7 +89,7 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     with SignalBridge(window.close):
         window.show()
         log.info("window shown: %s", choice.label)
-        tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
+        tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
         await closed.wait()

@@ -32,7 +32,6 @@ from desktop.controller import ChatController, ReplySink, TurnFailure
 from desktop.conversation_view import ConversationView
 from desktop.message_view import AssistantMessage, prewarm
 from desktop.model_choice import ModelInfo
-from desktop.model_switch import ModelSwitcher
 from desktop.qt.appearance import ThemeManager
 from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
 from desktop.qt.icons import recolour, themed_icon
@@ -250,7 +249,6 @@ class MainWindow(QMainWindow):
         self.composer.stopRequested.connect(self._on_stop)
         self.header.new_chat.clicked.connect(self._on_new_conversation)
         self.conversation.failureAction.connect(self._on_failure_action)
-        self.models = ModelSwitcher(self, controller)
         if controller.model is not None:
             self.model_ready(controller.model)
 

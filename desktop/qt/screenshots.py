@@ -82,6 +82,7 @@ async def capture(out: Path) -> list[Path]:
     """Drive a window through the states and save one PNG per state in `out`."""
     from PySide6.QtWidgets import QApplication, QWidget
 
+    from desktop.app import wire_window
     from desktop.controller import ChatController
     from desktop.history_session import open_history
     from desktop.history_ui import attach_history
@@ -105,13 +106,13 @@ async def capture(out: Path) -> list[Path]:
     script.write_text(json.dumps(_script()), encoding="utf-8")
     window = MainWindow()
     controller = ChatController(Engine(), window, history=open_history()[0])
-    window.bind(controller)
+    models = wire_window(window, controller)
     attach_history(window, controller)
     window.resize(*WINDOW_SIZE)
     window.show()
     try:
         choice = ModelChoice(parse_backend_spec(f"script:{script}"), label="SmolLM2 135M Instruct (demo)")
-        await window.models.load(choice)
+        await models.load(choice)
         await _settle()
         shoot(window, "empty-new-chat")
 
@@ -136,7 +137,7 @@ async def capture(out: Path) -> list[Path]:
         await _settle()
         shoot(window, "malformed-reply-banner")
 
-        picker = window.models.open_picker()
+        picker = models.open_picker()
         await _until(lambda: picker.table.topLevelItemCount() > 0 and not picker.busy)
         picker.select_row(0)
         await _settle()
