@@ -1,4 +1,4 @@
-"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`.
+"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`.
 
 Subcommands live in `desktop/cmd_<name>.py`, each exposing `register(subparsers)`; none of
 them imports Qt, so the CLI starts fast and works without a display.
@@ -10,11 +10,17 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+import engine.backends.llama_first  # noqa: F401  (llama.cpp's libraries before numpy: see there)
 from engine import __version__
 from engine.logsetup import configure_logging
 
 SUBCOMMANDS = ("chat", "models", "history", "bench")
+# Commands already in `desktop/cli/`, where the CLI is moving (the target layout). Until this
+# module moves there too, it lends that folder to submodule imports (`desktop.cli.cmd_doctor`).
+__path__ = [str(Path(__file__).with_name("cli"))]
+PACKAGED_SUBCOMMANDS = ("doctor",)
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -40,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"desktop.cmd_{name}")
         module.register(sub)
+    for name in PACKAGED_SUBCOMMANDS:
+        importlib.import_module(f"desktop.cli.cmd_{name}").register(sub)
     return parser
 
 

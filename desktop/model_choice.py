@@ -210,7 +210,8 @@ def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
         return ModelInfo(name, "Remote")
     gpu_layers = int(getattr(backend, "n_gpu_layers", 0) or 0)
     note = str(getattr(backend, "gpu_note", "") or "")
-    return ModelInfo(name, "GPU" if gpu_layers > 0 else "CPU", note)
+    where = str(getattr(backend, "where", "") or "")  # `GPU · 30/30 layers · NVIDIA H200`
+    return ModelInfo(name, where or ("GPU" if gpu_layers > 0 else "CPU"), note)
 
 
 # --- what a turn uses ---------------------------------------------------------------------

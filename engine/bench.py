@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import engine
+import engine.backends.llama_first
 from engine import bench_llama
 from engine.llama_backend import default_threads
 from engine.load_errors import precheck_model_file

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import engine.backends.llama_first  # noqa: F401  (llama.cpp before numpy, as in the app: see there)
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 

@@ -151,22 +151,36 @@ def test_an_unknown_architecture_is_named(tmp_path: Path) -> None:
         LlamaBackend(path)
 
 
-def test_the_kv_prefix_is_reused_across_turns(smollm: LlamaBackend, monkeypatch: pytest.MonkeyPatch) -> None:
-    evaluated: list[int] = []
-    real_eval = smollm._llm.eval  # pyright: ignore[reportPrivateUsage]
-
-    def counting_eval(tokens):  # type: ignore[no-untyped-def]
-        evaluated.append(len(tokens))
-        return real_eval(tokens)
-
-    monkeypatch.setattr(smollm._llm, "eval", counting_eval)  # pyright: ignore[reportPrivateUsage]
+def test_the_kv_prefix_is_reused_across_turns(smollm: LlamaBackend) -> None:
     pieces, info = _run(smollm, max_tokens=8)
+    assert smollm.last_prompt_evaluated > 0
     reply = "".join(p.text for p in pieces)
     follow_up = [*QUESTION, {"role": "assistant", "content": reply}, {"role": "user", "content": "And Spain?"}]
-    evaluated.clear()
     _, second = _run(smollm, follow_up, max_tokens=1)
     # Only the new suffix of the prompt was evaluated, not the whole conversation again.
-    assert evaluated and evaluated[0] < second.prompt_tokens - info.prompt_tokens + 16
+    assert 0 < smollm.last_prompt_evaluated < second.prompt_tokens - info.prompt_tokens + 16
+    smollm.reset_cache()
+    _run(smollm, follow_up, max_tokens=1)
+    assert smollm.last_prompt_evaluated == second.prompt_tokens
+
+
+def test_the_same_prompt_twice_still_samples_from_fresh_logits(smollm: LlamaBackend) -> None:
+    first, _ = _run(smollm, max_tokens=6)
+    second, _ = _run(smollm, max_tokens=6)
+    assert smollm.last_prompt_evaluated == 1  # everything but the last prompt token came from the cache
+    assert [p.token_id for p in first] == [p.token_id for p in second]
+
+
+def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend) -> None:
+    story = [{"role": "user", "content": "Write a poem about the sea."}]
+
+    def sample(seed: int) -> list[int | None]:
+        request = make_request(story, sampling=Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0,
+                                                       repeat_penalty=1.1, seed=seed), max_tokens=16)
+        return [p.token_id for p in smollm.stream(request, CancelToken(), StreamInfo())]
+
+    assert sample(7) == sample(7)
+    assert sample(7) != sample(8)
 
 
 def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
@@ -190,23 +204,42 @@ def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeyp
     from tests.gguf_factory import write_tiny_llama
 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
-    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"), n_gpu_layers=-1)
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"), n_gpu_layers=8)
     try:
         assert backend.n_gpu_layers == 0 and "no GPU support" in backend.gpu_note
+        assert backend.where.startswith("CPU · ")
+    finally:
+        backend.close()
+
+
+def test_automatic_placement_says_where_the_model_runs(tmp_path: Path) -> None:
+    from engine.backends import llama_devices
+    from tests.gguf_factory import write_tiny_llama
+
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"))  # the default: as many layers as fit
+    try:
+        if llama_devices.gpu_offload_supported():
+            assert backend.where.startswith("GPU · ") and backend.n_gpu_layers > 0
+        else:
+            assert backend.where in ("CPU · this build has no GPU support", "CPU · no GPU found")
+            assert backend.n_gpu_layers == 0 and backend.gpu_note == ""  # the default is no reason for a note
     finally:
         backend.close()
 
 
 def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> None:
-    long_prompt = [{"role": "user", "content": "Summarise this. " + "The river runs to the sea. " * 200}]
+    # About 400 tokens: one batch, so only the abort callback inside llama_decode can stop it.
+    long_prompt = [{"role": "user", "content": "Summarise this. " + "The river runs to the sea. " * 55}]
     request = make_request(long_prompt, sampling=Sampling.greedy(), max_tokens=8)
     prompt, _ = smollm.prompt_tokens(request)
+    assert 300 < len(prompt) <= 512
+    smollm.reset_cache()
     cancel = CancelToken()
     cancel.cancel()  # already stopped: the abort callback fires inside the first decode
     info = StreamInfo()
     assert list(smollm.stream(request, cancel, info)) == []
     assert info.finish_reason == "cancelled"
-    # llama.cpp gave up on the prompt batch instead of evaluating all of it.
-    assert smollm._llm.n_tokens < len(prompt) - 100  # pyright: ignore[reportPrivateUsage]
+    # llama.cpp gave up on the prompt batch, and the backend knows none of it is cached.
+    assert smollm.cached_tokens == 0
     again, _ = _run(smollm)
     assert "Paris" in "".join(p.text for p in again)
