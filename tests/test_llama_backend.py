@@ -243,3 +243,34 @@ def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> Non
     assert smollm.cached_tokens == 0
     again, _ = _run(smollm)
     assert "Paris" in "".join(p.text for p in again)
+
+
+def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine import llama_backend
+    from engine.backends import llama_devices
+    from engine.backends.offload import Placement
+    from tests.gguf_factory import write_tiny_llama
+
+    card = llama_devices.Device("CUDA0", "Test GPU", "GPU", 80 << 30, 80 << 30)
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: True)
+    monkeypatch.setattr(llama_devices, "gpu_devices", lambda: [card])
+    tried: list[str] = []
+    real_load = LlamaBackend._load_with  # pyright: ignore[reportPrivateUsage]
+
+    def gpu_out_of_memory(self: LlamaBackend, placement: Placement, flash_attn: bool) -> object:
+        tried.append(placement.summary())
+        if placement.on_gpu:  # what a cudaMalloc failure looks like from here
+            raise ModelLoadError("tiny.gguf: not enough memory to load it")
+        return real_load(self, Placement(0, 0, placement.n_layer, ""), flash_attn)
+
+    monkeypatch.setattr(LlamaBackend, "_load_with", gpu_out_of_memory)
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf", n_layer=4))
+    try:
+        assert tried == ["GPU · 4/4 layers · Test GPU", "GPU · 2/4 layers · Test GPU", "CPU · the GPU load failed"]
+        assert backend.where == "CPU · the GPU load failed" and backend.n_gpu_layers == 0
+        assert "could not hold 4 layers" in backend.gpu_note
+        _, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=2)
+        assert info.completion_tokens <= 2
+    finally:
+        backend.close()
