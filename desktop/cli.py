@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import engine.backends.llama_first  # noqa: F401  (llama.cpp's libraries before numpy: see there)
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine import __version__
 from engine.logsetup import configure_logging
 

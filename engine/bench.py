@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import engine
-import engine.backends.llama_first
+import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine import bench_llama
 from engine.bench_native import NativeRun
 from engine.llama_backend import LlamaBackend, default_threads

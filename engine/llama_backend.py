@@ -22,7 +22,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as ll
 
-import engine.backends.llama_first  # noqa: F401  (llama.cpp before numpy: see that module)
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine import llama_log
 from engine.backend import CancelToken, Request, StreamInfo
 from engine.backends import llama_devices, offload

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.backends.llama_first  # noqa: F401  (llama.cpp before numpy, as in the app: see there)
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 

@@ -56,7 +56,8 @@ class SamplerChain:
 
     def _build(self, vocab: Any, s: Sampling, seed: int, grammar: str | None, recent: Sequence[int]) -> None:
         if s.repeat_penalty != 1.0:
-            penalties = ll.llama_sampler_init_penalties(PENALTY_LAST_N, s.repeat_penalty, 0.0, 0.0)
+            penalties = ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N,
+                                                        s.repeat_penalty, 0.0, 0.0)
             for token in recent[-PENALTY_LAST_N:]:  # the prompt's tail counts, as in llama.cpp's CLI
                 ll.llama_sampler_accept(penalties, token)
             self._add(penalties)

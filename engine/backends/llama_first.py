@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-import llama_cpp  # noqa: F401  (the import is the point: it loads llama.cpp's libraries)
+import llama_cpp  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the import loads llama.cpp)
 
 
 def loaded_before_numpy() -> bool:

@@ -52,9 +52,10 @@ def cpu_placement(reason: str, n_layer: int | None = None) -> Placement:
 def gpu_placement(n_gpu_layers: int, n_layer: int | None, gpus: list[Device]) -> Placement:
     if n_gpu_layers == 0:
         return cpu_placement("no layer fits in GPU memory", n_layer)
-    offloaded = n_layer if n_layer is not None and (n_gpu_layers < 0 or n_gpu_layers >= n_layer) else n_gpu_layers
-    if offloaded is None:  # every layer of a model whose layer count is unknown
-        offloaded = 1
+    if n_gpu_layers > 0 and (n_layer is None or n_gpu_layers < n_layer):
+        offloaded = n_gpu_layers
+    else:  # every layer (1 stands for "some" when the model does not say how many it has)
+        offloaded = n_layer or 1
     names = sorted({d.description or d.name for d in gpus})
     return Placement(n_gpu_layers, offloaded, n_layer, " + ".join(names))
 
