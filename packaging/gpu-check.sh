@@ -2,7 +2,7 @@
 # The GPU check: run it in one go on a Linux machine with an NVIDIA GPU (about 7 minutes, at
 # most 10, on 16 cores: the CUDA build of llama.cpp is 3.5 of them).
 #
-#   echo /.gpukit/ >> "$(git rev-parse --git-dir)/info/exclude"; cp -r ../shared/gpu .gpukit
+#   echo /.gpukit/ >> "$(git rev-parse --git-common-dir)/info/exclude"; cp -r ../shared/gpu .gpukit
 #   bash packaging/gpu-check.sh [REPORT_DIR]          (default: gpu-report/, or $OUT if set)
 #
 # It uses the GPU kit in .gpukit/ (see its README: a CUDA build of llama-cpp-python 0.3.36's
