@@ -22,7 +22,7 @@ REPORT=${1:-${OUT:-gpu-report}}
 RUNS=${EMBER_GPU_RUNS:-5}
 if [[ ! -f "$KIT/gpu-run.sh" ]]; then
   echo "gpu-check.sh: no GPU kit in $KIT/; copy it first:" >&2
-  echo "  echo /.gpukit/ >> \"\$(git rev-parse --git-dir)/info/exclude\"; cp -r ../shared/gpu .gpukit" >&2
+  echo "  echo /.gpukit/ >> \"\$(git rev-parse --git-common-dir)/info/exclude\"; cp -r ../shared/gpu .gpukit" >&2
   exit 2
 fi
 mkdir -p "$REPORT"
