@@ -49,8 +49,8 @@ def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
 
 def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
     code = (
-        "import sys\nfrom models.gguf_meta import read_metadata\n"
-        f"meta = read_metadata({str(smollm_path)!r})\n"
+        "import sys\nfrom pathlib import Path\nfrom models.gguf_meta import read_metadata\n"
+        f"meta = read_metadata(Path({str(smollm_path)!r}))\n"
         "assert meta.quantization == 'Q4_1', meta.quantization\n"
         "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules\n"
     )
