@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import platform
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -175,7 +176,12 @@ def measure_history(n_messages: int, notes: list[str]) -> dict[str, Any]:
     if fn is None:
         notes.append("history_search_ms: no bench_search in engine.history yet")
         return {"history_search_ms": None, "history_messages": n_messages}
-    return {"history_search_ms": round(float(fn(n_messages=n_messages)), 2), "history_messages": n_messages}
+    try:
+        ms = round(float(fn(n_messages=n_messages)), 2)
+    except (sqlite3.Error, OSError) as exc:  # e.g. a Python whose SQLite lacks full-text search
+        notes.append(f"history_search_ms: {type(exc).__name__}: {exc}")
+        return {"history_search_ms": None, "history_messages": n_messages}
+    return {"history_search_ms": ms, "history_messages": n_messages}
 
 
 # -- the whole run -------------------------------------------------------------------------

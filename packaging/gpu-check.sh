@@ -33,14 +33,14 @@ read -r -d '' INNER <<EOF
 set -u
 status=0
 py=\${PYTHON:-python3}
-\$py -m desktop doctor > "$REPORT/doctor.txt" 2>&1 || status=1
+timeout 60 \$py -m desktop doctor > "$REPORT/doctor.txt" 2>&1 || status=1
 cat "$REPORT/doctor.txt"
 # The kit's machine has no pytest-qt/pytest-timeout: drop the project's strict addopts there.
-\$py -m pytest -o addopts="" -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
+timeout 240 \$py -m pytest -o addopts="" -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
 tail -15 "$REPORT/pytest.txt"
 for m in syn135 syn1700; do
   echo "[\$(date +%T)] ember bench on \$m"
-  \$py -m desktop bench --json --model /tmp/\$m.gguf --gpu-layers -1 --llama-bench /tmp/b/bin/llama-bench \
+  timeout 200 \$py -m desktop bench --json --model /tmp/\$m.gguf --gpu-layers -1 --llama-bench /tmp/b/bin/llama-bench \
     --runs $RUNS --max-tokens 128 --gui-tokens 0 --filter-bytes 100000 --history-messages 1000 \
     > "$REPORT/bench-\$m.json" 2> "$REPORT/bench-\$m.log" || { status=1; tail -5 "$REPORT/bench-\$m.log"; }
 done

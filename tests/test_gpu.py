@@ -79,12 +79,13 @@ def test_cancel_takes_effect_within_one_token_on_the_gpu(on_gpu: LlamaBackend) -
 
 
 def test_a_stop_between_prompt_batches_on_the_gpu(on_gpu: LlamaBackend) -> None:
-    long_prompt = [{"role": "user", "content": "word " * 1500}]
+    long_prompt = [{"role": "user", "content": "a b " * 400}]
+    request = make_request(long_prompt, sampling=Sampling.greedy(), max_tokens=4)
+    assert 1024 < len(on_gpu.prompt_tokens(request)[0]) < 2000  # three batches of 512
     on_gpu.reset_cache()
     cancel = CancelToken()
     cancel.cancel()
     info = StreamInfo()
-    request = make_request(long_prompt, sampling=Sampling.greedy(), max_tokens=4)
     assert list(on_gpu.stream(request, cancel, info)) == [] and info.finish_reason == "cancelled"
     assert on_gpu.cached_tokens <= 512  # at most the first batch was evaluated
 
