@@ -52,6 +52,8 @@ class LlamaBackend:
     """Streams replies from a local GGUF file. Construct it on the thread that will use it."""
 
     supports_grammar = True
+    # Greedy sampling inside the GPU graph (llama.cpp's experimental backend sampling).
+    device_sampling = os.environ.get("EMBER_DEVICE_SAMPLING", "1") != "0"
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = AUTO_LAYERS,
                  n_threads: int | None = None, flash_attn: bool = True) -> None:
@@ -263,7 +265,8 @@ class LlamaBackend:
         if error:
             raise ConfigError(error)
         seed = s.seed if s.seed is not None else secrets.randbits(31)
-        chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens)
+        device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
+        chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
         info.finish_reason = "length"
         try:
             if not self._evaluate_prompt(tokens, cancel):

@@ -36,7 +36,8 @@ py=\${PYTHON:-python3}
 timeout 60 \$py -m desktop doctor > "$REPORT/doctor.txt" 2>&1 || status=1
 cat "$REPORT/doctor.txt"
 # The kit's machine has no pytest-qt/pytest-timeout: drop the project's strict addopts there.
-timeout 240 \$py -m pytest -o addopts="" -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
+# -p loads llama.cpp before any pytest plugin can import numpy (see engine/backends/llama_first.py).
+timeout 240 \$py -m pytest -o addopts="" -p engine.backends.llama_first -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
 tail -15 "$REPORT/pytest.txt"
 for m in syn135 syn1700; do
   echo "[\$(date +%T)] ember bench on \$m"
@@ -44,9 +45,16 @@ for m in syn135 syn1700; do
     --runs $RUNS --max-tokens 128 --gui-tokens 0 --filter-bytes 100000 --history-messages 1000 \
     > "$REPORT/bench-\$m.json" 2> "$REPORT/bench-\$m.log" || { status=1; tail -5 "$REPORT/bench-\$m.log"; }
 done
+# The same bench with sampling on the CPU (EMBER_DEVICE_SAMPLING=0), for the 1.7B shape: what sampling
+# inside the GPU graph is worth.
+EMBER_DEVICE_SAMPLING=0 timeout 200 \$py -m desktop bench --json --model /tmp/syn1700.gguf --gpu-layers -1 \
+  --llama-bench /tmp/b/bin/llama-bench --runs $RUNS --max-tokens 128 --gui-tokens 0 --filter-bytes 100000 \
+  --history-messages 1000 > "$REPORT/bench-syn1700-cpu-sampling.json" 2>/dev/null || status=1
 \$py packaging/gpu_report.py "$REPORT" > "$REPORT/report.md" || status=1
 cat "$REPORT/report.md"
 exit \$status
 EOF
 
+# The kit writes its models with the `gguf` package from llama.cpp's own sources.
+export PYTHONPATH=/tmp/w/vendor/llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}
 bash "$KIT/gpu-run.sh" "$KIT" "$INNER"

@@ -28,7 +28,7 @@ HELLO = [{"role": "user", "content": "Say hello."}]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.gguf_factory import write_tiny_llama
+    from gguf_factory import write_tiny_llama  # tests/ is on the path (a `tests` package may shadow it there)
 
     return write_tiny_llama(tmp_path_factory.mktemp("gpu") / "tiny.gguf", n_layer=4, n_embd=128, n_ff=256)
 

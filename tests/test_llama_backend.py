@@ -274,3 +274,29 @@ def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Pat
         assert info.completion_tokens <= 2
     finally:
         backend.close()
+
+
+def test_greedy_sampling_inside_the_graph_gives_the_same_reply(smollm: LlamaBackend,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU a greedy chain runs inside the model's graph; llama.cpp's CPU backend runs the
+    # same path, so pretend the model is offloaded and compare with sampling on the host.
+    from dataclasses import replace
+
+    from engine.backends import llama_decode
+
+    expected, _ = _run(smollm)
+    attached: list[bool] = []
+    real_attach = llama_decode.SamplerChain._attach  # pyright: ignore[reportPrivateUsage]
+
+    def spy(self: llama_decode.SamplerChain, ctx: object) -> None:
+        real_attach(self, ctx)
+        attached.append(self.on_device)
+
+    monkeypatch.setattr(llama_decode.SamplerChain, "_attach", spy)
+    monkeypatch.setattr(smollm, "placement", replace(smollm.placement, n_gpu_layers=-1, offloaded=30))
+    on_device, _ = _run(smollm)
+    assert attached == [True]
+    assert [p.token_id for p in on_device] == [p.token_id for p in expected]
+    monkeypatch.undo()
+    again, _ = _run(smollm)  # detached again: host sampling still works
+    assert [p.token_id for p in again] == [p.token_id for p in expected]
