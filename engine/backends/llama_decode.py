@@ -108,7 +108,7 @@ class SamplerChain:
 
     def close(self) -> None:
         if self._device_ctx is not None:  # detach before freeing: the context holds a pointer
-            ll.llama_set_sampler(self._device_ctx, 0, None)
+            ll.llama_set_sampler(self._device_ctx, 0, None)  # pyright: ignore[reportArgumentType]
             self._device_ctx = None
         if self._chain:
             ll.llama_sampler_free(self._chain)
