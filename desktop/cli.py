@@ -1,4 +1,4 @@
-"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`.
+"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`.
 
 Subcommands live in `desktop/cmd_<name>.py`, each exposing `register(subparsers)`; none of
 them imports Qt, so the CLI starts fast and works without a display.
@@ -10,6 +10,7 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from desktop.cli_common import fail
 from desktop.core.arg_checks import prompt_arg
 from desktop.core.cli_guard import prepare_streams, run_guarded
@@ -17,7 +18,7 @@ from desktop.core.terminal_text import safe_cell
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench", "tools")
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -34,7 +34,10 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="llama.cpp threads (default: logical CPUs)")
     p.add_argument("--llama-bench", type=executable_arg, default=None, metavar="PATH",
-                   help="a built llama.cpp llama-bench binary: also report its tg figure for the same model")
+                   help="a built llama.cpp llama-bench binary: also run it, interleaved, on the same model at "
+                        "the same KV depth, and report Ember / native")
+    p.add_argument("--gpu-layers", type=_layers, default=-1, metavar="N",
+                   help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only")
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
@@ -51,6 +54,16 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _layers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"expected -1 (as many as fit), 0 (CPU) or a layer count, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = _non_negative(text)
     if value == 0:
@@ -61,7 +74,7 @@ def _positive(text: str) -> int:
 def config_from(args: argparse.Namespace) -> BenchConfig:
     model = getattr(args, "model", None)
     config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
-                         llama_bench=args.llama_bench)
+                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers)
     if args.quick:
         config = config.quick()
     overrides = {
@@ -129,6 +142,7 @@ def _machine_lines(r: dict[str, Any]) -> list[str]:
     return [
         f"Ember bench: {r['model']}",
         f"CPU: {r['cpu']}, {r['threads']} threads ({r['logical_cpus']} logical CPUs{load})",
+        f"runs on: {r.get('where', '?')}",
         f"llama-cpp-python {r['llama_cpp_python']}, Python {r['python']}, {r['platform']}",
         "",
     ]
@@ -152,12 +166,10 @@ def _speed_rows(r: dict[str, Any]) -> list[str]:
 
 
 def _native_rows(r: dict[str, Any]) -> list[str]:
-    label = f"native llama-bench {r['native_test']}"
-    rows = [_row(label, f"{_num(r['native_tg_tps'])} tokens/s with flash attention {r['native_flash_attn']} "
-                 f"as Ember  (Ember / native {_num(r['engine_vs_native_tps_ratio'], digits=3)})")]
-    if r["native_flash_attn"] != "auto" and r.get("native_tg_default_tps") is not None:
-        rows.append(_row("", f"{_num(r['native_tg_default_tps'])} tokens/s with llama-bench's defaults (-fa auto)"))
-    return rows
+    label = f"native llama-bench {r.get('native_test', 'tg')}"
+    return [_row(label, f"{_num(r['native_tg_tps'])} tokens/s, flash attention {r.get('native_flash_attn', '?')} "
+                 f"as Ember  (Ember / native {_num(r['engine_vs_native_tps_ratio'], digits=3)}, pairwise median "
+                 f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
 
 
 def _other_rows(r: dict[str, Any]) -> list[str]:

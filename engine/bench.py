@@ -5,7 +5,8 @@
 - model load time and resident memory, in a fresh interpreter;
 - the scaffolding guardrail's cost per piece (`engine.scaffolding.bench_filter`);
 - history search over 10,000 messages (the history module's `bench_search`, when present);
-- optionally native llama.cpp's `llama-bench` on the same model (`engine.bench_native`).
+- optionally native llama.cpp's `llama-bench` on the same model, interleaved with Ember's runs
+  at the same KV depth (`engine.bench_native`).
 
 Everything here is a measurement to report, never a pass/fail check. The GUI stall test
 lives in `desktop/` and runs in its own process, so Qt never loads into this one.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import platform
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -23,9 +25,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import engine
+import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine import bench_llama
-from engine.errors import BenchError
-from engine.llama_backend import default_threads
+from engine.bench_native import NativeRun
+from engine.llama_backend import LlamaBackend, default_threads
 from engine.load_errors import precheck_model_file
 from engine.scaffolding import bench_filter
 
@@ -44,6 +47,7 @@ class BenchConfig:
     filter_bytes: int = 1_000_000
     history_messages: int = 10_000
     llama_bench: Path | None = None  # a built `llama-bench` binary, for the native figure
+    gpu_layers: int = -1  # as the app: -1 = as many as fit on the GPU, 0 = CPU only
 
     def quick(self) -> BenchConfig:
         return replace(self, runs=3, max_tokens=64, filter_bytes=250_000)
@@ -87,6 +91,7 @@ def system_info(config: BenchConfig, model: Path) -> dict[str, Any]:
         "model": model.name,
         "model_path": str(model),
         "n_ctx": config.n_ctx,
+        "gpu_layers": config.gpu_layers,
     }
 
 
@@ -110,16 +115,43 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 def measure_load(config: BenchConfig, model: Path) -> dict[str, Any]:
-    return bench_llama.measure_load(model, config.n_ctx, config.thread_count(), subprocess_env())
+    return bench_llama.measure_load(model, config.n_ctx, config.thread_count(), subprocess_env(),
+                                    gpu_layers=config.gpu_layers)
 
 
-def measure_throughput(config: BenchConfig, model: Path) -> dict[str, Any]:
-    backend = bench_llama.open_backend(model, config.n_ctx, config.thread_count())
+def measure_throughput(config: BenchConfig, model: Path, notes: list[str]) -> dict[str, Any]:
+    """Ember against raw llama-cpp-python and, with `llama_bench`, native llama.cpp, interleaved."""
+    backend = bench_llama.open_backend(model, config.n_ctx, config.thread_count(), config.gpu_layers)
     try:
         work = bench_llama.Workload.story(config.max_tokens)
-        return bench_llama.compare(backend, work, config.runs)
+        native = native_runner(config, model, backend, work)
+        try:
+            report = bench_llama.compare(backend, work, config.runs, native=native)
+        except (OSError, RuntimeError, ValueError) as exc:
+            if native is None:
+                raise
+            notes.append(f"llama-bench: {exc}; measured without it")
+            return {**bench_llama.compare(backend, work, config.runs, warmup=False), **NO_NATIVE}
+        if native is not None:
+            report.update(native_depth=native.depth, native_flash_attn=native.flash_attn,
+                          native_test=f"tg{native.n_gen} @ d{native.depth}", native_command=" ".join(native.command()))
+        return report
     finally:
         backend.close()
+
+
+NO_NATIVE: dict[str, Any] = {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
+
+
+def native_runner(config: BenchConfig, model: Path, backend: LlamaBackend,
+                  work: bench_llama.Workload) -> NativeRun | None:
+    """One native llama-bench tg run at Ember's settings and prompt depth, or None if not asked."""
+    if config.llama_bench is None:
+        return None
+    layers = -1 if backend.placement.n_gpu_layers < 0 else backend.n_gpu_layers
+    return NativeRun(config.llama_bench, model, config.thread_count(), n_gen=config.max_tokens,
+                     depth=bench_llama.prompt_depth(backend, work), flash_attn=backend.flash_attn_mode,
+                     n_gpu_layers=layers)
 
 
 def measure_filter(n_bytes: int) -> dict[str, Any]:
@@ -144,26 +176,12 @@ def measure_history(n_messages: int, notes: list[str]) -> dict[str, Any]:
     if fn is None:
         notes.append("history_search_ms: no bench_search in engine.history yet")
         return {"history_search_ms": None, "history_messages": n_messages}
-    return {"history_search_ms": round(float(fn(n_messages=n_messages)), 2), "history_messages": n_messages}
-
-
-def measure_native(config: BenchConfig, model: Path, ember: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """llama-bench's tg figure next to Ember's (same threads, flash-attention setting), when asked."""
-    empty: dict[str, Any] = {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
-    if config.llama_bench is None:
-        return empty
-    from engine.bench_native import run_llama_bench
-
-    engine_tps: float | None = ember.get("engine_tps")
     try:
-        native = run_llama_bench(config.llama_bench, model, config.thread_count(), n_gen=config.max_tokens,
-                                 flash_attn=str(ember.get("flash_attn", "auto")))
-    except (OSError, RuntimeError, ValueError, BenchError) as exc:
-        notes.append(f"llama-bench: {exc}")
-        return empty
-    tg = float(native["native_tg_tps"])
-    native["engine_vs_native_tps_ratio"] = round(engine_tps / tg, 3) if engine_tps and tg else None
-    return native
+        ms = round(float(fn(n_messages=n_messages)), 2)
+    except (sqlite3.Error, OSError) as exc:  # e.g. a Python whose SQLite lacks full-text search
+        notes.append(f"history_search_ms: {type(exc).__name__}: {exc}")
+        return {"history_search_ms": None, "history_messages": n_messages}
+    return {"history_search_ms": ms, "history_messages": n_messages}
 
 
 # -- the whole run -------------------------------------------------------------------------
@@ -182,17 +200,17 @@ def run_engine_bench(config: BenchConfig, progress: Progress | None = None) -> d
     report: dict[str, Any] = system_info(config, model)
     say("loading the model in a fresh process")
     report.update(measure_load(config, model))
-    say(f"engine vs raw llama-cpp-python: {config.runs} interleaved pairs of {config.max_tokens} tokens")
-    report.update(measure_throughput(config, model))
+    sides = "raw llama-cpp-python and native llama-bench" if config.llama_bench else "raw llama-cpp-python"
+    say(f"engine vs {sides}: {config.runs} interleaved rounds of {config.max_tokens} tokens")
+    report.update(measure_throughput(config, model, notes))
+    report.setdefault("native_tg_tps", None)
+    report.setdefault("engine_vs_native_tps_ratio", None)
     if not report["outputs_match"]:
         notes.append("the raw and engine replies differed; tokens/s are per generated token")
     say("guardrail cost")
     report.update(measure_filter(config.filter_bytes))
     say(f"history search over {config.history_messages} messages")
     report.update(measure_history(config.history_messages, notes))
-    if config.llama_bench is not None:
-        say("native llama-bench")
-    report.update(measure_native(config, model, report, notes))
     report["notes"] = notes
     return report
 

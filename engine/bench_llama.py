@@ -20,14 +20,12 @@ Fairness rules (see `ember bench`):
 
 from __future__ import annotations
 
-import ctypes
 import json
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,26 +87,13 @@ class _Clock:
         return RunTiming(round((first - self.start) * 1000, 2), tokens, end - first, text)
 
 
-@contextmanager
-def without_abort_callback(backend: LlamaBackend) -> Generator[Any]:
-    """The backend's `Llama` with Ember's abort callback detached, re-attached on exit."""
-    import llama_cpp as lc
-
-    llm = backend.llama
-    callback = backend.abort_callback
-    if callback is not None:
-        lc.llama_set_abort_callback(llm.ctx, lc.ggml_abort_callback(), ctypes.c_void_p(0))  # NULL
-    try:
-        yield llm
-    finally:
-        if callback is not None:
-            lc.llama_set_abort_callback(llm.ctx, callback, ctypes.c_void_p(0))
-
-
 def time_raw(backend: LlamaBackend, work: Workload) -> RunTiming:
-    """Raw llama-cpp-python on the backend's `Llama`: `create_chat_completion(stream=True)`."""
-    with without_abort_callback(backend) as llm:
-        return _time_raw(llm, work)
+    """Raw llama-cpp-python on the backend's `Llama`: `create_chat_completion(stream=True)`.
+
+    Ember's abort callback is attached only while it evaluates a prompt, so the raw runs
+    never carry it.
+    """
+    return _time_raw(backend.raw(), work)
 
 
 def _time_raw(llm: Any, work: Workload) -> RunTiming:
@@ -129,7 +114,7 @@ def _time_raw(llm: Any, work: Workload) -> RunTiming:
 
 def time_engine(backend: LlamaBackend, work: Workload) -> RunTiming:
     """Ember: `TurnRunner(LlamaBackend).run(...)`, the whole pipeline down to events."""
-    backend.llama.reset()
+    backend.reset_cache()
     clock = _Clock()
     parts: list[str] = []
     tokens = 0
@@ -156,20 +141,29 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 2) if values else 0.0
 
 
-def _pairs(raw: Callable[[], RunTiming], engine: Callable[[], RunTiming],
-           runs: int) -> Iterator[tuple[RunTiming, RunTiming]]:
-    """`runs` interleaved pairs, alternating which side goes first."""
+def _rounds(sides: list[Callable[[], Any]], runs: int) -> Iterator[list[Any]]:
+    """`runs` interleaved rounds of every side, rotating which goes first; results in side order."""
     for i in range(runs):
-        if i % 2 == 0:
-            r = raw()
-            yield r, engine()
-        else:
-            e = engine()
-            yield raw(), e
+        results: list[Any] = [None] * len(sides)
+        for k in range(len(sides)):
+            j = (i + k) % len(sides)
+            results[j] = sides[j]()
+        yield results
 
 
-def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = True) -> dict[str, Any]:
-    """Interleaved raw/engine runs after a warm-up pair; medians and the Ember/raw ratio."""
+def prompt_depth(backend: LlamaBackend, work: Workload) -> int:
+    """The KV depth at which Ember starts generating: its prompt's length in tokens."""
+    ids, _ = backend.prompt_tokens(work.request.with_(messages=tuple(work.raw_messages)))
+    return len(ids)
+
+
+def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = True,
+            native: Callable[[], float] | None = None) -> dict[str, Any]:
+    """Interleaved raw/engine(/native) runs after a warm-up; medians and the ratios.
+
+    `native` runs one native llama-bench measurement and returns its tg tokens/s; it joins
+    each round, so every side sees the same machine load.
+    """
     def raw() -> RunTiming:
         return time_raw(backend, work)
 
@@ -179,14 +173,26 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
     if warmup:
         raw()
         engine()
-    pairs = list(_pairs(raw, engine, max(1, runs)))
-    return {**summarize(pairs, work.request.max_tokens), "flash_attn": flash_attn_mode(backend)}
+    sides: list[Callable[[], Any]] = [raw, engine] if native is None else [raw, engine, native]
+    rounds = list(_rounds(sides, max(1, runs)))
+    report = {**summarize([(r[0], r[1]) for r in rounds], work.request.max_tokens),
+              "flash_attn": backend.flash_attn_mode, "where": backend.where}
+    if native is not None:
+        report.update(summarize_native([(r[1], r[2]) for r in rounds]))
+    return report
 
 
-def flash_attn_mode(backend: LlamaBackend) -> str:
-    """The `Llama`'s flash-attention setting, spelled as llama-bench's `-fa` value."""
-    code = int(backend.llama.context_params.flash_attn_type)
-    return {-1: "auto", 0: "off", 1: "on"}.get(code, "auto")
+def summarize_native(pairs: list[tuple[RunTiming, float]]) -> dict[str, Any]:
+    """Ember against native llama-bench tg at the same depth, from interleaved (engine, native) pairs."""
+    native = _median([n for _, n in pairs])
+    engine_tps = _median([e.tokens_per_s for e, _ in pairs])
+    ratios = [e.tokens_per_s / n for e, n in pairs if n > 0]
+    return {
+        "native_tg_tps": native,
+        "native_tg_runs": [round(n, 2) for _, n in pairs],
+        "engine_vs_native_tps_ratio": round(engine_tps / native, 3) if native else None,
+        "native_pairwise_ratio_median": round(statistics.median(ratios), 3) if ratios else None,
+    }
 
 
 def summarize(pairs: list[tuple[RunTiming, RunTiming]], max_tokens: int) -> dict[str, Any]:
@@ -232,14 +238,14 @@ def rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def load_probe(model: str, n_ctx: int, threads: int) -> dict[str, float]:
+def load_probe(model: str, n_ctx: int, threads: int, gpu_layers: int = -1) -> dict[str, float]:
     """Import llama.cpp, load the model as the app does, and read the memory it holds."""
     started = time.perf_counter()
     import llama_cpp  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
     imported = time.perf_counter()
     base = rss_mb()
-    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
+    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
     loaded = time.perf_counter()
     after_load = rss_mb()
     try:
@@ -259,15 +265,16 @@ def load_probe(model: str, n_ctx: int, threads: int) -> dict[str, float]:
 
 
 def probe_main() -> None:
-    model, n_ctx, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    print(json.dumps(load_probe(model, n_ctx, threads)))
+    model, n_ctx, threads, gpu_layers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps(load_probe(model, n_ctx, threads, gpu_layers)))
 
 
-def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], timeout_s: float = 300) -> dict[str, Any]:
+def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], timeout_s: float = 300,
+                 gpu_layers: int = -1) -> dict[str, Any]:
     """`load_probe` in a fresh interpreter, so nothing is already imported or mapped."""
     code = "from engine.bench_llama import probe_main; probe_main()"
     result = subprocess.run(
-        [sys.executable, "-c", code, str(model), str(n_ctx), str(threads)],
+        [sys.executable, "-c", code, str(model), str(n_ctx), str(threads), str(gpu_layers)],
         capture_output=True, text=True, env=env, timeout=timeout_s, check=False,
     )
     if result.returncode != 0:
@@ -277,5 +284,5 @@ def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], tim
     return data
 
 
-def open_backend(model: Path, n_ctx: int, threads: int) -> LlamaBackend:
-    return LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
+def open_backend(model: Path, n_ctx: int, threads: int, gpu_layers: int = -1) -> LlamaBackend:
+    return LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)

@@ -4,14 +4,17 @@ llama-cpp-python ships llama.cpp's sources; building only the `llama-bench` targ
 the number the C++ runtime reaches without any Python. `tg` is the decode rate over `n_gen`
 tokens, `pp` the prompt rate over `n_prompt` tokens.
 
-Two figures come back: one with Ember's flash-attention setting (like for like, used for
-the ratio), and one with llama-bench's defaults (`-fa auto`), the figure people quote.
+`ember bench --llama-bench PATH` runs `NativeRun` once per round, interleaved with Ember's
+runs, at the KV depth of Ember's prompt (`-d`): that gives `engine_vs_native_tps_ratio`.
+`run_llama_bench` is the one-off form: one figure with Ember's flash-attention setting (like
+for like) and one with llama-bench's defaults (`-fa auto`), the figure people quote.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +58,31 @@ def parse_llama_bench(stdout: str, flash_attn: str = "auto") -> dict[str, Any]:
     if "native_tg_tps" not in out:
         raise BenchError(f"llama-bench printed no generation (tg) result with flash attention {flash_attn}")
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRun:
+    """One `llama-bench` tg measurement like Ember's: same model, threads, layers, flash attention,
+    and the same KV depth (`-d`, Ember's prompt length), so both decode at the same context fill."""
+
+    binary: Path
+    model: Path
+    threads: int
+    n_gen: int
+    depth: int
+    flash_attn: str = "on"
+    n_gpu_layers: int = 0  # -1 = all
+    timeout_s: float = 300
+
+    def command(self) -> list[str]:
+        ngl = 99 if self.n_gpu_layers < 0 else self.n_gpu_layers
+        return [str(self.binary), "-m", str(self.model), "-p", "0", "-n", str(self.n_gen), "-d", str(self.depth),
+                "-t", str(self.threads), "-ngl", str(ngl), "-fa", self.flash_attn, "-r", "1", "-o", "json"]
+
+    def __call__(self) -> float:
+        """Run it once; its tg tokens/s."""
+        result = subprocess.run(self.command(), capture_output=True, text=True, timeout=self.timeout_s, check=False)
+        if result.returncode != 0:
+            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
+        return float(parse_llama_bench(result.stdout, self.flash_attn)["native_tg_tps"])

@@ -34,7 +34,7 @@ def make_backend(
     model_name: str | None = None,
     api_key: str | None = None,
     n_ctx: int = 4096,
-    n_gpu_layers: int = 0,  # -1 = all layers
+    n_gpu_layers: int = -1,  # -1 = as many as fit, 0 = CPU only
     n_threads: int | None = None,
 ) -> Backend:
     """Build the backend; llama models load here (may raise ModelLoadError)."""

@@ -60,7 +60,7 @@ def _text(v: object) -> bool:
 # One check per field: used both to reject bad arguments and to skip bad stored values.
 _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "context_length": _int_in(MIN_CONTEXT_LENGTH, 1 << 24),
-    "gpu_layers": _int_in(-1),  # -1 = every layer
+    "gpu_layers": _int_in(-1),  # -1 = as many as fit
     "threads": _optional(_int_in(1, 4096)),
     "temperature": _float_in(0.0, 5.0),
     "top_p": _float_in(0.0, 1.0),
@@ -78,7 +78,7 @@ class ModelSettings:
     """How to load and sample one model. Invalid values raise ValueError."""
 
     context_length: int = DEFAULT_CONTEXT_LENGTH
-    gpu_layers: int = 0  # 0 = CPU only; -1 = all layers
+    gpu_layers: int = -1  # -1 = as many layers as fit on the GPU (all, usually); 0 = CPU only
     threads: int | None = None  # None = the backend picks
     temperature: float = 0.7
     top_p: float = 0.95

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 

@@ -13,8 +13,8 @@ import pytest
 from desktop.cli import main
 from desktop.cmd_bench import format_report, measure_gui
 from engine.bench import BenchConfig, cpu_name
-from engine.bench_llama import RunTiming, rss_mb, summarize
-from engine.bench_native import parse_llama_bench
+from engine.bench_llama import RunTiming, _rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
+from engine.bench_native import NativeRun, parse_llama_bench
 from engine.errors import BenchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_the_human_table_names_the_cpu_threads_and_every_figure() -> None:
         "engine_tps": 120.0, "raw_tps": 100.0, "engine_ttft_ms": 40.0, "raw_ttft_ms": 45.0,
         "engine_tokens": 128, "raw_tokens": 128, "engine_vs_raw_tps_ratio": 1.2, "pairwise_ratio_median": 1.19,
         "runs": 7, "max_tokens": 128, "outputs_match": True, "native_tg_tps": 130.0, "native_test": "tg128",
-        "native_flash_attn": "off", "native_tg_default_tps": 150.0,
+        "native_flash_attn": "off", "native_pairwise_ratio_median": 0.925, "where": "CPU · no GPU found",
         "engine_vs_native_tps_ratio": 0.923, "filter_us_per_piece": 1.5, "filter_bytes": 1_000_000,
         "ui_max_stall_ms": None, "ui_p99_stall_ms": None, "ui_catchup_ms": None, "ui_tokens": 20_000,
         "ui_tokens_per_s": 2000, "load_ms": 300.0, "import_ms": 500.0, "rss_mb": 200.0,
@@ -132,7 +132,46 @@ def test_the_human_table_names_the_cpu_threads_and_every_figure() -> None:
     }  # fmt: skip
     text = format_report(report)
     assert "Test CPU 9000" in text and "2 threads" in text
-    figures = ("120.0", "100.0", "1.200", "tg128", "130.0", "150.0", "1.50 µs", "n/a", "300 ms", "200 MB", "12.50 ms")
+    figures = ("120.0", "100.0", "1.200", "tg128", "130.0", "0.923", "0.925", "CPU · no GPU found", "1.50 µs", "n/a",
+               "300 ms", "200 MB", "12.50 ms")
     for figure in figures:
         assert figure in text, figure
     assert "note: GUI stall: skipped" in text
+
+
+def test_rounds_interleave_every_side_and_rotate_who_goes_first() -> None:
+    order: list[str] = []
+
+    def side(name: str):  # type: ignore[no-untyped-def]
+        def run() -> str:
+            order.append(name)
+            return name
+        return run
+
+    rounds = list(_rounds([side("raw"), side("engine"), side("native")], 3))
+    assert rounds == [["raw", "engine", "native"]] * 3  # results always in side order
+    assert order == ["raw", "engine", "native", "engine", "native", "raw", "native", "raw", "engine"]
+
+
+def test_native_figures_are_the_median_and_the_ratio_at_the_same_depth() -> None:
+    pairs = [(_timing(95, 40), 100.0), (_timing(99, 40), 110.0), (_timing(90, 40), 90.0)]
+    out = summarize_native(pairs)
+    assert out["native_tg_tps"] == 100.0 and out["engine_vs_native_tps_ratio"] == 0.95
+    assert out["native_tg_runs"] == [100.0, 110.0, 90.0] and out["native_pairwise_ratio_median"] == 0.95
+
+
+def test_the_native_run_matches_embers_settings(tmp_path: Path) -> None:
+    run = NativeRun(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=128, depth=37, flash_attn="on",
+                    n_gpu_layers=-1)
+    cmd = run.command()
+    for flag, value in (("-d", "37"), ("-n", "128"), ("-p", "0"), ("-t", "2"), ("-ngl", "99"), ("-fa", "on"),
+                        ("-r", "1")):
+        assert cmd[cmd.index(flag) + 1] == value, flag
+    cpu = NativeRun(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=8, depth=5, n_gpu_layers=0)
+    assert cpu.command()[cpu.command().index("-ngl") + 1] == "0"
+
+
+def test_a_bad_gpu_layer_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--gpu-layers", "-5"])
+    assert exit_info.value.code == 2 and "layer count" in capsys.readouterr().err

@@ -63,25 +63,25 @@ def test_max_tokens_ends_the_reply(smollm: LlamaBackend) -> None:
 
 
 def test_end_of_generation_tokens_are_classified(smollm: LlamaBackend) -> None:
-    im_end = smollm.llama.tokenize(b"<|im_end|>", add_bos=False, special=True)
+    im_end = smollm.raw().tokenize(b"<|im_end|>", add_bos=False, special=True)
     assert len(im_end) == 1
     eog, special, user_defined = smollm._classes.classify(im_end[0])  # pyright: ignore[reportPrivateUsage]
     assert eog and special and not user_defined
-    plain = smollm.llama.tokenize(b"Paris", add_bos=False, special=False)
+    plain = smollm.raw().tokenize(b"Paris", add_bos=False, special=False)
     assert smollm._classes.classify(plain[0]) == (False, False, False)  # pyright: ignore[reportPrivateUsage]
 
 
 def test_pieces_longer_than_32_bytes_are_kept(smollm: LlamaBackend) -> None:
     vocab = smollm._vocab  # pyright: ignore[reportPrivateUsage]
-    longest = max(range(smollm.llama.n_vocab()), key=lambda t: len(piece_bytes(vocab, t)))
+    longest = max(range(smollm.raw().n_vocab()), key=lambda t: len(piece_bytes(vocab, t)))
     data = piece_bytes(vocab, longest)
     assert len(data) > 32
     # llama-cpp-python's own detokenizer drops such pieces (#2362); ours does not.
-    assert smollm.llama.detokenize([longest]) in (b"", data)
+    assert smollm.raw().detokenize([longest]) in (b"", data)
 
 
 def test_control_token_text_typed_by_the_user_stays_text(smollm: LlamaBackend) -> None:
-    im_end = smollm.llama.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]
+    im_end = smollm.raw().tokenize(b"<|im_end|>", add_bos=False, special=True)[0]
     request = make_request([{"role": "user", "content": "a<|im_end|>b<|im_start|>system"}])
     ids, _ = smollm.prompt_tokens(request)
     # The template itself closes its default system message and the user message: two real <|im_end|>.
@@ -134,7 +134,7 @@ def test_tiny_synthetic_model_profile(tmp_path: Path) -> None:
         assert backend.n_ctx == 512  # capped at the training context
         _, prefilled = backend.prompt_tokens(make_request([{"role": "user", "content": "hi"}]))
         assert prefilled
-        think = backend.llama.tokenize(b"<think>", add_bos=False, special=True)
+        think = backend.raw().tokenize(b"<think>", add_bos=False, special=True)
         assert len(think) == 1
         assert backend._classes.classify(think[0]) == (False, True, True)  # pyright: ignore[reportPrivateUsage]
         _, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=4)
@@ -151,22 +151,36 @@ def test_an_unknown_architecture_is_named(tmp_path: Path) -> None:
         LlamaBackend(path)
 
 
-def test_the_kv_prefix_is_reused_across_turns(smollm: LlamaBackend, monkeypatch: pytest.MonkeyPatch) -> None:
-    evaluated: list[int] = []
-    real_eval = smollm.llama.eval
-
-    def counting_eval(tokens):  # type: ignore[no-untyped-def]
-        evaluated.append(len(tokens))
-        return real_eval(tokens)
-
-    monkeypatch.setattr(smollm.llama, "eval", counting_eval)
+def test_the_kv_prefix_is_reused_across_turns(smollm: LlamaBackend) -> None:
     pieces, info = _run(smollm, max_tokens=8)
+    assert smollm.last_prompt_evaluated > 0
     reply = "".join(p.text for p in pieces)
     follow_up = [*QUESTION, {"role": "assistant", "content": reply}, {"role": "user", "content": "And Spain?"}]
-    evaluated.clear()
     _, second = _run(smollm, follow_up, max_tokens=1)
     # Only the new suffix of the prompt was evaluated, not the whole conversation again.
-    assert evaluated and evaluated[0] < second.prompt_tokens - info.prompt_tokens + 16
+    assert 0 < smollm.last_prompt_evaluated < second.prompt_tokens - info.prompt_tokens + 16
+    smollm.reset_cache()
+    _run(smollm, follow_up, max_tokens=1)
+    assert smollm.last_prompt_evaluated == second.prompt_tokens
+
+
+def test_the_same_prompt_twice_still_samples_from_fresh_logits(smollm: LlamaBackend) -> None:
+    first, _ = _run(smollm, max_tokens=6)
+    second, _ = _run(smollm, max_tokens=6)
+    assert smollm.last_prompt_evaluated == 1  # everything but the last prompt token came from the cache
+    assert [p.token_id for p in first] == [p.token_id for p in second]
+
+
+def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend) -> None:
+    story = [{"role": "user", "content": "Write a poem about the sea."}]
+
+    def sample(seed: int) -> list[int | None]:
+        request = make_request(story, sampling=Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0,
+                                                       repeat_penalty=1.1, seed=seed), max_tokens=16)
+        return [p.token_id for p in smollm.stream(request, CancelToken(), StreamInfo())]
+
+    assert sample(7) == sample(7)
+    assert sample(7) != sample(8)
 
 
 def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
@@ -190,23 +204,99 @@ def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeyp
     from tests.gguf_factory import write_tiny_llama
 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
-    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"), n_gpu_layers=-1)
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"), n_gpu_layers=8)
     try:
         assert backend.n_gpu_layers == 0 and "no GPU support" in backend.gpu_note
+        assert backend.where.startswith("CPU · ")
+    finally:
+        backend.close()
+
+
+def test_automatic_placement_says_where_the_model_runs(tmp_path: Path) -> None:
+    from engine.backends import llama_devices
+    from tests.gguf_factory import write_tiny_llama
+
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"))  # the default: as many layers as fit
+    try:
+        if llama_devices.gpu_offload_supported():
+            assert backend.where.startswith("GPU · ") and backend.n_gpu_layers > 0
+        else:
+            assert backend.where in ("CPU · this build has no GPU support", "CPU · no GPU found")
+            assert backend.n_gpu_layers == 0 and backend.gpu_note == ""  # the default is no reason for a note
     finally:
         backend.close()
 
 
 def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> None:
-    long_prompt = [{"role": "user", "content": "Summarise this. " + "The river runs to the sea. " * 200}]
+    # About 400 tokens: one batch, so only the abort callback inside llama_decode can stop it.
+    long_prompt = [{"role": "user", "content": "Summarise this. " + "The river runs to the sea. " * 55}]
     request = make_request(long_prompt, sampling=Sampling.greedy(), max_tokens=8)
     prompt, _ = smollm.prompt_tokens(request)
+    assert 300 < len(prompt) <= 512
+    smollm.reset_cache()
     cancel = CancelToken()
     cancel.cancel()  # already stopped: the abort callback fires inside the first decode
     info = StreamInfo()
     assert list(smollm.stream(request, cancel, info)) == []
     assert info.finish_reason == "cancelled"
-    # llama.cpp gave up on the prompt batch instead of evaluating all of it.
-    assert smollm.llama.n_tokens < len(prompt) - 100
+    # llama.cpp gave up on the prompt batch, and the backend knows none of it is cached.
+    assert smollm.cached_tokens == 0
     again, _ = _run(smollm)
     assert "Paris" in "".join(p.text for p in again)
+
+
+def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine import llama_backend
+    from engine.backends import llama_devices
+    from engine.backends.offload import Placement
+    from tests.gguf_factory import write_tiny_llama
+
+    card = llama_devices.Device("CUDA0", "Test GPU", "GPU", 80 << 30, 80 << 30)
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: True)
+    monkeypatch.setattr(llama_devices, "gpu_devices", lambda: [card])
+    tried: list[str] = []
+    real_load = LlamaBackend._load_with  # pyright: ignore[reportPrivateUsage]
+
+    def gpu_out_of_memory(self: LlamaBackend, placement: Placement, flash_attn: bool) -> object:
+        tried.append(placement.summary())
+        if placement.on_gpu:  # what a cudaMalloc failure looks like from here
+            raise ModelLoadError("tiny.gguf: not enough memory to load it")
+        return real_load(self, Placement(0, 0, placement.n_layer, ""), flash_attn)
+
+    monkeypatch.setattr(LlamaBackend, "_load_with", gpu_out_of_memory)
+    backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf", n_layer=4))
+    try:
+        assert tried == ["GPU · 4/4 layers · Test GPU", "GPU · 2/4 layers · Test GPU", "CPU · the GPU load failed"]
+        assert backend.where == "CPU · the GPU load failed" and backend.n_gpu_layers == 0
+        assert "could not hold 4 layers" in backend.gpu_note
+        _, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=2)
+        assert info.completion_tokens <= 2
+    finally:
+        backend.close()
+
+
+def test_greedy_sampling_inside_the_graph_gives_the_same_reply(smollm: LlamaBackend,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU a greedy chain runs inside the model's graph; llama.cpp's CPU backend runs the
+    # same path, so pretend the model is offloaded and compare with sampling on the host.
+    from dataclasses import replace
+
+    from engine.backends import llama_decode
+
+    expected, _ = _run(smollm)
+    attached: list[bool] = []
+    real_attach = llama_decode.SamplerChain._attach  # pyright: ignore[reportPrivateUsage]
+
+    def spy(self: llama_decode.SamplerChain, ctx: object) -> None:
+        real_attach(self, ctx)
+        attached.append(self.on_device)
+
+    monkeypatch.setattr(llama_decode.SamplerChain, "_attach", spy)
+    monkeypatch.setattr(smollm, "placement", replace(smollm.placement, n_gpu_layers=-1, offloaded=30))
+    on_device, _ = _run(smollm)
+    assert attached == [True]
+    assert [p.token_id for p in on_device] == [p.token_id for p in expected]
+    monkeypatch.undo()
+    again, _ = _run(smollm)  # detached again: host sampling still works
+    assert [p.token_id for p in again] == [p.token_id for p in expected]

@@ -39,7 +39,7 @@ CUSTOM = ModelSettings(
 def test_defaults() -> None:
     s = ModelSettings()
     assert s.context_length == DEFAULT_CONTEXT_LENGTH == 4096
-    assert (s.gpu_layers, s.threads, s.seed, s.max_tokens, s.system_prompt) == (0, None, None, None, "")
+    assert (s.gpu_layers, s.threads, s.seed, s.max_tokens, s.system_prompt) == (-1, None, None, None, "")
 
 
 def test_context_is_capped_at_the_training_context(tmp_path: Path) -> None:

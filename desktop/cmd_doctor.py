@@ -1,0 +1,100 @@
+"""`ember doctor`: what this machine's llama.cpp can run on, in a few lines.
+
+Prints the llama-cpp-python version, llama.cpp's backends and devices (with free memory),
+and whether models can be offloaded to a GPU, so a user can tell at a glance whether a
+GPU build is installed and sees the card. `--json` prints the same as one object. No Qt
+here: the window check reads Qt's plugin files without importing Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[], dict[str, Any]]
+EXIT_OK = 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="show llama.cpp's build, backends and devices, and whether the GPU is used")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def llama_report() -> dict[str, Any]:
+    """llama.cpp's build: version, backends, devices, GPU offload, CPU features."""
+    import llama_cpp
+
+    from engine.backends import llama_devices
+
+    devices = llama_devices.devices()
+    return {
+        "llama_cpp_python": str(getattr(llama_cpp, "__version__", "?")),
+        "backends": llama_devices.backend_names(),
+        "devices": [
+            {"name": d.name, "description": d.description, "type": d.kind,
+             "free_bytes": d.free_bytes, "total_bytes": d.total_bytes}
+            for d in devices
+        ],
+        "gpu_offload": llama_devices.gpu_offload_supported(),
+        "system_info": llama_devices.system_info(),
+    }
+
+
+def window_report() -> dict[str, Any]:
+    """Whether a window can open here (Qt's platform plugin and the libraries it needs)."""
+    from desktop.qt.platform_check import doctor_line  # reads files only: no Qt is imported
+
+    ok, line = doctor_line()
+    return {"ok": ok, "line": line}
+
+
+CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("window", window_report)]
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def _device_line(d: dict[str, Any]) -> str:
+    memory = f", {_gib(d['free_bytes'])} free of {_gib(d['total_bytes'])}" if d["total_bytes"] else ""
+    return f"  {d['name']}: {d['description']} ({d['type']}{memory})"
+
+
+def gpu_verdict(r: dict[str, Any]) -> str:
+    """The one line that answers "is the GPU used?"."""
+    gpus = [d for d in r["devices"] if d["type"] in ("GPU", "iGPU")]
+    if r["gpu_offload"] and gpus:
+        names = ", ".join(sorted({d["description"] or d["name"] for d in gpus}))
+        return f"GPU offload: yes — models load with as many layers as fit on {names}"
+    from engine.backends.offload import gpu_backend_names
+
+    if gpu_backend_names(r["backends"]):
+        return "GPU offload: no — this build has GPU support but found no usable GPU"
+    return "GPU offload: no — this llama.cpp build is CPU-only (see the README to rebuild it for your GPU)"
+
+
+def format_llama(r: dict[str, Any]) -> list[str]:
+    lines = [
+        f"llama-cpp-python {r['llama_cpp_python']}; llama.cpp backends: {', '.join(r['backends']) or 'unknown'}",
+        "devices:" if r["devices"] else "devices: none reported (the ggml device API was not found)",
+        *(_device_line(d) for d in r["devices"]),
+        gpu_verdict(r),
+    ]
+    if r["system_info"]:
+        lines.append(f"build features: {r['system_info'].rstrip(' |')}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    report = {name: check() for name, check in CHECKS}
+    if args.json:
+        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    lines = format_llama(report["llama"])
+    lines.extend(str(value.get("line", value)) for name, value in report.items() if name != "llama")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return EXIT_OK

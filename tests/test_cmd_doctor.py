@@ -1,0 +1,53 @@
+"""`ember doctor`: llama.cpp's build, backends and devices, and one line on the GPU."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from desktop.cli import main
+from desktop.cmd_doctor import gpu_verdict
+
+H200 = {"name": "CUDA0", "description": "NVIDIA H200", "type": "GPU", "free_bytes": 140 << 30,
+        "total_bytes": 141 << 30}
+CPU = {"name": "CPU", "description": "Xeon", "type": "CPU", "free_bytes": 8 << 30, "total_bytes": 16 << 30}
+
+
+def _report(backends: list[str], devices: list[dict[str, Any]], offload: bool) -> dict[str, Any]:
+    return {"llama_cpp_python": "0.3.36", "backends": backends, "devices": devices, "gpu_offload": offload,
+            "system_info": ""}
+
+
+def test_doctor_prints_backends_devices_and_the_gpu_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("llama-cpp-python ") and "backends: " in out
+    assert "  CPU: " in out  # every build has the CPU device
+    assert sum(line.startswith("GPU offload: ") for line in out.splitlines()) == 1
+
+
+def test_doctor_json_has_the_same_facts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["llama"]
+    assert "CPU" in report["backends"] and isinstance(report["gpu_offload"], bool)
+    assert any(d["type"] == "CPU" and d["total_bytes"] > 0 for d in report["devices"])
+
+
+def test_the_verdict_names_the_gpu_or_says_why_not() -> None:
+    assert gpu_verdict(_report(["CUDA", "CPU"], [H200, CPU], True)).startswith("GPU offload: yes")
+    assert "NVIDIA H200" in gpu_verdict(_report(["CUDA", "CPU"], [H200, CPU], True))
+    assert "found no usable GPU" in gpu_verdict(_report(["CUDA", "CPU"], [CPU], False))
+    assert "CPU-only" in gpu_verdict(_report(["CPU"], [CPU], False))
+
+
+def test_doctor_names_a_missing_qt_library_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from desktop.qt import platform_check
+
+    monkeypatch.setattr(platform_check, "doctor_line",
+                        lambda env=None: (False, "the window can't open: Qt's xcb plugin needs libxcb-icccm.so.4"))
+    assert main(["doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "the window can't open: Qt's xcb plugin needs libxcb-icccm.so.4"

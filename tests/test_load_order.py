@@ -1,0 +1,71 @@
+"""llama.cpp's libraries load before numpy in every process that may load a model (issue #15).
+
+On some machines numpy imported first makes a GPU model load segfault; each entry point is
+checked in a fresh interpreter, with no Qt involved.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHECK = (
+    "import sys\n"
+    "names = list(sys.modules)\n"
+    "assert 'llama_cpp.llama_cpp' in names, 'llama.cpp was not loaded'\n"
+    "assert 'numpy' not in names or names.index('llama_cpp.llama_cpp') < names.index('numpy'), 'numpy came first'\n"
+    "assert not any(m.split('.')[0] in ('PySide6', 'shiboken6') for m in names), 'Qt was imported'\n"
+)
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code + CHECK], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize(
+    ("entry", "code"),
+    [
+        ("the ember command and every subcommand", "import desktop.cli\ndesktop.cli.build_parser()\n"),
+        ("python -m desktop", "import runpy, sys\nsys.argv = ['ember', '--version']\ntry:\n"
+                              "    runpy.run_module('desktop', run_name='__main__')\nexcept SystemExit:\n    pass\n"),
+        ("ember bench", "import desktop.cmd_bench\n"),
+        ("the bench's load probe", "import engine.bench_llama\n"),
+        ("the engine's backend", "import engine.llama_backend\n"),
+        ("the packaged app", "import runpy, sys\nsys.argv = ['ember', '--version']\n"
+                             "try:\n    runpy.run_path('packaging/ember_main.py', run_name='__main__')\n"
+                             "except SystemExit:\n    pass\n"),
+    ],
+)
+def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
+    result = _run(code)
+    assert result.returncode == 0, f"{entry}: {result.stderr.strip().splitlines()[-1:]}"
+
+
+def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom models.gguf_meta import read_metadata\n"
+        f"meta = read_metadata(Path({str(smollm_path)!r}))\n"
+        "assert meta.quantization == 'Q4_1', meta.quantization\n"
+        "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_this_test_session_loaded_llama_cpp_first() -> None:
+    # tests/conftest.py imports it before any test module can import numpy (gguf_factory does).
+    from engine.backends.llama_first import loaded_before_numpy
+
+    assert loaded_before_numpy()
+
+
+def test_the_check_would_catch_numpy_first() -> None:
+    result = _run("import numpy\nimport llama_cpp\n")
+    assert result.returncode != 0 and "numpy came first" in result.stderr
