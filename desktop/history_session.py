@@ -94,10 +94,13 @@ class HistorySession:
         return [BranchItem(m, self.store.versions(m.id)) for m in path]
 
     def thread(self, *, upto: int | None = None) -> list[Message]:
-        """The branch as chat messages, without the system prompt (the controller's in-memory copy)."""
+        """The branch as chat messages, without the system prompt (the controller's in-memory copy).
+
+        Consecutive questions stay apart: the context policy drops or joins them.
+        """
         if self.conversation_id is None:
             return []
-        return prompt_messages(self.store, self.conversation_id, upto=upto, system="")
+        return prompt_messages(self.store, self.conversation_id, upto=upto, system="", join_roles=False)
 
     def switch_version(self, message_id: int) -> Branch:
         self.store.switch_version(message_id)

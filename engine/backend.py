@@ -93,6 +93,7 @@ class StreamInfo:
     """What a backend learned while streaming, read after the stream ends."""
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
     completion_tokens: int = 0
     context_size: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled

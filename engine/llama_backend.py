@@ -12,12 +12,12 @@ import ctypes
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from engine import llama_log
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Message, Request, StreamInfo
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
@@ -152,11 +152,27 @@ class LlamaBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """The token-counting capability (engine/turns/context_window.py): reads only the
+        vocabulary and the template, so it is safe beside a streaming reply."""
+        return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
+
+    def _cached_prefix(self, tokens: list[int]) -> int:
+        """Prompt tokens already in the KV cache (llama-cpp-python's generate() reuses them)."""
+        cached = self._llm.input_ids[: self._llm.n_tokens]
+        same = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            same += 1
+        return min(same, len(tokens) - 1)  # the last prompt token is evaluated again for its logits
+
     # -- streaming ------------------------------------------------------------------------
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         tokens, prefilled = self.prompt_tokens(request)
         info.prompt_tokens = len(tokens)
+        info.cached_tokens = self._cached_prefix(tokens)
         info.context_size = self.n_ctx
         info.prefilled_thinking = prefilled
         room = self.n_ctx - len(tokens)
