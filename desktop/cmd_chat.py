@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from desktop.cmd_history import ChatHistory, add_chat_options
+from desktop.core.context_choice import policy_for, preview_messages, refusal, with_policy
 from engine.backend import Backend, CancelToken, Message, Sampling, make_request
 from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, event_to_json
 from engine.factory import make_backend, parse_backend_spec
+from engine.history_types import HistoryError
 from engine.turn import TurnRunner
+from engine.turns.context_policy import ContextPolicy
+from engine.turns.context_window import fit_for
 from models.default_model import DefaultModelMissing, default_model_path
 from models.settings import ModelSettings, load_model_settings
 
@@ -36,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
     p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
+    p.add_argument("--context-policy", choices=[c.value for c in ContextPolicy], default=None,
+                   help="when the conversation outgrows the context: truncate-middle (keep the start and the "
+                        "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)")
     add_chat_options(p)
     p.set_defaults(func=run)
 
@@ -129,9 +137,22 @@ def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) ->
         return _fail(str(exc))
     except EngineError as exc:
         return _fail(str(exc))
+    policy = _context_policy(args, history)
+    # Checked before anything is stored: a message that cannot be sent never enters the history.
+    problem = refusal(backend, preview_messages(history.store, history.conversation_id, args.prompt, args.system),
+                      policy, args.max_tokens)
+    if problem:
+        backend.close()
+        sys.stderr.write(f"ember: {problem}\n")
+        return EXIT_TURN_ERROR
     # With history, the context is the conversation's active branch ending at this prompt.
-    messages = history.begin(args.prompt, system=args.system, model=backend.name) or _single_turn(args)
-    request = make_request(messages, sampling=sampling, max_tokens=args.max_tokens)
+    messages = history.begin(args.prompt, system=args.system, model=backend.name,
+                             join_roles=False) or _single_turn(args)
+    _keep_policy(args, history, policy)
+    fit = fit_for(backend, messages, policy, args.max_tokens)
+    if fit.cut:
+        sys.stderr.write(f"ember: {len(fit.dropped)} earlier messages are outside the model's context ({policy})\n")
+    request = make_request(fit.messages, sampling=sampling, max_tokens=args.max_tokens)
     cancel = CancelToken()
     try:
         return _print_turn(history.wrap(TurnRunner(backend).run(request, cancel)), args)
@@ -142,6 +163,27 @@ def _chat(args: argparse.Namespace, sampling: Sampling, history: ChatHistory) ->
         return 130
     finally:
         backend.close()
+
+
+def _context_policy(args: argparse.Namespace, history: ChatHistory) -> ContextPolicy:
+    settings = None
+    if history.store is not None and history.conversation_id is not None:
+        try:
+            settings = history.store.conversation(history.conversation_id).settings
+        except (HistoryError, sqlite3.Error):  # recording reports it; the model default applies
+            settings = None
+    return policy_for(settings, _saved_settings(args), args.context_policy)
+
+
+def _keep_policy(args: argparse.Namespace, history: ChatHistory, policy: ContextPolicy) -> None:
+    """`--context-policy` given: remember it as the conversation's own."""
+    if not args.context_policy or history.store is None or history.conversation_id is None:
+        return
+    try:
+        settings = history.store.conversation(history.conversation_id).settings
+        history.store.update_conversation(history.conversation_id, settings=with_policy(settings, policy))
+    except (HistoryError, sqlite3.Error) as exc:
+        sys.stderr.write(f"ember: could not save the context policy: {exc}\n")
 
 
 def _single_turn(args: argparse.Namespace) -> list[Message]:

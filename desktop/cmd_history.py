@@ -263,7 +263,7 @@ class ChatHistory:
             store.close()
             raise
 
-    def begin(self, prompt: str, *, system: str | None, model: str) -> list[Message] | None:
+    def begin(self, prompt: str, *, system: str | None, model: str, join_roles: bool = True) -> list[Message] | None:
         """Commit the user's message; return the model messages (None: not recording)."""
         if self.store is None:
             return None
@@ -273,7 +273,7 @@ class ChatHistory:
                 self.conversation_id = self.store.create_conversation(model=model, settings=settings).id
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
-            return self.recorder.prompt_messages(system=system)
+            return self.recorder.prompt_messages(system=system, join_roles=join_roles)
         except (HistoryError, sqlite3.Error) as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None

@@ -19,7 +19,6 @@ from engine.backend import CancelToken, Message, Request, StreamInfo
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
 from engine.events import Piece
 
-
 SCRIPT_MESSAGE_OVERHEAD = 3
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -80,7 +81,7 @@ def test_rolling_keeps_the_system_prompt_and_only_the_latest_turns() -> None:
 
 
 def test_stop_refuses_a_conversation_that_no_longer_fits_with_a_clear_message() -> None:
-    with pytest.raises(ContextFullError, match="no longer fits the 200-token context.*another context policy"):
+    with pytest.raises(ContextFullError, match=r"no longer fits the 200-token context.*another context policy"):
         fit(chat(30), ContextPolicy.STOP)
 
 
@@ -149,7 +150,7 @@ def test_the_window_moves_in_steps_so_the_prompt_prefix_stays_stable() -> None:
         return out
 
     def extended(seq: list[tuple[Message, ...]]) -> int:
-        return sum(1 for a, b in zip(seq, seq[1:], strict=False) if b[:len(a) - 1] == a[:-1])
+        return sum(1 for a, b in itertools.pairwise(seq) if b[:len(a) - 1] == a[:-1])
 
     stable, exact = prompts(True), prompts(False)
     assert extended(stable) >= 0.6 * (len(stable) - 1)
