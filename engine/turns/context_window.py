@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from engine.backend import Message
 from engine.errors import ConfigError, ContextOverflowError
+from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, fold_system
 from engine.turns.context_policy import (
     ContextPolicy,
     Fit,
@@ -33,7 +34,8 @@ from engine.turns.context_policy import (
 TextCache = OrderedDict[str, int]
 # Per backend, kept across turns; weak, so an unloaded model's cache goes with it.
 _CACHES: weakref.WeakKeyDictionary[Any, TextCache] = weakref.WeakKeyDictionary()
-CACHE_SIZE = 8192  # texts whose token counts are remembered (the window's grid recounts every turn)
+CACHE_SIZE = 8192
+TURN_LINES = f"{NO_TOOLS_LINE}\n\n{CORRECTION_LINE}"  # texts whose token counts are remembered (the window's grid recounts every turn)
 
 
 @runtime_checkable
@@ -55,7 +57,9 @@ class BackendCounter:
         self._texts: TextCache = OrderedDict() if cache is None else cache
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
-        return self.backend.count_prompt_tokens(messages)
+        # Measured as the turn sends it: with its fixed lines folded into the system message
+        # (the recovery round's too, the longest prompt a turn can send).
+        return self.backend.count_prompt_tokens(fold_system(tuple(messages), TURN_LINES))
 
     def text_tokens(self, text: str) -> int:
         known = self._texts.get(text)
