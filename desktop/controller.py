@@ -17,17 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from desktop.core.context_keeper import ContextKeeper, ContextView
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model, turn_options
 from desktop.reply_format import ReplyFormat, with_format
 from desktop.titling import ConversationTitler
 from desktop.turn_runs import RunResult, record, run_structured, stream_chat
 from engine.backend import CancelToken, Message, Sampling
-from engine.errors import EngineError, MalformedReplyError
+from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError
 from engine.events import TurnError, TurnStats
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import MAX_STRUCTURED_RETRIES
+from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, MessageTooLongError
+from engine.turns.context_window import Meter
+from models.settings import ModelSettings
 
 log = logging.getLogger("desktop.controller")
 
@@ -52,6 +56,11 @@ def failure_for(kind: str, message: str) -> TurnFailure:
             kind, "This conversation no longer fits in the model's context window. "
             "Start a new conversation to keep chatting.", "new_conversation",
         )
+    if kind == "context_stop":
+        return TurnFailure(kind, f"This conversation has reached the model's context limit: {message}. "
+                           "Keep chatting by leaving older messages out of what the model sees.", "drop_older")
+    if kind == "message_too_long":
+        return TurnFailure(kind, f"This message was not sent: {message}. Your draft is kept.")
     if kind == "no_model":
         reason = f": {message}" if message else "."
         return TurnFailure(kind, f"No model is loaded{reason}")
@@ -153,6 +162,8 @@ class ChatController:
         self._stop_requested = False
         self._cancel: CancelToken | None = None  # a structured run's (engine.stop covers chat turns)
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
+        self.context = ContextKeeper(engine)
+        self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -192,7 +203,10 @@ class ChatController:
     async def send(self, text: str) -> bool:
         """Send a user message and stream the reply; False when it was not sent."""
         text = text.strip()
+        self.refusal = ""
         if not text or self.busy:
+            return False
+        if not await self._fits(text):
             return False
         self._retry_pending = False
         self.view.clear_turn_failure(remove=False)
@@ -201,6 +215,68 @@ class ChatController:
         self.view.show_user_message(text)
         await self._start_turn(recorder, title=True)
         return True
+
+    async def _fits(self, text: str) -> bool:
+        """Refuse, before it is stored, a message that cannot be sent (the reason is shown)."""
+        options = turn_options(self.choice, self.sampling, self.max_tokens)
+        preview = options.messages([*self.conversation.request_messages(), {"role": "user", "content": text}])
+        problem = await self.context.check(preview, self.context_policy, options.max_tokens)
+        if problem is None:
+            return True
+        self.refusal = str(problem)
+        kind = "message_too_long" if isinstance(problem, MessageTooLongError) else "context_stop"
+        self.view.clear_turn_failure(remove=True)
+        self._last_failure = failure = failure_for(kind, str(problem))
+        self.view.show_turn_failure(failure)
+        return False
+
+    # -- context policy --------------------------------------------------------------------
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """This conversation's policy (else the model's default)."""
+        return self.context.policy(self._conversation_settings(), self._model_settings())
+
+    def set_context_policy(self, policy: ContextPolicy) -> None:
+        """Use `policy` for this conversation from its next message (saved in its settings)."""
+        if self.history is None:
+            self.context.unsaved = policy
+            return
+        try:
+            self.history.update_settings(self.context.updated(self.history.settings, policy))
+        except HISTORY_ERRORS as exc:
+            self._history_problem(f"Couldn't save the context policy: {exc}")
+
+    async def measure_draft(self, draft: str) -> Meter | None:
+        """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
+        options = turn_options(self.choice, self.sampling, self.max_tokens)
+        messages = options.messages(self.conversation.request_messages())
+        return await self.context.meter(messages, draft, self.context_policy, options.max_tokens)
+
+    async def refresh_context(self) -> None:
+        """Show where the model's view of the open conversation begins (after opening it)."""
+        options = turn_options(self.choice, self.sampling, self.max_tokens)
+        messages = options.messages(self.conversation.request_messages())
+        try:
+            fit = await self.context.fit(messages, self.context_policy, options.max_tokens)
+        except (ContextOverflowError, ConfigError):
+            return  # the next message reports it
+        self._show_context(fit)
+
+    def _show_context(self, fit: Fit) -> None:
+        if isinstance(self.view, ContextView):
+            self.view.show_context_cut(fit.resume_turn)
+
+    def _conversation_settings(self) -> dict[str, object] | None:
+        if self.history is None:
+            return None
+        try:
+            return dict(self.history.settings)
+        except HISTORY_ERRORS:
+            return {}
+
+    def _model_settings(self) -> ModelSettings | None:
+        return self.choice.settings if self.choice is not None else None
 
     async def retry(self) -> bool:
         """Run the failed last turn again (the banner's Try again)."""
@@ -311,7 +387,17 @@ class ChatController:
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
         """Run the reply in the conversation's format; True when it completed."""
         options = turn_options(self.choice, self.sampling, self.max_tokens)
-        messages = options.messages(self._request_messages(recorder))
+        try:
+            fit = await self.context.fit(options.messages(self._request_messages(recorder)), self.context_policy,
+                                         options.max_tokens)
+        except (ContextOverflowError, ConfigError) as exc:
+            kind = "context_stop" if isinstance(exc, ContextFullError) else (
+                "message_too_long" if isinstance(exc, MessageTooLongError) else "config")
+            record(recorder, TurnError(kind, str(exc)))
+            self._fail(failure_for(kind, str(exc)), recorder)
+            return False
+        self._show_context(fit)
+        messages = list(fit.messages)
         sink = self.view.start_reply()
         schema = self.reply_format.schema
         if schema is None:
@@ -384,6 +470,7 @@ class ChatController:
         self._show_branch(branch, thread)
         self._show_format(fmt)
         self._list_changed()
+        await self.refresh_context()
         return True
 
     async def switch_version(self, message_id: int) -> bool:

@@ -38,7 +38,8 @@ FLUSH_MS = 16  # about 60 updates a second at most
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
 _prewarmed = False
-ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation"}
+ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
+                 "drop_older": "Leave older messages out"}
 # How a stored reply that did not complete says so, quietly, in its status line.
 STORED_STATUS: dict[str, str] = {
     "stopped": "Stopped",
