@@ -8,10 +8,11 @@ draft's result is shown. Its menu chooses the conversation's context policy.
 
 from __future__ import annotations
 
+import asyncio
+
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtGui import QAction, QActionGroup, QShowEvent
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
-from qasync import asyncSlot
 
 from desktop.controller import ChatController
 from engine.turns.context_policy import ContextPolicy
@@ -38,7 +39,8 @@ class ContextMeter(QToolButton):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self._count)
+        self._timer.timeout.connect(self._tick)
+        self._task: asyncio.Task[None] | None = None
         self._menu, self._actions = self._make_menu()
         self.setMenu(self._menu)
         self.setText(UNKNOWN)
@@ -75,7 +77,21 @@ class ContextMeter(QToolButton):
         """Count again soon (the conversation, the model or the policy changed)."""
         self._timer.start()
 
-    @asyncSlot()
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.recount()
+
+    def _tick(self) -> None:
+        # Nobody sees a hidden meter (a closed window, whose loop may be gone): count when shown.
+        if not self.isVisible():
+            return
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return
+        if not loop.is_closed():
+            self._task = loop.create_task(self._count())
+
     async def _count(self) -> None:
         if self._running:  # one count at a time; the newest draft is counted when it ends
             self._timer.start()
