@@ -32,6 +32,7 @@ FOLLOW_SLACK_PX = 24  # "at the bottom" includes being within this of it
 EMPTY_HINT = "Ask anything. Enter sends, Shift+Enter starts a new line."
 LAZY_BATCH = 40  # message widgets built at a time (at open, and per step while scrolling up)
 LOAD_OLDER_PX = 400  # within this of the top, the next older batch is built
+FILL_CHECK_MS = 300  # once the layout has settled: does the newest batch fill the view?
 
 # A not-yet-built stored message: its role (for counting turns) and how to build it.
 Entry = tuple[Literal["user", "assistant"], Callable[[], QWidget]]
@@ -144,6 +145,14 @@ class ConversationView(QScrollArea):
         for _role, build in entries[split:]:
             self._append(build())
         self._place_divider()
+        # Short messages may not fill the view, and then there is nothing to scroll up with.
+        if self._backlog:
+            QTimer.singleShot(FILL_CHECK_MS, self._fill_view)
+
+    def _fill_view(self) -> None:
+        """Short messages may not fill the view (nothing to scroll up with): build older ones."""
+        if self._backlog and self.verticalScrollBar().maximum() <= LOAD_OLDER_PX and self.load_older():
+            QTimer.singleShot(FILL_CHECK_MS, self._fill_view)
 
     @property
     def backlog_count(self) -> int:
