@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from gui_helpers import WAIT_MS, Chat
 from pytestqt.qtbot import QtBot
 
 from desktop.conversation_view import LAZY_BATCH, ContextDivider
@@ -13,7 +14,6 @@ from desktop.message_view import UserMessage
 from engine.history import HistoryStore
 from engine.scripted import ScriptedBackend
 from engine.turns.context_policy import DIVIDER_TEXT, ContextPolicy
-from gui_helpers import WAIT_MS, Chat
 
 pytest_plugins = ["gui_helpers"]
 
@@ -89,7 +89,9 @@ def test_the_divider_shows_above_the_first_turn_the_model_still_sees(make_chat: 
     # The divider sits right above the first question after the gap, and that question is
     # the first the backend received after the kept first exchange.
     layout = chat.window.conversation._layout  # pyright: ignore[reportPrivateUsage]
-    below = layout.itemAt(layout.indexOf(divider) + 1).widget()
+    item = layout.itemAt(layout.indexOf(divider) + 1)
+    assert item is not None
+    below = item.widget()
     assert isinstance(below, UserMessage)
     assert isinstance(chat.backend, ScriptedBackend)
     last = chat.backend.requests[-1].messages
@@ -133,8 +135,9 @@ def test_a_long_stored_conversation_opens_lazily_and_builds_older_messages_on_th
         parent = store.add_message(conv.id, "user", f"q{i}\n" + "a line of the question\n" * 3, parent_id=parent)
         parent = store.add_message(conv.id, "assistant", f"a{i}\n\n" + "a paragraph. " * 30, parent_id=parent)
     view = chat.window.conversation
-    asyncio.ensure_future(chat.controller.open_conversation(conv.id))
+    opening = asyncio.ensure_future(chat.controller.open_conversation(conv.id))
     qtbot.waitUntil(lambda: len(view.message_widgets()) == LAZY_BATCH, timeout=WAIT_MS)
+    qtbot.waitUntil(opening.done, timeout=WAIT_MS)
     assert view.backlog_count == 2000 - LAZY_BATCH
     widgets = view.message_widgets()
     assert isinstance(widgets[-2], UserMessage) and widgets[-2].text().startswith("q999\n")

@@ -34,8 +34,8 @@ from engine.turns.context_policy import (
 TextCache = OrderedDict[str, int]
 # Per backend, kept across turns; weak, so an unloaded model's cache goes with it.
 _CACHES: weakref.WeakKeyDictionary[Any, TextCache] = weakref.WeakKeyDictionary()
-CACHE_SIZE = 8192
-TURN_LINES = f"{NO_TOOLS_LINE}\n\n{CORRECTION_LINE}"  # texts whose token counts are remembered (the window's grid recounts every turn)
+CACHE_SIZE = 8192  # texts whose token counts are remembered (the window's grid recounts every turn)
+TURN_LINES = f"{NO_TOOLS_LINE}\n\n{CORRECTION_LINE}"
 
 
 @runtime_checkable
