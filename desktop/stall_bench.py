@@ -132,7 +132,7 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000) -> dict[st
     Keys: ui_max_stall_ms, ui_p99_stall_ms, ui_catchup_ms (from the last token to the full
     text on screen), tokens_per_s_actual. Must be called without a running asyncio loop.
     """
-    app = _application()
+    app = application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     try:
@@ -184,7 +184,7 @@ def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tok
     }
 
 
-def _application() -> QApplication:
+def application() -> QApplication:
     guard_singleton_refcounts()
     existing = QApplication.instance()
     if isinstance(existing, QApplication):

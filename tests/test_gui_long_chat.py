@@ -117,9 +117,12 @@ def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(
     assert "reached the model's context limit" in banner.message.text() and banner.button is not None
     draft = chat.window.composer.text()
     assert draft.startswith("question")
+    assert isinstance(chat.backend, ScriptedBackend)
+    asked = len(chat.backend.requests)
     banner.button.click()  # Leave older messages out: the draft is sent under truncate-middle
-    qtbot.waitUntil(lambda: chat.window.composer.text() == "", timeout=WAIT_MS)
-    chat.wait_reply_finished()
+    qtbot.waitUntil(lambda: len(chat.backend.requests) == asked + 1, timeout=WAIT_MS)  # type: ignore[union-attr]
+    chat.wait_idle()
+    assert chat.window.composer.text() == ""
     assert chat.controller.context_policy is ContextPolicy.TRUNCATE_MIDDLE
     conv = store_of(chat).latest_conversation()
     assert conv is not None and conv.settings["context_policy"] == "truncate-middle"
