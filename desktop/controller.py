@@ -462,7 +462,7 @@ class ChatController:
         await self.stop_and_wait()
         try:
             branch = self.history.open(conversation_id, reveal=reveal)
-            thread = self.history.thread()
+            thread = self.history.thread_of(branch)
             fmt = ReplyFormat.from_settings(self.history.settings)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't open that conversation: {exc}")
@@ -479,7 +479,7 @@ class ChatController:
             return False
         try:
             branch = self.history.switch_version(message_id)
-            thread = self.history.thread()
+            thread = self.history.thread_of(branch)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't show that version: {exc}")
             return False
@@ -531,8 +531,8 @@ class ChatController:
         if self.history is None or recorder is None:
             return
         try:
-            thread = self.history.thread()
             branch = self.history.branch()
+            thread = self.history.thread_of(branch)
         except HISTORY_ERRORS as exc:
             log.warning("history: could not read the conversation back: %s", exc)
             return

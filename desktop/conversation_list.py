@@ -180,6 +180,19 @@ class ConversationList(QListWidget):
         self._fill([(h.conversation_id, h.title, h.updated_at, h.snippet_parts() if h.message_id else None,
                      h.message_id) for h in hits], current, now)
 
+    def append_conversations(self, conversations: list[Conversation], now: float | None = None) -> None:
+        """Add older conversations below the list (the next page), leaving the rest alone."""
+        known = {r[0] for r in self._shown}
+        rows = [(c.id, c.title or UNTITLED, relative_time(c.updated_at, now), None, None)
+                for c in conversations if c.id not in known]
+        self.blockSignals(True)
+        try:
+            for row in rows:
+                self.addItem(self._item(row))
+            self._shown = [*self._shown, *rows]
+        finally:
+            self.blockSignals(False)
+
     def _fill(self, rows: list[tuple[int, str, float, list[tuple[str, bool]] | None, int | None]],
               current: int | None, now: float | None) -> None:
         shown = [(cid, title or UNTITLED, relative_time(updated, now), snippet, message_id)
@@ -200,6 +213,10 @@ class ConversationList(QListWidget):
         if shown == old:
             return
         old_ids, new_ids = [r[0] for r in old], [r[0] for r in shown]
+        if len(new_ids) > len(old_ids) and new_ids[: len(old_ids)] == old_ids and shown[: len(old)] == old:
+            for row in shown[len(old):]:  # the next page
+                self.addItem(self._item(row))
+            return
         moved = _moved_id(old_ids, new_ids)
         if old_ids != new_ids and moved is None:
             self.clear()

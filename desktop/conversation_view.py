@@ -30,7 +30,7 @@ _W = TypeVar("_W", bound=QWidget)
 
 FOLLOW_SLACK_PX = 24  # "at the bottom" includes being within this of it
 EMPTY_HINT = "Ask anything. Enter sends, Shift+Enter starts a new line."
-LAZY_BATCH = 40  # message widgets built at a time (at open, and per step while scrolling up)
+LAZY_BATCH = 16  # message widgets built at a time (at open, and per step while scrolling up)
 LOAD_OLDER_PX = 400  # within this of the top, the next older batch is built
 FILL_CHECK_MS = 300  # once the layout has settled: does the newest batch fill the view?
 
@@ -151,7 +151,12 @@ class ConversationView(QScrollArea):
 
     def _fill_view(self) -> None:
         """Short messages may not fill the view (nothing to scroll up with): build older ones."""
-        if self._backlog and self.verticalScrollBar().maximum() <= LOAD_OLDER_PX and self.load_older():
+        if not self._backlog:
+            return
+        last = self._messages[-1] if self._messages else None
+        if last is not None and len(self._messages) > 1 and last.y() == 0:  # not laid out yet
+            QTimer.singleShot(FILL_CHECK_MS, self._fill_view)
+        elif self.verticalScrollBar().maximum() <= LOAD_OLDER_PX and self.load_older():
             QTimer.singleShot(FILL_CHECK_MS, self._fill_view)
 
     @property
@@ -258,7 +263,7 @@ class ConversationView(QScrollArea):
 
     def _on_value_changed(self, value: int) -> None:
         self._follow = value >= self.verticalScrollBar().maximum() - FOLLOW_SLACK_PX
-        if self._backlog and value <= LOAD_OLDER_PX and self._anchor is None:
+        if self._backlog and not self._follow and value <= LOAD_OLDER_PX and self._anchor is None:
             QTimer.singleShot(0, self.load_older)  # after this scroll event, not inside it
 
     def _top_of(self, widget: QWidget) -> int:

@@ -107,6 +107,12 @@ class HistorySession:
         siblings = _siblings(self.store.messages(self.conversation_id))  # one query, not one per message
         return [BranchItem(m, _versions(m, siblings)) for m in path]
 
+    @staticmethod
+    def thread_of(branch: Branch) -> list[Message]:
+        """`thread()` for a branch already read (a long conversation is not read twice)."""
+        return [{"role": item.message.role, "content": item.message.content} for item in branch
+                if item.message.role != "assistant" or item.message.content.strip()]
+
     def thread(self, *, upto: int | None = None) -> list[Message]:
         """The branch as chat messages, without the system prompt (the controller's in-memory copy).
 
@@ -166,8 +172,9 @@ class HistorySession:
 
     # -- the sidebar's calls ------------------------------------------------------------
 
-    def conversations(self) -> list[Conversation]:
-        return self.store.conversations()
+    def conversations(self, limit: int | None = None, offset: int = 0) -> list[Conversation]:
+        """The most recently active first; at most `limit`, after `offset` (the sidebar reads pages)."""
+        return self.store.conversations(limit=limit, offset=offset)
 
     def search(self, text: str) -> list[SearchHit]:
         return self.store.search(text)

@@ -248,12 +248,15 @@ class HistoryStore:
             raise NotFoundError(f"no conversation {conversation_id}")
         return Conversation.from_row(row)
 
-    def conversations(self, *, limit: int | None = None, deleted: bool = False) -> list[Conversation]:
-        """Conversations by last activity, newest first (`deleted=True`: the trash instead)."""
+    def conversations(self, *, limit: int | None = None, deleted: bool = False, offset: int = 0) -> list[Conversation]:
+        """Conversations by last activity, newest first (`deleted=True`: the trash instead).
+
+        `offset` skips that many first (a sidebar reads a page at a time).
+        """
         where = "deleted_at IS NOT NULL" if deleted else "deleted_at IS NULL"
         rows = self._conn.execute(
-            f"SELECT * FROM conversations WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
-            (-1 if limit is None else limit,),
+            f"SELECT * FROM conversations WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            (-1 if limit is None else limit, max(0, offset)),
         )
         return [Conversation.from_row(r) for r in rows]
 
