@@ -40,14 +40,6 @@ class BranchItem:
 Branch = list[BranchItem]
 
 
-def _siblings(messages: list[StoredMessage]) -> dict[int | None, tuple[int, ...]]:
-    """Message ids under each parent, oldest first (what `HistoryStore.versions` reads one by one)."""
-    under: dict[int | None, list[int]] = {}
-    for m in messages:  # ordered by id
-        under.setdefault(m.parent_id, []).append(m.id)
-    return {parent: tuple(ids) for parent, ids in under.items()}
-
-
 def _versions(message: StoredMessage, siblings: dict[int | None, tuple[int, ...]]) -> Versions:
     ids = siblings.get(message.parent_id, (message.id,))
     return Versions(ids.index(message.id), len(ids), ids)
@@ -104,7 +96,7 @@ class HistorySession:
         if self.conversation_id is None:
             return []
         path = self.store.path(self.conversation_id, leaf_id=upto)
-        siblings = _siblings(self.store.messages(self.conversation_id))  # one query, not one per message
+        siblings = self.store.sibling_ids(self.conversation_id)  # one query, not one per message
         return [BranchItem(m, _versions(m, siblings)) for m in path]
 
     @staticmethod

@@ -421,6 +421,15 @@ class HistoryStore:
         )
         return [StoredMessage.from_row(r) for r in rows]
 
+    def sibling_ids(self, conversation_id: int) -> dict[int | None, tuple[int, ...]]:
+        """Every parent's children ids, oldest first: all versions of a conversation in one light query."""
+        under: dict[int | None, list[int]] = {}
+        rows = self._conn.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
+                                  (conversation_id,))
+        for message_id, parent_id in rows:
+            under.setdefault(parent_id, []).append(int(message_id))
+        return {parent: tuple(ids) for parent, ids in under.items()}
+
     def versions(self, message_id: int) -> Versions:
         """Where a message stands among its versions (siblings with the same parent)."""
         msg = self.message(message_id)
