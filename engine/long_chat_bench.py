@@ -10,6 +10,7 @@ the previous turn already evaluated; the per-turn evaluated token counts show it
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -92,7 +93,7 @@ def _converse(backend: _Watched, turns: int, max_tokens: int) -> list[dict[str, 
 def _report(rows: list[dict[str, float]], n_ctx: int, turns: int, early_turn: int) -> dict[str, Any]:
     early, last = rows[min(early_turn, len(rows)) - 1], rows[-1]
     tail = rows[-10:]
-    moved = sum(1 for a, b in zip(rows, rows[1:], strict=False) if b["dropped"] > a["dropped"])
+    moved = sum(1 for a, b in itertools.pairwise(rows) if b["dropped"] > a["dropped"])
     return {
         "long_chat_ctx": n_ctx,
         "long_chat_turns": turns,
