@@ -420,7 +420,7 @@ class ChatController:
     def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
         if recorder is not None:
             try:
-                return recorder.prompt_messages(system=self.conversation.system)
+                return recorder.prompt_messages(system=self.conversation.system, join_roles=False)
             except HISTORY_ERRORS as exc:  # the in-memory copy holds the same branch
                 log.warning("history: could not read the branch back: %s", exc)
         return self.conversation.request_messages()

@@ -154,3 +154,22 @@ def test_a_long_stored_conversation_opens_lazily_and_builds_older_messages_on_th
     # A new turn in this conversation still tags the widgets with their stored ids.
     send(chat, "one more")
     assert view.backlog_count <= 2000 - 2 * LAZY_BATCH
+
+
+def test_a_conversation_stuck_on_a_too_long_message_opens_and_continues(make_chat: MakeChat, qtbot: QtBot) -> None:
+    chat = make_chat(backend=counting("Back on track.", n_ctx=400))
+    store = store_of(chat)
+    conv = store.create_conversation(title="stuck")
+    first = store.add_message(conv.id, "user", "hello", parent_id=None)
+    answer = store.add_message(conv.id, "assistant", "hi", parent_id=first)
+    store.add_message(conv.id, "user", "word " * 500, parent_id=answer)  # stored before policies existed
+    opening = asyncio.ensure_future(chat.controller.open_conversation(conv.id))
+    qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+    assert isinstance(chat.backend, ScriptedBackend)
+    chat.type_and_send("shorter question")
+    qtbot.waitUntil(lambda: len(chat.backend.requests) == 1, timeout=WAIT_MS)  # type: ignore[union-attr]
+    chat.wait_idle()
+    qtbot.waitUntil(lambda: chat.reply().answer_text() == "Back on track.", timeout=WAIT_MS)
+    sent = chat.backend.requests[-1].messages
+    assert all("word word" not in str(m["content"]) for m in sent)
+    assert sent[-1] == {"role": "user", "content": "shorter question"}
