@@ -17,9 +17,9 @@ from engine.backend import CancelToken, Message, Request, Sampling, StreamInfo, 
 from engine.events import Piece, TurnDone
 from engine.history import HistoryStore
 from engine.scripted import ScriptedBackend
-from engine.turn import NO_TOOLS_LINE, TurnRunner
+from engine.turn import NO_TOOLS_LINE, TurnRunner, fold_system
 from engine.turns.context_policy import ContextFullError, ContextPolicy, MessageTooLongError, fit_messages
-from engine.turns.context_window import counter_for, fit_for
+from engine.turns.context_window import TURN_LINES, counter_for, fit_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "You are terse."
@@ -181,9 +181,10 @@ def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> N
             fit_for(smollm_512, history, policy, 64)
     counter = counter_for(smollm_512)
     assert counter is not None
-    # Measured through the template: more than the words alone, exactly the rendered prompt.
+    # Measured through the template, exactly the prompt a turn renders (its own system lines folded in).
     short = [{"role": "user", "content": "hello there"}]
-    assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=tuple(short)))[0])
+    turn_prompt = fold_system(tuple(short), TURN_LINES)
+    assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=turn_prompt))[0])
     assert fit_messages(short, ContextPolicy.ROLLING, counter, n_ctx=512, max_tokens=64).prompt_tokens > 2
 
 
