@@ -224,3 +224,24 @@ def test_cli_refuses_a_too_long_message_without_storing_it_and_a_stuck_conversat
     with _store(ember_home) as store:
         conv = store.latest_conversation()
         assert conv is not None and conv.settings["context_policy"] == "rolling"
+
+
+def test_counting_runs_on_its_own_thread_beside_the_model_thread() -> None:
+    import asyncio
+    import threading
+
+    from engine.runtime import Engine
+
+    async def main() -> None:
+        engine = Engine()
+        assert await engine.measure(lambda b: 1) is None  # no model yet
+        first = ScriptedBackend.from_texts("a")
+        await engine.load(lambda: first)
+        seen = await engine.measure(lambda b: (b is first, threading.current_thread().name))
+        assert seen is not None and seen[0] and seen[1].startswith("ember-count")
+        second = ScriptedBackend.from_texts("b")
+        await engine.load(lambda: second)
+        assert await engine.measure(lambda b: b is second)
+        await engine.aclose()
+
+    asyncio.run(main())
