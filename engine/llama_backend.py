@@ -21,6 +21,7 @@ from engine.backend import CancelToken, Message, Request, StreamInfo
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
+from engine.kv_reuse import reuse_shifted
 from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
 
@@ -172,6 +173,7 @@ class LlamaBackend:
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         tokens, prefilled = self.prompt_tokens(request)
         info.prompt_tokens = len(tokens)
+        reuse_shifted(self._llm, tokens)  # the context window moved: keep what it still holds
         info.cached_tokens = self._cached_prefix(tokens)
         info.context_size = self.n_ctx
         info.prefilled_thinking = prefilled

@@ -167,10 +167,11 @@ def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(smollm_5
         assert_policy_shape(history[: 2 + 2 * turn], sent, policy)
         assert backend.infos[turn].prompt_tokens <= 512 - 6
     assert len(seen[-1][0]) < len(history) - 1  # the window moved
-    # KV reuse: on most turns only the last answer and the new question are evaluated.
+    # KV reuse: only the last answer and the new question are evaluated, also on the turns
+    # where the window moved (the kept span is shifted in the cache, engine/kv_reuse.py).
     evaluated = [i.prompt_tokens - i.cached_tokens for i in backend.infos[1:]]
     small = [e for e in evaluated if e < 80]
-    assert len(small) >= 0.6 * len(evaluated), evaluated
+    assert len(small) >= 0.9 * len(evaluated), evaluated
     assert max(i.cached_tokens for i in backend.infos) > 200
 
 
@@ -245,3 +246,12 @@ def test_counting_runs_on_its_own_thread_beside_the_model_thread() -> None:
         await engine.aclose()
 
     asyncio.run(main())
+
+
+def test_the_cache_span_a_moved_window_keeps_is_found() -> None:
+    from engine.kv_reuse import MIN_REUSE, _find_span  # pyright: ignore[reportPrivateUsage]
+
+    head, dropped, kept = list(range(10)), list(range(100, 200)), list(range(300, 300 + MIN_REUSE + 20))
+    cached = head + dropped + kept
+    assert _find_span(cached, head + kept + [7, 7, 7], len(head)) == (len(head) + len(dropped), len(kept))
+    assert _find_span(cached, head + kept[:10] + [7] * 80, len(head)) == (0, 0)  # too short to be worth it
