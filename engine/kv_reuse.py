@@ -31,7 +31,7 @@ def reuse_shifted(llm: Any, tokens: list[int]) -> int:
     a = _common_prefix(cached, tokens)
     if a >= len(tokens) - MIN_REUSE or a == n:
         return 0
-    b, k = _find_span(cached, tokens, a)
+    b, k = find_span(cached, tokens, a)
     if k < MIN_REUSE or not _can_shift(llm):
         return 0
     ctx = llm._ctx  # pyright: ignore[reportPrivateUsage]  # llama-cpp-python keeps its context here
@@ -54,7 +54,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def _find_span(cached: list[int], tokens: list[int], a: int) -> tuple[int, int]:
+def find_span(cached: list[int], tokens: list[int], a: int) -> tuple[int, int]:
     """The first cached position after `a` where `tokens[a:]` continues for MIN_REUSE tokens, and how far."""
     probe = tokens[a:a + MIN_REUSE]
     if len(probe) < MIN_REUSE:

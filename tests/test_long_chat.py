@@ -249,9 +249,9 @@ def test_counting_runs_on_its_own_thread_beside_the_model_thread() -> None:
 
 
 def test_the_cache_span_a_moved_window_keeps_is_found() -> None:
-    from engine.kv_reuse import MIN_REUSE, _find_span  # pyright: ignore[reportPrivateUsage]
+    from engine.kv_reuse import MIN_REUSE, find_span
 
     head, dropped, kept = list(range(10)), list(range(100, 200)), list(range(300, 300 + MIN_REUSE + 20))
     cached = head + dropped + kept
-    assert _find_span(cached, head + kept + [7, 7, 7], len(head)) == (len(head) + len(dropped), len(kept))
-    assert _find_span(cached, head + kept[:10] + [7] * 80, len(head)) == (0, 0)  # too short to be worth it
+    assert find_span(cached, head + kept + [7, 7, 7], len(head)) == (len(head) + len(dropped), len(kept))
+    assert find_span(cached, head + kept[:10] + [7] * 80, len(head)) == (0, 0)  # too short to be worth it
