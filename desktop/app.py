@@ -24,27 +24,31 @@ from desktop.controller import ChatController
 from desktop.history_session import open_history
 from desktop.history_ui import attach_history
 from desktop.model_choice import ModelChoice, choose_model
+from desktop.model_switch import ModelSwitcher
+from desktop.qt.platform_check import platform_problem
+from desktop.qt.tool_card import install_tools
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.errors import ConfigError
 from engine.runtime import Engine
-from models.paths import ember_paths
 
 log = logging.getLogger("desktop.app")
 
 EXIT_OK, EXIT_USAGE = 0, 2
 _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-LOG_FILE = "ember.log"
 
 
 def run_gui(args: argparse.Namespace) -> int:
     """Open the window; returns the process exit status once it is closed."""
+    problem = platform_problem()  # before QApplication: Qt would abort with seven lines instead
+    if problem is not None:
+        sys.stderr.write(problem.message + "\n")
+        return EXIT_USAGE
     try:
         choice = choose_model(getattr(args, "model", None), getattr(args, "backend", None))
     except ConfigError as exc:
         sys.stderr.write(f"ember: {exc}\n")
         return EXIT_USAGE
-    configure_logging()
     app = _application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
@@ -65,20 +69,27 @@ def _application() -> QApplication:
     return app
 
 
+def wire_window(window: MainWindow, controller: ChatController) -> ModelSwitcher:
+    """Bind the window to its controller and give it a model switcher (the window never imports the switcher)."""
+    window.bind(controller)
+    return ModelSwitcher(window, window.header, window.notice.show_notice, controller)
+
+
 async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine: Engine | None = None,
                       window: MainWindow | None = None) -> int:
     """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
     window = window or MainWindow()
     history, history_notice = open_history()  # None (and a notice): chat on without saving
     controller = ChatController(engine or Engine(), window, history=history)
-    window.bind(controller)
+    models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
+    install_tools(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
         window.show()
         log.info("window shown: %s", choice.label)
-        tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
+        tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
         await closed.wait()
@@ -134,30 +145,3 @@ class SignalBridge(QObject):
                 pass
         except (BlockingIOError, InterruptedError):
             pass
-
-
-def configure_logging() -> None:
-    """INFO and up to the log file (the engine's turn lines included), once per process."""
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    log_dir = ember_paths().log_dir
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(log_dir / LOG_FILE, encoding="utf-8")
-    except OSError:
-        handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    sys.excepthook = _log_then(sys.excepthook)
-
-
-def _log_then(previous: Callable[[type[BaseException], BaseException, TracebackType | None], object]
-              ) -> Callable[[type[BaseException], BaseException, TracebackType | None], None]:
-    # An exception escaping an async slot reaches sys.excepthook; keep it in the log too.
-    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        log.error("unhandled exception", exc_info=(kind, exc, tb))
-        previous(kind, exc, tb)
-
-    return hook

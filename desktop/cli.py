@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Sequence
 
+from desktop.cli_common import fail
+from desktop.core.arg_checks import prompt_arg
+from desktop.core.cli_guard import prepare_streams, run_guarded
+from desktop.core.terminal_text import safe_cell
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench")
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TURN_ERROR = 3
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools")
 
 
 class _Parser(argparse.ArgumentParser):
     """Argument errors: one readable line on stderr, exit status 2, no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"ember: {message}\n")
-        raise SystemExit(EXIT_USAGE)
+        raise SystemExit(fail(safe_cell(message)))  # parsing runs before prepare_streams
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ember {__version__}")
     parser.add_argument("--model", help="GGUF file to open (default: the last used, else the built-in model)")
     parser.add_argument("--backend", default=None, help="llama (default), script:FILE or openai:URL")
-    parser.add_argument("--prompt", help="send this message once the window is up")
+    parser.add_argument("--prompt", type=prompt_arg, help="send this message once the window is up")
     parser.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:
@@ -46,11 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(verbose=args.verbose)
     if args.command is None:
+        configure_logging(verbose=args.verbose)
         from desktop.app import run_gui  # Qt is imported only for the window
 
         return run_gui(args)
+    with prepare_streams():  # no encoding errors, no terminal control characters
+        return run_guarded(lambda: _run_command(args))
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    configure_logging(verbose=args.verbose)
     return int(args.func(args))
 
 

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from desktop import bench_long_chat
+from desktop.core.arg_checks import executable_arg
 from engine.bench import BenchConfig, load_average, run_engine_bench, subprocess_env
-from engine.errors import EngineError
+from engine.errors import BenchError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
-UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms")
+UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms",
+             "ui_huge_piece_max_stall_ms", "ui_huge_piece_catchup_ms")  # the latter: one 1 MB piece
 UI_TOKENS, UI_TOKENS_QUICK, UI_RATE = 20_000, 4_000, 2_000
 
 
@@ -32,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="fewer runs, shorter replies, a smaller GUI load (~1 min)")
     p.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="llama.cpp threads (default: logical CPUs)")
-    p.add_argument("--llama-bench", type=Path, default=None, metavar="PATH",
+    p.add_argument("--llama-bench", type=executable_arg, default=None, metavar="PATH",
                    help="a built llama.cpp llama-bench binary: also report its tg figure for the same model")
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
@@ -92,7 +94,7 @@ def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str,
         return result
     try:
         result.update(_run_stall_child(n_tokens, tokens_per_s))
-    except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+    except (OSError, RuntimeError, ValueError, BenchError, subprocess.TimeoutExpired) as exc:
         notes.append(f"GUI stall: {exc}")
     return result
 
@@ -108,7 +110,7 @@ def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
     )
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the stall child failed ({done.returncode}): {tail}")
+        raise BenchError(f"the stall child failed ({done.returncode}): {tail}")
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return {key: data.get(key) for key in UI_FIELDS}
 
@@ -167,6 +169,8 @@ def _other_rows(r: dict[str, Any]) -> list[str]:
         _row("GUI worst stall", f"{_num(r['ui_max_stall_ms'], ' ms')}  (p99 {_num(r['ui_p99_stall_ms'], ' ms')}; "
              f"{r['ui_tokens']:,} tokens at {r['ui_tokens_per_s']:,}/s)"),
         _row("GUI catch-up after last token", _num(r["ui_catchup_ms"], " ms")),
+        _row("GUI worst stall, one 1 MB piece", f"{_num(r.get('ui_huge_piece_max_stall_ms'), ' ms')}  "
+             f"(on screen after {_num(r.get('ui_huge_piece_catchup_ms'), ' ms')})"),
         _row("model load", f"{_num(r['load_ms'], ' ms', 0)}  (import llama_cpp {_num(r['import_ms'], ' ms', 0)})"),
         _row("resident memory", f"{_num(r['rss_mb'], ' MB', 0)} after load, "
              f"{_num(r['rss_after_first_token_mb'], ' MB', 0)} after the first token"),

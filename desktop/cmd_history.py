@@ -15,7 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from desktop.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
+from desktop.core.arg_checks import id_arg, text_arg, title_arg
+from desktop.core.terminal_text import safe_cell
 from engine.backend import Message
+from engine.conversation_lock import ConversationBusy, ConversationLock
 from engine.errors import ConfigError
 from engine.events import Event
 from engine.history import HistoryStore
@@ -30,8 +34,6 @@ from engine.history_export import (
 from engine.history_types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
 from engine.recorder import TurnRecorder, recorded
 from models.paths import ember_paths
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def open_store() -> HistoryStore:
@@ -48,24 +50,24 @@ def register(sub: Any) -> None:
 
     a = actions.add_parser("list", help="conversations, most recent first")
     _json_flag(a)
-    a.add_argument("--limit", type=int, default=None, help="show at most N")
+    a.add_argument("--limit", type=positive_int, default=None, help="show at most N")
     a.add_argument("--trash", action="store_true", help="list deleted conversations instead")
     a.set_defaults(history_action=_list)
 
     a = actions.add_parser("show", help="a conversation's active branch")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     _json_flag(a)
     a.add_argument("--all", action="store_true", help="every version of every message, not only the active branch")
     a.set_defaults(history_action=_show)
 
     a = actions.add_parser("search", help="conversations whose title or messages contain every word")
-    a.add_argument("text", nargs="+", metavar="TEXT")
+    a.add_argument("text", nargs="+", metavar="TEXT", type=text_arg)
     _json_flag(a)
-    a.add_argument("--limit", type=int, default=50, help="show at most N")
+    a.add_argument("--limit", type=positive_int, default=50, help="show at most N")
     a.set_defaults(history_action=_search)
 
     a = actions.add_parser("export", help="a conversation as Markdown or JSON")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     a.set_defaults(history_action=_export)
@@ -75,17 +77,17 @@ def register(sub: Any) -> None:
     a.set_defaults(history_action=_import)
 
     a = actions.add_parser("delete", help="move a conversation to the trash (restore undoes it)")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.add_argument("--purge", action="store_true", help="delete for good, now")
     a.set_defaults(history_action=_delete)
 
     a = actions.add_parser("restore", help="bring a deleted conversation back")
-    a.add_argument("id", type=int, metavar="ID")
+    a.add_argument("id", type=id_arg, metavar="ID")
     a.set_defaults(history_action=_restore)
 
     a = actions.add_parser("rename", help="give a conversation a title")
-    a.add_argument("id", type=int, metavar="ID")
-    a.add_argument("title", metavar="TITLE")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.add_argument("title", metavar="TITLE", type=title_arg)
     a.set_defaults(history_action=_rename)
 
 
@@ -98,16 +100,9 @@ def run(args: argparse.Namespace) -> int:
         with open_store() as store:
             return int(args.history_action(store, args))
     except NotFoundError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return fail(str(exc), EXIT_USAGE)
     except HistoryError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    except sqlite3.Error as exc:
-        return _fail(f"history database error: {exc}", EXIT_FAILED)
-
-
-def _fail(message: str, status: int) -> int:
-    sys.stderr.write(f"ember: {message}\n")
-    return status
+        return fail(str(exc), EXIT_FAILED)
 
 
 def _print_json(value: Any) -> None:
@@ -124,7 +119,7 @@ def _list(store: HistoryStore, args: argparse.Namespace) -> int:
         _print_json([_conversation_json(c) for c in conversations])
         return EXIT_OK
     for conv in conversations:
-        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {conv.title or '(untitled)'}")
+        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {safe_cell(conv.title) or '(untitled)'}")
     if not conversations:
         sys.stderr.write("ember: no conversations yet\n" if not args.trash else "ember: the trash is empty\n")
     return EXIT_OK
@@ -136,6 +131,8 @@ def _conversation_json(conv: Conversation) -> dict[str, Any]:
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
+    if args.all and not args.json:
+        return fail("--all shows every version as JSON: add --json", EXIT_USAGE)
     if not args.json:
         sys.stdout.write(export_markdown(store, conv.id))
         return EXIT_OK
@@ -159,12 +156,18 @@ def _search(store: HistoryStore, args: argparse.Namespace) -> int:
         return EXIT_OK
     bold, plain = ("\x1b[1m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
     for h in hits:
-        snippet = h.snippet.replace(HIGHLIGHT_START, bold).replace(HIGHLIGHT_END, plain)
+        snippet = _highlighted(h.snippet, bold, plain)
         where = "title" if h.message_id is None else f"message {h.message_id}"
-        print(f"{h.conversation_id:>6}  {h.title or '(untitled)'}  [{where}]\n        {snippet}")
+        print(f"{h.conversation_id:>6}  {safe_cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
     if not hits:
         sys.stderr.write("ember: nothing found\n")
     return EXIT_OK
+
+
+def _highlighted(snippet: str, bold: str, plain: str) -> str:
+    """The snippet made safe for the terminal, its highlight markers (control characters) then styled."""
+    marked = snippet.replace(HIGHLIGHT_START, "\ue010").replace(HIGHLIGHT_END, "\ue011")
+    return safe_cell(marked).replace("\ue010", bold).replace("\ue011", plain)
 
 
 def _export(store: HistoryStore, args: argparse.Namespace) -> int:
@@ -176,7 +179,7 @@ def _export(store: HistoryStore, args: argparse.Namespace) -> int:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -188,14 +191,20 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
         data = json.loads(text)
     except OSError as exc:
-        return _fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
+        return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return _fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+        return fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+    except RecursionError:
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     try:
         conv = import_json(store, data)
     except HistoryError as exc:
-        return _fail(f"cannot import {name}: {exc}", EXIT_USAGE)
-    print(f"imported conversation {conv.id}: {conv.title or '(untitled)'}")
+        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
+    except RecursionError:
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+    except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text
+        return fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
+    print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
     return EXIT_OK
 
 
@@ -217,7 +226,12 @@ def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
 
 
 def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
-    store.rename(args.id, args.title)
+    conv = store.conversation(args.id)
+    if conv.deleted_at is not None:
+        return fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
+    store.rename(conv.id, args.title)
+    title = store.conversation(conv.id).title
+    print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
     return EXIT_OK
 
 
@@ -230,7 +244,7 @@ def add_chat_options(p: argparse.ArgumentParser) -> None:
     which = g.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_latest", action="store_true",
                        help="continue the most recent conversation (its active branch is the context)")
-    which.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    which.add_argument("--conversation", type=id_arg, metavar="ID", help="continue conversation ID")
 
 
 class ChatHistory:
@@ -240,6 +254,7 @@ class ChatHistory:
         self.store = store
         self.conversation_id = conversation_id  # None: a new conversation on begin()
         self.recorder: TurnRecorder | None = None
+        self._lock: ConversationLock | None = None
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> ChatHistory:
@@ -271,13 +286,24 @@ class ChatHistory:
             if self.conversation_id is None:
                 settings = {"system": system} if system else {}
                 self.conversation_id = self.store.create_conversation(model=model, settings=settings).id
+            self._hold(self.conversation_id)  # another `chat -c` on it first finishes its turn
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
             return self.recorder.prompt_messages(system=system, join_roles=join_roles)
-        except (HistoryError, sqlite3.Error) as exc:
+        except (HistoryError, ConversationBusy, sqlite3.Error) as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None
+
+    def _hold(self, conversation_id: int) -> None:
+        assert self.store is not None
+
+        def waiting() -> None:
+            sys.stderr.write(f"ember: waiting for another reply in conversation {conversation_id} to finish…\n")
+            sys.stderr.flush()
+
+        self._lock = ConversationLock(self.store.db_path, conversation_id, on_wait=waiting)
+        self._lock.acquire()
 
     def wrap(self, events: Iterable[Event]) -> Iterable[Event]:
         return events if self.recorder is None else recorded(events, self.recorder)
@@ -290,6 +316,8 @@ class ChatHistory:
     def close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
+        if self._lock is not None:
+            self._lock.release()  # after the answer is stored
         if self.store is not None:
             self.store.close()
 

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from desktop.cli_common import EXIT_OK, EXIT_USAGE
+from desktop.core.terminal_text import safe_cell
+from engine.backends.template_probe import template_problem
 from models.diagnose import metadata_problem
 from models.errors import GGUFError
 from models.gguf_meta import ModelMetadata, format_parameters, read_metadata
 from models.library import LibraryEntry, library_entries
 from models.memory import estimate_memory, format_bytes
 from models.settings import load_model_settings
-
-EXIT_OK = 0
-EXIT_BAD_FILE = 2
 
 
 def register(sub: Any) -> None:
@@ -58,6 +58,7 @@ def _memory_json(meta: ModelMetadata) -> dict[str, object]:
 def _describe_json(meta: ModelMetadata) -> dict[str, object]:
     out = meta.to_json()
     out["problem"] = metadata_problem(meta)
+    out["template_problem"] = _template_problem(meta)
     out["memory"] = _memory_json(meta)
     return out
 
@@ -84,6 +85,9 @@ def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
     problem = metadata_problem(meta)
     if problem:
         rows.append(("problem", problem))
+    template = _template_problem(meta)
+    if template:
+        rows.append(("template problem", template))
     if mem["warning"]:
         rows.append(("warning", str(mem["warning"])))
     return rows
@@ -108,7 +112,7 @@ def _print_details(metas: Sequence[ModelMetadata]) -> None:
         rows = _detail_lines(meta)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
-            print(f"{key.ljust(width)}  {value}")
+            print(f"{key.ljust(width)}  {safe_cell(value)}")
 
 
 def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
@@ -119,12 +123,16 @@ def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
             metas.append(read_metadata(path))
         except GGUFError as exc:
             _error(path, exc.reason)
-            status = EXIT_BAD_FILE
+            status = EXIT_USAGE
     if as_json:
         _print_json([_describe_json(m) for m in metas])
     else:
         _print_details(metas)
     return status
+
+
+def _template_problem(meta: ModelMetadata) -> str | None:
+    return template_problem(meta.chat_template, bos_token=meta.bos_token or "", eos_token=meta.eos_token or "")
 
 
 def _error(path: Path, reason: str) -> None:
@@ -143,8 +151,9 @@ _MAX_NAME = 40
 
 def _row(entry: LibraryEntry) -> tuple[str, ...]:
     name = entry.name if len(entry.name) <= _MAX_NAME else entry.name[: _MAX_NAME - 1] + "…"
-    path = str(entry.path) + (f"  ({entry.error})" if entry.error else "")
     meta = entry.metadata
+    problem = entry.error or (_template_problem(meta) if meta is not None else None)
+    path = str(entry.path) + (f"  ({problem})" if problem else "")
     if meta is None:
         return (name, "-", "-", "-", _size_text(entry.size_bytes, entry.shard_count), "-", str(entry.source), path)
     params = meta.size_label or format_parameters(meta.parameters)
@@ -155,7 +164,7 @@ def _row(entry: LibraryEntry) -> tuple[str, ...]:
 
 def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS) -> str:
     """Columns padded to their widest cell; the last column is left ragged."""
-    table = [tuple(header), *(tuple(r) for r in rows)]
+    table = [tuple(header), *(tuple(safe_cell(c) for c in r) for r in rows)]  # one line per item
     widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
     return "\n".join(line.rstrip() for line in lines)
@@ -164,7 +173,8 @@ def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS
 def _list_library(*, as_json: bool) -> int:
     entries = library_entries()
     if as_json:
-        _print_json([e.to_json() for e in entries])
+        _print_json([e.to_json() | {"template_problem": _template_problem(e.metadata) if e.metadata else None}
+                     for e in entries])
     elif entries:
         print(format_table([_row(e) for e in entries]))
     else:

@@ -6,6 +6,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
 
+from desktop.qt.appearance import current_palette
+from desktop.qt.icons import set_icon
 from desktop.style import SPACING
 
 MIN_LINES = 1
@@ -137,6 +139,14 @@ class ComposerBar(QFrame):
     def _update_button(self) -> None:
         label = "Stop" if self._busy else "Send"
         self.button.setText(label)
+        if self.button.property("busy") != self._busy:
+            self.button.setProperty("busy", self._busy)  # the style sheet: accent Send, quiet Stop
+            self.button.setProperty("iconOnAccent", not self._busy)
+            palette = current_palette()
+            set_icon(self.button, "stop" if self._busy else "send",
+                     palette.text if self._busy else palette.accent_text, 16, disabled=palette.muted)
+            self.button.style().unpolish(self.button)
+            self.button.style().polish(self.button)
         self.button.setAccessibleName("Stop the reply" if self._busy else "Send message")
         self.button.setToolTip("Stop the reply (Esc)" if self._busy else "Send (Enter)")
         self.button.setEnabled(self._busy or bool(self.text().strip()))

@@ -12,30 +12,48 @@ shows whole branches and keeps the sidebar in step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from desktop.core.context_keeper import ContextKeeper, ContextView
+from desktop.core.settings_resolver import TurnSettings, resolve
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
-from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model, turn_options
+from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
 from desktop.reply_format import ReplyFormat, with_format
 from desktop.titling import ConversationTitler
-from desktop.turn_runs import RunResult, record, run_structured, stream_chat
-from engine.backend import CancelToken, Message, Sampling
+from engine.backend import Message, make_request
 from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError
-from engine.events import TurnError, TurnStats
+from engine.events import (
+    ContentDelta,
+    Event,
+    Notice,
+    Recovery,
+    StructuredRetry,
+    StructuredValue,
+    ThinkingDelta,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    TurnStats,
+)
 from engine.recorder import TurnRecorder
 from engine.runtime import Engine
-from engine.structured import MAX_STRUCTURED_RETRIES
+from engine.structured import MAX_STRUCTURED_RETRIES, fenced_json
+from engine.turn import error_kind
 from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, MessageTooLongError
 from engine.turns.context_window import Meter
+from engine.turns.tool_events import ToolEvent
 from models.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from desktop.core.tool_turns import ToolTurns
 
 log = logging.getLogger("desktop.controller")
 
-DEFAULT_MAX_TOKENS = 2048
+FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,31 +65,38 @@ class TurnFailure:
     action: str | None = None  # "retry" | "new_conversation" | None
 
 
+CONTEXT_STOP, MESSAGE_TOO_LONG = "context_stop", "message_too_long"
+# Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
+_FAILURES: dict[str, tuple[str, str | None]] = {
+    TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, "retry"),
+    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
+                                 "Start a new conversation to keep chatting.", "new_conversation"),
+    TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
+    TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
+    TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
+    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
+                                      "attempts. Last error: {message}", "retry"),
+    TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", "retry"),
+    # The context policy's refusals (front-end kinds; recorded as context_full or config).
+    CONTEXT_STOP: ("This conversation has reached the model's context limit: {message}. "
+                   "Keep chatting by leaving older messages out of what the model sees.", "drop_older"),
+    MESSAGE_TOO_LONG: ("This message was not sent: {message}. Your draft is kept.", None),
+}
+
+
+def _context_kind(exc: ContextOverflowError | ConfigError) -> str:
+    """The failure kind the view shows for the context policy's refusal `exc`."""
+    if isinstance(exc, ContextFullError):
+        return CONTEXT_STOP
+    if isinstance(exc, MessageTooLongError):
+        return MESSAGE_TOO_LONG
+    return error_kind(exc)
+
+
 def failure_for(kind: str, message: str) -> TurnFailure:
-    """Readable copy for each way a turn can fail; the malformed copy is exact by contract."""
-    if kind == "malformed_reply":
-        return TurnFailure(kind, MalformedReplyError.MESSAGE, "retry")
-    if kind == "context_full":
-        return TurnFailure(
-            kind, "This conversation no longer fits in the model's context window. "
-            "Start a new conversation to keep chatting.", "new_conversation",
-        )
-    if kind == "context_stop":
-        return TurnFailure(kind, f"This conversation has reached the model's context limit: {message}. "
-                           "Keep chatting by leaving older messages out of what the model sees.", "drop_older")
-    if kind == "message_too_long":
-        return TurnFailure(kind, f"This message was not sent: {message}. Your draft is kept.")
-    if kind == "no_model":
-        reason = f": {message}" if message else "."
-        return TurnFailure(kind, f"No model is loaded{reason}")
-    if kind == "script":
-        return TurnFailure(kind, f"The scripted backend has no reply for this message. ({message})")
-    if kind == "config":
-        return TurnFailure(kind, f"Ember could not send this request: {message}")
-    if kind == "structured_output":
-        return TurnFailure(kind, f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                           f"attempts. Last error: {message}", "retry")
-    return TurnFailure(kind, f"The model stopped with an error: {message}", "retry")
+    """What the view shows for a turn that failed with `kind`."""
+    text, action = _FAILURES.get(kind, _FAILURES[TurnErrorKind.BACKEND])
+    return TurnFailure(kind, text.format(message=message, reason=f": {message}" if message else "."), action)
 
 
 class ReplySink(Protocol):
@@ -80,6 +105,8 @@ class ReplySink(Protocol):
     def add_thinking(self, text: str) -> None: ...
     def add_content(self, text: str) -> None: ...
     def restart(self, reason: str) -> None: ...
+    def retrying(self, attempt: int, error: str) -> None: ...
+    def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -141,16 +168,13 @@ class ChatController:
     """Runs one conversation at a time against one engine and keeps the view in step."""
 
     def __init__(self, engine: Engine, view: ChatView, *, history: HistorySession | None = None,
-                 conversation: ChatThread | None = None, sampling: Sampling | None = None,
-                 max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+                 conversation: ChatThread | None = None) -> None:
         self.engine = engine
         self.view = view
         self.history = history
         self.history_view: HistoryView | None = None
         self.conversation = conversation or ChatThread()
         self.reply_format = ReplyFormat()
-        self.sampling = sampling or Sampling()
-        self.max_tokens = max_tokens
         self.choice: ModelChoice | None = None
         self.model: ModelInfo | None = describe_backend(engine.backend) if engine.backend else None
         self._load_error = ""
@@ -160,10 +184,10 @@ class ChatController:
         self._retry_user_id: int | None = None  # the stored question a failed turn left unanswered
         self._last_failure: TurnFailure | None = None
         self._stop_requested = False
-        self._cancel: CancelToken | None = None  # a structured run's (engine.stop covers chat turns)
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
         self.context = ContextKeeper(engine)
         self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
+        self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
 
     # -- state -----------------------------------------------------------------------------
 
@@ -218,15 +242,14 @@ class ChatController:
 
     async def _fits(self, text: str) -> bool:
         """Refuse, before it is stored, a message that cannot be sent (the reason is shown)."""
-        options = turn_options(self.choice, self.sampling, self.max_tokens)
-        preview = options.messages([*self.conversation.request_messages(), {"role": "user", "content": text}])
-        problem = await self.context.check(preview, self.context_policy, options.max_tokens)
+        settings = self._turn_settings()
+        preview = settings.messages([*self.conversation.request_messages(), {"role": "user", "content": text}])
+        problem = await self.context.check(preview, self.context_policy, settings.max_tokens)
         if problem is None:
             return True
         self.refusal = str(problem)
-        kind = "message_too_long" if isinstance(problem, MessageTooLongError) else "context_stop"
         self.view.clear_turn_failure(remove=True)
-        self._last_failure = failure = failure_for(kind, str(problem))
+        self._last_failure = failure = failure_for(_context_kind(problem), str(problem))
         self.view.show_turn_failure(failure)
         return False
 
@@ -249,16 +272,16 @@ class ChatController:
 
     async def measure_draft(self, draft: str) -> Meter | None:
         """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
-        options = turn_options(self.choice, self.sampling, self.max_tokens)
-        messages = options.messages(self.conversation.request_messages())
-        return await self.context.meter(messages, draft, self.context_policy, options.max_tokens)
+        settings = self._turn_settings()
+        messages = settings.messages(self.conversation.request_messages())
+        return await self.context.meter(messages, draft, self.context_policy, settings.max_tokens)
 
     async def refresh_context(self) -> None:
         """Show where the model's view of the open conversation begins (after opening it)."""
-        options = turn_options(self.choice, self.sampling, self.max_tokens)
-        messages = options.messages(self.conversation.request_messages())
+        settings = self._turn_settings()
+        messages = settings.messages(self.conversation.request_messages())
         try:
-            fit = await self.context.fit(messages, self.context_policy, options.max_tokens)
+            fit = await self.context.fit(messages, self.context_policy, settings.max_tokens)
         except (ContextOverflowError, ConfigError):
             return  # the next message reports it
         self._show_context(fit)
@@ -277,6 +300,9 @@ class ChatController:
 
     def _model_settings(self) -> ModelSettings | None:
         return self.choice.settings if self.choice is not None else None
+
+    def _turn_settings(self) -> TurnSettings:
+        return resolve(self._model_settings())
 
     async def retry(self) -> bool:
         """Run the failed last turn again (the banner's Try again)."""
@@ -327,8 +353,8 @@ class ChatController:
         if self.busy:
             self._stop_requested = True  # also covers a turn still waiting for the model
             self.engine.stop()
-            if self._cancel is not None:
-                self._cancel.cancel()
+            if self.tool_turns is not None:
+                self.tool_turns.stop()  # an open approval question is answered "deny"
 
     async def stop_and_wait(self) -> None:
         turn = self._turn
@@ -379,43 +405,48 @@ class ChatController:
                 recorder.abandon("stopped")
             return False  # stopped while the model was still loading: nothing to show
         if self.engine.backend is None:
-            record(recorder, TurnError("no_model", self._load_error))
-            self._fail(failure_for("no_model", self._load_error), recorder)
+            _record(recorder, TurnError(TurnErrorKind.NO_MODEL, self._load_error))
+            self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), recorder)
             return False
         return True
 
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
-        """Run the reply in the conversation's format; True when it completed."""
-        options = turn_options(self.choice, self.sampling, self.max_tokens)
+        """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
+        settings = self._turn_settings()
         try:
-            fit = await self.context.fit(options.messages(self._request_messages(recorder)), self.context_policy,
-                                         options.max_tokens)
+            fit = await self.context.fit(settings.messages(self._request_messages(recorder)), self.context_policy,
+                                         settings.max_tokens)
         except (ContextOverflowError, ConfigError) as exc:
-            kind = "context_stop" if isinstance(exc, ContextFullError) else (
-                "message_too_long" if isinstance(exc, MessageTooLongError) else "config")
-            record(recorder, TurnError(kind, str(exc)))
-            self._fail(failure_for(kind, str(exc)), recorder)
+            _record(recorder, TurnError(error_kind(exc), str(exc)))
+            self._fail(failure_for(_context_kind(exc), str(exc)), recorder)
             return False
         self._show_context(fit)
-        messages = list(fit.messages)
+        request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens,
+                               schema=self.reply_format.schema)
         sink = self.view.start_reply()
-        schema = self.reply_format.schema
-        if schema is None:
-            result = await stream_chat(self.engine, messages, sink, recorder, sampling=options.sampling,
-                                       max_tokens=options.max_tokens)
-            return self._settle(result, sink, recorder)
-        self._cancel = cancel = CancelToken()
+        answer: list[str] = []
+        outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
+        tools = self.tool_turns if request.schema is None and self.tool_turns is not None \
+            and self.tool_turns.enabled else None
+        events = tools.run(self.engine, request, recorder) if tools is not None else self.engine.run_turn(request)
+        # Run the stream to its end (the result is its last event) and close it on any exit,
+        # so the engine's worker is never left with a half-consumed generator.
         try:
-            structured = await run_structured(self.engine, messages, schema, sink, recorder, cancel,
-                                              sampling=options.sampling, max_tokens=options.max_tokens)
+            async with _flushing(recorder):
+                async for event in events:
+                    if isinstance(event, ToolEvent):  # a tool turn's calls: the approval cards
+                        if tools is not None:
+                            tools.show(event)
+                        continue
+                    _record(recorder, event)
+                    outcome = _show(event, sink, answer) or outcome
+        except EngineError as exc:
+            log.warning("turn failed: %s", exc)
+            outcome = TurnError(error_kind(exc), str(exc))
+            _record(recorder, outcome)
         finally:
-            self._cancel = None
-        if structured is None:  # stopped: nothing valid to show or keep
-            if recorder is not None:
-                recorder.abandon("stopped")
-            sink.finish(TurnStats(finish_reason="cancelled"))
-            return False
-        return self._settle(structured, sink, recorder)
+            await events.aclose()
+        return self._settle(outcome, "".join(answer), sink, recorder)
 
     def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
         if recorder is not None:
@@ -425,13 +456,14 @@ class ChatController:
                 log.warning("history: could not read the branch back: %s", exc)
         return self.conversation.request_messages()
 
-    def _settle(self, result: RunResult, sink: ReplySink, recorder: TurnRecorder | None) -> bool:
-        outcome = result.outcome
+    def _settle(self, outcome: TurnDone | TurnError, answer: str, sink: ReplySink,
+                recorder: TurnRecorder | None) -> bool:
         if isinstance(outcome, TurnError):
+            log.warning("turn failed: %s: %s", outcome.kind, outcome.message)
             self._fail(failure_for(outcome.kind, outcome.message), recorder)
             return False
-        if result.answer:
-            self.conversation.add_assistant(result.answer)
+        if answer:
+            self.conversation.add_assistant(answer)
         sink.finish(outcome.stats)
         self.view.show_stats(outcome.stats)
         return outcome.stats.finish_reason != "cancelled"
@@ -504,6 +536,8 @@ class ChatController:
             self.history_view.show_branch(branch)
 
     def _show_format(self, fmt: ReplyFormat) -> None:
+        if self.tool_turns is not None:
+            self.tool_turns.conversation_changed()
         self.reply_format = fmt
         if self.history_view is not None:
             self.history_view.show_reply_format(fmt)
@@ -563,3 +597,47 @@ class ChatController:
     def _history_problem(self, text: str) -> None:
         if self.history_view is not None:
             self.history_view.show_history_problem(text)
+
+
+def _record(recorder: TurnRecorder | None, event: Event) -> None:
+    if recorder is not None:
+        recorder.on_event(event)
+
+
+def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnError | None:
+    """Show one event on the reply; return it when it ends the turn."""
+    match event:
+        case ThinkingDelta(text=text):
+            sink.add_thinking(text)
+        case ContentDelta(text=text):
+            answer.append(text)
+            sink.add_content(text)
+        case Recovery(reason=reason):
+            answer.clear()  # what follows belongs to the new attempt
+            sink.restart(reason)
+        case StructuredRetry(attempt=attempt, error=error):
+            sink.retrying(attempt, error)
+        case Notice(text=text):
+            sink.note(text)
+        case StructuredValue(value=value):
+            answer.append(fenced_json(value))
+            sink.add_content(answer[-1])
+        case TurnDone() | TurnError():
+            return event
+
+
+@contextlib.asynccontextmanager
+async def _flushing(recorder: TurnRecorder | None) -> AsyncIterator[None]:
+    """Flush the recorder about once a second while the body runs, so a pause loses nothing."""
+    task = asyncio.ensure_future(_flush_forever(recorder)) if recorder is not None else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+
+
+async def _flush_forever(recorder: TurnRecorder) -> None:
+    while True:
+        await asyncio.sleep(FLUSH_EVERY_S)
+        recorder.flush()

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLay
 from desktop.controller import TurnFailure
 from desktop.markdown_view import discard
 from desktop.message_view import AssistantMessage, TurnBanner, UserMessage
+from desktop.qt.empty_state import EmptyState
 from desktop.style import CONTENT_MAX_WIDTH, SPACING
 from engine.history_types import Status
 from engine.turns.context_policy import DIVIDER_TEXT
@@ -29,7 +30,6 @@ from engine.turns.context_policy import DIVIDER_TEXT
 _W = TypeVar("_W", bound=QWidget)
 
 FOLLOW_SLACK_PX = 24  # "at the bottom" includes being within this of it
-EMPTY_HINT = "Ask anything. Enter sends, Shift+Enter starts a new line."
 LAZY_BATCH = 16  # message widgets built at a time (at open, and per step while scrolling up)
 LOAD_OLDER_PX = 400  # within this of the top, the next older batch is built
 FILL_CHECK_MS = 300  # once the layout has settled: does the newest batch fill the view?
@@ -45,9 +45,7 @@ class ContextDivider(QLabel):
         super().__init__(DIVIDER_TEXT, parent)
         self.setObjectName("ContextDivider")
         self.setAccessibleName("Context divider")
-        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.setStyleSheet("QLabel#ContextDivider { color: palette(mid); border-top: 1px solid palette(mid);"
-                           " padding-top: 4px; font-size: 11px; }")
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)  # styled by desktop/qt/stylesheet.py
 
 
 class ConversationView(QScrollArea):
@@ -58,12 +56,14 @@ class ConversationView(QScrollArea):
         regenerateRequested(int): Regenerate on the stored answer with this id.
         editRequested(int, str): Save & send on an edit of the stored question with this id.
         versionRequested(int): a navigator asked for this version (message id).
+        promptChosen(str): an example prompt of the empty state was clicked.
     """
 
     failureAction = Signal(str)
     regenerateRequested = Signal(int)
     editRequested = Signal(int, str)
     versionRequested = Signal(int)
+    promptChosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -82,10 +82,8 @@ class ConversationView(QScrollArea):
         self._column, self._layout = self._make_column()
         self.divider = ContextDivider(self._column)
         self.divider.hide()
-        self._empty = QLabel(EMPTY_HINT, self._column)
-        self._empty.setObjectName("Muted")
-        self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._empty.setMinimumHeight(240)
+        self._empty = self.empty_state = EmptyState(self._column)
+        self._empty.promptChosen.connect(self.promptChosen)
         self._layout.insertWidget(0, self._empty)
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.backend import Message
+from engine.conversation_lock import ConversationBusy, ConversationLock
 from engine.history import HistoryStore
 from engine.history_export import export_json, export_markdown, import_json
 from engine.history_types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
@@ -26,7 +26,7 @@ from models.paths import ember_paths
 log = logging.getLogger("desktop.history")
 
 # What a failed history call can raise: the store's own error, SQLite's, the file system's.
-HISTORY_ERRORS = (HistoryError, sqlite3.Error, OSError)
+HISTORY_ERRORS = (HistoryError, OSError)  # the store translates sqlite3 errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,29 @@ def open_history(path: Path | None = None) -> tuple[HistorySession | None, str]:
         log.warning("history unavailable: %s", exc)
         return None, f"History is off for this session (conversations will not be saved): {exc}"
     return HistorySession(store), ""
+
+
+class LockedTurnRecorder(TurnRecorder):
+    """A TurnRecorder that releases its conversation lock when the turn is over."""
+
+    def __init__(self, store: HistoryStore, conversation_id: int, *, model: str, lock: ConversationLock) -> None:
+        super().__init__(store, conversation_id, model=model)
+        self._lock = lock
+
+    def abandon(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
+        try:
+            super().abandon(status)  # also the end of close(), after a finished turn too
+        finally:
+            self._lock.release()
+
+
+def _begun(recorder: TurnRecorder, begin: Callable[[], object]) -> TurnRecorder:
+    try:
+        begin()
+    except BaseException:
+        recorder.abandon("interrupted")  # releases the lock; nothing was opened
+        raise
+    return recorder
 
 
 class HistorySession:
@@ -122,19 +145,30 @@ class HistorySession:
 
     def record_send(self, text: str, *, model: str) -> TurnRecorder:
         """Commit the user's message (creating the conversation if it is fresh) and open its turn."""
-        recorder = TurnRecorder(self.store, self._ensure_conversation(model), model=model)
-        recorder.begin(text)
-        return recorder
+        recorder = self._recorder(self._ensure_conversation(model), model)
+        return _begun(recorder, lambda: recorder.begin(text))
 
     def record_edit(self, message_id: int, text: str, *, model: str) -> TurnRecorder:
-        recorder = TurnRecorder(self.store, self._require_open(), model=model)
-        recorder.begin_edit(message_id, text)
-        return recorder
+        recorder = self._recorder(self._require_open(), model)
+        return _begun(recorder, lambda: recorder.begin_edit(message_id, text))
 
     def record_regenerate(self, message_id: int, *, model: str) -> TurnRecorder:
-        recorder = TurnRecorder(self.store, self._require_open(), model=model)
-        recorder.begin_regenerate(message_id)
-        return recorder
+        recorder = self._recorder(self._require_open(), model)
+        return _begun(recorder, lambda: recorder.begin_regenerate(message_id))
+
+    def _recorder(self, conversation_id: int, model: str) -> TurnRecorder:
+        """A recorder holding the conversation's writer lock, so an `ember chat -c` waits for it.
+
+        The window never waits: while `ember chat` is answering in this conversation the
+        turn is not recorded (HistoryError, shown), so the stored thread stays what each
+        model was given.
+        """
+        lock = ConversationLock(self.store.db_path, conversation_id, wait_s=0)
+        try:
+            lock.acquire()
+        except ConversationBusy as exc:
+            raise HistoryError("`ember chat` is answering in this conversation right now") from exc
+        return LockedTurnRecorder(self.store, conversation_id, model=model, lock=lock)
 
     def _ensure_conversation(self, model: str) -> int:
         if self.conversation_id is None:
@@ -195,7 +229,14 @@ class HistorySession:
             data: Any = json.loads(text)
         except json.JSONDecodeError as exc:
             raise HistoryError(f"not valid JSON: {exc}") from exc
-        return import_json(self.store, data)
+        except RecursionError as exc:
+            raise HistoryError("it is nested too deeply to be a conversation") from exc
+        try:
+            return import_json(self.store, data)
+        except RecursionError as exc:
+            raise HistoryError("it is nested too deeply to be a conversation") from exc
+        except UnicodeEncodeError as exc:  # a JSON "\ud800" escape: not storable text
+            raise HistoryError("it holds text that is not valid Unicode") from exc
 
     def close(self) -> None:
         self.store.close()

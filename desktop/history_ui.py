@@ -1,7 +1,7 @@
 """Plugging history and reply formats into the window: the controller's `HistoryView`.
 
 `attach_history(window, controller)` adds the sidebar (when there is a history), the
-"Reply format" button beside Send, and a presenter that shows stored branches in the
+"Reply format" button in the header (a conversation setting), and a presenter that shows stored branches in the
 conversation view and turns message gestures (Regenerate, Edit, ‹ n/m ›) and sidebar
 gestures (open, New) into controller calls.
 """
@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from functools import partial
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
 from desktop.controller import ChatController
 from desktop.conversation_view import Entry
 from desktop.format_picker import ReplyFormatButton
-from desktop.history_session import Branch, BranchItem
+from desktop.history_session import HISTORY_ERRORS, Branch, BranchItem
 from desktop.message_view import UserMessage
+from desktop.qt.appearance import current_palette
+from desktop.qt.icons import set_icon, themed_icon
 from desktop.reply_format import ReplyFormat
 from desktop.sidebar import DEFAULT_WIDTH, HistorySidebar
 from desktop.window import MainWindow
@@ -62,6 +65,7 @@ class HistoryPresenter(QObject):
                 entries.append(("assistant", partial(self._stored_reply, item)))
             # a system message is a setting, not part of the conversation on screen
         view.show_entries(entries)
+        self._show_title()
 
     def _stored_user(self, item: BranchItem) -> QWidget:
         widget = self.window.conversation.user_widget(item.message.content)
@@ -96,6 +100,18 @@ class HistoryPresenter(QObject):
     def conversations_changed(self) -> None:
         if self.sidebar is not None:
             self.sidebar.refresh()
+        self._show_title()
+
+    def _show_title(self) -> None:
+        history = self.controller.history
+        open_id = history.conversation_id if history is not None else None
+        title = ""
+        if history is not None and open_id is not None:
+            try:
+                title = history.title(open_id)
+            except HISTORY_ERRORS:
+                title = ""
+        self.window.header.show_title(title)
 
     def show_reply_format(self, fmt: ReplyFormat) -> None:
         self.format_button.show_format(fmt)
@@ -147,16 +163,37 @@ def attach_history(window: MainWindow, controller: ChatController, *, notice: st
     """
     sidebar = HistorySidebar(controller.history) if controller.history is not None else None
     if sidebar is not None:
+        dress_sidebar(sidebar)
         window.set_sidebar(sidebar)
         sidebar.align_top(window.header.sizeHint().height())
         window.splitter.setSizes([DEFAULT_WIDTH, max(1, window.width() - DEFAULT_WIDTH)])
-    button = ReplyFormatButton(window.composer)
-    window.composer.add_tool(button)
+    button = ReplyFormatButton(window.header)
+    window.header.add_conversation_tool(button)  # a setting of the open conversation, in its header
     presenter = HistoryPresenter(window, controller, sidebar, button)
     controller.history_view = presenter
     if notice:
         window.statusBar().addWidget(_notice_label(notice))
     return presenter
+
+
+def dress_sidebar(sidebar: HistorySidebar) -> None:
+    """Icons for the sidebar's search field and menu button (the sidebar itself stays icon-agnostic)."""
+    muted = current_palette().muted
+    search = sidebar.search.addAction(themed_icon("search", muted), QLineEdit.ActionPosition.LeadingPosition)
+    search.setToolTip("Search conversations (titles and messages)")
+    _name_action_buttons(sidebar.search, {search: "Search", None: "Clear search"})
+    set_icon(sidebar.menu_button, "menu", muted)
+    sidebar.menu_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+
+
+def _name_action_buttons(edit: QLineEdit, names: dict[QAction | None, str]) -> None:
+    """Accessible names for a line edit's icon buttons (its own clear button is the `None` entry)."""
+    for action in edit.findChildren(QAction):  # the clear button's action is a child, not in actions()
+        name = names.get(action) or (names.get(None, "") if "clear" in action.objectName() else "")
+        for widget in action.associatedObjects():
+            if isinstance(widget, QToolButton) and name:
+                widget.setAccessibleName(name)
+                widget.setToolTip(widget.toolTip() or name)
 
 
 def _notice_label(text: str) -> QLabel:

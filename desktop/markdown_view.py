@@ -23,10 +23,14 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.markdown_blocks import MarkdownStream, Part, Update
-from desktop.style import document_css, monospace_font
+from desktop.qt.appearance import code_font, current_palette
+from desktop.qt.code_highlight import CodeHighlighter
+from desktop.qt.icons import set_icon, themed_icon
+from desktop.qt.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 COPIED_FEEDBACK_MS = 1500
+HIGHLIGHT_SETTLE_MS = 800  # a streaming block that pauses this long is coloured meanwhile
 CODE_MARGIN = 8
 
 
@@ -48,9 +52,10 @@ def copy_to_clipboard(text: str) -> None:
 
 
 class CopyButton(QToolButton):
-    """A small Copy button that says "Copied" for a moment after a click."""
+    """A small Copy button (icon, and its label unless `icon_only`) that says "Copied" for a moment."""
 
-    def __init__(self, label: str, accessible_name: str, parent: QWidget | None = None) -> None:
+    def __init__(self, label: str, accessible_name: str, parent: QWidget | None = None, *,
+                 icon_only: bool = False) -> None:
         super().__init__(parent)
         self._label = label
         self.setText(label)
@@ -59,10 +64,20 @@ class CopyButton(QToolButton):
         self.setToolTip(accessible_name)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
+        style = Qt.ToolButtonStyle.ToolButtonIconOnly if icon_only else Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+        self.setToolButtonStyle(style)
+        set_icon(self, "copy", current_palette().muted, 16)
 
     def flash_copied(self) -> None:
         self.setText("Copied")
-        QTimer.singleShot(COPIED_FEEDBACK_MS, self, lambda: self.setText(self._label))
+        self.setToolTip("Copied")
+        set_icon(self, "copied", current_palette().muted, 16)
+        QTimer.singleShot(COPIED_FEEDBACK_MS, self, self._restore)
+
+    def _restore(self) -> None:
+        self.setText(self._label)
+        self.setToolTip(self.accessibleName())
+        set_icon(self, "copy", current_palette().muted, 16)
 
 
 class TextSegment(QTextBrowser):
@@ -84,7 +99,7 @@ class TextSegment(QTextBrowser):
         self.viewport().setAutoFillBackground(False)
         self.setStyleSheet("QTextBrowser { background: transparent; }")
         self.document().setDocumentMargin(0)
-        self.document().setDefaultStyleSheet(document_css(self.palette()))
+        self.document().setDefaultStyleSheet(document_css(current_palette()))
         self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
         self.setFixedHeight(self.fontMetrics().lineSpacing())
 
@@ -94,7 +109,7 @@ class TextSegment(QTextBrowser):
             self.setHtml(html)
 
     def refresh_style(self) -> None:
-        self.document().setDefaultStyleSheet(document_css(self.palette()))
+        self.document().setDefaultStyleSheet(document_css(current_palette()))
         self.setHtml(self._html)
 
     def loadResource(self, type: int, name: QUrl | str) -> object:
@@ -109,7 +124,7 @@ class TextSegment(QTextBrowser):
 
 
 class CodeBlock(QFrame):
-    """A code block: monospace, never wrapped, with its language and a Copy button."""
+    """A code block: highlighted monospace, never wrapped (long lines scroll), language and Copy on top."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -118,24 +133,34 @@ class CodeBlock(QFrame):
         self._lines = 1
         self._lang = QLabel(self)
         self._lang.setObjectName("CodeLang")
-        self._copy = CopyButton("Copy code", "Copy code", self)
+        self._lang.setAccessibleName("Code language")
+        self._copy = CopyButton("Copy", "Copy code", self)
+        self._copy.setObjectName("MessageAction")
         self._copy.clicked.connect(self._on_copy_clicked)
         self._body = self._make_body()
-        header = QHBoxLayout()
-        header.setContentsMargins(CODE_MARGIN + 2, 4, 4, 0)
+        self._highlighter = CodeHighlighter(self, current_palette().syntax)
+        # Colours come once the code stops changing for a moment (a streaming block stays plain).
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(HIGHLIGHT_SETTLE_MS)
+        self._settle.timeout.connect(lambda: self._highlighter.attach(self._body.document()))
+        head = QFrame(self)
+        head.setObjectName("CodeHeader")
+        header = QHBoxLayout(head)
+        header.setContentsMargins(CODE_MARGIN + 4, 2, 4, 2)
         header.addWidget(self._lang)
         header.addStretch(1)
         header.addWidget(self._copy)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 4)
+        layout.setContentsMargins(1, 1, 1, 1)
         layout.setSpacing(0)
-        layout.addLayout(header)
+        layout.addWidget(head)
         layout.addWidget(self._body)
 
     def _make_body(self) -> QPlainTextEdit:
         body = QPlainTextEdit(self)
         body.setReadOnly(True)
-        body.setFont(monospace_font())
+        body.setFont(code_font())
         body.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         body.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         body.setFrameShape(QFrame.Shape.NoFrame)
@@ -145,14 +170,33 @@ class CodeBlock(QFrame):
         body.horizontalScrollBar().rangeChanged.connect(lambda *_: self._fit_height())
         return body
 
+    def settle(self) -> None:
+        """The code is complete: colour it (once; later calls cost nothing)."""
+        self._settle.stop()
+        self._highlighter.attach(self._body.document())
+
+    @property
+    def highlighted(self) -> bool:
+        """Whether the block's language is known and its code coloured."""
+        return self._highlighter.active and self._highlighter.attached
+
+    def refresh_style(self) -> None:
+        self._body.setFont(code_font())
+        self._highlighter.set_syntax(current_palette().syntax)
+        self._copy.setIcon(themed_icon("copy", current_palette().muted))
+        self._fit_height()
+
     @property
     def code(self) -> str:
         return self._code
 
     def set_code(self, code: str, lang: str) -> None:
         self._lang.setText(lang or "code")
+        self._highlighter.set_language(lang)
         if code == self._code:
             return
+        self._highlighter.detach()
+        self._settle.start()
         if code.startswith(self._code):
             # Streaming only ever appends: insert the new tail instead of resetting the text.
             tail = code[len(self._code):]
@@ -193,6 +237,12 @@ class AnswerView(QWidget):
 
     def show_text(self, text: str, *, final: bool = False) -> None:
         self.apply(self._stream.update(text, final=final))
+        # A code block followed by another part is complete: colour it now, once. The last one
+        # may still grow; it is coloured when the reply ends or its text stops changing.
+        done = self._widgets if final else self._widgets[:-1]
+        for widget in done:
+            if isinstance(widget, CodeBlock):
+                widget.settle()
 
     def apply(self, update: Update) -> None:
         for i, part in enumerate(update.parts, start=update.base):
@@ -212,8 +262,7 @@ class AnswerView(QWidget):
 
     def refresh_style(self) -> None:
         for widget in self._widgets:
-            if isinstance(widget, TextSegment):
-                widget.refresh_style()
+            widget.refresh_style()
 
     def _show_part(self, index: int, part: Part) -> None:
         widget = self._widgets[index] if index < len(self._widgets) else None

@@ -29,6 +29,12 @@ from PySide6.QtWidgets import (
 from desktop.controller import TurnFailure
 from desktop.markdown_view import AnswerView, CopyButton, copy_to_clipboard, discard
 from desktop.message_edit import InlineEditor
+from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
+from desktop.qt.code_highlight import load_lexer
+from desktop.qt.hover_actions import HoverReveal
+from desktop.qt.icons import set_icon, themed_icon
+from desktop.qt.theme import ICON_PX
 from desktop.thinking_pane import ThinkingPane
 from desktop.version_nav import VersionNav
 from engine.events import TurnStats
@@ -37,6 +43,7 @@ from engine.history_types import Status, Versions
 FLUSH_MS = 16  # about 60 updates a second at most
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
+BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
 ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
                  "drop_older": "Leave older messages out"}
@@ -55,17 +62,34 @@ def _label(text: str, object_name: str, parent: QWidget) -> QLabel:
     return label
 
 
-def _action(text: str, accessible_name: str, tip: str, parent: QWidget) -> QToolButton:
-    """A quiet text button under a message (shown once the message is stored)."""
+def _action(text: str, accessible_name: str, tip: str, parent: QWidget, icon: str) -> QToolButton:
+    """A quiet icon button under a message (shown once the message is stored)."""
     button = QToolButton(parent)
     button.setObjectName("MessageAction")
     button.setText(text)
     button.setAccessibleName(accessible_name)
     button.setToolTip(tip)
     button.setAutoRaise(True)
+    button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+    button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
     button.setCursor(Qt.CursorShape.PointingHandCursor)
+    set_icon(button, icon, current_palette().muted, 16)
     button.hide()
     return button
+
+
+def _action_row(parent: QWidget, buttons: list[QWidget], *, right: bool = False) -> QWidget:
+    """The row that holds a message's hover actions (revealed by `HoverReveal`)."""
+    row = QWidget(parent)
+    row.setObjectName("MessageActions")
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(2)
+    if right:
+        layout.addStretch(1)
+    for button in buttons:
+        layout.addWidget(button)
+    return row
 
 
 class UserMessage(QFrame):
@@ -88,13 +112,15 @@ class UserMessage(QFrame):
         self._bubble.setObjectName("UserBubble")
         self._bubble.setTextFormat(Qt.TextFormat.PlainText)
         self._bubble.setWordWrap(True)
-        self._bubble.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self._bubble.setContentsMargins(12, 8, 12, 8)
+        self._bubble.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self._bubble.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # messages are reachable with Tab
+        self._bubble.setContentsMargins(14, 9, 14, 9)
         self._bubble.setAccessibleName("Your message")
         self._bubble.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         self.nav = VersionNav(self)
         self.nav.switchRequested.connect(self.versionRequested)
-        self.edit_button = _action("Edit", "Edit message", "Edit and send again as a new version", self)
+        self.edit_button = _action("Edit", "Edit message", "Edit and send again as a new version", self, "edit")
         self.edit_button.clicked.connect(self.start_edit)
         self._build_layout()
 
@@ -108,7 +134,9 @@ class UserMessage(QFrame):
         footer.setContentsMargins(0, 0, 0, 0)
         footer.addStretch(1)
         footer.addWidget(self.nav)
-        footer.addWidget(self.edit_button)
+        actions = _action_row(self, [self.edit_button], right=True)
+        footer.addWidget(actions)
+        self.reveal = HoverReveal(self, actions, [self.edit_button])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -166,7 +194,7 @@ class UserMessage(QFrame):
         margins = self._bubble.contentsMargins()
         longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self.text().split("\n"))
         self._bubble.setMaximumWidth(widest)
-        self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + 2))
+        self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + BUBBLE_SLACK_PX))
         super().resizeEvent(event)
 
 
@@ -188,12 +216,20 @@ class TurnBanner(QFrame):
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.icon = QLabel(self)
+        self.icon.setPixmap(themed_icon("warning", current_palette().warning_text).pixmap(ICON_PX, ICON_PX))
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(12, 8, 8, 8)
+        layout.setContentsMargins(12, 10, 10, 10)
+        layout.setSpacing(10)
+        layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.message, 1)
         self.button: QPushButton | None = None
         if failure.action:
             self.button = QPushButton(ACTION_LABELS[failure.action], self)
+            self.button.setProperty("kind", "primary")
+            set_icon(self.button, "regenerate" if failure.action == "retry" else "new_chat",
+                     current_palette().accent_text, 16)
+            self.button.setProperty("iconOnAccent", True)
             self.button.setAccessibleName(ACTION_LABELS[failure.action])
             self.button.clicked.connect(lambda: self.actionRequested.emit(failure.action))
             layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
@@ -225,23 +261,26 @@ class AssistantMessage(QFrame):
         self._content_dirty = False
         self._next_render = 0.0
         self._finished = False
+        self._note = ""
+        self._bulk: BulkTextView | None = None  # replaces `answer` for a huge or unbroken reply
         self.message_id: int | None = None
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
         self.role = _label(role_label, "RoleLabel", self)
+        self.role.setAccessibleName("Model")
         self.thinking = ThinkingPane(self)
         self.thinking.hide()
         self.answer = AnswerView(self)
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
-        self.copy_button = CopyButton("Copy", "Copy answer", self)
+        self.copy_button = CopyButton("Copy", "Copy answer", self, icon_only=True)
         self.copy_button.setObjectName("MessageAction")  # styled like Regenerate beside it
         self.copy_button.clicked.connect(self._on_copy_clicked)
         self.copy_button.hide()
         self.regenerate_button = _action("Regenerate", "Regenerate answer",
-                                         "Answer again; this answer stays as another version", self)
+                                         "Answer again; this answer stays as another version", self, "regenerate")
         self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
         self.nav = VersionNav(self)
         self.nav.switchRequested.connect(self.versionRequested)
@@ -250,8 +289,10 @@ class AssistantMessage(QFrame):
     def _build_layout(self) -> None:
         footer = QHBoxLayout()
         footer.setContentsMargins(0, 0, 0, 0)
-        footer.addWidget(self.copy_button)
-        footer.addWidget(self.regenerate_button)
+        footer.setSpacing(6)
+        actions = _action_row(self, [self.copy_button, self.regenerate_button])
+        self.reveal = HoverReveal(self, actions, [self.copy_button, self.regenerate_button])
+        footer.addWidget(actions)
         footer.addWidget(self.nav)
         footer.addWidget(self.status)
         footer.addStretch(1)
@@ -291,7 +332,8 @@ class AssistantMessage(QFrame):
             self.thinking.show()
             self.thinking.show_stored(thinking)
         self._content = [content]
-        self.answer.show_text(content, final=True)
+        if not self._show_bulk(content):
+            self.answer.show_text(content, final=True)
         self._finished = True
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
@@ -300,6 +342,12 @@ class AssistantMessage(QFrame):
         """A structured reply was refused and the model is asked again: say so, quietly."""
         self.status.setText(f"Retrying (attempt {attempt})…")
         self.status.setToolTip(f"The previous reply was not valid: {error}")
+
+    def note(self, text: str) -> None:
+        """Something worth knowing about this reply (e.g. its schema is not enforced while decoding)."""
+        self._note = text
+        self.status.setText(text)
+        self.status.setToolTip(text)
 
     def _on_regenerate_clicked(self) -> None:
         if self.message_id is not None:
@@ -325,6 +373,7 @@ class AssistantMessage(QFrame):
         self.thinking.reset()
         self.thinking.hide()
         self.answer.reset()
+        self._drop_bulk()
         self.status.setText("Retrying…")
 
     def finish(self, stats: TurnStats) -> None:
@@ -332,8 +381,8 @@ class AssistantMessage(QFrame):
         self._flush(final=True)
         self.thinking.end()
         self._finished = True
-        self.status.setText(self._status_for(stats))
-        self.status.setToolTip("")
+        self.status.setText(self._status_for(stats) or self._note)
+        self.status.setToolTip(self._note)
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 
@@ -367,15 +416,46 @@ class AssistantMessage(QFrame):
 
     def _render_answer(self, final: bool) -> None:
         started = time.perf_counter()
-        self.answer.show_text("".join(self._content), final=final)
+        text = "".join(self._content)
+        if not self._show_bulk(text):
+            self.answer.show_text(text, final=final)
         self._content_dirty = False
         cost = time.perf_counter() - started
         # Space renders by what they cost, so a long answer never hogs the GUI thread.
         self._next_render = started + max(FLUSH_MS / 1000, RENDER_COST_FACTOR * cost)
 
+    def on_screen(self) -> bool:
+        """Whether all the answer received so far is on screen (a bulk answer shows in slices)."""
+        return self._bulk is None or self._bulk.caught_up
+
+    def _show_bulk(self, text: str) -> bool:
+        """Show `text` as bulk plain text if it is too big for Markdown; whether it was."""
+        if self._bulk is None:
+            if not needs_bulk_view(text):
+                return False
+            self._bulk = BulkTextView(self)
+            self.answer.reset()
+            self.answer.hide()
+            layout = self.layout()
+            if isinstance(layout, QVBoxLayout):
+                layout.insertWidget(layout.indexOf(self.answer) + 1, self._bulk)
+        self._bulk.set_text(text)
+        return True
+
+    def _drop_bulk(self) -> None:
+        if self._bulk is not None:
+            discard(self._bulk)
+            self._bulk = None
+            self.answer.show()
+
     def _on_copy_clicked(self) -> None:
         copy_to_clipboard(self.answer_text())
         self.copy_button.flash_copied()
+
+    def refresh_style(self) -> None:
+        """The theme or text size changed: re-render what draws its own colours."""
+        self.answer.refresh_style()
+        self.thinking.refresh_style()
 
 
 def prewarm() -> None:
@@ -389,6 +469,7 @@ def prewarm() -> None:
     if _prewarmed:
         return
     _prewarmed = True
+    load_lexer("python")  # the most common fence language: its lexer loads off the GUI thread
     reply = AssistantMessage()
     reply.add_thinking("warm")
     reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")

@@ -2,7 +2,8 @@
 
 A `ModelChoice` is everything needed to (re)load a model: the backend spec, the file or
 remote model name, and for local files the saved per-model settings (context, GPU layers
-and threads apply when it loads; sampling, length and system prompt to every turn). The
+and threads apply when it loads; `desktop.core.settings_resolver` turns them into each
+turn's sampling, length and system prompt). The
 last used model lives in the model library (`models.library`), next to the recent files.
 API keys are never held here: a remote backend reads its key from `models.remote_keys`
 on the worker thread, so no choice, label or log line can carry one.
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from engine.backend import Backend, Message, Sampling
+from desktop.core.settings_resolver import saved_settings
+from engine.backend import Backend
 from engine.errors import ModelLoadError
 from engine.factory import BackendSpec, make_backend, parse_backend_spec
 from models.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
+from models.errors import GGUFError
 from models.library import (
     RemoteServer,
     last_used_entry,
@@ -28,8 +31,9 @@ from models.library import (
     note_server_used,
     save_library_state,
 )
+from models.paths import resolve_model_file
 from models.remote_keys import load_api_key
-from models.settings import ModelSettings, load_model_settings
+from models.settings import ModelSettings
 
 log = logging.getLogger("desktop.models")
 
@@ -98,8 +102,8 @@ def same_model(a: ModelChoice | None, b: ModelChoice | None) -> bool:
 
 def _resolved(path: Path) -> Path:
     try:
-        return path.resolve()
-    except OSError:
+        return resolve_model_file(path)
+    except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return path.absolute()
 
 
@@ -113,15 +117,6 @@ class ModelInfo:
 
 
 # --- building choices ---------------------------------------------------------------------
-
-
-def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:
-    """The file's saved settings (defaults when none or unreadable), capped at its training context."""
-    try:
-        return load_model_settings(path, n_ctx_train=n_ctx_train)
-    except (OSError, ValueError) as exc:
-        log.warning("could not read the settings of %s: %s", path.name, exc)
-        return ModelSettings()
 
 
 def local_choice(path: Path | None, label: str | None = None, *, n_ctx_train: int | None = None,
@@ -202,42 +197,6 @@ def remember_model(choice: ModelChoice) -> None:
 
 
 def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
-    name = label or getattr(backend, "name", "") or "Model"
-    kind = type(backend).__name__
-    if kind == "ScriptedBackend":
-        return ModelInfo(name, "Scripted")
-    if kind == "OpenAIBackend":
-        return ModelInfo(name, "Remote")
-    gpu_layers = int(getattr(backend, "n_gpu_layers", 0) or 0)
-    note = str(getattr(backend, "gpu_note", "") or "")
-    return ModelInfo(name, "GPU" if gpu_layers > 0 else "CPU", note)
-
-
-# --- what a turn uses ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TurnOptions:
-    """Sampling, reply length and system prompt for one turn with the loaded model."""
-
-    sampling: Sampling
-    max_tokens: int
-    system_prompt: str = ""
-
-    def messages(self, messages: list[Message]) -> list[Message]:
-        """`messages` led by the model's system prompt, unless the conversation has its own."""
-        if not self.system_prompt.strip() or (messages and messages[0].get("role") == "system"):
-            return messages
-        return [{"role": "system", "content": self.system_prompt}, *messages]
-
-
-def turn_options(choice: ModelChoice | None, sampling: Sampling, max_tokens: int) -> TurnOptions:
-    """The loaded model's saved settings for a turn; the given defaults when it has none."""
-    s = choice.settings if choice is not None else None
-    if s is None:
-        return TurnOptions(sampling, max_tokens)
-    own = Sampling(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
-                   repeat_penalty=s.repeat_penalty, seed=s.seed)
-    # No limit means "until the model stops or the context is full": the backend stops at
-    # the context edge, so the context length is a limit that never cuts a reply short.
-    return TurnOptions(own, s.max_tokens or s.context_length, s.system_prompt)
+    """What the header and status bar say, from what the backend declares."""
+    caps = backend.capabilities
+    return ModelInfo(label or backend.name or "Model", caps.device, caps.device_note)

@@ -42,7 +42,9 @@ from desktop.server_dialog import ServerDialog
 from desktop.settings_dialog import ModelSettingsDialog, open_settings_dialog
 from desktop.style import SPACING, muted_text, warning_border, warning_fill
 from models.diagnose import explain_load_failure
+from models.errors import GGUFError
 from models.library import LibraryState, RemoteServer, load_library_state, save_library_state
+from models.paths import resolve_model_file
 from models.settings import ModelSettings
 
 log = logging.getLogger("desktop.picker")
@@ -345,6 +347,6 @@ class ModelPicker(QDialog):
 
 def _same_path(a: Path, b: Path) -> bool:
     try:
-        return a.resolve() == b.resolve()
-    except OSError:
+        return resolve_model_file(a) == resolve_model_file(b)
+    except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return a.absolute() == b.absolute()

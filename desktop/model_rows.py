@@ -14,9 +14,9 @@ from pathlib import Path
 from desktop.model_choice import ModelChoice, local_choice, remote_choice
 from models.default_model import DEFAULT_NAME
 from models.diagnose import metadata_problem
+from models.formats import MarkerKind
 from models.gguf_meta import ModelMetadata
 from models.library import LibraryEntry, LibraryState, RemoteServer, Source, library_entries
-from models.markers import MarkerKind
 from models.memory import MemoryEstimate, estimate_memory, format_bytes
 from models.remote_keys import load_api_key
 

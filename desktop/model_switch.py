@@ -11,25 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import shiboken6
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QWidget
 from qasync import asyncSlot
 
 from desktop.async_tasks import spawn
 from desktop.controller import ChatController
 from desktop.model_choice import ModelChoice, same_model
 from desktop.model_picker import FilePrompts, ModelPicker
+from desktop.qt.header import HeaderBar
 from desktop.settings_dialog import ModelSettingsDialog, open_settings_dialog
 from models.errors import GGUFError
 from models.gguf_meta import ModelMetadata, read_metadata
 from models.settings import ModelSettings
-
-if TYPE_CHECKING:
-    from desktop.window import MainWindow
 
 LOCAL_ONLY = "Settings are for local model files; a server uses its own."
 LOAD_TIME = ("context_length", "gpu_layers", "threads")  # the settings a model is built with
@@ -66,15 +65,18 @@ def _read_meta(path: Path) -> ModelMetadata | None:
 class ModelSwitcher(QObject):
     """Owns the picker; loads what it chooses through the controller."""
 
-    def __init__(self, window: MainWindow, controller: ChatController, prompts: FilePrompts | None = None) -> None:
+    def __init__(self, window: QWidget, header: HeaderBar, notify: Callable[[str], None], controller: ChatController,
+                 prompts: FilePrompts | None = None) -> None:
         super().__init__(window)
-        self._window = window
+        self._window = window  # the parent of the picker and the settings dialog
+        self._header = header
+        self._notify = notify
         self._controller = controller
         self.prompts = prompts or FilePrompts()  # tests swap in canned answers
         self.picker: ModelPicker | None = None
         self.settings_dialog: ModelSettingsDialog | None = None
-        window.header.model_button.clicked.connect(self.open_picker)
-        window.header.settings_button.clicked.connect(self._on_settings)
+        header.model_button.clicked.connect(self.open_picker)
+        header.settings_button.clicked.connect(self._on_settings)
         QShortcut(QKeySequence("Ctrl+M"), window, self.open_picker)
         self._sync_settings_button()
 
@@ -98,14 +100,14 @@ class ModelSwitcher(QObject):
         """Load `choice` in the background; on success show its notice, if it has one."""
         ok = await self._controller.load_model(choice)
         if ok and choice.notice:
-            self._window.notice.show_notice(choice.notice)
+            self._notify(choice.notice)
         self._sync_settings_button()
         return ok
 
     def _sync_settings_button(self) -> None:
         choice = self.current
         local = choice is not None and choice.settings is not None
-        button = self._window.header.settings_button
+        button = self._header.settings_button
         button.setEnabled(local)
         button.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
 
@@ -151,3 +153,4 @@ class ModelSwitcher(QObject):
 
     def _saved_for(self, choice: ModelChoice, settings: ModelSettings) -> None:
         self.apply_settings(choice.with_settings(settings))
+

@@ -104,11 +104,6 @@ def parse_schema_text(text: str) -> tuple[dict[str, Any] | None, str]:
     return cast(dict[str, Any], value), ""
 
 
-def fenced_json(value: Any) -> str:
-    """A JSON value as the Markdown the reply shows: formatted, in a ```json block."""
-    return f"```json\n{json.dumps(value, indent=2, ensure_ascii=False)}\n```"
-
-
 def _sentence(text: str) -> str:
     text = " ".join(text.split())
     text = text[:1].upper() + text[1:]

@@ -24,7 +24,7 @@ from desktop.message_view import AssistantMessage
 from desktop.model_choice import ModelInfo
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, PlainBackend, Request, StreamInfo
 from engine.events import Piece
 from engine.runtime import Engine
 
@@ -69,10 +69,8 @@ def _code_tokens(section: int) -> Iterator[str]:
     yield "```\n\n"
 
 
-class PacedBackend:
+class PacedBackend(PlainBackend):
     """A scripted backend that replays pieces at a fixed rate, however fast it is consumed."""
-
-    supports_grammar = False
 
     def __init__(self, pieces: list[str], tokens_per_s: float) -> None:
         self.name = "stall bench"
@@ -126,25 +124,42 @@ class StallProbe(QObject):
         self._last = now
 
 
-def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000) -> dict[str, float]:
+HUGE_PIECE_CHARS = 1_000_000
+
+
+def huge_piece(chars: int = HUGE_PIECE_CHARS) -> list[str]:
+    """One reply of `chars` characters with no space and no newline, arriving as ONE piece."""
+    return ["x" * chars]
+
+
+def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
+                     huge_piece_chars: int = HUGE_PIECE_CHARS) -> dict[str, float]:
     """Stream `n_tokens` at `tokens_per_s` into a real window; report the loop's stalls (ms).
 
     Keys: ui_max_stall_ms, ui_p99_stall_ms, ui_catchup_ms (from the last token to the full
-    text on screen), tokens_per_s_actual. Must be called without a running asyncio loop.
+    text on screen), tokens_per_s_actual; then the same stalls for a reply that is one huge
+    piece (`huge_piece_chars`, no spaces or newlines): ui_huge_piece_max_stall_ms,
+    ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured).
+    Must be called without a running asyncio loop.
     """
     app = application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(run_stall_bench(n_tokens, tokens_per_s))
+        result = loop.run_until_complete(run_stall_bench(n_tokens, tokens_per_s))
+        if huge_piece_chars:
+            huge = loop.run_until_complete(run_stall_bench(1, 1000, pieces=huge_piece(huge_piece_chars)))
+            result.update({f"ui_huge_piece_{k.removeprefix('ui_')}": v for k, v in huge.items()
+                           if k.startswith("ui_")})
+        return result
     finally:
         loop.close()
         asyncio.set_event_loop(None)
 
 
-async def run_stall_bench(n_tokens: int, tokens_per_s: int) -> dict[str, float]:
-    """The measurement itself, for a caller already inside a qasync loop."""
-    backend = PacedBackend(bench_tokens(n_tokens), tokens_per_s)
+async def run_stall_bench(n_tokens: int, tokens_per_s: int, *, pieces: list[str] | None = None) -> dict[str, float]:
+    """The measurement itself, for a caller already inside a qasync loop (`pieces`: the reply)."""
+    backend = PacedBackend(pieces if pieces is not None else bench_tokens(n_tokens), tokens_per_s)
     window = MainWindow()
     controller = ChatController(Engine(backend), window)
     window.bind(controller)
@@ -165,11 +180,21 @@ async def run_stall_bench(n_tokens: int, tokens_per_s: int) -> dict[str, float]:
 
 
 async def _send_and_settle(controller: ChatController, window: MainWindow, settled: list[float]) -> None:
+    replies: list[AssistantMessage] = []
+
     def watch(reply: AssistantMessage) -> None:
+        replies.append(reply)
         reply.settled.connect(lambda: settled.append(time.perf_counter()))
 
     window.replyStarted.connect(watch)
     await controller.send("Write a long answer.")
+    # A bulk answer is still being put on screen a slice per loop turn after it settled.
+    for _ in range(12_000):  # at most a minute
+        if not replies or replies[-1].on_screen():
+            break
+        await asyncio.sleep(0.005)
+    if settled:
+        settled[0] = time.perf_counter()
 
 
 def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tokens: int) -> dict[str, float]:

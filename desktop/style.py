@@ -1,7 +1,7 @@
-"""Colours and style sheets derived from the current palette, so light and dark both work.
+"""Tints derived from the current Qt palette (for widgets that paint their own rows).
 
-Nothing here hard-codes a colour: every tint is a mix of two palette roles. The window
-re-applies these when the system palette changes.
+The window's look (style sheet, palettes, type scale) lives in `desktop/qt/theme.py` and
+`desktop/qt/stylesheet.py`; `desktop/qt/appearance.py` sets the Qt palette these read.
 """
 
 from __future__ import annotations
@@ -51,66 +51,3 @@ def warning_border(palette: QPalette) -> QColor:
 
 def monospace_font() -> QFont:
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-
-
-def window_stylesheet(palette: QPalette) -> str:
-    """One style sheet for the window; widgets opt in by object name."""
-    base = _role(palette, QPalette.ColorRole.Base).name()
-    return f"""
-    #ConversationColumn, #ConversationScroll, #ConversationScroll > QWidget > QWidget {{ background: {base}; }}
-    #UserBubble {{ background: {accent_fill(palette).name()}; border-radius: 12px; }}
-    #CodeBlock {{ background: {subtle_fill(palette).name()}; border: 1px solid {border(palette).name()};
-                  border-radius: 6px; }}
-    #CodeBlock QPlainTextEdit {{ background: transparent; border: none; }}
-    #ThinkingHeader {{ border: none; padding: 2px 4px; color: {muted_text(palette).name()}; }}
-    #ThinkingHeader:hover, #ThinkingHeader:focus {{ color: {_role(palette, QPalette.ColorRole.WindowText).name()}; }}
-    #ThinkingBody {{ background: {subtle_fill(palette, 0.04).name()}; border: none;
-                     color: {muted_text(palette).name()}; }}
-    #TurnBanner, #NoticeBanner {{ background: {warning_fill(palette).name()};
-                     border: 1px solid {warning_border(palette).name()}; border-radius: 8px; }}
-    #Muted, #RoleLabel, #CodeLang {{ color: {muted_text(palette).name()}; }}
-    #RoleLabel {{ font-weight: 600; }}
-    #HeaderBar {{ border-bottom: 1px solid {border(palette).name()}; }}
-    #ComposerBar {{ border-top: 1px solid {border(palette).name()}; }}
-    #ComposerEdit {{ border: 1px solid {border(palette).name()}; border-radius: 8px; padding: 4px;
-                     background: {base}; }}
-    {history_stylesheet(palette)}
-    """
-
-
-def history_stylesheet(palette: QPalette) -> str:
-    """The history sidebar, message actions and the reply-format button."""
-    line = border(palette).name()
-    muted = muted_text(palette).name()
-    text = _role(palette, QPalette.ColorRole.WindowText).name()
-    return f"""
-    #SidebarTop {{ border-bottom: 1px solid {line}; }}
-    #HistorySidebar {{ border-right: 1px solid {line}; }}
-    #ConversationList {{ background: transparent; border: none; }}
-    #HistorySearch {{ border: 1px solid {line}; border-radius: 6px; padding: 2px 6px;
-                      background: {_role(palette, QPalette.ColorRole.Base).name()}; }}
-    #MessageAction, #ReplyFormatButton, #HistoryMenuButton {{ border: none; padding: 2px 6px; color: {muted}; }}
-    #MessageAction:hover, #MessageAction:focus, #ReplyFormatButton:hover, #ReplyFormatButton:focus,
-    #HistoryMenuButton:hover, #HistoryMenuButton:focus {{ color: {text}; }}
-    #ReplyFormatButton::menu-indicator, #HistoryMenuButton::menu-indicator {{ image: none; width: 0px; }}
-    #UndoBar {{ background: {accent_fill(palette).name()}; border-radius: 6px; }}
-    #SchemaError {{ color: {mix(QColor(text), QColor(200, 40, 0), 0.75).name()}; }}
-    """
-
-
-def document_css(palette: QPalette) -> str:
-    """CSS for rendered Markdown (Qt's rich-text subset: margins, colours, borders)."""
-    code_bg = subtle_fill(palette, 0.08).name()
-    rule = border(palette).name()
-    link = _role(palette, QPalette.ColorRole.Link).name()
-    return f"""
-    p {{ margin-top: 0px; margin-bottom: 8px; }}
-    h1, h2, h3, h4, h5, h6 {{ margin-top: 6px; margin-bottom: 6px; }}
-    ul, ol {{ margin-top: 0px; margin-bottom: 8px; }}
-    li {{ margin-bottom: 2px; }}
-    code {{ background-color: {code_bg}; font-family: monospace; }}
-    blockquote {{ margin-left: 12px; color: {muted_text(palette).name()}; }}
-    table {{ border-collapse: collapse; margin-bottom: 8px; }}
-    th, td {{ border: 1px solid {rule}; padding: 3px 8px; }}
-    a {{ color: {link}; }}
-    """

@@ -14,6 +14,10 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
+from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BULK_LINE_CHARS, display_lines, last_line_length
+from desktop.qt.icons import set_icon
+
 TICK_MS = 250
 STORED_LABEL = "Thoughts"  # a stored reply's header: how long it thought is not recorded
 BODY_MAX_HEIGHT = 280
@@ -49,6 +53,7 @@ class ThinkingPane(QFrame):
         self.setObjectName("ThinkingPane")
         self._clock = clock
         self._raw: list[str] = []
+        self._column = 0  # length of the displayed last line
         self._started: float | None = None
         self._ended: float | None = None
         self._timer = QTimer(self)
@@ -57,7 +62,7 @@ class ThinkingPane(QFrame):
         self.header = self._make_header()
         self.body = self._make_body()
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 0, 0, 0)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.header, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.body)
@@ -67,8 +72,8 @@ class ThinkingPane(QFrame):
         header.setObjectName("ThinkingHeader")
         header.setCheckable(True)
         header.setAutoRaise(True)
-        header.setArrowType(Qt.ArrowType.RightArrow)
         header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        set_icon(header, "chevron_right", current_palette().muted, 14)
         header.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         header.setCursor(Qt.CursorShape.PointingHandCursor)
         header.setAccessibleName("Thinking")
@@ -118,9 +123,13 @@ class ThinkingPane(QFrame):
         self._raw.append(text)
         bar = self.body.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
+        # Display lines are cut at BULK_LINE_CHARS: one unbroken megabyte would take a second
+        # to lay out (text() still returns the raw thinking).
+        shown = display_lines(text, self._column, BULK_LINE_CHARS)
+        self._column = last_line_length(shown, self._column)
         cursor = QTextCursor(self.body.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
+        cursor.insertText(shown)
         if at_bottom:
             bar.setValue(bar.maximum())  # follow new thinking unless the reader scrolled up
         if self.expanded:
@@ -138,10 +147,11 @@ class ThinkingPane(QFrame):
         """Show a stored reply's thinking, finished, without timing it."""
         self.reset()
         self._raw.append(text)
-        self.body.setPlainText(text)
+        self.body.setPlainText(display_lines(text, 0, BULK_LINE_CHARS))
         self.header.setText(STORED_LABEL)
 
     def reset(self) -> None:
+        self._column = 0
         self._raw.clear()
         self.body.clear()
         self._started = self._ended = None
@@ -160,11 +170,17 @@ class ThinkingPane(QFrame):
         self.header.setText(thinking_label(self._elapsed(), running=self.running))
 
     def _on_header_toggled(self, expanded: bool) -> None:
-        self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        set_icon(self.header, "chevron_down" if expanded else "chevron_right", current_palette().muted, 14)
         self.body.setVisible(expanded)
         if expanded:
             self._fit_body()
         self.toggled.emit(expanded)
+
+    def refresh_style(self) -> None:
+        """Theme or text size changed: recolour the chevron, refit the open body."""
+        set_icon(self.header, "chevron_down" if self.expanded else "chevron_right", current_palette().muted, 14)
+        if self.expanded:
+            self._fit_body()
 
     def _fit_body(self) -> None:
         lines = max(2, self.body.document().lineCount())

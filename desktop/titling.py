@@ -1,8 +1,9 @@
 """Naming a conversation after its first exchange, in the background (no Qt).
 
-On a backend with grammar support the model writes the title (`engine.titles.make_title`,
-structured output on the engine's worker thread); otherwise the first words of the
-question are the title. A user's own title is never replaced (the store checks).
+On a backend with the grammar capability the model writes the title (a structured turn
+from `engine.titles.title_request`, run by the engine like any other turn); otherwise the title the store gave the
+conversation at its first message (`title_from_text`) stays. A user's own title is never
+replaced (the store checks).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from desktop.history_session import HISTORY_ERRORS, HistorySession
 from engine.backend import CancelToken
 from engine.errors import EngineError
 from engine.runtime import Engine
-from engine.titles import fallback_title, make_title
+from engine.titles import title_from, title_request
 
 log = logging.getLogger("desktop.controller")
 
@@ -32,6 +33,11 @@ class ConversationTitler:
 
     def after_reply(self) -> None:
         """Call after a completed reply: titles the conversation if that was its first exchange."""
+        backend = self.engine.backend
+        # Without a grammar the title request is a plain reply: not worth a model call (and a
+        # scripted backend would spend a scripted reply on it); the store's title stays.
+        if backend is None or not backend.capabilities.grammar:
+            return
         try:
             exchange = self.history.first_exchange()
         except HISTORY_ERRORS:
@@ -47,23 +53,10 @@ class ConversationTitler:
             await asyncio.wait([self._task])
 
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
-        title = await self._make(question, answer)
-        try:
-            self.history.set_auto_title(conversation_id, title)
-        except HISTORY_ERRORS as exc:
-            log.warning("history: could not save the title: %s", exc)
+        try:  # a turn like any other: the engine is busy while it runs
+            events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
+            self.history.set_auto_title(conversation_id, title_from(events, question))
+        except (*HISTORY_ERRORS, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
+            log.warning("no title saved: %s", exc)
             return
         self._on_titled()
-
-    async def _make(self, question: str, answer: str) -> str:
-        backend = self.engine.backend
-        # Without a grammar the title request is a plain reply: not worth a model call (and
-        # a scripted backend would spend a scripted reply on it).
-        if backend is None or not backend.supports_grammar:
-            return fallback_title(question)
-        cancel = self._cancel
-        try:
-            return await self.engine.run_in_worker(lambda: make_title(backend, question, answer, cancel=cancel))
-        except (EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
-            log.info("no model title: %s", exc)
-            return fallback_title(question)

@@ -8,17 +8,20 @@ The header's model button opens the model picker (`desktop/model_switch.py` wire
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from functools import partial
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
-    QProgressBar,
+    QMenu,
+    QPushButton,
     QSplitter,
     QStatusBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -29,10 +32,13 @@ from desktop.controller import ChatController, ReplySink, TurnFailure
 from desktop.conversation_view import ConversationView
 from desktop.message_view import AssistantMessage, prewarm
 from desktop.model_choice import ModelInfo
-from desktop.model_switch import ModelSwitcher
+from desktop.qt.appearance import ThemeManager
 from desktop.qt.context_meter import ContextMeter
+from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
+from desktop.qt.icons import recolour, themed_icon
+from desktop.qt.theme import ICON_PX, MODES, SPACE_MD, SPACE_SM
 from desktop.qt_compat import guard_singleton_refcounts
-from desktop.style import SPACING, window_stylesheet
+from desktop.style import CONTENT_MAX_WIDTH, SPACING
 from engine.events import TurnStats
 from engine.turns.context_policy import ContextPolicy
 
@@ -40,102 +46,60 @@ DEFAULT_SIZE = (1040, 780)
 MIN_SIZE = (560, 420)
 
 
-class HeaderBar(QFrame):
-    """Title, the model button (opens the picker), its settings, a loading indicator, New chat.
+class NoticeBanner(QFrame):
+    """A window-level notice (e.g. the model did not load), with Choose model and Dismiss; hidden when none.
 
-    While another model loads, the button keeps naming the current one (it still answers)
-    and an indeterminate bar with "Loading <name>…" sits beside it.
+    Signals:
+        chooseModelRequested(): the notice's "Choose model" button was pressed.
     """
 
-    MODEL_BUTTON_MAX_WIDTH = 360
-    NO_MODEL = "No model"
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("HeaderBar")
-        title = QLabel("<b>Ember</b>", self)
-        self.model_button = self._tool_button("ModelButton", "Model", "Choose a model (Ctrl+M)")
-        self.model_button.setMaximumWidth(self.MODEL_BUTTON_MAX_WIDTH)
-        self.settings_button = self._tool_button("ModelSettingsButton", "Model settings",
-                                                 "Settings for the current model")
-        self.settings_button.setText("Settings…")
-        self.loading_bar = QProgressBar(self)
-        self.loading_bar.setObjectName("LoadingBar")
-        self.loading_bar.setRange(0, 0)  # indeterminate: llama.cpp reports no load progress
-        self.loading_bar.setTextVisible(False)
-        self.loading_bar.setFixedSize(72, 6)
-        self.loading_label = QLabel(self)
-        self.loading_label.setObjectName("Muted")
-        self.loading_label.setAccessibleName("Model loading")
-        self.new_chat = self._tool_button("NewChatButton", "New conversation", "New conversation (Ctrl+N)")
-        self.new_chat.setText("New chat")
-        self._label = self.NO_MODEL
-        self._lay_out(title)
-        self.show_model(self.NO_MODEL)
-
-    def _tool_button(self, name: str, accessible: str, tip: str) -> QToolButton:
-        button = QToolButton(self)
-        button.setObjectName(name)
-        button.setAccessibleName(accessible)
-        button.setToolTip(tip)
-        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        return button
-
-    def _lay_out(self, title: QLabel) -> None:
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(SPACING, SPACING // 2, SPACING, SPACING // 2)
-        layout.setSpacing(SPACING)
-        layout.addWidget(title)
-        layout.addWidget(self.model_button)
-        layout.addWidget(self.settings_button)
-        layout.addWidget(self.loading_bar)
-        layout.addWidget(self.loading_label)
-        layout.addStretch(1)
-        layout.addWidget(self.new_chat)
-
-    @property
-    def model_label(self) -> str:
-        return self._label
-
-    def show_model(self, label: str) -> None:
-        """Name the model answering now; ends any loading indication."""
-        self._label = label
-        metrics = self.model_button.fontMetrics()
-        shown = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, self.MODEL_BUTTON_MAX_WIDTH - 40)
-        self.model_button.setText(f"{shown}  ▾")
-        self.model_button.setToolTip(f"{label}\nChoose a model (Ctrl+M)")
-        self.hide_loading()
-
-    def show_loading(self, label: str) -> None:
-        self.loading_label.setText(f"Loading {label}…")
-        self.loading_bar.show()
-        self.loading_label.show()
-
-    def hide_loading(self) -> None:
-        self.loading_bar.hide()
-        self.loading_label.hide()
-
-    @property
-    def loading(self) -> bool:
-        return not self.loading_label.isHidden()
-
-
-class NoticeBanner(QLabel):
-    """A window-level notice (e.g. the model did not load); hidden when there is none."""
+    chooseModelRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("NoticeBanner")
         self.setAccessibleName("Notice")
-        self.setWordWrap(True)
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.setContentsMargins(12, 8, 12, 8)
+        self.icon = QLabel(self)
+        self.label = QLabel(self)
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setAccessibleName("Notice text")
+        self.choose_button = QPushButton("Choose model…", self)
+        self.choose_button.setAccessibleName("Choose another model")
+        self.choose_button.clicked.connect(self.chooseModelRequested)
+        self.dismiss_button = icon_button(self, "IconButton", "close", "Dismiss notice", "Dismiss")
+        self.dismiss_button.clicked.connect(self.hide)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(SPACE_MD, SPACE_SM, SPACE_SM, SPACE_SM)
+        layout.setSpacing(SPACE_SM)
+        layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.choose_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
-    def show_notice(self, text: str) -> None:
-        self.setText(text)
+    def text(self) -> str:
+        return self.label.text()
+
+    def show_notice(self, text: str, *, offer_models: bool = False) -> None:
+        self.label.setText(text)
+        self.choose_button.setVisible(offer_models)
         self.show()
+
+    def recolour(self, colour: str) -> None:
+        self.icon.setPixmap(themed_icon("error", colour).pixmap(ICON_PX, ICON_PX))
+
+
+def _centred(widget: QWidget, parent: QWidget) -> QWidget:
+    """`widget` in the conversation's readable column width, centred in a row of the surface colour."""
+    row = QWidget(parent)
+    row.setObjectName("ComposerRow")
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(SPACE_MD, 0, SPACE_MD, SPACE_SM)
+    layout.addWidget(widget)
+    widget.setMaximumWidth(CONTENT_MAX_WIDTH)
+    return row
 
 
 class StatusLine(QStatusBar):
@@ -200,7 +164,12 @@ class MainWindow(QMainWindow):
         self.splitter = self._build_body()
         self.status = StatusLine(self)
         self.setStatusBar(self.status)
+        self.theme = ThemeManager.for_app()
+        self.theme.changed.connect(self._apply_theme)
+        self._install_appearance_menu()
         self._install_shortcuts()
+        self.notice.chooseModelRequested.connect(self._open_picker)
+        self.conversation.promptChosen.connect(self._on_prompt_chosen)
         self._apply_theme()
         prewarm()
         self.composer.focus_edit()
@@ -213,12 +182,13 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.header)
         layout.addWidget(self.notice)
         layout.addWidget(self.conversation, 1)
-        layout.addWidget(self.composer)
+        layout.addWidget(_centred(self.composer, chat))
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.sidebar)
         splitter.addWidget(chat)
         splitter.setStretchFactor(1, 1)
         splitter.setChildrenCollapsible(False)
+        splitter.setHandleWidth(1)
         self.setCentralWidget(splitter)
         return splitter
 
@@ -226,6 +196,45 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence.StandardKey.New, self, self._on_new_conversation)
         QShortcut(QKeySequence("Ctrl+L"), self, self.composer.focus_edit)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self._on_stop)
+        # Ctrl+= and Ctrl++ both zoom in: "+" needs Shift on most layouts.
+        for keys in ("Ctrl+=", "Ctrl++"):
+            QShortcut(QKeySequence(keys), self, lambda: self.theme.zoom(+1))
+        QShortcut(QKeySequence("Ctrl+-"), self, lambda: self.theme.zoom(-1))
+        QShortcut(QKeySequence("Ctrl+0"), self, self.theme.reset_zoom)
+        QShortcut(QKeySequence("Ctrl+Shift+D"), self, self.theme.toggle_dark)
+
+    def _install_appearance_menu(self) -> None:
+        menu = QMenu(self.header.appearance_button)
+        group = QActionGroup(menu)
+        actions = {}
+        for mode in MODES:
+            action = menu.addAction(MODE_LABELS[mode])
+            action.setCheckable(True)
+            action.setChecked(mode == self.theme.appearance.mode)
+            group.addAction(action)
+            action.triggered.connect(partial(self._on_mode_chosen, mode))
+            actions[mode] = action
+        menu.addSeparator()
+        menu.addAction("Larger text\tCtrl+=", lambda: self.theme.zoom(+1))
+        menu.addAction("Smaller text\tCtrl+-", lambda: self.theme.zoom(-1))
+        menu.addAction("Default text size\tCtrl+0", self.theme.reset_zoom)
+        self.header.set_appearance_menu(menu, group, actions)
+
+    def _on_mode_chosen(self, mode: str, _checked: bool = False) -> None:
+        if mode in MODES:
+            self.theme.set_mode(mode)  # type: ignore[arg-type]
+
+    def _open_picker(self) -> None:
+        models = getattr(self, "models", None)
+        if models is not None:
+            models.open_picker()
+
+    def _on_prompt_chosen(self, text: str) -> None:
+        self.composer.set_text(text)
+        self.composer.focus_edit()
+        cursor = self.composer.edit.textCursor()
+        cursor.movePosition(cursor.MoveOperation.End)
+        self.composer.edit.setTextCursor(cursor)
 
     def set_sidebar(self, widget: QWidget) -> None:
         """Put the history sidebar left of the conversation (replacing the empty slot)."""
@@ -245,7 +254,6 @@ class MainWindow(QMainWindow):
         self.context_meter = ContextMeter(controller, self.composer)
         self.composer.add_tool(self.context_meter)
         self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
-        self.models = ModelSwitcher(self, controller)
         if controller.model is not None:
             self.model_ready(controller.model)
 
@@ -292,7 +300,11 @@ class MainWindow(QMainWindow):
         self.conversation.add_user(text)
 
     def start_reply(self) -> ReplySink:
+        previous = self.last_reply()
+        if previous is not None:
+            previous.reveal.pin(False)
         reply = self.conversation.start_reply(self._model_label)
+        reply.reveal.pin(True)  # the newest answer's Copy and Regenerate show without hovering
         self.replyStarted.emit(reply)
         return reply
 
@@ -325,6 +337,7 @@ class MainWindow(QMainWindow):
     def model_ready(self, info: ModelInfo) -> None:
         self._model_label = info.label
         self.header.show_model(info.label)
+        self.conversation.empty_state.show_model(info, getattr(self._controller, "choice", None))
         self.status.clearMessage()
         self.status.show_model(info)
         self.notice.hide()
@@ -335,7 +348,7 @@ class MainWindow(QMainWindow):
         self.status.clearMessage()
         self.header.hide_loading()
         self.status.show_model(self._controller.model if self._controller else None)  # the previous one
-        self.notice.show_notice(f"Couldn't load the model {label}. {message}")
+        self.notice.show_notice(f"Couldn't load the model {label}. {message}", offer_models=True)
 
     # -- window events ---------------------------------------------------------------------
 
@@ -343,18 +356,15 @@ class MainWindow(QMainWindow):
         replies = [m for m in self.conversation.messages() if isinstance(m, AssistantMessage)]
         return replies[-1] if replies else None
 
-    def changeEvent(self, event: QEvent) -> None:
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._apply_theme()  # light/dark follows the system palette
-        super().changeEvent(event)
-
     def _apply_theme(self) -> None:
-        sheet = window_stylesheet(self.palette())
-        if sheet == self.styleSheet():
-            return  # setting a style sheet raises palette events itself: do not loop
-        self.setStyleSheet(sheet)
+        """The theme or text size changed: redraw what the style sheet does not reach."""
+        palette = self.theme.palette
+        buttons = self.findChildren(QAbstractButton)
+        recolour(buttons, palette.muted, palette.accent_text)
+        self.notice.recolour(palette.error_text)
         for reply in self.conversation.findChildren(AssistantMessage):
-            reply.answer.refresh_style()
+            reply.refresh_style()
+        self.conversation.empty_state.refresh_style()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self._controller is not None:

@@ -4,25 +4,36 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from engine.errors import ConfigError
 from engine.events import Piece
+from models.settings import ModelSettings
 
 Message = dict[str, Any]
+Schema = Mapping[str, Any] | bool  # a JSON Schema
+
+
+_DEFAULTS = ModelSettings()
+# A reply with no length limit runs to the context's end (the backend stops there).
+DEFAULT_MAX_TOKENS = _DEFAULTS.max_tokens or _DEFAULTS.context_length
 
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """Sampling settings; `seed=None` means a fresh random seed per request."""
+    """Sampling settings; `seed=None` means a fresh random seed per request.
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    seed: int | None = None
+    The defaults are the per-model settings' defaults: one set for every front end.
+    """
+
+    temperature: float = _DEFAULTS.temperature
+    top_p: float = _DEFAULTS.top_p
+    top_k: int = _DEFAULTS.top_k
+    min_p: float = _DEFAULTS.min_p
+    repeat_penalty: float = _DEFAULTS.repeat_penalty
+    seed: int | None = _DEFAULTS.seed
 
     @classmethod
     def greedy(cls) -> Sampling:
@@ -31,13 +42,19 @@ class Sampling:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One model request. `messages` include the system message, if any."""
+    """One turn's request. `messages` include the system message, if any.
+
+    `schema` (a JSON Schema) makes it a structured turn: the reply must be JSON matching
+    it (engine.structured). `grammar` is GBNF text for one model request; the structured
+    policy sets it, and backends without the grammar capability ignore it.
+    """
 
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] | None = None
     sampling: Sampling = field(default_factory=Sampling)
-    max_tokens: int = 1024
-    grammar: str | None = None  # GBNF text; backends without grammar support ignore it
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    grammar: str | None = None
+    schema: Schema | None = None
 
     def with_(self, **changes: Any) -> Request:
         return replace(self, **changes)
@@ -98,9 +115,21 @@ class StreamInfo:
     context_size: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled
     retries: int = 0
-    # True when the rendered prompt ends inside an opened thinking block (a template
-    # that pre-fills `<think>`): the reply then starts in the thinking channel.
-    prefilled_thinking: bool = False
+    # The thinking opener the rendered prompt ends with ('' when none: see
+    # models.formats.prefill_opener); the reply then starts in the thinking channel.
+    prefilled_thinking: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend declares it can do, and where it runs; callers read this, never probe."""
+
+    grammar: bool = False  # honours Request.grammar; check_grammar validates one first
+    token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
+    context_size: int = 0  # tokens the loaded context holds; 0 when unknown (a server)
+    tools: bool = False  # the template renders Request.tools
+    device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
+    device_note: str = ""  # e.g. why GPU layers were not used
 
 
 @runtime_checkable
@@ -112,21 +141,46 @@ class Backend(Protocol):
     """
 
     name: str
-    supports_grammar: bool
+    capabilities: Capabilities
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]: ...
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        """None when the decoder accepts the GBNF grammar, else why not (grammar backends only)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text`: exact with the token_count capability, else an estimate."""
+        ...
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the prompt `messages` render to (chat template included); exact with the
+        token_count capability, else an estimate. Reads only the vocabulary and the template,
+        so it may run beside a streaming reply (engine/turns/context_window.py)."""
+        ...
 
     def close(self) -> None: ...
 
 
-def _check_messages(messages: tuple[Message, ...]) -> None:
-    for m in messages:
-        if "role" not in m or "content" not in m:
-            raise ValueError(f"message without role or content: {m!r}")
+class PlainBackend:
+    """Defaults for a backend without grammars or a tokenizer (scripted, remote, test fakes)."""
+
+    capabilities = Capabilities()
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return None  # asked only with the grammar capability; a server then validates it itself
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1  # about four characters a token
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        # An estimate: the contents plus a few tokens of role markup per message.
+        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages)
 
 
-def make_request(messages: list[Message] | tuple[Message, ...], **kwargs: Any) -> Request:
+def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:
     """Build a Request, validating the messages' shape."""
-    msgs = tuple(dict(m) for m in messages)
-    _check_messages(msgs)
-    return Request(messages=msgs, **kwargs)
+    bad = next((m for m in messages if "role" not in m or "content" not in m), None)
+    if bad is not None:
+        raise ConfigError(f"message without role or content: {bad!r}")
+    return Request(messages=tuple(dict(m) for m in messages), **kwargs)

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import engine
 from engine import bench_llama
+from engine.errors import BenchError
 from engine.llama_backend import default_threads
 from engine.load_errors import precheck_model_file
 from engine.scaffolding import bench_filter
@@ -157,7 +158,7 @@ def measure_native(config: BenchConfig, model: Path, ember: dict[str, Any], note
     try:
         native = run_llama_bench(config.llama_bench, model, config.thread_count(), n_gen=config.max_tokens,
                                  flash_attn=str(ember.get("flash_attn", "auto")))
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError, ValueError, BenchError) as exc:
         notes.append(f"llama-bench: {exc}")
         return empty
     tg = float(native["native_tg_tps"])

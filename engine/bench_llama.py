@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.backend import Message, Request, Sampling, make_request
+from engine.errors import BenchError
 from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError
 from engine.llama_backend import LlamaBackend
-from engine.turn import NO_TOOLS_LINE, TurnRunner, fold_system
+from engine.turn import NO_TOOLS_LINE, TurnRunner
+from engine.turns.rounds import fold_system
 
 BENCH_PROMPT = "Write a long story about a dragon who learns to bake bread."
 KV_REUSE = "none: llm.reset() before every run, so each run evaluates the full prompt"
@@ -92,8 +94,8 @@ def without_abort_callback(backend: LlamaBackend) -> Generator[Any]:
     """The backend's `Llama` with Ember's abort callback detached, re-attached on exit."""
     import llama_cpp as lc
 
-    llm = backend._llm  # pyright: ignore[reportPrivateUsage]
-    callback = backend._abort_cb  # pyright: ignore[reportPrivateUsage]
+    llm = backend.llama
+    callback = backend.abort_callback
     if callback is not None:
         lc.llama_set_abort_callback(llm.ctx, lc.ggml_abort_callback(), ctypes.c_void_p(0))  # NULL
     try:
@@ -127,7 +129,7 @@ def _time_raw(llm: Any, work: Workload) -> RunTiming:
 
 def time_engine(backend: LlamaBackend, work: Workload) -> RunTiming:
     """Ember: `TurnRunner(LlamaBackend).run(...)`, the whole pipeline down to events."""
-    backend._llm.reset()  # pyright: ignore[reportPrivateUsage]
+    backend.llama.reset()
     clock = _Clock()
     parts: list[str] = []
     tokens = 0
@@ -144,7 +146,7 @@ def _absorb(event: Event, clock: _Clock, parts: list[str], tokens: int) -> int:
         case TurnDone(stats=stats):
             return stats.tokens
         case TurnError(message=message):
-            raise RuntimeError(f"the engine's turn failed: {message}")
+            raise BenchError(f"the engine's turn failed: {message}")
         case _:
             pass
     return tokens
@@ -183,7 +185,7 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
 
 def flash_attn_mode(backend: LlamaBackend) -> str:
     """The `Llama`'s flash-attention setting, spelled as llama-bench's `-fa` value."""
-    code = int(backend._llm.context_params.flash_attn_type)  # pyright: ignore[reportPrivateUsage]
+    code = int(backend.llama.context_params.flash_attn_type)
     return {-1: "auto", 0: "off", 1: "on"}.get(code, "auto")
 
 
@@ -270,7 +272,7 @@ def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], tim
     )
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the load probe failed: {tail}")
+        raise BenchError(f"the load probe failed: {tail}")
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return data
 

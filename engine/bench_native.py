@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from engine.errors import BenchError
+
 N_PROMPT = 64
 N_GEN = 128
 FA_CODES = {-1: "auto", 0: "off", 1: "on"}  # llama-bench's JSON `flash_attn` → its `-fa` value
@@ -29,7 +31,7 @@ def run_llama_bench(binary: Path, model: Path, threads: int, *, n_gen: int = N_G
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"llama-bench failed ({result.returncode}): {tail}")
+        raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
     return parse_llama_bench(result.stdout, flash_attn)
 
 
@@ -51,5 +53,5 @@ def parse_llama_bench(stdout: str, flash_attn: str = "auto") -> dict[str, Any]:
             out["native_pp_tps"] = rate
         out.setdefault("native_build", str(row.get("build_commit", "")))
     if "native_tg_tps" not in out:
-        raise RuntimeError(f"llama-bench printed no generation (tg) result with flash attention {flash_attn}")
+        raise BenchError(f"llama-bench printed no generation (tg) result with flash attention {flash_attn}")
     return out

@@ -1,20 +1,30 @@
-"""Every error the engine raises, in one tree.
+"""Every error the engine raises, in one tree (its root, EmberError, lives in models.errors).
 
-    EngineError
-    ├── ModelLoadError          a model file that will not load (missing, not GGUF, truncated…)
-    ├── ConfigError             bad settings or arguments reaching the engine
-    └── LLMError                a model request that failed
-        ├── ContextOverflowError    the prompt does not fit the context window
-        ├── BackendError            the backend broke (decode failure, transport failure)
-        ├── ScriptExhaustedError    a ScriptedBackend ran out of replies
-        ├── MalformedReplyError     raised only by the turn policy after one failed recovery
-        └── StructuredOutputError   structured output failed after its bounded retries
+    EmberError
+    ├── GGUFError (models)      a model file's header cannot be read
+    └── EngineError
+        ├── ModelLoadError          a model file that will not load (missing, not GGUF, truncated…)
+        ├── ConfigError             bad settings or arguments reaching the engine
+        ├── NoModelError            a turn was asked of an engine with no model loaded
+        ├── BenchError              a benchmark's probe or child process failed
+        ├── HistoryError (engine.history_types)  the history database failed (sqlite3 errors
+        │                           are translated at the store's boundary)
+        └── LLMError                a model request that failed
+            ├── ContextOverflowError    the prompt does not fit the context window
+            ├── BackendError            the backend broke (decode failure, transport failure)
+            ├── ScriptExhaustedError    a ScriptedBackend ran out of replies
+            ├── MalformedReplyError     raised only by the turn policy after one failed recovery
+            └── StructuredOutputError   structured output failed after its bounded retries
+
+Each turn failure maps to one `engine.events.TurnErrorKind` (`engine.turn.error_kind`).
 """
 
 from __future__ import annotations
 
+from models.errors import EmberError
 
-class EngineError(Exception):
+
+class EngineError(EmberError):
     """Base of every engine error; the message is one readable line."""
 
 
@@ -24,6 +34,14 @@ class ModelLoadError(EngineError):
 
 class ConfigError(EngineError):
     """Settings or arguments the engine cannot use."""
+
+
+class NoModelError(EngineError):
+    """A turn was asked of an engine with no model loaded."""
+
+
+class BenchError(EngineError):
+    """A benchmark could not measure: a probe or child process failed."""
 
 
 class LLMError(EngineError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -37,8 +38,24 @@ class Recovery:
 
 @dataclass(frozen=True, slots=True)
 class StructuredRetry:
+    """A structured turn asks again: `attempt` (1-based) starts now, after `error`."""
+
     attempt: int
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know about this turn that is not an error (shown, not fatal)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredValue:
+    """A structured turn's accepted value (parsed and schema-valid), just before TurnDone."""
+
+    value: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +81,27 @@ class TurnDone:
     stats: TurnStats = field(default_factory=TurnStats)
 
 
+class TurnErrorKind(StrEnum):
+    """Every way a turn can fail, exactly the kinds that are produced."""
+
+    MALFORMED_REPLY = "malformed_reply"  # the reply and its one recovery were both empty
+    CONTEXT_FULL = "context_full"  # the conversation no longer fits the context window
+    STRUCTURED_OUTPUT = "structured_output"  # no valid JSON after the bounded retries
+    SCRIPT = "script"  # a scripted backend ran out of replies
+    CONFIG = "config"  # the request could not be sent as asked (e.g. an unusable schema)
+    BACKEND = "backend"  # the backend failed (decode error, transport failure)
+    NO_MODEL = "no_model"  # no model is loaded (reported by the front end)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnError:
-    kind: str  # malformed_reply | context_full | backend | model_load | structured_output | script
+    kind: TurnErrorKind
     message: str
     stats: TurnStats = field(default_factory=TurnStats)
 
 
-Event = ThinkingDelta | ContentDelta | Recovery | StructuredRetry | TurnDone | TurnError
+Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | StructuredValue
+         | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -85,7 +115,11 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "recovery", "reason": reason}
         case StructuredRetry(attempt=attempt, error=error):
             return {"type": "structured_retry", "attempt": attempt, "error": error}
+        case Notice(text=text):
+            return {"type": "notice", "text": text}
+        case StructuredValue(value=value):
+            return {"type": "json", "value": value}
         case TurnDone(stats=stats):
             return {"type": "done", "stats": stats.to_dict()}
         case TurnError(kind=kind, message=message):
-            return {"type": "error", "kind": kind, "message": message}
+            return {"type": "error", "kind": str(kind), "message": message}

@@ -17,15 +17,18 @@ while this one writes.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import re
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from engine.events import TurnStats
 from engine.history_lock import WriterLock, forget_writer, sweep_stale, writer_alive
@@ -46,6 +49,8 @@ from engine.history_types import (
 )
 
 log = logging.getLogger("engine.history")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 BUSY_TIMEOUT_S = 5.0
 TRASH_RETENTION_S = 7 * 24 * 3600.0  # deleted conversations stay restorable this long
@@ -122,7 +127,8 @@ class HistoryStore:
             schema_version(conn)  # "file is not a database" surfaces at the first read
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise HistoryError(f"cannot open the history database {self.db_path}: {exc}") from exc
+            reason = _reason(exc, self.db_path)
+            raise HistoryError(f"cannot open the history database {self.db_path}: {reason}") from exc
         return conn
 
     def _migrate(self) -> None:
@@ -160,14 +166,19 @@ class HistoryStore:
             return
         # IMMEDIATE takes the write lock up front, so two writers wait for each other
         # (busy timeout) instead of failing when a read would upgrade to a write.
-        self._conn.execute("BEGIN IMMEDIATE")
+        with _as_history_error(self.db_path):
+            self._conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
-            yield self._conn
-            self._conn.execute("COMMIT")
+            with _as_history_error(self.db_path):  # the body may use the connection itself
+                yield self._conn
+                self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error as exc:  # e.g. a full disk: SQLite rolled back already
+                    log.debug("history: rollback failed after an error: %s", exc)
             raise
         finally:
             self._depth = 0
@@ -364,7 +375,7 @@ class HistoryStore:
     def _check_parent(self, conversation_id: int, parent_id: int | None) -> None:
         self.conversation(conversation_id)
         if parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
-            raise ValueError(f"message {parent_id} is not in conversation {conversation_id}")
+            raise HistoryError(f"message {parent_id} is not in conversation {conversation_id}")
 
     def update_text(self, message_id: int, content: str, thinking: str) -> None:
         """The streaming write: one row's text, nothing else."""
@@ -531,3 +542,37 @@ def _rowid(cur: sqlite3.Cursor) -> int:
     if cur.lastrowid is None:  # pragma: no cover - an INSERT always sets it
         raise HistoryError("insert returned no row id")
     return cur.lastrowid
+
+
+def _reason(exc: sqlite3.Error, db_path: Path) -> str:
+    """SQLite says "disk I/O error" when it cannot create its journal on a full disk: say so."""
+    try:
+        full = shutil.disk_usage(db_path.parent).free < 64 * 1024
+    except OSError:
+        full = False
+    return "the disk is full (nothing saved was lost; free some space)" if full else str(exc)
+
+
+@contextmanager
+def _as_history_error(db_path: Path | None = None) -> Generator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        reason = _reason(exc, db_path) if db_path is not None else str(exc)
+        raise HistoryError(f"history database error: {reason}") from exc
+
+
+def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        store = args[0] if args else None
+        with _as_history_error(store.db_path if isinstance(store, HistoryStore) else None):
+            return method(*args, **kwargs)
+
+    return call
+
+
+# The store's boundary: no sqlite3 error leaves a public method, only HistoryError.
+for _name, _method in list(vars(HistoryStore).items()):
+    if inspect.isfunction(_method) and not _name.startswith("_") and _name != "transaction":
+        setattr(HistoryStore, _name, _translated(_method))

@@ -14,6 +14,7 @@ kept, in one transaction: a bad file imports nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -83,10 +84,27 @@ def export_markdown(store: HistoryStore, conversation_id: int) -> str:
         parts.append(f"## {_ROLE_HEADINGS.get(msg.role, msg.role)}")
         if msg.thinking.strip():
             parts.append(f"<details>\n<summary>Thinking</summary>\n\n{msg.thinking.strip()}\n\n</details>")
+        parts.extend(tool_call_lines(msg.stats.get("tools")))
         parts.append(msg.content.strip() or "*(no text)*")
         if msg.status not in ("complete", "streaming"):
             parts.append(f"*({msg.status})*")
     return "\n\n".join(parts) + "\n"
+
+
+def tool_call_lines(records: Any) -> list[str]:
+    """The tool calls recorded with a reply (their stats' "tools"), as Markdown blocks."""
+    lines: list[str] = []
+    for record in cast(list[Any], records) if isinstance(records, list) else []:
+        if not isinstance(record, dict):
+            continue
+        r = cast(dict[str, Any], record)
+        arguments = json.dumps(r.get("arguments", {}), ensure_ascii=False, indent=2)
+        outcome = "denied" if r.get("approval") == "denied" else f"{r.get('approval', 'approved')}, result:"
+        block = f"**Tool call** `{r.get('name', '?')}` ({outcome})\n\n```json\n{arguments}\n```"
+        if "result" in r:
+            block += f"\n\n```\n{r['result']}\n```"
+        lines.append(block)
+    return lines
 
 
 # -- import ---------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from engine.history_types import HistoryError
+
 SCHEMA_V1: tuple[str, ...] = (
     """
     CREATE TABLE conversations (
@@ -170,7 +172,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (SCHEMA_V1, SCHEMA_V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SchemaTooNewError(Exception):
+class SchemaTooNewError(HistoryError):
     """The database was written by a newer Ember; it is left untouched."""
 
     def __init__(self, found: int, supported: int) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from engine.errors import EngineError
+
 Role = Literal["system", "user", "assistant"]
 # streaming: being written now (or cut off by a crash until the next start marks it interrupted).
 Status = Literal["streaming", "complete", "stopped", "interrupted", "error"]
@@ -20,7 +22,7 @@ HIGHLIGHT_START = "\x02"
 HIGHLIGHT_END = "\x03"
 
 
-class HistoryError(Exception):
+class HistoryError(EngineError):
     """The history database cannot be used; the message is one readable line."""
 
 

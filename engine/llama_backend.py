@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from engine import llama_log
-from engine.backend import CancelToken, Message, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, Message, Request, StreamInfo
+from engine.backends.grammar_guard import grammar_problem
+from engine.backends.tool_prompt import fallback_for
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
 from engine.kv_reuse import reuse_shifted
 from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
+from models.formats import prefill_opener
 
 log = logging.getLogger("engine.llama")
 
@@ -43,8 +46,6 @@ def default_threads() -> int:
 class LlamaBackend:
     """Streams replies from a local GGUF file. Construct it on the thread that will use it."""
 
-    supports_grammar = True
-
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = 0,
                  n_threads: int | None = None, flash_attn: bool = True) -> None:
         self.path = Path(model_path)
@@ -54,6 +55,9 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self._llm: Any = self._load(n_ctx, n_gpu_layers, n_threads or default_threads(), flash_attn)
+        # Tools: rendered by the template, or described in the system message (tool_prompt).
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, context_size=self.n_ctx,
+                                         device="GPU" if self.n_gpu_layers else "CPU", device_note=self.gpu_note)
         self._vocab = self._llm._model.vocab  # pyright: ignore[reportPrivateUsage]
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -85,6 +89,16 @@ class LlamaBackend:
             raise ModelLoadError(f"{self.path.name}: {reason}") from exc
         except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
             raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def llama(self) -> Any:
+        """The loaded `llama_cpp.Llama`, for benchmarks and diagnostics on the owning thread."""
+        return self._llm
+
+    @property
+    def abort_callback(self) -> Any:
+        """The ggml abort callback Ember attaches during prompt evaluation (None on a GPU)."""
+        return self._abort_cb
 
     def _token_text(self, token: int) -> str:
         return piece_bytes(self._vocab, token, special=True).decode("utf-8", "replace")
@@ -135,17 +149,18 @@ class LlamaBackend:
 
     # -- prompt ---------------------------------------------------------------------------
 
-    def prompt_tokens(self, request: Request) -> tuple[list[int], bool]:
-        """The rendered prompt as token ids, and whether it pre-fills a thinking block."""
-        segments = self._template.segments(request.messages, tools=request.tools)
+    def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
+        # A template that ignores tools gets them described in the system message instead.
+        messages, tools = fallback_for(self._template.source, request.messages, request.tools)
+        segments = self._template.segments(messages, tools=tools)
         ids: list[int] = []
         for seg in segments:
             ids.extend(self._tokenize(seg))
         bos = self._llm.token_bos()
         if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
             ids.insert(0, bos)
-        tail = "".join(s.text for s in segments[-2:]).rstrip()
-        return ids, tail.endswith("<think>")
+        return ids, prefill_opener("".join(s.text for s in segments[-2:]))
 
     def _tokenize(self, seg: Segment) -> list[int]:
         return list(self._llm.tokenize(seg.text.encode("utf-8"), add_bos=False, special=seg.trusted))
@@ -154,8 +169,8 @@ class LlamaBackend:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        """The token-counting capability (engine/turns/context_window.py): reads only the
-        vocabulary and the template, so it is safe beside a streaming reply."""
+        """Exact (the token_count capability): reads only the vocabulary and the template,
+        so it is safe beside a streaming reply."""
         return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
 
     def _cached_prefix(self, tokens: list[int]) -> int:
@@ -246,6 +261,11 @@ class LlamaBackend:
     def check_grammar(self, gbnf: str) -> str | None:
         """None if llama.cpp accepts the GBNF; else why not. An invalid grammar would segfault."""
         import llama_cpp as lc
+
+        # Built first in a child process (verdict cached): a crash there cannot take us down.
+        problem = grammar_problem(self.path, gbnf)
+        if problem:
+            return problem
 
         sampler = lc.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
         if not sampler:

@@ -24,7 +24,7 @@ _installed: list[Any] = []  # keeps the ctypes callback alive for the life of th
 _last_level = logging.DEBUG
 
 
-def _on_log(level: int, text: bytes | None, _user_data: Any) -> None:
+def on_log(level: int, text: bytes | None, _user_data: Any) -> None:
     global _last_level
     msg = (text or b"").decode("utf-8", "replace").rstrip("\n")
     py_level = _last_level if level == 5 else _LEVELS.get(level, logging.DEBUG)
@@ -42,7 +42,7 @@ def install() -> None:
         return
     import llama_cpp as lc
 
-    cb = lc.llama_log_callback(_on_log)
+    cb = lc.llama_log_callback(on_log)
     lc.llama_log_set(cb, ctypes.c_void_p(0))
     _installed.append(cb)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 from engine.errors import ModelLoadError
@@ -17,10 +19,9 @@ GGUF_MAGIC = b"GGUF"
 def precheck_model_file(path: Path) -> None:
     """Refuse files llama.cpp would reject, before it spends time (or crashes) on them."""
     name = path.name or str(path)
-    if not path.exists():
-        raise ModelLoadError(f"{name}: the file does not exist ({path})")
-    if path.is_dir():
-        raise ModelLoadError(f"{name}: this is a folder, not a GGUF model file")
+    problem = file_kind_problem(path)
+    if problem:
+        raise ModelLoadError(f"{name}: {problem}")
     if not os.access(path, os.R_OK):
         raise ModelLoadError(f"{name}: the file cannot be read (permission denied)")
     try:
@@ -32,6 +33,39 @@ def precheck_model_file(path: Path) -> None:
         raise ModelLoadError(f"{name}: the file is empty (0 bytes)")
     if head != GGUF_MAGIC:
         raise ModelLoadError(f"{name}: not a GGUF model file (it does not start with 'GGUF')")
+
+
+def file_kind_problem(path: Path) -> str | None:
+    """Why `path` is not a regular file Ember may open, or None. Never opens it.
+
+    A FIFO, socket or device named `model.gguf` would block `open()` forever (or stream
+    without end), so only regular files (or links to them) pass.
+    """
+    try:
+        st = path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "the path is a symbolic link loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"the file does not exist ({path})"
+        return f"the file cannot be read ({exc.strerror or exc})"
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        return f"the path cannot be used ({exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return "this is a folder, not a GGUF model file"
+    if not stat.S_ISREG(st.st_mode):
+        return f"this is {_kind(st.st_mode)}, not a regular file; only model files can be opened"
+    return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (

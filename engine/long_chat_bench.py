@@ -39,8 +39,7 @@ class _Watched:
     def __init__(self, inner: LlamaBackend) -> None:
         self.inner = inner
         self.name = inner.name
-        self.supports_grammar = inner.supports_grammar
-        self.n_ctx = inner.n_ctx
+        self.capabilities = inner.capabilities
         self.infos: list[StreamInfo] = []
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Any]:
@@ -52,6 +51,9 @@ class _Watched:
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return self.inner.check_grammar(gbnf)
 
     def close(self) -> None:
         self.inner.close()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import socket
 import ssl
@@ -42,7 +43,8 @@ from typing import Any, cast
 import httpx
 
 from engine import __version__
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.openai_tools import ToolCallDeltas, wire_message
 from engine.errors import BackendError, ConfigError
 from engine.events import Piece
 
@@ -58,6 +60,14 @@ CONNECT_TIMEOUT_S = 10.0
 # Delay before retry 1, 2, …; the last one repeats. Total stays well under 5 s.
 DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (0.2, 0.5)
 LIST_MODELS_TIMEOUT_S = 10.0
+# Longest wait for reply text while the server sends only keep-alive comments or empty
+# deltas; `EMBER_IDLE_TIMEOUT_S` overrides it. A long prompt on a slow server can keep a
+# server pinging for minutes before the first token, so it is generous too.
+DEFAULT_IDLE_TIMEOUT_S = 180.0
+IDLE_TIMEOUT_ENV = "EMBER_IDLE_TIMEOUT_S"
+# Client-side backstop for `max_tokens`: a piece counts as at least one token, and as one
+# per this many characters, so a server that ignores the limit is still cut off.
+_CHARS_PER_TOKEN_CAP = 32
 
 _ERROR_BODY_LIMIT = 4096  # bytes of an error response worth reading for its message
 _MESSAGE_LIMIT = 300  # characters of server text quoted in one error line
@@ -93,6 +103,8 @@ def _parse_base_url(base_url: str) -> _Server:
         raise ConfigError(f"bad server URL {base_url!r}: {exc}") from exc
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError(f"bad server URL {base_url!r}: expected http(s)://host[:port]/v1")
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise ConfigError(f"bad server URL {base_url!r}: the port must be 1 to 65535, not {url.port}")
     host = f"{url.host}:{url.port}" if url.port else url.host
     return _Server(base=str(url).rstrip("/"), host=host)
 
@@ -268,6 +280,7 @@ class _ChunkReader:
         self.finish_reason = ""
         self.prompt_tokens: int | None = None
         self.tool_calls = False
+        self.calls = ToolCallDeltas()
 
     def junk(self, line: str) -> None:
         self.malformed += 1
@@ -289,6 +302,7 @@ class _ChunkReader:
         delta = _as_dict(choice.get("delta")) or {}
         reasoning = _str_field(delta, "reasoning_content") or _str_field(delta, "reasoning")
         self.tool_calls = self.tool_calls or bool(delta.get("tool_calls"))
+        self.calls.add(delta.get("tool_calls"))
         yield from self._reasoning(reasoning)
         yield from self._content(_str_field(delta, "content"))
 
@@ -299,8 +313,8 @@ class _ChunkReader:
 
     def finish(self, *, saw_done: bool) -> None:
         """A stream that ended with nothing readable is an error (a bare `[DONE]` is not)."""
-        if self.tool_calls:
-            log.info("%s sent structured tool calls; Ember does not run tools yet, so they were dropped", self._host)
+        if self.tool_calls and not self.calls.wanted:
+            log.info("%s sent structured tool calls though no tools were offered; they were dropped", self._host)
         if self.valid == 0 and self.malformed:
             raise _Failure(
                 f"{self._host} sent no readable stream data "
@@ -349,12 +363,13 @@ class _ChunkReader:
 # --- the backend --------------------------------------------------------------------
 
 
-class OpenAIBackend:
+class OpenAIBackend(PlainBackend):
     """Streams chat completions from an OpenAI-compatible server.
 
     `timeout` is the longest silence tolerated while waiting for data (connecting waits
     at most `CONNECT_TIMEOUT_S`). `retry_delays` are the pauses before retry 1, 2, …
-    `supports_grammar` may be set for a llama.cpp server, which honours `grammar`.
+    `supports_grammar` may be set for a llama.cpp server, which honours `grammar` (and
+    reports a grammar it cannot parse as a failed request).
 
     A stop is noticed at the next line the server sends, or at once when the server is
     silent (reading a long prompt): the stop shuts the socket down, waking the blocked read.
@@ -371,14 +386,19 @@ class OpenAIBackend:
         max_retries: int = 2,
         retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS_S,
         supports_grammar: bool = False,
+        idle_timeout: float | None = None,
     ) -> None:
         if timeout <= 0 or max_retries < 0 or any(d < 0 for d in retry_delays):
             raise ConfigError("timeout must be positive; max_retries and retry_delays non-negative")
+        self._idle_timeout = idle_timeout if idle_timeout is not None else default_idle_timeout()
+        if not self._idle_timeout > 0:
+            raise ConfigError("the idle timeout must be a positive number of seconds")
         _check_api_key(api_key)
         self._server = _parse_base_url(base_url)
         self.model = model
         self.name = f"{model or 'openai'}@{self._server.host}"
-        self.supports_grammar = supports_grammar
+        # Tools go to the server as `tools`; its tool-call deltas come back as Hermes markup.
+        self.capabilities = Capabilities(grammar=supports_grammar, tools=True, device="Remote")
         self._api_key = api_key or None
         self._redact = _redactor(self._api_key)
         self._transport = transport
@@ -434,7 +454,7 @@ class OpenAIBackend:
                     raise _status_failure(response, self._server.host)
                 forget = cancel.on_cancel(_hang_up(response))
                 try:
-                    yield from self._pieces(response, cancel, info)
+                    yield from self._pieces(response, cancel, info, int(body["max_tokens"]), tools="tools" in body)
                 finally:
                     forget()
         except httpx.RequestError as exc:
@@ -443,29 +463,50 @@ class OpenAIBackend:
                 return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
-    def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+    def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo,
+                max_tokens: int, tools: bool = False) -> Iterator[Piece]:
         reader = _ChunkReader(self._server.host, self._redact)
+        reader.calls.wanted = tools
+        budget = _TokenBudget(max_tokens)
+        idle = _IdleWatch(self._server.host, self._idle_timeout)
         saw_done = False
-        for data in _sse_data(_until_cancelled(response.iter_lines(), cancel), reader.junk):
+        lines = idle.watch(_until_cancelled(response.iter_lines(), cancel))
+        for data in _sse_data(lines, reader.junk):
             if cancel.cancelled:
                 break
             if data.strip() == "[DONE]":
                 saw_done = True
                 break
-            yield from reader.feed(data)
+            for piece in reader.feed(data):
+                piece = budget.take(piece)
+                if piece.text:
+                    idle.content()
+                    yield piece
+                if budget.spent:
+                    break
+            if budget.spent:
+                log.info("%s ignored max_tokens=%d; the reply was cut off here", self._server.host, max_tokens)
+                break
         yield from reader.close_thinking()
+        yield from reader.calls.pieces()  # the server's own parsed calls, as markup the guardrail parses
         if cancel.cancelled and not saw_done:
             info.finish_reason = "cancelled"
             return
-        reader.finish(saw_done=saw_done)
+        reader.finish(saw_done=saw_done or budget.spent)
         if reader.prompt_tokens is not None:
             info.prompt_tokens = reader.prompt_tokens
-        info.finish_reason = "length" if reader.finish_reason == "length" else "stop"
+        if budget.spent or reader.finish_reason == "length":
+            info.finish_reason = "length"
+            return
+        if not saw_done and not reader.finish_reason:
+            # Neither a finish reason nor [DONE]: the connection ended mid-reply.
+            raise _Failure(f"{self._server.host} ended the stream without finishing the reply (cut off)")
+        info.finish_reason = "stop"
 
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling
         body: dict[str, Any] = {
-            "messages": [dict(m) for m in request.messages],
+            "messages": [wire_message(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": request.max_tokens,
@@ -498,6 +539,57 @@ class OpenAIBackend:
         deadline = time.monotonic() + delay
         while not cancel.cancelled and (left := deadline - time.monotonic()) > 0:
             time.sleep(min(left, _CANCEL_POLL_S))
+
+
+def default_idle_timeout() -> float:
+    """`EMBER_IDLE_TIMEOUT_S` when set to a positive number, else `DEFAULT_IDLE_TIMEOUT_S`."""
+    text = os.environ.get(IDLE_TIMEOUT_ENV, "").strip()
+    try:
+        value = float(text) if text else DEFAULT_IDLE_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):
+        raise ConfigError(f"{IDLE_TIMEOUT_ENV} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+class _TokenBudget:
+    """Counts streamed pieces against `max_tokens`; trims the piece that overshoots."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self._left = max(1, max_tokens)
+        self.spent = False
+
+    def take(self, piece: Piece) -> Piece:
+        if piece.special or not piece.text:
+            return piece
+        cost = max(1, len(piece.text) // _CHARS_PER_TOKEN_CAP)
+        if cost >= self._left:
+            self.spent = True
+            keep = self._left * _CHARS_PER_TOKEN_CAP
+            self._left = 0
+            return Piece(piece.text[:keep]) if len(piece.text) > keep else piece
+        self._left -= cost
+        return piece
+
+
+class _IdleWatch:
+    """Fails the stream when no reply text arrives for `seconds` (keep-alives do not count)."""
+
+    def __init__(self, host: str, seconds: float) -> None:
+        self._host = host
+        self._seconds = seconds
+        self._last = time.monotonic()
+
+    def content(self) -> None:
+        self._last = time.monotonic()
+
+    def watch(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            if time.monotonic() - self._last > self._seconds:
+                raise _Failure(f"{self._host} sent no reply text for {self._seconds:g} s "
+                               f"(set {IDLE_TIMEOUT_ENV} to wait longer)")
+            yield line
 
 
 def _hang_up(response: httpx.Response) -> Callable[[], None]:

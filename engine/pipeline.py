@@ -8,21 +8,37 @@ from __future__ import annotations
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.reasoning import Channel, ThinkingSplitter
-from engine.scaffolding import ScaffoldingFilter
+from engine.scaffolding import ScaffoldingFilter, SpanSink
 
 Delta = ThinkingDelta | ContentDelta
+MAX_PIECE_CHARS = 8192
 
 
 class ReplyPipeline:
     """Turns one reply's pieces into thinking and content deltas."""
 
-    def __init__(self, *, start_in_thinking: bool = False) -> None:
-        self._splitter = ThinkingSplitter(start_in_thinking)
-        self._filter = ScaffoldingFilter()
+    def __init__(self, *, prefilled: str = "", span_sink: SpanSink | None = None) -> None:
+        self._splitter = ThinkingSplitter(prefilled)
+        self._filter = ScaffoldingFilter(sink=span_sink)
         self._content: list[str] = []
         self._thinking: list[str] = []
 
     def feed(self, piece: Piece) -> list[Delta]:
+        if piece.special or len(piece.text) <= MAX_PIECE_CHARS:
+            return self._feed_one(piece)
+        # A huge piece (a server or script sending a megabyte at once) goes through in
+        # slices: each regex scan then holds the GIL briefly, so the GUI thread keeps running.
+        runs: list[tuple[type[Delta], list[str]]] = []
+        for start in range(0, len(piece.text), MAX_PIECE_CHARS):
+            part = Piece(piece.text[start:start + MAX_PIECE_CHARS], piece.token_id, False, piece.user_defined)
+            for delta in self._feed_one(part):
+                if runs and runs[-1][0] is type(delta):
+                    runs[-1][1].append(delta.text)
+                else:
+                    runs.append((type(delta), [delta.text]))
+        return [kind("".join(texts)) for kind, texts in runs]
+
+    def _feed_one(self, piece: Piece) -> list[Delta]:
         pairs = self._splitter.feed_piece(piece)
         if len(pairs) == 1:  # the common case, kept cheap: one piece in one channel
             channel, out = pairs[0]

@@ -10,46 +10,19 @@ only while it could still be an analysis or final header, then released intact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from engine.events import Piece
 from engine.scaffolding import MarkerSet, PieceBuffer
+from models.formats import ThinkingFormat, answer_headers, closer_for, thinking_formats
 
 Channel = Literal["thinking", "content"]
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingFormat:
-    family: str
-    opener: str
-    closer: str
-
-
-THINKING_FORMATS: tuple[ThinkingFormat, ...] = (
-    ThinkingFormat("DeepSeek R1, QwQ, Qwen3, GLM, Kimi K2, LFM2", "<think>", "</think>"),
-    ThinkingFormat("Magistral, Ministral-3", "[THINK]", "[/THINK]"),
-    ThinkingFormat("Seed-OSS", "<seed:think>", "</seed:think>"),
-    ThinkingFormat("GPT-OSS", "<|channel|>analysis<|message|>", "<|end|>"),
-    # A later message's header names the role again; drop it with the channel header.
-    ThinkingFormat("GPT-OSS", "<|start|>assistant<|channel|>analysis<|message|>", "<|end|>"),
-    ThinkingFormat("Command R7B", "<|START_THINKING|>", "<|END_THINKING|>"),
-    ThinkingFormat("Apertus", "<|inner_prefix|>", "<|inner_suffix|>"),
-    ThinkingFormat("Gemma 4", "<|channel>thought", "<channel|>"),
-)
-
-# Harmony headers of answer messages: consumed, the message body is content. A
-# commentary message without a recipient is a user-visible preamble.
-ANSWER_HEADERS: frozenset[str] = frozenset(
-    {
-        "<|channel|>final<|message|>",
-        "<|start|>assistant<|channel|>final<|message|>",
-        "<|channel|>commentary<|message|>",
-        "<|start|>assistant<|channel|>commentary<|message|>",
-    }
-)
-
-PREFILLED_CLOSER = "</think>"
+# Built from the one table of model formats (models/formats.py).
+THINKING_FORMATS: tuple[ThinkingFormat, ...] = thinking_formats()
+# Headers of answer messages (Harmony): consumed, the message body is content.
+ANSWER_HEADERS: frozenset[str] = answer_headers()
 
 _OPENERS = {f.opener: f.closer for f in THINKING_FORMATS}
 _CONTENT_MARKERS = MarkerSet(set(_OPENERS) | ANSWER_HEADERS)
@@ -64,20 +37,16 @@ class ThinkingSplitter:
     answer header is dropped wherever the chunks fall.
     """
 
-    def __init__(self, start_in_thinking: bool = False) -> None:
+    def __init__(self, prefilled: str = "") -> None:
         self._closer: str | None = None  # ends the thinking block now open, if any
         self._markers: MarkerSet = _CONTENT_MARKERS  # what can switch the state now
         self._find_first_char = _CONTENT_MARKERS.find_first_char
         self._channel: Channel = "content"
-        if start_in_thinking:
-            self._set_closer(PREFILLED_CLOSER)
+        if prefilled:  # the prompt ended with this opener: the reply starts inside it
+            self._set_closer(closer_for(prefilled))
         self._buf = PieceBuffer()
         self._lstrip = False  # drop whitespace at the start of the answer after a switch
         self._out: list[tuple[Channel, Piece]] = []
-
-    @property
-    def in_thinking(self) -> bool:
-        return self._closer is not None
 
     def feed_piece(self, piece: Piece) -> list[tuple[Channel, Piece]]:
         if not self._buf.text and self._find_first_char(piece.text) is None:
@@ -166,9 +135,9 @@ class ThinkingSplitter:
         return out
 
 
-def split_thinking(text: str, *, start_in_thinking: bool = False) -> tuple[str, str]:
+def split_thinking(text: str, *, prefilled: str = "") -> tuple[str, str]:
     """One-shot convenience: (thinking, content) of a whole reply given as text."""
-    splitter = ThinkingSplitter(start_in_thinking)
+    splitter = ThinkingSplitter(prefilled)
     pairs = splitter.feed_piece(Piece(text)) + splitter.flush()
     thinking = "".join(p.text for ch, p in pairs if ch == "thinking")
     content = "".join(p.text for ch, p in pairs if ch == "content")

@@ -22,20 +22,20 @@ A failed history write never stops the reply: it is logged and retried at the ne
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Literal
 
 from engine.backend import Message
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import ContentDelta, Event, Recovery, StructuredValue, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.history import HistoryStore, title_from_text
 from engine.history_types import HistoryError, Outcome, Status, TurnKind
+from engine.structured import fenced_json
 
 log = logging.getLogger("engine.history")
 
-_WRITE_ERRORS = (sqlite3.Error, HistoryError)
+_WRITE_ERRORS = HistoryError  # the store translates sqlite3 errors
 
 
 class TurnRecorder:
@@ -78,7 +78,7 @@ class TurnRecorder:
         """Store `content` as a new version of user message `message_id` and answer it."""
         self._check_unstarted()
         if self.store.message(message_id).role != "user":
-            raise ValueError(f"message {message_id} is not a user message")
+            raise HistoryError(f"message {message_id} is not a user message")
         with self.store.transaction():
             user_id = self.store.edit_message(message_id, content)
             self._open(user_id, "edit", fallback_leaf=user_id)
@@ -93,7 +93,7 @@ class TurnRecorder:
         msg = self.store.message(message_id)
         user_id = msg.parent_id if msg.role == "assistant" else msg.id
         if user_id is None or self.store.message(user_id).role != "user":
-            raise ValueError(f"message {message_id} does not answer a user message")
+            raise HistoryError(f"message {message_id} does not answer a user message")
         with self.store.transaction():
             # The leaf moves only when the new answer's first text arrives; if none is kept
             # the conversation shows what it showed before.
@@ -103,7 +103,7 @@ class TurnRecorder:
 
     def _check_unstarted(self) -> None:
         if self.turn_id is not None:
-            raise RuntimeError("a TurnRecorder records one turn; make a new one")
+            raise HistoryError("a TurnRecorder records one turn; make a new one")
 
     def _open(self, user_id: int, kind: TurnKind, *, fallback_leaf: int | None) -> None:
         self.turn_id = self.store.start_turn(self.conversation_id, user_id, kind)
@@ -113,7 +113,7 @@ class TurnRecorder:
     def prompt_messages(self, *, system: str | None = None, join_roles: bool = True) -> list[Message]:
         """The model messages for this turn: the branch ending at its user message."""
         if self.user_message_id is None:
-            raise RuntimeError("call begin() first")
+            raise HistoryError("call begin() first")
         return prompt_messages(self.store, self.conversation_id, upto=self.user_message_id, system=system,
                                join_roles=join_roles)
 
@@ -134,7 +134,7 @@ class TurnRecorder:
     def on_event(self, event: Event) -> None:
         """Feed one turn event, in order."""
         if self.turn_id is None:
-            raise RuntimeError("call begin() before feeding events")
+            raise HistoryError("call begin() before feeding events")
         if self.finished:
             log.warning("history: event %s after the end of turn %s ignored", type(event).__name__, self.turn_id)
             return
@@ -150,6 +150,10 @@ class TurnRecorder:
                 self._content.clear()
                 self._thinking.clear()
                 self._dirty = True
+            case StructuredValue(value=value):
+                # A structured turn's answer is its value, stored as the app shows it.
+                self._content[:] = [fenced_json(value)]
+                self._on_delta()
             case TurnDone(stats=stats):
                 self._end_done(stats)
             case TurnError(kind=kind, message=message, stats=stats):

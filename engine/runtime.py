@@ -1,4 +1,4 @@
-"""The asyncio face of the engine: `async for event in engine.chat(...)` never blocks the loop.
+"""The asyncio face of the engine: `async for event in engine.run_turn(request)` never blocks the loop.
 
 One worker thread owns the backend (llama.cpp objects are not thread-safe): streaming and
 closing run there. A new model is built on a separate loader thread, so the current one
@@ -12,13 +12,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
-from engine.backend import Backend, CancelToken, Message, Request, Sampling, make_request
+from engine.backend import Backend, CancelToken, Request
+from engine.errors import NoModelError
 from engine.events import Event
 from engine.turn import TurnRunner
+from engine.turns.tool_events import AnyEvent
+
+
+class TurnSource(Protocol):
+    """What runs a turn's events on the worker thread: a `TurnRunner` or a tool loop."""
+
+    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[AnyEvent]: ...
 
 log = logging.getLogger("engine.runtime")
 
@@ -43,16 +51,16 @@ class Engine:
         self._counter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-count")
         self._count_lock = threading.Lock()
         self._backend = backend
-        self._cancel: CancelToken | None = None
-        self.busy = False
+        self._running: list[CancelToken] = []  # one per turn in progress (a title may queue behind a reply)
+
+    @property
+    def busy(self) -> bool:
+        """True while any turn (chat, structured, a title) is queued or running."""
+        return bool(self._running)
 
     @property
     def backend(self) -> Backend | None:
         return self._backend
-
-    async def run_in_worker(self, fn: Callable[[], T]) -> T:
-        """Run `fn` on the model thread and await its result."""
-        return await asyncio.wrap_future(self._executor.submit(fn))
 
     async def measure(self, fn: Callable[[Backend], T]) -> T | None:
         """Run `fn(backend)` on the counting thread; None when no model is loaded (or it was replaced)."""
@@ -83,33 +91,32 @@ class Engine:
         return new
 
     def stop(self) -> None:
-        """Stop the reply in progress, if any; it ends within one token."""
-        if self._cancel is not None:
-            self._cancel.cancel()
+        """Stop every turn in progress, if any; each ends within one token."""
+        for cancel in list(self._running):
+            cancel.cancel()
 
-    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
-                   sampling: Sampling | None = None, max_tokens: int = 1024,
-                   grammar: str | None = None) -> AsyncGenerator[Event, None]:
-        request = make_request(
-            list(messages), tools=tuple(tools) if tools else None, sampling=sampling or Sampling(),
-            max_tokens=max_tokens, grammar=grammar,
-        )
-        async for event in self.run_turn(request):
-            yield event
+    @overload
+    def run_turn(self, request: Request, cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]: ...
+    @overload
+    def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
+                 runner_for: Callable[[Backend], TurnSource]) -> AsyncGenerator[AnyEvent, None]: ...
 
-    async def run_turn(self, request: Request) -> AsyncIterator[Event]:
+    async def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
+                       runner_for: Callable[[Backend], TurnSource] | None = None) -> AsyncGenerator[AnyEvent, None]:
+        """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it.
+
+        The events come from a `TurnRunner`, or from what `runner_for(backend)` makes (a tool loop).
+        """
         if self._backend is None:
-            raise RuntimeError("no model is loaded")
-        runner = TurnRunner(self._backend)
-        cancel = self._cancel = CancelToken()
-        self.busy = True
+            raise NoModelError("no model is loaded")
+        runner = (runner_for or TurnRunner)(self._backend)
+        cancel = cancel or CancelToken()
+        self._running.append(cancel)
         try:
             async for event in self._pump(lambda: runner.run(request, cancel), cancel):
                 yield event
         finally:
-            self.busy = False
-            if self._cancel is cancel:
-                self._cancel = None
+            self._running.remove(cancel)
 
     async def _pump(self, make_iter: Callable[[], Any], cancel: CancelToken) -> AsyncIterator[Any]:
         """Drive a sync iterator on the worker thread, yielding its items on the loop."""
@@ -146,7 +153,7 @@ class Engine:
         self.stop()
         backend, self._backend = self._backend, None
         if backend is not None:
-            await self.run_in_worker(lambda: self._close_after_counts(backend))
+            await asyncio.wrap_future(self._executor.submit(self._close_after_counts, backend))
         self._loader.shutdown(wait=True)
         self._counter.shutdown(wait=True)
         self._executor.shutdown(wait=True)

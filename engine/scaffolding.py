@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from engine.events import Piece
+from models.formats import ModelFormat, ToolCallSpan, tool_call_spans
 
 logger = logging.getLogger("engine.scaffolding")
 
@@ -37,80 +38,28 @@ class ScaffoldPattern:
 
     `end=None`: the span runs to the end of the reply. `end=""`: a standalone marker,
     only the marker itself is stripped. `fixture` is a sample reply holding exactly one
-    span of this pattern, used by the registry's unit test.
+    span of this pattern, used by the registry's unit test. `family` is the human label
+    (logs); `key` is the family's stable `models.formats` key, which a span sink receives.
     """
 
     family: str
     start: str
     end: str | None
     fixture: str
+    key: str = ""
 
 
-def _span(family: str, start: str, end: str | None, body: str) -> ScaffoldPattern:
-    """An entry whose fixture wraps `start + body + end` in ordinary prose."""
-    closing = end or ""
-    tail = "" if end is None else " Anything else?"
-    fixture = f"Let me look that up.{start}{body}{closing}{tail}"
-    return ScaffoldPattern(family, start, end, fixture)
+def _pattern(fmt: ModelFormat, span: ToolCallSpan) -> ScaffoldPattern:
+    """A registry entry; its fixture wraps the span (or the standalone marker) in prose."""
+    if span.end == "":
+        return ScaffoldPattern(fmt.label, span.start, "", f"Checking now.{span.start} The weather is mild.", fmt.key)
+    tail = "" if span.end is None else " Anything else?"
+    fixture = f"Let me look that up.{span.start}{span.sample}{span.end or ''}{tail}"
+    return ScaffoldPattern(fmt.label, span.start, span.end, fixture, fmt.key)
 
 
-def _standalone(family: str, marker: str, after: str) -> ScaffoldPattern:
-    return ScaffoldPattern(family, marker, "", f"Checking now.{marker}{after}")
-
-
-_HARMONY_CALL = 'functions.get_weather <|constrain|>json<|message|>{"location":"Paris"}'
-
-DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = (
-    _span("LFM2", "<|tool_call_start|>", "<|tool_call_end|>", '[get_weather(location="Paris")]'),
-    _standalone("LFM2", "<|tool_calls|>", " The weather is mild."),
-    _standalone("LFM2", "<|tool_call|>", " The weather is mild."),
-    _span("Hermes/Qwen", "<tool_call>", "</tool_call>", '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
-    _span(
-        "DeepSeek",
-        "<｜tool▁calls▁begin｜>",
-        "<｜tool▁calls▁end｜>",
-        '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>',
-    ),
-    # llama.cpp accepts these DeepSeek spellings too; Step-3 uses the ASCII-underscore one.
-    _span("DeepSeek/Step-3", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>function"),
-    _span("DeepSeek", "<｜tool calls begin｜>", "<｜tool calls end｜>", '{"city": "Paris"}'),
-    _span(
-        "DeepSeek V3.2",
-        "<｜DSML｜function_calls>",
-        "</｜DSML｜function_calls>",
-        '<｜DSML｜invoke name="f"><｜DSML｜parameter name="x" string="true">1</｜DSML｜parameter></｜DSML｜invoke>',
-    ),
-    _span(
-        "Kimi K2",
-        "<|tool_calls_section_begin|>",
-        "<|tool_calls_section_end|>",
-        '<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>',
-    ),
-    _span("Command R7B", "<|START_ACTION|>", "<|END_ACTION|>", '[{"tool_call_id":"0","tool_name":"f"}]'),
-    _span(
-        "MiniMax",
-        "<minimax:tool_call>",
-        "</minimax:tool_call>",
-        '<invoke name="f"><parameter name="x">1</parameter></invoke>',
-    ),
-    _span("Seed-OSS", "<seed:tool_call>", "</seed:tool_call>", "<function=f><parameter=x>1</parameter></function>"),
-    _span("Jamba", "<tool_calls>", "</tool_calls>", '[{"name": "f", "arguments": {}}]'),
-    _span("Apertus", "<|tools_prefix|>", "<|tools_suffix|>", '[{"get_weather": {"city": "Paris"}}]'),
-    _span("Nemotron", "<TOOLCALL>", "</TOOLCALL>", '[{"name": "f", "arguments": {}}]'),
-    _span("InternLM", "<|action_start|>", "<|action_end|>", '<|plugin|>\n{"name": "f", "parameters": {}}'),
-    _span("Gemma 4", "<|tool_call>", "<tool_call|>", 'call:get_weather{city:<|"|>Paris<|"|>}'),
-    _span("FunctionGemma", "<start_function_call>", "<end_function_call>", "call:f{city:<escape>Paris<escape>}"),
-    _span("Longcat", "<longcat_tool_call>", "</longcat_tool_call>", '{"name": "f", "arguments": {}}'),
-    _span("Llama 4", "<|python_start|>", "<|python_end|>", '[get_weather(city="Paris")]'),
-    # GPT-OSS Harmony tool-call messages; `<|call|>` is end-of-generation, so llama.cpp
-    # usually never emits it and the span then runs to the end of the reply.
-    _span("GPT-OSS", "<|start|>assistant<|channel|>commentary to=", "<|call|>", _HARMONY_CALL),
-    _span("GPT-OSS", "<|start|>assistant to=", "<|call|>", 'functions.f<|channel|>commentary json<|message|>{"x":1}'),
-    # The first message of a reply: the prompt already ends with `<|start|>assistant`.
-    _span("GPT-OSS", "<|channel|>commentary to=", "<|call|>", _HARMONY_CALL),
-    _span("Mistral", "[TOOL_CALLS]", None, '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
-    _span("Llama 3", "<|python_tag|>", None, '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
-)
+# Built from the one table of model formats (models/formats.py).
+DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = tuple(_pattern(fmt, span) for fmt, span in tool_call_spans())
 
 
 def registry_markers(registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> frozenset[str]:
@@ -160,10 +109,6 @@ class MarkerSet:
             for b in self.markers:
                 if a != b and b.startswith(a):
                     raise ValueError(f"marker {a!r} is a prefix of {b!r}")
-
-    def may_start_in(self, text: str) -> bool:
-        """Cheap test: could any marker begin somewhere in `text`?"""
-        return self.find_first_char(text) is not None
 
     @property
     def find_first_char(self) -> Callable[[str], re.Match[str] | None]:
@@ -259,10 +204,19 @@ def _is_control(piece: Piece) -> bool:
     return piece.special and not piece.user_defined
 
 
+# Receives each closed span when tools are offered: (the family's models.formats key, else
+# its label; the span's full text; whether it was terminated). Returning True claims the
+# span (a parsed tool call): it is then not counted as stripped scaffolding.
+SpanSink = Callable[[str, str, bool], bool]
+
+
 class ScaffoldingFilter:
     """Streams visible answer text with every registered scaffolding span removed."""
 
-    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> None:
+    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY, *,
+                 sink: SpanSink | None = None) -> None:
+        self._sink = sink
+        self._span_full: list[str] = []  # the whole span, kept only for a sink
         self._patterns = {p.start: p for p in registry}
         self._starts = MarkerSet(self._patterns)
         self._may_start = self._starts.prefixes | self._starts.markers
@@ -352,6 +306,7 @@ class ScaffoldingFilter:
     def _open_span(self, pattern: ScaffoldPattern, marker: str) -> None:
         self._open = pattern
         self._span_head, self._span_len = "", 0
+        self._span_full = []
         self._add_to_span(marker)
         if pattern.end == "":
             self._close_span(terminated=True)
@@ -385,12 +340,19 @@ class ScaffoldingFilter:
         return at
 
     def _add_to_span(self, text: str) -> None:
+        if self._sink is not None:
+            self._span_full.append(text)
         if len(self._span_head) < LOG_SPAN_CHARS:
             self._span_head += text[: LOG_SPAN_CHARS - len(self._span_head)]
         self._span_len += len(text)
 
     def _close_span(self, *, terminated: bool) -> None:
         assert self._open is not None
+        full, self._span_full = "".join(self._span_full), []
+        if self._sink is not None and self._sink(self._open.key or self._open.family, full, terminated):
+            self._open = None
+            self._span_head, self._span_len = "", 0
+            return
         self.stripped_chars += self._span_len
         logger.warning(
             "stripped %d chars of %s tool-call scaffolding%s: %r",

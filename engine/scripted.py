@@ -11,11 +11,11 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backend import CancelToken, Message, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
 from engine.events import Piece
 
@@ -30,6 +30,9 @@ class ScriptChunk:
     delay_ms: float = 0.0
 
 
+MAX_DELAY_MS = 60_000  # a scripted pause longer than a minute is a mistake
+
+
 def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
     if isinstance(raw, str):
         return ScriptChunk(raw)
@@ -38,11 +41,30 @@ def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
     if isinstance(text, str):
         return ScriptChunk(
             text=text,
-            special=bool(obj.get("special", False)),
-            user_defined=bool(obj.get("user_defined", False)),
-            delay_ms=float(obj.get("delay_ms", 0)),
+            special=_flag(obj, "special", where),
+            user_defined=_flag(obj, "user_defined", where),
+            delay_ms=_delay(obj.get("delay_ms", 0), where),
         )
-    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {raw!r}")
+    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {_short(raw)}")
+
+
+def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
+    """A JSON boolean; the string "false" is refused rather than read as true."""
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: '{key}' must be true or false, got {_short(value)}")
+    return value
+
+
+def _delay(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DELAY_MS:
+        raise ConfigError(f"{where}: 'delay_ms' must be a number from 0 to {MAX_DELAY_MS}, got {_short(value)}")
+    return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
@@ -58,17 +80,16 @@ def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
     return out
 
 
-class ScriptedBackend:
+class ScriptedBackend(PlainBackend):
     """Replays scripted replies and records every request it receives."""
 
-    supports_grammar = False
+    capabilities = Capabilities(device="Scripted")
 
     def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script",
                  n_ctx: int | None = None) -> None:
         self.name = name
-        # With a context size it counts tokens (approximately, in words) like a local model
-        # does, so context policies can be tested without one; a prompt over it is refused.
-        self.n_ctx = n_ctx
+        if n_ctx is not None:
+            self.n_ctx = n_ctx
         self._replies = [
             [c if isinstance(c, ScriptChunk) else _parse_chunk(c, name) for c in reply] for reply in replies
         ]
@@ -83,14 +104,28 @@ class ScriptedBackend:
             data = json.loads(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read script {p}: {exc.strerror or exc}") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"script {p} is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"script {p} is nested too deeply to be a script") from exc
         return cls(parse_script(data, str(p)), name=str(p))
 
     @classmethod
     def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:
         """Convenience for tests: each reply is a string (one chunk) or a list of chunks."""
         return cls([[r] if isinstance(r, str) else list(r) for r in replies])
+
+    @property
+    def n_ctx(self) -> int | None:
+        return self.capabilities.context_size or None
+
+    @n_ctx.setter
+    def n_ctx(self, value: int | None) -> None:
+        # With a context size it declares token counting (in words, its own count) like a
+        # local model, so context policies can be tested without one; a prompt over it is refused.
+        # (A subclass's own declaration is kept; only the counting part changes.)
+        declared = type(self).capabilities
+        self.capabilities = declared if value is None else replace(declared, token_count=True, context_size=value)
 
     @property
     def remaining(self) -> int:

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from engine.backend import StreamInfo
 from engine.events import TurnStats
-
-
-class _Stripped(Protocol):
-    @property
-    def stripped_chars(self) -> int: ...
 
 
 @dataclass
@@ -33,14 +27,14 @@ class Tally:
         if self.first_piece is None:
             self.first_piece = time.perf_counter()
 
-    def add(self, info: StreamInfo, pieces: int, pipeline: _Stripped | None) -> None:
+    def add(self, info: StreamInfo, pieces: int, stripped: int) -> None:
         """Fold in one finished (or failed) model request."""
         self.tokens += info.completion_tokens or pieces
         self.prompt_tokens = info.prompt_tokens
         self.context_size = info.context_size
         self.retries += info.retries
         self.finish_reason = info.finish_reason
-        self.stripped += pipeline.stripped_chars if pipeline is not None else 0
+        self.stripped += stripped
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()

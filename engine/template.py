@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from engine.backends.template_limits import (
+    BASE_OUTPUT_CHARS,
+    BoundedEnvironment,
+    TemplateLimitError,
+    bounded,
+    bounded_filter,
+    render_bounded,
+)
 from engine.errors import ConfigError
 
 # Used when a GGUF carries no chat template at all.
@@ -45,12 +52,13 @@ def _strftime_now(fmt: str) -> str:
     return _dt.datetime.now().strftime(fmt)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+def _environment() -> BoundedEnvironment:
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env_globals = cast(dict[str, Any], env.globals)  # pyright: ignore[reportUnknownMemberType]
     env_globals["raise_exception"] = _raise
     env_globals["strftime_now"] = _strftime_now
-    env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)  # type: ignore[misc]
+    env.filters["tojson"] = bounded_filter(  # pyright: ignore[reportUnknownMemberType]
+        lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent))  # type: ignore[misc]
     return env
 
 
@@ -76,20 +84,28 @@ class ChatTemplate:
         # Longest first, so a longer token is broken before a shorter one inside it.
         self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
         try:
-            self._template = _ENV.from_string(self.source)
+            with bounded(_COMPILE_SECONDS):  # compiling may evaluate constant expressions
+                self._template = _ENV.from_string(self.source)
         except TemplateError as exc:
-            raise ConfigError(f"the model's chat template does not parse: {exc}") from exc
+            raise ConfigError(f"the model's chat template does not parse: {_one_line(exc)}") from exc
+        except (TemplateLimitError, RecursionError, MemoryError) as exc:
+            raise ConfigError(f"the model's chat template cannot be used: {_why(exc)}") from exc
 
     def render(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
                add_generation_prompt: bool = True) -> str:
+        # Output may not outgrow what went in by much: a template adds only markers.
+        size = sum(len(str(m.get("content") or "")) for m in messages) + len(json.dumps(tools or [], default=str))
         try:
-            return self._template.render(
+            return render_bounded(
+                self._template, BASE_OUTPUT_CHARS + 2 * size,
                 messages=list(messages), tools=list(tools) if tools else None,
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token, eos_token=self.eos_token,
             )
-        except (TemplateError, ValueError, TypeError) as exc:
-            raise ConfigError(f"the model's chat template failed to render: {exc}") from exc
+        except (TemplateError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+            raise ConfigError(f"this model's chat template failed to render: {_one_line(exc)}") from exc
+        except (TemplateLimitError, RecursionError, MemoryError) as exc:
+            raise ConfigError(f"this model's chat template was stopped: {_why(exc)}") from exc
 
     def segments(
         self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
@@ -102,6 +118,22 @@ class ChatTemplate:
             return _split_on_sentinels(rendered, contents)
         safe = [{**m, "content": neutralise(c, self.special_strings)} for m, c in zip(messages, contents, strict=True)]
         return [Segment(self.render(safe, tools=tools), trusted=True)]
+
+
+_COMPILE_SECONDS = 5.0
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it calls itself without end"
+    if isinstance(exc, MemoryError):
+        return "it ran out of memory"
+    return str(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (raise_exception text comes from the model file)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _split_on_sentinels(rendered: str, contents: list[str]) -> list[Segment]:

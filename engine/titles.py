@@ -1,28 +1,30 @@
 """Conversation titles: a short model-written title, or the first words of the question.
 
-    title = make_title(backend, first_user, first_reply)   # on the thread owning the backend
+The first-words rule is `engine.history.title_from_text` (six words, Markdown dropped): the
+store names a conversation with it at its first message, and it is the fallback here.
 
-The model is asked for `{"title": "..."}` through `run_structured` (grammar-constrained on
-the in-process backend), greedily so the same conversation always gets the same title.
+    title = title_from(TurnRunner(backend).run(title_request(user, reply)), user)   # on the model's thread
+
+The model is asked for `{"title": "..."}` in a structured turn (grammar-constrained on a
+backend with the grammar capability); the GUI runs that turn on the engine like any other.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from engine.backend import Backend, CancelToken, Message, Sampling
-from engine.errors import StructuredOutputError
-from engine.structured import run_structured
+from engine.backend import Message, Request, Sampling, make_request
+from engine.events import Event, StructuredValue, TurnError
+from engine.history import TITLE_MAX_CHARS, title_from_text
 
 log = logging.getLogger("engine.titles")
 
-TITLE_MAX_CHARS = 60
 TITLE_MAX_TOKENS = 32
 # Only the start of the exchange is shown to the model: enough to name it, and the prompt
 # stays small on a slow CPU.
 EXCERPT_CHARS = 600
-UNTITLED = "New conversation"
 
 TITLE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -37,36 +39,23 @@ PROMPT = (
 )
 
 
-def make_title(backend: Backend, first_user: str, first_reply: str, *, cancel: CancelToken | None = None) -> str:
-    """A title for the conversation; the first words of `first_user` when the model fails.
-
-    Only StructuredOutputError falls back: a backend error (context full, transport) is
-    raised as is, for the caller to handle like any other failed request.
-    """
+def title_request(first_user: str, first_reply: str) -> Request:
+    """The structured turn that asks for `{"title": ...}`, greedily so a conversation always gets the same one."""
     messages: list[Message] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": PROMPT.format(user=_excerpt(first_user), reply=_excerpt(first_reply))},
     ]
-    try:
-        value = run_structured(backend, messages, TITLE_SCHEMA, sampling=Sampling.greedy(),
-                               max_tokens=TITLE_MAX_TOKENS, cancel=cancel)
-    except StructuredOutputError as exc:
-        log.info("no model title (%s); using the first words of the message", exc)
-        return fallback_title(first_user)
-    title = _clean(str(value["title"]))
-    return title or fallback_title(first_user)
+    return make_request(messages, sampling=Sampling.greedy(), max_tokens=TITLE_MAX_TOKENS, schema=TITLE_SCHEMA)
 
 
-def fallback_title(text: str) -> str:
-    """The first words of `text` that fit in TITLE_MAX_CHARS, with an ellipsis when cut."""
-    words = text.split()
-    title = ""
-    for word in words:
-        candidate = f"{title} {word}".strip()
-        if len(candidate) > TITLE_MAX_CHARS - 1:  # room for the ellipsis
-            return (title or word[: TITLE_MAX_CHARS - 1]).rstrip(",.;:") + "…"
-        title = candidate
-    return title or UNTITLED
+def title_from(events: Iterable[Event], first_user: str) -> str:
+    """The title a title turn's events give; the first words of `first_user` when it fails."""
+    for event in events:
+        if isinstance(event, StructuredValue):
+            return _clean(str(event.value["title"])) or title_from_text(first_user)
+        if isinstance(event, TurnError):
+            log.info("no model title (%s); using the first words of the message", event.message)
+    return title_from_text(first_user)
 
 
 def _clean(title: str) -> str:

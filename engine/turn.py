@@ -1,13 +1,11 @@
-"""One user turn: stream a reply through the pipeline, recover once if it is empty.
+"""One turn of any kind, as events: `TurnRunner(backend).run(request, cancel)` on the model's thread.
 
-The policy is fixed and deterministic. A round whose visible content is empty after the
-guardrail gets exactly one recovery request (same messages, Ember's correction line folded
-into the system message, no tools, a fresh pipeline). If that is empty too the turn ends
-with `MalformedReplyError`, reported as `TurnError("malformed_reply", …)`. No model ever
-judges or repairs output.
-
-Consumers: after a `Recovery` event the deltas that follow belong to the new attempt, so a
-view resets the in-progress reply.
+Every turn ends with exactly one `TurnDone` or `TurnError`; the GUI, the CLI, the recorder
+and the tests consume the same events. A chat turn (`request.schema is None`) whose visible
+content is empty after the guardrail gets exactly one recovery request (the correction line
+folded into the system message, no tools, a fresh pipeline; a `Recovery` event tells a view
+to reset the reply), else it ends `MALFORMED_REPLY`. No model ever judges or repairs output.
+A structured turn (`request.schema` set) follows `engine.structured`'s policy.
 """
 
 from __future__ import annotations
@@ -15,18 +13,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Iterator
 
-from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
+from engine.backend import Backend, CancelToken, Message, Request
 from engine.errors import (
     BackendError,
     ConfigError,
     ContextOverflowError,
+    EngineError,
     LLMError,
     MalformedReplyError,
+    NoModelError,
     ScriptExhaustedError,
+    StructuredOutputError,
 )
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
-from engine.pipeline import ReplyPipeline
+from engine.events import Event, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.structured import structured_rounds
 from engine.tally import Tally
+from engine.turns.rounds import fold_system, stream_round
 
 log = logging.getLogger("engine.turn")
 
@@ -40,14 +42,10 @@ CORRECTION_LINE = (
 )
 
 
-def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
-    """Append `line` to the single system message, creating it when there is none."""
-    if messages and messages[0].get("role") == "system":
-        first = dict(messages[0])
-        content = str(first.get("content") or "").rstrip()
-        first["content"] = f"{content}\n\n{line}" if content else line
-        return (first, *messages[1:])
-    return ({"role": "system", "content": line}, *messages)
+def longest_turn_messages(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """`messages` as the longest request a chat turn can send: its recovery round, with the
+    runner's own system lines folded in. Context sizing measures this (engine/turns/context_window.py)."""
+    return fold_system(fold_system(messages, NO_TOOLS_LINE), CORRECTION_LINE)
 
 
 class TurnRunner:
@@ -62,19 +60,23 @@ class TurnRunner:
         tally = Tally()
         outcome, kind = "completed", ""
         try:
-            yield from self._rounds(request, cancel, tally)
+            yield from self.events(request, cancel, tally)
             outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
             yield TurnDone(tally.stats())
-        except MalformedReplyError as exc:
-            outcome, kind = "malformed", "malformed_reply"
-            yield TurnError(kind, str(exc), tally.stats())
         except (LLMError, ConfigError) as exc:
-            outcome, kind = "error", error_kind(exc)
+            kind = error_kind(exc)
+            outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
             yield TurnError(kind, str(exc), tally.stats())
         finally:
-            _log_turn(tally.stats(), outcome, kind)
+            _log_turn(tally.stats(), outcome, kind, request)
 
-    def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
+    def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
+        """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
+        if request.schema is not None:
+            return structured_rounds(self.backend, request, cancel, tally)
+        return self._chat_rounds(request, cancel, tally)
+
+    def _chat_rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         if not request.tools:
             request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
         visible = yield from self._round(request, cancel, tally)
@@ -92,61 +94,28 @@ class TurnRunner:
         return pipeline is not None and bool(pipeline.content.strip())
 
 
-Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
+_KINDS: tuple[tuple[type[EngineError], TurnErrorKind], ...] = (
+    (MalformedReplyError, TurnErrorKind.MALFORMED_REPLY),
+    (ContextOverflowError, TurnErrorKind.CONTEXT_FULL),
+    (StructuredOutputError, TurnErrorKind.STRUCTURED_OUTPUT),
+    (ScriptExhaustedError, TurnErrorKind.SCRIPT),
+    (ConfigError, TurnErrorKind.CONFIG),
+    (NoModelError, TurnErrorKind.NO_MODEL),
+    (BackendError, TurnErrorKind.BACKEND),
+)
 
 
-def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Round:
-    """One model request through a fresh guardrail pipeline, counted in `tally`.
-
-    Yields the deltas; returns the pipeline (None when no piece came) and the stream's info.
-    """
-    tally.attempts += 1
-    info = StreamInfo()
-    pipeline: ReplyPipeline | None = None
-    pieces = 0
-    try:
-        for piece in backend.stream(request, cancel, info):
-            if pipeline is None:
-                pipeline = ReplyPipeline(start_in_thinking=info.prefilled_thinking)
-            tally.mark_piece()
-            pieces += 1
-            yield from pipeline.feed(piece)
-        if pipeline is not None:
-            yield from pipeline.flush()
-    finally:
-        tally.add(info, pieces, pipeline)
-    return pipeline, info
+def error_kind(exc: BaseException) -> TurnErrorKind:
+    """The `TurnError.kind` for an engine error (any other model failure is the backend's)."""
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), TurnErrorKind.BACKEND)
 
 
-def quiet_round(backend: Backend, request: Request, cancel: CancelToken,
-                tally: Tally) -> tuple[ReplyPipeline | None, StreamInfo]:
-    """`stream_round` with its deltas discarded, for callers that only need the result."""
-    rounds = stream_round(backend, request, cancel, tally)
-    while True:
-        try:
-            next(rounds)
-        except StopIteration as done:
-            return done.value
-
-
-def error_kind(exc: BaseException) -> str:
-    """The `TurnError.kind` for an engine error."""
-    if isinstance(exc, ContextOverflowError):
-        return "context_full"
-    if isinstance(exc, ScriptExhaustedError):
-        return "script"
-    if isinstance(exc, ConfigError):
-        return "config"
-    if isinstance(exc, BackendError):
-        return "backend"
-    return "llm"
-
-
-def _log_turn(stats: TurnStats, outcome: str, kind: str) -> None:
+def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request) -> None:
     extra = f" error={kind}" if kind else ""
+    structured = " structured=on" if request.schema is not None else ""
     log.info(
-        "turn outcome=%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
+        "turn outcome=%s%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
         "total_ms=%d retries=%d scaffold_stripped=%d",
-        outcome, extra, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
+        outcome, extra, structured, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
         stats.total_ms, stats.retries, stats.scaffold_stripped,
     )

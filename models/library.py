@@ -23,7 +23,7 @@ from models.errors import GGUFError
 from models.gguf_header import read_header, read_magic
 from models.gguf_meta import ModelMetadata, read_metadata, shard_info, shard_paths
 from models.jsonstore import load_json_object, string_keys, write_json_atomic
-from models.paths import EmberPaths, ember_paths
+from models.paths import EmberPaths, ember_paths, resolve_model_file
 
 log = logging.getLogger(__name__)
 
@@ -348,8 +348,8 @@ def _candidates(state: LibraryState, paths: EmberPaths) -> Iterator[tuple[Source
 
 def _dedupe_key(path: Path) -> str:
     try:
-        return os.path.normcase(str(path.resolve()))
-    except OSError:
+        return os.path.normcase(str(resolve_model_file(path)))
+    except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return os.path.normcase(str(path))
 
 

@@ -12,7 +12,21 @@ from pathlib import Path
 
 import platformdirs
 
+from models.errors import GGUFError
+
 APP_NAME = "ember"
+
+
+def resolve_model_file(path: Path) -> Path:
+    """`path` made absolute with its links followed; GGUFError (one line) for a link loop.
+
+    Before Python 3.13 `Path.resolve()` raises a bare RuntimeError on a symbolic link loop;
+    it becomes an Ember error here, once, so no caller has to catch RuntimeError.
+    """
+    try:
+        return path.expanduser().resolve()
+    except RuntimeError as exc:
+        raise GGUFError("the path is a symbolic link loop", path) from exc
 
 
 @dataclass(frozen=True, slots=True)

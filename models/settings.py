@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
+from models.errors import GGUFError
 from models.jsonstore import load_json_object, string_keys, write_json_atomic
-from models.paths import EmberPaths, ember_paths
+from models.paths import EmberPaths, ember_paths, resolve_model_file
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,8 @@ def settings_file(paths: EmberPaths | None = None) -> Path:
 def model_key(model: Path) -> str:
     """The key a model's settings are stored under: its absolute, resolved path."""
     try:
-        return str(model.expanduser().resolve())
-    except OSError:  # a symlink loop, an unreachable share
+        return str(resolve_model_file(model))
+    except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return str(model.expanduser().absolute())
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from models.formats import PREFILL_OPENERS, closer_for
+
 
 class TemplateFamily(StrEnum):
     CHATML = "chatml"
@@ -68,13 +70,12 @@ def detect_family(template: str | None) -> TemplateFamily:
 
 # Jinja string literals, single- or double-quoted, with backslash escapes.
 _LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"", re.DOTALL)
-_THINK_PAIRS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"))
 
 
 def _opens_thinking(literal: str) -> bool:
-    for opener, closer in _THINK_PAIRS:
+    for opener in PREFILL_OPENERS:
         at = literal.rfind(opener)
-        if at >= 0 and closer not in literal[at:]:
+        if at >= 0 and closer_for(opener) not in literal[at:]:
             return True
     return False
 

@@ -9,7 +9,9 @@
 #   2. `ember chat --events --max-tokens 8 "Hi"` on the bundled model ends with a done event;
 #   3. `ember --help` lists `models`, and `ember models --json` describes the bundled model;
 #   4. every bundled library resolves its bundled dependencies (ldd, Linux);
-#   5. the window starts offscreen and stays up for a few seconds.
+#   5. the window starts offscreen and stays up for a few seconds;
+#   6. the bundled xcb plugin resolves its xcb-util libraries inside the folder (Linux);
+#   7. the window starts on a real X server (Xvfb, xcb platform plugin) and stays up (Linux).
 # Network isolation uses `unshare -rn` where the kernel allows it (else the check runs with
 # the network and says so). Exit status 0 when every check passed. EMBER_SMOKE_KEEP=1 keeps
 # the temporary directory.
@@ -110,6 +112,43 @@ else
     fail "window (exit $rc), a packaging problem: $(tail -c 1500 "$tmp/gui.out")"
   else
     warn "window exited $rc within 10 s (the GUI may be unfinished): $(tail -c 600 "$tmp/gui.out")"
+  fi
+fi
+
+# 6. the bundled xcb plugin finds the xcb helpers inside the folder (they are bundled)
+if [[ "$(uname -s)" == Linux ]] && command -v ldd >/dev/null; then
+  qxcb=$(find "$APP" -name libqxcb.so | head -1)
+  if [[ -z "$qxcb" ]]; then
+    fail "xcb: the folder has no libqxcb.so"
+  else
+    outside=$(env -i LD_LIBRARY_PATH="$APP/_internal" ldd "$qxcb" | grep -E 'lib(xcb-(cursor|icccm|keysyms|image|render-util|util)|xkbcommon-x11)\.so' \
+      | grep -v -- "$APP" | awk '{print $1 " -> " $3}' | tr '\n' ' ')
+    if [[ -z "$outside" ]]; then
+      pass "xcb: the plugin's xcb-util libraries resolve inside the folder"
+    else
+      fail "xcb: the plugin loads these from outside the folder (not bundled): $outside"
+    fi
+  fi
+fi
+
+# 7. the window starts on a real X server (Xvfb, the xcb platform plugin)
+XVFB=$(command -v Xvfb || true)
+if [[ "$(uname -s)" != Linux ]]; then
+  :
+elif [[ -z "$XVFB" || -z "$TIMEOUT" ]]; then
+  warn "window on X: not checked (no Xvfb; on Debian/Ubuntu: apt-get install xvfb)"
+else
+  disp=:$(( 90 + RANDOM % 100 ))
+  "$XVFB" "$disp" -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.out" 2>&1 &
+  xvfb_pid=$!
+  sleep 1
+  (cd "$tmp" && "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin DISPLAY="$disp" QT_QPA_PLATFORM=xcb \
+    "$TIMEOUT" 10 "$EXE" >"$tmp/gui-x.out" 2>&1); rc=$?
+  kill "$xvfb_pid" 2>/dev/null; wait "$xvfb_pid" 2>/dev/null
+  if [[ $rc -eq 124 ]]; then
+    pass "window on X: started on Xvfb ($disp, xcb) and ran until stopped after 10 s"
+  else
+    fail "window on X (exit $rc): $(tail -c 1500 "$tmp/gui-x.out")"
   fi
 fi
 

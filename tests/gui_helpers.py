@@ -27,11 +27,13 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from desktop.app import wire_window
 from desktop.controller import ChatController
 from desktop.history_session import open_history
 from desktop.history_ui import attach_history
 from desktop.message_view import AssistantMessage
 from desktop.model_picker import FilePrompts, ModelPicker
+from desktop.model_switch import ModelSwitcher
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.window import MainWindow
 from engine.backend import Backend
@@ -67,6 +69,7 @@ class Chat:
     controller: ChatController
     engine: Engine
     backend: Backend
+    models: ModelSwitcher
 
     def type_and_send(self, text: str) -> None:
         edit = self.window.composer.edit
@@ -106,11 +109,11 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
         qtbot.addWidget(window)
         session = open_history()[0] if history else None  # in the test's own EMBER_HOME
         controller = ChatController(engine, window, history=session)
-        window.bind(controller)
+        models = wire_window(window, controller)
         attach_history(window, controller)
         window.show()
         qtbot.waitExposed(window)
-        chat = Chat(qtbot, window, controller, engine, backend)
+        chat = Chat(qtbot, window, controller, engine, backend, models)
         chats.append(chat)
         return chat
 
@@ -171,7 +174,7 @@ class FakePrompts(FilePrompts):
 
 def open_picker(chat: Chat, prompts: FakePrompts | None = None) -> ModelPicker:
     """Open the window's model picker and wait until it has read the library."""
-    switcher = chat.window.models
+    switcher = chat.models
     if prompts is not None:
         switcher.prompts = prompts
     with chat.qtbot.waitSignal(switcher.open_picker().scanned, timeout=WAIT_MS):

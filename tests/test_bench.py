@@ -15,6 +15,7 @@ from desktop.cmd_bench import format_report, measure_gui
 from engine.bench import BenchConfig, cpu_name
 from engine.bench_llama import RunTiming, rss_mb, summarize
 from engine.bench_native import parse_llama_bench
+from engine.errors import BenchError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +98,7 @@ def test_llama_bench_json_gives_the_like_for_like_and_default_tg_figures() -> No
 
 def test_llama_bench_without_the_asked_setting_is_an_error() -> None:
     rows = [{"n_prompt": 0, "n_gen": 128, "flash_attn": -1, "avg_ts": 120.0}]
-    with pytest.raises(RuntimeError, match="no generation"):
+    with pytest.raises(BenchError, match="no generation"):
         parse_llama_bench(json.dumps(rows), flash_attn="off")
 
 

@@ -39,7 +39,7 @@ def ember_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
 def backend(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
     """The backend every in-process `ember chat` gets; its `requests` show what was sent."""
     scripted = ScriptedBackend.from_texts("Paris.", "About 2.1 million.", "Lyon.", "Marseille.")
-    monkeypatch.setattr(cmd_chat, "open_backend", lambda args: scripted)
+    monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: scripted)
     return scripted
 
 

@@ -18,9 +18,9 @@ import pytest
 
 from models.diagnose import explain_load_failure
 from models.errors import GGUFError
+from models.formats import MarkerKind
 from models.gguf_header import read_header, read_magic
-from models.gguf_meta import ModelProfile, bench_header, format_parameters, read_metadata, read_profile
-from models.markers import MarkerKind
+from models.gguf_meta import bench_header, format_parameters, read_metadata, read_profile
 from models.templates import TemplateFamily, detect_family, thinking_prefill
 
 # --- the real built-in model -------------------------------------------------------------
@@ -146,11 +146,6 @@ def test_thinking_prefill_needs_an_unclosed_opener_after_the_generation_prompt()
     assert not thinking_prefill("{{ '<think>' }}{% if add_generation_prompt %}{{ 'assistant' }}{% endif %}")
     assert not thinking_prefill(None)
 
-
-def test_unknown_profile_assumes_nothing() -> None:
-    profile = ModelProfile.unknown()
-    assert profile.template_family is TemplateFamily.NONE
-    assert not profile.special_markers
 
 
 # --- derived values ---------------------------------------------------------------------

@@ -28,6 +28,12 @@ class FakeReply:
     def restart(self, reason: str) -> None:
         self.events.append(("restart", reason))
 
+    def retrying(self, attempt: int, error: str) -> None:
+        self.events.append(("retrying", attempt))
+
+    def note(self, text: str) -> None:
+        self.events.append(("note", text))
+
     def finish(self, stats: TurnStats) -> None:
         self.events.append(("finish", stats.finish_reason))
 

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop.message_view import AssistantMessage, TurnBanner
 from desktop.model_choice import choose_model
-from engine.backend import CancelToken, Request, StreamInfo
+from engine.backend import CancelToken, PlainBackend, Request, StreamInfo
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import Piece
 from engine.scaffolding import registry_markers
@@ -88,10 +88,8 @@ def test_try_again_reruns_the_turn(make_chat: MakeChat, qtbot: QtBot) -> None:
     assert isinstance(chat.backend, ScriptedBackend) and len(chat.backend.requests) == 3
 
 
-class FailingBackend:
+class FailingBackend(PlainBackend):
     """Raises `errors` in order, one per request, then streams `text`."""
-
-    supports_grammar = False
 
     def __init__(self, errors: list[LLMError], text: str = "Back to normal.") -> None:
         self.name = "failing"

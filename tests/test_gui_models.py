@@ -119,7 +119,7 @@ def test_a_failed_load_keeps_the_previous_model_working(make_chat, qtbot: QtBot,
     chat: Chat = make_chat("still here")
     before = chat.window.header.model_label
     bad = local_choice(zoo / "cut.gguf")
-    load = asyncio.ensure_future(chat.window.models.load(bad))
+    load = asyncio.ensure_future(chat.models.load(bad))
     qtbot.waitUntil(load.done, timeout=WAIT_MS)
     assert load.result() is False
     notice = chat.window.notice.text()
@@ -137,7 +137,7 @@ def test_loading_shows_progress_and_keeps_the_current_model_named(make_chat, qtb
     before = header.model_label
     ReadyChoice.gate.clear()
     ReadyChoice.backend = ScriptedBackend.from_texts("new")
-    load = asyncio.ensure_future(chat.window.models.load(ReadyChoice(BackendSpec("script", "x"), label="Next model")))
+    load = asyncio.ensure_future(chat.models.load(ReadyChoice(BackendSpec("script", "x"), label="Next model")))
     qtbot.waitUntil(lambda: header.loading, timeout=WAIT_MS)
     assert header.loading_label.text() == "Loading Next model…" and header.loading_bar.maximum() == 0
     assert header.model_label == before
@@ -180,7 +180,7 @@ def test_turns_use_the_models_sampling_length_and_system_prompt(make_chat, qtbot
     assert request.messages[0]["content"].startswith("Be terse.")  # the engine may add its own line after
     assert (request.sampling.temperature, request.sampling.top_k, request.sampling.seed) == (0.2, 7, 42)
     assert request.max_tokens == 77
-    chat.window.models.apply_settings(choice.with_settings(ModelSettings(temperature=1.5)))
+    chat.models.apply_settings(choice.with_settings(ModelSettings(temperature=1.5)))
     chat.type_and_send("again")
     qtbot.waitUntil(lambda: len(backend.requests) == 2, timeout=WAIT_MS)
     chat.wait_idle()
@@ -263,11 +263,11 @@ def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf", n_ctx_train=1024)
     chat: Chat = make_chat("hi")
-    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    load = asyncio.ensure_future(chat.models.load(local_choice(model)))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
     assert load.result() is True
     click(qtbot, chat.window.header.settings_button)
-    switcher = chat.window.models
+    switcher = chat.models
     qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
     dialog = switcher.settings_dialog
     assert dialog is not None and dialog.context.maximum() == 1024
@@ -279,7 +279,7 @@ def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path
 
 
 def open_header_settings(chat: Chat) -> ModelSettingsDialog:
-    switcher = chat.window.models
+    switcher = chat.models
     switcher.settings_dialog = None
     click(chat.qtbot, chat.window.header.settings_button)
     chat.qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
@@ -292,7 +292,7 @@ def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf")
     chat: Chat = make_chat("hi")
-    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    load = asyncio.ensure_future(chat.models.load(local_choice(model)))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
     old = chat.engine.backend
     assert isinstance(old, llama_backend.LlamaBackend) and old.n_ctx == 2048
@@ -304,7 +304,7 @@ def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, 
     qtbot.waitUntil(lambda: chat.engine.backend is not old, timeout=WAIT_MS * 2)
     new = chat.engine.backend
     assert isinstance(new, llama_backend.LlamaBackend) and new.path == model
-    assert new.n_ctx == 1024 and new._llm.n_ctx() == 1024  # in effect in llama.cpp itself
+    assert new.n_ctx == 1024 and new.llama.n_ctx() == 1024  # in effect in llama.cpp itself
     assert loading == ["m.gguf"]
     qtbot.waitUntil(lambda: chat.controller._loading is not None and chat.controller._loading.done(),
                     timeout=WAIT_MS)
@@ -319,7 +319,7 @@ def test_a_sampling_change_does_not_reload(make_chat, qtbot: QtBot, tmp_path: Pa
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf")
     chat: Chat = make_chat("hi")
-    load = asyncio.ensure_future(chat.window.models.load(local_choice(model)))
+    load = asyncio.ensure_future(chat.models.load(local_choice(model)))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
     before, task = chat.engine.backend, chat.controller._loading
     loading: list[str] = []

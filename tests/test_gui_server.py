@@ -69,7 +69,7 @@ def test_add_server_fetch_save_select_and_chat(make_chat, qtbot: QtBot, log_file
         qtbot.waitUntil(lambda: dialog.model.count() == 2, timeout=WAIT_MS)
         assert "2 model(s)" in dialog.status.text()
         dialog.model.setCurrentIndex(0)
-        picker = chat.window.models.picker
+        picker = chat.models.picker
         assert picker is not None
         with qtbot.waitSignal(picker.scanned, timeout=WAIT_MS):
             dialog.buttons.accepted.emit()
@@ -159,7 +159,7 @@ def test_a_used_server_comes_back_at_start_and_is_contacted_only_once_used(
         save_library_state(load_library_state().with_remote_server(server))
         save_api_key(stub.url, SECRET)
         chat: Chat = make_chat("local answer")
-        load = asyncio.ensure_future(chat.window.models.load(remote_choice(server)))
+        load = asyncio.ensure_future(chat.models.load(remote_choice(server)))
         qtbot.waitUntil(load.done, timeout=WAIT_MS)
         assert load.result() is True and load_library_state().last_used_server == server.key
         choice = choose_model(None, None)  # the next start

@@ -11,9 +11,11 @@ from pytestqt.qtbot import QtBot
 
 from desktop.format_picker import ReplyFormatButton, SchemaDialog
 from desktop.markdown_view import CodeBlock
-from desktop.reply_format import ReplyFormat, fenced_json, parse_schema_text
+from desktop.reply_format import ReplyFormat, parse_schema_text
 from desktop.sidebar import HistorySidebar
+from engine.backend import Capabilities
 from engine.scripted import ScriptedBackend
+from engine.structured import fenced_json
 
 pytest_plugins = ["gui_helpers"]
 
@@ -22,7 +24,7 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
 
 
 def format_button(chat: Chat) -> ReplyFormatButton:
-    button = chat.window.composer.findChild(ReplyFormatButton)
+    button = chat.window.header.findChild(ReplyFormatButton)
     assert button is not None
     return button
 
@@ -153,3 +155,24 @@ def test_schema_text_checks() -> None:
     assert schema is None and error.startswith("Not valid JSON: ")
     assert ReplyFormat.from_settings({"reply_format": {"kind": "schema", "schema": {"type": 5}}}) == ReplyFormat()
     assert ReplyFormat.from_settings({"reply_format": ReplyFormat("json").to_settings()}) == ReplyFormat("json")
+
+
+class _UnusableGrammar(ScriptedBackend):
+    """Claims grammar support, but its decoder would not take the schema's grammar."""
+
+    capabilities = Capabilities(grammar=True, device="Scripted")
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return "llama.cpp crashes on this grammar"
+
+
+def test_an_unusable_grammar_is_said_under_the_reply(make_chat: MakeChat) -> None:
+    backend = _UnusableGrammar([['{"a": 1}']])
+    chat = make_chat(backend=backend)
+    choose(format_button(chat), "Any JSON object")
+    chat.type_and_send("give me json")
+    reply = chat.wait_reply_finished()
+    assert reply.answer_text() == fenced_json({"a": 1})
+    assert "not constrained to the schema" in reply.status.text()
+    assert "llama.cpp crashes on this grammar" in reply.status.toolTip()
+    assert backend.requests[0].grammar is None

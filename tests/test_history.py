@@ -230,7 +230,7 @@ def test_an_empty_conversation_has_an_empty_path(store: HistoryStore) -> None:
 def test_messages_cannot_hang_under_another_conversation(store: HistoryStore) -> None:
     a, b = store.create_conversation().id, store.create_conversation().id
     (q,) = chain(store, a, "q")
-    with pytest.raises(ValueError, match="not in conversation"):
+    with pytest.raises(HistoryError, match="not in conversation"):
         store.add_message(b, "user", "x", parent_id=q)
 
 
@@ -301,7 +301,7 @@ def test_a_turn_finishes_exactly_once(store: HistoryStore) -> None:
     with pytest.raises(HistoryError, match="already finished"):
         store.finish_turn(turn, "completed")
     # The schema itself refuses a second outcome, whoever writes.
-    with pytest.raises(sqlite3.IntegrityError, match="turn already finished"), store.transaction() as c:
+    with pytest.raises(HistoryError, match="turn already finished"), store.transaction() as c:
         c.execute("UPDATE turns SET outcome = 'error' WHERE id = ?", (turn,))
     assert [t.outcome for t in store.turns(conv)] == ["completed"]
 

@@ -17,9 +17,10 @@ from engine.backend import CancelToken, Message, Request, Sampling, StreamInfo, 
 from engine.events import Piece, TurnDone
 from engine.history import HistoryStore
 from engine.scripted import ScriptedBackend
-from engine.turn import NO_TOOLS_LINE, TurnRunner, fold_system
+from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner, longest_turn_messages
 from engine.turns.context_policy import ContextFullError, ContextPolicy, MessageTooLongError, fit_messages
-from engine.turns.context_window import TURN_LINES, counter_for, fit_for
+from engine.turns.context_window import counter_for, fit_for
+from engine.turns.rounds import fold_system
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "You are terse."
@@ -85,6 +86,17 @@ def test_sixty_scripted_turns_at_512_are_all_answered_as_the_policy_says(policy:
     assert cuts > 40  # the window really moved
 
 
+def test_the_longest_turn_prompt_is_what_the_runner_sends_in_its_recovery_round() -> None:
+    backend = ScriptedBackend.from_texts("", "Now an answer.")  # empty first: one recovery round
+    messages = ({"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"})
+    events = list(TurnRunner(backend).run(make_request(messages, max_tokens=64)))
+    assert isinstance(events[-1], TurnDone)
+    assert len(backend.requests) == 2
+    assert backend.requests[1].messages == longest_turn_messages(messages)
+    first_system = str(backend.requests[0].messages[0]["content"])
+    assert len(str(longest_turn_messages(messages)[0]["content"])) > len(first_system)
+
+
 def test_under_stop_turns_are_answered_until_full_then_refused_with_a_clear_message() -> None:
     answers = [f"Answer {i}: " + "some words " * 15 for i in range(60)]
     backend = ScriptedBackend.from_texts(*answers)
@@ -125,8 +137,7 @@ class Recording:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name = inner.name
-        self.supports_grammar = inner.supports_grammar
-        self.n_ctx: int = inner.n_ctx
+        self.capabilities = inner.capabilities
         self.requests: list[Request] = []
         self.infos: list[StreamInfo] = []
 
@@ -140,6 +151,9 @@ class Recording:
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return self.inner.check_grammar(gbnf)
 
     def close(self) -> None:
         pass
@@ -184,7 +198,7 @@ def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> N
     assert counter is not None
     # Measured through the template, exactly the prompt a turn renders (its own system lines folded in).
     short = [{"role": "user", "content": "hello there"}]
-    turn_prompt = fold_system(tuple(short), TURN_LINES)
+    turn_prompt = fold_system(fold_system(tuple(short), NO_TOOLS_LINE), CORRECTION_LINE)
     assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=turn_prompt))[0])
     assert fit_messages(short, ContextPolicy.ROLLING, counter, n_ctx=512, max_tokens=64).prompt_tokens > 2
 

@@ -123,7 +123,7 @@ def test_is_a_backend_and_does_nothing_at_construction() -> None:
     backend = OpenAIBackend("http://example.invalid/v1", transport=httpx.MockTransport(handler))
     gen = backend.stream(_request(), CancelToken(), StreamInfo())  # not iterated: no request
     assert isinstance(backend, Backend)
-    assert backend.supports_grammar is False
+    assert backend.capabilities.grammar is False
     assert backend.name == "openai@example.invalid"
     gen.close()
     backend.close()
@@ -205,10 +205,17 @@ def test_think_tags_in_content_and_split_scaffolding_pass_through_in_order(serve
 
 
 def test_keep_alive_comments_and_missing_done(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([PING, chunk("a"), PING, b"event: message\nid: 3\n", chunk("b")]))
+    stub = _stub(serve, Reply([PING, chunk("a"), PING, b"event: message\nid: 3\n", chunk("b", finish="stop")]))
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["a", "b"]
-    assert info.finish_reason == "stop"
+    assert info.finish_reason == "stop"  # a finish reason without [DONE] is a finished reply
+
+
+def test_a_stream_ending_without_finish_reason_or_done_is_cut_off(serve: list[StubServer]) -> None:
+    stub = _stub(serve, Reply([chunk("a"), chunk("b")]))
+    pieces, error = _until_error(_backend(stub).stream(_request(), CancelToken(), StreamInfo()))
+    assert "ended the stream without finishing the reply (cut off)" in str(error)
+    assert _texts(pieces) == ["a", "b"]  # the partial reply reached the consumer
 
 
 def test_events_split_across_network_chunks_and_crlf(serve: list[StubServer]) -> None:
@@ -561,3 +568,47 @@ def test_cancel_callbacks_run_once_and_can_be_forgotten() -> None:
     token.cancel()
     token.on_cancel(lambda: calls.append("late"))  # already cancelled: runs at once
     assert calls == ["b", "late"]
+
+
+# --- limits the client enforces itself (issue #14) ---------------------------------------
+
+
+def test_a_server_ignoring_max_tokens_is_cut_off_client_side(serve: list[StubServer]) -> None:
+    stub = _stub(serve, Reply([chunk("x") for _ in range(500)]))  # would go on; no finish, no [DONE]
+    pieces, info = _run(_backend(stub), make_request([{"role": "user", "content": "hi"}], max_tokens=16))
+    assert len(pieces) == 16
+    assert info.finish_reason == "length"
+
+
+def test_one_huge_piece_is_trimmed_to_the_token_budget(serve: list[StubServer]) -> None:
+    stub = _stub(serve, Reply([chunk("y" * 1_000_000), DONE]))
+    pieces, info = _run(_backend(stub), make_request([{"role": "user", "content": "hi"}], max_tokens=16))
+    assert sum(len(p.text) for p in pieces) <= 16 * 32
+    assert info.finish_reason == "length"
+
+
+def test_keep_alives_without_content_hit_the_idle_timeout(serve: list[StubServer]) -> None:
+    stub = _stub(serve, Reply([chunk("partial")], then="trickle"))
+    backend = _backend(stub, idle_timeout=0.3)
+    pieces, error = _until_error(backend.stream(_request(), CancelToken(), StreamInfo()))
+    stub.release.set()
+    assert _texts(pieces) == ["partial"]
+    assert "sent no reply text for 0.3 s" in str(error) and "EMBER_IDLE_TIMEOUT_S" in str(error)
+
+
+def test_the_idle_timeout_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.openai_backend import DEFAULT_IDLE_TIMEOUT_S, default_idle_timeout
+
+    assert default_idle_timeout() == DEFAULT_IDLE_TIMEOUT_S
+    monkeypatch.setenv("EMBER_IDLE_TIMEOUT_S", "7.5")
+    assert default_idle_timeout() == 7.5
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        monkeypatch.setenv("EMBER_IDLE_TIMEOUT_S", bad)
+        with pytest.raises(ConfigError, match="EMBER_IDLE_TIMEOUT_S"):
+            OpenAIBackend("http://127.0.0.1:1/v1")
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "65536"])
+def test_an_impossible_port_is_refused(port: str) -> None:
+    with pytest.raises(ConfigError, match="port"):
+        OpenAIBackend(f"http://127.0.0.1:{port}/v1")

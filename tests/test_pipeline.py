@@ -19,7 +19,7 @@ def special(text: str) -> Piece:
 
 
 def run(pieces: Iterable[Piece], *, start_in_thinking: bool = False) -> tuple[list[Delta], ReplyPipeline]:
-    pipeline = ReplyPipeline(start_in_thinking=start_in_thinking)
+    pipeline = ReplyPipeline(prefilled="<think>" if start_in_thinking else "")
     deltas: list[Delta] = []
     for piece in pieces:
         deltas += pipeline.feed(piece)

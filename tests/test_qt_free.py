@@ -34,7 +34,8 @@ def test_engine_and_models_never_import_qt() -> None:
 def test_the_desktop_glue_stays_qt_free() -> None:
     # The controller and its helpers hold the logic; only the widgets may import Qt.
     result = _import_in_fresh_python(["desktop.controller", "desktop.history_session", "desktop.reply_format",
-                                      "desktop.turn_runs", "desktop.titling", "desktop.cli"])
+                                      "desktop.core.settings_resolver", "desktop.cli_common", "desktop.titling",
+                                      "desktop.cli"])
     assert result.returncode == 0, result.stderr
 
 

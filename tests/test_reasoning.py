@@ -37,7 +37,7 @@ def merge(pairs: Iterable[tuple[Channel, str]]) -> list[Run]:
 
 
 def split_pieces(pieces: Iterable[Piece], *, start_in_thinking: bool = False) -> list[tuple[Channel, Piece]]:
-    s = ThinkingSplitter(start_in_thinking)
+    s = ThinkingSplitter("<think>" if start_in_thinking else "")
     out: list[tuple[Channel, Piece]] = []
     for piece in pieces:
         out += s.feed_piece(piece)
@@ -113,7 +113,7 @@ def test_prefilled_think_starts_in_thinking() -> None:
         ("thinking", "Let me see."),
         ("content", "It is 4."),
     ]
-    assert split_thinking("all reasoning", start_in_thinking=True) == ("all reasoning", "")
+    assert split_thinking("all reasoning", prefilled="<think>") == ("all reasoning", "")
 
 
 def test_unclosed_thinking_stays_thinking() -> None:
@@ -267,6 +267,5 @@ def test_any_chunking_gives_the_one_shot_split(text: str, data: st.DataObject, p
 
 
 def test_feed_convenience_returns_text_pairs() -> None:
-    s = ThinkingSplitter(start_in_thinking=True)
+    s = ThinkingSplitter(prefilled="<think>")
     assert s.feed("a</think>b") == [("thinking", "a"), ("content", "b")]
-    assert s.in_thinking is False

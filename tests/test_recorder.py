@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.backend import CancelToken, make_request
-from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.history import HistoryStore
+from engine.history_types import HistoryError
 from engine.recorder import TurnRecorder, prompt_messages, recorded
 from engine.runtime import Engine
 from engine.scripted import ScriptedBackend
@@ -155,7 +156,7 @@ def test_try_again_after_a_malformed_turn_completes_exactly_once(store: HistoryS
 def test_an_error_keeps_partial_text_marked_error(db: Path, store: HistoryStore, conv: int) -> None:
     recorder = TurnRecorder(store, conv)
     recorder.begin("hi")
-    feed(recorder, ContentDelta("Half an"), TurnError("backend", "the server went away", TurnStats()))
+    feed(recorder, ContentDelta("Half an"), TurnError(TurnErrorKind.BACKEND, "the server went away", TurnStats()))
     assert assistant_rows(db) == [("Half an", "", "error")]
     msg = store.path(conv)[-1]
     assert msg.stats["error_kind"] == "backend"
@@ -244,7 +245,7 @@ def test_edit_answers_a_new_version_and_keeps_the_old_branch(store: HistoryStore
     assert [m.content for m in store.path(conv)] == ["Q1, better put", "A1 edited."]
     assert store.versions(q1b) == (1, 2, (q1, q1b))
     assert [m.id for m in store.switch_version(q1)] == old_branch  # nothing later was destroyed
-    with pytest.raises(ValueError, match="not a user message"):
+    with pytest.raises(HistoryError, match="not a user message"):
         TurnRecorder(store, conv).begin_edit(old_branch[1], "no")
 
 
@@ -272,7 +273,7 @@ def test_a_failing_write_never_stops_the_reply(db: Path, store: HistoryStore, co
     recorder.on_event(ContentDelta("a"))
 
     def disk_full(*args: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
+        raise HistoryError("history database error: database or disk is full")  # as the store reports it
 
     monkeypatch.setattr(store, "update_text", disk_full)
     clock.t = 5.0
@@ -290,7 +291,7 @@ def test_the_recorder_works_on_the_event_loop_thread(db: Path, store: HistorySto
         recorder = TurnRecorder(store, conv)
         with recorder:
             recorder.begin("hi")
-            async for event in engine.chat(recorder.prompt_messages()):
+            async for event in engine.run_turn(make_request(recorder.prompt_messages())):
                 recorder.on_event(event)
         await engine.aclose()
 
@@ -300,8 +301,8 @@ def test_the_recorder_works_on_the_event_loop_thread(db: Path, store: HistorySto
 
 def test_one_recorder_per_turn(store: HistoryStore, conv: int) -> None:
     recorder = TurnRecorder(store, conv)
-    with pytest.raises(RuntimeError, match="begin"):
+    with pytest.raises(HistoryError, match="begin"):
         recorder.on_event(ContentDelta("x"))
     recorder.begin("a")
-    with pytest.raises(RuntimeError, match="one turn"):
+    with pytest.raises(HistoryError, match="one turn"):
         recorder.begin("b")

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from engine.backend import Backend
+from engine.backend import Backend, make_request
 from engine.errors import ModelLoadError
-from engine.events import ContentDelta, Event, TurnDone
+from engine.events import ContentDelta, Event, StructuredValue, TurnDone
 from engine.runtime import Engine
 from engine.scripted import ScriptedBackend
 
@@ -17,7 +17,7 @@ USER = [{"role": "user", "content": "hi"}]
 
 
 async def _collect(engine: Engine) -> list[Event]:
-    return [e async for e in engine.chat(USER)]
+    return [e async for e in engine.run_turn(make_request(USER))]
 
 
 def test_chat_streams_events_from_the_worker_thread() -> None:
@@ -61,7 +61,7 @@ def test_stop_ends_the_reply_and_keeps_the_partial() -> None:
     async def main() -> list[Event]:
         engine = Engine(ScriptedBackend([[{"text": f"t{i} ", "delay_ms": 5} for i in range(200)]]))
         events: list[Event] = []
-        async for event in engine.chat(USER):
+        async for event in engine.run_turn(make_request(USER)):
             events.append(event)
             if len(events) == 3:
                 engine.stop()
@@ -79,7 +79,7 @@ def test_leaving_the_loop_early_stops_the_worker() -> None:
 
     async def main() -> list[Event]:
         engine = Engine(backend)
-        gen = engine.chat(USER)
+        gen = engine.run_turn(make_request(USER))
         async for _ in gen:
             break
         await gen.aclose()
@@ -128,7 +128,7 @@ def test_the_current_model_keeps_answering_while_another_loads() -> None:
         load = asyncio.ensure_future(engine.load(slow_factory))
         events: list[Event] = []
         load_done_mid_reply = False
-        async for event in engine.chat(USER):
+        async for event in engine.run_turn(make_request(USER)):
             events.append(event)
             if len(events) == 3:
                 loaded.set()
@@ -144,3 +144,18 @@ def test_the_current_model_keeps_answering_while_another_loads() -> None:
     assert load_done_mid_reply  # the load did not wait for the reply to end
     assert sum(isinstance(e, ContentDelta) for e in events) == 30 and isinstance(events[-1], TurnDone)
     assert [e.text for e in after if isinstance(e, ContentDelta)] == ["from the new model"]
+
+
+def test_a_structured_turn_is_a_turn_like_any_other() -> None:
+    async def main() -> tuple[list[bool], list[Event]]:
+        engine = Engine(ScriptedBackend.from_texts([{"text": "{}", "delay_ms": 20}]))
+        busy, events = [], []
+        async for event in engine.run_turn(make_request(USER, schema={"type": "object"})):
+            busy.append(engine.busy)
+            events.append(event)
+        busy.append(engine.busy)
+        await engine.aclose()
+        return busy, events
+
+    busy, events = asyncio.run(main())
+    assert busy == [True, True, False] and events[0] == StructuredValue({})

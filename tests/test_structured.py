@@ -1,4 +1,4 @@
-"""Structured replies: parse + validate, bounded retry with feedback, grammar, audit, titles."""
+"""Structured turns: parse + validate, bounded retry with feedback, grammar, events, titles."""
 
 from __future__ import annotations
 
@@ -8,21 +8,14 @@ from typing import Any
 
 import pytest
 
-from engine.backend import CancelToken, Message, Sampling
+from engine.backend import CancelToken, Capabilities, Message, Sampling, Schema, make_request
 from engine.errors import ConfigError, ScriptExhaustedError, StructuredOutputError
-from engine.events import StructuredRetry
+from engine.events import Event, StructuredRetry, StructuredValue, TurnDone, TurnError, TurnErrorKind
+from engine.history import TITLE_MAX_CHARS, title_from_text
 from engine.scripted import ScriptedBackend
-from engine.structured import (
-    FEEDBACK,
-    MAX_STRUCTURED_RETRIES,
-    MemoryAudit,
-    StructuredRunner,
-    grammar_for,
-    load_schema,
-    run_structured,
-)
-from engine.titles import TITLE_MAX_CHARS, fallback_title, make_title
-from engine.trim import trim_messages
+from engine.structured import FEEDBACK, MAX_STRUCTURED_RETRIES, grammar_for, load_schema, run_structured
+from engine.titles import title_from, title_request
+from engine.turn import TurnRunner
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 # Valid JSON Schema that llama-cpp-python's converter rejects ("Unrecognized schema").
@@ -33,7 +26,7 @@ USER: list[Message] = [{"role": "user", "content": "What is the capital of Franc
 class GrammarBackend(ScriptedBackend):
     """A scripted backend that claims grammar support, with a configurable grammar check."""
 
-    supports_grammar = True
+    capabilities = Capabilities(grammar=True)
 
     def __init__(self, *replies: str, grammar_problem: str | None = None) -> None:
         super().__init__([[r] for r in replies])
@@ -49,8 +42,9 @@ def _feedback_messages(messages: tuple[Message, ...]) -> list[Message]:
     return [m for m in messages if "could not be parsed" in str(m["content"])]
 
 
-def _words(text: str) -> int:
-    return len(text.split())
+def turn(backend: ScriptedBackend, schema: Schema = CITY, **kwargs: Any) -> list[Event]:
+    """The events of one structured turn, as every front end sees them."""
+    return list(TurnRunner(backend).run(make_request(USER, schema=schema, **kwargs)))
 
 
 # -- retry with feedback ---------------------------------------------------------------------
@@ -59,7 +53,7 @@ def _words(text: str) -> int:
 def test_a_malformed_reply_then_a_valid_one() -> None:
     backend = ScriptedBackend.from_texts('{"city": Paris}', '{"city": "Paris"}')
     retries: list[StructuredRetry] = []
-    value = run_structured(backend, USER, CITY, on_event=retries.append)
+    value = run_structured(backend, USER, CITY, on_retry=retries.append)
     assert value == {"city": "Paris"}
     second = backend.requests[1].messages
     assert len(_feedback_messages(second)) == 1
@@ -78,11 +72,11 @@ def test_a_malformed_reply_then_a_valid_one() -> None:
 
 def test_a_valid_first_reply_sends_no_feedback() -> None:
     backend = ScriptedBackend.from_texts('{"city": "Paris"}')
-    audit = MemoryAudit()
-    assert run_structured(backend, USER, CITY, audit=audit) == {"city": "Paris"}
+    events = turn(backend)
+    assert events[0] == StructuredValue({"city": "Paris"})
+    assert isinstance(events[1], TurnDone) and len(events) == 2
     assert len(backend.requests) == 1
     assert not _feedback_messages(backend.requests[0].messages)
-    assert audit.calls == ["started", "completed"]
 
 
 def test_the_schema_is_stated_in_the_single_system_message() -> None:
@@ -98,7 +92,7 @@ def test_three_failures_raise_the_last_error_not_the_first() -> None:
     backend = ScriptedBackend.from_texts("not json", '{"city": 5}', '{"town": "Paris"}')
     retries: list[StructuredRetry] = []
     with pytest.raises(StructuredOutputError) as info:
-        run_structured(backend, USER, CITY, on_event=retries.append)
+        run_structured(backend, USER, CITY, on_retry=retries.append)
     assert info.value.last_error == "'city' is a required property" == str(info.value)
     assert len(backend.requests) == 1 + MAX_STRUCTURED_RETRIES == 3
     assert [r.attempt for r in retries] == [2, 3]
@@ -108,36 +102,38 @@ def test_three_failures_raise_the_last_error_not_the_first() -> None:
     assert len(_feedback_messages(backend.requests[2].messages)) == 2
 
 
-def test_exactly_one_completion_on_retry_then_success() -> None:
-    audit = MemoryAudit()
+def test_retries_then_success_are_events_of_one_turn() -> None:
     backend = ScriptedBackend.from_texts("", '{"city": 1}', '{"city": "Paris"}')
-    assert run_structured(backend, USER, CITY, audit=audit) == {"city": "Paris"}
-    assert audit.calls == ["started", "completed"]
+    events = turn(backend)
+    assert [type(e) for e in events] == [StructuredRetry, StructuredRetry, StructuredValue, TurnDone]
+    assert events[2] == StructuredValue({"city": "Paris"})
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.stats.attempts == 3
 
 
-def test_no_completion_on_exhaustion() -> None:
-    audit = MemoryAudit()
-    backend = ScriptedBackend.from_texts("a", "b", "c")
-    with pytest.raises(StructuredOutputError):
-        run_structured(backend, USER, CITY, audit=audit)
-    assert audit.calls == ["started"]
+def test_exhaustion_ends_the_turn_with_the_last_error_and_no_value() -> None:
+    events = turn(ScriptedBackend.from_texts("a", "b", '{"town": 1}'))
+    assert not any(isinstance(e, StructuredValue) for e in events)
+    end = events[-1]
+    assert isinstance(end, TurnError)
+    assert (end.kind, end.message) == (TurnErrorKind.STRUCTURED_OUTPUT, "'city' is a required property")
 
 
-def test_a_backend_error_propagates_without_completion() -> None:
-    audit = MemoryAudit()
+def test_a_backend_error_propagates_without_a_value() -> None:
     backend = ScriptedBackend.from_texts("nope")  # the retry finds the script exhausted
     with pytest.raises(ScriptExhaustedError):
-        run_structured(backend, USER, CITY, audit=audit)
-    assert audit.calls == ["started"]
+        run_structured(backend, USER, CITY)
+    events = turn(ScriptedBackend.from_texts("nope"))
+    assert isinstance(events[-1], TurnError) and events[-1].kind is TurnErrorKind.SCRIPT
 
 
-def test_a_bad_schema_is_a_config_error_and_records_nothing() -> None:
-    audit = MemoryAudit()
+def test_a_bad_schema_is_a_config_error_before_any_model_call() -> None:
     backend = ScriptedBackend.from_texts('{"city": "Paris"}')
     with pytest.raises(ConfigError, match="not a valid JSON Schema"):
-        run_structured(backend, USER, {"type": "frobnicate"}, audit=audit)
-    assert audit.calls == []
+        run_structured(backend, USER, {"type": "frobnicate"})
     assert backend.requests == []
+    events = turn(backend, {"type": "frobnicate"})
+    assert isinstance(events[-1], TurnError) and events[-1].kind is TurnErrorKind.CONFIG
 
 
 def test_a_stopped_run_does_not_retry() -> None:
@@ -147,12 +143,15 @@ def test_a_stopped_run_does_not_retry() -> None:
     with pytest.raises(StructuredOutputError, match="stopped"):
         run_structured(backend, USER, CITY, cancel=cancel)
     assert len(backend.requests) == 1
+    events = list(TurnRunner(ScriptedBackend.from_texts("{")).run(make_request(USER, schema=CITY), cancel))
+    assert len(events) == 1 and isinstance(events[0], TurnDone)  # ends stopped, with no value
+    assert events[0].stats.finish_reason == "cancelled"
 
 
 def test_a_reply_cut_off_at_the_limit_says_so() -> None:
     backend = ScriptedBackend.from_texts(['{"city": ', '"Par', 'is"}'], '{"city": "Paris"}')
     retries: list[StructuredRetry] = []
-    run_structured(backend, USER, CITY, max_tokens=2, on_event=retries.append)
+    run_structured(backend, USER, CITY, max_tokens=2, on_retry=retries.append)
     assert retries[0].error.endswith("the reply was cut off at the length limit")
 
 
@@ -188,55 +187,17 @@ def test_not_quite_json_is_refused(reply: str) -> None:
         run_structured(ScriptedBackend.from_texts(reply, reply, reply), USER, True)
 
 
-# -- trimming ------------------------------------------------------------------------------
-
-
-def _long_conversation() -> list[Message]:
-    messages: list[Message] = [{"role": "system", "content": "You are Ember."}]
-    for i in range(5):
-        messages += [{"role": "user", "content": f"question {i} " * 20},
-                     {"role": "assistant", "content": f"answer {i} " * 20}]
-    return [*messages, *USER]
-
-
-def test_trimming_keeps_the_system_message_and_drops_the_oldest_turns() -> None:
-    messages = _long_conversation()
-    trimmed = trim_messages(messages, 110, _words)
-    assert trimmed[0] == messages[0]
-    assert trimmed[1:] == messages[-3:]  # the last whole exchange, then the question
-    assert trim_messages(messages, 10_000, _words) == messages
-
-
-def test_trimming_never_drops_the_newest_turn() -> None:
-    messages = _long_conversation()
-    assert trim_messages(messages, 1, _words) == [messages[0], messages[-1]]
-    assert trim_messages(USER, 0, _words) == USER
-
-
-def test_retries_are_never_trimmed_so_the_feedback_reaches_the_model() -> None:
-    backend = ScriptedBackend.from_texts("Paris!", '{"city": "Paris"}')
-    value = run_structured(backend, _long_conversation(), CITY, trim=1, count_tokens=_words)
-    assert value == {"city": "Paris"}
-    first, second = (r.messages for r in backend.requests)
-    assert [m["role"] for m in first] == ["system", "user"]  # the budget cut every earlier turn
-    assert second[:2] == first  # the retry grows from what the model saw...
-    assert second[2]["content"] == "Paris!"  # ...with its failed reply...
-    assert len(_feedback_messages(second)) == 1
-    assert second[-1] == _feedback_messages(second)[0]
-
-
 # -- grammar -------------------------------------------------------------------------------
 
 
 def test_a_grammar_backend_decodes_under_the_schema_grammar() -> None:
     backend = GrammarBackend('{"city": "Paris"}')
-    result = StructuredRunner(backend).run(USER, CITY)
+    assert run_structured(backend, USER, CITY) == {"city": "Paris"}
     grammar = backend.requests[0].grammar
     assert grammar is not None
     assert "root ::=" in grammar
     assert "city" in grammar
     assert backend.checked == [grammar]
-    assert result.grammar
 
 
 def test_an_unconvertible_schema_logs_why_and_decodes_unconstrained(caplog: pytest.LogCaptureFixture) -> None:
@@ -251,9 +212,8 @@ def test_an_unconvertible_schema_logs_why_and_decodes_unconstrained(caplog: pyte
 def test_a_grammar_llama_cpp_rejects_is_never_used(caplog: pytest.LogCaptureFixture) -> None:
     backend = GrammarBackend('{"city": "Paris"}', grammar_problem="the grammar does not parse")
     with caplog.at_level(logging.WARNING, logger="engine.structured"):
-        result = StructuredRunner(backend).run(USER, CITY)
+        assert run_structured(backend, USER, CITY) == {"city": "Paris"}
     assert backend.requests[0].grammar is None
-    assert not result.grammar
     assert "grammar is unusable (the grammar does not parse)" in caplog.text
 
 
@@ -265,14 +225,11 @@ def test_backends_without_grammar_never_import_the_converter(monkeypatch: pytest
 
 @pytest.mark.slow
 def test_the_real_model_is_valid_on_the_first_attempt_under_the_grammar(smollm: Any) -> None:
-    retries: list[StructuredRetry] = []
-    result = StructuredRunner(smollm, on_event=retries.append).run(
-        USER, CITY, sampling=Sampling.greedy(), max_tokens=48)
-    assert result.grammar
-    assert result.attempts == 1
-    assert retries == []
-    assert isinstance(result.value["city"], str)
-    assert result.value["city"].strip()
+    events = list(TurnRunner(smollm).run(make_request(USER, schema=CITY, sampling=Sampling.greedy(), max_tokens=48)))
+    assert [type(e) for e in events] == [StructuredValue, TurnDone]  # valid at once, under the grammar
+    assert isinstance(events[0], StructuredValue)
+    value = events[0].value
+    assert isinstance(value["city"], str) and value["city"].strip()
 
 
 # -- schema files --------------------------------------------------------------------------
@@ -295,6 +252,10 @@ def test_bad_schema_files_are_one_line_config_errors(tmp_path: Any, content: str
 # -- titles --------------------------------------------------------------------------------
 
 
+def make_title(backend: Any, question: str, answer: str) -> str:
+    return title_from(TurnRunner(backend).run(title_request(question, answer)), question)
+
+
 def test_a_title_comes_from_the_model_greedily() -> None:
     backend = ScriptedBackend.from_texts('{"title": "Sourdough at home."}')
     assert make_title(backend, "How do I bake sourdough?", "Start with a starter.") == "Sourdough at home"
@@ -307,16 +268,7 @@ def test_a_failed_title_falls_back_to_the_first_words() -> None:
     question = "How do I bake a really good sourdough bread at home with a starter I made myself last week?"
     backend = ScriptedBackend.from_texts("nope", '{"title": ""}', '{"name": "x"}')
     title = make_title(backend, question, "Start with a starter.")
-    assert title == fallback_title(question)
-    assert title.startswith("How do I bake")
-    assert title.endswith("…")
-    assert len(title) <= TITLE_MAX_CHARS
-
-
-def test_fallback_titles() -> None:
-    assert fallback_title("  Hello   there ") == "Hello there"
-    assert fallback_title("") == "New conversation"
-    assert fallback_title("x" * 100) == "x" * (TITLE_MAX_CHARS - 1) + "…"
+    assert title == title_from_text(question) == "How do I bake a really…"
 
 
 @pytest.mark.slow

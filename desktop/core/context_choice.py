@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.backend import Message
+from engine.backend import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
 from engine.history import HistoryStore
 from engine.recorder import prompt_messages
@@ -49,7 +49,7 @@ def preview_messages(store: HistoryStore | None, conversation_id: int | None, pr
     return [*head, {"role": "user", "content": prompt}]
 
 
-def refusal(backend: Any, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> str:
+def refusal(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> str:
     """Why the newest message must not be stored or sent ("" when it may be)."""
     try:
         fit_for(backend, messages, policy, max_tokens)

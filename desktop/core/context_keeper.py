@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from desktop.core.context_choice import policy_for, with_policy
-from engine.backend import Message
+from engine.backend import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
 from engine.runtime import Engine
 from engine.turns.context_policy import SETTINGS_KEY, ContextPolicy, Fit, unmeasured
@@ -46,7 +46,7 @@ class ContextKeeper:
     async def check(self, messages: Sequence[Message], policy: ContextPolicy,
                     max_tokens: int) -> ContextOverflowError | None:
         """Why the newest message must not be stored or sent (None when it may be)."""
-        def work(backend: Any) -> ContextOverflowError | None:
+        def work(backend: Backend) -> ContextOverflowError | None:
             try:
                 fit_for(backend, messages, policy, max_tokens)
             except ContextOverflowError as exc:

@@ -1,10 +1,10 @@
 """Applying a context policy with a real backend: its token counting, its context size.
 
-A backend that can count declares it with two methods and a context size:
-``count_prompt_tokens(messages) -> int`` (through its chat template and tokenizer),
-``count_tokens(text) -> int`` and ``n_ctx``. `LlamaBackend` counts exactly; `ScriptedBackend`
-approximates (words) when given a context size; a remote server declares none (its context is
-unknown), so its conversations are sent whole, as before.
+A backend that can count declares it in its capabilities: `token_count` (its
+``count_prompt_tokens(messages)``, through its chat template and tokenizer, and
+``count_tokens(text)`` are its own counts) and `context_size`. `LlamaBackend` counts exactly;
+`ScriptedBackend` counts words when given a context size; a remote server declares neither (its
+context is unknown), so its conversations are sent whole, as before.
 
 Counting only reads the vocabulary and the template, never the model's KV cache, so it may
 run on a thread beside a streaming reply (`engine.runtime.Engine.measure`).
@@ -16,11 +16,10 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
 
-from engine.backend import Message
+from engine.backend import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
-from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, fold_system
+from engine.turn import longest_turn_messages
 from engine.turns.context_policy import (
     ContextPolicy,
     Fit,
@@ -33,33 +32,22 @@ from engine.turns.context_policy import (
 
 TextCache = OrderedDict[str, int]
 # Per backend, kept across turns; weak, so an unloaded model's cache goes with it.
-_CACHES: weakref.WeakKeyDictionary[Any, TextCache] = weakref.WeakKeyDictionary()
+_CACHES: weakref.WeakKeyDictionary[Backend, TextCache] = weakref.WeakKeyDictionary()
 CACHE_SIZE = 8192  # texts whose token counts are remembered (the window's grid recounts every turn)
-TURN_LINES = f"{NO_TOOLS_LINE}\n\n{CORRECTION_LINE}"
-
-
-@runtime_checkable
-class CountingBackend(Protocol):
-    """The token-counting capability (see the module docstring)."""
-
-    n_ctx: int
-
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int: ...
-
-    def count_tokens(self, text: str) -> int: ...
 
 
 class BackendCounter:
     """A `TokenCounter` over a counting backend, remembering the counts of texts it has seen."""
 
-    def __init__(self, backend: CountingBackend, cache: TextCache | None = None) -> None:
+    def __init__(self, backend: Backend, cache: TextCache | None = None) -> None:
         self.backend = backend
+        self.n_ctx = backend.capabilities.context_size
         self._texts: TextCache = OrderedDict() if cache is None else cache
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
-        # Measured as the turn sends it: with its fixed lines folded into the system message
-        # (the recovery round's too, the longest prompt a turn can send).
-        return self.backend.count_prompt_tokens(fold_system(tuple(messages), TURN_LINES))
+        # Measured as the turn sends it: with the runner's own lines folded into the system
+        # message (the recovery round's too, the longest prompt a turn can send).
+        return self.backend.count_prompt_tokens(longest_turn_messages(tuple(messages)))
 
     def text_tokens(self, text: str) -> int:
         known = self._texts.get(text)
@@ -73,12 +61,10 @@ class BackendCounter:
         return count
 
 
-def counter_for(backend: Any) -> BackendCounter | None:
+def counter_for(backend: Backend) -> BackendCounter | None:
     """A counter for `backend`, or None when it cannot count or its context is unknown."""
-    if not isinstance(backend, CountingBackend):
-        return None
-    n_ctx = getattr(backend, "n_ctx", None)
-    if not isinstance(n_ctx, int) or n_ctx <= 0:
+    caps = backend.capabilities
+    if not caps.token_count or caps.context_size <= 0:
         return None
     try:
         cache = _CACHES.setdefault(backend, OrderedDict())
@@ -87,12 +73,12 @@ def counter_for(backend: Any) -> BackendCounter | None:
     return BackendCounter(backend, cache)
 
 
-def fit_for(backend: Any, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> Fit:
+def fit_for(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> Fit:
     """`messages` fitted to `backend`'s context under `policy` (all of them when it cannot count)."""
     counter = counter_for(backend)
     if counter is None:
         return unmeasured(messages)
-    return fit_messages(messages, policy, counter, n_ctx=counter.backend.n_ctx, max_tokens=max_tokens)
+    return fit_messages(messages, policy, counter, n_ctx=counter.n_ctx, max_tokens=max_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +96,13 @@ class Meter:
         return f"{self.used:,} / {self.n_ctx:,}"
 
 
-def measure_draft(backend: Any, messages: Sequence[Message], draft: str, policy: ContextPolicy,
+def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, policy: ContextPolicy,
                   max_tokens: int) -> Meter | None:
     """The meter for `draft` typed after `messages`; None when the backend cannot count."""
     counter = counter_for(backend)
     if counter is None:
         return None
-    n_ctx = counter.backend.n_ctx
+    n_ctx = counter.n_ctx
     reserve = reply_reserve(n_ctx, max_tokens)
     draft_tokens = counter.text_tokens(draft) if draft else 0
     candidate = [*messages, {"role": "user", "content": draft}] if draft.strip() else list(messages)
@@ -131,7 +117,7 @@ def measure_draft(backend: Any, messages: Sequence[Message], draft: str, policy:
     return Meter(fit.prompt_tokens, n_ctx, draft_tokens, reserve)
 
 
-def check_message(backend: Any, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> str:
+def check_message(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> str:
     """Why the newest message in `messages` must be refused ("" when it may be sent).
 
     Only a message that cannot fit even alone is refused here; a conversation that is full

@@ -1,0 +1,63 @@
+"""Text from model files, servers and imported conversations, made safe for a terminal.
+
+A GGUF's `general.name`, a server's error body or a stored title may hold `ESC[2J`
+(clear the screen), `ESC]0;…` (retitle the window) or bidi overrides that reorder what
+follows. Printed raw, the text controls the terminal instead of being read.
+
+- `safe_text` escapes every control character except newline and tab as `\\uXXXX`; the
+  same spelling is a JSON escape, so JSON output passed through it stays exact JSON.
+- `safe_cell` also folds line breaks and tabs, for one-row-per-item tables.
+- `SafeStream` wraps a text stream so everything written to it goes through `safe_text`,
+  except the two SGR sequences Ember itself writes for search highlights (bold on, all
+  attributes off): they cannot move the cursor, clear, or retitle anything.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TextIO
+
+# C0 controls except \t and \n, DEL, C1 controls, and the bidi embedding/override/isolate
+# marks (U+202A–U+202E, U+2066–U+2069). A lone \r is escaped too (it rewrites the line on
+# screen); \r\n, an ordinary line ending, is kept.
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+_BREAKS = re.compile(r"[\t\r\n]+")
+_ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off, kept by SafeStream
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def safe_text(text: str) -> str:
+    """`text` with terminal control characters shown as `\\uXXXX` (newlines and tabs kept)."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def safe_cell(text: str) -> str:
+    """`text` made safe and put on one line: for a table cell or a one-line message."""
+    return safe_text(_BREAKS.sub(" ", text))
+
+
+class SafeStream:
+    """A text stream whose writes are passed through `safe_text`; everything else is delegated."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        parts = _ALLOWED_SGR.split(text)
+        self._stream.write("".join(p if i % 2 else safe_text(p) for i, p in enumerate(parts)))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def has_controls(text: str) -> bool:
+    """Whether `text` holds a control character, line break or tab (none belong in a title)."""
+    return bool(_UNSAFE.search(text) or _BREAKS.search(text))

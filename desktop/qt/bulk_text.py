@@ -1,0 +1,107 @@
+"""Showing a reply too big or too unbroken for rich text without freezing the window.
+
+Qt lays a paragraph out in one go: a 1 MB reply with no spaces or newlines, rendered as
+Markdown into a `QTextBrowser`, blocked the event loop for 47 s (Stop unreachable). Past
+`needs_bulk_view`'s limits an answer is shown instead as plain text in `BulkTextView`:
+
+- Display lines are cut at `DISPLAY_LINE_CHARS`, so no block is ever large to lay out
+  (the answer's text itself is untouched: Copy and history use the original).
+- New text is appended `SLICE_CHARS` at a time, one slice per event-loop turn, so a
+  megabyte arriving as one piece costs many short steps instead of one long one.
+- The view scrolls inside itself beyond `MAX_HEIGHT_LINES`: `QPlainTextEdit` only lays out
+  what is visible, where an auto-height widget would have to lay out everything.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QFrame, QPlainTextEdit, QSizePolicy, QWidget
+
+BULK_TOTAL_CHARS = 200_000  # past this, Markdown rendering of every update costs too much
+BULK_LINE_CHARS = 10_000  # one unbroken line this long is already slow to lay out
+DISPLAY_LINE_CHARS = 500
+SLICE_CHARS = 16_384
+MAX_HEIGHT_LINES = 30
+
+
+def needs_bulk_view(text: str) -> bool:
+    """Whether `text` should be shown as bulk plain text rather than rendered Markdown."""
+    if len(text) > BULK_TOTAL_CHARS:
+        return True
+    if len(text) <= BULK_LINE_CHARS:
+        return False
+    return any(len(line) > BULK_LINE_CHARS for line in text.split("\n"))
+
+
+def display_lines(text: str, column: int, width: int = DISPLAY_LINE_CHARS) -> str:
+    """`text` with a line break inserted wherever a line reaches `width` characters.
+
+    `column` is how long the display's last line already is, so pieces appended one after
+    another are cut exactly as the whole text would be.
+    """
+    out: list[str] = []
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            out.append("\n")
+            column = 0
+        while column + len(line) > width:
+            take = width - column
+            out.append(line[:take])
+            out.append("\n")
+            line = line[take:]
+            column = 0
+        out.append(line)
+        column += len(line)
+    return "".join(out)
+
+
+def last_line_length(shown: str, column: int) -> int:
+    """The display's last line length after appending `shown` to a last line of `column`."""
+    last_break = shown.rfind("\n")
+    return len(shown) - last_break - 1 if last_break >= 0 else column + len(shown)
+
+
+class BulkTextView(QPlainTextEdit):
+    """Read-only plain text, fed the whole answer so far; shows it a slice per loop turn."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("BulkAnswer")
+        self.setAccessibleName("Answer (shown as plain text: it is very long)")
+        self.setReadOnly(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(self.fontMetrics().lineSpacing() * MAX_HEIGHT_LINES)
+        self._source = ""  # the answer text received so far
+        self._shown = 0  # how much of it is on screen
+        self._column = 0  # length of the display's last line
+        self._pump = QTimer(self)
+        self._pump.setSingleShot(True)
+        self._pump.setInterval(0)
+        self._pump.timeout.connect(self._show_slice)
+
+    def set_text(self, text: str) -> None:
+        """The whole answer so far; appends are shown progressively, anything else restarts."""
+        if not text.startswith(self._source[: self._shown]):
+            self.clear()
+            self._shown = self._column = 0
+        self._source = text
+        if self._shown < len(text) and not self._pump.isActive():
+            self._pump.start()
+
+    @property
+    def caught_up(self) -> bool:
+        return self._shown >= len(self._source)
+
+    def _show_slice(self) -> None:
+        piece = self._source[self._shown:self._shown + SLICE_CHARS]
+        shown = display_lines(piece, self._column)
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(shown)
+        self._column = last_line_length(shown, self._column)
+        self._shown += len(piece)
+        if self._shown < len(self._source):
+            self._pump.start()

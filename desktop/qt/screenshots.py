@@ -1,0 +1,192 @@
+"""Render the app's main states to PNG files: `uv run python -m desktop.qt.screenshots OUTDIR`.
+
+Offscreen, on a scripted backend (no model is run), in a throwaway EMBER_HOME, so anyone can
+regenerate the README's pictures after a change to the look and get the same states:
+
+    empty-new-chat.png          a new chat: the loaded model, example prompts, shortcuts
+    conversation-code-thinking.png   an answer with its thinking pane open, code, a list and a table
+    malformed-reply-banner.png  a reply that was only tool-call scaffolding, twice: the banner
+    model-picker.png            the model picker with the built-in model's details
+    settings-dialog.png         the built-in model's settings dialog
+    dark-mode.png               the conversation in the dark theme
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+STATES = ("empty-new-chat", "conversation-code-thinking", "malformed-reply-banner", "model-picker",
+          "settings-dialog", "dark-mode")
+WINDOW_SIZE = (1200, 820)
+QUESTION = "How do I read a CSV file in Python and sum a column?"
+THINKING = ("The user wants to read a CSV and sum one column. The standard library's csv module is enough; "
+            "DictReader gives rows by column name. I should show a short function, then mention pandas "
+            "as an option for bigger files.")
+ANSWER = """Use the standard library's `csv` module; `DictReader` gives each row as a dict keyed by the header:
+
+```python
+import csv
+from pathlib import Path
+
+
+def column_total(path: Path, column: str) -> float:
+    \"\"\"Sum one numeric column of a CSV file (empty cells count as 0).\"\"\"
+    with path.open(newline="", encoding="utf-8") as f:
+        return sum(float(row[column] or 0) for row in csv.DictReader(f))
+
+
+print(column_total(Path("sales.csv"), "amount"))  # a long comment that runs past the edge of the block on purpose
+```
+
+A few things to watch:
+
+- **Encoding**: pass `encoding="utf-8"` so the file reads the same on every system.
+- **Empty cells** become `""`; the `or 0` treats them as zero.
+- For large files, `pandas.read_csv(path)["amount"].sum()` is faster.
+
+| Approach | Extra dependency | Good for |
+|---|---|---|
+| `csv.DictReader` | none | small and medium files |
+| `pandas` | pandas | analysis, large files |
+"""
+
+
+def _script() -> dict[str, object]:
+    scaffolding: list[object] = [{"text": "<|tool_call_start|>", "special": True},
+                                 '[get_weather(location="Paris")]', {"text": "<|tool_call_end|>", "special": True}]
+    answer: list[object] = [{"text": "<think>"}, THINKING, {"text": "</think>"}]
+    answer += [ANSWER[i:i + 40] for i in range(0, len(ANSWER), 40)]
+    return {"replies": [answer, scaffolding, scaffolding, answer]}
+
+
+async def _until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not check():
+        if loop.time() > deadline:
+            raise TimeoutError("the window did not reach the state to capture")
+        await asyncio.sleep(0.05)
+
+
+async def _settle(seconds: float = 0.3) -> None:
+    await asyncio.sleep(seconds)  # let layouts, fits and repaints run
+
+
+async def capture(out: Path) -> list[Path]:
+    """Drive a window through the states and save one PNG per state in `out`."""
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    from desktop.app import wire_window
+    from desktop.controller import ChatController
+    from desktop.history_session import open_history
+    from desktop.history_ui import attach_history
+    from desktop.message_view import AssistantMessage, TurnBanner
+    from desktop.model_choice import ModelChoice, local_choice
+    from desktop.settings_dialog import open_settings_dialog
+    from desktop.window import MainWindow
+    from engine.factory import parse_backend_spec
+    from engine.runtime import Engine
+    from models.gguf_meta import read_metadata
+
+    saved: list[Path] = []
+
+    def shoot(widget: QWidget, name: str) -> None:
+        QApplication.processEvents()
+        path = out / f"{name}.png"
+        widget.grab().save(str(path))
+        saved.append(path)
+
+    script = out / ".demo-script.json"
+    script.write_text(json.dumps(_script()), encoding="utf-8")
+    window = MainWindow()
+    controller = ChatController(Engine(), window, history=open_history()[0])
+    models = wire_window(window, controller)
+    attach_history(window, controller)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    try:
+        choice = ModelChoice(parse_backend_spec(f"script:{script}"), label="SmolLM2 135M Instruct (demo)")
+        await models.load(choice)
+        await _settle()
+        shoot(window, "empty-new-chat")
+
+        await controller.send(QUESTION)
+        await _until(lambda: not controller.busy)
+        reply = window.last_reply()
+        assert isinstance(reply, AssistantMessage)
+        reply.thinking.set_expanded(True)
+        reply.reveal.pin(True)
+        await _settle()
+        shoot(window, "conversation-code-thinking")
+
+        window.theme.set_mode("dark")
+        await _settle()
+        shoot(window, "dark-mode")
+        window.theme.set_mode("light")
+
+        await controller.new_conversation()
+        await controller.send("What's the weather in Paris?")
+        await _until(lambda: not controller.busy and window.conversation.banner is not None)
+        assert isinstance(window.conversation.banner, TurnBanner)
+        await _settle()
+        shoot(window, "malformed-reply-banner")
+
+        picker = models.open_picker()
+        await _until(lambda: picker.table.topLevelItemCount() > 0 and not picker.busy)
+        picker.select_row(0)
+        await _settle()
+        shoot(picker, "model-picker")
+        picker.close()
+
+        builtin = local_choice(None)
+        meta = read_metadata(builtin.model_file) if builtin.model_file else None
+        dialog = await open_settings_dialog(window, builtin, builtin.label, meta)
+        if dialog is not None:
+            await _settle()
+            shoot(dialog, "settings-dialog")
+            dialog.close()
+    finally:
+        window.close()
+        await controller.aclose()
+        script.unlink(missing_ok=True)
+    return saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m desktop.qt.screenshots OUTDIR\n")
+        return 2
+    out = Path(args[0])
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    with tempfile.TemporaryDirectory(prefix="ember-shots-") as home:
+        os.environ["EMBER_HOME"] = home  # no user history, settings or appearance is read or touched
+        import qasync
+        from PySide6.QtWidgets import QApplication
+
+        from desktop.qt_compat import guard_singleton_refcounts
+
+        guard_singleton_refcounts()
+        app = QApplication(sys.argv[:1])
+        app.setQuitOnLastWindowClosed(False)  # closing the picker must not end the run
+        loop = qasync.QEventLoop(app)
+        asyncio.set_event_loop(loop)
+        try:
+            saved = loop.run_until_complete(capture(out))
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)
+    for path in saved:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

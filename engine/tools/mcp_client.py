@@ -1,0 +1,195 @@
+"""MCP servers over stdio, through the official `mcp` SDK, behind a plain blocking API.
+
+    server = McpServer(config)           # nothing starts yet
+    tools = server.tools()               # starts the server (once) and lists its tools
+    text = server.call("search", {...})  # one call, with a timeout
+
+Each running server has its own thread with an asyncio loop that owns the SDK session
+(the SDK's context managers must open and close in one task). A server is started only
+when its tools are first needed. A call that fails, times out, or finds the server dead
+raises `ToolError` with one line; the server is then shut down, so a later call starts it
+afresh and the chat goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TextIO, TypeVar, cast
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from engine.tools.mcp_config import ServerConfig
+from engine.tools.registry import Tool, ToolError
+
+log = logging.getLogger("engine.mcp")
+
+START_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 60.0
+_T = TypeVar("_T")
+
+
+class McpServer:
+    """One configured stdio server: started on first use, restarted after a failure."""
+
+    def __init__(self, config: ServerConfig, *, start_timeout_s: float = START_TIMEOUT_S,
+                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self.config = config
+        self.start_timeout_s = start_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self._lock = threading.Lock()
+        self._link: _Link | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def running(self) -> bool:
+        return self._link is not None
+
+    def tools(self) -> list[Tool]:
+        """The server's tools, as Ember tools that call back into it."""
+        listed: Any = self._request(lambda s: s.list_tools(), self.start_timeout_s, "listing tools")
+        return [
+            Tool(t.name, t.description or "", dict(t.input_schema or {"type": "object"}), self._runner(t.name),
+                 source=f"mcp:{self.name}")
+            for t in listed.tools
+        ]
+
+    def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        timeout = self.call_timeout_s
+        result: Any = self._request(lambda s: s.call_tool(tool, dict(arguments), read_timeout_seconds=timeout),
+                               timeout, f"running {tool}", grace_s=1.0)
+        text = _result_text(result)
+        if getattr(result, "is_error", False):
+            raise ToolError(text or f"{tool} failed on MCP server {self.name}")
+        return text
+
+    def close(self) -> None:
+        with self._lock:
+            link, self._link = self._link, None
+        if link is not None:
+            link.close()
+
+    def _runner(self, tool: str) -> Callable[[Mapping[str, Any]], str]:
+        def run(arguments: Mapping[str, Any]) -> str:
+            return self.call(tool, arguments)
+
+        return run
+
+    def _request(self, make: Callable[[ClientSession], Coroutine[Any, Any, Any]], timeout: float, what: str,
+                 grace_s: float = 0.0) -> Any:
+        link = self._started()
+        try:
+            return link.run(make(link.session), timeout + grace_s)
+        except FutureTimeout:
+            self._fail(link, f"MCP server {self.name} did not answer within {timeout:.0f} s while {what}")
+        except ToolError as exc:
+            self._fail(link, str(exc))
+        except Exception as exc:
+            if "timed out" in str(exc).lower():
+                self._fail(link, f"MCP server {self.name} did not answer within {timeout:.0f} s while {what}")
+            self._fail(link, f"MCP server {self.name} failed while {what}: {_one_line(exc)}")
+
+    def _fail(self, link: _Link, message: str) -> Any:
+        log.warning("%s; stopping it", message)
+        with self._lock:
+            if self._link is link:
+                self._link = None
+        link.close()
+        raise ToolError(message)
+
+    def _started(self) -> _Link:
+        with self._lock:
+            if self._link is None:
+                self._link = _Link.start(self.config, self.start_timeout_s)
+            return self._link
+
+
+class _Link:
+    """A running server: the loop thread, the SDK session, and a way to stop both."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        self.ready: Future[ClientSession] = Future()
+        self.session: ClientSession = cast(ClientSession, None)
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
+
+    @classmethod
+    def start(cls, config: ServerConfig, timeout: float) -> _Link:
+        link = cls(config)
+        link._thread.start()
+        try:
+            link.session = link.ready.result(timeout)
+        except FutureTimeout:
+            link.close()
+            raise ToolError(f"MCP server {config.name} did not start within {timeout:.0f} s") from None
+        except Exception as exc:
+            link.close()
+            raise ToolError(f"MCP server {config.name} could not start: {_one_line(exc)}") from exc
+        log.info("MCP server %s started", config.name)
+        return link
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            with open(os.devnull, "w") as errlog:  # a server's own log must not spill into the chat
+                self.loop.run_until_complete(self._serve(errlog))
+        except BaseException as exc:  # the server died: every waiter gets the reason
+            if not self.ready.done():
+                self.ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+        finally:
+            self.loop.close()
+
+    async def _serve(self, errlog: TextIO) -> None:
+        self._stop = asyncio.Event()
+        params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
+                                       env=dict(self.config.env) or None)
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            self.ready.set_result(session)
+            await self._stop.wait()
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
+        if not self._thread.is_alive():
+            coro.close()
+            raise ToolError(f"MCP server {self.config.name} is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        if self._thread.is_alive() and self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=5.0)
+        if self._thread.is_alive():
+            log.warning("MCP server %s did not stop in time; leaving its thread", self.config.name)
+
+
+def _result_text(result: Any) -> str:
+    parts: list[str] = []
+    blocks: list[Any] = getattr(result, "content", None) or []
+    for block in blocks:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'content')} not shown]")
+    if not parts and getattr(result, "structured_content", None) is not None:
+        import json
+
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _one_line(exc: BaseException) -> str:
+    inner: tuple[BaseException, ...] = getattr(exc, "exceptions", ())  # an exception group: its first cause
+    if inner:
+        return _one_line(inner[0])
+    error: object = exc
+    text = " ".join(str(error).split()) or type(exc).__name__
+    return text[:300]

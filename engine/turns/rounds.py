@@ -1,0 +1,50 @@
+"""One model request through a fresh guardrail pipeline: the step every kind of turn repeats."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
+from engine.events import ContentDelta, ThinkingDelta
+from engine.pipeline import ReplyPipeline
+from engine.scaffolding import SpanSink
+from engine.tally import Tally
+
+Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
+
+
+def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
+    """Append `line` to the single system message, creating it when there is none."""
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        content = str(first.get("content") or "").rstrip()
+        first["content"] = f"{content}\n\n{line}" if content else line
+        return (first, *messages[1:])
+    return ({"role": "system", "content": line}, *messages)
+
+
+def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally,
+                 span_sink: SpanSink | None = None) -> Round:
+    """One model request through a fresh guardrail pipeline, counted in `tally`.
+
+    `span_sink` gets each scaffolding span the guardrail closes (a tool turn parses calls).
+
+    Yields the deltas; returns the pipeline (None when no piece came) and the stream's info.
+    """
+    tally.attempts += 1
+    info = StreamInfo()
+    pipeline: ReplyPipeline | None = None
+    pieces = 0
+    try:
+        for piece in backend.stream(request, cancel, info):
+            if pipeline is None:
+                pipeline = ReplyPipeline(prefilled=info.prefilled_thinking, span_sink=span_sink)
+            tally.mark_piece()
+            pieces += 1
+            yield from pipeline.feed(piece)
+        if pipeline is not None:
+            yield from pipeline.flush()
+    finally:
+        tally.add(info, pieces, pipeline.stripped_chars if pipeline is not None else 0)
+    return pipeline, info
+

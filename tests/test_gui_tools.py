@@ -1,0 +1,178 @@
+"""The approval card in the window: arguments fully visible, keyboard approval, the per-conversation toggle."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from gui_helpers import WAIT_MS, Chat
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
+from pytestqt.qtbot import QtBot
+
+from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
+from engine.history import HistoryStore
+from engine.turns.tool_events import ToolCall
+from engine.turns.tool_loop import Decision
+from models.paths import ember_paths
+
+pytest_plugins = ["gui_helpers"]
+
+LONG = "x" * 3000 + " END-OF-ARGUMENT"
+CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
+
+
+def calc_call(expression: str) -> str:
+    return json.dumps({"name": "calculator", "arguments": {"expression": expression}})
+
+
+def tool_chat(make_chat: Callable[..., Chat], *replies: str) -> tuple[Chat, ToolCardArea]:
+    chat = make_chat(*replies)
+    install_tools(chat.window, chat.controller)
+    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
+    return chat, chat.window.tool_cards  # type: ignore[attr-defined]
+
+
+def wait_card(chat: Chat, area: ToolCardArea, index: int = 0) -> ToolCallCard:
+    chat.qtbot.waitUntil(lambda: len(area.cards) > index and list(area.cards.values())[index].asking, timeout=WAIT_MS)
+    return list(area.cards.values())[index]
+
+
+def test_card_shows_the_name_and_the_full_arguments(qtbot: QtBot) -> None:
+    card = ToolCallCard(ToolCall("c1", "read_file", {"path": "notes.txt", "note": LONG}))
+    qtbot.addWidget(card)
+    assert "read_file" in card.title.text()
+    shown = json.loads(card.arguments.toPlainText())
+    assert shown == {"path": "notes.txt", "note": LONG}  # nothing cut, however long
+    assert card.arguments.isReadOnly()
+
+
+@pytest.mark.parametrize(("key", "decision"), [(Qt.Key.Key_Return, Decision.APPROVE), (Qt.Key.Key_Y, Decision.APPROVE),
+                                               (Qt.Key.Key_N, Decision.DENY), (Qt.Key.Key_A, Decision.ALWAYS)])
+def test_card_is_keyboard_approvable(qtbot: QtBot, key: Qt.Key, decision: Decision) -> None:
+    card = ToolCallCard(ToolCall("c1", "calculator", {"expression": "1+1"}))
+    qtbot.addWidget(card)
+    card.set_asking(True)
+    with qtbot.waitSignal(card.decided, timeout=WAIT_MS) as signal:
+        qtbot.keyClick(card, key)
+    assert signal.args == [decision]
+    assert not card.asking  # answered once; later keys do nothing
+
+
+def test_enter_presses_the_focused_button(qtbot: QtBot) -> None:
+    card = ToolCallCard(ToolCall("c1", "calculator", {"expression": "1+1"}))
+    qtbot.addWidget(card)
+    card.show()
+    card.set_asking(True)
+    card.deny.setFocus()
+    with qtbot.waitSignal(card.decided, timeout=WAIT_MS) as signal:
+        qtbot.keyClick(card.deny, Qt.Key.Key_Return)
+    assert signal.args == [Decision.DENY]
+
+
+def test_an_approved_call_runs_and_the_answer_streams(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, CALC, "It is 42.")
+    chat.type_and_send("what is 6*7?")
+    card = wait_card(chat, area)
+    assert json.loads(card.arguments.toPlainText()) == {"expression": "6 * 7"}
+    chat.qtbot.keyClick(card, Qt.Key.Key_Return)
+    reply = chat.wait_reply_finished()
+    assert reply.answer_text() == "It is 42."
+    assert "Result: 42" in card.status.text()
+    assert "tool_call" not in reply.answer_text()
+
+
+def test_a_denied_call_never_runs(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, CALC, "Fine.")
+    chat.type_and_send("what is 6*7?")
+    chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_N)
+    assert chat.wait_reply_finished().answer_text() == "Fine."
+    backend = chat.backend
+    assert backend.requests[1].messages[-1]["content"].startswith("The user denied")  # type: ignore[attr-defined]
+
+
+def test_stop_while_asking_denies_and_ends_the_turn(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, CALC, "unused")
+    chat.type_and_send("what is 6*7?")
+    wait_card(chat, area)
+    chat.controller.stop()
+    chat.wait_idle()
+    assert len(chat.backend.requests) == 1  # type: ignore[attr-defined]
+
+
+def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, CALC, "42.", f"<tool_call>{calc_call('1+1')}</tool_call>", "2.")
+    chat.type_and_send("6*7?")
+    chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_A)
+    chat.wait_reply_finished()
+    chat.type_and_send("1+1?")
+    chat.qtbot.waitUntil(lambda: len(chat.backend.requests) == 4, timeout=WAIT_MS)  # type: ignore[attr-defined]
+    chat.wait_idle()
+    (card,) = area.cards.values()
+    assert not card.asking and "Result: 2" in card.status.text()  # shown, not asked
+    # The second turn's prompt has the first turn's call and result back before its answer.
+    replayed = chat.backend.requests[2].messages  # type: ignore[attr-defined]
+    roles = [m["role"] for m in replayed]
+    assert roles[-5:] == ["user", "assistant", "tool", "assistant", "user"]
+    assert replayed[-3]["content"] == "42" and replayed[-4]["tool_calls"][0]["function"]["name"] == "calculator"
+    with HistoryStore(ember_paths().history_db) as store:
+        conv = store.latest_conversation()
+        assert conv is not None and conv.settings["tools_always"] == ["calculator"]
+        records = [m.stats.get("tools") for m in store.path(conv.id) if m.role == "assistant"]
+        assert [r[0]["approval"] for r in records if r] == ["approved_always", "always"]
+
+    # The choice can be undone: unticking the tool in "Allowed" makes it ask again.
+    menu = chat.window.tool_allowed.menu()  # type: ignore[attr-defined]
+    menu.aboutToShow.emit()
+    (action,) = menu.actions()
+    assert action.text() == "calculator" and action.isChecked()
+    action.setChecked(False)
+    assert chat.controller.tool_turns is not None
+    assert chat.controller.tool_turns.permissions().always == set()
+
+
+def test_the_toggle_is_per_conversation_and_off_means_todays_behaviour(make_chat: Callable[..., Chat],
+                                                                        tmp_path: Path) -> None:
+    chat, area = tool_chat(make_chat, "Hi.", CALC, "Recovered.")
+    chat.type_and_send("hello")
+    chat.wait_reply_finished()
+    toggle = chat.window.tool_toggle  # type: ignore[attr-defined]
+    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: not toggle.isChecked(), timeout=WAIT_MS)  # a new conversation starts off
+    chat.type_and_send("6*7?")
+    reply = chat.wait_reply_finished()
+    assert area.cards == {}
+    assert reply.answer_text() == "Recovered."  # stripped and recovered, exactly as without tools
+    assert chat.backend.requests[1].tools is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_mcp_servers_are_switchable_per_conversation_and_run_after_approval(make_chat: Callable[..., Chat]) -> None:
+    import sys
+
+    from engine.tools.mcp_config import ServerConfig
+    from engine.tools.mcp_tools import McpServers
+
+    stub = str(Path(__file__).with_name("mcp_stub_server.py"))
+    pool = McpServers({m: ServerConfig(m, sys.executable, (stub, m)) for m in ("boom", "ok")})
+    chat = make_chat('<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>', "Done.")
+    turns = install_tools(chat.window, chat.controller, mcp=pool)
+    menu = chat.window.tool_mcp.menu()  # type: ignore[attr-defined]
+    assert [a.text() for a in menu.actions()] == ["boom", "ok"]
+    assert not any(s.running for s in pool.servers.values())  # nothing starts before it is needed
+    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
+    for action in menu.actions():
+        action.setChecked(True)
+    assert turns.mcp_servers() == ["boom", "ok"]
+    area: ToolCardArea = chat.window.tool_cards  # type: ignore[attr-defined]
+    chat.type_and_send("shout hey")
+    chat.qtbot.waitUntil(lambda: bool(area.cards) and next(iter(area.cards.values())).asking, timeout=60_000)
+    notices = [w.text() for w in area.findChildren(QLabel) if w.objectName() == "ToolNotice"]
+    assert len(notices) == 1 and notices[0].startswith("MCP server boom could not start")
+    chat.qtbot.keyClick(next(iter(area.cards.values())), Qt.Key.Key_Y)
+    assert chat.wait_reply_finished(timeout=30_000).answer_text() == "Done."
+    assert "Result: HEY!" in next(iter(area.cards.values())).status.text()
+    chat.window.close()  # the servers stop with the window
+    assert not pool.servers["ok"].running
