@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from desktop import bench_long_chat
 from desktop.core.arg_checks import executable_arg
 from engine.bench import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
@@ -41,6 +42,7 @@ def register(sub: Any) -> None:
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    bench_long_chat.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -193,7 +195,7 @@ def _row(label: str, value: str) -> str:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r)
+    lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -211,6 +213,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     if n_ui > 0:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
+    report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

@@ -13,12 +13,16 @@ Both kinds run through the same turn runner and are recorded in history the same
 reply; the answer (a structured value as the app shows it, a fenced json block) at the end.
 With `--tools` the turn may call tools, each approved first (desktop/chat_tools.py);
 `--tools` and `--schema` cannot be combined.
+Every kind is fitted to the model's context first (`--context-policy`, else the
+conversation's, else the model's: engine/turns/context_policy.py); a message that cannot fit
+even alone is refused (exit 3) before it is stored.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -37,9 +41,11 @@ from desktop.cli_common import (
 )
 from desktop.cmd_history import ChatHistory, add_chat_options
 from desktop.core.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
+from desktop.core.context_choice import policy_for, preview_messages, refusal, with_policy
+from desktop.core.settings_resolver import TurnSettings
 from desktop.core.thinking_output import ThinkingPrinter
-from engine.backend import Backend, CancelToken, Request, Schema, make_request
-from engine.errors import EngineError
+from engine.backend import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
     Notice,
@@ -50,11 +56,16 @@ from engine.events import (
     TurnDone,
     TurnError,
     TurnErrorKind,
+    TurnStats,
 )
+from engine.history_types import HistoryError
 from engine.structured import MAX_STRUCTURED_RETRIES, load_schema
 from engine.tools.registry import ToolSet
-from engine.turn import TurnRunner
+from engine.turn import TurnRunner, error_kind
+from engine.turns.context_policy import ContextPolicy
+from engine.turns.context_window import fit_for
 from engine.turns.tool_events import AnyEvent, tool_event_to_json
+from models.settings import ModelSettings
 
 
 def register(sub: Any) -> None:
@@ -74,6 +85,9 @@ def register(sub: Any) -> None:
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
     p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
+    p.add_argument("--context-policy", choices=[c.value for c in ContextPolicy], default=None,
+                   help="when the conversation outgrows the context: truncate-middle (keep the start and the "
+                        "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)")
     add_chat_options(p)
     add_tool_options(p)
     p.set_defaults(func=run)
@@ -102,26 +116,76 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         try:
             note_clamped_context(settings.model.context_length, backend)
-            system = settings.system_prompt or None
-            # With history, the context is the conversation's active branch ending at this prompt.
-            messages = history.begin(args.prompt, system=system, model=backend.name) or settings.messages(
-                [{"role": "user", "content": args.prompt}])
-            request = make_request(messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
-            cancel = CancelToken()
-            try:
-                events = _turn_events(args, backend, request, cancel, history, tools)
-                # The recorder passes tool events through unrecorded (chat_tools records them).
-                return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
-            except KeyboardInterrupt:
-                cancel.cancel()
-                history.stopped()
-                if schema is None:
-                    sys.stdout.write("\n")
-                return EXIT_INTERRUPTED
+            return _chat(args, backend, settings, schema, history, tools)
         finally:
             backend.close()
             if tools is not None:
                 tools.close()
+
+
+def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, schema: Schema | None,
+          history: ChatHistory, tools: ToolSet | None) -> int:
+    system = settings.system_prompt or None
+    policy = _context_policy(args, history, settings.model)
+    # Checked before anything is stored: a message that cannot be sent never enters the history.
+    problem = refusal(backend, preview_messages(history.store, history.conversation_id, args.prompt, system),
+                      policy, settings.max_tokens)
+    if problem:
+        sys.stderr.write(f"ember: {problem}\n")
+        return EXIT_TURN_ERROR
+    # With history, the context is the conversation's active branch ending at this prompt
+    # (begin() waits for another `chat -c` on the conversation to finish its turn first).
+    messages = history.begin(args.prompt, system=system, model=backend.name, join_roles=False) or settings.messages(
+        [{"role": "user", "content": args.prompt}])
+    _keep_policy(args, history, policy)
+    cancel = CancelToken()
+    try:
+        events = _fitted_turn(args, backend, messages, policy, settings, schema, cancel, history, tools)
+        # The recorder passes tool events through unrecorded (chat_tools records them).
+        return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
+    except KeyboardInterrupt:
+        cancel.cancel()
+        history.stopped()
+        if schema is None:
+            sys.stdout.write("\n")
+        return EXIT_INTERRUPTED
+
+
+def _fitted_turn(args: argparse.Namespace, backend: Backend, messages: list[Message], policy: ContextPolicy,
+                 settings: TurnSettings, schema: Schema | None, cancel: CancelToken, history: ChatHistory,
+                 tools: ToolSet | None) -> Iterator[AnyEvent]:
+    """The turn's events, its messages fitted to the context first under `policy`."""
+    try:
+        fit = fit_for(backend, messages, policy, settings.max_tokens)
+    except (ContextOverflowError, ConfigError) as exc:
+        # Possible only when another writer grew the conversation after the check above:
+        # the turn ends with the error, recorded like any other.
+        return iter([TurnError(error_kind(exc), str(exc), TurnStats())])
+    if fit.cut:
+        sys.stderr.write(f"ember: {len(fit.dropped)} earlier messages are outside the model's context ({policy})\n")
+    request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
+    return _turn_events(args, backend, request, cancel, history, tools)
+
+
+def _context_policy(args: argparse.Namespace, history: ChatHistory, model: ModelSettings) -> ContextPolicy:
+    settings = None
+    if history.store is not None and history.conversation_id is not None:
+        try:
+            settings = history.store.conversation(history.conversation_id).settings
+        except (HistoryError, sqlite3.Error):  # recording reports it; the model default applies
+            settings = None
+    return policy_for(settings, model, args.context_policy)
+
+
+def _keep_policy(args: argparse.Namespace, history: ChatHistory, policy: ContextPolicy) -> None:
+    """`--context-policy` given: remember it as the conversation's own."""
+    if not args.context_policy or history.store is None or history.conversation_id is None:
+        return
+    try:
+        settings = history.store.conversation(history.conversation_id).settings
+        history.store.update_conversation(history.conversation_id, settings=with_policy(settings, policy))
+    except (HistoryError, sqlite3.Error) as exc:
+        sys.stderr.write(f"ember: could not save the context policy: {exc}\n")
 
 
 def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, cancel: CancelToken,
@@ -135,8 +199,8 @@ def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, c
 
 def note_clamped_context(asked: int, backend: Backend) -> None:
     """Say so when the model's trained context is below the context asked for (it is used instead)."""
-    used = getattr(backend, "n_ctx", None)
-    if isinstance(used, int) and used < asked:
+    used = backend.capabilities.context_size
+    if 0 < used < asked:
         sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
                          f"not {asked}\n")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from collections.abc import Iterable
 from datetime import datetime
@@ -277,7 +278,7 @@ class ChatHistory:
             store.close()
             raise
 
-    def begin(self, prompt: str, *, system: str | None, model: str) -> list[Message] | None:
+    def begin(self, prompt: str, *, system: str | None, model: str, join_roles: bool = True) -> list[Message] | None:
         """Commit the user's message; return the model messages (None: not recording)."""
         if self.store is None:
             return None
@@ -288,8 +289,8 @@ class ChatHistory:
             self._hold(self.conversation_id)  # another `chat -c` on it first finishes its turn
             self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
             self.recorder.begin(prompt)
-            return self.recorder.prompt_messages(system=system)
-        except (HistoryError, ConversationBusy) as exc:
+            return self.recorder.prompt_messages(system=system, join_roles=join_roles)
+        except (HistoryError, ConversationBusy, sqlite3.Error) as exc:
             sys.stderr.write(f"ember: not recording this turn: {exc}\n")
             self.recorder = None
             return None

@@ -125,6 +125,10 @@ class ComposerBar(QFrame):
         else:
             self._on_submit()
 
+    def submit(self) -> None:
+        """Send the draft, as Enter does."""
+        self._on_submit()
+
     def _on_submit(self) -> None:
         text = self.text().strip()
         if self._busy or not text:

@@ -18,13 +18,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from desktop.core.settings_resolver import resolve
+from desktop.core.context_keeper import ContextKeeper, ContextView
+from desktop.core.settings_resolver import TurnSettings, resolve
 from desktop.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
 from desktop.reply_format import ReplyFormat, with_format
 from desktop.titling import ConversationTitler
 from engine.backend import Message, make_request
-from engine.errors import EngineError, MalformedReplyError
+from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError
 from engine.events import (
     ContentDelta,
     Event,
@@ -42,7 +43,10 @@ from engine.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.structured import MAX_STRUCTURED_RETRIES, fenced_json
 from engine.turn import error_kind
+from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, MessageTooLongError
+from engine.turns.context_window import Meter
 from engine.turns.tool_events import ToolEvent
+from models.settings import ModelSettings
 
 if TYPE_CHECKING:
     from desktop.core.tool_turns import ToolTurns
@@ -61,6 +65,7 @@ class TurnFailure:
     action: str | None = None  # "retry" | "new_conversation" | None
 
 
+CONTEXT_STOP, MESSAGE_TOO_LONG = "context_stop", "message_too_long"
 # Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
 _FAILURES: dict[str, tuple[str, str | None]] = {
     TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, "retry"),
@@ -72,7 +77,20 @@ _FAILURES: dict[str, tuple[str, str | None]] = {
     TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
                                       "attempts. Last error: {message}", "retry"),
     TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", "retry"),
+    # The context policy's refusals (front-end kinds; recorded as context_full or config).
+    CONTEXT_STOP: ("This conversation has reached the model's context limit: {message}. "
+                   "Keep chatting by leaving older messages out of what the model sees.", "drop_older"),
+    MESSAGE_TOO_LONG: ("This message was not sent: {message}. Your draft is kept.", None),
 }
+
+
+def _context_kind(exc: ContextOverflowError | ConfigError) -> str:
+    """The failure kind the view shows for the context policy's refusal `exc`."""
+    if isinstance(exc, ContextFullError):
+        return CONTEXT_STOP
+    if isinstance(exc, MessageTooLongError):
+        return MESSAGE_TOO_LONG
+    return error_kind(exc)
 
 
 def failure_for(kind: str, message: str) -> TurnFailure:
@@ -167,6 +185,8 @@ class ChatController:
         self._last_failure: TurnFailure | None = None
         self._stop_requested = False
         self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
+        self.context = ContextKeeper(engine)
+        self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
         self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
 
     # -- state -----------------------------------------------------------------------------
@@ -207,7 +227,10 @@ class ChatController:
     async def send(self, text: str) -> bool:
         """Send a user message and stream the reply; False when it was not sent."""
         text = text.strip()
+        self.refusal = ""
         if not text or self.busy:
+            return False
+        if not await self._fits(text):
             return False
         self._retry_pending = False
         self.view.clear_turn_failure(remove=False)
@@ -216,6 +239,70 @@ class ChatController:
         self.view.show_user_message(text)
         await self._start_turn(recorder, title=True)
         return True
+
+    async def _fits(self, text: str) -> bool:
+        """Refuse, before it is stored, a message that cannot be sent (the reason is shown)."""
+        settings = self._turn_settings()
+        preview = settings.messages([*self.conversation.request_messages(), {"role": "user", "content": text}])
+        problem = await self.context.check(preview, self.context_policy, settings.max_tokens)
+        if problem is None:
+            return True
+        self.refusal = str(problem)
+        self.view.clear_turn_failure(remove=True)
+        self._last_failure = failure = failure_for(_context_kind(problem), str(problem))
+        self.view.show_turn_failure(failure)
+        return False
+
+    # -- context policy --------------------------------------------------------------------
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """This conversation's policy (else the model's default)."""
+        return self.context.policy(self._conversation_settings(), self._model_settings())
+
+    def set_context_policy(self, policy: ContextPolicy) -> None:
+        """Use `policy` for this conversation from its next message (saved in its settings)."""
+        if self.history is None:
+            self.context.unsaved = policy
+            return
+        try:
+            self.history.update_settings(self.context.updated(self.history.settings, policy))
+        except HISTORY_ERRORS as exc:
+            self._history_problem(f"Couldn't save the context policy: {exc}")
+
+    async def measure_draft(self, draft: str) -> Meter | None:
+        """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
+        settings = self._turn_settings()
+        messages = settings.messages(self.conversation.request_messages())
+        return await self.context.meter(messages, draft, self.context_policy, settings.max_tokens)
+
+    async def refresh_context(self) -> None:
+        """Show where the model's view of the open conversation begins (after opening it)."""
+        settings = self._turn_settings()
+        messages = settings.messages(self.conversation.request_messages())
+        try:
+            fit = await self.context.fit(messages, self.context_policy, settings.max_tokens)
+        except (ContextOverflowError, ConfigError):
+            return  # the next message reports it
+        self._show_context(fit)
+
+    def _show_context(self, fit: Fit) -> None:
+        if isinstance(self.view, ContextView):
+            self.view.show_context_cut(fit.resume_turn)
+
+    def _conversation_settings(self) -> dict[str, object] | None:
+        if self.history is None:
+            return None
+        try:
+            return dict(self.history.settings)
+        except HISTORY_ERRORS:
+            return {}
+
+    def _model_settings(self) -> ModelSettings | None:
+        return self.choice.settings if self.choice is not None else None
+
+    def _turn_settings(self) -> TurnSettings:
+        return resolve(self._model_settings())
 
     async def retry(self) -> bool:
         """Run the failed last turn again (the banner's Try again)."""
@@ -325,9 +412,17 @@ class ChatController:
 
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
-        settings = resolve(self.choice.settings if self.choice is not None else None)
-        request = make_request(settings.messages(self._request_messages(recorder)), sampling=settings.sampling,
-                               max_tokens=settings.max_tokens, schema=self.reply_format.schema)
+        settings = self._turn_settings()
+        try:
+            fit = await self.context.fit(settings.messages(self._request_messages(recorder)), self.context_policy,
+                                         settings.max_tokens)
+        except (ContextOverflowError, ConfigError) as exc:
+            _record(recorder, TurnError(error_kind(exc), str(exc)))
+            self._fail(failure_for(_context_kind(exc), str(exc)), recorder)
+            return False
+        self._show_context(fit)
+        request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens,
+                               schema=self.reply_format.schema)
         sink = self.view.start_reply()
         answer: list[str] = []
         outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
@@ -356,7 +451,7 @@ class ChatController:
     def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
         if recorder is not None:
             try:
-                return recorder.prompt_messages(system=self.conversation.system)
+                return recorder.prompt_messages(system=self.conversation.system, join_roles=False)
             except HISTORY_ERRORS as exc:  # the in-memory copy holds the same branch
                 log.warning("history: could not read the branch back: %s", exc)
         return self.conversation.request_messages()
@@ -399,7 +494,7 @@ class ChatController:
         await self.stop_and_wait()
         try:
             branch = self.history.open(conversation_id, reveal=reveal)
-            thread = self.history.thread()
+            thread = self.history.thread_of(branch)
             fmt = ReplyFormat.from_settings(self.history.settings)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't open that conversation: {exc}")
@@ -407,6 +502,7 @@ class ChatController:
         self._show_branch(branch, thread)
         self._show_format(fmt)
         self._list_changed()
+        await self.refresh_context()
         return True
 
     async def switch_version(self, message_id: int) -> bool:
@@ -415,7 +511,7 @@ class ChatController:
             return False
         try:
             branch = self.history.switch_version(message_id)
-            thread = self.history.thread()
+            thread = self.history.thread_of(branch)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't show that version: {exc}")
             return False
@@ -469,8 +565,8 @@ class ChatController:
         if self.history is None or recorder is None:
             return
         try:
-            thread = self.history.thread()
             branch = self.history.branch()
+            thread = self.history.thread_of(branch)
         except HISTORY_ERRORS as exc:
             log.warning("history: could not read the conversation back: %s", exc)
             return

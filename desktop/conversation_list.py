@@ -39,6 +39,19 @@ MESSAGE_ROLE = Qt.ItemDataRole.UserRole + 3  # the matching message's id (None: 
 PAD_X, PAD_Y, LINE_GAP = 10, 7, 2
 UNTITLED = "New conversation"
 _Index = QModelIndex | QPersistentModelIndex
+# A row as shown: id, title, relative time, search snippet (None: not a hit), matching message id.
+_Row = tuple[int, str, str, list[tuple[str, bool]] | None, int | None]
+
+
+def _moved_id(old: list[int], new: list[int]) -> int | None:
+    """The one id whose move turns `old` into `new` (None: they differ otherwise, or not at all)."""
+    if len(old) != len(new) or old == new:
+        return None
+    first = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
+    for candidate in (new[first], old[first]):
+        if [x for x in old if x != candidate] == [x for x in new if x != candidate]:
+            return candidate
+    return None
 
 
 def relative_time(ts: float, now: float | None = None) -> str:
@@ -153,6 +166,7 @@ class ConversationList(QListWidget):
         self.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self._shown: list[_Row] = []
         self.itemClicked.connect(self._open_item)
         self.itemChanged.connect(self._on_item_changed)
 
@@ -166,25 +180,72 @@ class ConversationList(QListWidget):
         self._fill([(h.conversation_id, h.title, h.updated_at, h.snippet_parts() if h.message_id else None,
                      h.message_id) for h in hits], current, now)
 
+    def append_conversations(self, conversations: list[Conversation], now: float | None = None) -> None:
+        """Add older conversations below the list (the next page), leaving the rest alone."""
+        known = {r[0] for r in self._shown}
+        rows = [(c.id, c.title or UNTITLED, relative_time(c.updated_at, now), None, None)
+                for c in conversations if c.id not in known]
+        self.blockSignals(True)
+        try:
+            for row in rows:
+                self.addItem(self._item(row))
+            self._shown = [*self._shown, *rows]
+        finally:
+            self.blockSignals(False)
+
     def _fill(self, rows: list[tuple[int, str, float, list[tuple[str, bool]] | None, int | None]],
               current: int | None, now: float | None) -> None:
+        shown = [(cid, title or UNTITLED, relative_time(updated, now), snippet, message_id)
+                 for cid, title, updated, snippet, message_id in rows]
         scrolled = self.verticalScrollBar().value()  # a refresh must not jump the list to the top
         self.blockSignals(True)  # filling is not the user renaming or opening anything
         try:
-            self.clear()
-            for conversation_id, title, updated, snippet, message_id in rows:
-                item = QListWidgetItem(title or UNTITLED)
-                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-                item.setData(ID_ROLE, conversation_id)
-                item.setData(TIME_ROLE, relative_time(updated, now))
-                item.setData(SNIPPET_ROLE, snippet)
-                item.setData(MESSAGE_ROLE, message_id)
-                item.setToolTip(title or UNTITLED)
-                self.addItem(item)
+            self._update(shown)
             self.select_conversation(current)
             self.verticalScrollBar().setValue(scrolled)
         finally:
             self.blockSignals(False)
+
+    def _update(self, shown: list[_Row]) -> None:
+        """Show `shown`, touching only what changed: with thousands of conversations a refresh
+        (after every turn, every minute) must not rebuild and re-measure every row."""
+        old, self._shown = self._shown, shown
+        if shown == old:
+            return
+        old_ids, new_ids = [r[0] for r in old], [r[0] for r in shown]
+        if len(new_ids) > len(old_ids) and new_ids[: len(old_ids)] == old_ids and shown[: len(old)] == old:
+            for row in shown[len(old):]:  # the next page
+                self.addItem(self._item(row))
+            return
+        moved = _moved_id(old_ids, new_ids)
+        if old_ids != new_ids and moved is None:
+            self.clear()
+            self.setUniformItemSizes(all(r[3] is None for r in shown))  # one height: no per-row measuring
+            for row in shown:
+                self.addItem(self._item(row))
+            return
+        if moved is not None:  # one conversation moved (the one just used): move its row only
+            self.insertItem(new_ids.index(moved), self.takeItem(old_ids.index(moved)))
+        before = dict(zip(old_ids, old, strict=True))
+        for i, row in enumerate(shown):
+            if before[row[0]] != row:
+                self._set(self.item(i), row)
+
+    def _item(self, row: _Row) -> QListWidgetItem:
+        item = QListWidgetItem()
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+        self._set(item, row)
+        return item
+
+    @staticmethod
+    def _set(item: QListWidgetItem, row: _Row) -> None:
+        conversation_id, title, when, snippet, message_id = row
+        item.setText(title)
+        item.setData(ID_ROLE, conversation_id)
+        item.setData(TIME_ROLE, when)
+        item.setData(SNIPPET_ROLE, snippet)
+        item.setData(MESSAGE_ROLE, message_id)
+        item.setToolTip(title)
 
     def select_conversation(self, conversation_id: int | None) -> None:
         """Mark the open conversation (no signal: this follows the view, it does not drive it)."""

@@ -40,6 +40,11 @@ class BranchItem:
 Branch = list[BranchItem]
 
 
+def _versions(message: StoredMessage, siblings: dict[int | None, tuple[int, ...]]) -> Versions:
+    ids = siblings.get(message.parent_id, (message.id,))
+    return Versions(ids.index(message.id), len(ids), ids)
+
+
 def open_history(path: Path | None = None) -> tuple[HistorySession | None, str]:
     """The session on the history database, or (None, a one-line notice) when it cannot be used."""
     try:
@@ -114,13 +119,23 @@ class HistorySession:
         if self.conversation_id is None:
             return []
         path = self.store.path(self.conversation_id, leaf_id=upto)
-        return [BranchItem(m, self.store.versions(m.id)) for m in path]
+        siblings = self.store.sibling_ids(self.conversation_id)  # one query, not one per message
+        return [BranchItem(m, _versions(m, siblings)) for m in path]
+
+    @staticmethod
+    def thread_of(branch: Branch) -> list[Message]:
+        """`thread()` for a branch already read (a long conversation is not read twice)."""
+        return [{"role": item.message.role, "content": item.message.content} for item in branch
+                if item.message.role != "assistant" or item.message.content.strip()]
 
     def thread(self, *, upto: int | None = None) -> list[Message]:
-        """The branch as chat messages, without the system prompt (the controller's in-memory copy)."""
+        """The branch as chat messages, without the system prompt (the controller's in-memory copy).
+
+        Consecutive questions stay apart: the context policy drops or joins them.
+        """
         if self.conversation_id is None:
             return []
-        return prompt_messages(self.store, self.conversation_id, upto=upto, system="")
+        return prompt_messages(self.store, self.conversation_id, upto=upto, system="", join_roles=False)
 
     def switch_version(self, message_id: int) -> Branch:
         self.store.switch_version(message_id)
@@ -183,8 +198,9 @@ class HistorySession:
 
     # -- the sidebar's calls ------------------------------------------------------------
 
-    def conversations(self) -> list[Conversation]:
-        return self.store.conversations()
+    def conversations(self, limit: int | None = None, offset: int = 0) -> list[Conversation]:
+        """The most recently active first; at most `limit`, after `offset` (the sidebar reads pages)."""
+        return self.store.conversations(limit=limit, offset=offset)
 
     def search(self, text: str) -> list[SearchHit]:
         return self.store.search(text)

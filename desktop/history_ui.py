@@ -8,15 +8,18 @@ gestures (open, New) into controller calls.
 
 from __future__ import annotations
 
+from functools import partial
+
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton
+from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
 from desktop.controller import ChatController
+from desktop.conversation_view import Entry
 from desktop.format_picker import ReplyFormatButton
-from desktop.history_session import HISTORY_ERRORS, Branch
-from desktop.message_view import AssistantMessage, UserMessage
+from desktop.history_session import HISTORY_ERRORS, Branch, BranchItem
+from desktop.message_view import UserMessage
 from desktop.qt.appearance import current_palette
 from desktop.qt.icons import set_icon, themed_icon
 from desktop.reply_format import ReplyFormat
@@ -48,20 +51,33 @@ class HistoryPresenter(QObject):
     # -- HistoryView -----------------------------------------------------------------------
 
     def show_branch(self, branch: Branch) -> None:
-        """Build the conversation view from stored messages (the controller cleared it)."""
+        """Build the conversation view from stored messages (the controller cleared it).
+
+        Widgets are built lazily by the view (newest first), each from its stored message.
+        """
         view = self.window.conversation
+        entries: list[Entry] = []
         for item in branch:
             msg = item.message
-            widget: UserMessage | AssistantMessage
             if msg.role == "user":
-                widget = view.add_user(msg.content)
+                entries.append(("user", partial(self._stored_user, item)))
             elif msg.role == "assistant":
-                widget = view.add_stored_reply(msg.model or self._model_label(), msg.content, msg.thinking,
-                                               msg.status)
-            else:
-                continue  # a system message is a setting, not part of the conversation on screen
-            widget.set_history(msg.id, item.versions)
+                entries.append(("assistant", partial(self._stored_reply, item)))
+            # a system message is a setting, not part of the conversation on screen
+        view.show_entries(entries)
         self._show_title()
+
+    def _stored_user(self, item: BranchItem) -> QWidget:
+        widget = self.window.conversation.user_widget(item.message.content)
+        widget.set_history(item.message.id, item.versions)
+        return widget
+
+    def _stored_reply(self, item: BranchItem) -> QWidget:
+        msg = item.message
+        widget = self.window.conversation.stored_reply_widget(msg.model or self._model_label(), msg.content,
+                                                              msg.thinking, msg.status)
+        widget.set_history(msg.id, item.versions)
+        return widget
 
     def tag_branch(self, branch: Branch) -> bool:
         """Give the messages on screen their stored ids, in order, after a turn.
@@ -69,7 +85,8 @@ class HistoryPresenter(QObject):
         A widget with no stored counterpart (a reply stopped before any text) gets none.
         False when some stored message is not on screen (the caller then shows the branch).
         """
-        stored = iter([item for item in branch if item.message.role != "system"])  # never on screen
+        on_screen = [item for item in branch if item.message.role != "system"]  # never on screen
+        stored = iter(on_screen[self.window.conversation.backlog_count:])  # not built yet: nothing to tag
         pending = next(stored, None)
         for widget in self.window.conversation.message_widgets():
             role = "user" if isinstance(widget, UserMessage) else "assistant"

@@ -45,7 +45,8 @@ RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI t
 USER_BUBBLE_MAX_FRACTION = 0.8
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
-ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation"}
+ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
+                 "drop_older": "Leave older messages out"}
 # How a stored reply that did not complete says so, quietly, in its status line.
 STORED_STATUS: dict[str, str] = {
     "stopped": "Stopped",

@@ -15,6 +15,7 @@ import shiboken6
 from PySide6.QtCore import QRegularExpression, Qt, Signal
 from PySide6.QtGui import QRegularExpressionValidator
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.model_choice import ModelChoice
+from engine.turns.context_policy import ContextPolicy
 from models.gguf_meta import ModelMetadata
 from models.settings import MAX_SEED, MIN_CONTEXT_LENGTH, ModelSettings, save_model_settings
 
@@ -136,6 +138,11 @@ class ModelSettingsDialog(QDialog):
         self.seed.setValidator(QRegularExpressionValidator(QRegularExpression(r"\d{0,10}"), self.seed))
         self.max_tokens = _spin(0, MAX_CONTEXT, "Until the model stops")
         self.max_tokens.setGroupSeparatorShown(True)
+        self.context_policy = QComboBox()
+        for policy in ContextPolicy:
+            self.context_policy.addItem(policy.label, policy.value)
+        self.context_policy.setToolTip("What the model sees once a conversation outgrows the context "
+                                       "(each conversation can choose its own beside the composer)")
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("Optional: instructions the model sees before every conversation")
         self.system_prompt.setTabChangesFocus(True)
@@ -156,6 +163,7 @@ class ModelSettingsDialog(QDialog):
             ("Temperature", self.temperature), ("Top P", self.top_p),
             ("Top K", self.top_k), ("Min P", self.min_p), ("Repeat penalty", self.repeat_penalty),
             ("Seed", self.seed), ("Max reply tokens", self.max_tokens), ("System prompt", self.system_prompt),
+            ("When the conversation is full", self.context_policy),
         ]
         for name, widget in rows:
             form.addRow(name, widget)
@@ -191,6 +199,7 @@ class ModelSettingsDialog(QDialog):
         self.seed.setText("" if s.seed is None else str(s.seed))
         self.max_tokens.setValue(s.max_tokens or 0)
         self.system_prompt.setPlainText(s.system_prompt)
+        self.context_policy.setCurrentIndex(max(0, self.context_policy.findData(s.context_policy)))
 
     def values(self) -> ModelSettings:
         """The settings as entered; ValueError with a readable message when one is out of range."""
@@ -210,6 +219,7 @@ class ModelSettingsDialog(QDialog):
             seed=seed,
             max_tokens=self.max_tokens.value() or None,
             system_prompt=self.system_prompt.toPlainText(),
+            context_policy=str(self.context_policy.currentData()),
         )
 
     def save(self) -> None:

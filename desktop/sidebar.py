@@ -32,6 +32,7 @@ from desktop.style import SPACING
 from desktop.undo_bar import UndoBar
 
 SEARCH_DELAY_MS = 150  # typing pauses this long before the list is filtered
+PAGE = 300  # conversations listed per page
 TICK_MS = 60_000  # "5 min" ago must not stay "now": re-read the list every minute
 DEFAULT_WIDTH = 260
 MIN_WIDTH = 180
@@ -68,6 +69,11 @@ class HistorySidebar(QFrame):
         self.list.renameRequested.connect(self.rename)
         self.list.deleteRequested.connect(self.delete)
         self.list.customContextMenuRequested.connect(self._show_context_menu)
+        # With thousands of conversations only a page is read and listed; scrolling near the
+        # end reads the next, so a refresh (after every turn) stays cheap.
+        self._page_limit = PAGE
+        self._more = False
+        self.list.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.list.itemDelegate().closeEditor.connect(self._on_editor_closed)
         self._stale = False
         self.undo_bar = UndoBar(self)
@@ -149,9 +155,30 @@ class HistorySidebar(QFrame):
             if query:
                 self.list.show_hits(self.session.search(query), current)
             else:
-                self.list.show_conversations(self.session.conversations(), current)
+                found = self.session.conversations(limit=self._page_limit + 1)
+                self._more = len(found) > self._page_limit  # more below: read when scrolled near
+                self.list.show_conversations(found[: self._page_limit], current)
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't read the history: {exc}")
+
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.list.verticalScrollBar()
+        if self._more and value >= bar.maximum() - bar.pageStep() and not self.search.text().strip():
+            self._more = False  # until this page is read
+            QTimer.singleShot(0, self._read_next_page)  # after this scroll event, not inside it
+
+    def _read_next_page(self) -> None:
+        """Append the next page of older conversations (only that page is read)."""
+        if self.list.editing or self.search.text().strip():
+            return
+        try:
+            found = self.session.conversations(limit=PAGE + 1, offset=self._page_limit)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't read the history: {exc}")
+            return
+        self._page_limit += PAGE
+        self._more = len(found) > PAGE
+        self.list.append_conversations(found[:PAGE])
 
     def _on_editor_closed(self) -> None:
         if self._stale:

@@ -142,7 +142,7 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
     ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured).
     Must be called without a running asyncio loop.
     """
-    app = _application()
+    app = application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     try:
@@ -209,7 +209,7 @@ def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tok
     }
 
 
-def _application() -> QApplication:
+def application() -> QApplication:
     guard_singleton_refcounts()
     existing = QApplication.instance()
     if isinstance(existing, QApplication):

@@ -33,12 +33,14 @@ from desktop.conversation_view import ConversationView
 from desktop.message_view import AssistantMessage, prewarm
 from desktop.model_choice import ModelInfo
 from desktop.qt.appearance import ThemeManager
+from desktop.qt.context_meter import ContextMeter
 from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
 from desktop.qt.icons import recolour, themed_icon
 from desktop.qt.theme import ICON_PX, MODES, SPACE_MD, SPACE_SM
 from desktop.qt_compat import guard_singleton_refcounts
 from desktop.style import CONTENT_MAX_WIDTH, SPACING
 from engine.events import TurnStats
+from engine.turns.context_policy import ContextPolicy
 
 DEFAULT_SIZE = (1040, 780)
 MIN_SIZE = (560, 420)
@@ -249,6 +251,9 @@ class MainWindow(QMainWindow):
         self.composer.stopRequested.connect(self._on_stop)
         self.header.new_chat.clicked.connect(self._on_new_conversation)
         self.conversation.failureAction.connect(self._on_failure_action)
+        self.context_meter = ContextMeter(controller, self.composer)
+        self.composer.add_tool(self.context_meter)
+        self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
         if controller.model is not None:
             self.model_ready(controller.model)
 
@@ -259,7 +264,10 @@ class MainWindow(QMainWindow):
 
     @asyncSlot(str)
     async def _on_submitted(self, text: str) -> None:
-        await self.controller.send(text)
+        sent = await self.controller.send(text)
+        if not sent and self.controller.refusal and not self.composer.text().strip():
+            self.composer.set_text(text)  # refused before it was stored: the draft comes back
+        self.context_meter.recount()
 
     def _on_stop(self) -> None:
         if self._controller is not None:
@@ -278,6 +286,13 @@ class MainWindow(QMainWindow):
         elif action == "new_conversation":
             await self.controller.new_conversation()
             self.composer.focus_edit()
+        elif action == "drop_older":  # the stop policy's limit: keep chatting under truncate-middle
+            self.controller.set_context_policy(ContextPolicy.TRUNCATE_MIDDLE)
+            self.conversation.clear_failure(remove=True)
+            if self.composer.text().strip():
+                self.composer.submit()
+            elif self.controller.can_retry:
+                await self.controller.retry()
 
     # -- ChatView --------------------------------------------------------------------------
 
@@ -301,9 +316,15 @@ class MainWindow(QMainWindow):
 
     def set_busy(self, busy: bool) -> None:
         self.composer.set_busy(busy)
+        if not busy and self._controller is not None:
+            self.context_meter.recount()
 
     def show_stats(self, stats: TurnStats) -> None:
         self.status.show_stats(stats)
+
+    def show_context_cut(self, resume_turn: int | None) -> None:
+        self.conversation.show_context_cut(resume_turn)
+        self.context_meter.recount()
 
     def clear_conversation(self) -> None:
         self.conversation.clear()
@@ -320,6 +341,8 @@ class MainWindow(QMainWindow):
         self.status.clearMessage()
         self.status.show_model(info)
         self.notice.hide()
+        if self._controller is not None:
+            self.context_meter.recount()  # a new model: a new tokenizer and context size
 
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()

@@ -110,6 +110,7 @@ class StreamInfo:
     """What a backend learned while streaming, read after the stream ends."""
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
     completion_tokens: int = 0
     context_size: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled
@@ -124,7 +125,8 @@ class Capabilities:
     """What a backend declares it can do, and where it runs; callers read this, never probe."""
 
     grammar: bool = False  # honours Request.grammar; check_grammar validates one first
-    token_count: bool = False  # count_tokens is the model's own count, not an estimate
+    token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
+    context_size: int = 0  # tokens the loaded context holds; 0 when unknown (a server)
     tools: bool = False  # the template renders Request.tools
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used
@@ -151,6 +153,12 @@ class Backend(Protocol):
         """Tokens in `text`: exact with the token_count capability, else an estimate."""
         ...
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the prompt `messages` render to (chat template included); exact with the
+        token_count capability, else an estimate. Reads only the vocabulary and the template,
+        so it may run beside a streaming reply (engine/turns/context_window.py)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -164,6 +172,10 @@ class PlainBackend:
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1  # about four characters a token
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        # An estimate: the contents plus a few tokens of role markup per message.
+        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages)
 
 
 def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:

@@ -259,12 +259,15 @@ class HistoryStore:
             raise NotFoundError(f"no conversation {conversation_id}")
         return Conversation.from_row(row)
 
-    def conversations(self, *, limit: int | None = None, deleted: bool = False) -> list[Conversation]:
-        """Conversations by last activity, newest first (`deleted=True`: the trash instead)."""
+    def conversations(self, *, limit: int | None = None, deleted: bool = False, offset: int = 0) -> list[Conversation]:
+        """Conversations by last activity, newest first (`deleted=True`: the trash instead).
+
+        `offset` skips that many first (a sidebar reads a page at a time).
+        """
         where = "deleted_at IS NOT NULL" if deleted else "deleted_at IS NULL"
         rows = self._conn.execute(
-            f"SELECT * FROM conversations WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
-            (-1 if limit is None else limit,),
+            f"SELECT * FROM conversations WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            (-1 if limit is None else limit, max(0, offset)),
         )
         return [Conversation.from_row(r) for r in rows]
 
@@ -428,6 +431,15 @@ class HistoryStore:
             (leaf_id, conversation_id),
         )
         return [StoredMessage.from_row(r) for r in rows]
+
+    def sibling_ids(self, conversation_id: int) -> dict[int | None, tuple[int, ...]]:
+        """Every parent's children ids, oldest first: all versions of a conversation in one light query."""
+        under: dict[int | None, list[int]] = {}
+        rows = self._conn.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
+                                  (conversation_id,))
+        for message_id, parent_id in rows:
+            under.setdefault(parent_id, []).append(int(message_id))
+        return {parent: tuple(ids) for parent, ids in under.items()}
 
     def versions(self, message_id: int) -> Versions:
         """Where a message stands among its versions (siblings with the same parent)."""

@@ -16,7 +16,7 @@ import ctypes
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine import llama_log
-from engine.backend import CancelToken, Capabilities, Request, StreamInfo
+from engine.backend import CancelToken, Capabilities, Message, Request, StreamInfo
 from engine.backends import llama_devices, offload
 from engine.backends.grammar_guard import grammar_problem
 from engine.backends.llama_decode import DecodeError, KvCache, PieceReader, SamplerChain, grammar_error
@@ -33,6 +33,7 @@ from engine.backends.tool_prompt import fallback_for
 from engine.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
+from engine.kv_reuse import reuse_shifted
 from engine.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.template import ChatTemplate, Segment
 from models.formats import prefill_opener
@@ -71,8 +72,8 @@ class LlamaBackend:
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
         # Tools: rendered by the template, or described in the system message (tool_prompt).
-        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, device=self.where,
-                                         device_note=self.gpu_note)
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, context_size=self.n_ctx,
+                                         device=self.where, device_note=self.gpu_note)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
@@ -247,11 +248,18 @@ class LlamaBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Exact (the token_count capability): reads only the vocabulary and the template,
+        so it is safe beside a streaming reply."""
+        return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
+
     # -- streaming ------------------------------------------------------------------------
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         tokens, prefilled = self.prompt_tokens(request)
         info.prompt_tokens = len(tokens)
+        reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
+        info.cached_tokens = self._kv.reusable(tokens)
         info.context_size = self.n_ctx
         info.prefilled_thinking = prefilled
         room = self.n_ctx - len(tokens)

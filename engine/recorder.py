@@ -110,11 +110,12 @@ class TurnRecorder:
         self.user_message_id = user_id
         self._fallback_leaf = fallback_leaf
 
-    def prompt_messages(self, *, system: str | None = None) -> list[Message]:
+    def prompt_messages(self, *, system: str | None = None, join_roles: bool = True) -> list[Message]:
         """The model messages for this turn: the branch ending at its user message."""
         if self.user_message_id is None:
             raise HistoryError("call begin() first")
-        return prompt_messages(self.store, self.conversation_id, upto=self.user_message_id, system=system)
+        return prompt_messages(self.store, self.conversation_id, upto=self.user_message_id, system=system,
+                               join_roles=join_roles)
 
     # -- streaming --------------------------------------------------------------------
 
@@ -265,13 +266,14 @@ def recorded(events: Iterable[Event], recorder: TurnRecorder) -> Iterator[Event]
 
 
 def prompt_messages(store: HistoryStore, conversation_id: int, *, upto: int | None = None,
-                    system: str | None = None) -> list[Message]:
+                    system: str | None = None, join_roles: bool = True) -> list[Message]:
     """Model messages for a branch (the active one, or the one ending at `upto`).
 
     The system prompt is `system`, else the conversation's `settings["system"]`. Thinking
     is not sent back. Consecutive messages of one role (a question left unanswered by a
     failed turn, then another) are joined, since many chat templates require roles to
-    alternate.
+    alternate. With `join_roles=False` they stay apart, for a context policy that may drop
+    one (a too-long question a failed turn left behind) and joins what it keeps.
     """
     if system is None:
         stored = store.conversation(conversation_id).settings.get("system")
@@ -280,7 +282,7 @@ def prompt_messages(store: HistoryStore, conversation_id: int, *, upto: int | No
     for msg in store.path(conversation_id, leaf_id=upto):
         if msg.role == "assistant" and not msg.content.strip():
             continue
-        if out and out[-1]["role"] == msg.role:
+        if join_roles and out and out[-1]["role"] == msg.role:
             out[-1] = {"role": msg.role, "content": f"{out[-1]['content']}\n\n{msg.content}"}
         else:
             out.append({"role": msg.role, "content": msg.content})

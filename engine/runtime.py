@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, overload
@@ -44,6 +45,11 @@ class Engine:
     def __init__(self, backend: Backend | None = None) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-model")
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-loader")
+        # Token counting (the composer's meter, the context policy) runs here, beside a
+        # streaming reply: it reads only the tokenizer and the template. A backend is never
+        # closed while a count is using it (`_count_lock`).
+        self._counter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-count")
+        self._count_lock = threading.Lock()
         self._backend = backend
         self._running: list[CancelToken] = []  # one per turn in progress (a title may queue behind a reply)
 
@@ -56,6 +62,22 @@ class Engine:
     def backend(self) -> Backend | None:
         return self._backend
 
+    async def measure(self, fn: Callable[[Backend], T]) -> T | None:
+        """Run `fn(backend)` on the counting thread; None when no model is loaded (or it was replaced)."""
+        backend = self._backend
+        if backend is None:
+            return None
+
+        def work() -> T | None:
+            with self._count_lock:
+                return fn(backend) if backend is self._backend else None
+
+        return await asyncio.wrap_future(self._counter.submit(work))
+
+    def _close_after_counts(self, backend: Backend) -> None:
+        with self._count_lock:
+            _close_quietly(backend)
+
     async def load(self, factory: Callable[[], Backend]) -> Backend:
         """Build a new backend on the loader thread; the old one is closed only on success.
 
@@ -65,7 +87,7 @@ class Engine:
         new = await asyncio.wrap_future(self._loader.submit(factory))
         old, self._backend = self._backend, new
         if old is not None:
-            self._executor.submit(_close_quietly, old)
+            self._executor.submit(self._close_after_counts, old)
         return new
 
     def stop(self) -> None:
@@ -131,8 +153,9 @@ class Engine:
         self.stop()
         backend, self._backend = self._backend, None
         if backend is not None:
-            await asyncio.wrap_future(self._executor.submit(backend.close))
+            await asyncio.wrap_future(self._executor.submit(self._close_after_counts, backend))
         self._loader.shutdown(wait=True)
+        self._counter.shutdown(wait=True)
         self._executor.shutdown(wait=True)
 
     def close_sync(self) -> None:
@@ -140,8 +163,9 @@ class Engine:
         self.stop()
         backend, self._backend = self._backend, None
         if backend is not None:
-            self._executor.submit(backend.close).result()
+            self._executor.submit(self._close_after_counts, backend).result()
         self._loader.shutdown(wait=True)
+        self._counter.shutdown(wait=True)
         self._executor.shutdown(wait=True)
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
-from engine.errors import ConfigError, ScriptExhaustedError
+from engine.backend import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo
+from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
 from engine.events import Piece
+
+SCRIPT_MESSAGE_OVERHEAD = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +85,11 @@ class ScriptedBackend(PlainBackend):
 
     capabilities = Capabilities(device="Scripted")
 
-    def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script") -> None:
+    def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script",
+                 n_ctx: int | None = None) -> None:
         self.name = name
+        if n_ctx is not None:
+            self.n_ctx = n_ctx
         self._replies = [
             [c if isinstance(c, ScriptChunk) else _parse_chunk(c, name) for c in reply] for reply in replies
         ]
@@ -111,6 +116,18 @@ class ScriptedBackend(PlainBackend):
         return cls([[r] if isinstance(r, str) else list(r) for r in replies])
 
     @property
+    def n_ctx(self) -> int | None:
+        return self.capabilities.context_size or None
+
+    @n_ctx.setter
+    def n_ctx(self, value: int | None) -> None:
+        # With a context size it declares token counting (in words, its own count) like a
+        # local model, so context policies can be tested without one; a prompt over it is refused.
+        # (A subclass's own declaration is kept; only the counting part changes.)
+        declared = type(self).capabilities
+        self.capabilities = declared if value is None else replace(declared, token_count=True, context_size=value)
+
+    @property
     def remaining(self) -> int:
         return len(self._replies) - self._next
 
@@ -124,6 +141,12 @@ class ScriptedBackend(PlainBackend):
             reply = self._replies[self._next]
             self._next += 1
         info.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
+        n_ctx = self.n_ctx
+        if n_ctx is not None:
+            info.prompt_tokens, info.context_size = self.count_prompt_tokens(request.messages), n_ctx
+            if info.prompt_tokens >= n_ctx:
+                raise ContextOverflowError(
+                    f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context")
         emitted = 0
         for chunk in reply:
             if cancel.cancelled:
@@ -140,6 +163,13 @@ class ScriptedBackend(PlainBackend):
             emitted += 1
             yield Piece(chunk.text, None, chunk.special, chunk.user_defined)
         info.finish_reason = "stop"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Words, plus a few tokens per message for the role markers a template would add."""
+        return sum(self.count_tokens(str(m.get("content") or "")) + SCRIPT_MESSAGE_OVERHEAD for m in messages) + 1
 
     def close(self) -> None:
         pass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Iterator
 
-from engine.backend import Backend, CancelToken, Request
+from engine.backend import Backend, CancelToken, Message, Request
 from engine.errors import (
     BackendError,
     ConfigError,
@@ -40,6 +40,12 @@ CORRECTION_LINE = (
     "Your previous reply had no visible answer. Reply to the user directly in plain text, "
     "without tool calls, special tokens or markup."
 )
+
+
+def longest_turn_messages(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """`messages` as the longest request a chat turn can send: its recovery round, with the
+    runner's own system lines folded in. Context sizing measures this (engine/turns/context_window.py)."""
+    return fold_system(fold_system(messages, NO_TOOLS_LINE), CORRECTION_LINE)
 
 
 class TurnRunner:

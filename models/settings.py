@@ -30,6 +30,8 @@ FORMAT_VERSION = 1
 DEFAULT_CONTEXT_LENGTH = 4096
 MIN_CONTEXT_LENGTH = 128
 MAX_SEED = 2**32 - 1
+# What a conversation sends once it outgrows the context (engine/turns/context_policy.py).
+CONTEXT_POLICIES = ("truncate-middle", "rolling", "stop")
 
 
 def _is_int(v: object) -> TypeGuard[int]:
@@ -70,6 +72,7 @@ _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "seed": _optional(_int_in(0, MAX_SEED)),
     "system_prompt": _text,
     "max_tokens": _optional(_int_in(1)),
+    "context_policy": lambda v: v in CONTEXT_POLICIES,
 }
 
 
@@ -88,6 +91,7 @@ class ModelSettings:
     seed: int | None = None  # None = a fresh random seed for every reply
     system_prompt: str = ""
     max_tokens: int | None = None  # None = until the model stops or the context is full
+    context_policy: str = CONTEXT_POLICIES[0]  # the default for this model's conversations
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():

@@ -25,7 +25,7 @@ REQUIRED = (
     "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
-        "--history-messages", "200"]  # fmt: skip
+        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -48,6 +48,8 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     assert set(report["ttft_ms"]) == {"engine", "raw"}
     assert report["filter_us_per_piece"] > 0 and report["load_ms"] > 0 and report["rss_mb"] > 0
     assert report["history_search_ms"] is not None
+    assert report["long_chat_turns"] == 6 and report["long_chat_ttft_turn5_ms"] > 0  # long chat (#16)
+    assert report["gui_open_2000_ms"] is not None and report["sidebar_5000_fill_ms"] is not None, report["notes"]
     if (ROOT / "desktop" / "stall_bench.py").is_file():
         assert report["ui_max_stall_ms"] is not None, report["notes"]
 

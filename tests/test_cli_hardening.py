@@ -341,13 +341,17 @@ def test_show_thinking_is_set_apart_from_the_answer(tmp_path: Path, ember_home: 
 
 
 def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.CaptureFixture[str]) -> None:
-    from types import SimpleNamespace
-
     from desktop.cmd_chat import note_clamped_context
+    from engine.scripted import ScriptedBackend
 
-    note_clamped_context(100_000, SimpleNamespace(n_ctx=8192))  # type: ignore[arg-type]
+    backend = ScriptedBackend.from_texts()  # declares its context size like a loaded model
+    backend.n_ctx = 8192
+    note_clamped_context(100_000, backend)
     assert "trained on 8192 tokens of context; using 8192, not 100000" in capsys.readouterr().err
-    note_clamped_context(4096, SimpleNamespace(n_ctx=4096))  # type: ignore[arg-type]
+    backend.n_ctx = 4096
+    note_clamped_context(4096, backend)
+    assert capsys.readouterr().err == ""
+    note_clamped_context(4096, ScriptedBackend.from_texts())  # context unknown (as a server's): nothing to say
     assert capsys.readouterr().err == ""
 
 

@@ -123,6 +123,8 @@ def _messages(p: Palette, body_pt: float) -> str:
     #ExamplePrompt:hover {{ background: {p.surface_alt}; border: 1px solid {blend(p.border, p.text, 0.2)}; }}
     #ExamplePrompt:focus {{ border: 2px solid {p.accent}; }}
     #ShortcutHints {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; }}
+    #ContextDivider {{ color: {p.muted}; border-top: 1px solid {p.border}; padding-top: {SPACE_XS}px;
+                       font-size: {_pt(body_pt, "caption")}; }}
     """
 
 
@@ -163,6 +165,12 @@ def _controls(p: Palette, body_pt: float) -> str:
     #ReplyFormatButton:hover {{ background: {p.surface_alt}; color: {p.text}; }}
     #ReplyFormatButton:focus {{ border: 2px solid {p.accent}; color: {p.text}; }}
     #ReplyFormatButton::menu-indicator {{ image: none; width: 0px; }}
+    #ContextMeter {{ border: 1px solid transparent; border-radius: {RADIUS_SM}px; padding: 3px 6px;
+                     color: {p.muted}; background: transparent; font-size: {_pt(body_pt, "small")}; }}
+    #ContextMeter:hover {{ background: {p.surface_alt}; color: {p.text}; }}
+    #ContextMeter:focus {{ border: 2px solid {p.accent}; }}
+    #ContextMeter[over="true"] {{ color: {p.error_text}; }}
+    #ContextMeter::menu-indicator {{ image: none; width: 0px; }}
     #LoadingBar {{ border: none; background: {p.surface_alt}; border-radius: 2px; }}
     #LoadingBar::chunk {{ background: {p.accent}; border-radius: 2px; }}
     QLineEdit, QPlainTextEdit, QSpinBox, QDoubleSpinBox, QComboBox {{ selection-background-color: {p.accent};

@@ -23,6 +23,7 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 from engine.backend import Sampling
+from engine.kv_reuse import common_prefix
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
 PIECE_BUFFER = 256
@@ -174,6 +175,23 @@ class KvCache:
             ll.llama_memory_clear(self._memory, True)
         self.tokens = []
 
+    def reusable(self, tokens: Sequence[int]) -> int:
+        """Prompt tokens the next `evaluate` takes from the cache (the last is always decoded again)."""
+        return min(common_prefix(self.tokens, tokens), max(len(tokens) - 1, 0))
+
+    def can_shift(self) -> bool:
+        """Whether the model's memory can move cached positions (not a recurrent model's)."""
+        return bool(self._memory) and bool(ll.llama_memory_can_shift(self._memory))
+
+    def drop_span(self, start: int, end: int) -> bool:
+        """Remove positions start..end-1 and shift what follows left to close the gap."""
+        memory = self._memory
+        if not memory or not ll.llama_memory_seq_rm(memory, -1, start, end):
+            return False
+        ll.llama_memory_seq_add(memory, 0, end, -1, start - end)  # sequence 0: the only one used
+        del self.tokens[start:end]
+        return True
+
     def _truncate(self, keep: int) -> None:
         if keep >= len(self.tokens):
             return
@@ -191,7 +209,7 @@ class KvCache:
         """
         if not tokens:
             raise ValueError("an empty prompt")
-        keep = min(_common_prefix(self.tokens, tokens), len(tokens) - 1)
+        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
         self._truncate(keep)
         start = len(self.tokens)
         self.last_evaluated = len(tokens) - start
@@ -235,10 +253,3 @@ class KvCache:
             ll.llama_batch_free(self._batch)
             self._batch = None
 
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
