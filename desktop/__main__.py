@@ -1,3 +1,3 @@
-from desktop.cli import main
+from desktop.cli.main import main
 
 raise SystemExit(main())

@@ -7,7 +7,7 @@
         ├── ConfigError             bad settings or arguments reaching the engine
         ├── NoModelError            a turn was asked of an engine with no model loaded
         ├── BenchError              a benchmark's probe or child process failed
-        ├── HistoryError (engine.history_types)  the history database failed (sqlite3 errors
+        ├── HistoryError (engine.history.types)  the history database failed (sqlite3 errors
         │                           are translated at the store's boundary)
         └── LLMError                a model request that failed
             ├── ContextOverflowError    the prompt does not fit the context window
@@ -16,7 +16,7 @@
             ├── MalformedReplyError     raised only by the turn policy after one failed recovery
             └── StructuredOutputError   structured output failed after its bounded retries
 
-Each turn failure maps to one `engine.events.TurnErrorKind` (`engine.turn.error_kind`).
+Each turn failure maps to one `engine.events.TurnErrorKind` (`engine.turns.runner.error_kind`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The CLI's stdout/stderr carry answers and one-line errors only; the scaffolding filter's
 warnings, the per-turn lines and llama.cpp's own log land in the file. This is the one
-logging setup (`desktop.cli.main` calls it for every command, the window included); it also
+logging setup (`desktop.cli.main.main` calls it for every command, the window included); it also
 installs the `sys.excepthook` that logs an exception escaping an async Qt slot.
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from types import TracebackType
 
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _configured: list[logging.Handler] = []

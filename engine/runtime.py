@@ -16,10 +16,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, overload
 
-from engine.backend import Backend, CancelToken, Request
+from engine.backends.base import Backend, CancelToken, Request
 from engine.errors import NoModelError
 from engine.events import Event
-from engine.turn import TurnRunner
+from engine.turns.runner import TurnRunner
 from engine.turns.tool_events import AnyEvent
 
 

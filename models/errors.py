@@ -3,7 +3,7 @@
     EmberError              the base of every Ember error (engine.errors extends the tree)
     ├── GGUFError           a file that is not a usable GGUF model (missing, unreadable, wrong
     │                       magic, bad version, truncated, absurd counts…); `reason` is one line
-    └── DefaultModelMissing (models.default_model) the built-in model is not installed
+    └── DefaultModelMissing (models.library.default_model) the built-in model is not installed
 
 Settings and library files never raise on bad content: they fall back to defaults and log.
 """

@@ -1,9 +1,9 @@
 """The one table of model output formats: thinking blocks, tool-call markup, pre-fill openers.
 
 Every rule about what a model's markup looks like lives here, once, per family. The
-engine's thinking splitter (`engine.reasoning`), its scaffolding guardrail
-(`engine.scaffolding`), the vocabulary scan behind `ember models` (`models.gguf_meta`) and
-pre-fill detection (`prefill_opener`, `models.templates`) are all built from `FORMATS`,
+engine's thinking splitter (`engine.reply.reasoning`), its scaffolding guardrail
+(`engine.reply.scaffolding`), the vocabulary scan behind `ember models` (`models.gguf.meta`) and
+pre-fill detection (`prefill_opener`, `models.gguf.templates`) are all built from `FORMATS`,
 so adding a family here teaches every one of them at once.
 
 Each `ModelFormat` has a stable `key` (never renamed: other code, such as per-family

@@ -1,4 +1,4 @@
-"""Entry point of the frozen app (PyInstaller): the same `ember` command as `desktop.cli:main`.
+"""Entry point of the frozen app (PyInstaller): the same `ember` command as `desktop.cli.main:main`.
 
 In the frozen app `sys.executable` is this program, not a Python interpreter. Code that runs
 `[sys.executable, "-c", CODE, ARG...]` for a fresh process (`ember bench` measures model
@@ -21,6 +21,6 @@ if __name__ == "__main__":
         _run_python_c(sys.argv[2], sys.argv[3:])
         sys.exit(0)
 
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     sys.exit(main())

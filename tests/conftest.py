@@ -21,7 +21,7 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm_path() -> Path:
-    from models.default_model import default_model_path
+    from models.library.default_model import default_model_path
 
     return default_model_path()
 
@@ -29,7 +29,7 @@ def smollm_path() -> Path:
 @pytest.fixture(scope="session")
 def smollm(smollm_path: Path):  # type: ignore[no-untyped-def]
     """One real SmolLM2 backend shared by the session (loading takes about a second)."""
-    from engine.llama_backend import LlamaBackend
+    from engine.backends.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048)
     yield backend

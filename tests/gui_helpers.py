@@ -27,22 +27,22 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from desktop.app import wire_window
-from desktop.controller import ChatController
-from desktop.history_session import open_history
-from desktop.history_ui import attach_history
-from desktop.message_view import AssistantMessage
-from desktop.model_picker import FilePrompts, ModelPicker
-from desktop.model_switch import ModelSwitcher
-from desktop.qt_compat import guard_singleton_refcounts
-from desktop.window import MainWindow
-from engine.backend import Backend
+from desktop.core.controller import ChatController
+from desktop.core.history_session import open_history
+from desktop.qt.app import wire_window
+from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.history_ui import attach_history
+from desktop.qt.message_view import AssistantMessage
+from desktop.qt.model_picker import FilePrompts, ModelPicker
+from desktop.qt.model_switch import ModelSwitcher
+from desktop.qt.window import MainWindow
+from engine.backends.base import Backend
+from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
 
 WAIT_MS = 5000
 
-guard_singleton_refcounts()  # PySide6 6.12 on Python 3.11: see desktop/qt_compat.py
+guard_singleton_refcounts()  # PySide6 6.12 on Python 3.11: see desktop/qt/compat.py
 
 
 @pytest.fixture

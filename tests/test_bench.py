@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from desktop.cli import main
-from desktop.cmd_bench import format_report, measure_gui
-from engine.bench import BenchConfig, cpu_name
-from engine.bench_llama import RunTiming, _rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
-from engine.bench_native import NativeRun, parse_llama_bench
+from desktop.cli.cmd_bench import format_report, measure_gui
+from desktop.cli.main import main
+from engine.bench.llama import RunTiming, _rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
+from engine.bench.native import NativeRun, parse_llama_bench
+from engine.bench.suite import BenchConfig, cpu_name
 from engine.errors import BenchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "2
 @pytest.mark.slow
 def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     code = (
-        "import sys\nfrom desktop.cli import main\n"
+        "import sys\nfrom desktop.cli.main import main\n"
         f"rc = main(['bench', '--json', *{TINY!r}])\n"
         "qt = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
         "print('QT', qt)\nsys.exit(rc)\n"

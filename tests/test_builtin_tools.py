@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.history import HistoryStore
+from engine.history.store import HistoryStore
 from engine.tools.builtin import BUILTIN_NAMES, builtin_tools
 from engine.tools.calculator import CalcError, calculate
 from engine.tools.files import MAX_READ_BYTES, FolderGrants

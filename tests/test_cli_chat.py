@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.history import HistoryStore
-from engine.history_types import Conversation
-from models.paths import ember_paths
+from engine.history.store import HistoryStore
+from engine.history.types import Conversation
+from models.library.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 MALFORMED = "The model returned a malformed reply — please try again."
@@ -253,9 +253,9 @@ def test_an_unknown_conversation_exits_2_before_a_model_loads(tmp_path: Path, em
 
 def test_continue_sends_the_active_branch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from desktop import cmd_chat
-    from desktop.cli import main
-    from engine.scripted import ScriptedBackend
+    from desktop.cli import cmd_chat
+    from desktop.cli.main import main
+    from engine.backends.scripted import ScriptedBackend
 
     scripted = ScriptedBackend.from_texts("Paris.", '{"city": "Paris"}')
     monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: scripted)

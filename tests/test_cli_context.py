@@ -11,13 +11,13 @@ import json
 
 import pytest
 
-from desktop import cmd_chat
-from desktop.cli import main
-from desktop.cmd_history import open_store
+from desktop.cli import cmd_chat
+from desktop.cli.cmd_history import open_store
+from desktop.cli.main import main
 from desktop.core.settings_resolver import TurnSettings
-from engine.backend import Backend
-from engine.history import HistoryStore
-from engine.scripted import ScriptedBackend
+from engine.backends.base import Backend
+from engine.backends.scripted import ScriptedBackend
+from engine.history.store import HistoryStore
 from engine.turns.context_policy import SETTINGS_KEY
 
 N_CTX = 160

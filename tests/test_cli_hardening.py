@@ -21,15 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from desktop.cli import main
-from desktop.cli_common import EXIT_BROKEN_PIPE, EXIT_FAILED
-from desktop.core.cli_guard import run_guarded
+from desktop.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED
+from desktop.cli.guard import run_guarded
+from desktop.cli.main import main
 from desktop.core.terminal_text import SafeStream, safe_cell, safe_text
+from engine.backends.scripted import parse_script
 from engine.errors import ConfigError
-from engine.history import HistoryStore
-from engine.history_types import HistoryError
-from engine.scripted import parse_script
-from models.paths import ember_paths
+from engine.history.store import HistoryStore
+from engine.history.types import HistoryError
+from models.library.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE_NAME = "Evil\x1b[2J\x1b]0;pwned\x07\u202eName\r\nsecond line"
@@ -341,8 +341,8 @@ def test_show_thinking_is_set_apart_from_the_answer(tmp_path: Path, ember_home: 
 
 
 def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.CaptureFixture[str]) -> None:
-    from desktop.cmd_chat import note_clamped_context
-    from engine.scripted import ScriptedBackend
+    from desktop.cli.cmd_chat import note_clamped_context
+    from engine.backends.scripted import ScriptedBackend
 
     backend = ScriptedBackend.from_texts()  # declares its context size like a loaded model
     backend.n_ctx = 8192
@@ -356,8 +356,8 @@ def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.C
 
 
 def test_the_app_refuses_a_deeply_nested_import_with_one_line() -> None:
-    from desktop.history_session import open_history
-    from engine.history_types import HistoryError
+    from desktop.core.history_session import open_history
+    from engine.history.types import HistoryError
 
     session, notice = open_history()
     assert session is not None, notice
@@ -376,9 +376,9 @@ def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> Non
 
 def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from desktop.history_session import open_history
-    from engine.history_export import export_json
-    from engine.history_types import HistoryError
+    from desktop.core.history_session import open_history
+    from engine.history.export import export_json
+    from engine.history.types import HistoryError
 
     with HistoryStore(ember_paths().ensure().history_db) as store:
         conv = store.create_conversation(model="m")
@@ -421,8 +421,8 @@ def test_random_history_and_models_argv_never_escapes_as_a_traceback(argv: list[
 
 def test_a_symlink_loop_is_an_ember_error_and_settings_keys_fall_back(tmp_path: Path) -> None:
     from models.errors import GGUFError
-    from models.paths import resolve_model_file
-    from models.settings import model_key
+    from models.library.paths import resolve_model_file
+    from models.library.settings import model_key
 
     a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
     a.symlink_to(b)

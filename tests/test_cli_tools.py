@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from desktop.chat_tools import TerminalApprover, parse_tools
-from desktop.cli import main
+from desktop.cli.chat_tools import TerminalApprover, parse_tools
+from desktop.cli.main import main
 from engine.errors import ConfigError
-from engine.history import HistoryStore
-from engine.history_export import export_json, export_markdown
+from engine.history.export import export_json, export_markdown
+from engine.history.store import HistoryStore
 from engine.turns.tool_events import ToolCall
 from engine.turns.tool_loop import Decision
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
 

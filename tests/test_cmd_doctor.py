@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from desktop.cli import main
-from desktop.cmd_doctor import gpu_verdict
+from desktop.cli.cmd_doctor import gpu_verdict
+from desktop.cli.main import main
 
 H200 = {"name": "CUDA0", "description": "NVIDIA H200", "type": "GPU", "free_bytes": 140 << 30,
         "total_bytes": 141 << 30}

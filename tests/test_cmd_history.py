@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from desktop import cmd_chat
-from desktop.cli import main
-from engine.history import HistoryStore
-from engine.scripted import ScriptedBackend
-from models.paths import ember_paths
+from desktop.cli import cmd_chat
+from desktop.cli.main import main
+from engine.backends.scripted import ScriptedBackend
+from engine.history.store import HistoryStore
+from models.library.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 

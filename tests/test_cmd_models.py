@@ -10,10 +10,10 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from desktop.cli import main
-from desktop.cmd_models import format_table
-from models.library import LibraryState, save_library_state
-from models.paths import ember_paths
+from desktop.cli.cmd_models import format_table
+from desktop.cli.main import main
+from models.library.paths import ember_paths
+from models.library.scan import LibraryState, save_library_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,7 +118,7 @@ def test_format_table_aligns_columns() -> None:
 
 def test_cmd_models_does_not_import_qt() -> None:
     code = (
-        "import sys, desktop.cmd_models, desktop.cli\n"
+        "import sys, desktop.cli.cmd_models, desktop.cli.main\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6')]\n"
         "assert not bad, bad\n"
     )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.conversation_lock import ConversationBusy, ConversationLock
-from engine.history import HistoryStore
-from models.paths import ember_paths
+from engine.history.conversation_lock import ConversationBusy, ConversationLock
+from engine.history.store import HistoryStore
+from models.library.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,8 +87,8 @@ def test_a_lock_held_too_long_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_window_does_not_record_while_ember_chat_answers_and_never_waits(tmp_path: Path) -> None:
-    from desktop.history_session import open_history
-    from engine.history_types import HistoryError
+    from desktop.core.history_session import open_history
+    from engine.history.types import HistoryError
 
     session, notice = open_history()
     assert session is not None, notice

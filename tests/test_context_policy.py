@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from engine.backend import Message
+from engine.backends.base import Message
 from engine.turns.context_policy import (
     ContextFullError,
     ContextPolicy,

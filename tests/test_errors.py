@@ -9,22 +9,22 @@ from pathlib import Path
 import pytest
 
 import engine.errors
-import engine.history_types
-from desktop.model_choice import describe_backend
-from engine.backend import Capabilities, make_request
+import engine.history.types
+from desktop.core.model_choice import describe_backend
+from engine.backends.base import Capabilities, make_request
+from engine.backends.openai import OpenAIBackend
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import TurnError, TurnErrorKind
-from engine.history import HistoryStore
-from engine.history_schema import SchemaTooNewError
-from engine.openai_backend import OpenAIBackend
-from engine.scripted import ScriptedBackend
-from engine.turn import TurnRunner
-from models.default_model import DefaultModelMissing
+from engine.history.schema import SchemaTooNewError
+from engine.history.store import HistoryStore
+from engine.turns.runner import TurnRunner
 from models.errors import EmberError, GGUFError
+from models.library.default_model import DefaultModelMissing
 
 
 def _error_classes() -> list[type[BaseException]]:
-    modules = (engine.errors, engine.history_types)
+    modules = (engine.errors, engine.history.types)
     return [c for m in modules for _, c in inspect.getmembers(m, inspect.isclass) if issubclass(c, BaseException)]
 
 
@@ -67,7 +67,7 @@ def test_the_kinds_are_exactly_those_produced() -> None:
 def test_sqlite_errors_are_translated_at_the_store_boundary(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path / "h.db")
     store.close()
-    with pytest.raises(engine.history_types.HistoryError, match="history database error") as info:
+    with pytest.raises(engine.history.types.HistoryError, match="history database error") as info:
         store.conversations()  # a closed connection: sqlite3.ProgrammingError inside
     assert isinstance(info.value.__cause__, sqlite3.Error)
 

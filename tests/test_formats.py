@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
-from engine.pipeline import ReplyPipeline
-from engine.reasoning import ANSWER_HEADERS, THINKING_FORMATS, split_thinking
-from engine.scaffolding import DEFAULT_REGISTRY, registry_markers
+from engine.reply.pipeline import ReplyPipeline
+from engine.reply.reasoning import ANSWER_HEADERS, THINKING_FORMATS, split_thinking
+from engine.reply.scaffolding import DEFAULT_REGISTRY, registry_markers
 from models.formats import (
     BY_KEY,
     FORMATS,
@@ -17,7 +17,7 @@ from models.formats import (
     thinking_formats,
     vocabulary_markers,
 )
-from models.templates import thinking_prefill
+from models.gguf.templates import thinking_prefill
 
 KINDS = vocabulary_markers()  # what `ember models` scans a vocabulary for
 ALL_MARKERS = frozenset(KINDS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gguf
 
-from models.ggml_types import FILE_TYPES, GGML_TYPES, file_type_name, ggml_type_name, quant_sizes, tensor_nbytes
+from models.gguf.ggml_types import FILE_TYPES, GGML_TYPES, file_type_name, ggml_type_name, quant_sizes, tensor_nbytes
 
 # ggml's block_q8_1 holds two f16 scales (36 bytes) since llama.cpp moved off f32 ones; the PyPI
 # gguf package still says 40. Q8_1 only exists inside matrix products, never in a GGUF file.

@@ -16,12 +16,12 @@ import gguf_factory as gf
 import numpy as np
 import pytest
 
-from models.diagnose import explain_load_failure
 from models.errors import GGUFError
 from models.formats import MarkerKind
-from models.gguf_header import read_header, read_magic
-from models.gguf_meta import bench_header, format_parameters, read_metadata, read_profile
-from models.templates import TemplateFamily, detect_family, thinking_prefill
+from models.gguf.diagnose import explain_load_failure
+from models.gguf.header import read_header, read_magic
+from models.gguf.meta import bench_header, format_parameters, read_metadata, read_profile
+from models.gguf.templates import TemplateFamily, detect_family, thinking_prefill
 
 # --- the real built-in model -------------------------------------------------------------
 
@@ -381,7 +381,7 @@ def test_random_corruption_only_ever_raises_gguf_error(tmp_path: Path) -> None:
 
 def test_overlong_strings_are_skipped_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = gf.write_tiny_llama(tmp_path / "m.gguf", gf.QWEN3_THINKING, gf.QWEN3_TOKENS)
-    monkeypatch.setattr("models.gguf_header.MAX_KEPT_STRING", 8)
+    monkeypatch.setattr("models.gguf.header.MAX_KEPT_STRING", 8)
     header = read_header(path)
     assert header.tokens is not None
     assert header.tokens[1] == b"<s>"
@@ -392,6 +392,6 @@ def test_overlong_strings_are_skipped_not_kept(tmp_path: Path, monkeypatch: pyte
 
 def test_kept_metadata_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = gf.write_tiny_llama(tmp_path / "m.gguf")
-    monkeypatch.setattr("models.gguf_header.MAX_KEPT_TOTAL", 4000)
+    monkeypatch.setattr("models.gguf.header.MAX_KEPT_TOTAL", 4000)
     with pytest.raises(GGUFError, match="more metadata than Ember keeps in memory"):
         read_header(path)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import CancelToken, Sampling, StreamInfo, make_request
 from engine.backends import llama_devices
-from engine.llama_backend import LlamaBackend
+from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.llama import LlamaBackend
 
 pytestmark = [
     pytest.mark.gpu,

@@ -16,14 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.backend import Capabilities, make_request
 from engine.backends import grammar_guard
+from engine.backends.base import Capabilities, make_request
 from engine.backends.grammar_guard import grammar_problem
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.events import Notice, StructuredValue, TurnDone, event_to_json
-from engine.scripted import ScriptedBackend
-from engine.structured import compile_schema, grammar_for, load_schema
-from engine.turn import TurnRunner
+from engine.turns.runner import TurnRunner
 from engine.turns.schema_limits import (
     MAX_SCHEMA_DEPTH,
     REPEAT_LIMIT,
@@ -31,7 +30,8 @@ from engine.turns.schema_limits import (
     bounded_pattern,
     schema_depth_problem,
 )
-from models.default_model import default_model_path
+from engine.turns.structured import compile_schema, grammar_for, load_schema
+from models.library.default_model import default_model_path
 
 ISSUE_SCHEMAS: dict[str, dict[str, Any]] = {
     "maxLength 20000": {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 20000}},
@@ -314,8 +314,8 @@ def test_a_checker_that_cannot_start_is_not_a_verdict(model: Path, monkeypatch: 
 @pytest.mark.parametrize("events", [False, True])
 def test_the_cli_says_an_unusable_grammar(events: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from desktop import cmd_chat
-    from desktop.cli import main
+    from desktop.cli import cmd_chat
+    from desktop.cli.main import main
 
     backend = GrammarBackend('{"a": 1}', "llama.cpp crashes on this grammar")
     monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: backend)

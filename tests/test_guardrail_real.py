@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backend import Sampling, make_request
+from engine.backends.base import Sampling, make_request
+from engine.backends.llama import LlamaBackend
 from engine.events import ContentDelta, Recovery, TurnError
-from engine.llama_backend import LlamaBackend
-from engine.turn import TurnRunner
+from engine.turns.runner import TurnRunner
 
 pytestmark = pytest.mark.slow
 

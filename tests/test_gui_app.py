@@ -16,13 +16,13 @@ import pytest
 from gui_helpers import WAIT_MS
 from pytestqt.qtbot import QtBot
 
-from desktop.app import run_session
-from desktop.cli import main
-from desktop.model_choice import choose_model, remember_model
-from desktop.window import MainWindow
+from desktop.cli.main import main
+from desktop.core.model_choice import choose_model, remember_model
+from desktop.qt.app import run_session
+from desktop.qt.window import MainWindow
 from engine.runtime import Engine
-from models.default_model import DEFAULT_NAME
-from models.library import load_library_state
+from models.library.default_model import DEFAULT_NAME
+from models.library.scan import load_library_state
 
 pytest_plugins = ["gui_helpers"]
 

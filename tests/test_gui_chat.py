@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QApplication, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 from qasync import asyncSlot
 
-from desktop.markdown_view import CodeBlock, CopyButton, TextSegment
-from desktop.style import monospace_font
+from desktop.qt.markdown_view import CodeBlock, CopyButton, TextSegment
+from desktop.qt.style import monospace_font
 
 pytest_plugins = ["gui_helpers"]
 

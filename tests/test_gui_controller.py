@@ -6,13 +6,13 @@ import asyncio
 import threading
 from typing import Any
 
-from desktop.controller import ChatController, TurnFailure, failure_for
-from desktop.model_choice import ModelChoice, ModelInfo
-from engine.backend import Backend
+from desktop.core.controller import ChatController, TurnFailure, failure_for
+from desktop.core.model_choice import ModelChoice, ModelInfo
+from engine.backends.base import Backend
+from engine.backends.factory import BackendSpec
+from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
-from engine.factory import BackendSpec
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
 
 
 class FakeReply:

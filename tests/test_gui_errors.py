@@ -11,13 +11,13 @@ from gui_helpers import WAIT_MS, Chat, widget_texts
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.message_view import AssistantMessage, TurnBanner
-from desktop.model_choice import choose_model
-from engine.backend import CancelToken, PlainBackend, Request, StreamInfo
+from desktop.core.model_choice import choose_model
+from desktop.qt.message_view import AssistantMessage, TurnBanner
+from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import Piece
-from engine.scaffolding import registry_markers
-from engine.scripted import ScriptedBackend
+from engine.reply.scaffolding import registry_markers
 
 pytest_plugins = ["gui_helpers"]
 

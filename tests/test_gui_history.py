@@ -11,20 +11,20 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
-from desktop import controller
-from desktop.controller import ChatController
-from desktop.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
-from desktop.history_session import open_history
-from desktop.history_ui import attach_history
-from desktop.message_view import AssistantMessage, UserMessage
-from desktop.sidebar import HistorySidebar
-from engine.backend import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from desktop.core import controller
+from desktop.core.controller import ChatController
+from desktop.core.history_session import open_history
+from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
+from desktop.qt.history_ui import attach_history
+from desktop.qt.message_view import AssistantMessage, UserMessage
+from desktop.qt.sidebar import HistorySidebar
+from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import BackendError
 from engine.events import Piece
-from engine.history import HistoryStore
+from engine.history.store import HistoryStore
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
 
@@ -197,7 +197,7 @@ def test_the_first_exchange_names_the_conversation_without_spending_a_scripted_r
     chat = make_chat(backend=backend)
     send_and_wait(chat, "## What is the **capital** of France, by the way?")
     store, conv = store_of(chat), current_id(chat)
-    # One title rule (engine.history.title_from_text): six words, Markdown dropped; the
+    # One title rule (engine.history.store.title_from_text): six words, Markdown dropped; the
     # titler, with no grammar, leaves it alone.
     qtbot.waitUntil(lambda: not chat.controller.busy, timeout=WAIT_MS)
     qtbot.wait(100)  # let the titler's task run: it must not rename

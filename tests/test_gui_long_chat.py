@@ -9,10 +9,10 @@ from collections.abc import Callable
 from gui_helpers import WAIT_MS, Chat
 from pytestqt.qtbot import QtBot
 
-from desktop.conversation_view import LAZY_BATCH, ContextDivider
-from desktop.message_view import UserMessage
-from engine.history import HistoryStore
-from engine.scripted import ScriptedBackend
+from desktop.qt.conversation_view import LAZY_BATCH, ContextDivider
+from desktop.qt.message_view import UserMessage
+from engine.backends.scripted import ScriptedBackend
+from engine.history.store import HistoryStore
 from engine.turns.context_policy import DIVIDER_TEXT, ContextPolicy
 
 pytest_plugins = ["gui_helpers"]

@@ -25,12 +25,12 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from desktop.format_picker import ReplyFormatButton
-from desktop.markdown_view import CodeBlock
-from desktop.message_view import AssistantMessage, TurnBanner
 from desktop.qt.appearance import ThemeManager, load_appearance
 from desktop.qt.empty_state import EXAMPLE_PROMPTS
+from desktop.qt.format_picker import ReplyFormatButton
 from desktop.qt.hover_actions import HoverReveal
+from desktop.qt.markdown_view import CodeBlock
+from desktop.qt.message_view import AssistantMessage, TurnBanner
 from desktop.qt.screenshots import STATES
 from desktop.qt.theme import DARK, LIGHT
 

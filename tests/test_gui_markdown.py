@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from desktop.markdown_blocks import MarkdownStream, Part, make_markdown
+from desktop.core.markdown_blocks import MarkdownStream, Part, make_markdown
 
 DOCS = [
     "# Title\n\npara one\nline two\n\n- a\n- b\n\n1. x\n\n2. y\n\n```python\nprint(1)\n```\ntail text\n",

@@ -12,19 +12,19 @@ import pytest
 from gui_helpers import WAIT_MS, Chat, FakePrompts, click, open_picker, row_named
 from pytestqt.qtbot import QtBot
 
-from desktop.app import run_session
-from desktop.model_choice import ModelChoice, choose_model, local_choice
-from desktop.model_picker import ModelPicker
-from desktop.settings_dialog import NO_GPU, ModelSettingsDialog
-from desktop.window import MainWindow
-from engine import llama_backend
-from engine.backend import Backend
-from engine.factory import BackendSpec
-from engine.scripted import ScriptedBackend
-from models import memory
-from models.library import load_library_state, note_opened
-from models.memory import format_bytes
-from models.settings import ModelSettings, load_model_settings, save_model_settings
+from desktop.core.model_choice import ModelChoice, choose_model, local_choice
+from desktop.qt.app import run_session
+from desktop.qt.model_picker import ModelPicker
+from desktop.qt.settings_dialog import NO_GPU, ModelSettingsDialog
+from desktop.qt.window import MainWindow
+from engine.backends import llama as llama_backend
+from engine.backends.base import Backend
+from engine.backends.factory import BackendSpec
+from engine.backends.scripted import ScriptedBackend
+from models.library import memory
+from models.library.memory import format_bytes
+from models.library.scan import load_library_state, note_opened
+from models.library.settings import ModelSettings, load_model_settings, save_model_settings
 
 pytest_plugins = ["gui_helpers"]
 

@@ -14,13 +14,13 @@ from gui_helpers import WAIT_MS, Chat, click, open_picker, widget_texts
 from pytestqt.qtbot import QtBot
 from sse_stub import DONE, Reply, StubServer, chunk, free_port, json_body
 
-from desktop.app import run_session
-from desktop.model_choice import choose_model, remote_choice
-from desktop.server_dialog import ServerDialog
-from desktop.window import MainWindow
-from engine.factory import BackendSpec
-from models.library import RemoteServer, library_file, load_library_state, save_library_state
-from models.remote_keys import key_id, keys_file, load_api_key, save_api_key
+from desktop.core.model_choice import choose_model, remote_choice
+from desktop.qt.app import run_session
+from desktop.qt.server_dialog import ServerDialog
+from desktop.qt.window import MainWindow
+from engine.backends.factory import BackendSpec
+from models.library.remote_keys import key_id, keys_file, load_api_key, save_api_key
+from models.library.scan import RemoteServer, library_file, load_library_state, save_library_state
 
 pytest_plugins = ["gui_helpers"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication
 
-from desktop.stall_bench import bench_tokens, measure_ui_stall
+from desktop.qt.stall_bench import bench_tokens, measure_ui_stall
 
 
 def test_measure_ui_stall_runs_and_returns_its_keys(qapp: QApplication) -> None:

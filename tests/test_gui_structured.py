@@ -9,13 +9,13 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.format_picker import ReplyFormatButton, SchemaDialog
-from desktop.markdown_view import CodeBlock
-from desktop.reply_format import ReplyFormat, parse_schema_text
-from desktop.sidebar import HistorySidebar
-from engine.backend import Capabilities
-from engine.scripted import ScriptedBackend
-from engine.structured import fenced_json
+from desktop.core.reply_format import ReplyFormat, parse_schema_text
+from desktop.qt.format_picker import ReplyFormatButton, SchemaDialog
+from desktop.qt.markdown_view import CodeBlock
+from desktop.qt.sidebar import HistorySidebar
+from engine.backends.base import Capabilities
+from engine.backends.scripted import ScriptedBackend
+from engine.turns.structured import fenced_json
 
 pytest_plugins = ["gui_helpers"]
 

@@ -9,7 +9,7 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.thinking_pane import ThinkingPane, thinking_label
+from desktop.qt.thinking_pane import ThinkingPane, thinking_label
 
 pytest_plugins = ["gui_helpers"]
 

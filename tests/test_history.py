@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.bench.history import bench_search
 from engine.events import ContentDelta, TurnDone, TurnStats
-from engine.history import HistoryStore, title_from_text
-from engine.history_bench import bench_search
-from engine.history_schema import SCHEMA_VERSION
-from engine.history_search import fts_query, make_snippet
-from engine.history_types import HIGHLIGHT_END, HIGHLIGHT_START, HistoryError, NotFoundError
-from engine.recorder import TurnRecorder
+from engine.history.recorder import TurnRecorder
+from engine.history.schema import SCHEMA_VERSION
+from engine.history.search import fts_query, make_snippet
+from engine.history.store import HistoryStore, title_from_text
+from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, HistoryError, NotFoundError
 
 
 class Ticks:

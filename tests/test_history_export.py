@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.history import HistoryStore
-from engine.history_export import ImportFormatError, export_json, export_markdown, import_json
+from engine.history.export import ImportFormatError, export_json, export_markdown, import_json
+from engine.history.store import HistoryStore
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from models import jsonstore
-from models.default_model import default_model_path
-from models.library import (
+from models.library import jsonstore
+from models.library.default_model import default_model_path
+from models.library.paths import ember_paths
+from models.library.scan import (
     MAX_RECENT,
     LibraryState,
     RemoteServer,
@@ -28,7 +29,6 @@ from models.library import (
     save_library_state,
     scan_folder,
 )
-from models.paths import ember_paths
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import CancelToken, Sampling, StreamInfo, make_request
-from engine.decoding import piece_bytes
+from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.decoding import piece_bytes
+from engine.backends.llama import LlamaBackend
 from engine.errors import ContextOverflowError, ModelLoadError
 from engine.events import Piece
-from engine.llama_backend import LlamaBackend
 
 pytestmark = pytest.mark.slow
 
@@ -184,7 +184,7 @@ def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend
 
 
 def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
-    from engine import llama_log
+    from engine.backends import llama_log
 
     caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
     llama_log.on_log(4, b"llama_model_load: error loading model\n", None)
@@ -200,7 +200,7 @@ def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixtu
 
 
 def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine import llama_backend
+    from engine.backends import llama as llama_backend
     from tests.gguf_factory import write_tiny_llama
 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
@@ -247,7 +247,7 @@ def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> Non
 
 def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine import llama_backend
+    from engine.backends import llama as llama_backend
     from engine.backends import llama_devices
     from engine.backends.offload import Placement
     from tests.gguf_factory import write_tiny_llama

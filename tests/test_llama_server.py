@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from sse_stub import free_port
 
-from engine.backend import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.openai import OpenAIBackend, list_models
 from engine.errors import BackendError
 from engine.events import Piece
-from engine.openai_backend import OpenAIBackend, list_models
-from models.default_model import DefaultModelMissing, default_model_path
+from models.library.default_model import DefaultModelMissing, default_model_path
 
 pytestmark = pytest.mark.slow
 
@@ -99,8 +99,8 @@ def test_a_plain_reply_streams(server_url: str) -> None:
 
 
 def test_a_reply_through_ember_chat_lands_in_history(server_url: str, ember_home: Path) -> None:
-    from engine.history import HistoryStore
-    from models.paths import ember_paths
+    from engine.history.store import HistoryStore
+    from models.library.paths import ember_paths
 
     env = {**os.environ, "EMBER_HOME": str(ember_home)}
     result = subprocess.run(

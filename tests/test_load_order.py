@@ -31,12 +31,12 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("entry", "code"),
     [
-        ("the ember command and every subcommand", "import desktop.cli\ndesktop.cli.build_parser()\n"),
+        ("the ember command and every subcommand", "import desktop.cli.main\ndesktop.cli.main.build_parser()\n"),
         ("python -m desktop", "import runpy, sys\nsys.argv = ['ember', '--version']\ntry:\n"
                               "    runpy.run_module('desktop', run_name='__main__')\nexcept SystemExit:\n    pass\n"),
-        ("ember bench", "import desktop.cmd_bench\n"),
-        ("the bench's load probe", "import engine.bench_llama\n"),
-        ("the engine's backend", "import engine.llama_backend\n"),
+        ("ember bench", "import desktop.cli.cmd_bench\n"),
+        ("the bench's load probe", "import engine.bench.llama\n"),
+        ("the engine's backend", "import engine.backends.llama\n"),
         ("the packaged app", "import runpy, sys\nsys.argv = ['ember', '--version']\n"
                              "try:\n    runpy.run_path('packaging/ember_main.py', run_name='__main__')\n"
                              "except SystemExit:\n    pass\n"),
@@ -49,7 +49,7 @@ def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
 
 def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
     code = (
-        "import sys\nfrom pathlib import Path\nfrom models.gguf_meta import read_metadata\n"
+        "import sys\nfrom pathlib import Path\nfrom models.gguf.meta import read_metadata\n"
         f"meta = read_metadata(Path({str(smollm_path)!r}))\n"
         "assert meta.quantization == 'Q4_1', meta.quantization\n"
         "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules\n"

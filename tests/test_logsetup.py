@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-import desktop.app
-from desktop.cli import main
+import desktop.qt.app
+from desktop.cli.main import main
 from engine.logsetup import LoggingExceptHook
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 
 def test_the_window_start_path_logs_unhandled_exceptions(monkeypatch: pytest.MonkeyPatch, ember_home: Path) -> None:
     seen: list[BaseException] = []
     monkeypatch.setattr(sys, "excepthook", lambda kind, exc, tb: seen.append(exc))
     monkeypatch.setattr(logging.getLogger(), "handlers", [])  # restored after the test
-    monkeypatch.setattr(desktop.app, "run_gui", lambda args: 0 if isinstance(args, argparse.Namespace) else 1)
+    monkeypatch.setattr(desktop.qt.app, "run_gui", lambda args: 0 if isinstance(args, argparse.Namespace) else 1)
     assert main([]) == 0  # `ember` with no subcommand: the GUI path, as a user starts it
     assert isinstance(sys.excepthook, LoggingExceptHook)
     main([])  # configured again (e.g. a second start in one process): still one hook

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from engine.backend import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.events import Piece, TurnDone
-from engine.history import HistoryStore
-from engine.scripted import ScriptedBackend
-from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner, longest_turn_messages
+from engine.history.store import HistoryStore
 from engine.turns.context_policy import ContextFullError, ContextPolicy, MessageTooLongError, fit_messages
 from engine.turns.context_window import counter_for, fit_for
 from engine.turns.rounds import fold_system
+from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner, longest_turn_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "You are terse."
@@ -161,7 +161,7 @@ class Recording:
 
 @pytest.fixture(scope="module")
 def smollm_512(smollm_path: Path) -> Iterator[Any]:
-    from engine.llama_backend import LlamaBackend
+    from engine.backends.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=512, n_threads=1)  # 1 thread: steadier on a shared CPU
     yield backend
@@ -182,7 +182,7 @@ def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(smollm_5
         assert backend.infos[turn].prompt_tokens <= 512 - 6
     assert len(seen[-1][0]) < len(history) - 1  # the window moved
     # KV reuse: only the last answer and the new question are evaluated, also on the turns
-    # where the window moved (the kept span is shifted in the cache, engine/kv_reuse.py).
+    # where the window moved (the kept span is shifted in the cache, engine/backends/kv_reuse.py).
     evaluated = [i.prompt_tokens - i.cached_tokens for i in backend.infos[1:]]
     small = [e for e in evaluated if e < 80]
     assert len(small) >= 0.9 * len(evaluated), evaluated
@@ -213,7 +213,7 @@ def ember(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _store(home: Path) -> HistoryStore:
-    from models.paths import ember_paths
+    from models.library.paths import ember_paths
 
     return HistoryStore(ember_paths().ensure().history_db)
 
@@ -263,7 +263,7 @@ def test_counting_runs_on_its_own_thread_beside_the_model_thread() -> None:
 
 
 def test_the_cache_span_a_moved_window_keeps_is_found() -> None:
-    from engine.kv_reuse import MIN_REUSE, find_span
+    from engine.backends.kv_reuse import MIN_REUSE, find_span
 
     head, dropped, kept = list(range(10)), list(range(100, 200)), list(range(300, 300 + MIN_REUSE + 20))
     cached = head + dropped + kept

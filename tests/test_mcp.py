@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from desktop.cli import main
-from engine.backend import make_request
+from desktop.cli.main import main
+from engine.backends.base import make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.events import ContentDelta
-from engine.scripted import ScriptedBackend
 from engine.tools.mcp_config import ServerConfig, load_mcp_config
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolError, ToolSet
 from engine.turns.tool_events import ToolResult
 from engine.turns.tool_loop import Decision, ToolTurnRunner
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from models.gguf_meta import read_metadata
-from models.memory import available_memory, estimate_memory, format_bytes, kv_cache_bytes
-from models.settings import (
+from models.gguf.meta import read_metadata
+from models.library.memory import available_memory, estimate_memory, format_bytes, kv_cache_bytes
+from models.library.settings import (
     DEFAULT_CONTEXT_LENGTH,
     ModelSettings,
     load_model_settings,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.backends.llama_devices import Device
 from engine.backends.offload import fallbacks, gpu_backend_names, layers_that_fit, plan
-from models.gguf_meta import ModelMetadata, read_metadata
+from models.gguf.meta import ModelMetadata, read_metadata
 
 GIB = 1 << 30
 H200 = Device("CUDA0", "NVIDIA H200", "GPU", 140 * GIB, 141 * GIB)

@@ -13,18 +13,18 @@ import httpx
 import pytest
 from sse_stub import DONE, PING, Reply, StubServer, chunk, free_port, json_body, sse
 
-from engine.backend import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
-from engine.errors import BackendError, ConfigError
-from engine.events import Piece
-from engine.factory import make_backend, parse_backend_spec
-from engine.openai_backend import (
+from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.factory import make_backend, parse_backend_spec
+from engine.backends.openai import (
     DEFAULT_RETRY_DELAYS_S,
     THINK_CLOSE,
     THINK_OPEN,
     OpenAIBackend,
     list_models,
 )
-from engine.pipeline import ReplyPipeline
+from engine.errors import BackendError, ConfigError
+from engine.events import Piece
+from engine.reply.pipeline import ReplyPipeline
 
 FAST = (0.01,)  # retry delays for tests
 SECRET = "sk-test-5EcReT-9f8e7d"
@@ -597,7 +597,7 @@ def test_keep_alives_without_content_hit_the_idle_timeout(serve: list[StubServer
 
 
 def test_the_idle_timeout_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.openai_backend import DEFAULT_IDLE_TIMEOUT_S, default_idle_timeout
+    from engine.backends.openai import DEFAULT_IDLE_TIMEOUT_S, default_idle_timeout
 
     assert default_idle_timeout() == DEFAULT_IDLE_TIMEOUT_S
     monkeypatch.setenv("EMBER_IDLE_TIMEOUT_S", "7.5")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk, sse
 
-from engine.backend import make_request
-from engine.openai_backend import OpenAIBackend
+from engine.backends.base import make_request
+from engine.backends.openai import OpenAIBackend
 from engine.tools.builtin import calculator_tool
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolResult
@@ -53,7 +53,7 @@ def test_structured_calls_run_and_results_go_back_as_tool_messages(stubs: list[S
 
 
 def test_without_tools_offered_structured_calls_are_still_dropped(stubs: list[StubServer]) -> None:
-    from engine.backend import CancelToken, StreamInfo
+    from engine.backends.base import CancelToken, StreamInfo
 
     stub = StubServer([Reply([chunk("a"), call_delta(0, name="f", arguments="{}"), DONE])]).start()
     stubs.append(stub)

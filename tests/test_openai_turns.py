@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk, json_body
 
-from engine.backend import make_request
+from engine.backends.base import make_request
+from engine.backends.openai import OpenAIBackend
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError
-from engine.openai_backend import OpenAIBackend
-from engine.turn import CORRECTION_LINE, TurnRunner
+from engine.turns.runner import CORRECTION_LINE, TurnRunner
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
-from engine.pipeline import Delta, ReplyPipeline
-from engine.reasoning import split_thinking
-from engine.scaffolding import strip_scaffolding
+from engine.reply.pipeline import Delta, ReplyPipeline
+from engine.reply.reasoning import split_thinking
+from engine.reply.scaffolding import strip_scaffolding
 
 
 def special(text: str) -> Piece:

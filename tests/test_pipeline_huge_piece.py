@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.events import Piece
-from engine.pipeline import MAX_PIECE_CHARS, ReplyPipeline
+from engine.reply.pipeline import MAX_PIECE_CHARS, ReplyPipeline
 
 MARKERS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_end|>", "x" * 50, "word "]
 

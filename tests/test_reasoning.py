@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.events import Piece
-from engine.reasoning import (
+from engine.reply.reasoning import (
     ANSWER_HEADERS,
     THINKING_FORMATS,
     Channel,

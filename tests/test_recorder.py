@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import CancelToken, make_request
+from engine.backends.base import CancelToken, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnErrorKind, TurnStats
-from engine.history import HistoryStore
-from engine.history_types import HistoryError
-from engine.recorder import TurnRecorder, prompt_messages, recorded
+from engine.history.recorder import TurnRecorder, prompt_messages, recorded
+from engine.history.store import HistoryStore
+from engine.history.types import HistoryError
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
-from engine.turn import TurnRunner
+from engine.turns.runner import TurnRunner
 
 SPECIAL_ONLY = [{"text": "<|tool_calls|>", "special": True}]  # no visible text: the guardrail's empty reply
 

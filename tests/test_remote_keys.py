@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from models.remote_keys import keys_file, load_api_key, save_api_key
+from models.library.remote_keys import keys_file, load_api_key, save_api_key
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")

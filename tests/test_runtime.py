@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from engine.backend import Backend, make_request
+from engine.backends.base import Backend, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ModelLoadError
 from engine.events import ContentDelta, Event, StructuredValue, TurnDone
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.events import Piece
-from engine.scaffolding import (
+from engine.reply.scaffolding import (
     DEFAULT_REGISTRY,
     LOG_SPAN_CHARS,
     MarkerSet,

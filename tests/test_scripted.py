@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import CancelToken, StreamInfo, make_request
+from engine.backends.base import CancelToken, StreamInfo, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError, ScriptExhaustedError
 from engine.events import Piece
-from engine.scripted import ScriptedBackend
 
 
 def _stream(backend: ScriptedBackend, text: str = "hi", cancel: CancelToken | None = None) -> list[Piece]:

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from desktop import cmd_chat
-from desktop.cli import build_parser, main
-from desktop.cli_common import run_settings
-from desktop.controller import ChatController
+from desktop.cli import cmd_chat
+from desktop.cli.common import run_settings
+from desktop.cli.main import build_parser, main
+from desktop.core.controller import ChatController
+from desktop.core.model_choice import local_choice
 from desktop.core.settings_resolver import Overrides, resolve
-from desktop.model_choice import local_choice
-from engine.backend import Request, Sampling
+from engine.backends.base import Request, Sampling
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.runtime import Engine
-from engine.scripted import ScriptedBackend
-from models.settings import ModelSettings, save_model_settings
+from models.library.settings import ModelSettings, save_model_settings
 from tests.test_gui_controller import FakeView
 
 SAVED = ModelSettings(temperature=0.3, top_p=0.8, top_k=12, min_p=0.1, repeat_penalty=1.3, seed=7,

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from engine.backend import CancelToken, Capabilities, Message, Sampling, Schema, make_request
+from engine.backends.base import CancelToken, Capabilities, Message, Sampling, Schema, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError, ScriptExhaustedError, StructuredOutputError
 from engine.events import Event, StructuredRetry, StructuredValue, TurnDone, TurnError, TurnErrorKind
-from engine.history import TITLE_MAX_CHARS, title_from_text
-from engine.scripted import ScriptedBackend
-from engine.structured import FEEDBACK, MAX_STRUCTURED_RETRIES, grammar_for, load_schema, run_structured
-from engine.titles import title_from, title_request
-from engine.turn import TurnRunner
+from engine.history.store import TITLE_MAX_CHARS, title_from_text
+from engine.turns.runner import TurnRunner
+from engine.turns.structured import FEEDBACK, MAX_STRUCTURED_RETRIES, grammar_for, load_schema, run_structured
+from engine.turns.titles import title_from, title_request
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 # Valid JSON Schema that llama-cpp-python's converter rejects ("Unrecognized schema").

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from desktop.cli import main
+from desktop.cli.main import main
 from engine.backends import template_limits
+from engine.backends.template import ChatTemplate
 from engine.backends.template_probe import template_problem
 from engine.errors import ConfigError
-from engine.template import ChatTemplate
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

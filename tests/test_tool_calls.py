@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.events import Piece
-from engine.pipeline import ReplyPipeline
+from engine.reply.pipeline import ReplyPipeline
+from engine.reply.scaffolding import DEFAULT_REGISTRY, ScaffoldPattern
 from engine.reply.tool_call_parsers import PARSERS, CallSyntaxError, ParsedCall, python_calls
 from engine.reply.tool_calls import ToolCallCollector, parse_span
-from engine.scaffolding import DEFAULT_REGISTRY, ScaffoldPattern
 from models.formats import BY_KEY, FORMATS
 
 CALL = ("get_weather", {"city": "Paris"})

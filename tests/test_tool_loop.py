@@ -6,9 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.backend import CancelToken, make_request
+from engine.backends.base import CancelToken, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.events import ContentDelta, Recovery, TurnDone, TurnError
-from engine.scripted import ScriptedBackend
 from engine.tools.registry import Tool, ToolError, ToolSet, object_schema
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult, tool_event_to_json
 from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner, cut_result
@@ -181,7 +181,7 @@ def test_a_scripted_multi_round_reply_with_special_token_pieces_plays_through() 
          {"text": "<|tool_call_end|>", "special": True}],
         ["It echoed."],
     ]}
-    from engine.scripted import parse_script
+    from engine.backends.scripted import parse_script
 
     backend = ScriptedBackend(parse_script(script))
     events = turn(backend, echo_tools(), Approver(Decision.APPROVE))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from engine.backends.template import CHATML_TEMPLATE, ChatTemplate
 from engine.backends.tool_prompt import TOOLS_INTRO, fallback_for
-from engine.template import CHATML_TEMPLATE, ChatTemplate
 
 TOOLS = ({"type": "function", "function": {"name": "current_time", "description": "The time.", "parameters": {}}},)
 THREAD = [

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from engine.backend import CancelToken, Sampling, make_request
+from engine.backends.base import CancelToken, Sampling, make_request
+from engine.backends.llama import LlamaBackend
 from engine.events import ContentDelta, TurnDone
-from engine.llama_backend import LlamaBackend
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolResult

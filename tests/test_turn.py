@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from engine.backend import CancelToken, make_request
+from engine.backends.base import CancelToken, make_request
+from engine.backends.scripted import ScriptedBackend
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError
-from engine.scripted import ScriptedBackend
-from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner
+from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner
 
 MALFORMED = "The model returned a malformed reply — please try again."
 SCAFFOLD = ["<|tool_call_start|>", "[read(path='/homelab/backup-notes.md')]", "<|tool_call_end|>"]

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.backend import Backend, Message
+from engine.backends.base import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
-from engine.history import HistoryStore
-from engine.recorder import prompt_messages
+from engine.history.recorder import prompt_messages
+from engine.history.store import HistoryStore
 from engine.turns.context_policy import DEFAULT_POLICY, SETTINGS_KEY, ContextPolicy, parse_policy
 from engine.turns.context_window import fit_for
-from models.settings import ModelSettings
+from models.library.settings import ModelSettings
 
 
 def policy_for(conversation: Mapping[str, Any] | None, model: ModelSettings | None,

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from desktop.core.context_choice import policy_for, with_policy
-from engine.backend import Backend, Message
+from engine.backends.base import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
 from engine.runtime import Engine
 from engine.turns.context_policy import SETTINGS_KEY, ContextPolicy, Fit, unmeasured
 from engine.turns.context_window import Meter, fit_for, measure_draft
-from models.settings import ModelSettings
+from models.library.settings import ModelSettings
 
 
 @runtime_checkable

@@ -1,8 +1,8 @@
 """One settings resolver for both front ends: saved per-model settings + overrides → a turn's settings.
 
 The GUI passes the loaded model's saved settings (its dialog edits them); `ember chat` the
-same saved settings plus its flags. One set of defaults: `models.settings.ModelSettings`'s,
-which `engine.backend.Sampling` also takes. Qt-free; not in `models/`, as it builds `Sampling`.
+same saved settings plus its flags. One set of defaults: `models.library.settings.ModelSettings`'s,
+which `engine.backends.base.Sampling` also takes. Qt-free; not in `models/`, as it builds `Sampling`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.backend import Message, Sampling
+from engine.backends.base import Message, Sampling
 from engine.errors import ConfigError
-from models.settings import ModelSettings, load_model_settings
+from models.library.settings import ModelSettings, load_model_settings
 
 log = logging.getLogger("desktop.settings")
 

@@ -16,9 +16,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from desktop.history_session import HISTORY_ERRORS, HistorySession
-from engine.backend import Backend, Request
-from engine.recorder import TurnRecorder
+from desktop.core.history_session import HISTORY_ERRORS, HistorySession
+from engine.backends.base import Backend, Request
+from engine.history.recorder import TurnRecorder
 from engine.runtime import Engine
 from engine.tools.activity import ALWAYS_KEY, ToolActivity, replay_tool_calls
 from engine.tools.builtin import builtin_tools
@@ -27,7 +27,7 @@ from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolError, ToolSet
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
 from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.tools")
 

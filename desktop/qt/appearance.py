@@ -22,8 +22,8 @@ from PySide6.QtWidgets import QApplication
 
 from desktop.qt.stylesheet import app_stylesheet
 from desktop.qt.theme import LIGHT, MODES, TEXT_SCALES, Mode, Palette, blend, next_scale, palette_for
-from models.jsonstore import load_json_object, write_json_atomic
-from models.paths import ember_paths
+from models.library.jsonstore import load_json_object, write_json_atomic
+from models.library.paths import ember_paths
 
 log = logging.getLogger(__name__)
 FILE_NAME = "appearance.json"

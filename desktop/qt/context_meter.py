@@ -14,7 +14,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction, QActionGroup, QShowEvent
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
-from desktop.controller import ChatController
+from desktop.core.controller import ChatController
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.context_window import Meter
 

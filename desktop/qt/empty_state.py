@@ -14,7 +14,7 @@ from typing import Protocol
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from desktop.model_choice import ModelInfo
+from desktop.core.model_choice import ModelInfo
 from desktop.qt.icons import themed_icon
 from desktop.qt.theme import SPACE_LG, SPACE_SM, SPACE_XL
 

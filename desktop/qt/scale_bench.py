@@ -27,16 +27,16 @@ from typing import Any
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from desktop.controller import ChatController
-from desktop.history_session import open_history
-from desktop.history_ui import attach_history
-from desktop.model_choice import ModelInfo
-from desktop.sidebar import HistorySidebar
-from desktop.stall_bench import PacedBackend, StallProbe, application, bench_tokens
-from desktop.window import MainWindow
-from engine.history import HistoryStore
+from desktop.core.controller import ChatController
+from desktop.core.history_session import open_history
+from desktop.core.model_choice import ModelInfo
+from desktop.qt.history_ui import attach_history
+from desktop.qt.sidebar import HistorySidebar
+from desktop.qt.stall_bench import PacedBackend, StallProbe, application, bench_tokens
+from desktop.qt.window import MainWindow
+from engine.history.store import HistoryStore
 from engine.runtime import Engine
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 ANSWER = ("Here is a **short** answer with `code` and a list:\n\n- one point\n- another point\n\n"
           "And a closing paragraph that wraps over a couple of lines in the window. ")

@@ -82,17 +82,17 @@ async def capture(out: Path) -> list[Path]:
     """Drive a window through the states and save one PNG per state in `out`."""
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from desktop.app import wire_window
-    from desktop.controller import ChatController
-    from desktop.history_session import open_history
-    from desktop.history_ui import attach_history
-    from desktop.message_view import AssistantMessage, TurnBanner
-    from desktop.model_choice import ModelChoice, local_choice
-    from desktop.settings_dialog import open_settings_dialog
-    from desktop.window import MainWindow
-    from engine.factory import parse_backend_spec
+    from desktop.core.controller import ChatController
+    from desktop.core.history_session import open_history
+    from desktop.core.model_choice import ModelChoice, local_choice
+    from desktop.qt.app import wire_window
+    from desktop.qt.history_ui import attach_history
+    from desktop.qt.message_view import AssistantMessage, TurnBanner
+    from desktop.qt.settings_dialog import open_settings_dialog
+    from desktop.qt.window import MainWindow
+    from engine.backends.factory import parse_backend_spec
     from engine.runtime import Engine
-    from models.gguf_meta import read_metadata
+    from models.gguf.meta import read_metadata
 
     saved: list[Path] = []
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         import qasync
         from PySide6.QtWidgets import QApplication
 
-        from desktop.qt_compat import guard_singleton_refcounts
+        from desktop.qt.compat import guard_singleton_refcounts
 
         guard_singleton_refcounts()
         app = QApplication(sys.argv[:1])

@@ -30,14 +30,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.controller import ChatController
+from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
 from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.turns.tool_loop import Decision, arguments_text
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from models.paths import ember_paths
+from models.library.paths import ember_paths
 
 log = logging.getLogger("engine.grammar")
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import llama_cpp.llama_cpp as ll
 
-from engine.backend import Sampling
-from engine.kv_reuse import common_prefix
+from engine.backends.base import Sampling
+from engine.backends.kv_reuse import common_prefix
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
 PIECE_BUFFER = 256

@@ -5,7 +5,7 @@ native runtime: OpenBLAS, OpenMP, a C++ runtime) before llama.cpp crashes when l
 later loads a model onto the GPU: a segfault inside `llama_model_load_from_file` on CUDA
 (issue #15), the same class of crash llama-cpp-python #1581 and #1903 report on Windows.
 Loading llama.cpp first avoids it. Every entry point that may load a model imports this
-module before anything else: the `ember` command (`desktop.cli`), the packaged app, the
+module before anything else: the `ember` command (`desktop.cli.main`), the packaged app, the
 engine's bench, and the test suite (`tests/conftest.py`).
 
 `import llama_cpp` loads `libllama`/`libggml` (in `llama_cpp.llama_cpp`) before its own

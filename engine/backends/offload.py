@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.backends.llama_devices import Device
-from models.gguf_meta import ModelMetadata
-from models.memory import kv_cache_bytes
+from models.gguf.meta import ModelMetadata
+from models.library.memory import kv_cache_bytes
 
 AUTO_LAYERS = -1
 MIB = 1 << 20

@@ -6,8 +6,8 @@ see `engine.backends.template_limits`) on the first message, before anyone loads
 
 from __future__ import annotations
 
+from engine.backends.template import ChatTemplate
 from engine.errors import ConfigError
-from engine.template import ChatTemplate
 
 # The smallest conversation every chat template must render: no system message, which
 # some templates refuse on purpose (e.g. "System role not supported").

@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
-from engine.backend import Message
-from engine.history import HistoryStore
-from engine.history_types import HistoryError
+from engine.backends.base import Message
+from engine.history.store import HistoryStore
+from engine.history.types import HistoryError
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolResult
 from engine.turns.tool_loop import DENIED_TEXT, ToolPermissions, cut_result
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.history_search import search_conversations
-from engine.history_types import HistoryError
+from engine.history.search import search_conversations
+from engine.history.types import HistoryError
 from engine.tools.calculator import CalcError, calculate, format_number
 from engine.tools.files import FolderGrants, list_folder, read_text_file
 from engine.tools.registry import Tool, ToolError, object_schema

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from engine.backend import Message
+from engine.backends.base import Message
 from engine.errors import ContextOverflowError
 
 

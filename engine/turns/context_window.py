@@ -17,9 +17,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.backend import Backend, Message
+from engine.backends.base import Backend, Message
 from engine.errors import ConfigError, ContextOverflowError
-from engine.turn import longest_turn_messages
 from engine.turns.context_policy import (
     ContextPolicy,
     Fit,
@@ -29,6 +28,7 @@ from engine.turns.context_policy import (
     reply_reserve,
     unmeasured,
 )
+from engine.turns.runner import longest_turn_messages
 
 TextCache = OrderedDict[str, int]
 # Per backend, kept across turns; weak, so an unloaded model's cache goes with it.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
+from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
 from engine.events import ContentDelta, ThinkingDelta
-from engine.pipeline import ReplyPipeline
-from engine.scaffolding import SpanSink
-from engine.tally import Tally
+from engine.reply.pipeline import ReplyPipeline
+from engine.reply.scaffolding import SpanSink
+from engine.turns.tally import Tally
 
 Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
 

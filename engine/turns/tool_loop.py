@@ -26,15 +26,15 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from typing import Any
 
-from engine.backend import Backend, CancelToken, Message, Request, StreamInfo
+from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
 from engine.errors import ConfigError, LLMError, MalformedReplyError
 from engine.events import Recovery, TurnDone, TurnError, TurnErrorKind
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
-from engine.tally import Tally
 from engine.tools.registry import ToolError, ToolSet
-from engine.turn import CORRECTION_LINE, NO_TOOLS_LINE, error_kind
 from engine.turns.rounds import fold_system, stream_round
+from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, error_kind
+from engine.turns.tally import Tally
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 
 log = logging.getLogger("engine.tool_loop")

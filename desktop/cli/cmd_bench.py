@@ -1,0 +1,228 @@
+"""`ember bench`: Ember's speed next to raw llama-cpp-python (and native llama.cpp), and the GUI under load.
+
+The engine-side measurements come from `engine.bench.suite`. The GUI stall test runs in a child
+interpreter (`desktop.qt.stall_bench`, offscreen), so Qt never loads into this process and
+cannot disturb the engine's timings. Every figure is reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from desktop.cli import bench_long_chat
+from desktop.cli.arg_checks import executable_arg
+from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
+from engine.errors import BenchError, EngineError
+
+EXIT_OK, EXIT_FAILED = 0, 2
+UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms",
+             "ui_huge_piece_max_stall_ms", "ui_huge_piece_catchup_ms")  # the latter: one 1 MB piece
+UI_TOKENS, UI_TOKENS_QUICK, UI_RATE = 20_000, 4_000, 2_000
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="measure speed against raw llama-cpp-python, and the GUI under load")
+    p.add_argument("--model", type=Path, default=argparse.SUPPRESS, metavar="PATH",
+                   help="GGUF file (default: the built-in model)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quick", action="store_true", help="fewer runs, shorter replies, a smaller GUI load (~1 min)")
+    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="llama.cpp threads (default: logical CPUs)")
+    p.add_argument("--llama-bench", type=executable_arg, default=None, metavar="PATH",
+                   help="a built llama.cpp llama-bench binary: also run it, interleaved, on the same model at "
+                        "the same KV depth, and report Ember / native")
+    p.add_argument("--gpu-layers", type=_layers, default=-1, metavar="N",
+                   help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only")
+    # Internal knobs for a tiny run (the test suite); not part of the documented interface.
+    for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
+        p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    bench_long_chat.add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return value
+
+
+def _layers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"expected -1 (as many as fit), 0 (CPU) or a layer count, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive whole number, got 0")
+    return value
+
+
+def config_from(args: argparse.Namespace) -> BenchConfig:
+    model = getattr(args, "model", None)
+    config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
+                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers)
+    if args.quick:
+        config = config.quick()
+    overrides = {
+        "runs": args.runs, "max_tokens": args.max_tokens, "filter_bytes": args.filter_bytes,
+        "history_messages": args.history_messages,
+    }
+    return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def gui_tokens(args: argparse.Namespace) -> int:
+    if args.gui_tokens is not None:
+        return args.gui_tokens
+    return UI_TOKENS_QUICK if args.quick else UI_TOKENS
+
+
+# -- the GUI under load, in a child process ------------------------------------------------
+
+
+def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str, Any]:
+    """`desktop.qt.stall_bench.measure_ui_stall` in an offscreen child; nulls and a note if it fails."""
+    result: dict[str, Any] = dict.fromkeys(UI_FIELDS)
+    result.update(ui_tokens=n_tokens, ui_tokens_per_s=tokens_per_s)
+    if n_tokens <= 0:
+        notes.append("GUI stall: skipped")
+        return result
+    try:
+        result.update(_run_stall_child(n_tokens, tokens_per_s))
+    except (OSError, RuntimeError, ValueError, BenchError, subprocess.TimeoutExpired) as exc:
+        notes.append(f"GUI stall: {exc}")
+    return result
+
+
+def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
+    code = (
+        "import json\nfrom desktop.qt.stall_bench import measure_ui_stall\n"
+        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False,
+        env=subprocess_env(QT_QPA_PLATFORM="offscreen"), timeout=n_tokens / tokens_per_s + 120,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchError(f"the stall child failed ({done.returncode}): {tail}")
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return {key: data.get(key) for key in UI_FIELDS}
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def _num(value: Any, unit: str = "", digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def _machine_lines(r: dict[str, Any]) -> list[str]:
+    load = "" if r.get("load_average") is None else f", load average {r['load_average']}"
+    if r.get("load_average_end") is not None:
+        load += f" → {r['load_average_end']}"
+    return [
+        f"Ember bench: {r['model']}",
+        f"CPU: {r['cpu']}, {r['threads']} threads ({r['logical_cpus']} logical CPUs{load})",
+        f"runs on: {r.get('where', '?')}",
+        f"llama-cpp-python {r['llama_cpp_python']}, Python {r['python']}, {r['platform']}",
+        "",
+    ]
+
+
+def _speed_rows(r: dict[str, Any]) -> list[str]:
+    match = "outputs match" if r["outputs_match"] else "outputs DIFFER"
+    rows = [
+        f"{'':32}{'Ember engine':>14}{'raw llama-cpp-python':>24}",
+        f"{'tokens/s (decode, median)':32}{_num(r['engine_tps']):>14}{_num(r['raw_tps']):>24}",
+        f"{'time to first token (ms)':32}{_num(r['engine_ttft_ms']):>14}{_num(r['raw_ttft_ms']):>24}",
+        f"{'tokens generated':32}{r['engine_tokens']:>14}{r['raw_tokens']:>24}",
+        "",
+        _row("Ember / raw tokens/s", f"{_num(r['engine_vs_raw_tps_ratio'], digits=3)}  (pairwise median "
+             f"{_num(r['pairwise_ratio_median'], digits=3)}; {r['runs']} interleaved runs of "
+             f"{r['max_tokens']} tokens; {match})"),
+    ]
+    if r.get("native_tg_tps") is not None:
+        rows += _native_rows(r)
+    return rows
+
+
+def _native_rows(r: dict[str, Any]) -> list[str]:
+    label = f"native llama-bench {r.get('native_test', 'tg')}"
+    return [_row(label, f"{_num(r['native_tg_tps'])} tokens/s, flash attention {r.get('native_flash_attn', '?')} "
+                 f"as Ember  (Ember / native {_num(r['engine_vs_native_tps_ratio'], digits=3)}, pairwise median "
+                 f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
+
+
+def _other_rows(r: dict[str, Any]) -> list[str]:
+    return [
+        _row("guardrail", f"{_num(r['filter_us_per_piece'], ' µs', 2)} per piece "
+             f"({r['filter_bytes']:,}-byte stream)"),
+        _row("GUI worst stall", f"{_num(r['ui_max_stall_ms'], ' ms')}  (p99 {_num(r['ui_p99_stall_ms'], ' ms')}; "
+             f"{r['ui_tokens']:,} tokens at {r['ui_tokens_per_s']:,}/s)"),
+        _row("GUI catch-up after last token", _num(r["ui_catchup_ms"], " ms")),
+        _row("GUI worst stall, one 1 MB piece", f"{_num(r.get('ui_huge_piece_max_stall_ms'), ' ms')}  "
+             f"(on screen after {_num(r.get('ui_huge_piece_catchup_ms'), ' ms')})"),
+        _row("model load", f"{_num(r['load_ms'], ' ms', 0)}  (import llama_cpp {_num(r['import_ms'], ' ms', 0)})"),
+        _row("resident memory", f"{_num(r['rss_mb'], ' MB', 0)} after load, "
+             f"{_num(r['rss_after_first_token_mb'], ' MB', 0)} after the first token"),
+        _row("history search", f"{_num(r['history_search_ms'], ' ms', 2)} over {r['history_messages']:,} messages"),
+    ]
+
+
+def _row(label: str, value: str) -> str:
+    return f"{label:32}{value}"
+
+
+def format_report(r: dict[str, Any]) -> str:
+    lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
+    lines += [f"note: {n}" for n in r.get("notes", [])]
+    return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    def say(message: str) -> None:
+        sys.stderr.write(f"ember bench: {message}…\n")
+        sys.stderr.flush()
+
+    report = run_engine_bench(config_from(args), say)
+    n_ui = gui_tokens(args)
+    if n_ui > 0:
+        say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
+    report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
+    report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report["load_average_end"] = load_average()
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = collect(args)
+    except (EngineError, FileNotFoundError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        sys.stderr.write(f"ember: bench failed: {exc}\n")
+        return EXIT_FAILED
+    if args.json:
+        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(format_report(report) + "\n")
+    return EXIT_OK

@@ -1,0 +1,343 @@
+"""`ember history`: list, show, search, export, import, delete and restore conversations.
+
+Also the history side of `ember chat` (`--no-history`, `-c/--continue`, `--conversation`):
+`add_chat_options` and `ChatHistory`, so `cmd_chat` only calls into them. No Qt here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from desktop.cli.arg_checks import id_arg, text_arg, title_arg
+from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
+from desktop.core.terminal_text import safe_cell
+from engine.backends.base import Message
+from engine.errors import ConfigError
+from engine.events import Event
+from engine.history.conversation_lock import ConversationBusy, ConversationLock
+from engine.history.export import (
+    conversation_to_json,
+    export_json,
+    export_markdown,
+    import_json,
+    iso,
+    message_to_json,
+)
+from engine.history.recorder import TurnRecorder, recorded
+from engine.history.store import HistoryStore
+from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
+from models.library.paths import ember_paths
+
+
+def open_store() -> HistoryStore:
+    return HistoryStore(ember_paths().ensure().history_db)
+
+
+# -- `ember history` ------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("history", help="list, search, export and import recorded conversations")
+    p.set_defaults(func=run, history_action=_list, json=False, limit=None, trash=False)
+    actions = p.add_subparsers(dest="history_command", metavar="ACTION")
+
+    a = actions.add_parser("list", help="conversations, most recent first")
+    _json_flag(a)
+    a.add_argument("--limit", type=positive_int, default=None, help="show at most N")
+    a.add_argument("--trash", action="store_true", help="list deleted conversations instead")
+    a.set_defaults(history_action=_list)
+
+    a = actions.add_parser("show", help="a conversation's active branch")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    _json_flag(a)
+    a.add_argument("--all", action="store_true", help="every version of every message, not only the active branch")
+    a.set_defaults(history_action=_show)
+
+    a = actions.add_parser("search", help="conversations whose title or messages contain every word")
+    a.add_argument("text", nargs="+", metavar="TEXT", type=text_arg)
+    _json_flag(a)
+    a.add_argument("--limit", type=positive_int, default=50, help="show at most N")
+    a.set_defaults(history_action=_search)
+
+    a = actions.add_parser("export", help="a conversation as Markdown or JSON")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
+    a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    a.set_defaults(history_action=_export)
+
+    a = actions.add_parser("import", help="a conversation exported as JSON (FILE or - for stdin)")
+    a.add_argument("file", metavar="FILE")
+    a.set_defaults(history_action=_import)
+
+    a = actions.add_parser("delete", help="move a conversation to the trash (restore undoes it)")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.add_argument("--purge", action="store_true", help="delete for good, now")
+    a.set_defaults(history_action=_delete)
+
+    a = actions.add_parser("restore", help="bring a deleted conversation back")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.set_defaults(history_action=_restore)
+
+    a = actions.add_parser("rename", help="give a conversation a title")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.add_argument("title", metavar="TITLE", type=title_arg)
+    a.set_defaults(history_action=_rename)
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with open_store() as store:
+            return int(args.history_action(store, args))
+    except NotFoundError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except HistoryError as exc:
+        return fail(str(exc), EXIT_FAILED)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+def _local(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _list(store: HistoryStore, args: argparse.Namespace) -> int:
+    conversations = store.conversations(limit=args.limit, deleted=args.trash)
+    if args.json:
+        _print_json([_conversation_json(c) for c in conversations])
+        return EXIT_OK
+    for conv in conversations:
+        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {safe_cell(conv.title) or '(untitled)'}")
+    if not conversations:
+        sys.stderr.write("ember: no conversations yet\n" if not args.trash else "ember: the trash is empty\n")
+    return EXIT_OK
+
+
+def _conversation_json(conv: Conversation) -> dict[str, Any]:
+    return conversation_to_json(conv) | {"deleted_at": iso(conv.deleted_at)}
+
+
+def _show(store: HistoryStore, args: argparse.Namespace) -> int:
+    conv = store.conversation(args.id)
+    if args.all and not args.json:
+        return fail("--all shows every version as JSON: add --json", EXIT_USAGE)
+    if not args.json:
+        sys.stdout.write(export_markdown(store, conv.id))
+        return EXIT_OK
+    messages = store.messages(conv.id) if args.all else store.path(conv.id)
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        versions = store.versions(msg.id)
+        out.append(message_to_json(msg) | {"version": versions.index + 1, "versions": versions.count})
+    _print_json(_conversation_json(conv) | {"messages": out})
+    return EXIT_OK
+
+
+def _search(store: HistoryStore, args: argparse.Namespace) -> int:
+    hits = store.search(" ".join(args.text), limit=args.limit)
+    if args.json:
+        _print_json([
+            {"conversation_id": h.conversation_id, "title": h.title, "message_id": h.message_id,
+             "snippet": h.plain_snippet, "updated_at": iso(h.updated_at)}
+            for h in hits
+        ])
+        return EXIT_OK
+    bold, plain = ("\x1b[1m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
+    for h in hits:
+        snippet = _highlighted(h.snippet, bold, plain)
+        where = "title" if h.message_id is None else f"message {h.message_id}"
+        print(f"{h.conversation_id:>6}  {safe_cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
+    if not hits:
+        sys.stderr.write("ember: nothing found\n")
+    return EXIT_OK
+
+
+def _highlighted(snippet: str, bold: str, plain: str) -> str:
+    """The snippet made safe for the terminal, its highlight markers (control characters) then styled."""
+    marked = snippet.replace(HIGHLIGHT_START, "\ue010").replace(HIGHLIGHT_END, "\ue011")
+    return safe_cell(marked).replace("\ue010", bold).replace("\ue011", plain)
+
+
+def _export(store: HistoryStore, args: argparse.Namespace) -> int:
+    if args.format == "json":
+        text = json.dumps(export_json(store, args.id), ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = export_markdown(store, args.id)
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _import(store: HistoryStore, args: argparse.Namespace) -> int:
+    name = "stdin" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
+    except RecursionError:
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+    try:
+        conv = import_json(store, data)
+    except HistoryError as exc:
+        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
+    except RecursionError:
+        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
+    except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text
+        return fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
+    print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
+    return EXIT_OK
+
+
+def _delete(store: HistoryStore, args: argparse.Namespace) -> int:
+    conv = store.conversation(args.id)
+    if args.purge:
+        store.purge(conv.id)
+        print(f"deleted conversation {conv.id} for good")
+    else:
+        store.delete(conv.id)
+        print(f"moved conversation {conv.id} to the trash (undo: ember history restore {conv.id})")
+    return EXIT_OK
+
+
+def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
+    store.restore(args.id)
+    print(f"restored conversation {args.id}")
+    return EXIT_OK
+
+
+def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
+    conv = store.conversation(args.id)
+    if conv.deleted_at is not None:
+        return fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
+    store.rename(conv.id, args.title)
+    title = store.conversation(conv.id).title
+    print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
+    return EXIT_OK
+
+
+# -- the history side of `ember chat` -------------------------------------------------
+
+
+def add_chat_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("history")
+    g.add_argument("--no-history", action="store_true", help="do not record this turn")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("-c", "--continue", dest="continue_latest", action="store_true",
+                       help="continue the most recent conversation (its active branch is the context)")
+    which.add_argument("--conversation", type=id_arg, metavar="ID", help="continue conversation ID")
+
+
+class ChatHistory:
+    """Records one `ember chat` turn; a no-op when history is off or unavailable."""
+
+    def __init__(self, store: HistoryStore | None, conversation_id: int | None) -> None:
+        self.store = store
+        self.conversation_id = conversation_id  # None: a new conversation on begin()
+        self.recorder: TurnRecorder | None = None
+        self._lock: ConversationLock | None = None
+
+    @classmethod
+    def open(cls, args: argparse.Namespace) -> ChatHistory:
+        """Check the history options; raises ConfigError for a bad combination or an unknown id."""
+        wants_existing = bool(args.continue_latest) or args.conversation is not None
+        if args.no_history:
+            if wants_existing:
+                raise ConfigError("--no-history cannot be combined with --continue or --conversation")
+            return cls(None, None)
+        try:
+            store = open_store()
+        except HistoryError as exc:
+            if wants_existing:
+                raise ConfigError(str(exc)) from exc
+            # Chatting matters more than recording: say so and go on without history.
+            sys.stderr.write(f"ember: not recording this turn: {exc}\n")
+            return cls(None, None)
+        try:
+            return cls(store, _target_conversation(store, args))
+        except BaseException:
+            store.close()
+            raise
+
+    def begin(self, prompt: str, *, system: str | None, model: str, join_roles: bool = True) -> list[Message] | None:
+        """Commit the user's message; return the model messages (None: not recording)."""
+        if self.store is None:
+            return None
+        try:
+            if self.conversation_id is None:
+                settings = {"system": system} if system else {}
+                self.conversation_id = self.store.create_conversation(model=model, settings=settings).id
+            self._hold(self.conversation_id)  # another `chat -c` on it first finishes its turn
+            self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
+            self.recorder.begin(prompt)
+            return self.recorder.prompt_messages(system=system, join_roles=join_roles)
+        except (HistoryError, ConversationBusy, sqlite3.Error) as exc:
+            sys.stderr.write(f"ember: not recording this turn: {exc}\n")
+            self.recorder = None
+            return None
+
+    def _hold(self, conversation_id: int) -> None:
+        assert self.store is not None
+
+        def waiting() -> None:
+            sys.stderr.write(f"ember: waiting for another reply in conversation {conversation_id} to finish…\n")
+            sys.stderr.flush()
+
+        self._lock = ConversationLock(self.store.db_path, conversation_id, on_wait=waiting)
+        self._lock.acquire()
+
+    def wrap(self, events: Iterable[Event]) -> Iterable[Event]:
+        return events if self.recorder is None else recorded(events, self.recorder)
+
+    def stopped(self) -> None:
+        """The user pressed Ctrl+C: keep what streamed, marked stopped."""
+        if self.recorder is not None:
+            self.recorder.abandon("stopped")
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+        if self._lock is not None:
+            self._lock.release()  # after the answer is stored
+        if self.store is not None:
+            self.store.close()
+
+    def __enter__(self) -> ChatHistory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _target_conversation(store: HistoryStore, args: argparse.Namespace) -> int | None:
+    if args.conversation is not None:
+        try:
+            conv = store.conversation(args.conversation)
+        except NotFoundError as exc:
+            raise ConfigError(f"{exc} (see: ember history list)") from exc
+        if conv.deleted_at is not None:
+            raise ConfigError(f"conversation {conv.id} is in the trash (ember history restore {conv.id})")
+        return conv.id
+    if args.continue_latest:
+        latest = store.latest_conversation()
+        return None if latest is None else latest.id  # nothing to continue yet: start one
+    return None

@@ -1,0 +1,182 @@
+"""`ember models [--json] [PATH ...]`: list the model library, or describe GGUF files.
+
+Reads headers only (never weights), so it is fast even for multi-GB models. A file that
+cannot be used prints one line, `ember: <path>: <reason>`, on stderr and the command exits
+with status 2 after describing the others. No Qt here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from desktop.cli.common import EXIT_OK, EXIT_USAGE
+from desktop.core.terminal_text import safe_cell
+from engine.backends.template_probe import template_problem
+from models.errors import GGUFError
+from models.gguf.diagnose import metadata_problem
+from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
+from models.library.memory import estimate_memory, format_bytes
+from models.library.scan import LibraryEntry, library_entries
+from models.library.settings import load_model_settings
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("models", help="list the model library, or describe GGUF files")
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="GGUF files to describe")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    paths: list[Path] = args.paths
+    if paths:
+        return _describe(paths, as_json=args.json)
+    return _list_library(as_json=args.json)
+
+
+# --- describing files ---------------------------------------------------------------------
+
+
+def _memory_json(meta: ModelMetadata) -> dict[str, object]:
+    n_ctx = load_model_settings(meta.path, n_ctx_train=meta.context_length).context_length
+    est = estimate_memory(meta, n_ctx)
+    return {
+        "context_length": n_ctx,
+        "weights_bytes": est.weights_bytes,
+        "kv_cache_bytes": est.kv_cache_bytes,
+        "total_bytes": est.total_bytes,
+        "available_bytes": est.available_bytes,
+        "warning": est.warning,
+    }
+
+
+def _describe_json(meta: ModelMetadata) -> dict[str, object]:
+    out = meta.to_json()
+    out["problem"] = metadata_problem(meta)
+    out["template_problem"] = _template_problem(meta)
+    out["memory"] = _memory_json(meta)
+    return out
+
+
+def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
+    mem = _memory_json(meta)
+    markers = ", ".join(f"{m.text} ({m.token_type.lower()})" for m in meta.markers) or "none"
+    rows = [
+        ("name", meta.name),
+        ("path", str(meta.path)),
+        ("architecture", meta.architecture),
+        ("parameters", f"{meta.size_label or '?'} ({meta.parameters:,})"),
+        ("quantization", meta.quantization),
+        ("context (trained)", _opt(meta.context_length)),
+        ("layers / embedding", f"{_opt(meta.block_count)} / {_opt(meta.embedding_length)}"),
+        ("heads / KV heads", f"{_opt(meta.head_count)} / {_opt(meta.head_count_kv)}"),
+        ("vocabulary", f"{_opt(meta.vocab_size)} ({meta.tokenizer_model or '?'})"),
+        ("size", _size_text(meta.size_bytes, meta.shard_count)),
+        ("template", f"{meta.template_family}" + (", pre-fills <think>" if meta.thinking_prefill else "")),
+        ("BOS / EOS", f"{meta.bos_token or '-'} / {meta.eos_token or '-'}"),
+        ("marker tokens", markers),
+        ("memory", f"{format_bytes(_int(mem['total_bytes']))} at {mem['context_length']} tokens of context"),
+    ]
+    problem = metadata_problem(meta)
+    if problem:
+        rows.append(("problem", problem))
+    template = _template_problem(meta)
+    if template:
+        rows.append(("template problem", template))
+    if mem["warning"]:
+        rows.append(("warning", str(mem["warning"])))
+    return rows
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _opt(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _size_text(size: int, shards: int) -> str:
+    return format_bytes(size) + (f" in {shards} shards" if shards > 1 else "")
+
+
+def _print_details(metas: Sequence[ModelMetadata]) -> None:
+    for i, meta in enumerate(metas):
+        if i:
+            print()
+        rows = _detail_lines(meta)
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key.ljust(width)}  {safe_cell(value)}")
+
+
+def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
+    metas: list[ModelMetadata] = []
+    status = EXIT_OK
+    for path in paths:
+        try:
+            metas.append(read_metadata(path))
+        except GGUFError as exc:
+            _error(path, exc.reason)
+            status = EXIT_USAGE
+    if as_json:
+        _print_json([_describe_json(m) for m in metas])
+    else:
+        _print_details(metas)
+    return status
+
+
+def _template_problem(meta: ModelMetadata) -> str | None:
+    return template_problem(meta.chat_template, bos_token=meta.bos_token or "", eos_token=meta.eos_token or "")
+
+
+def _error(path: Path, reason: str) -> None:
+    sys.stderr.write(f"ember: {path}: {reason}\n")
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# --- the library ----------------------------------------------------------------------------
+
+_COLUMNS = ("NAME", "PARAMS", "QUANT", "CTX", "SIZE", "TEMPLATE", "SOURCE", "PATH")
+_MAX_NAME = 40
+
+
+def _row(entry: LibraryEntry) -> tuple[str, ...]:
+    name = entry.name if len(entry.name) <= _MAX_NAME else entry.name[: _MAX_NAME - 1] + "…"
+    meta = entry.metadata
+    problem = entry.error or (_template_problem(meta) if meta is not None else None)
+    path = str(entry.path) + (f"  ({problem})" if problem else "")
+    if meta is None:
+        return (name, "-", "-", "-", _size_text(entry.size_bytes, entry.shard_count), "-", str(entry.source), path)
+    params = meta.size_label or format_parameters(meta.parameters)
+    ctx = _opt(meta.context_length)
+    size = _size_text(entry.size_bytes, entry.shard_count)
+    return (name, params, meta.quantization, ctx, size, str(meta.template_family), str(entry.source), path)
+
+
+def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS) -> str:
+    """Columns padded to their widest cell; the last column is left ragged."""
+    table = [tuple(header), *(tuple(safe_cell(c) for c in r) for r in rows)]  # one line per item
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _list_library(*, as_json: bool) -> int:
+    entries = library_entries()
+    if as_json:
+        _print_json([e.to_json() | {"template_problem": _template_problem(e.metadata) if e.metadata else None}
+                     for e in entries])
+    elif entries:
+        print(format_table([_row(e) for e in entries]))
+    else:
+        print("No models found.")
+    return EXIT_OK

@@ -1,0 +1,97 @@
+"""What every `ember` subcommand shares: exit codes, the one-line failure, opening a backend.
+
+Parsed arguments are read, never rewritten: the settings a run uses come back from
+`run_settings` as a value (`desktop.core.settings_resolver`), the same way the GUI gets them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from desktop.core.settings_resolver import Overrides, TurnSettings, resolve, saved_settings
+from engine.backends.base import Backend
+from engine.backends.factory import make_backend, parse_backend_spec
+from engine.errors import ConfigError, ModelLoadError
+from models.errors import GGUFError
+from models.library.default_model import DefaultModelMissing, default_model_path
+from models.library.paths import resolve_model_file
+from models.library.settings import ModelSettings
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
+EXIT_USAGE = 2  # bad arguments, a file that cannot be used, nothing was done
+EXIT_TURN_ERROR = 3  # the model's turn ended with an error
+EXIT_INTERRUPTED = 130  # Ctrl+C
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (as SIGPIPE would report it)
+
+
+def fail(message: str, status: int = EXIT_USAGE) -> int:
+    """Report a failure as one line on stderr; returns `status` for the caller to exit with."""
+    sys.stderr.write(f"ember: {message}\n")
+    return status
+
+
+def warn(message: str) -> None:
+    """A one-line notice on stderr that does not end the command (e.g. an MCP server left out)."""
+    sys.stderr.write(f"ember: {message}\n")
+
+
+def emit_json(obj: dict[str, Any]) -> None:
+    """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def model_path(args: argparse.Namespace) -> Path:
+    """The GGUF file `--model` names (`default`: the built-in one); ModelLoadError if it is missing."""
+    if args.model not in (None, "default"):
+        return Path(args.model).expanduser()
+    try:
+        return default_model_path()
+    except DefaultModelMissing as exc:
+        raise ModelLoadError(str(exc)) from exc
+
+
+def run_settings(args: argparse.Namespace) -> TurnSettings:
+    """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
+    saved = ModelSettings()
+    if parse_backend_spec(args.backend).kind == "llama":
+        try:
+            saved = saved_settings(resolve_model_file(model_path(args)))
+        except (ModelLoadError, GGUFError):
+            pass  # the load reports the missing model or the link loop
+    overrides = Overrides(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
+                          context_length=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
+                          system_prompt=args.system)
+    return resolve(saved, overrides)
+
+
+def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
+    """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
+    spec = parse_backend_spec(args.backend)
+    if spec.kind == "openai":
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        if args.api_key_env and key is None:
+            raise ConfigError(f"the environment variable {args.api_key_env} is not set")
+        name = None if args.model == "default" else args.model
+        return make_backend(spec, model_name=name, api_key=key)
+    s = settings.model
+    path = model_path(args) if spec.kind == "llama" else None
+    return make_backend(spec, model_path=path, n_ctx=s.context_length, n_gpu_layers=s.gpu_layers,
+                        n_threads=s.threads)

@@ -1,0 +1,168 @@
+"""What the model picker lists and says about each model, as plain values. No Qt here.
+
+`library_rows()` reads the whole library (every header, so call it off the GUI thread)
+and adds the saved remote servers; each row carries the `ModelChoice` that loads it and,
+for a file that cannot be used, the one-line reason. `detail_items()` and
+`memory_note()` turn a row into the facts the details pane shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
+from models.formats import MarkerKind
+from models.gguf.diagnose import metadata_problem
+from models.gguf.meta import ModelMetadata
+from models.library.default_model import DEFAULT_NAME
+from models.library.memory import MemoryEstimate, estimate_memory, format_bytes
+from models.library.remote_keys import load_api_key
+from models.library.scan import LibraryEntry, LibraryState, RemoteServer, Source, library_entries
+
+SOURCE_NAMES = {
+    Source.BUILTIN: "Built in",
+    Source.MODELS_DIR: "Models folder",
+    Source.FOLDER: "Added folder",
+    Source.RECENT: "Opened file",
+}
+SERVER_SOURCE = "Server"
+UNKNOWN = "—"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    """One line of the picker: its columns, the choice that loads it, why it cannot load."""
+
+    choice: ModelChoice
+    name: str
+    architecture: str
+    quantization: str
+    size: str
+    context: str
+    source: str
+    error: str | None = None
+    metadata: ModelMetadata | None = None
+    path: Path | None = None
+    server: RemoteServer | None = None
+
+    @property
+    def loadable(self) -> bool:
+        return self.error is None
+
+    @property
+    def columns(self) -> tuple[str, str, str, str, str]:
+        return self.name, self.architecture, self.quantization, self.size, self.context
+
+
+def entry_row(entry: LibraryEntry) -> ModelRow:
+    meta = entry.metadata
+    error = entry.error or (metadata_problem(meta) if meta else None)
+    n_ctx_train = meta.context_length if meta else None
+    path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
+    return ModelRow(
+        choice=local_choice(path, n_ctx_train=n_ctx_train),
+        name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.name,  # as the header calls it
+        architecture=meta.architecture if meta else UNKNOWN,
+        quantization=meta.quantization if meta else UNKNOWN,
+        size=format_bytes(entry.size_bytes) if entry.size_bytes else UNKNOWN,
+        context=f"{n_ctx_train:,}" if n_ctx_train else UNKNOWN,
+        source=SOURCE_NAMES.get(entry.source, str(entry.source)),
+        error=error,
+        metadata=meta,
+        path=entry.path,
+    )
+
+
+def server_row(server: RemoteServer) -> ModelRow:
+    return ModelRow(
+        choice=remote_choice(server),
+        name=server.model or server.name,
+        architecture="remote",
+        quantization=UNKNOWN,
+        size=UNKNOWN,
+        context=UNKNOWN,
+        source=SERVER_SOURCE,
+        error=None if server.model else "no model chosen for this server",
+        server=server,
+    )
+
+
+def library_rows(state: LibraryState) -> list[ModelRow]:
+    """Every local model (the built-in first), then the saved servers. Reads headers: slow."""
+    rows = [entry_row(e) for e in library_entries(state)]
+    return rows + [server_row(s) for s in state.remote_servers]
+
+
+# --- the details pane ---------------------------------------------------------------------
+
+
+def _markers(meta: ModelMetadata, kind: MarkerKind) -> str:
+    found = [m.text for m in meta.markers if m.kind == kind]
+    return ", ".join(found) if found else "none"
+
+
+def _template(meta: ModelMetadata) -> str:
+    if meta.chat_template is None:
+        return "none in the file (a plain fallback format is used)"
+    family = str(meta.template_family)
+    return f"{family} (pre-fills <think>)" if meta.thinking_prefill else family
+
+
+def metadata_items(meta: ModelMetadata) -> list[tuple[str, str]]:
+    heads = f"{meta.head_count or UNKNOWN} (KV {meta.head_count_kv or UNKNOWN})"
+    vocab = f"{meta.vocab_size:,}" if meta.vocab_size else UNKNOWN
+    return [
+        ("Architecture", meta.architecture),
+        ("Parameters", meta.size_label or UNKNOWN),
+        ("Quantization", meta.quantization),
+        ("Size on disk", format_bytes(meta.size_bytes)),
+        ("Training context", f"{meta.context_length:,}" if meta.context_length else UNKNOWN),
+        ("Layers", str(meta.block_count or UNKNOWN)),
+        ("Embedding", str(meta.embedding_length or UNKNOWN)),
+        ("Attention heads", heads),
+        ("Vocabulary", f"{vocab} ({meta.tokenizer_model or 'unknown'} tokenizer)"),
+        ("Chat template", _template(meta)),
+        ("Thinking markers", _markers(meta, MarkerKind.THINKING)),
+        ("Tool-call markers", _markers(meta, MarkerKind.TOOL_CALL)),
+        ("BOS / EOS", f"{meta.bos_token or UNKNOWN} / {meta.eos_token or UNKNOWN}"),
+        ("GGUF", f"version {meta.gguf_version}, {meta.tensor_count} tensors, {meta.shard_count} file(s)"),
+    ]
+
+
+def server_items(server: RemoteServer) -> list[tuple[str, str]]:
+    key = "saved (not shown)" if load_api_key(server.base_url) else "none"
+    return [
+        ("Server", server.base_url),
+        ("Model", server.model or "none chosen"),
+        ("API key", key),
+        ("Runs on", "the server; Ember contacts it only when this model is loaded"),
+    ]
+
+
+def detail_items(row: ModelRow) -> list[tuple[str, str]]:
+    """(label, value) facts for the details pane, source and location first."""
+    where = [("Source", row.source)]
+    if row.path is not None:
+        where.append(("File", str(row.path)))
+    if row.error:
+        where.append(("Cannot load", row.error))
+    if row.server is not None:
+        return where + server_items(row.server)
+    return where + (metadata_items(row.metadata) if row.metadata else [])
+
+
+def memory_estimate(row: ModelRow) -> MemoryEstimate | None:
+    """The memory the row's model needs at its chosen context (None when not a local model)."""
+    settings = row.choice.settings
+    if row.metadata is None or settings is None:
+        return None
+    return estimate_memory(row.metadata, settings.context_length)
+
+
+def memory_note(estimate: MemoryEstimate) -> str:
+    free = f"; {format_bytes(estimate.available_bytes)} free now" if estimate.available_bytes else ""
+    return (
+        f"About {format_bytes(estimate.total_bytes)} at a {estimate.context_length:,}-token context "
+        f"(model {format_bytes(estimate.weights_bytes)} + context {format_bytes(estimate.kv_cache_bytes)}){free}."
+    )

@@ -1,0 +1,147 @@
+"""`ember` with no subcommand: the chat window on a qasync loop.
+
+qasync runs asyncio on the Qt event loop, so the engine's `async for` events and the
+widgets share one thread. Closing the window, SIGTERM and Ctrl+C all take the same path:
+stop the reply, close the backend on its worker thread, end the worker, return.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from types import FrameType, TracebackType
+
+import qasync
+from PySide6.QtCore import QObject, QSocketNotifier, QTimer
+from PySide6.QtWidgets import QApplication
+
+from desktop.core.controller import ChatController
+from desktop.core.history_session import open_history
+from desktop.core.model_choice import ModelChoice, choose_model
+from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.history_ui import attach_history
+from desktop.qt.model_switch import ModelSwitcher
+from desktop.qt.platform_check import platform_problem
+from desktop.qt.tool_card import install_tools
+from desktop.qt.window import MainWindow
+from engine.errors import ConfigError
+from engine.runtime import Engine
+
+log = logging.getLogger("desktop.app")
+
+EXIT_OK, EXIT_USAGE = 0, 2
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    """Open the window; returns the process exit status once it is closed."""
+    problem = platform_problem()  # before QApplication: Qt would abort with seven lines instead
+    if problem is not None:
+        sys.stderr.write(problem.message + "\n")
+        return EXIT_USAGE
+    try:
+        choice = choose_model(getattr(args, "model", None), getattr(args, "backend", None))
+    except ConfigError as exc:
+        sys.stderr.write(f"ember: {exc}\n")
+        return EXIT_USAGE
+    app = _application()
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(run_session(choice, prompt=getattr(args, "prompt", None)))
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+def _application() -> QApplication:
+    guard_singleton_refcounts()
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
+    app.setApplicationName("Ember")
+    app.setApplicationDisplayName("Ember")
+    app.setQuitOnLastWindowClosed(False)  # the session ends the loop, after a clean shutdown
+    return app
+
+
+def wire_window(window: MainWindow, controller: ChatController) -> ModelSwitcher:
+    """Bind the window to its controller and give it a model switcher (the window never imports the switcher)."""
+    window.bind(controller)
+    return ModelSwitcher(window, window.header, window.notice.show_notice, controller)
+
+
+async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine: Engine | None = None,
+                      window: MainWindow | None = None) -> int:
+    """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
+    window = window or MainWindow()
+    history, history_notice = open_history()  # None (and a notice): chat on without saving
+    controller = ChatController(engine or Engine(), window, history=history)
+    models = wire_window(window, controller)
+    attach_history(window, controller, notice=history_notice)
+    install_tools(window, controller)
+    closed = asyncio.Event()
+    window.closing.connect(closed.set)
+    with SignalBridge(window.close):
+        window.show()
+        log.info("window shown: %s", choice.label)
+        tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
+        if prompt:
+            tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
+        await closed.wait()
+        for task in tasks:
+            task.cancel()
+        await controller.aclose()
+    log.info("window closed, engine stopped")
+    return EXIT_OK
+
+
+class SignalBridge(QObject):
+    """Turns SIGTERM/SIGINT into a call on the GUI thread.
+
+    Python runs signal handlers only when it gets control, which a Qt loop waiting in C++
+    does not give it; the wakeup fd makes the signal also wake a socket notifier.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, on_signal: Callable[[], object]) -> None:
+        super().__init__()
+        self._on_signal = on_signal
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self._notifier = QSocketNotifier(self._reader.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._drain)
+        self._old_fd = -1
+        self._old_handlers: dict[signal.Signals, _Handler] = {}
+
+    def __enter__(self) -> SignalBridge:
+        self._old_fd = signal.set_wakeup_fd(self._writer.fileno())
+        for sig in self.SIGNALS:
+            self._old_handlers[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(self._old_fd)
+        self._notifier.setEnabled(False)
+        self._reader.close()
+        self._writer.close()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: closing the window", signum)
+        QTimer.singleShot(0, self._on_signal)
+
+    def _drain(self) -> None:
+        try:
+            while self._reader.recv(512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass

@@ -1,0 +1,152 @@
+"""The composer: a text box that grows with its text, and a Send button that becomes Stop."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent, QResizeEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
+
+from desktop.qt.appearance import current_palette
+from desktop.qt.icons import set_icon
+from desktop.qt.style import SPACING
+
+MIN_LINES = 1
+MAX_LINES = 8
+PLACEHOLDER = "Message Ember… (Enter sends, Shift+Enter adds a line)"
+
+
+class ComposerEdit(QPlainTextEdit):
+    """Enter sends; Shift+Enter inserts a newline; the height follows the text up to a cap.
+
+    Signals:
+        submitRequested(): Enter was pressed.
+    """
+
+    submitRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ComposerEdit")
+        self.setAccessibleName("Message")
+        self.setPlaceholderText(PLACEHOLDER)
+        self.setTabChangesFocus(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().contentsChanged.connect(self._fit_height)
+        self._fit_height()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        is_enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if is_enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submitRequested.emit()
+            return
+        if is_enter:
+            self.insertPlainText("\n")  # Shift+Enter: a plain newline, not a paragraph break
+            return
+        super().keyPressEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_height()  # wrapping changes with the width
+
+    def _fit_height(self) -> None:
+        lines = min(MAX_LINES, max(MIN_LINES, self._visual_lines()))
+        margins = self.contentsMargins().top() + self.contentsMargins().bottom()
+        doc_margin = 2 * int(self.document().documentMargin())
+        self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + doc_margin + margins + 8)
+
+    def _visual_lines(self) -> int:
+        doc = self.document()
+        lines = 0
+        block = doc.begin()
+        while block.isValid():
+            layout = block.layout()
+            lines += max(1, layout.lineCount() if layout is not None else 1)
+            block = block.next()
+        return lines
+
+
+class ComposerBar(QFrame):
+    """The composer row.
+
+    Signals:
+        submitted(str): the user sent this text (the box is cleared).
+        stopRequested(): the user pressed Stop.
+    """
+
+    submitted = Signal(str)
+    stopRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ComposerBar")
+        self._busy = False
+        self.edit = ComposerEdit(self)
+        self.edit.submitRequested.connect(self._on_submit)
+        self.edit.textChanged.connect(self._update_button)
+        self.button = QPushButton("Send", self)
+        self.button.setObjectName("SendButton")
+        self.button.setAccessibleName("Send")
+        self.button.setMinimumWidth(84)
+        self.button.clicked.connect(self._on_button_clicked)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(SPACING, SPACING, SPACING, SPACING)
+        layout.setSpacing(SPACING)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        self._update_button()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self._update_button()
+
+    def text(self) -> str:
+        return self.edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.edit.setPlainText(text)
+
+    def add_tool(self, widget: QWidget) -> None:
+        """Put a small control (e.g. the reply format) beside the Send button."""
+        layout = self.layout()
+        assert isinstance(layout, QHBoxLayout)
+        layout.insertWidget(layout.indexOf(self.button), widget, 0, Qt.AlignmentFlag.AlignBottom)
+
+    def focus_edit(self) -> None:
+        self.edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def _on_button_clicked(self) -> None:
+        if self._busy:
+            self.stopRequested.emit()
+        else:
+            self._on_submit()
+
+    def submit(self) -> None:
+        """Send the draft, as Enter does."""
+        self._on_submit()
+
+    def _on_submit(self) -> None:
+        text = self.text().strip()
+        if self._busy or not text:
+            return  # while a reply streams, Enter keeps the draft instead of sending it
+        self.edit.clear()
+        self.submitted.emit(text)
+
+    def _update_button(self) -> None:
+        label = "Stop" if self._busy else "Send"
+        self.button.setText(label)
+        if self.button.property("busy") != self._busy:
+            self.button.setProperty("busy", self._busy)  # the style sheet: accent Send, quiet Stop
+            self.button.setProperty("iconOnAccent", not self._busy)
+            palette = current_palette()
+            set_icon(self.button, "stop" if self._busy else "send",
+                     palette.text if self._busy else palette.accent_text, 16, disabled=palette.muted)
+            self.button.style().unpolish(self.button)
+            self.button.style().polish(self.button)
+        self.button.setAccessibleName("Stop the reply" if self._busy else "Send message")
+        self.button.setToolTip("Stop the reply (Esc)" if self._busy else "Send (Enter)")
+        self.button.setEnabled(self._busy or bool(self.text().strip()))

@@ -1,0 +1,479 @@
+"""One widget per message: the user's text, the assistant's reply, a failed turn's banner.
+
+`AssistantMessage` is the controller's `ReplySink`. Deltas only append to buffers; a
+single-shot timer flushes them at most about 60 times a second, and the Markdown render is
+further spaced out by its own measured cost, so a fast stream never re-renders per token.
+
+A message that is stored in the history gets its id (`set_history`), and with it its
+actions: Edit on a question, Regenerate on an answer, and a ‹ n/m › navigator when it has
+other versions.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.core.controller import TurnFailure
+from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
+from desktop.qt.code_highlight import load_lexer
+from desktop.qt.hover_actions import HoverReveal
+from desktop.qt.icons import set_icon, themed_icon
+from desktop.qt.markdown_view import AnswerView, CopyButton, copy_to_clipboard, discard
+from desktop.qt.message_edit import InlineEditor
+from desktop.qt.theme import ICON_PX
+from desktop.qt.thinking_pane import ThinkingPane
+from desktop.qt.version_nav import VersionNav
+from engine.events import TurnStats
+from engine.history.types import Status, Versions
+
+FLUSH_MS = 16  # about 60 updates a second at most
+RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
+USER_BUBBLE_MAX_FRACTION = 0.8
+BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
+_prewarmed = False
+ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
+                 "drop_older": "Leave older messages out"}
+# How a stored reply that did not complete says so, quietly, in its status line.
+STORED_STATUS: dict[str, str] = {
+    "stopped": "Stopped",
+    "interrupted": "Interrupted",
+    "error": "Ended with an error",
+    "streaming": "Still being written",
+}
+
+
+def _label(text: str, object_name: str, parent: QWidget) -> QLabel:
+    label = QLabel(text, parent)
+    label.setObjectName(object_name)
+    return label
+
+
+def _action(text: str, accessible_name: str, tip: str, parent: QWidget, icon: str) -> QToolButton:
+    """A quiet icon button under a message (shown once the message is stored)."""
+    button = QToolButton(parent)
+    button.setObjectName("MessageAction")
+    button.setText(text)
+    button.setAccessibleName(accessible_name)
+    button.setToolTip(tip)
+    button.setAutoRaise(True)
+    button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+    button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    set_icon(button, icon, current_palette().muted, 16)
+    button.hide()
+    return button
+
+
+def _action_row(parent: QWidget, buttons: list[QWidget], *, right: bool = False) -> QWidget:
+    """The row that holds a message's hover actions (revealed by `HoverReveal`)."""
+    row = QWidget(parent)
+    row.setObjectName("MessageActions")
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(2)
+    if right:
+        layout.addStretch(1)
+    for button in buttons:
+        layout.addWidget(button)
+    return row
+
+
+class UserMessage(QFrame):
+    """The user's message: plain text (never Markdown) in a bubble on the right.
+
+    Signals:
+        editSubmitted(int, str): Save & send on an edit of stored message id.
+        versionRequested(int): show this version (a sibling message id).
+    """
+
+    editSubmitted = Signal(int, str)
+    versionRequested = Signal(int)
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("UserMessage")
+        self.message_id: int | None = None
+        self.editor: InlineEditor | None = None
+        self._bubble = QLabel(text, self)
+        self._bubble.setObjectName("UserBubble")
+        self._bubble.setTextFormat(Qt.TextFormat.PlainText)
+        self._bubble.setWordWrap(True)
+        self._bubble.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self._bubble.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # messages are reachable with Tab
+        self._bubble.setContentsMargins(14, 9, 14, 9)
+        self._bubble.setAccessibleName("Your message")
+        self._bubble.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
+        self.nav = VersionNav(self)
+        self.nav.switchRequested.connect(self.versionRequested)
+        self.edit_button = _action("Edit", "Edit message", "Edit and send again as a new version", self, "edit")
+        self.edit_button.clicked.connect(self.start_edit)
+        self._build_layout()
+
+    def _build_layout(self) -> None:
+        self._row = QWidget(self)
+        row = QHBoxLayout(self._row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        row.addWidget(self._bubble)
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.addStretch(1)
+        footer.addWidget(self.nav)
+        actions = _action_row(self, [self.edit_button], right=True)
+        footer.addWidget(actions)
+        self.reveal = HoverReveal(self, actions, [self.edit_button])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self._row)
+        layout.addLayout(footer)
+
+    def text(self) -> str:
+        return self._bubble.text()
+
+    def set_history(self, message_id: int | None, versions: Versions | None) -> None:
+        """The stored message this bubble shows (None: not stored), and its versions."""
+        self.message_id = message_id
+        self.nav.set_versions(versions)
+        editing = self.editor is not None
+        self.nav.setVisible(self.nav.has_versions and not editing)
+        self.edit_button.setVisible(message_id is not None and not editing)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        self.edit_button.setEnabled(enabled)
+        self.nav.setEnabled(enabled)
+
+    def start_edit(self) -> InlineEditor:
+        """Swap the bubble for an editor holding its text."""
+        if self.editor is None:
+            self.editor = InlineEditor(self.text(), self)
+            self.editor.saved.connect(self._on_edit_saved)
+            self.editor.cancelled.connect(self.end_edit)
+            layout = self.layout()
+            assert isinstance(layout, QVBoxLayout)
+            layout.insertWidget(1, self.editor)
+            self._row.hide()
+            self.edit_button.hide()
+            self.nav.hide()
+        self.editor.focus()
+        return self.editor
+
+    def end_edit(self) -> None:
+        editor, self.editor = self.editor, None
+        if editor is not None:
+            discard(editor)
+        self._row.show()
+        self.nav.setVisible(self.nav.has_versions)
+        self.edit_button.setVisible(self.message_id is not None)
+
+    def _on_edit_saved(self, text: str) -> None:
+        message_id = self.message_id
+        self.end_edit()
+        if message_id is not None:
+            self.editSubmitted.emit(message_id, text)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        # A bubble never spans the whole column, so who said what stays obvious; below that
+        # it is as wide as its longest line (QLabel alone wraps short texts too eagerly).
+        widest = int(self.width() * USER_BUBBLE_MAX_FRACTION)
+        margins = self._bubble.contentsMargins()
+        longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self.text().split("\n"))
+        self._bubble.setMaximumWidth(widest)
+        self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + BUBBLE_SLACK_PX))
+        super().resizeEvent(event)
+
+
+class TurnBanner(QFrame):
+    """A failed turn, shown under the user's message, with an action when one helps.
+
+    Signals:
+        actionRequested(str): "retry" or "new_conversation".
+    """
+
+    actionRequested = Signal(str)
+
+    def __init__(self, failure: TurnFailure, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("TurnBanner")
+        self.failure = failure
+        self.setAccessibleName("Error")
+        self.message = _label(failure.text, "BannerText", self)
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.icon = QLabel(self)
+        self.icon.setPixmap(themed_icon("warning", current_palette().warning_text).pixmap(ICON_PX, ICON_PX))
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 10, 10, 10)
+        layout.setSpacing(10)
+        layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(self.message, 1)
+        self.button: QPushButton | None = None
+        if failure.action:
+            self.button = QPushButton(ACTION_LABELS[failure.action], self)
+            self.button.setProperty("kind", "primary")
+            set_icon(self.button, "regenerate" if failure.action == "retry" else "new_chat",
+                     current_palette().accent_text, 16)
+            self.button.setProperty("iconOnAccent", True)
+            self.button.setAccessibleName(ACTION_LABELS[failure.action])
+            self.button.clicked.connect(lambda: self.actionRequested.emit(failure.action))
+            layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+
+    def retire(self) -> None:
+        """A newer turn exists: this banner's action no longer applies."""
+        if self.button is not None:
+            self.button.setEnabled(False)
+
+
+class AssistantMessage(QFrame):
+    """One assistant reply: thinking pane, rendered answer, status line, Copy and Regenerate.
+
+    Signals:
+        settled(): the reply ended and its final text is on screen.
+        regenerateRequested(int): answer again (stored message id of this answer).
+        versionRequested(int): show this version (a sibling message id).
+    """
+
+    settled = Signal()
+    regenerateRequested = Signal(int)
+    versionRequested = Signal(int)
+
+    def __init__(self, role_label: str = "Assistant", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("AssistantMessage")
+        self._content: list[str] = []
+        self._pending_thinking: list[str] = []
+        self._content_dirty = False
+        self._next_render = 0.0
+        self._finished = False
+        self._note = ""
+        self._bulk: BulkTextView | None = None  # replaces `answer` for a huge or unbroken reply
+        self.message_id: int | None = None
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(FLUSH_MS)
+        self._flush_timer.timeout.connect(self._flush)
+        self.role = _label(role_label, "RoleLabel", self)
+        self.role.setAccessibleName("Model")
+        self.thinking = ThinkingPane(self)
+        self.thinking.hide()
+        self.answer = AnswerView(self)
+        self.status = _label("", "Muted", self)
+        self.status.setAccessibleName("Reply status")
+        self.copy_button = CopyButton("Copy", "Copy answer", self, icon_only=True)
+        self.copy_button.setObjectName("MessageAction")  # styled like Regenerate beside it
+        self.copy_button.clicked.connect(self._on_copy_clicked)
+        self.copy_button.hide()
+        self.regenerate_button = _action("Regenerate", "Regenerate answer",
+                                         "Answer again; this answer stays as another version", self, "regenerate")
+        self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
+        self.nav = VersionNav(self)
+        self.nav.switchRequested.connect(self.versionRequested)
+        self._build_layout()
+
+    def _build_layout(self) -> None:
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.setSpacing(6)
+        actions = _action_row(self, [self.copy_button, self.regenerate_button])
+        self.reveal = HoverReveal(self, actions, [self.copy_button, self.regenerate_button])
+        footer.addWidget(actions)
+        footer.addWidget(self.nav)
+        footer.addWidget(self.status)
+        footer.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addWidget(self.role)
+        layout.addWidget(self.thinking)
+        layout.addWidget(self.answer)
+        layout.addLayout(footer)
+
+    # -- what tests and Copy read ----------------------------------------------------------
+
+    def answer_text(self) -> str:
+        """The visible answer's Markdown source: content only, never thinking or scaffolding."""
+        return "".join(self._content)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    # -- history ---------------------------------------------------------------------------
+
+    def set_history(self, message_id: int | None, versions: Versions | None) -> None:
+        """The stored message this reply shows (None: not stored), and its versions."""
+        self.message_id = message_id
+        self.nav.set_versions(versions)
+        self.regenerate_button.setVisible(message_id is not None)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        self.regenerate_button.setEnabled(enabled)
+        self.nav.setEnabled(enabled)
+
+    def show_stored(self, content: str, thinking: str, status: Status) -> None:
+        """Show a reply read back from history: final text, thinking collapsed, status said quietly."""
+        if thinking:
+            self.thinking.show()
+            self.thinking.show_stored(thinking)
+        self._content = [content]
+        if not self._show_bulk(content):
+            self.answer.show_text(content, final=True)
+        self._finished = True
+        self.status.setText(STORED_STATUS.get(status, ""))
+        self.copy_button.setVisible(bool(content.strip()))
+
+    def retrying(self, attempt: int, error: str) -> None:
+        """A structured reply was refused and the model is asked again: say so, quietly."""
+        self.status.setText(f"Retrying (attempt {attempt})…")
+        self.status.setToolTip(f"The previous reply was not valid: {error}")
+
+    def note(self, text: str) -> None:
+        """Something worth knowing about this reply (e.g. its schema is not enforced while decoding)."""
+        self._note = text
+        self.status.setText(text)
+        self.status.setToolTip(text)
+
+    def _on_regenerate_clicked(self) -> None:
+        if self.message_id is not None:
+            self.regenerateRequested.emit(self.message_id)
+
+    # -- ReplySink -------------------------------------------------------------------------
+
+    def add_thinking(self, text: str) -> None:
+        self._pending_thinking.append(text)
+        self._schedule()
+
+    def add_content(self, text: str) -> None:
+        self._content.append(text)
+        self._content_dirty = True
+        self._schedule()
+
+    def restart(self, reason: str) -> None:
+        """A recovery request began: what streamed so far is void."""
+        self._flush_timer.stop()
+        self._content.clear()
+        self._pending_thinking.clear()
+        self._content_dirty = False
+        self.thinking.reset()
+        self.thinking.hide()
+        self.answer.reset()
+        self._drop_bulk()
+        self.status.setText("Retrying…")
+
+    def finish(self, stats: TurnStats) -> None:
+        self._flush_timer.stop()
+        self._flush(final=True)
+        self.thinking.end()
+        self._finished = True
+        self.status.setText(self._status_for(stats) or self._note)
+        self.status.setToolTip(self._note)
+        self.copy_button.setVisible(bool(self.answer_text().strip()))
+        self.settled.emit()
+
+    def _status_for(self, stats: TurnStats) -> str:
+        if stats.finish_reason == "cancelled":
+            return "Stopped" if self._content else "Stopped before any answer"
+        if stats.finish_reason == "length":
+            return "Stopped at the reply length limit"
+        return ""
+
+    # -- coalesced rendering ---------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def _flush(self, final: bool = False) -> None:
+        if self._pending_thinking:
+            self.thinking.show()
+            self.thinking.append("".join(self._pending_thinking))
+            self._pending_thinking.clear()
+        if not (self._content_dirty or final):
+            return
+        if self._content:
+            self.thinking.end()  # the answer began, so thinking is over
+        now = time.perf_counter()
+        if not final and now < self._next_render:
+            self._flush_timer.start(max(1, int((self._next_render - now) * 1000)))
+            return
+        self._render_answer(final)
+
+    def _render_answer(self, final: bool) -> None:
+        started = time.perf_counter()
+        text = "".join(self._content)
+        if not self._show_bulk(text):
+            self.answer.show_text(text, final=final)
+        self._content_dirty = False
+        cost = time.perf_counter() - started
+        # Space renders by what they cost, so a long answer never hogs the GUI thread.
+        self._next_render = started + max(FLUSH_MS / 1000, RENDER_COST_FACTOR * cost)
+
+    def on_screen(self) -> bool:
+        """Whether all the answer received so far is on screen (a bulk answer shows in slices)."""
+        return self._bulk is None or self._bulk.caught_up
+
+    def _show_bulk(self, text: str) -> bool:
+        """Show `text` as bulk plain text if it is too big for Markdown; whether it was."""
+        if self._bulk is None:
+            if not needs_bulk_view(text):
+                return False
+            self._bulk = BulkTextView(self)
+            self.answer.reset()
+            self.answer.hide()
+            layout = self.layout()
+            if isinstance(layout, QVBoxLayout):
+                layout.insertWidget(layout.indexOf(self.answer) + 1, self._bulk)
+        self._bulk.set_text(text)
+        return True
+
+    def _drop_bulk(self) -> None:
+        if self._bulk is not None:
+            discard(self._bulk)
+            self._bulk = None
+            self.answer.show()
+
+    def _on_copy_clicked(self) -> None:
+        copy_to_clipboard(self.answer_text())
+        self.copy_button.flash_copied()
+
+    def refresh_style(self) -> None:
+        """The theme or text size changed: re-render what draws its own colours."""
+        self.answer.refresh_style()
+        self.thinking.refresh_style()
+
+
+def prewarm() -> None:
+    """Build and render each message widget once, off screen, and throw them away.
+
+    PySide creates a class's Python enum types on first use; for the text widgets that is
+    tens of milliseconds, which would otherwise land as a stall on the first streamed reply.
+    Once per process is enough.
+    """
+    global _prewarmed
+    if _prewarmed:
+        return
+    _prewarmed = True
+    load_lexer("python")  # the most common fence language: its lexer loads off the GUI thread
+    reply = AssistantMessage()
+    reply.add_thinking("warm")
+    reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")
+    reply.finish(TurnStats())
+    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", "retry"))]
+    for widget in widgets:
+        widget.deleteLater()

@@ -1,0 +1,235 @@
+"""Per-model settings: load-time (context, GPU layers, threads) and per-turn (sampling, length,
+system prompt), saved through `models.library.settings` under the model file's path.
+
+The context box cannot go past the model's training context; the GPU box is disabled,
+with the reason beside it, when this llama.cpp build cannot offload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import QRegularExpression, Qt, Signal
+from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.core.model_choice import ModelChoice
+from engine.turns.context_policy import ContextPolicy
+from models.gguf.meta import ModelMetadata
+from models.library.settings import MAX_SEED, MIN_CONTEXT_LENGTH, ModelSettings, save_model_settings
+
+log = logging.getLogger("desktop.settings")
+
+NO_GPU = "This llama.cpp build has no GPU support"
+MAX_CONTEXT = 1 << 24  # models.library.settings' own ceiling, for files that do not say
+LOAD_TIME_NOTE = ("Context length, GPU layers and threads apply when the model loads; "
+                  "saving a change to them reloads the model if it is the one in use.")
+
+
+async def gpu_support() -> bool:
+    """Whether llama.cpp can offload here (off the GUI thread: the first call imports it)."""
+    from engine.backends import llama as llama_backend  # looked up at call time, so tests can patch it
+
+    try:
+        return await asyncio.to_thread(llama_backend.gpu_offload_supported)
+    except (ImportError, OSError, AttributeError) as exc:  # no usable llama.cpp: no GPU either
+        log.info("GPU support unknown (%s); offload disabled", exc)
+        return False
+
+
+async def open_settings_dialog(parent: QWidget, choice: ModelChoice, label: str,
+                               meta: ModelMetadata | None) -> ModelSettingsDialog | None:
+    """Open (window-modal, not blocking) the settings of `choice`'s file; None if it has none."""
+    file, settings = choice.model_file, choice.settings
+    if file is None or settings is None:
+        return None
+    gpu = await gpu_support()
+    if not shiboken6.isValid(parent):
+        return None  # the parent closed while llama.cpp was being asked
+    dialog = ModelSettingsDialog(parent, model_file=file, label=label, settings=settings,
+                                 n_ctx_train=meta.context_length if meta else None,
+                                 n_layers=meta.block_count if meta else None, gpu_supported=gpu)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.open()
+    return dialog
+
+
+def _spin(lo: int, hi: int, special: str | None = None) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    if special:
+        box.setSpecialValueText(special)  # shown for the minimum
+    return box
+
+
+def _section(title: str) -> QLabel:
+    label = QLabel(f"<b>{title}</b>")
+    label.setContentsMargins(0, 6, 0, 0)
+    return label
+
+
+def _real(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(lo, hi)
+    box.setSingleStep(step)
+    box.setDecimals(decimals)
+    return box
+
+
+class ModelSettingsDialog(QDialog):
+    """Edit one model's settings; Save writes them.
+
+    Signals:
+        saved(object): the `ModelSettings` just written for this model.
+    """
+
+    saved = Signal(object)
+
+    def __init__(self, parent: QWidget | None, *, model_file: Path, label: str, settings: ModelSettings,
+                 n_ctx_train: int | None, n_layers: int | None, gpu_supported: bool) -> None:
+        super().__init__(parent)
+        self.setObjectName("ModelSettingsDialog")
+        self.setWindowTitle(f"Settings — {label}")
+        self.setMinimumWidth(460)
+        self.model_file = model_file
+        self.n_ctx_train = n_ctx_train
+        self._build_fields(n_ctx_train, n_layers)
+        self._set_gpu_supported(gpu_supported)
+        self.error = QLabel(self)
+        self.error.setObjectName("SettingsError")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        self._lay_out(n_ctx_train)
+        self.set_values(settings)
+
+    # -- building --------------------------------------------------------------------------
+
+    def _build_fields(self, n_ctx_train: int | None, n_layers: int | None) -> None:
+        self.context = _spin(MIN_CONTEXT_LENGTH, n_ctx_train or MAX_CONTEXT)
+        self.context.setSingleStep(1024)
+        self.context.setSuffix(" tokens")
+        self.context.setGroupSeparatorShown(True)
+        self.gpu_layers = _spin(-1, n_layers if n_layers is not None else 999, "All layers")
+        self.gpu_note = QLabel(NO_GPU)
+        self.gpu_note.setObjectName("Muted")
+        self.threads = _spin(0, 4096, "Automatic")
+        self.temperature = _real(0.0, 5.0, 0.05)
+        self.top_p = _real(0.0, 1.0, 0.05)
+        self.top_k = _spin(0, 100_000, "Off")
+        self.min_p = _real(0.0, 1.0, 0.01, 3)
+        self.repeat_penalty = _real(0.0, 5.0, 0.05)
+        self.seed = QLineEdit()
+        self.seed.setPlaceholderText("Random")
+        self.seed.setValidator(QRegularExpressionValidator(QRegularExpression(r"\d{0,10}"), self.seed))
+        self.max_tokens = _spin(0, MAX_CONTEXT, "Until the model stops")
+        self.max_tokens.setGroupSeparatorShown(True)
+        self.context_policy = QComboBox()
+        for policy in ContextPolicy:
+            self.context_policy.addItem(policy.label, policy.value)
+        self.context_policy.setToolTip("What the model sees once a conversation outgrows the context "
+                                       "(each conversation can choose its own beside the composer)")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("Optional: instructions the model sees before every conversation")
+        self.system_prompt.setTabChangesFocus(True)
+
+    def _set_gpu_supported(self, supported: bool) -> None:
+        self.gpu_layers.setEnabled(supported)
+        self.gpu_note.setVisible(not supported)
+        self.gpu_layers.setToolTip("" if supported else NO_GPU)
+
+    def _lay_out(self, n_ctx_train: int | None) -> None:
+        form = QFormLayout()
+        trained = f"Trained for {n_ctx_train:,} tokens" if n_ctx_train else "Training context unknown"
+        rows: list[tuple[str, QWidget]] = [
+            ("", _section("Loading the model")),
+            ("Context length", self.context), ("", QLabel(trained)),
+            ("GPU layers", self.gpu_layers), ("", self.gpu_note), ("CPU threads", self.threads),
+            ("", _section("Every reply")),
+            ("Temperature", self.temperature), ("Top P", self.top_p),
+            ("Top K", self.top_k), ("Min P", self.min_p), ("Repeat penalty", self.repeat_penalty),
+            ("Seed", self.seed), ("Max reply tokens", self.max_tokens), ("System prompt", self.system_prompt),
+            ("When the conversation is full", self.context_policy),
+        ]
+        for name, widget in rows:
+            form.addRow(name, widget)
+            if name:
+                widget.setAccessibleName(name)
+        note = QLabel(LOAD_TIME_NOTE, self)
+        note.setObjectName("Muted")
+        note.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+                                   | QDialogButtonBox.StandardButton.RestoreDefaults, self)
+        buttons.accepted.connect(self.save)
+        buttons.rejected.connect(self.reject)
+        buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).clicked.connect(
+            lambda: self.set_values(ModelSettings().capped(self.n_ctx_train)))
+        self.buttons = buttons
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(self.error)
+        layout.addWidget(buttons)
+
+    # -- values ----------------------------------------------------------------------------
+
+    def set_values(self, s: ModelSettings) -> None:
+        self.context.setValue(s.context_length)  # the spin box clamps to the training context
+        self.gpu_layers.setValue(s.gpu_layers)
+        self.threads.setValue(s.threads or 0)
+        self.temperature.setValue(s.temperature)
+        self.top_p.setValue(s.top_p)
+        self.top_k.setValue(s.top_k)
+        self.min_p.setValue(s.min_p)
+        self.repeat_penalty.setValue(s.repeat_penalty)
+        self.seed.setText("" if s.seed is None else str(s.seed))
+        self.max_tokens.setValue(s.max_tokens or 0)
+        self.system_prompt.setPlainText(s.system_prompt)
+        self.context_policy.setCurrentIndex(max(0, self.context_policy.findData(s.context_policy)))
+
+    def values(self) -> ModelSettings:
+        """The settings as entered; ValueError with a readable message when one is out of range."""
+        seed_text = self.seed.text().strip()
+        seed = int(seed_text) if seed_text else None
+        if seed is not None and seed > MAX_SEED:
+            raise ValueError(f"The seed must be at most {MAX_SEED}.")
+        return ModelSettings(
+            context_length=self.context.value(),
+            gpu_layers=self.gpu_layers.value(),
+            threads=self.threads.value() or None,
+            temperature=self.temperature.value(),
+            top_p=self.top_p.value(),
+            top_k=self.top_k.value(),
+            min_p=self.min_p.value(),
+            repeat_penalty=self.repeat_penalty.value(),
+            seed=seed,
+            max_tokens=self.max_tokens.value() or None,
+            system_prompt=self.system_prompt.toPlainText(),
+            context_policy=str(self.context_policy.currentData()),
+        )
+
+    def save(self) -> None:
+        try:
+            settings = self.values()
+            save_model_settings(self.model_file, settings)
+        except (ValueError, OSError) as exc:
+            self.error.setText(f"Not saved: {exc}")
+            self.error.show()
+            return
+        log.info("saved settings for %s", self.model_file.name)
+        self.saved.emit(settings)
+        self.accept()

@@ -1,0 +1,287 @@
+"""The history sidebar: search, the conversation list, a menu (New, Export, Import) and Undo.
+
+Rename, delete, restore, export and import go straight to the `HistorySession`; opening a
+conversation or starting a new one goes through the controller (a reply may be streaming),
+so those are signals. Deleting asks first, then offers Undo for a while: a deleted
+conversation sits in the trash, and `restore` brings it back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.core.history_session import HISTORY_ERRORS, HistorySession
+from desktop.qt.conversation_list import UNTITLED, ConversationList
+from desktop.qt.style import SPACING
+from desktop.qt.undo_bar import UndoBar
+
+SEARCH_DELAY_MS = 150  # typing pauses this long before the list is filtered
+PAGE = 300  # conversations listed per page
+TICK_MS = 60_000  # "5 min" ago must not stay "now": re-read the list every minute
+DEFAULT_WIDTH = 260
+MIN_WIDTH = 180
+EXPORT_FILTERS = {"md": "Markdown (*.md)", "json": "Ember conversation (*.json)"}
+
+
+def export_file_name(title: str, fmt: str) -> str:
+    """A file name from a title: letters, digits and dashes only."""
+    stem = re.sub(r"[^\w]+", "-", title.lower()).strip("-")[:60] or "conversation"
+    return f"{stem}.{fmt}"
+
+
+class HistorySidebar(QFrame):
+    """Conversations by last activity, searchable, with New, rename, delete, export and import.
+
+    Signals:
+        openRequested(int, object): open this conversation (showing this message id, or None).
+        newRequested(): start a fresh conversation (also sent when the open one is deleted).
+    """
+
+    openRequested = Signal(int, object)
+    newRequested = Signal()
+
+    def __init__(self, session: HistorySession, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("HistorySidebar")
+        self.setMinimumWidth(MIN_WIDTH)
+        self.session = session
+        self.confirm_delete: Callable[[str], bool] = self._ask_delete  # tests answer for the user
+        self.search = self._make_search()
+        self.menu_button = self._make_menu_button()
+        self.list = ConversationList(self)
+        self.list.openRequested.connect(self.openRequested)
+        self.list.renameRequested.connect(self.rename)
+        self.list.deleteRequested.connect(self.delete)
+        self.list.customContextMenuRequested.connect(self._show_context_menu)
+        # With thousands of conversations only a page is read and listed; scrolling near the
+        # end reads the next, so a refresh (after every turn) stays cheap.
+        self._page_limit = PAGE
+        self._more = False
+        self.list.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+        self.list.itemDelegate().closeEditor.connect(self._on_editor_closed)
+        self._stale = False
+        self.undo_bar = UndoBar(self)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self.refresh)
+        self.search.textChanged.connect(lambda _text: self._search_timer.start())
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self.refresh)
+        self._tick.start()
+        self._lay_out()
+        self.refresh()
+
+    def _make_search(self) -> QLineEdit:
+        search = QLineEdit(self)
+        search.setObjectName("HistorySearch")
+        search.setPlaceholderText("Search conversations")
+        search.setAccessibleName("Search conversations")
+        search.setClearButtonEnabled(True)
+        return search
+
+    def _make_menu_button(self) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName("HistoryMenuButton")
+        button.setText("⋯")
+        button.setAccessibleName("History menu")
+        button.setToolTip("New conversation, export, import")
+        button.setAutoRaise(True)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(button)
+        # The window owns Ctrl+N; the text after the tab only shows it (no second, ambiguous shortcut).
+        menu.addAction(f"New conversation\t{QKeySequence(QKeySequence.StandardKey.New).toString()}",
+                       self.newRequested.emit)
+        menu.addSeparator()
+        menu.addAction("Export as Markdown…", lambda: self._export_open("md"))
+        menu.addAction("Export as JSON…", lambda: self._export_open("json"))
+        menu.addAction("Import JSON…", self._import_dialog)
+        button.setMenu(menu)
+        return button
+
+    def _lay_out(self) -> None:
+        self.top = QFrame(self)
+        self.top.setObjectName("SidebarTop")
+        top = QHBoxLayout(self.top)
+        top.setContentsMargins(SPACING // 2, SPACING // 2, SPACING // 4, SPACING // 2)
+        top.setSpacing(SPACING // 4)
+        top.addWidget(self.search, 1)
+        top.addWidget(self.menu_button)
+        body = QVBoxLayout()
+        body.setContentsMargins(SPACING // 2, SPACING // 2, SPACING // 2, SPACING // 2)
+        body.setSpacing(SPACING // 2)
+        body.addWidget(self.list, 1)
+        body.addWidget(self.undo_bar)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.top)
+        layout.addLayout(body, 1)
+        self.resize(DEFAULT_WIDTH, self.height())
+
+    def align_top(self, height: int) -> None:
+        """Make the search row as tall as the window's header, so their bottom lines meet."""
+        self.top.setFixedHeight(max(height, self.top.sizeHint().height()))
+
+    # -- the list --------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the list (filtered by the search box), keeping the open conversation marked."""
+        self._search_timer.stop()
+        if self.list.editing:
+            self._stale = True  # rebuilding now would throw away the title being typed
+            return
+        self._stale = False
+        query = self.search.text().strip()
+        current = self.session.conversation_id
+        try:
+            if query:
+                self.list.show_hits(self.session.search(query), current)
+            else:
+                found = self.session.conversations(limit=self._page_limit + 1)
+                self._more = len(found) > self._page_limit  # more below: read when scrolled near
+                self.list.show_conversations(found[: self._page_limit], current)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't read the history: {exc}")
+
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.list.verticalScrollBar()
+        if self._more and value >= bar.maximum() - bar.pageStep() and not self.search.text().strip():
+            self._more = False  # until this page is read
+            QTimer.singleShot(0, self._read_next_page)  # after this scroll event, not inside it
+
+    def _read_next_page(self) -> None:
+        """Append the next page of older conversations (only that page is read)."""
+        if self.list.editing or self.search.text().strip():
+            return
+        try:
+            found = self.session.conversations(limit=PAGE + 1, offset=self._page_limit)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't read the history: {exc}")
+            return
+        self._page_limit += PAGE
+        self._more = len(found) > PAGE
+        self.list.append_conversations(found[:PAGE])
+
+    def _on_editor_closed(self) -> None:
+        if self._stale:
+            QTimer.singleShot(0, self.refresh)  # once the view has left its editing state
+
+    def show_message(self, text: str) -> None:
+        self.undo_bar.show_message(text)
+
+    def _title_of(self, conversation_id: int) -> str:
+        try:
+            return self.session.title(conversation_id) or UNTITLED
+        except HISTORY_ERRORS:
+            return UNTITLED
+
+    # -- rename, delete, undo --------------------------------------------------------------
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        try:
+            self.session.rename(conversation_id, title)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't rename it: {exc}")
+        self._stale = True  # the in-place editor is still closing: refresh right after it
+        self._on_editor_closed()
+
+    def delete(self, conversation_id: int) -> bool:
+        """Ask, move the conversation to the trash, and offer Undo; False when not deleted."""
+        title = self._title_of(conversation_id)
+        if not self.confirm_delete(title):
+            return False
+        try:
+            self.session.delete(conversation_id)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't delete it: {exc}")
+            return False
+        if conversation_id == self.session.conversation_id:
+            self.newRequested.emit()
+        self.refresh()
+        self.undo_bar.show_message(f"Deleted “{title}”.", "Undo", lambda: self.restore(conversation_id))
+        return True
+
+    def restore(self, conversation_id: int) -> None:
+        try:
+            self.session.restore(conversation_id)
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't restore it: {exc}")
+        self.refresh()
+
+    def _ask_delete(self, title: str) -> bool:
+        answer = QMessageBox.question(
+            self, "Delete conversation", f"Delete “{title}”?\n\nYou can undo this for a few seconds.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _show_context_menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Export as Markdown…", lambda: self._export_dialog(conversation_id, "md"))
+        menu.addAction("Export as JSON…", lambda: self._export_dialog(conversation_id, "json"))
+        menu.addSeparator()
+        menu.addAction("Delete…", lambda: self.delete(conversation_id))
+        menu.popup(self.list.viewport().mapToGlobal(pos))
+
+    # -- export, import --------------------------------------------------------------------
+
+    def export_conversation(self, conversation_id: int, path: Path, fmt: str) -> bool:
+        """Write the conversation to `path` as Markdown ("md") or JSON ("json")."""
+        try:
+            path.write_text(self.session.export_text(conversation_id, fmt), encoding="utf-8")
+        except HISTORY_ERRORS as exc:
+            self.show_message(f"Couldn't export to {path.name}: {exc}")
+            return False
+        self.show_message(f"Exported to {path.name}.")
+        return True
+
+    def import_conversation(self, path: Path) -> int | None:
+        """Import an Ember JSON export as a new conversation and open it; its id, or None."""
+        try:
+            conversation = self.session.import_text(path.read_text(encoding="utf-8"))
+        except (*HISTORY_ERRORS, UnicodeDecodeError) as exc:
+            self.show_message(f"Couldn't import {path.name}: {exc}")
+            return None
+        self.refresh()
+        self.openRequested.emit(conversation.id, None)
+        return conversation.id
+
+    def _export_open(self, fmt: str) -> None:
+        if self.session.conversation_id is None:
+            self.show_message("Open a conversation to export it.")
+            return
+        self._export_dialog(self.session.conversation_id, fmt)
+
+    def _export_dialog(self, conversation_id: int, fmt: str) -> None:
+        name = export_file_name(self._title_of(conversation_id), fmt)
+        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / name),
+                                              EXPORT_FILTERS[fmt])
+        if path:
+            self.export_conversation(conversation_id, Path(path), fmt)
+
+    def _import_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import conversation", str(Path.home()), EXPORT_FILTERS["json"])
+        if path:
+            self.import_conversation(Path(path))

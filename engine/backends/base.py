@@ -1,0 +1,186 @@
+"""The backend contract: one model request in, a stream of `Piece`s out."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from engine.errors import ConfigError
+from engine.events import Piece
+from models.library.settings import ModelSettings
+
+Message = dict[str, Any]
+Schema = Mapping[str, Any] | bool  # a JSON Schema
+
+
+_DEFAULTS = ModelSettings()
+# A reply with no length limit runs to the context's end (the backend stops there).
+DEFAULT_MAX_TOKENS = _DEFAULTS.max_tokens or _DEFAULTS.context_length
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling settings; `seed=None` means a fresh random seed per request.
+
+    The defaults are the per-model settings' defaults: one set for every front end.
+    """
+
+    temperature: float = _DEFAULTS.temperature
+    top_p: float = _DEFAULTS.top_p
+    top_k: int = _DEFAULTS.top_k
+    min_p: float = _DEFAULTS.min_p
+    repeat_penalty: float = _DEFAULTS.repeat_penalty
+    seed: int | None = _DEFAULTS.seed
+
+    @classmethod
+    def greedy(cls) -> Sampling:
+        return cls(temperature=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One turn's request. `messages` include the system message, if any.
+
+    `schema` (a JSON Schema) makes it a structured turn: the reply must be JSON matching
+    it (engine.turns.structured). `grammar` is GBNF text for one model request; the structured
+    policy sets it, and backends without the grammar capability ignore it.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    grammar: str | None = None
+    schema: Schema | None = None
+
+    def with_(self, **changes: Any) -> Request:
+        return replace(self, **changes)
+
+
+class CancelToken:
+    """A thread-safe stop flag, checked by backends between pieces.
+
+    A backend blocked in I/O (a silent server) registers a callback that unblocks it
+    (`on_cancel`); callbacks run once, on the thread that cancels.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _run_quietly(callback)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when cancelled (at once if already); returns a function that unregisters it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        _run_quietly(callback)
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+def _run_quietly(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # a failing unblock must not break the stop itself
+        logging.getLogger("engine.backend").exception("cancel callback failed")
+
+
+@dataclass(slots=True)
+class StreamInfo:
+    """What a backend learned while streaming, read after the stream ends."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
+    completion_tokens: int = 0
+    context_size: int = 0
+    finish_reason: str = "stop"  # stop | length | cancelled
+    retries: int = 0
+    # The thinking opener the rendered prompt ends with ('' when none: see
+    # models.formats.prefill_opener); the reply then starts in the thinking channel.
+    prefilled_thinking: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend declares it can do, and where it runs; callers read this, never probe."""
+
+    grammar: bool = False  # honours Request.grammar; check_grammar validates one first
+    token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
+    context_size: int = 0  # tokens the loaded context holds; 0 when unknown (a server)
+    tools: bool = False  # the template renders Request.tools
+    device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
+    device_note: str = ""  # e.g. why GPU layers were not used
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Streams one model request as pieces, honouring `cancel` between pieces.
+
+    `stream` runs on the engine's single worker thread; it fills `info` as it goes.
+    Errors are raised as `engine.errors.LLMError` subclasses.
+    """
+
+    name: str
+    capabilities: Capabilities
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]: ...
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        """None when the decoder accepts the GBNF grammar, else why not (grammar backends only)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text`: exact with the token_count capability, else an estimate."""
+        ...
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens of the prompt `messages` render to (chat template included); exact with the
+        token_count capability, else an estimate. Reads only the vocabulary and the template,
+        so it may run beside a streaming reply (engine/turns/context_window.py)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PlainBackend:
+    """Defaults for a backend without grammars or a tokenizer (scripted, remote, test fakes)."""
+
+    capabilities = Capabilities()
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return None  # asked only with the grammar capability; a server then validates it itself
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1  # about four characters a token
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        # An estimate: the contents plus a few tokens of role markup per message.
+        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages)
+
+
+def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:
+    """Build a Request, validating the messages' shape."""
+    bad = next((m for m in messages if "role" not in m or "content" not in m), None)
+    if bad is not None:
+        raise ConfigError(f"message without role or content: {bad!r}")
+    return Request(messages=tuple(dict(m) for m in messages), **kwargs)

@@ -1,0 +1,361 @@
+"""The in-process backend: a local GGUF through llama-cpp-python, streamed token by token.
+
+One thread owns the model (the engine's worker); nothing here is thread-safe by itself.
+`Llama` loads the model, tokenizes and knows the metadata; generation runs on llama.cpp's
+own primitives (`engine.backends.llama_decode`): a C sampler chain, one reused batch, one
+reused piece buffer, so every piece knows its id and class and the reply is decoded once,
+incrementally.
+
+Layers go to the GPU automatically when the build can offload (`engine.backends.offload`);
+a GPU load that fails is retried with fewer layers, then on the CPU, with a note.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp.llama_cpp as ll
+
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+from engine.backends import llama_devices, llama_log, offload
+from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo
+from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
+from engine.backends.grammar_guard import grammar_problem
+from engine.backends.kv_reuse import reuse_shifted
+from engine.backends.llama_decode import DecodeError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
+from engine.backends.offload import AUTO_LAYERS, Placement
+from engine.backends.template import ChatTemplate, Segment
+from engine.backends.tool_prompt import fallback_for
+from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
+from engine.events import Piece
+from models.formats import prefill_opener
+
+log = logging.getLogger("engine.llama")
+
+DEFAULT_N_CTX = 4096
+ABORTED = 2  # llama_decode's code when the abort callback stopped it
+
+
+def gpu_offload_supported() -> bool:
+    return llama_devices.gpu_offload_supported()
+
+
+def default_threads() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class LlamaBackend:
+    """Streams replies from a local GGUF file. Construct it on the thread that will use it."""
+
+    # Greedy sampling inside the GPU graph (llama.cpp's experimental backend sampling).
+    device_sampling = os.environ.get("EMBER_DEVICE_SAMPLING", "1") != "0"
+
+    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = AUTO_LAYERS,
+                 n_threads: int | None = None, flash_attn: bool = True) -> None:
+        self.path = Path(model_path)
+        self.name = self.path.name
+        self.gpu_note = ""
+        precheck_model_file(self.path)
+        self.metadata = read_model_header(self.path)
+        llama_log.install()
+        self.n_threads = n_threads or default_threads()
+        n_ctx_train = self.metadata.context_length
+        self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
+        self.placement = self._place(n_gpu_layers)
+        self._llm: Any = self._load(flash_attn)
+        # Tools: rendered by the template, or described in the system message (tool_prompt).
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, context_size=self.n_ctx,
+                                         device=self.where, device_note=self.gpu_note)
+        self._vocab = ll.llama_model_get_vocab(self._llm.model)
+        self._classes = TokenClasses(self._vocab)
+        self._template = self._make_template()
+        self._cancel: CancelToken | None = None
+        self._abort_cb = self._make_abort_callback()
+        self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
+        self._pieces = PieceReader(self._vocab)
+
+    # -- where it runs ----------------------------------------------------------------------
+
+    @property
+    def n_gpu_layers(self) -> int:
+        """Layers on the GPU (0 on the CPU)."""
+        return self.placement.offloaded
+
+    @property
+    def where(self) -> str:
+        """One line for the status bar: `GPU · 30/30 layers · NVIDIA H200`, `CPU · …`."""
+        return self.placement.summary()
+
+    def _place(self, requested: int) -> Placement:
+        supported = gpu_offload_supported()
+        if requested > 0 and not supported:
+            self.gpu_note = "this llama.cpp build has no GPU support; running on the CPU"
+            log.info("GPU layers requested (%d) but %s", requested, self.gpu_note)
+        if requested == 0 or not supported:
+            gpus: list[llama_devices.Device] = []
+            backends: list[str] = [] if supported else offload.gpu_backend_names(llama_devices.backend_names())
+        else:
+            gpus, backends = llama_devices.gpu_devices(), []
+        return offload.plan(requested, self.metadata, self.n_ctx, supported=supported, gpus=gpus,
+                            gpu_backends=backends)
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _load(self, flash_attn: bool) -> Any:
+        attempts = offload.fallbacks(self.placement, llama_devices.gpu_devices() if self.placement.on_gpu else [])
+        for i, placement in enumerate(attempts):
+            try:
+                llm = self._load_with(placement, flash_attn)
+            except ModelLoadError as exc:
+                if i + 1 == len(attempts):
+                    raise
+                log.warning("loading with %s failed (%s); trying %s", placement.summary(), exc,
+                            attempts[i + 1].summary())
+                continue
+            if i > 0:
+                self.gpu_note = (f"the GPU could not hold {attempts[0].offloaded} layers; "
+                                 f"running {'with ' + placement.summary() if placement.on_gpu else 'on the CPU'}")
+                log.warning("%s: %s", self.name, self.gpu_note)
+            self.placement = placement
+            return llm
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _load_with(self, placement: Placement, flash_attn: bool) -> Any:
+        import llama_cpp as lc
+
+        llama_log.clear_recent()
+        try:
+            return lc.Llama(
+                model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
+                n_threads=self.n_threads, n_threads_batch=self.n_threads, n_gpu_layers=placement.n_gpu_layers,
+                # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
+                flash_attn=flash_attn, verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            reason = explain_llama_failure(self.path, exc, llama_log.recent_messages(), self.n_ctx)
+            raise ModelLoadError(f"{self.path.name}: {reason}") from exc
+        except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
+            raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
+
+    # -- for the bench and diagnostics -------------------------------------------------------
+
+    @property
+    def model_path(self) -> Path:
+        return self.path
+
+    @property
+    def flash_attn_mode(self) -> str:
+        """The context's flash-attention setting, spelled as llama-bench's `-fa` value."""
+        code = int(self._llm.context_params.flash_attn_type)
+        return {-1: "auto", 0: "off", 1: "on"}.get(code, "auto")
+
+    @property
+    def cached_tokens(self) -> int:
+        """How many tokens the KV cache holds (the prefix the next request may reuse)."""
+        return len(self._kv.tokens)
+
+    @property
+    def last_prompt_evaluated(self) -> int:
+        """Prompt tokens the last request actually decoded (the rest came from the KV cache)."""
+        return self._kv.last_evaluated
+
+    def reset_cache(self) -> None:
+        """Empty the KV cache: the next request evaluates its whole prompt."""
+        self._kv.forget()
+
+    def raw(self) -> Any:
+        """The underlying `llama_cpp.Llama`, for side-by-side measurements (`ember bench`).
+
+        Whatever the caller does to its context, the backend forgets its KV-cache record,
+        so its next request starts from an empty cache.
+        """
+        self._kv.forget()
+        return self._llm
+
+    def _token_text(self, token: int) -> str:
+        return piece_bytes(self._vocab, token, special=True).decode("utf-8", "replace")
+
+    def _special_strings(self) -> list[str]:
+        out: list[str] = []
+        for t in range(self._llm.n_vocab()):
+            if self._classes.classify(t)[1]:
+                text = self._token_text(t)
+                if len(text) > 1:
+                    out.append(text)
+        return out
+
+    def _make_template(self) -> ChatTemplate:
+        meta: dict[str, str] = self._llm.metadata
+        bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
+        eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
+        try:
+            return ChatTemplate(meta.get("tokenizer.chat_template"), bos_token=bos, eos_token=eos,
+                                special_strings=self._special_strings())
+        except ConfigError as exc:
+            raise ModelLoadError(f"{self.path.name}: {exc}") from exc
+
+    def _make_abort_callback(self) -> Any:
+        """A callback that lets a stop interrupt a long prompt evaluation (CPU only)."""
+        if self.placement.on_gpu:
+            return None
+        import llama_cpp as lc
+
+        def should_abort(_data: Any) -> bool:
+            return bool(self._cancel and self._cancel.cancelled)
+
+        return lc.ggml_abort_callback(should_abort)  # kept referenced: a collected one crashes decode
+
+    def _set_abort_callback(self, on: bool) -> None:
+        """Attach the callback for the prompt evaluation only.
+
+        llama.cpp calls it between graph nodes, hundreds of times per token; during token
+        generation the loop checks the stop flag between tokens anyway, so it is detached
+        then (it cost about 4.5% of decode speed).
+        """
+        if self._abort_cb is None:
+            return
+        import llama_cpp as lc
+
+        cb = self._abort_cb if on else lc.ggml_abort_callback()  # a NULL function pointer
+        lc.llama_set_abort_callback(self._llm.ctx, cb, ctypes.c_void_p(0))
+
+    # -- prompt ---------------------------------------------------------------------------
+
+    def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
+        # A template that ignores tools gets them described in the system message instead.
+        messages, tools = fallback_for(self._template.source, request.messages, request.tools)
+        segments = self._template.segments(messages, tools=tools)
+        ids: list[int] = []
+        for seg in segments:
+            ids.extend(self._tokenize(seg))
+        bos = self._llm.token_bos()
+        if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids, prefill_opener("".join(s.text for s in segments[-2:]))
+
+    def _tokenize(self, seg: Segment) -> list[int]:
+        return list(self._llm.tokenize(seg.text.encode("utf-8"), add_bos=False, special=seg.trusted))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Exact (the token_count capability): reads only the vocabulary and the template,
+        so it is safe beside a streaming reply."""
+        return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
+
+    # -- streaming ------------------------------------------------------------------------
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        tokens, prefilled = self.prompt_tokens(request)
+        info.prompt_tokens = len(tokens)
+        reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
+        info.cached_tokens = self._kv.reusable(tokens)
+        info.context_size = self.n_ctx
+        info.prefilled_thinking = prefilled
+        room = self.n_ctx - len(tokens)
+        if room <= 0:
+            raise ContextOverflowError(
+                f"the conversation ({len(tokens)} tokens) no longer fits the {self.n_ctx}-token context")
+        self._cancel = cancel
+        try:
+            yield from self._generate(tokens, request, cancel, info, min(request.max_tokens, room))
+        finally:
+            self._cancel = None
+
+    def _generate(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo,
+                  limit: int) -> Iterator[Piece]:
+        s = request.sampling
+        error = grammar_error(self._vocab, request.grammar) if request.grammar else None
+        if error:
+            raise ConfigError(error)
+        seed = s.seed if s.seed is not None else secrets.randbits(31)
+        device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
+        chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
+        info.finish_reason = "length"
+        try:
+            if not self._evaluate_prompt(tokens, cancel):
+                info.finish_reason = "cancelled"
+                return
+            yield from self._decode_loop(chain, cancel, info, limit)
+        finally:
+            chain.close()
+
+    def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> bool:
+        """Bring the KV cache to `tokens`; False if a stop came first."""
+        self._set_abort_callback(True)
+        try:
+            return self._kv.evaluate(tokens, lambda: cancel.cancelled)
+        except DecodeError as exc:
+            if exc.code == ABORTED and cancel.cancelled:
+                return False
+            raise _decode_failure(exc) from exc
+        finally:
+            self._set_abort_callback(False)
+
+    def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo,
+                     limit: int) -> Iterator[Piece]:
+        """Sample, yield, decode: one token per turn of the loop, the stop flag checked before each."""
+        ctx, kv, classify = self._llm.ctx, self._kv, self._classes.classify
+        decoder = Utf8Stream()
+        count = 0
+        while not cancel.cancelled:
+            token = chain.sample(ctx)
+            eog, special, user_defined = classify(token)
+            if eog:
+                info.finish_reason = "stop"
+                break
+            count += 1
+            info.completion_tokens = count
+            piece = self._piece(token, special, user_defined, decoder)
+            if piece is not None:
+                yield piece
+            if count >= limit or cancel.cancelled:
+                break
+            try:
+                kv.append(token)
+            except DecodeError as exc:
+                raise _decode_failure(exc) from exc
+        if cancel.cancelled:
+            info.finish_reason = "cancelled"
+        tail = decoder.flush()
+        if tail:
+            yield Piece(tail)
+
+    def _piece(self, token: int, special: bool, user_defined: bool, decoder: Utf8Stream) -> Piece | None:
+        data = self._pieces.read(token, special)
+        if special:
+            return Piece(data.decode("utf-8", "replace"), token, True, user_defined)
+        text = decoder.feed(data)
+        return Piece(text, token) if text else None
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        """None if llama.cpp accepts the GBNF; else why not. An invalid grammar would segfault."""
+        # Built first in a child process (verdict cached): a crash there cannot take us down.
+        return grammar_problem(self.path, gbnf) or grammar_error(self._vocab, gbnf)
+
+    def close(self) -> None:
+        llm: Any = getattr(self, "_llm", None)
+        if llm is not None:
+            self._kv.close()
+            llm.close()
+            self._llm = None
+
+
+def _decode_failure(exc: DecodeError) -> Exception:
+    """An engine error for a failed `llama_decode` (1: the KV cache has no room)."""
+    if exc.code == 1:
+        return ContextOverflowError("the context is full (llama.cpp found no room in the KV cache)")
+    return BackendError(f"llama.cpp failed while generating: {exc}")
+
+
+def _adds_bos(meta: dict[str, str]) -> bool:
+    return meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"

@@ -1,0 +1,175 @@
+"""A backend that replays a JSON script: deterministic tests and demos.
+
+Script shape: ``{"replies": [[chunk, ...], ...]}`` where a chunk is a string or
+``{"text": "...", "special": bool, "user_defined": bool, "delay_ms": N}``.
+Each model request consumes the next reply; running out raises `ScriptExhaustedError`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
+
+from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo
+from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
+from engine.events import Piece
+
+SCRIPT_MESSAGE_OVERHEAD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptChunk:
+    text: str
+    special: bool = False
+    user_defined: bool = False
+    delay_ms: float = 0.0
+
+
+MAX_DELAY_MS = 60_000  # a scripted pause longer than a minute is a mistake
+
+
+def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
+    if isinstance(raw, str):
+        return ScriptChunk(raw)
+    obj = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+    text = obj.get("text")
+    if isinstance(text, str):
+        return ScriptChunk(
+            text=text,
+            special=_flag(obj, "special", where),
+            user_defined=_flag(obj, "user_defined", where),
+            delay_ms=_delay(obj.get("delay_ms", 0), where),
+        )
+    raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {_short(raw)}")
+
+
+def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
+    """A JSON boolean; the string "false" is refused rather than read as true."""
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: '{key}' must be true or false, got {_short(value)}")
+    return value
+
+
+def _delay(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DELAY_MS:
+        raise ConfigError(f"{where}: 'delay_ms' must be a number from 0 to {MAX_DELAY_MS}, got {_short(value)}")
+    return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
+    """Validate a script object and return its replies."""
+    replies = cast(dict[str, Any], data).get("replies") if isinstance(data, dict) else None
+    if not isinstance(replies, list):
+        raise ConfigError(f"{name}: expected an object with a 'replies' list")
+    out: list[list[ScriptChunk]] = []
+    for i, reply in enumerate(cast(list[Any], replies)):
+        if not isinstance(reply, list):
+            raise ConfigError(f"{name}: reply {i} must be a list of chunks")
+        out.append([_parse_chunk(c, f"{name}: reply {i}") for c in cast(list[Any], reply)])
+    return out
+
+
+class ScriptedBackend(PlainBackend):
+    """Replays scripted replies and records every request it receives."""
+
+    capabilities = Capabilities(device="Scripted")
+
+    def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script",
+                 n_ctx: int | None = None) -> None:
+        self.name = name
+        if n_ctx is not None:
+            self.n_ctx = n_ctx
+        self._replies = [
+            [c if isinstance(c, ScriptChunk) else _parse_chunk(c, name) for c in reply] for reply in replies
+        ]
+        self._next = 0
+        self._lock = threading.Lock()
+        self.requests: list[Request] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedBackend:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read script {p}: {exc.strerror or exc}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"script {p} is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"script {p} is nested too deeply to be a script") from exc
+        return cls(parse_script(data, str(p)), name=str(p))
+
+    @classmethod
+    def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:
+        """Convenience for tests: each reply is a string (one chunk) or a list of chunks."""
+        return cls([[r] if isinstance(r, str) else list(r) for r in replies])
+
+    @property
+    def n_ctx(self) -> int | None:
+        return self.capabilities.context_size or None
+
+    @n_ctx.setter
+    def n_ctx(self, value: int | None) -> None:
+        # With a context size it declares token counting (in words, its own count) like a
+        # local model, so context policies can be tested without one; a prompt over it is refused.
+        # (A subclass's own declaration is kept; only the counting part changes.)
+        declared = type(self).capabilities
+        self.capabilities = declared if value is None else replace(declared, token_count=True, context_size=value)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies) - self._next
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        with self._lock:
+            self.requests.append(request)
+            if self._next >= len(self._replies):
+                raise ScriptExhaustedError(
+                    f"script {self.name} has no reply left for request {len(self.requests)}"
+                )
+            reply = self._replies[self._next]
+            self._next += 1
+        info.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
+        n_ctx = self.n_ctx
+        if n_ctx is not None:
+            info.prompt_tokens, info.context_size = self.count_prompt_tokens(request.messages), n_ctx
+            if info.prompt_tokens >= n_ctx:
+                raise ContextOverflowError(
+                    f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context")
+        emitted = 0
+        for chunk in reply:
+            if cancel.cancelled:
+                info.finish_reason = "cancelled"
+                return
+            if emitted >= request.max_tokens:
+                info.finish_reason = "length"
+                return
+            if chunk.delay_ms:
+                time.sleep(chunk.delay_ms / 1000)
+                if cancel.cancelled:
+                    info.finish_reason = "cancelled"
+                    return
+            emitted += 1
+            yield Piece(chunk.text, None, chunk.special, chunk.user_defined)
+        info.finish_reason = "stop"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Words, plus a few tokens per message for the role markers a template would add."""
+        return sum(self.count_tokens(str(m.get("content") or "")) + SCRIPT_MESSAGE_OVERHEAD for m in messages) + 1
+
+    def close(self) -> None:
+        pass

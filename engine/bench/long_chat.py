@@ -1,0 +1,112 @@
+"""Long-chat figures for `ember bench`: time to first token as a conversation outgrows the context.
+
+`measure_long_chat()` holds one conversation of `turns` turns with a real model (greedy,
+short replies) under the truncate-middle policy, each turn fitted exactly as the app and the
+CLI fit it, and reports the time to first token at turn 5 and at the last turn, side by side
+in the same run. Because the window moves in steps and its start (system prompt and first
+exchange) stays a stable prefix, llama.cpp reuses the KV cache for the part of the prompt
+the previous turn already evaluated; the per-turn evaluated token counts show it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.llama import LlamaBackend
+from engine.events import ContentDelta, TurnDone, TurnError
+from engine.turns.context_policy import ContextPolicy
+from engine.turns.context_window import fit_for
+from engine.turns.runner import TurnRunner
+
+SYSTEM = "You are a helpful assistant. Answer briefly."
+TOPICS = ("rivers", "bridges", "orchards", "comets", "glaciers", "lighthouses", "violins", "deserts")
+
+
+def question(turn: int) -> str:
+    """A different, ordinary question each turn (about 25 tokens)."""
+    topic = TOPICS[turn % len(TOPICS)]
+    return f"Question {turn}: tell me one short fact about {topic}, and how it relates to what we said before."
+
+
+class _Watched:
+    """The backend, keeping each stream's info (prompt and cached token counts)."""
+
+    def __init__(self, inner: LlamaBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.infos: list[StreamInfo] = []
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Any]:
+        self.infos.append(info)
+        return self.inner.stream(request, cancel, info)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        return self.inner.count_prompt_tokens(messages)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def check_grammar(self, gbnf: str) -> str | None:
+        return self.inner.check_grammar(gbnf)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def measure_long_chat(model: Path, *, n_ctx: int = 2048, turns: int = 100, max_tokens: int = 16,
+                      threads: int | None = None, early_turn: int = 5) -> dict[str, Any]:
+    """Run the conversation; figures are in milliseconds and tokens (keys start with `long_chat_`)."""
+    backend = _Watched(LlamaBackend(model, n_ctx=n_ctx, n_threads=threads))
+    try:
+        rows = _converse(backend, turns, max_tokens)
+    finally:
+        backend.close()
+    return _report(rows, n_ctx, turns, early_turn)
+
+
+def _converse(backend: _Watched, turns: int, max_tokens: int) -> list[dict[str, float]]:
+    history: list[Message] = [{"role": "system", "content": SYSTEM}]
+    rows: list[dict[str, float]] = []
+    for turn in range(1, turns + 1):
+        history.append({"role": "user", "content": question(turn)})
+        fit = fit_for(backend, history, ContextPolicy.TRUNCATE_MIDDLE, max_tokens)
+        request = make_request(fit.messages, sampling=Sampling.greedy(), max_tokens=max_tokens)
+        answer: list[str] = []
+        for event in TurnRunner(backend).run(request, CancelToken()):
+            if isinstance(event, ContentDelta):
+                answer.append(event.text)
+            elif isinstance(event, TurnError):
+                raise RuntimeError(f"long chat turn {turn} failed: {event.message}")
+            elif isinstance(event, TurnDone):
+                info = backend.infos[-1]
+                rows.append({"ttft_ms": event.stats.ttft_ms, "prompt": info.prompt_tokens,
+                             "evaluated": info.prompt_tokens - info.cached_tokens, "sent": len(fit.messages),
+                             "dropped": len(fit.dropped)})
+        history.append({"role": "assistant", "content": "".join(answer) or "(no answer)"})
+    return rows
+
+
+def _report(rows: list[dict[str, float]], n_ctx: int, turns: int, early_turn: int) -> dict[str, Any]:
+    early, last = rows[min(early_turn, len(rows)) - 1], rows[-1]
+    tail = rows[-10:]
+    moved = sum(1 for a, b in itertools.pairwise(rows) if b["dropped"] > a["dropped"])
+    return {
+        "long_chat_ctx": n_ctx,
+        "long_chat_turns": turns,
+        "long_chat_ttft_turn5_ms": round(early["ttft_ms"], 1),
+        "long_chat_ttft_last_turn_ms": round(last["ttft_ms"], 1),
+        "long_chat_ttft_ratio": round(last["ttft_ms"] / early["ttft_ms"], 2) if early["ttft_ms"] else None,
+        "long_chat_ttft_last10_median_ms": round(statistics.median(r["ttft_ms"] for r in tail), 1),
+        "long_chat_ttft_last10_max_ms": round(max(r["ttft_ms"] for r in tail), 1),
+        "long_chat_evaluated_turn5": int(early["evaluated"]),
+        "long_chat_evaluated_last_turn": int(last["evaluated"]),
+        "long_chat_prompt_last_turn": int(last["prompt"]),
+        "long_chat_window_moves": moved,
+        "long_chat_first_cut_turn": next((i + 1 for i, r in enumerate(rows) if r["dropped"]), None),
+    }

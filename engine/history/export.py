@@ -1,0 +1,199 @@
+"""A conversation as Markdown (its active branch, for reading) or JSON (the whole tree, for import).
+
+JSON shape (`format` "ember.conversation", `version` 1):
+
+    {"format": "ember.conversation", "version": 1,
+     "conversation": {"title", "model", "settings", "created_at", "updated_at", "active_leaf"},
+     "messages": [{"id", "parent", "role", "content", "thinking", "status", "stats", "model",
+                   "created_at", "updated_at"}, ...]}
+
+Message ids are local to the file (parents come before children); timestamps are ISO 8601
+UTC. Import creates a new conversation with new ids, all versions and the active branch
+kept, in one transaction: a bad file imports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from engine.history.store import HistoryStore
+from engine.history.types import Conversation, HistoryError, StoredMessage
+
+FORMAT = "ember.conversation"
+FORMAT_VERSION = 1
+ROLES = ("system", "user", "assistant")
+STATUSES = ("complete", "stopped", "interrupted", "error")
+_ROLE_HEADINGS = {"system": "System", "user": "You", "assistant": "Assistant"}
+
+
+class ImportFormatError(HistoryError):
+    """The file is not a conversation Ember can import; the message says what is wrong."""
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def _from_iso(text: Any, where: str) -> float:
+    if not isinstance(text, str):
+        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {text!r}")
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {text!r}") from None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def message_to_json(msg: StoredMessage) -> dict[str, Any]:
+    return {
+        "id": msg.id, "parent": msg.parent_id, "role": msg.role, "content": msg.content, "thinking": msg.thinking,
+        "status": msg.status, "stats": dict(msg.stats), "model": msg.model,
+        "created_at": iso(msg.created_at), "updated_at": iso(msg.updated_at),
+    }
+
+
+def conversation_to_json(conv: Conversation) -> dict[str, Any]:
+    return {
+        "id": conv.id, "title": conv.title, "model": conv.model, "settings": dict(conv.settings),
+        "created_at": iso(conv.created_at), "updated_at": iso(conv.updated_at), "active_leaf": conv.active_leaf_id,
+    }
+
+
+def export_json(store: HistoryStore, conversation_id: int) -> dict[str, Any]:
+    """The whole conversation, every version of every message."""
+    conv = store.conversation(conversation_id)
+    return {
+        "format": FORMAT, "version": FORMAT_VERSION, "conversation": conversation_to_json(conv),
+        "messages": [message_to_json(m) for m in store.messages(conversation_id)],
+    }
+
+
+def export_markdown(store: HistoryStore, conversation_id: int) -> str:
+    """The active branch as a readable document; thinking goes in collapsed <details> blocks."""
+    conv = store.conversation(conversation_id)
+    created = datetime.fromtimestamp(conv.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    meta = f"*{conv.model} · {created}*" if conv.model else f"*{created}*"
+    parts = [f"# {conv.title or 'Conversation'}", meta]
+    for msg in store.path(conversation_id):
+        parts.append(f"## {_ROLE_HEADINGS.get(msg.role, msg.role)}")
+        if msg.thinking.strip():
+            parts.append(f"<details>\n<summary>Thinking</summary>\n\n{msg.thinking.strip()}\n\n</details>")
+        parts.extend(tool_call_lines(msg.stats.get("tools")))
+        parts.append(msg.content.strip() or "*(no text)*")
+        if msg.status not in ("complete", "streaming"):
+            parts.append(f"*({msg.status})*")
+    return "\n\n".join(parts) + "\n"
+
+
+def tool_call_lines(records: Any) -> list[str]:
+    """The tool calls recorded with a reply (their stats' "tools"), as Markdown blocks."""
+    lines: list[str] = []
+    for record in cast(list[Any], records) if isinstance(records, list) else []:
+        if not isinstance(record, dict):
+            continue
+        r = cast(dict[str, Any], record)
+        arguments = json.dumps(r.get("arguments", {}), ensure_ascii=False, indent=2)
+        outcome = "denied" if r.get("approval") == "denied" else f"{r.get('approval', 'approved')}, result:"
+        block = f"**Tool call** `{r.get('name', '?')}` ({outcome})\n\n```json\n{arguments}\n```"
+        if "result" in r:
+            block += f"\n\n```\n{r['result']}\n```"
+        lines.append(block)
+    return lines
+
+
+# -- import ---------------------------------------------------------------------------
+
+
+def import_json(store: HistoryStore, data: Any) -> Conversation:
+    """Create a new conversation from `export_json` output; raises ImportFormatError on a bad file."""
+    conv_data, messages = _check_document(data)
+    with store.transaction():
+        conv = store.create_conversation(
+            title=_text(conv_data, "title", "conversation"), model=_text(conv_data, "model", "conversation"),
+            settings=_mapping(conv_data.get("settings"), "conversation.settings"),
+        )
+        ids: dict[Any, int] = {}
+        for i, raw in enumerate(messages):
+            key = _message_key(raw, i, ids, f"messages[{i}]")
+            ids[key] = _import_message(store, conv.id, raw, ids, f"messages[{i}]")
+        leaf = ids.get(conv_data.get("active_leaf"), max(ids.values(), default=None))
+        store.set_active_leaf(conv.id, leaf)
+        _restore_times(store, conv.id, conv_data)
+    return store.conversation(conv.id)
+
+
+def _check_document(data: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+    if not isinstance(data, dict) or cast(dict[str, Any], data).get("format") != FORMAT:
+        raise ImportFormatError(f"not an Ember conversation export (expected \"format\": \"{FORMAT}\")")
+    doc = cast(dict[str, Any], data)
+    if doc.get("version") != FORMAT_VERSION:
+        raise ImportFormatError(
+            f"unsupported export version {doc.get('version')!r} (this Ember reads {FORMAT_VERSION})"
+        )
+    conv = _mapping(doc.get("conversation"), "conversation")
+    raw_messages: Any = doc.get("messages")
+    if not isinstance(raw_messages, list):
+        raise ImportFormatError("'messages' must be a list")
+    messages = [_mapping(m, f"messages[{i}]") for i, m in enumerate(cast(list[Any], raw_messages))]
+    return conv, messages
+
+
+def _import_message(store: HistoryStore, conversation_id: int, raw: Mapping[str, Any], ids: Mapping[Any, int],
+                    where: str) -> int:
+    role, status = raw.get("role"), raw.get("status", "complete")
+    if role not in ROLES:
+        raise ImportFormatError(f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}")
+    if status == "streaming":  # exported while another process was writing it
+        status = "interrupted"
+    if status not in STATUSES:
+        raise ImportFormatError(f"{where}.status must be one of {', '.join(STATUSES)}, got {status!r}")
+    parent = raw.get("parent")
+    if parent is not None and parent not in ids:
+        raise ImportFormatError(f"{where}.parent {parent!r} is not an earlier message")
+    created = _from_iso(raw["created_at"], f"{where}.created_at") if "created_at" in raw else None
+    updated = _from_iso(raw["updated_at"], f"{where}.updated_at") if "updated_at" in raw else None
+    return store.add_message(
+        conversation_id, role, _text(raw, "content", where), parent_id=None if parent is None else ids[parent],
+        thinking=_text(raw, "thinking", where), status=status, stats=_mapping(raw.get("stats"), f"{where}.stats"),
+        model=_text(raw, "model", where), make_active=False, created_at=created, updated_at=updated,
+    )
+
+
+def _message_key(raw: Mapping[str, Any], index: int, seen: Mapping[Any, int], where: str) -> Any:
+    key = raw.get("id", index)
+    if not isinstance(key, int | str) or isinstance(key, bool):
+        raise ImportFormatError(f"{where}.id must be a number or text, got {key!r}")
+    if key in seen:
+        raise ImportFormatError(f"{where}.id {key!r} is used twice")
+    return key
+
+
+def _restore_times(store: HistoryStore, conversation_id: int, conv: Mapping[str, Any]) -> None:
+    if "created_at" not in conv:
+        return
+    created = _from_iso(conv["created_at"], "conversation.created_at")
+    updated = _from_iso(conv.get("updated_at", conv["created_at"]), "conversation.updated_at")
+    store.set_timestamps(conversation_id, created_at=created, updated_at=updated)
+
+
+def _text(obj: Mapping[str, Any], key: str, where: str) -> str:
+    value = obj.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{where}.{key} must be text, got {type(value).__name__}")
+    return value
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ImportFormatError(f"{where} must be an object")
+    return cast(dict[str, Any], value)

@@ -1,0 +1,213 @@
+"""The history database's schema: DDL and forward migrations, versioned by `PRAGMA user_version`.
+
+Every database, new or old, is brought up to date by the same chain of steps, so the
+migrations are exercised on every fresh install and not only on upgrades. Step N takes a
+database at version N-1 to version N inside one transaction (SQLite DDL is transactional,
+`user_version` included), so a crash mid-migration leaves the old version intact.
+
+Version 1 was a linear history: conversations and their messages in order.
+Version 2 turns messages into a tree (each message has a parent; siblings are versions),
+adds the per-turn audit record, soft delete, full-text search and the writer-liveness
+columns crash recovery needs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from engine.history.types import HistoryError
+
+SCHEMA_V1: tuple[str, ...] = (
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        settings TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+        content TEXT NOT NULL DEFAULT '',
+        thinking TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'complete'
+            CHECK (status IN ('streaming', 'complete', 'stopped', 'interrupted', 'error')),
+        stats TEXT,
+        created_at REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX messages_conversation ON messages (conversation_id, id)",
+    "CREATE INDEX conversations_updated ON conversations (updated_at)",
+)
+
+_V2_COLUMNS: tuple[str, ...] = (
+    # The active branch is stored as its leaf; ON DELETE SET NULL keeps a dangling leaf impossible.
+    "ALTER TABLE conversations ADD COLUMN active_leaf_id INTEGER REFERENCES messages (id) ON DELETE SET NULL",
+    "ALTER TABLE conversations ADD COLUMN deleted_at REAL",
+    # A title the user typed is never overwritten by an automatic one.
+    "ALTER TABLE conversations ADD COLUMN title_is_auto INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages (id) ON DELETE CASCADE",
+    "ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE messages ADD COLUMN updated_at REAL NOT NULL DEFAULT 0",
+    # When this version was last chosen: descending a branch follows the latest choice.
+    "ALTER TABLE messages ADD COLUMN selected_at REAL NOT NULL DEFAULT 0",
+    "CREATE INDEX messages_parent ON messages (parent_id)",
+    # Crash recovery looks for rows still streaming at every start: keep that lookup tiny.
+    "CREATE INDEX messages_streaming ON messages (id) WHERE status = 'streaming'",
+    "CREATE INDEX conversations_leaf ON conversations (active_leaf_id)",
+)
+
+_V2_TURNS: tuple[str, ...] = (
+    """
+    CREATE TABLE turns (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        user_message_id INTEGER REFERENCES messages (id) ON DELETE SET NULL,
+        assistant_message_id INTEGER REFERENCES messages (id) ON DELETE SET NULL,
+        kind TEXT NOT NULL DEFAULT 'send' CHECK (kind IN ('send', 'edit', 'regenerate')),
+        writer TEXT NOT NULL DEFAULT '',
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        outcome TEXT CHECK (outcome IN ('completed', 'malformed', 'error', 'stopped', 'interrupted')),
+        error_kind TEXT NOT NULL DEFAULT '',
+        error_message TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        retries INTEGER NOT NULL DEFAULT 0,
+        scaffold_stripped INTEGER NOT NULL DEFAULT 0,
+        stats TEXT
+    )
+    """,
+    "CREATE INDEX turns_conversation ON turns (conversation_id, id)",
+    "CREATE INDEX turns_user_message ON turns (user_message_id)",
+    "CREATE INDEX turns_assistant_message ON turns (assistant_message_id)",
+    "CREATE INDEX turns_open ON turns (writer) WHERE outcome IS NULL",
+    # A turn's outcome is written once: "completed exactly once" is enforced by the schema,
+    # not only by the recorder.
+    """
+    CREATE TRIGGER turns_outcome_once BEFORE UPDATE OF outcome ON turns
+    WHEN OLD.outcome IS NOT NULL
+    BEGIN SELECT RAISE(ABORT, 'turn already finished'); END
+    """,
+)
+
+# External-content FTS5 indexes kept in step by triggers: the text is stored once.
+_V2_SEARCH: tuple[str, ...] = (
+    """
+    CREATE VIRTUAL TABLE messages_fts USING fts5 (
+        content, content = 'messages', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    """
+    CREATE VIRTUAL TABLE conversations_fts USING fts5 (
+        title, content = 'conversations', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER conversations_fts_insert AFTER INSERT ON conversations BEGIN
+        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title);
+    END
+    """,
+    """
+    CREATE TRIGGER conversations_fts_delete AFTER DELETE ON conversations BEGIN
+        INSERT INTO conversations_fts (conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
+    END
+    """,
+    """
+    CREATE TRIGGER conversations_fts_update AFTER UPDATE OF title ON conversations BEGIN
+        INSERT INTO conversations_fts (conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
+        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title);
+    END
+    """,
+)
+
+# Version 1 rows: a linear history becomes a chain (each message's parent is the one
+# before it), the last message is the active leaf, and a reply a v1 build was streaming
+# when it died is marked interrupted.
+_V2_BACKFILL: tuple[str, ...] = (
+    """
+    UPDATE messages SET parent_id = (
+        SELECT p.id FROM messages AS p
+        WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id
+        ORDER BY p.id DESC LIMIT 1
+    )
+    """,
+    "UPDATE messages SET updated_at = created_at, selected_at = created_at",
+    "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'",
+    """
+    UPDATE conversations SET active_leaf_id = (
+        SELECT max(m.id) FROM messages AS m WHERE m.conversation_id = conversations.id
+    )
+    """,
+    # Version 1 did not say where a title came from: keep any existing one as the user's.
+    "UPDATE conversations SET title_is_auto = 0 WHERE title != ''",
+    "INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')",
+    "INSERT INTO conversations_fts (conversations_fts) VALUES ('rebuild')",
+)
+
+SCHEMA_V2: tuple[str, ...] = _V2_COLUMNS + _V2_TURNS + _V2_SEARCH + _V2_BACKFILL
+
+# MIGRATIONS[i] takes a database from version i to version i + 1.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (SCHEMA_V1, SCHEMA_V2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNewError(HistoryError):
+    """The database was written by a newer Ember; it is left untouched."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            f"the history database has schema version {found}, newer than this Ember understands "
+            f"({supported}); it was left untouched — update Ember to open it"
+        )
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply the missing steps up to `target`, each in its own transaction; return the start version.
+
+    `conn` must be in autocommit mode (isolation_level=None) so the explicit BEGIN below
+    is the only transaction.
+    """
+    start = schema_version(conn)
+    if start > SCHEMA_VERSION:
+        raise SchemaTooNewError(start, SCHEMA_VERSION)
+    for version in range(start, target):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the write lock.
+            if schema_version(conn) != version:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1:d}")  # PRAGMA takes no parameters
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return start

@@ -1,0 +1,121 @@
+"""One turn of any kind, as events: `TurnRunner(backend).run(request, cancel)` on the model's thread.
+
+Every turn ends with exactly one `TurnDone` or `TurnError`; the GUI, the CLI, the recorder
+and the tests consume the same events. A chat turn (`request.schema is None`) whose visible
+content is empty after the guardrail gets exactly one recovery request (the correction line
+folded into the system message, no tools, a fresh pipeline; a `Recovery` event tells a view
+to reset the reply), else it ends `MALFORMED_REPLY`. No model ever judges or repairs output.
+A structured turn (`request.schema` set) follows `engine.turns.structured`'s policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Iterator
+
+from engine.backends.base import Backend, CancelToken, Message, Request
+from engine.errors import (
+    BackendError,
+    ConfigError,
+    ContextOverflowError,
+    EngineError,
+    LLMError,
+    MalformedReplyError,
+    NoModelError,
+    ScriptExhaustedError,
+    StructuredOutputError,
+)
+from engine.events import Event, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.turns.rounds import fold_system, stream_round
+from engine.turns.structured import structured_rounds
+from engine.turns.tally import Tally
+
+log = logging.getLogger("engine.turn")
+
+NO_TOOLS_LINE = (
+    "Answer in plain text. No tools are available in this conversation: never write tool calls "
+    "or tool-call syntax."
+)
+CORRECTION_LINE = (
+    "Your previous reply had no visible answer. Reply to the user directly in plain text, "
+    "without tool calls, special tokens or markup."
+)
+
+
+def longest_turn_messages(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """`messages` as the longest request a chat turn can send: its recovery round, with the
+    runner's own system lines folded in. Context sizing measures this (engine/turns/context_window.py)."""
+    return fold_system(fold_system(messages, NO_TOOLS_LINE), CORRECTION_LINE)
+
+
+class TurnRunner:
+    """Runs turns against one backend. Call `run` on the thread that owns the backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[Event]:
+        """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
+        cancel = cancel or CancelToken()
+        tally = Tally()
+        outcome, kind = "completed", ""
+        try:
+            yield from self.events(request, cancel, tally)
+            outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
+            yield TurnDone(tally.stats())
+        except (LLMError, ConfigError) as exc:
+            kind = error_kind(exc)
+            outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
+            yield TurnError(kind, str(exc), tally.stats())
+        finally:
+            _log_turn(tally.stats(), outcome, kind, request)
+
+    def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
+        """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
+        if request.schema is not None:
+            return structured_rounds(self.backend, request, cancel, tally)
+        return self._chat_rounds(request, cancel, tally)
+
+    def _chat_rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
+        if not request.tools:
+            request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
+        visible = yield from self._round(request, cancel, tally)
+        if visible or cancel.cancelled:
+            return
+        yield Recovery("empty_reply")
+        retry = request.with_(messages=fold_system(request.messages, CORRECTION_LINE), tools=None)
+        visible = yield from self._round(retry, cancel, tally)
+        if not visible and not cancel.cancelled:
+            raise MalformedReplyError()
+
+    def _round(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[Event, None, bool]:
+        """Stream one model request; return whether it produced visible content."""
+        pipeline, _ = yield from stream_round(self.backend, request, cancel, tally)
+        return pipeline is not None and bool(pipeline.content.strip())
+
+
+_KINDS: tuple[tuple[type[EngineError], TurnErrorKind], ...] = (
+    (MalformedReplyError, TurnErrorKind.MALFORMED_REPLY),
+    (ContextOverflowError, TurnErrorKind.CONTEXT_FULL),
+    (StructuredOutputError, TurnErrorKind.STRUCTURED_OUTPUT),
+    (ScriptExhaustedError, TurnErrorKind.SCRIPT),
+    (ConfigError, TurnErrorKind.CONFIG),
+    (NoModelError, TurnErrorKind.NO_MODEL),
+    (BackendError, TurnErrorKind.BACKEND),
+)
+
+
+def error_kind(exc: BaseException) -> TurnErrorKind:
+    """The `TurnError.kind` for an engine error (any other model failure is the backend's)."""
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), TurnErrorKind.BACKEND)
+
+
+def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request) -> None:
+    extra = f" error={kind}" if kind else ""
+    structured = " structured=on" if request.schema is not None else ""
+    log.info(
+        "turn outcome=%s%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
+        "total_ms=%d retries=%d scaffold_stripped=%d",
+        outcome, extra, structured, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
+        stats.total_ms, stats.retries, stats.scaffold_stripped,
+    )

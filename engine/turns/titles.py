@@ -1,0 +1,68 @@
+"""Conversation titles: a short model-written title, or the first words of the question.
+
+The first-words rule is `engine.history.store.title_from_text` (six words, Markdown dropped): the
+store names a conversation with it at its first message, and it is the fallback here.
+
+    title = title_from(TurnRunner(backend).run(title_request(user, reply)), user)   # on the model's thread
+
+The model is asked for `{"title": "..."}` in a structured turn (grammar-constrained on a
+backend with the grammar capability); the GUI runs that turn on the engine like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from engine.backends.base import Message, Request, Sampling, make_request
+from engine.events import Event, StructuredValue, TurnError
+from engine.history.store import TITLE_MAX_CHARS, title_from_text
+
+log = logging.getLogger("engine.titles")
+
+TITLE_MAX_TOKENS = 32
+# Only the start of the exchange is shown to the model: enough to name it, and the prompt
+# stays small on a slow CPU.
+EXCERPT_CHARS = 600
+
+TITLE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"title": {"type": "string", "minLength": 1, "maxLength": TITLE_MAX_CHARS}},
+    "required": ["title"],
+    "additionalProperties": False,
+}
+SYSTEM = "You name conversations. A title is a few plain words that say what the conversation is about."
+PROMPT = (
+    "Write a title of at most six words for this conversation.\n\n"
+    "User: {user}\n\nAssistant: {reply}"
+)
+
+
+def title_request(first_user: str, first_reply: str) -> Request:
+    """The structured turn that asks for `{"title": ...}`, greedily so a conversation always gets the same one."""
+    messages: list[Message] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": PROMPT.format(user=_excerpt(first_user), reply=_excerpt(first_reply))},
+    ]
+    return make_request(messages, sampling=Sampling.greedy(), max_tokens=TITLE_MAX_TOKENS, schema=TITLE_SCHEMA)
+
+
+def title_from(events: Iterable[Event], first_user: str) -> str:
+    """The title a title turn's events give; the first words of `first_user` when it fails."""
+    for event in events:
+        if isinstance(event, StructuredValue):
+            return _clean(str(event.value["title"])) or title_from_text(first_user)
+        if isinstance(event, TurnError):
+            log.info("no model title (%s); using the first words of the message", event.message)
+    return title_from_text(first_user)
+
+
+def _clean(title: str) -> str:
+    """One line, no surrounding quotes or trailing full stop: a title, not a sentence."""
+    return " ".join(title.split()).strip("\"'").rstrip(".").strip()
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
