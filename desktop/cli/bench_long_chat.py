@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.bench.long_chat import measure_long_chat
 from engine.bench.suite import BenchConfig, subprocess_env
+from engine.errors import BenchError
 
 LONG_CHAT_TURNS, LONG_CHAT_TURNS_QUICK, LONG_CHAT_CTX = 100, 30, 2048
 SCALE_MESSAGES, SCALE_CONVERSATIONS = 2000, 5000
@@ -46,7 +47,7 @@ def collect(args: argparse.Namespace, config: BenchConfig, say: Callable[[str], 
         try:
             conversations = SCALE_CONVERSATIONS if messages >= SCALE_MESSAGES else max(50, messages)  # a tiny run
             out.update(_scale_child(messages, conversations, compare_eager=not args.quick))
-        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+        except (BenchError, subprocess.TimeoutExpired, ValueError) as exc:
             notes.append(f"window at scale: {exc}")
     return out
 
@@ -61,7 +62,7 @@ def _scale_child(messages: int, conversations: int, compare_eager: bool) -> dict
                           env=subprocess_env(QT_QPA_PLATFORM="offscreen"), timeout=900)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the scale child failed ({done.returncode}): {tail}")
+        raise BenchError(f"the scale child failed ({done.returncode}): {tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

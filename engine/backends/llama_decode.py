@@ -24,12 +24,13 @@ import llama_cpp.llama_cpp as ll
 
 from engine.backends.base import Sampling
 from engine.backends.kv_reuse import common_prefix
+from engine.errors import BackendError
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
 PIECE_BUFFER = 256
 
 
-class DecodeError(Exception):
+class DecodeError(BackendError):
     """`llama_decode` returned `code` (1 = no KV slot, 2 = aborted, < 0 = error)."""
 
     def __init__(self, code: int) -> None:

@@ -48,7 +48,7 @@ from engine.backends.openai_tools import ToolCallDeltas, wire_message
 from engine.errors import BackendError, ConfigError
 from engine.events import Piece
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("engine.openai_backend")  # a stable name for log filters
 
 THINK_OPEN = Piece("<think>", special=True)
 THINK_CLOSE = Piece("</think>", special=True)

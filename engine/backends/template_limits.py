@@ -29,6 +29,8 @@ from typing import Any, cast
 from jinja2 import Template
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from engine.errors import EngineError
+
 MAX_VALUE = 1_000_000  # the largest count, width or length a template may ask for
 RENDER_SECONDS = 5.0  # a real template renders a long conversation in milliseconds
 BASE_OUTPUT_CHARS = 1 << 20  # plus twice what the messages hold
@@ -36,7 +38,7 @@ BASE_OUTPUT_CHARS = 1 << 20  # plus twice what the messages hold
 _WIDE = re.compile(r"\d{7,}")  # a width or precision of 1,000,000 or more in a format string
 
 
-class TemplateLimitError(Exception):
+class TemplateLimitError(EngineError):
     """A template went past one of the limits; the message says which (one line)."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
 from engine.backends.llama import LlamaBackend
+from engine.errors import BenchError
 from engine.events import ContentDelta, TurnDone, TurnError
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.context_window import fit_for
@@ -82,7 +83,7 @@ def _converse(backend: _Watched, turns: int, max_tokens: int) -> list[dict[str, 
             if isinstance(event, ContentDelta):
                 answer.append(event.text)
             elif isinstance(event, TurnError):
-                raise RuntimeError(f"long chat turn {turn} failed: {event.message}")
+                raise BenchError(f"long chat turn {turn} failed: {event.message}")
             elif isinstance(event, TurnDone):
                 info = backend.infos[-1]
                 rows.append({"ttft_ms": event.stats.ttft_ms, "prompt": info.prompt_tokens,

@@ -13,37 +13,21 @@ OS drops the lock when a process dies, however it dies.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from engine.history.lock import try_lock
+from engine.history.types import HistoryError
+
 POLL_S = 0.05
 DEFAULT_WAIT_S = 15 * 60.0  # a reply longer than this is stuck; the waiter gives up
 
 
-class ConversationBusy(Exception):
+class ConversationBusy(HistoryError):
     """Another writer held the conversation for longer than the wait allowed."""
-
-
-def _try_lock(handle: IO[bytes]) -> bool:
-    if sys.platform == "win32":
-        import msvcrt
-
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    import fcntl
-
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # per open file: threads conflict too
-    except OSError:
-        return False
-    return True
 
 
 class ConversationLock:
@@ -70,7 +54,7 @@ class ConversationLock:
     def _wait_for(self, handle: IO[bytes]) -> None:
         deadline = time.monotonic() + self._wait_s
         told = False
-        while not _try_lock(handle):
+        while not try_lock(handle):
             if not told and self._on_wait is not None:
                 self._on_wait()
                 told = True

@@ -23,7 +23,7 @@ log = logging.getLogger("engine.history")
 STALE_LOCK_AGE_S = 24 * 3600.0
 
 
-def _try_lock(handle: IO[bytes]) -> bool:
+def try_lock(handle: IO[bytes]) -> bool:
     """Take the exclusive lock without waiting; False when another open file holds it."""
     if sys.platform == "win32":
         import msvcrt
@@ -51,7 +51,7 @@ class WriterLock:
         self.token = uuid.uuid4().hex
         self.path = directory / f"{self.token}.lock"
         self._handle: IO[bytes] | None = open(self.path, "a+b")  # held until release()
-        if not _try_lock(self._handle):
+        if not try_lock(self._handle):
             self._handle.close()
             raise OSError(f"cannot lock {self.path}")
 
@@ -77,7 +77,7 @@ def writer_alive(directory: Path, token: str) -> bool:
     except OSError:
         return False
     with handle:
-        return not _try_lock(handle)
+        return not try_lock(handle)
 
 
 def forget_writer(directory: Path, token: str) -> None:

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import EngineError
 
-class ToolError(Exception):
+
+class ToolError(EngineError):
     """A tool could not do what was asked; the message is one line for user and model."""
 
 

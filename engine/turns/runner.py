@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request
 from engine.errors import (
@@ -32,6 +34,8 @@ from engine.turns.tally import Tally
 
 log = logging.getLogger("engine.turn")
 
+E = TypeVar("E")
+
 NO_TOOLS_LINE = (
     "Answer in plain text. No tools are available in this conversation: never write tool calls "
     "or tool-call syntax."
@@ -48,6 +52,26 @@ def longest_turn_messages(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return fold_system(fold_system(messages, NO_TOOLS_LINE), CORRECTION_LINE)
 
 
+@dataclass
+class TurnEnd:
+    """How a turn ended, for its log line: every runner ends its turns through `after`."""
+
+    outcome: str
+    kind: str = ""
+
+    def after(self, rounds: Iterator[E], tally: Tally) -> Iterator[E | TurnDone | TurnError]:
+        """Yield `rounds`, then exactly one TurnDone, or one TurnError for an engine failure."""
+        try:
+            yield from rounds
+            self.outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
+            yield TurnDone(tally.stats())
+        except (LLMError, ConfigError) as exc:
+            kind = error_kind(exc)
+            self.kind = kind
+            self.outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
+            yield TurnError(kind, str(exc), tally.stats())
+
+
 class TurnRunner:
     """Runs turns against one backend. Call `run` on the thread that owns the backend."""
 
@@ -58,17 +82,11 @@ class TurnRunner:
         """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
         cancel = cancel or CancelToken()
         tally = Tally()
-        outcome, kind = "completed", ""
+        end = TurnEnd("completed")
         try:
-            yield from self.events(request, cancel, tally)
-            outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
-            yield TurnDone(tally.stats())
-        except (LLMError, ConfigError) as exc:
-            kind = error_kind(exc)
-            outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
-            yield TurnError(kind, str(exc), tally.stats())
+            yield from end.after(self.events(request, cancel, tally), tally)
         finally:
-            _log_turn(tally.stats(), outcome, kind, request)
+            _log_turn(tally.stats(), end.outcome, end.kind, request)
 
     def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""

@@ -27,13 +27,13 @@ from dataclasses import replace
 from typing import Any
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.errors import ConfigError, LLMError, MalformedReplyError
-from engine.events import Recovery, TurnDone, TurnError, TurnErrorKind
+from engine.errors import MalformedReplyError
+from engine.events import Recovery
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tools.registry import ToolError, ToolSet
 from engine.turns.rounds import fold_system, stream_round
-from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, error_kind
+from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnEnd
 from engine.turns.tally import Tally
 from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 
@@ -92,18 +92,12 @@ class ToolTurnRunner:
         tally = Tally()
         self._ids = 0
         self._used = set()
-        outcome = "error"
+        end = TurnEnd("error")
         try:
-            yield from self._rounds(request, cancel, tally)
-            outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
-            yield TurnDone(tally.stats())
-        except (LLMError, ConfigError) as exc:
-            kind = error_kind(exc)
-            outcome = "malformed" if kind is TurnErrorKind.MALFORMED_REPLY else "error"
-            yield TurnError(kind, str(exc), tally.stats())
+            yield from end.after(self._rounds(request, cancel, tally), tally)
         finally:
             log.info("tool turn outcome=%s attempts=%d tool_calls=%d tools_offered=%d",
-                     outcome, tally.attempts, self._ids, len(self.tools.names))
+                     end.outcome, tally.attempts, self._ids, len(self.tools.names))
 
     def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
         specs = self.tools.specs() or None
