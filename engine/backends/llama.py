@@ -28,7 +28,7 @@ from engine.backends.base import CancelToken, Capabilities, Message, Request, St
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
-from engine.backends.llama_decode import DecodeError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import AUTO_LAYERS, Placement
 from engine.backends.template import ChatTemplate, Segment
@@ -274,12 +274,12 @@ class LlamaBackend:
     def _generate(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo,
                   limit: int) -> Iterator[Piece]:
         s = request.sampling
-        error = grammar_error(self._vocab, request.grammar) if request.grammar else None
-        if error:
-            raise ConfigError(error)
         seed = s.seed if s.seed is not None else secrets.randbits(31)
         device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
-        chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
+        try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
+            chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
+        except GrammarError as exc:
+            raise ConfigError(str(exc)) from exc
         info.finish_reason = "length"
         try:
             if not self._evaluate_prompt(tokens, cancel):
