@@ -7,7 +7,6 @@ Each model request consumes the next reply; running out raises `ScriptExhaustedE
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,6 +17,7 @@ from typing import Any, cast
 from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
 from engine.events import Piece
+from engine.json_files import read_json
 
 SCRIPT_MESSAGE_OVERHEAD = 3
 
@@ -100,15 +100,7 @@ class ScriptedBackend(PlainBackend):
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot read script {p}: {exc.strerror or exc}") from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"script {p} is not valid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise ConfigError(f"script {p} is nested too deeply to be a script") from exc
-        return cls(parse_script(data, str(p)), name=str(p))
+        return cls(parse_script(read_json(p, "script"), str(p)), name=str(p))
 
     @classmethod
     def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:

@@ -7,13 +7,13 @@ Reading it never starts anything; a bad file or entry is a one-line `ConfigError
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from engine.errors import ConfigError
+from engine.json_files import read_json
 
 CONFIG_NAME = "mcp.json"
 
@@ -28,14 +28,9 @@ class ServerConfig:
 
 def load_mcp_config(path: Path) -> dict[str, ServerConfig]:
     """The configured servers by name; an absent file means none."""
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    data: Any = read_json(path)
     servers = cast(dict[str, Any], data).get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: expected an object with \"mcpServers\"")

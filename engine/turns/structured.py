@@ -42,6 +42,7 @@ from engine.backends.base import (
 )
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import Event, Notice, StructuredRetry, StructuredValue
+from engine.json_files import read_json
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 from engine.turns.tally import Tally
@@ -96,14 +97,7 @@ def compile_schema(schema: Schema) -> Validator:
 def load_schema(path: str | Path) -> Schema:
     """Read and check a JSON Schema file; ConfigError (one line) for any problem with it."""
     p = Path(path)
-    try:
-        data: Any = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read schema {p}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"schema {p} is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise ConfigError(f"schema {p} is nested too deeply to read") from exc
+    data: Any = read_json(p, "schema")
     if not isinstance(data, (dict, bool)):
         raise ConfigError(f"schema {p} is not a valid JSON Schema: it must be an object or a boolean")
     schema = cast(Schema, data)
