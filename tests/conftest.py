@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+
+if TYPE_CHECKING:
+    from sse_stub import StubServer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -34,3 +39,12 @@ def smollm(smollm_path: Path):  # type: ignore[no-untyped-def]
     backend = LlamaBackend(smollm_path, n_ctx=2048)
     yield backend
     backend.close()
+
+
+@pytest.fixture
+def stubs() -> Iterator[list[StubServer]]:
+    """Start SSE stub servers with `stubs.append(StubServer(...).start())`; all are stopped afterwards."""
+    started: list[StubServer] = []
+    yield started
+    for stub in started:
+        stub.stop()

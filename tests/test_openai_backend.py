@@ -60,26 +60,19 @@ def _texts(pieces: list[Piece]) -> list[str]:
     return [p.text for p in pieces]
 
 
-@pytest.fixture
-def serve() -> Iterator[list[StubServer]]:
-    """Start stubs with `serve.append(StubServer(...).start())`; all are stopped afterwards."""
-    stubs: list[StubServer] = []
-    yield stubs
-    for stub in stubs:
-        stub.stop()
 
 
-def _stub(serve: list[StubServer], *replies: Reply) -> StubServer:
+def _stub(stubs: list[StubServer], *replies: Reply) -> StubServer:
     stub = StubServer(replies).start()
-    serve.append(stub)
+    stubs.append(stub)
     return stub
 
 
 # --- the happy path and the request body ---------------------------------------------
 
 
-def test_streams_content_and_sends_the_request(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("Hel"), chunk("lo"), chunk(finish="stop"), DONE]))
+def test_streams_content_and_sends_the_request(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("Hel"), chunk("lo"), chunk(finish="stop"), DONE]))
     backend = _backend(stub, model="qwen3")
     sampling = Sampling(temperature=0.3, top_p=0.9, top_k=20, min_p=0.1, repeat_penalty=1.05, seed=7)
     tools = ({"type": "function", "function": {"name": "now", "parameters": {}}},)
@@ -106,8 +99,8 @@ def test_streams_content_and_sends_the_request(serve: list[StubServer]) -> None:
     backend.close()
 
 
-def test_optional_fields_are_left_out(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("a"), DONE]))
+def test_optional_fields_are_left_out(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("a"), DONE]))
     _run(_backend(stub), _request(sampling=Sampling(seed=None)))
     body = stub.requests[0].body
     assert not {"model", "seed", "tools", "grammar"} & body.keys()
@@ -145,9 +138,9 @@ def test_factory_builds_it_without_network() -> None:
     backend.close()
 
 
-def test_length_and_usage(serve: list[StubServer]) -> None:
+def test_length_and_usage(stubs: list[StubServer]) -> None:
     usage = sse({"id": "c1", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 2}})
-    stub = _stub(serve, Reply([chunk("a"), chunk("b", finish="length"), usage, DONE]))
+    stub = _stub(stubs, Reply([chunk("a"), chunk("b", finish="length"), usage, DONE]))
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["a", "b"]
     assert info.finish_reason == "length"
@@ -157,16 +150,16 @@ def test_length_and_usage(serve: list[StubServer]) -> None:
 # --- thinking ------------------------------------------------------------------------
 
 
-def test_reasoning_content_is_wrapped_in_special_think_markers(serve: list[StubServer]) -> None:
+def test_reasoning_content_is_wrapped_in_special_think_markers(stubs: list[StubServer]) -> None:
     parts = [chunk(reasoning="Let me"), chunk(reasoning=" think"), chunk("Answer"), chunk(" here"), DONE]
-    stub = _stub(serve, Reply(parts))
+    stub = _stub(stubs, Reply(parts))
     pieces, _ = _run(_backend(stub))
     assert pieces == [THINK_OPEN, Piece("Let me"), Piece(" think"), THINK_CLOSE, Piece("Answer"), Piece(" here")]
     assert THINK_OPEN == Piece("<think>", special=True)
     assert THINK_CLOSE == Piece("</think>", special=True)
 
 
-def test_through_the_reply_pipeline(serve: list[StubServer]) -> None:
+def test_through_the_reply_pipeline(stubs: list[StubServer]) -> None:
     # The remote path gets the same splitter and guardrail as a local model.
     parts = [
         chunk(reasoning="Let me"),
@@ -176,7 +169,7 @@ def test_through_the_reply_pipeline(serve: list[StubServer]) -> None:
         chunk('call>{"name": "f"}</tool'),
         chunk("_call>"),
     ]
-    stub = _stub(serve, Reply([*parts, DONE]))
+    stub = _stub(stubs, Reply([*parts, DONE]))
     pipeline = ReplyPipeline()
     for piece in _run(_backend(stub))[0]:
         pipeline.feed(piece)
@@ -185,17 +178,17 @@ def test_through_the_reply_pipeline(serve: list[StubServer]) -> None:
     assert pipeline.stripped_chars > 0
 
 
-def test_vllm_reasoning_field_and_thinking_closed_at_stream_end(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk(reasoning="hmm", reasoning_key="reasoning"), chunk(finish="length")]))
+def test_vllm_reasoning_field_and_thinking_closed_at_stream_end(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk(reasoning="hmm", reasoning_key="reasoning"), chunk(finish="length")]))
     pieces, info = _run(_backend(stub))
     assert pieces == [THINK_OPEN, Piece("hmm"), THINK_CLOSE]
     assert info.finish_reason == "length"
 
 
-def test_think_tags_in_content_and_split_scaffolding_pass_through_in_order(serve: list[StubServer]) -> None:
+def test_think_tags_in_content_and_split_scaffolding_pass_through_in_order(stubs: list[StubServer]) -> None:
     # The splitter and the guardrail downstream handle these; the backend must not reorder or merge.
     parts = [chunk("<thi"), chunk("nk>x</think>Hi"), chunk("<tool_"), chunk("call>{}</tool_call>"), DONE]
-    stub = _stub(serve, Reply(parts))
+    stub = _stub(stubs, Reply(parts))
     pieces, _ = _run(_backend(stub))
     assert _texts(pieces) == ["<thi", "nk>x</think>Hi", "<tool_", "call>{}</tool_call>"]
     assert not any(p.special for p in pieces)
@@ -204,41 +197,41 @@ def test_think_tags_in_content_and_split_scaffolding_pass_through_in_order(serve
 # --- robustness of the stream --------------------------------------------------------
 
 
-def test_keep_alive_comments_and_missing_done(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([PING, chunk("a"), PING, b"event: message\nid: 3\n", chunk("b", finish="stop")]))
+def test_keep_alive_comments_and_missing_done(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([PING, chunk("a"), PING, b"event: message\nid: 3\n", chunk("b", finish="stop")]))
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["a", "b"]
     assert info.finish_reason == "stop"  # a finish reason without [DONE] is a finished reply
 
 
-def test_a_stream_ending_without_finish_reason_or_done_is_cut_off(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("a"), chunk("b")]))
+def test_a_stream_ending_without_finish_reason_or_done_is_cut_off(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("a"), chunk("b")]))
     pieces, error = _until_error(_backend(stub).stream(_request(), CancelToken(), StreamInfo()))
     assert "ended the stream without finishing the reply (cut off)" in str(error)
     assert _texts(pieces) == ["a", "b"]  # the partial reply reached the consumer
 
 
-def test_events_split_across_network_chunks_and_crlf(serve: list[StubServer]) -> None:
+def test_events_split_across_network_chunks_and_crlf(stubs: list[StubServer]) -> None:
     event = chunk("whole")
-    stub = _stub(serve, Reply([event[:9], event[9:20], event[20:], b"data: [DO", b"NE]\r\n\r\n"]))
+    stub = _stub(stubs, Reply([event[:9], event[9:20], event[20:], b"data: [DO", b"NE]\r\n\r\n"]))
     pieces, _ = _run(_backend(stub))
     assert _texts(pieces) == ["whole"]
 
 
 def test_malformed_lines_are_skipped_with_a_debug_log(
-    serve: list[StubServer], caplog: pytest.LogCaptureFixture
+    stubs: list[StubServer], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="engine.openai_backend")
     parts = [b"data: {not json\n\n", b"garbage\n\n", sse([1, 2]), chunk("ok", finish="stop"), sse({"odd": 1}), DONE]
-    stub = _stub(serve, Reply(parts))
+    stub = _stub(stubs, Reply(parts))
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["ok"]
     assert info.finish_reason == "stop"
     assert sum("malformed" in r.getMessage() for r in caplog.records) == 3
 
 
-def test_nothing_readable_is_an_error(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([b"data: nope\n\n", DONE]), Reply(json_body({"not": "sse"}), content_type="text/html"))
+def test_nothing_readable_is_an_error(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([b"data: nope\n\n", DONE]), Reply(json_body({"not": "sse"}), content_type="text/html"))
     backend = _backend(stub)
     with pytest.raises(BackendError, match=rf"^{stub.host} sent no readable stream data \(1 malformed"):
         _run(backend)
@@ -246,8 +239,8 @@ def test_nothing_readable_is_an_error(serve: list[StubServer]) -> None:
         _run(backend)
 
 
-def test_empty_stream_without_done_is_an_error_but_done_alone_is_an_empty_reply(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([]), Reply([DONE]))
+def test_empty_stream_without_done_is_an_error_but_done_alone_is_an_empty_reply(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([]), Reply([DONE]))
     backend = _backend(stub)
     with pytest.raises(BackendError, match="ended the reply stream without sending anything"):
         _run(backend)
@@ -255,27 +248,27 @@ def test_empty_stream_without_done_is_an_error_but_done_alone_is_an_empty_reply(
 
 
 def test_unknown_fields_and_tool_call_deltas_are_ignored(
-    serve: list[StubServer], caplog: pytest.LogCaptureFixture
+    stubs: list[StubServer], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="engine.openai_backend")
     call = {"index": 0, "id": "t", "function": {"name": "now", "arguments": "{}"}}
     odd = {"choices": [{"index": 0, "delta": {"tool_calls": [call], "x": 1}, "logprobs": None}], "timings": {}}
-    stub = _stub(serve, Reply([chunk("a"), sse(odd), chunk(finish="tool_calls"), DONE]))
+    stub = _stub(stubs, Reply([chunk("a"), sse(odd), chunk(finish="tool_calls"), DONE]))
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["a"]
     assert info.finish_reason == "stop"
     assert "tool calls" in caplog.text
 
 
-def test_older_vllm_error_shape_in_the_stream(serve: list[StubServer]) -> None:
+def test_older_vllm_error_shape_in_the_stream(stubs: list[StubServer]) -> None:
     vllm = {"object": "error", "message": "prompt too long", "type": "BadRequestError", "code": 400}
-    stub = _stub(serve, Reply([sse(vllm), DONE]))
+    stub = _stub(stubs, Reply([sse(vllm), DONE]))
     with pytest.raises(BackendError, match=r"reported an error: prompt too long$"):
         _run(_backend(stub))
 
 
-def test_error_object_in_the_stream(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("a"), sse({"error": {"message": "KV cache\nfull", "code": 500}}), DONE]))
+def test_error_object_in_the_stream(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("a"), sse({"error": {"message": "KV cache\nfull", "code": 500}}), DONE]))
     got, err = _until_error(_backend(stub).stream(_request(), CancelToken(), StreamInfo()))
     assert got == [Piece("a")]
     assert str(err) == f"{stub.host} reported an error: KV cache full"
@@ -298,9 +291,9 @@ def test_connection_refused_is_retried_then_reported() -> None:
     assert "\n" not in message
 
 
-def test_503_before_the_first_piece_is_retried(serve: list[StubServer]) -> None:
+def test_503_before_the_first_piece_is_retried(stubs: list[StubServer]) -> None:
     stub = _stub(
-        serve,
+        stubs,
         Reply(json_body({"error": {"message": "loading model"}}), status=503, content_type="application/json"),
         Reply([chunk("fine"), DONE]),
     )
@@ -310,9 +303,9 @@ def test_503_before_the_first_piece_is_retried(serve: list[StubServer]) -> None:
     assert len(stub.requests) == 2
 
 
-def test_429_is_retried_and_exhaustion_reports_the_last_error(serve: list[StubServer]) -> None:
+def test_429_is_retried_and_exhaustion_reports_the_last_error(stubs: list[StubServer]) -> None:
     busy = Reply(json_body({"error": "slow down"}), status=429, content_type="application/json")
-    stub = _stub(serve, busy, busy, busy, Reply([chunk("never"), DONE]))
+    stub = _stub(stubs, busy, busy, busy, Reply([chunk("never"), DONE]))
     info = StreamInfo()
     with pytest.raises(BackendError) as err:
         list(_backend(stub).stream(_request(), CancelToken(), info))
@@ -321,9 +314,9 @@ def test_429_is_retried_and_exhaustion_reports_the_last_error(serve: list[StubSe
     assert len(stub.requests) == 3
 
 
-def test_4xx_is_not_retried_and_quotes_the_server(serve: list[StubServer]) -> None:
+def test_4xx_is_not_retried_and_quotes_the_server(stubs: list[StubServer]) -> None:
     missing = {"error": {"message": "model 'big' not found", "type": "invalid_request_error"}}
-    stub = _stub(serve, Reply(json_body(missing), status=404, content_type="application/json"))
+    stub = _stub(stubs, Reply(json_body(missing), status=404, content_type="application/json"))
     info = StreamInfo()
     with pytest.raises(BackendError) as err:
         list(_backend(stub, model="big").stream(_request(), CancelToken(), info))
@@ -332,15 +325,15 @@ def test_4xx_is_not_retried_and_quotes_the_server(serve: list[StubServer]) -> No
     assert len(stub.requests) == 1
 
 
-def test_fastapi_validation_error_is_readable(serve: list[StubServer]) -> None:
+def test_fastapi_validation_error_is_readable(stubs: list[StubServer]) -> None:
     detail = {"detail": [{"loc": ["body", "messages"], "msg": "field required", "type": "missing"}]}
-    stub = _stub(serve, Reply(json_body(detail), status=422, content_type="application/json"))
+    stub = _stub(stubs, Reply(json_body(detail), status=422, content_type="application/json"))
     with pytest.raises(BackendError, match=r"HTTP 422 Unprocessable Entity: body.messages: field required$"):
         _run(_backend(stub))
 
 
-def test_reset_after_content_is_not_retried_and_keeps_the_pieces(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("Hello"), chunk(" wor")], gate=True, then="reset"), Reply([chunk("x"), DONE]))
+def test_reset_after_content_is_not_retried_and_keeps_the_pieces(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("Hello"), chunk(" wor")], gate=True, then="reset"), Reply([chunk("x"), DONE]))
     info = StreamInfo()
     gen = _backend(stub).stream(_request(), CancelToken(), info)
     got = [next(gen), next(gen)]
@@ -353,16 +346,16 @@ def test_reset_after_content_is_not_retried_and_keeps_the_pieces(serve: list[Stu
     assert len(stub.requests) == 1
 
 
-def test_reset_before_any_content_is_retried(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([PING], then="reset"), Reply([chunk("ok"), DONE]))
+def test_reset_before_any_content_is_retried(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([PING], then="reset"), Reply([chunk("ok"), DONE]))
     stub.proceed.set()
     pieces, info = _run(_backend(stub))
     assert _texts(pieces) == ["ok"]
     assert info.retries == 1
 
 
-def test_a_server_that_stops_sending_times_out(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("partial")], then="stall"))
+def test_a_server_that_stops_sending_times_out(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("partial")], then="stall"))
     info = StreamInfo()
     started = time.monotonic()
     got, err = _until_error(_backend(stub, timeout=0.3).stream(_request(), CancelToken(), info))
@@ -392,8 +385,8 @@ def test_cancel_during_backoff_stops_without_error() -> None:
 # --- stop and the response's lifetime ------------------------------------------------
 
 
-def test_cancel_between_events_ends_the_stream_and_hangs_up(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk(reasoning="r"), chunk("a")], then="trickle"))
+def test_cancel_between_events_ends_the_stream_and_hangs_up(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk(reasoning="r"), chunk("a")], then="trickle"))
     cancel = CancelToken()
     info = StreamInfo()
     got: list[Piece] = []
@@ -406,8 +399,8 @@ def test_cancel_between_events_ends_the_stream_and_hangs_up(serve: list[StubServ
     assert stub.client_gone.wait(2)
 
 
-def test_consumer_closing_the_generator_early_closes_the_response(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("a"), chunk("b")], then="trickle"))
+def test_consumer_closing_the_generator_early_closes_the_response(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("a"), chunk("b")], then="trickle"))
     gen = _backend(stub).stream(_request(), CancelToken(), StreamInfo())
     assert next(gen) == Piece("a")
     gen.close()
@@ -465,11 +458,11 @@ def test_the_response_is_closed_on_every_exit_path(exit_path: str) -> None:
 # --- the API key ---------------------------------------------------------------------
 
 
-def test_api_key_is_sent_but_never_leaked(serve: list[StubServer], caplog: pytest.LogCaptureFixture) -> None:
+def test_api_key_is_sent_but_never_leaked(stubs: list[StubServer], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)  # every logger, httpx and httpcore included
     echo = {"error": {"message": f"Incorrect API key provided: {SECRET}"}}
     stub = _stub(
-        serve,
+        stubs,
         Reply(json_body({"error": f"overloaded ({SECRET})"}), status=503, content_type="application/json"),
         Reply(json_body(echo), status=401, content_type="application/json"),
         Reply([chunk("ok"), sse({"error": f"bad key {SECRET}"})]),
@@ -511,16 +504,16 @@ def test_an_api_key_a_header_cannot_carry_is_refused_without_echoing_it(key: str
 # --- list_models ---------------------------------------------------------------------
 
 
-def test_list_models_reads_data_and_models(serve: list[StubServer]) -> None:
+def test_list_models_reads_data_and_models(stubs: list[StubServer]) -> None:
     listing = {"data": [{"id": "a"}, {"id": "b"}], "models": [{"name": "b", "model": "b"}, {"model": "c"}]}
-    stub = _stub(serve, Reply(json_body(listing), content_type="application/json"))
+    stub = _stub(stubs, Reply(json_body(listing), content_type="application/json"))
     assert list_models(stub.url) == ["a", "b", "c"]
     assert stub.requests[0].path == "/v1/models"
     assert "authorization" not in {k.lower() for k in stub.requests[0].headers}
 
 
-def test_list_models_errors_are_one_readable_line(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([b"<html>oops</html>"], content_type="text/html"))
+def test_list_models_errors_are_one_readable_line(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([b"<html>oops</html>"], content_type="text/html"))
     with pytest.raises(BackendError, match=rf"^{stub.host} did not answer /models with a JSON object$"):
         list_models(stub.url)
     port = free_port()
@@ -538,8 +531,8 @@ def test_list_models_with_a_transport() -> None:
     assert str(err.value) == "fake:9 returned HTTP 401 Unauthorized: nope (check the API key)"
 
 
-def test_a_stop_while_the_server_is_silent_returns_at_once(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([], then="stall"))  # headers, then nothing (a long prompt being read)
+def test_a_stop_while_the_server_is_silent_returns_at_once(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([], then="stall"))  # headers, then nothing (a long prompt being read)
     cancel = CancelToken()
     info = StreamInfo()
     got: list[Piece] = []
@@ -573,22 +566,22 @@ def test_cancel_callbacks_run_once_and_can_be_forgotten() -> None:
 # --- limits the client enforces itself (issue #14) ---------------------------------------
 
 
-def test_a_server_ignoring_max_tokens_is_cut_off_client_side(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("x") for _ in range(500)]))  # would go on; no finish, no [DONE]
+def test_a_server_ignoring_max_tokens_is_cut_off_client_side(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("x") for _ in range(500)]))  # would go on; no finish, no [DONE]
     pieces, info = _run(_backend(stub), make_request([{"role": "user", "content": "hi"}], max_tokens=16))
     assert len(pieces) == 16
     assert info.finish_reason == "length"
 
 
-def test_one_huge_piece_is_trimmed_to_the_token_budget(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("y" * 1_000_000), DONE]))
+def test_one_huge_piece_is_trimmed_to_the_token_budget(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("y" * 1_000_000), DONE]))
     pieces, info = _run(_backend(stub), make_request([{"role": "user", "content": "hi"}], max_tokens=16))
     assert sum(len(p.text) for p in pieces) <= 16 * 32
     assert info.finish_reason == "length"
 
 
-def test_keep_alives_without_content_hit_the_idle_timeout(serve: list[StubServer]) -> None:
-    stub = _stub(serve, Reply([chunk("partial")], then="trickle"))
+def test_keep_alives_without_content_hit_the_idle_timeout(stubs: list[StubServer]) -> None:
+    stub = _stub(stubs, Reply([chunk("partial")], then="trickle"))
     backend = _backend(stub, idle_timeout=0.3)
     pieces, error = _until_error(backend.stream(_request(), CancelToken(), StreamInfo()))
     stub.release.set()

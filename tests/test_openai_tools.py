@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from sse_stub import DONE, Reply, StubServer, chunk, sse
 
 from engine.backends.base import make_request
@@ -14,14 +12,6 @@ from engine.tools.builtin import calculator_tool
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolResult
 from engine.turns.tool_loop import Decision, ToolTurnRunner
-
-
-@pytest.fixture
-def stubs() -> Iterator[list[StubServer]]:
-    started: list[StubServer] = []
-    yield started
-    for stub in started:
-        stub.stop()
 
 
 def call_delta(index: int, *, name: str | None = None, arguments: str = "", call_id: str | None = None) -> bytes:

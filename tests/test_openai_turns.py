@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk, json_body
@@ -12,14 +11,6 @@ from engine.backends.base import make_request
 from engine.backends.openai import OpenAIBackend
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError
 from engine.turns.runner import CORRECTION_LINE, TurnRunner
-
-
-@pytest.fixture
-def stubs() -> Iterator[list[StubServer]]:
-    started: list[StubServer] = []
-    yield started
-    for stub in started:
-        stub.stop()
 
 
 def _turn(stubs: list[StubServer], *replies: Reply) -> tuple[list[Event], StubServer]:
