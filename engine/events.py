@@ -52,6 +52,18 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptProgress:
+    """The prompt is being read: `done` of `total` prompt tokens evaluated so far.
+
+    Emitted between llama.cpp batches while a long prompt is evaluated, before the first
+    token; the window shows "Reading prompt… n %", `--events` a `progress` line.
+    """
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class StructuredValue:
     """A structured turn's accepted value (parsed and schema-valid), just before TurnDone."""
 
@@ -100,8 +112,8 @@ class TurnError:
     stats: TurnStats = field(default_factory=TurnStats)
 
 
-Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | StructuredValue
-         | TurnDone | TurnError)
+Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | PromptProgress
+         | StructuredValue | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -117,6 +129,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "structured_retry", "attempt": attempt, "error": error}
         case Notice(text=text):
             return {"type": "notice", "text": text}
+        case PromptProgress(done=done, total=total):
+            return {"type": "progress", "done": done, "total": total}
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
         case TurnDone(stats=stats):
