@@ -16,6 +16,7 @@ import pytest
 from engine.backends import llama_devices
 from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
 from engine.backends.llama import LlamaBackend
+from engine.events import Piece
 
 pytestmark = [
     pytest.mark.gpu,
@@ -47,6 +48,8 @@ def _greedy(backend: LlamaBackend, messages=HELLO, max_tokens: int = 16, grammar
     ids: list[int | None] = []
     text: list[str] = []
     for piece in backend.stream(request, cancel, info):
+        if not isinstance(piece, Piece):
+            continue  # prompt progress
         ids.append(piece.token_id)
         text.append(piece.text)
         if cancel_after is not None and len(ids) == cancel_after:

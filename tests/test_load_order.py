@@ -31,20 +31,44 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("entry", "code"),
     [
-        ("the ember command and every subcommand", "import desktop.cli.main\ndesktop.cli.main.build_parser()\n"),
-        ("python -m desktop", "import runpy, sys\nsys.argv = ['ember', '--version']\ntry:\n"
-                              "    runpy.run_module('desktop', run_name='__main__')\nexcept SystemExit:\n    pass\n"),
+        ("ember chat (the CLI on a llama backend)",
+         "import desktop.cli.main\nargs = desktop.cli.main.parse_args(['chat', 'hi'])\n"
+         "from engine.backends.factory import make_backend, parse_backend_spec\n"
+         "import engine.backends.llama\n"),
         ("ember bench", "import desktop.cli.cmd_bench\n"),
         ("the bench's load probe", "import engine.bench.llama\n"),
         ("the engine's backend", "import engine.backends.llama\n"),
-        ("the packaged app", "import runpy, sys\nsys.argv = ['ember', '--version']\n"
-                             "try:\n    runpy.run_path('packaging/ember_main.py', run_name='__main__')\n"
-                             "except SystemExit:\n    pass\n"),
+        ("the window's model load (no Qt: the factory the model thread runs)",
+         "from desktop.core.model_choice import choose_model\nimport engine.backends.llama\n"),
     ],
 )
 def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
     result = _run(code)
     assert result.returncode == 0, f"{entry}: {result.stderr.strip().splitlines()[-1:]}"
+
+
+# Modules that load llama.cpp on purpose (and so numpy after it), and Qt's.
+LOADS_LLAMA = ("desktop.qt", "engine.backends.llama", "engine.bench", "desktop.cli.cmd_bench", "desktop.cli.cmd_doctor",
+               "desktop.cli.bench_long_chat")
+
+
+def test_nothing_in_ember_imports_numpy() -> None:
+    # Start-up is lazy (llama.cpp loads with the model, tests/test_lazy_start.py), so the order
+    # holds only if no Ember module brings numpy in by another road before llama.cpp.
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import desktop, engine, models\n"
+        "for pkg in (models, engine, desktop):\n"
+        "    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        f"        if info.name.startswith({LOADS_LLAMA!r}) or info.name.endswith('__main__'):\n"
+        "            continue\n"
+        "        importlib.import_module(info.name)\n"
+        "        assert 'numpy' not in sys.modules, f'{info.name} imported numpy'\n"
+        "        assert 'llama_cpp' not in sys.modules, f'{info.name} imported llama.cpp'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
 
 
 def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:

@@ -11,11 +11,12 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_long_chat
+from desktop.cli import bench_long_chat, bench_startup
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--startup-runs", type=_non_negative, default=None, help=argparse.SUPPRESS)
     bench_long_chat.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -193,6 +195,7 @@ def _row(label: str, value: str) -> str:
 
 def format_report(r: dict[str, Any]) -> str:
     lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
+    lines += bench_startup.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -211,8 +214,23 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
     report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report.update(_startup(args, say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
+
+
+def _startup(args: argparse.Namespace, say: Callable[[str], None], notes: list[str]) -> dict[str, Any]:
+    """Start-up figures (`bench_startup`); nulls and a note when they cannot be taken."""
+    out: dict[str, Any] = dict.fromkeys(bench_startup.FIELDS)
+    runs = args.startup_runs if args.startup_runs is not None else (1 if args.quick else 3)
+    if runs <= 0:
+        return out
+    say(f"start-up: ember --version, history list and the window, {runs} round(s), beside python -c pass")
+    try:
+        out.update(bench_startup.measure_startup(runs))
+    except (BenchError, OSError, subprocess.TimeoutExpired) as exc:
+        notes.append(f"start-up: {exc}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

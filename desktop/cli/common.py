@@ -11,16 +11,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from desktop.core.settings_resolver import Overrides, TurnSettings, resolve, saved_settings
-from engine.backends.base import Backend
-from engine.backends.factory import make_backend, parse_backend_spec
-from engine.errors import ConfigError, ModelLoadError
-from models.errors import GGUFError
-from models.library.default_model import DefaultModelMissing, default_model_path
-from models.library.paths import resolve_model_file
-from models.library.settings import ModelSettings
+if TYPE_CHECKING:  # the helpers below import what they use: `ember --version` imports this module too
+    from desktop.core.settings_resolver import TurnSettings
+    from engine.backends.base import Backend
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
@@ -60,6 +55,9 @@ def positive_int(text: str) -> int:
 
 def model_path(args: argparse.Namespace) -> Path:
     """The GGUF file `--model` names (`default`: the built-in one); ModelLoadError if it is missing."""
+    from engine.errors import ModelLoadError
+    from models.library.default_model import DefaultModelMissing, default_model_path
+
     if args.model not in (None, "default"):
         return Path(args.model).expanduser()
     try:
@@ -70,6 +68,13 @@ def model_path(args: argparse.Namespace) -> Path:
 
 def run_settings(args: argparse.Namespace) -> TurnSettings:
     """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
+    from desktop.core.settings_resolver import Overrides, resolve, saved_settings
+    from engine.backends.factory import parse_backend_spec
+    from engine.errors import ModelLoadError
+    from models.errors import GGUFError
+    from models.library.paths import resolve_model_file
+    from models.library.settings import ModelSettings
+
     saved = ModelSettings()
     if parse_backend_spec(args.backend).kind == "llama":
         try:
@@ -84,6 +89,9 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
 
 def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
     """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
+    from engine.backends.factory import make_backend, parse_backend_spec
+    from engine.errors import ConfigError
+
     spec = parse_backend_spec(args.backend)
     if spec.kind == "openai":
         key = os.environ.get(args.api_key_env) if args.api_key_env else None

@@ -1,24 +1,40 @@
 """The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`.
 
 Subcommands live in `desktop/cli/cmd_<name>.py`, each exposing `register(subparsers)`; none of
-them imports Qt, so the CLI starts fast and works without a display.
+them imports Qt, so the CLI works without a display.
+
+Start-up imports only what the command line asks for: `ember --version` and `ember --help`
+import no subcommand, and `ember history …` imports `cmd_history` alone (no llama.cpp, numpy,
+Qt or MCP SDK); the other subcommands are listed by name and summary only. llama.cpp is
+loaded where a model is (`engine.backends.llama` imports `engine.backends.llama_first`), and
+nothing in Ember imports numpy except llama.cpp itself, so the load order holds on every path
+(tests/test_load_order.py, tests/test_lazy_start.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from desktop.cli.arg_checks import prompt_arg
 from desktop.cli.common import fail
 from desktop.cli.guard import prepare_streams, run_guarded
 from desktop.core.terminal_text import safe_cell
 from engine import __version__
-from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "doctor")
+# Each subcommand's one-line summary for `ember --help` (tests/test_lazy_start.py checks that it
+# matches what the subcommand's own `register` says).
+SUBCOMMANDS: dict[str, str] = {
+    "chat": "send one message and stream the reply",
+    "models": "list the model library, or describe GGUF files",
+    "history": "list, search, export and import recorded conversations",
+    "bench": "measure speed against raw llama-cpp-python, and the GUI under load",
+    "tools": "list the built-in tools and the MCP servers' tools",
+    "doctor": "show llama.cpp's build, backends and devices, and whether the GPU is used",
+}
+_VALUE_OPTIONS = ("--model", "--backend", "--prompt")  # the top-level options that take a value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +44,12 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(fail(safe_cell(message)))  # parsing runs before prepare_streams
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    """The `ember` parser with `commands` registered in full (their modules imported).
+
+    Every other subcommand is a placeholder that only carries its name and summary.
+    """
+    full = set(commands)
     parser = _Parser(prog="ember", description="Ember: offline chat with local GGUF models.")
     parser.add_argument("--version", action="version", version=f"ember {__version__}")
     parser.add_argument("--model", help="GGUF file to open (default: the last used, else the built-in model)")
@@ -36,16 +57,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--prompt", type=prompt_arg, help="send this message once the window is up")
     parser.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(f"desktop.cli.cmd_{name}")
-        module.register(sub)
+    for name, summary in SUBCOMMANDS.items():
+        if name in full:
+            importlib.import_module(f"desktop.cli.cmd_{name}").register(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names (its first word that is not a top-level option or its value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            break
+        if word in _VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse `argv`, importing only the subcommand it names."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = chosen_command(words)
+    args = build_parser(() if chosen is None else (chosen,)).parse_args(words)
+    if args.command is not None and not hasattr(args, "func"):  # the guess missed: read it again in full
+        args = build_parser().parse_args(words)
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     if args.command is None:
+        from engine.logsetup import configure_logging
+
         configure_logging(verbose=args.verbose)
         from desktop.qt.app import run_gui  # Qt is imported only for the window
 
@@ -55,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    from engine.logsetup import configure_logging
+
     configure_logging(verbose=args.verbose)
     return int(args.func(args))
 

@@ -15,16 +15,17 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, Keyword, Name, Number, Operator, String
 from pygments.util import ClassNotFound
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat, QTextDocument
 
 from desktop.qt.theme import Syntax
+
+if TYPE_CHECKING:  # the lexers themselves load on the worker thread, not at start-up
+    from pygments.lexer import Lexer
 
 # Most specific first: Name.Builtin before Name, Keyword before everything.
 _FAMILIES: tuple[tuple[Any, str], ...] = (
@@ -61,6 +62,8 @@ def lexer_for(lang: str) -> Lexer | None:
     name = lang.strip().lower()
     if not name:
         return None
+    from pygments.lexers import get_lexer_by_name  # the lexer table: imported here, on the worker thread
+
     try:
         return get_lexer_by_name(name, stripnl=False, ensurenl=False)
     except ClassNotFound:

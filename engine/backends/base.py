@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from engine.errors import ConfigError
-from engine.events import Piece
+from engine.events import Piece, PromptProgress
 from models.library.settings import ModelSettings
 
 Message = dict[str, Any]
@@ -143,7 +143,9 @@ class Backend(Protocol):
     name: str
     capabilities: Capabilities
 
-    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]: ...
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
+        """The reply's pieces; before the first, a backend may report its prompt evaluation."""
+        ...
 
     def check_grammar(self, gbnf: str) -> str | None:
         """None when the decoder accepts the GBNF grammar, else why not (grammar backends only)."""

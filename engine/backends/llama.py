@@ -16,7 +16,7 @@ import ctypes
 import logging
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from engine.backends.offload import AUTO_LAYERS, Placement
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
-from engine.events import Piece
+from engine.events import Piece, PromptProgress
 from models.formats import prefill_opener
 
 log = logging.getLogger("engine.llama")
@@ -254,7 +254,7 @@ class LlamaBackend:
 
     # -- streaming ------------------------------------------------------------------------
 
-    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
         tokens, prefilled = self.prompt_tokens(request)
         info.prompt_tokens = len(tokens)
         reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
@@ -272,7 +272,7 @@ class LlamaBackend:
             self._cancel = None
 
     def _generate(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo,
-                  limit: int) -> Iterator[Piece]:
+                  limit: int) -> Iterator[Piece | PromptProgress]:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
         device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
@@ -282,18 +282,29 @@ class LlamaBackend:
             raise ConfigError(str(exc)) from exc
         info.finish_reason = "length"
         try:
-            if not self._evaluate_prompt(tokens, cancel):
+            if not (yield from self._evaluate_prompt(tokens, cancel)):
                 info.finish_reason = "cancelled"
                 return
             yield from self._decode_loop(chain, cancel, info, limit)
         finally:
             chain.close()
 
-    def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> bool:
-        """Bring the KV cache to `tokens`; False if a stop came first."""
+    def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> Generator[PromptProgress, None, bool]:
+        """Bring the KV cache to `tokens`; False if a stop came first.
+
+        A prompt longer than one batch reports its progress (before the first batch, then
+        after each but the last); a stop is seen between batches, and on the CPU the abort
+        callback also interrupts a batch.
+        """
         self._set_abort_callback(True)
         try:
-            return self._kv.evaluate(tokens, lambda: cancel.cancelled)
+            for done, total in self._kv.batches(tokens):
+                if done < total:
+                    if total > self._kv.n_batch:
+                        yield PromptProgress(done, total)
+                    if cancel.cancelled:
+                        return False
+            return True
         except DecodeError as exc:
             if exc.code == ABORTED and cancel.cancelled:
                 return False

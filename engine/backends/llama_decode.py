@@ -17,7 +17,7 @@ next request evaluates only the suffix that differs from the previous one.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import llama_cpp.llama_cpp as ll
@@ -204,24 +204,31 @@ class KvCache:
     def evaluate(self, tokens: Sequence[int], stop: Callable[[], bool]) -> bool:
         """Make the cache hold `tokens`, decoding only what differs; False if `stop` said so.
 
-        The last token is always decoded, so its logits are fresh for the first sample.
         `stop` is checked between batches (on the CPU the abort callback also interrupts
         a batch).
+        """
+        return all(done == total or not stop() for done, total in self.batches(tokens))
+
+    def batches(self, tokens: Sequence[int]) -> Iterator[tuple[int, int]]:
+        """Make the cache hold `tokens`, one batch per step: yields (decoded, to decode), first
+        (0, n) before any batch, then after each. Stop iterating to stop between batches.
+
+        Only what differs from the cache is decoded; its last token always is, so its logits
+        are fresh for the first sample.
         """
         if not tokens:
             raise ValueError("an empty prompt")
         keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
         self._truncate(keep)
         start = len(self.tokens)
-        self.last_evaluated = len(tokens) - start
+        total = self.last_evaluated = len(tokens) - start
+        yield 0, total
         for first in range(start, len(tokens), self.n_batch):
-            if first > start and stop():
-                return False
             chunk = tokens[first:first + self.n_batch]
             self._fill(chunk, first, last_has_logits=first + len(chunk) == len(tokens))
             self._decode()
             self.tokens.extend(chunk)
-        return True
+            yield first + len(chunk) - start, total
 
     def _fill(self, chunk: Sequence[int], pos: int, *, last_has_logits: bool) -> None:
         token, position, logits = self._token, self._pos, self._logits

@@ -4,9 +4,10 @@ On some machines a process that imported numpy (or another package that brings i
 native runtime: OpenBLAS, OpenMP, a C++ runtime) before llama.cpp crashes when llama.cpp
 later loads a model onto the GPU: a segfault inside `llama_model_load_from_file` on CUDA
 (issue #15), the same class of crash llama-cpp-python #1581 and #1903 report on Windows.
-Loading llama.cpp first avoids it. Every entry point that may load a model imports this
-module before anything else: the `ember` command (`desktop.cli.main`), the packaged app, the
-engine's bench, and the test suite (`tests/conftest.py`).
+Loading llama.cpp first avoids it. It is loaded with the model, not at start-up (issue #23:
+`ember --version` must not wait for it): `engine.backends.llama` imports this module, as do
+the engine's bench and the test suite (`tests/conftest.py`), and no other Ember module
+imports numpy (`tests/test_load_order.py` checks every one).
 
 `import llama_cpp` loads `libllama`/`libggml` (in `llama_cpp.llama_cpp`) before its own
 `llama_cpp.llama` imports numpy, so the one import is enough.

@@ -31,7 +31,7 @@ from engine.backends.base import Message
 from engine.events import ContentDelta, Event, Recovery, StructuredValue, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.history.store import HistoryStore, title_from_text
 from engine.history.types import HistoryError, Outcome, Status, TurnKind
-from engine.turns.structured import fenced_json
+from engine.turns.fenced import fenced_json
 
 log = logging.getLogger("engine.history")
 

@@ -20,13 +20,13 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TextIO, TypeVar, cast
-
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 from engine.tools.mcp_config import ServerConfig
 from engine.tools.registry import Tool, ToolError
+
+if TYPE_CHECKING:  # the SDK (pydantic, its type modules: seconds to import) loads when a server starts
+    from mcp import ClientSession
 
 log = logging.getLogger("engine.mcp")
 
@@ -120,12 +120,14 @@ class _Link:
         self.config = config
         self.loop = asyncio.new_event_loop()
         self.ready: Future[ClientSession] = Future()
-        self.session: ClientSession = cast(ClientSession, None)
+        self.session: ClientSession = cast("ClientSession", None)
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
 
     @classmethod
     def start(cls, config: ServerConfig, timeout: float) -> _Link:
+        import mcp.client.stdio  # noqa: F401  # pyright: ignore[reportUnusedImport]  (loaded here, outside the start timeout)
+
         link = cls(config)
         link._thread.start()
         try:
@@ -151,6 +153,9 @@ class _Link:
             self.loop.close()
 
     async def _serve(self, errlog: TextIO) -> None:
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
         self._stop = asyncio.Event()
         params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
                                        env=dict(self.config.env) or None)

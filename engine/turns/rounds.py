@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import ContentDelta, ThinkingDelta
+from engine.events import ContentDelta, PromptProgress, ThinkingDelta
 from engine.reply.pipeline import ReplyPipeline
 from engine.reply.scaffolding import SpanSink
 from engine.turns.tally import Tally
 
-Round = Generator[ThinkingDelta | ContentDelta, None, tuple[ReplyPipeline | None, StreamInfo]]
+Round = Generator[ThinkingDelta | ContentDelta | PromptProgress, None, tuple[ReplyPipeline | None, StreamInfo]]
 
 
 def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
@@ -29,7 +29,8 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
 
     `span_sink` gets each scaffolding span the guardrail closes (a tool turn parses calls).
 
-    Yields the deltas; returns the pipeline (None when no piece came) and the stream's info.
+    Yields the deltas (and the backend's prompt progress, which is not a piece); returns the
+    pipeline (None when no piece came) and the stream's info.
     """
     tally.attempts += 1
     info = StreamInfo()
@@ -37,6 +38,9 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
     pieces = 0
     try:
         for piece in backend.stream(request, cancel, info):
+            if isinstance(piece, PromptProgress):
+                yield piece
+                continue
             if pipeline is None:
                 pipeline = ReplyPipeline(prefilled=info.prefilled_thinking, span_sink=span_sink)
             tally.mark_piece()

@@ -20,14 +20,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
-
-from jsonschema import exceptions as jsonschema_exceptions
-from jsonschema.exceptions import SchemaError, ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from referencing import Registry
-from referencing.exceptions import Unresolvable
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.backends.base import (
     DEFAULT_MAX_TOKENS,
@@ -43,9 +36,14 @@ from engine.backends.base import (
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import Event, Notice, StructuredRetry, StructuredValue
 from engine.json_files import read_json
+from engine.turns.fenced import fenced_json as fenced_json  # where the app and its tests have found it
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 from engine.turns.tally import Tally
+
+if TYPE_CHECKING:  # jsonschema is imported by the functions that use it: the window starts without it
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 log = logging.getLogger("engine.structured")
 
@@ -57,11 +55,6 @@ FEEDBACK = (
 INSTRUCTION = "Reply with ONLY a JSON value, and no other text, that matches this JSON Schema:\n{schema}"
 STOPPED = "the request was stopped before a valid reply"
 
-# jsonschema leaves best_match's return type unannotated.
-_best_match = cast(
-    Callable[[Iterable[ValidationError]], "ValidationError | None"],
-    jsonschema_exceptions.best_match,  # pyright: ignore[reportUnknownMemberType]
-)
 
 
 
@@ -74,6 +67,11 @@ def compile_schema(schema: Schema) -> Validator:
     The empty registry keeps validation offline: jsonschema would otherwise fetch a remote
     `$ref` over the network.
     """
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+
     deep = schema_depth_problem(schema)
     if deep:
         raise ConfigError(f"not a usable JSON Schema: {deep}")
@@ -164,6 +162,8 @@ def parse_reply(text: str, validator: Validator) -> Any:
     A reply wrapped whole in one Markdown code fence is unwrapped (small models do it even
     when told not to); prose around the JSON is not accepted.
     """
+    from referencing.exceptions import Unresolvable
+
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
@@ -187,7 +187,12 @@ def parse_reply(text: str, validator: Validator) -> Any:
 
 def _best_error(validator: Validator, value: Any) -> ValidationError | None:
     """The most relevant of the value's validation errors, if any (one is enough to fix)."""
-    return _best_match(validator.iter_errors(value))
+    from jsonschema import exceptions
+
+    # jsonschema leaves best_match's return type unannotated.
+    pick = cast(Callable[[Iterable["ValidationError"]], "ValidationError | None"],
+                exceptions.best_match)  # pyright: ignore[reportUnknownMemberType]
+    return pick(validator.iter_errors(value))
 
 
 def _reject_constant(name: str) -> Any:
@@ -200,11 +205,6 @@ def _describe(error: ValidationError) -> str:
 
 
 # -- the policy -----------------------------------------------------------------------------
-
-
-def fenced_json(value: Any) -> str:
-    """A value as the app shows and stores it: a fenced ```json block, pretty-printed."""
-    return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False) + "\n```"
 
 
 def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
