@@ -111,9 +111,8 @@ def test_a_reopened_conversation_redraws_its_tool_calls(make_chat: Callable[...,
     first = history.conversation_id
     chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
     chat.wait_idle()
-    asyncio.ensure_future(chat.controller.open_conversation(first))
-    chat.qtbot.waitUntil(lambda: chat.window.last_reply() is not None and bool(chat.reply().tool_cards()),
-                         timeout=WAIT_MS)
+    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
+    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
     (card,) = chat.reply().tool_cards()
     assert isinstance(card, ToolCallCard) and card.summary.full_text() == "Used calculator → 42"
     assert not card.asking

@@ -18,6 +18,7 @@ from desktop.qt.style import SPACING
 MIN_LINES = 1
 MAX_LINES = 8
 PLACEHOLDER = "Message Ember… (Enter sends, Shift+Enter adds a line)"
+SHORT_PLACEHOLDER = "Message Ember…"
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -52,6 +53,10 @@ class ComposerEdit(QPlainTextEdit):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        # The hint about Enter only while it fits on the one line (a wrapped placeholder looks broken).
+        room = self.viewport().width() - 2 * int(self.document().documentMargin())
+        fits = self.fontMetrics().horizontalAdvance(PLACEHOLDER) <= room
+        self.setPlaceholderText(PLACEHOLDER if fits else SHORT_PLACEHOLDER)
         self._fit_height()  # wrapping changes with the width
 
     def refit(self) -> None:

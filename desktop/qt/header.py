@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.icons import set_icon
-from desktop.qt.theme import SPACE_LG, SPACE_SM, Mode
+from desktop.qt.theme import SPACE_SM, Mode
 
 NEW_TITLE = "New chat"
 LOADING_MAX_WIDTH = 220

@@ -46,11 +46,12 @@ def math_image(tex: str, display: bool, pixel_size: int, colour: str, device_rat
 def _svg(tex: str, display: bool, pixel_size: int, colour: str) -> str | None:
     import ziamath  # imported on first use: loading its font takes a moment, and most answers have no math
 
+    ziamath.config.svg2 = False  # plain paths: Qt's SVG renderer (SVG Tiny) draws no <symbol>
     size = pixel_size * (DISPLAY_SCALE if display else 1.0)
     try:
         math = ziamath.Latex(tex, size=size, color=colour, inline=not display)
         return math.svg()
-    except Exception as exc:  # noqa: BLE001 - any parse or layout failure: the TeX stays readable as text
+    except Exception as exc:
         log.info("math not rendered (%s): %s", type(exc).__name__, tex[:80])
         return None
 
@@ -62,7 +63,8 @@ def text_pixel_size(font: QFont) -> int:
 def fallback_image(tex: str, font: QFont, colour: str) -> QImage:
     """The TeX source itself, drawn as text: math that could not be rendered still reads."""
     metrics = QFontMetrics(font)
-    image = QImage(QSize(metrics.horizontalAdvance(tex) + 4, metrics.height()), QImage.Format.Format_ARGB32_Premultiplied)
+    size = QSize(metrics.horizontalAdvance(tex) + 4, metrics.height())
+    image = QImage(size, QImage.Format.Format_ARGB32_Premultiplied)
     image.fill(Qt.GlobalColor.transparent)
     painter = QPainter(image)
     painter.setFont(font)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-
 from typing import Any, Protocol, cast
 
 from PySide6.QtCore import QSize, Qt, Signal
@@ -445,8 +444,8 @@ def install_tools(window: QWidget, controller: ChatController,
     options menu: they are settings of the open conversation, not of the window.
     """
     composer = cast(ComposerBar, getattr(window, "composer"))  # noqa: B009 - MainWindow's public parts
-    conversation = getattr(window, "conversation", None)  # noqa: B009
-    last_reply = getattr(window, "last_reply", lambda: None)  # noqa: B009
+    conversation = getattr(window, "conversation", None)
+    last_reply = getattr(window, "last_reply", lambda: None)
 
     def reveal(card: QWidget) -> None:
         if conversation is not None:
@@ -454,7 +453,8 @@ def install_tools(window: QWidget, controller: ChatController,
 
     area = ToolCardArea(last_reply, window, reveal)
     holder = composer.parentWidget()
-    column = holder.parentWidget().layout() if holder is not None and holder.parentWidget() is not None else None
+    chat = holder.parentWidget() if holder is not None else None
+    column = chat.layout() if chat is not None else None
     if isinstance(column, QVBoxLayout) and holder is not None:
         column.insertWidget(column.indexOf(holder), area)  # the fallback strip, above the composer row
     turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())

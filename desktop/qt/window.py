@@ -31,16 +31,16 @@ from PySide6.QtWidgets import (
 from qasync import asyncSlot
 
 from desktop.core.controller import ChatController, ReplySink, TurnFailure
+from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.appearance import ThemeManager
 from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.composer import ComposerBar
 from desktop.qt.context_meter import ContextMeter
 from desktop.qt.conversation_view import ConversationView
-from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
 from desktop.qt.focus import tab_focus_only
+from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
 from desktop.qt.icons import recolour, set_icon_scale, themed_icon
-from desktop.core.load_errors import load_failure_text
 from desktop.qt.message_view import AssistantMessage, prewarm
 from desktop.qt.shortcuts_sheet import show_shortcuts_sheet
 from desktop.qt.style import CONTENT_MAX_WIDTH, SPACING

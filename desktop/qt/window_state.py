@@ -74,8 +74,8 @@ class WindowState:
     def save_from(self, window: QMainWindow, conversation: int | None) -> None:
         self.geometry = base64.b64encode(bytes(window.saveGeometry().data())).decode("ascii")
         splitter = window.findChild(QSplitter)
-        sidebar = splitter.widget(0) if isinstance(splitter, QSplitter) and splitter.count() else None
-        self.sidebar = isinstance(sidebar, QWidget) and sidebar.isVisible()
+        sidebar: QWidget | None = splitter.widget(0) if isinstance(splitter, QSplitter) and splitter.count() else None
+        self.sidebar = sidebar is not None and not sidebar.isHidden()
         if isinstance(splitter, QSplitter) and self.sidebar:
             self.splitter = list(splitter.sizes())
         self.conversation = conversation
