@@ -13,7 +13,7 @@ import logging
 from functools import lru_cache
 
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
+from PySide6.QtGui import QColor, QFont, QFontInfo, QFontMetrics, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ def _svg(tex: str, display: bool, pixel_size: int, colour: str) -> str | None:
 
 
 def text_pixel_size(font: QFont) -> int:
-    return max(8, QFontMetrics(font).height() - 4)
+    """The math's size for text in `font`: a little over the font's pixel size (math glyphs run small)."""
+    return max(10, round(QFontInfo(font).pixelSize() * 1.25))
 
 
 def fallback_image(tex: str, font: QFont, colour: str) -> QImage:

@@ -70,9 +70,11 @@ class ElidingToolButton(QToolButton):
 
     def sizeHint(self) -> QSize:
         hint = super().sizeHint()
-        shown = self.fontMetrics().horizontalAdvance(self.text())
-        wanted = self.fontMetrics().horizontalAdvance(self._full)
-        return QSize(hint.width() - shown + wanted, hint.height())
+        return QSize(self._chrome() + self.fontMetrics().horizontalAdvance(self._full) + 2, hint.height())
+
+    def _chrome(self) -> int:
+        """What the icon, the padding and the frame take beside the text (the style's own measure)."""
+        return super().sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
 
     def minimumSizeHint(self) -> QSize:
         return QSize(min(120, self.sizeHint().width()), self.sizeHint().height())
@@ -82,9 +84,7 @@ class ElidingToolButton(QToolButton):
         self._elide()
 
     def _elide(self) -> None:
-        # What the icon, the padding and the frame take: the style's own measure of an empty label.
-        chrome = super().sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
-        room = max(20, self.width() - chrome - 2)
+        room = max(20, self.width() - self._chrome())
         self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room))
 
 
@@ -183,6 +183,11 @@ class ToolCallCard(QFrame):
         self.setProperty("asking", asking)
         self.style().unpolish(self)
         self.style().polish(self)
+        layout = self.layout()
+        if layout is not None:  # a frame while it asks; a plain line in the reply once folded
+            margins = (SPACE_MD, SPACE_SM, SPACE_MD, SPACE_SM) if asking or not self.summary.isVisible() \
+                else (0, 0, 0, 0)
+            layout.setContentsMargins(*margins)
         if asking:
             self.summary.hide()
             self.title.setText(f"Run the tool “{self.call.name}” with these arguments?")
@@ -232,6 +237,9 @@ class ToolCallCard(QFrame):
     def _fold(self, summary: str) -> None:
         self.summary.set_full_text(summary)
         self.summary.show()
+        layout = self.layout()
+        if layout is not None:
+            layout.setContentsMargins(0, 0, 0, 0)
         self.title.setText(f"Arguments for {self.call.name}:")
         self.summary.setChecked(False)
         self._on_summary_toggled(False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton,
     QApplication,
@@ -50,6 +50,7 @@ from engine.events import TurnStats
 from engine.turns.context_policy import ContextPolicy
 
 DEFAULT_SIZE = (1040, 780)
+NARROW_WIDTH = 880  # below this the sidebar folds away by itself
 MIN_SIZE = (560, 420)
 
 
@@ -181,6 +182,7 @@ class MainWindow(QMainWindow):
     def __init__(self, parent: QWidget | None = None) -> None:
         guard_singleton_refcounts()  # before the window's signals start draining counts
         super().__init__(parent)
+        self._sidebar_folded = False  # folded by a narrow window, not by the user
         self.setWindowTitle("Ember")
         self.resize(*DEFAULT_SIZE)
         self.setMinimumSize(*MIN_SIZE)
@@ -281,10 +283,23 @@ class MainWindow(QMainWindow):
 
     def set_sidebar_visible(self, visible: bool) -> None:
         """Show or hide the sidebar (the header's switch, Ctrl+B); the conversation takes the room."""
+        self._sidebar_folded = False  # the user's choice from now on
         if self.header.sidebar_button.isChecked() != visible:
             self.header.sidebar_button.setChecked(visible)  # comes back here through `toggled`
             return
         self.sidebar.setVisible(visible)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # A narrow window gives the conversation the room: the sidebar folds away (and comes
+        # back when the window widens again, unless the user chose otherwise meanwhile).
+        narrow = self.width() < NARROW_WIDTH
+        button = self.header.sidebar_button
+        if narrow and button.isChecked() and not self._sidebar_folded:
+            self.set_sidebar_visible(False)
+            self._sidebar_folded = True
+        elif not narrow and self._sidebar_folded:
+            self.set_sidebar_visible(True)
 
     def show_shortcuts(self) -> None:
         show_shortcuts_sheet(self)

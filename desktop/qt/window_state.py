@@ -75,7 +75,8 @@ class WindowState:
         self.geometry = base64.b64encode(bytes(window.saveGeometry().data())).decode("ascii")
         splitter = window.findChild(QSplitter)
         sidebar: QWidget | None = splitter.widget(0) if isinstance(splitter, QSplitter) and splitter.count() else None
-        self.sidebar = sidebar is not None and not sidebar.isHidden()
+        folded_for_width = bool(getattr(window, "_sidebar_folded", False))  # not the user's choice
+        self.sidebar = folded_for_width or (sidebar is not None and not sidebar.isHidden())
         if isinstance(splitter, QSplitter) and self.sidebar:
             self.splitter = list(splitter.sizes())
         self.conversation = conversation

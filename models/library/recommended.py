@@ -34,7 +34,7 @@ def recommended_values(path: Path, *, builtin: bool = False) -> dict[str, object
     """ModelSettings fields to default to for the file at `path` (empty when it recommends nothing)."""
     values: dict[str, object] = dict(BUILTIN_DEFAULTS) if builtin else {}
     try:
-        header = read_header(path, keep_tokens=False, stop_before=lambda key: key.startswith("tokenizer."))
+        header = read_header(path, keep_tokens=False)  # the keys may come after the vocabulary
     except (EmberError, OSError) as exc:
         log.debug("no recommended sampling for %s: %s", path.name, exc)
         return values
