@@ -13,7 +13,7 @@ window and in a layout, and no button or label text wider than the room it is dr
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from gui_helpers import WAIT_MS, Chat
@@ -72,7 +72,7 @@ def _type(chat: Chat, text: str) -> None:
 
 
 @pytest.fixture
-def shown(qtbot) -> Iterator[Callable[[Chat, int, int], None]]:  # type: ignore[no-untyped-def]
+def shown(qtbot) -> Callable[[Chat, int, int], None]:  # type: ignore[no-untyped-def]
     def show(chat: Chat, width: int, height: int) -> None:
         chat.window.resize(width, height)
         chat.window.activateWindow()
@@ -81,7 +81,7 @@ def shown(qtbot) -> Iterator[Callable[[Chat, int, int], None]]:  # type: ignore[
         qtbot.waitUntil(lambda: abs(chat.window.width() - width) <= 2, timeout=WAIT_MS)
         qtbot.wait(100)
 
-    yield show
+    return show
 
 
 def test_send_approve_stop_regenerate_with_keyboard_and_mouse(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]

@@ -8,9 +8,9 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from gui_helpers import WAIT_MS, Chat
-from PySide6.QtCore import QUrl, Qt
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QImage, QTextDocument
-from PySide6.QtWidgets import QAbstractButton, QWidget
+from PySide6.QtWidgets import QAbstractButton, QLabel
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.markdown_view import TextSegment
@@ -78,7 +78,7 @@ def test_waiting_dots_until_the_first_word_and_stopping_at_once(make_chat: MakeC
 def test_thinking_streams_open_and_folds_when_the_answer_starts(make_chat: MakeChat, qtbot: QtBot) -> None:
     ThinkingPane.open_while_thinking = True
     thinking = [{"text": "<think>"}, "Let me think", {"text": " about it", "delay_ms": 400}, {"text": "</think>"}]
-    chat = make_chat(thinking + [{"text": "Answer.", "delay_ms": 200}], ["<think>", "again", "</think>", "Two."])
+    chat = make_chat([*thinking, {"text": "Answer.", "delay_ms": 200}], ["<think>", "again", "</think>", "Two."])
     chat.type_and_send("why?")
     qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().thinking.expanded, timeout=WAIT_MS)
     pane = chat.reply().thinking
@@ -168,6 +168,6 @@ def test_f1_opens_the_shortcuts_sheet(make_chat: MakeChat, qtbot: QtBot) -> None
     chat.window.header.shortcuts_action.trigger()
     sheet = chat.window.findChild(ShortcutsSheet)
     assert sheet is not None and sheet.isVisible()
-    texts = [w.text() for w in sheet.findChildren(QWidget) if hasattr(w, "text") and callable(w.text)]
+    texts = [label.text() for label in sheet.findChildren(QLabel)]
     assert "Ctrl+Q" in texts and "Esc" in texts
     sheet.close()
