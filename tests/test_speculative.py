@@ -236,3 +236,34 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(tmp_path: 
     with pytest.raises(ConfigError) as err:
         LlamaBackend(smollm_path, n_ctx=512, draft_model=other)
     assert "cannot draft for this model" in str(err.value) and "\n" not in str(err.value)
+
+
+# -- where the figures show --------------------------------------------------------------------
+
+
+def test_the_status_bar_and_events_report_drafts() -> None:
+    from desktop.qt.window import speed_text
+    from engine.events import TurnDone, TurnStats, event_to_json
+
+    stats = TurnStats(tokens=50, tokens_per_s=41.25, drafted=40, accepted=30)
+    assert speed_text(stats) == "41.2 tok/s · 30/40 drafted accepted"
+    assert speed_text(TurnStats(tokens=50, tokens_per_s=41.25)) == "41.2 tok/s"
+    done = event_to_json(TurnDone(stats))["stats"]
+    assert (done["drafted"], done["accepted"]) == (40, 30)
+
+
+def test_ember_chat_events_carry_the_draft_counts(ember_home: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "EMBER_HOME": str(ember_home)}
+    result = subprocess.run([sys.executable, "-m", "desktop", "chat", "--events", "--temperature", "0",
+                             "--max-tokens", "24", "--threads", "1", "--kv-cache", "q8_0", EDIT[0]["content"]],
+                            capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert result.returncode == 0, result.stderr
+    done = json.loads(result.stdout.splitlines()[-1])
+    assert done["type"] == "done"
+    assert done["stats"]["drafted"] > 0 and 0 <= done["stats"]["accepted"] <= done["stats"]["drafted"]
