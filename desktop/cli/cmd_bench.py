@@ -44,6 +44,7 @@ def register(sub: Any) -> None:
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)  # no speculative/KV figures
     bench_long_chat.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -79,7 +80,8 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     model = getattr(args, "model", None)
     draft = args.draft_model.expanduser() if args.draft_model else None
     config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
-                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers, draft_model=draft)
+                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers, draft_model=draft,
+                         decode_extras=not args.skip_decoding)
     if args.quick:
         config = config.quick()
     overrides = {

@@ -106,11 +106,12 @@ def _speedup(pairs: list[list[RunTiming]], drafts: dict[str, int], prefix: str) 
 
 def measure_speculative(backend: LlamaBackend, runs: int, max_tokens: int) -> dict[str, Any]:
     """Prompt lookup on the code edit (where it should pay) and on the story (where it should not cost)."""
-    edit = compare_lookup(backend, edit_workload(max(max_tokens, 256)), runs, "spec_lookup")
+    edit = compare_lookup(backend, edit_workload(2 * max_tokens), runs, "spec_lookup")
     chat = compare_lookup(backend, Workload.story(max_tokens), runs, "spec_chat")
     out = {**edit, **{k: v for k, v in chat.items() if k in ("spec_chat_speedup", "spec_chat_pairwise_median",
                                                              "spec_chat_acceptance_rate", "spec_chat_outputs_match")}}
     out["spec_chat_ratio"] = out.pop("spec_chat_speedup")
+    out["spec_acceptance_rate"] = out["spec_lookup_acceptance_rate"]
     return out
 
 
@@ -121,7 +122,7 @@ def measure_draft(model: Path, draft: Path, n_ctx: int, threads: int, runs: int,
     drafted = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=gpu_layers, draft_model=draft)
     plain.prompt_lookup = drafted.prompt_lookup = False
     try:
-        work = edit_workload(max(max_tokens, 256))
+        work = edit_workload(2 * max_tokens)
         drafts = {"drafted": 0, "accepted": 0}
         time_engine(plain, work)
         time_engine(drafted, work)

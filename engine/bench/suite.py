@@ -162,7 +162,7 @@ def native_runner(config: BenchConfig, model: Path, backend: LlamaBackend,
                      n_gpu_layers=layers)
 
 
-def measure_decoding(config: BenchConfig, model: Path, notes: list[str]) -> dict[str, Any]:
+def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memory: bool = True) -> dict[str, Any]:
     """Speculative decoding and the KV cache types, each side by side in one interleaved run."""
     threads, layers = config.thread_count(), config.gpu_layers
     backend = bench_llama.open_backend(model, config.n_ctx, threads, layers)
@@ -178,7 +178,8 @@ def measure_decoding(config: BenchConfig, model: Path, notes: list[str]) -> dict
     else:
         report["spec_draft_speedup"] = None
     report.update(bench_spec.compare_kv(model, threads, config.runs, config.max_tokens, layers))
-    report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
+    if memory:
+        report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
     return report
 
 
