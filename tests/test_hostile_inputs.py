@@ -258,3 +258,37 @@ def _outside_fences(markdown: str) -> str:
         else:
             out.append(line)
     return "\n".join(out)
+
+
+# -- a history Ember cannot write ------------------------------------------------------------
+
+
+def test_a_read_only_history_can_still_be_listed_shown_and_exported(ember_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with HistoryStore(ember_paths().ensure().history_db) as store:
+        conv = store.create_conversation(title="saved")
+        store.add_message(conv.id, "user", "hello there", parent_id=None)
+    real_init = HistoryStore.__init__
+
+    def read_only_disk(self: HistoryStore, path: Any, **kwargs: Any) -> None:
+        if not kwargs.get("read_only"):  # what a read-only mount does to the writable open
+            raise HistoryError(f"cannot open the history database {path}: attempt to write a readonly database")
+        real_init(self, path, **kwargs)
+
+    monkeypatch.setattr(HistoryStore, "__init__", read_only_disk)
+    assert main(["history", "list"]) == 0
+    assert "saved" in capsys.readouterr().out
+    assert main(["history", "export", str(conv.id)]) == 0
+    assert "hello there" in capsys.readouterr().out
+    assert main(["history", "rename", str(conv.id), "new"]) == 1  # writing still says why it cannot
+    assert "readonly" in capsys.readouterr().err
+
+
+def test_the_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    with HistoryStore(path) as store:
+        conv = store.create_conversation(title="kept")
+    with HistoryStore(path, read_only=True) as store:
+        assert [c.title for c in store.conversations()] == ["kept"]
+        with pytest.raises(HistoryError):
+            store.rename(conv.id, "changed")

@@ -263,3 +263,24 @@ def test_tool_results_reach_the_model_as_text() -> None:  # the plain path still
     events = list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
     (result,) = [e for e in events if isinstance(e, ToolResult)]
     assert result.error and result.content == "error: round() digits are limited to ±1000"
+
+
+def test_a_reply_with_2000_calls_runs_at_most_a_round_s_worth() -> None:
+    from engine.events import Notice
+    from engine.turns.tool_loop import MAX_CALLS_PER_ROUND
+
+    many = [{"name": "calculator", "arguments": {"expression": f"{i}+1"}} for i in range(2000)]
+    backend = ScriptedBackend.from_texts(f"<tool_call>{json.dumps(many)}</tool_call>", "done.")
+    asked: list[ToolCall] = []
+
+    def approve(call: ToolCall) -> Decision:
+        asked.append(call)
+        return Decision.APPROVE
+
+    runner = ToolTurnRunner(backend, ToolSet([calculator_tool()]), approve)
+    events = list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
+    assert len(asked) == MAX_CALLS_PER_ROUND == len([e for e in events if isinstance(e, ToolCall)])
+    (notice,) = [e for e in events if isinstance(e, Notice)]
+    assert "2,000 tool calls" in notice.text
+    last_tool = [m for m in backend.requests[-1].messages if m.get("role") == "tool"][-1]
+    assert "1968 more tool calls in that reply were not run" in str(last_tool["content"])

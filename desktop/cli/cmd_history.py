@@ -38,8 +38,15 @@ from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
 
-def open_store() -> HistoryStore:
-    return HistoryStore(ember_paths().ensure().history_db)
+def open_store(*, reading: bool = False) -> HistoryStore:
+    """The history; for a command that only reads, a database Ember cannot write is opened read-only."""
+    try:
+        return HistoryStore(ember_paths().ensure().history_db)
+    except (HistoryError, OSError):
+        path = ember_paths().history_db
+        if not reading or not path.is_file():
+            raise
+        return HistoryStore(path, read_only=True)
 
 
 # -- `ember history` ------------------------------------------------------------------
@@ -99,7 +106,7 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with open_store() as store:
+        with open_store(reading=args.history_action in _READING) as store:
             return int(args.history_action(store, args))
     except NotFoundError as exc:
         return fail(str(exc), EXIT_USAGE)
@@ -235,6 +242,9 @@ def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
     title = store.conversation(conv.id).title
     print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
     return EXIT_OK
+
+
+_READING = (_list, _show, _search, _export)  # these work on a history Ember cannot write
 
 
 # -- the history side of `ember chat` -------------------------------------------------
