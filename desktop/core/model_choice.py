@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from desktop.core.terminal_text import label_text
 from desktop.core.settings_resolver import saved_settings
+from desktop.core.terminal_text import label_text
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.errors import ModelLoadError

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.core.controller import ChatController
-from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count
 from desktop.core.tool_turns import ToolTurns, default_tools
+from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count
 from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
