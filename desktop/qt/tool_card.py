@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
-from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count
+from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count, needs_bulk_view
 from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
@@ -68,10 +68,14 @@ class ToolCallCard(QFrame):
         # the window for 20 s (bulk_text.py). The full text is still all there, scrolled.
         text = arguments_text(call.arguments)
         self.arguments = SlicedPlainText(self)
-        self.arguments.set_text(text)
+        bulk = needs_bulk_view(text)
+        if bulk:
+            self.arguments.set_text(text)
+        else:
+            self.arguments.setPlainText(text)  # ordinary arguments as they are (copied exactly)
         self.arguments.setAccessibleName("Tool arguments")
         # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
-        lines = min(display_line_count(text), ARGUMENTS_MAX_HEIGHT) + 1
+        lines = min(display_line_count(text) if bulk else text.count("\n") + 1, ARGUMENTS_MAX_HEIGHT) + 1
         height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
         self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
         self.status = _plain_label("", self)
