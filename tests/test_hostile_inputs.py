@@ -292,3 +292,9 @@ def test_the_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
         assert [c.title for c in store.conversations()] == ["kept"]
         with pytest.raises(HistoryError):
             store.rename(conv.id, "changed")
+
+
+def test_a_schema_typed_in_the_window_nested_100000_deep_is_one_line() -> None:
+    from desktop.core.reply_format import parse_schema_text
+
+    assert parse_schema_text(DEEP) == (None, "Not usable: it is nested more than 256 levels deep.")
