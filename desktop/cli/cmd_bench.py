@@ -111,9 +111,12 @@ def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str,
 
 
 def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
+    # The long-line cases take a 1 MB line; a tiny run (the test suite's) takes 100 KB.
+    chars = 1_000_000 if n_tokens >= UI_TOKENS_QUICK else 100_000
     code = (
         "import json\nfrom desktop.qt.stall_bench import measure_ui_stall\n"
-        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s})))\n"
+        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s}, "
+        f"huge_piece_chars={chars})))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False,
