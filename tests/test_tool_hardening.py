@@ -284,3 +284,15 @@ def test_a_reply_with_2000_calls_runs_at_most_a_round_s_worth() -> None:
     assert "2,000 tool calls" in notice.text
     last_tool = [m for m in backend.requests[-1].messages if m.get("role") == "tool"][-1]
     assert "1968 more tool calls in that reply were not run" in str(last_tool["content"])
+
+
+def test_a_granted_folder_that_went_away_or_became_a_link_is_one_line(tmp_path: Path) -> None:
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    grants = FolderGrants([granted])
+    granted.rmdir()
+    with pytest.raises(ToolError, match="the granted folder granted cannot be opened"):
+        read_text_file(grants, "a.txt")
+    granted.symlink_to("/etc")
+    with pytest.raises(ToolError, match="the granted folder granted cannot be opened"):
+        list_folder(grants, ".")

@@ -105,7 +105,10 @@ def _opened(grants: FolderGrants, path: str, *, folder: bool) -> Generator[int]:
 def _open_below(root: Path, parts: list[str], *, folder: bool) -> int:
     if not _BY_DESCRIPTOR:  # Windows: no dir_fd; check each part, then open by name (files only)
         return _open_by_name(root, parts)
-    fd = os.open(root, os.O_RDONLY | _DIRECTORY)
+    try:  # the grant was resolved: a link in its place now is a swap, not the folder granted
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
+    except OSError as exc:
+        raise ToolError(f"the granted folder {root.name} cannot be opened: {exc.strerror or exc}") from None
     try:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
