@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,7 +159,7 @@ def test_the_kv_cache_holds_no_rejected_draft(lookup) -> None:  # type: ignore[n
     assert held[len(prompt):] == ids[:len(held) - len(prompt)]
     import llama_cpp.llama_cpp as ll
 
-    memory = ll.llama_get_memory(lookup._llm.ctx)  # not raw(): that empties the cache
+    memory: Any = ll.llama_get_memory(lookup._llm.ctx)  # not raw(): that empties the cache
     assert ll.llama_memory_seq_pos_max(memory, 0) == len(held) - 1
 
 

@@ -50,10 +50,10 @@ class DraftModel:
     def __init__(self, path: Path, *, target_vocab: Any, n_ctx: int, n_threads: int, n_gpu_layers: int,
                  flash_attn: bool, type_k: int, type_v: int) -> None:
         self.path = path
-        self._llm = _load(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
+        self._llm: Any = _load(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                           flash_attn=flash_attn, type_k=type_k, type_v=type_v)
         try:
-            vocab = ll.llama_model_get_vocab(self._llm.model)
+            vocab: Any = ll.llama_model_get_vocab(self._llm.model)
             problem = vocab_mismatch(target_vocab, vocab)
             if problem:
                 raise ConfigError(f"draft model {path.name} cannot draft for this model: {problem}")

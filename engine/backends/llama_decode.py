@@ -257,7 +257,7 @@ class KvCache:
 
     def can_trim(self) -> bool:
         """Whether the cache can drop its last positions (not a recurrent or hybrid model's)."""
-        model = ll.llama_get_model(self._ctx)
+        model: Any = ll.llama_get_model(self._ctx)
         return bool(self._memory) and not ll.llama_model_is_recurrent(model) and not ll.llama_model_is_hybrid(model)
 
     def keep(self, n: int) -> None:
