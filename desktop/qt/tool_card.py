@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
-    QPlainTextEdit,
     QPushButton,
     QSizePolicy,
     QToolButton,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
 from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count, needs_bulk_view
 from desktop.qt.composer import ComposerBar
 from desktop.qt.icons import set_icon
 from desktop.qt.theme import SPACE_MD, SPACE_SM
@@ -48,6 +48,7 @@ from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
+NAME_MAX_CHARS = 80
 SUMMARY_RESULT_CHARS = 60  # "Used calculator → 42": the result's first line, this long at most
 
 
@@ -126,26 +127,35 @@ class ToolCallCard(QFrame):
         self.summary.setAutoRaise(True)
         self.summary.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.summary.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.summary.setAccessibleName(f"Tool {call.name}")
+        self.summary.setAccessibleName(f"Tool {bounded_label_text(call.name, NAME_MAX_CHARS)}")
         self.summary.setAccessibleDescription("Shows or hides the tool's arguments and result")
         self.summary.toggled.connect(self._on_summary_toggled)
-        self.summary.set_full_text(f"Running {call.name}…")
         self.summary.hide()
-        self.title = _plain_label(f"Run the tool “{call.name}” with these arguments?", self)
+        self._name = name = bounded_label_text(call.name, NAME_MAX_CHARS)
+        self.title = _plain_label(f"Run the tool “{name}” with these arguments?", self)
         self.title.setObjectName("ToolTitle")
-        self.arguments = QPlainTextEdit(arguments_text(call.arguments), self)
-        self.arguments.setReadOnly(True)
+        # Shown a slice per event-loop turn, lines cut for display: a 1 MB argument used to freeze
+        # the window for 20 s (bulk_text.py). The full text is still all there, scrolled.
+        text = arguments_text(call.arguments)
+        self.arguments = SlicedPlainText(self)
+        bulk = needs_bulk_view(text)
+        if bulk:
+            self.arguments.set_text(text)
+        else:
+            self.arguments.setPlainText(text)  # ordinary arguments as they are (copied exactly)
         self.arguments.setObjectName("ToolArguments")
         self.arguments.setAccessibleName("Tool arguments")
-        self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         self.arguments.setTabChangesFocus(True)
-        self._fit_arguments()
+        # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
+        lines = min(display_line_count(text) if bulk else text.count("\n") + 1, ARGUMENTS_MAX_HEIGHT) + 1
+        height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
+        self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
         self.status = _plain_label("", self)
         self.status.setObjectName("ToolStatus")
         self.status.hide()
         self.approve = QPushButton("&Approve", self)
         self.always = QPushButton("Al&ways allow", self)
-        self.always.setToolTip(f"Run {call.name} without asking for the rest of this conversation")
+        self.always.setToolTip(f"Run {name} without asking for the rest of this conversation")
         self.deny = QPushButton("&Deny", self)
         self.approve.setProperty("kind", "primary")
         self._buttons = (self.approve, self.always, self.deny)
@@ -170,12 +180,6 @@ class ToolCallCard(QFrame):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
 
-    def _fit_arguments(self) -> None:
-        # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
-        lines = self.arguments.document().blockCount() + 1
-        height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
-        self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
-
     def set_asking(self, asking: bool) -> None:
         for button in self._buttons:
             button.setVisible(asking)
@@ -190,7 +194,7 @@ class ToolCallCard(QFrame):
             layout.setContentsMargins(*margins)
         if asking:
             self.summary.hide()
-            self.title.setText(f"Run the tool “{self.call.name}” with these arguments?")
+            self.title.setText(f"Run the tool “{self._name}” with these arguments?")
             for widget in (self.title, self.arguments):
                 widget.show()
             self.status.hide()
@@ -199,7 +203,7 @@ class ToolCallCard(QFrame):
     def show_running(self) -> None:
         """Running without asking (the tool is always allowed here): one line until the result."""
         if not self._outcome:
-            self._fold(f"Running {self.call.name}…")
+            self._fold(f"Running {self._name}…")
 
     @property
     def asking(self) -> bool:
@@ -214,9 +218,9 @@ class ToolCallCard(QFrame):
             return
         self.set_asking(False)
         self.set_status({Decision.APPROVE: "Approved — running…", Decision.DENY: "Denied",
-                         Decision.ALWAYS: f"Approved — {self.call.name} is always allowed here"}[decision])
+                         Decision.ALWAYS: f"Approved — {self._name} is always allowed here"}[decision])
         if decision is not Decision.DENY:
-            self._fold(f"Running {self.call.name}…")
+            self._fold(f"Running {self._name}…")
         self.decided.emit(decision)
 
     def set_status(self, text: str) -> None:
@@ -230,9 +234,8 @@ class ToolCallCard(QFrame):
         if approval == "denied":
             self.set_status("Denied")
         else:
-            shown = result if len(result) <= RESULT_PREVIEW_CHARS else result[:RESULT_PREVIEW_CHARS] + "…"
-            self.set_status(("Failed: " if error else "Result: ") + shown)
-        self._fold(outcome_summary(self.call.name, approval, result, error))
+            self.set_status(("Failed: " if error else "Result: ") + bounded_label_text(result, RESULT_PREVIEW_CHARS))
+        self._fold(outcome_summary(self._name, approval, result[:SUMMARY_RESULT_CHARS * 4], error))
 
     def _fold(self, summary: str) -> None:
         self.summary.set_full_text(summary)
@@ -240,7 +243,7 @@ class ToolCallCard(QFrame):
         layout = self.layout()
         if layout is not None:
             layout.setContentsMargins(0, 0, 0, 0)
-        self.title.setText(f"Arguments for {self.call.name}:")
+        self.title.setText(f"Arguments for {self._name}:")
         self.summary.setChecked(False)
         self._on_summary_toggled(False)
 
@@ -342,7 +345,7 @@ class ToolCardArea(QWidget):
 
     def show_notice(self, text: str) -> None:
         """One line about the tools themselves (a server that could not start, the round limit)."""
-        label = _plain_label(text, self)
+        label = _plain_label(bounded_label_text(text, RESULT_PREVIEW_CHARS), self)
         label.setObjectName("ToolNotice")
         self.notices.append(label)
         self._place(label)

@@ -130,6 +130,20 @@ def _centred(widget: QWidget, parent: QWidget) -> QWidget:
     return row
 
 
+DRAFT_TIP = ("Speculative decoding: tokens guessed ahead (from the conversation or a draft model) "
+             "and how many the model confirmed; every shown token is still the model's own choice.")
+
+
+def speed_text(stats: TurnStats) -> str:
+    """`41.2 tok/s`, with the speculative drafts when there were any: `· 30/40 drafted accepted`."""
+    if not stats.tokens_per_s:
+        return ""
+    text = f"{stats.tokens_per_s:.1f} tok/s"
+    if stats.drafted:
+        text += f" · {stats.accepted}/{stats.drafted} drafted accepted"
+    return text
+
+
 class StatusLine(QStatusBar):
     """Model, device, the last reply's speed and the context used."""
 
@@ -154,10 +168,13 @@ class StatusLine(QStatusBar):
 
     def show_stats(self, stats: TurnStats) -> None:
         """A reply ended: its speed (the context figure is the meter's, `show_context`)."""
-        self.show_speed(stats.tokens_per_s)
+        self.speed.setText(speed_text(stats))
+        self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
 
     def show_speed(self, tokens_per_s: float) -> None:
+        """The live speed while a reply streams (none: cleared)."""
         self.speed.setText(f"{tokens_per_s:.1f} tok/s" if tokens_per_s > 0 else "")
+        self.speed.setToolTip("")
 
     def show_context(self, text: str, tip: str) -> None:
         """The same figure as the composer's meter: one count for the chat on screen."""
