@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 from serve_helpers import Served, serve
 
+from desktop.serve.record import ApiHistory
 from engine.backends.scripted import ScriptedBackend
+from engine.history.store import HistoryStore
 
 TOOLS: list[Any] = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
@@ -217,3 +220,32 @@ def test_a_context_overflow_is_a_400_with_openai_code(served: list[Served]) -> N
     with pytest.raises(openai.BadRequestError):
         list(_client(s).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 50}],
                                                 stream=True))
+
+
+def test_requests_are_recorded_only_with_record(served: list[Served], tmp_path: Path) -> None:
+    db = tmp_path / "history.db"
+    s = serve(ScriptedBackend.from_texts(["<think>", "Hm.", "</think>", "Blue."], "Green."),
+              history=ApiHistory(lambda: HistoryStore(db)))
+    served.append(s)
+    convo: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sky colour?"},
+                        {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Grass colour?"}]
+    _client(s).chat.completions.create(model="m", messages=convo[:2])
+    _client(s).chat.completions.create(model="m", messages=convo)
+    s.close()
+    served.remove(s)
+    store = HistoryStore(db)
+    try:
+        conversations = store.conversations()
+        assert len(conversations) == 2
+        latest = max(conversations, key=lambda c: c.id)
+        path = store.path(latest.id)
+        assert [(m.role, m.content) for m in path] == [("user", "Sky colour?"), ("assistant", "Blue."),
+                                                       ("user", "Grass colour?"), ("assistant", "Green.")]
+        assert latest.settings.get("system") == "Be brief."
+        first = store.path(min(conversations, key=lambda c: c.id).id)
+        assert first[-1].thinking == "Hm." and first[-1].status == "complete"
+    finally:
+        store.close()
+    plain = serve(ScriptedBackend.from_texts("x"))
+    served.append(plain)
+    assert plain.state.history is None  # the default: nothing is recorded

@@ -17,9 +17,11 @@ import sys
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, threads_arg
+from desktop.cli.cmd_history import open_store
 from desktop.cli.common import EXIT_OK, fail, open_backend, positive_int, run_settings, warn
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine
 from desktop.serve.app import ServeState
+from desktop.serve.record import ApiHistory
 from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
 from engine.errors import ConfigError, EngineError
@@ -36,6 +38,7 @@ def register(sub: Any) -> None:
     p.add_argument("--api-key-env", metavar="VAR", help="require the API key held by this environment variable")
     p.add_argument("--queue", type=positive_int, default=DEFAULT_MAX_WAITING, metavar="N",
                    help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429")
+    p.add_argument("--record", action="store_true", help="record API requests in the history (default: not)")
     p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default: the model's setting)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     engine = Engine(backend)
     state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, settings),
-                       api_key=key, line=ModelLine(args.queue))
+                       api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None)
     sys.stdout.write(f"Serving {backend.name} on {address(sock)} (Ctrl+C stops)\n")
     sys.stdout.flush()
     try:

@@ -29,6 +29,7 @@ from starlette.routing import Route
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine, QueueFull
 from desktop.serve.completions import Envelope, Reply, TurnJob
 from desktop.serve.errors import ApiError, turn_error
+from desktop.serve.record import ApiHistory
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
 from engine.events import TurnError
 from engine.runtime import Engine
@@ -52,6 +53,7 @@ class ServeState:
     line: ModelLine = field(default_factory=lambda: ModelLine(DEFAULT_MAX_WAITING))
     on_request: Callable[[], None] = lambda: None  # the window's request counter
     jobs: set[asyncio.Task[None]] = field(default_factory=lambda: set[asyncio.Task[None]]())
+    history: ApiHistory | None = None  # `--record`: requests become conversations
     requests: int = 0
 
 
@@ -161,7 +163,8 @@ async def _complete(request: Request, state: ServeState, call: ChatCall) -> Resp
                        headers={"Retry-After": str(full.retry_after_s)}) from None
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
-    job = TurnJob(state.engine, call, state.line.release)
+    observer = state.history.begin(call, state.model_id()) if state.history is not None else None
+    job = TurnJob(state.engine, call, state.line.release, observer)
     state.jobs.add(job.task)
     job.task.add_done_callback(state.jobs.discard)
     reply = Reply(call, job.cancel)

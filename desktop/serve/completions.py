@@ -53,18 +53,24 @@ def runner_for(call: ChatCall) -> Callable[[Backend], TurnSource]:
 class TurnJob:
     """The turn of one request, running on the engine; `events()` hands its events over."""
 
-    def __init__(self, engine: Engine, call: ChatCall, on_end: Callable[[], None]) -> None:
+    def __init__(self, engine: Engine, call: ChatCall, on_end: Callable[[], None],
+                 observer: Callable[[AnyEvent], None] | None = None) -> None:
         self.cancel = CancelToken()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._on_end = on_end
+        self._observer = observer  # sees every event to the end (`--record`), even after a disconnect
         self.task = asyncio.ensure_future(self._run(engine, call))
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
             async for event in engine.run_turn(request_for(call), self.cancel, runner_for=runner_for(call)):
                 self._queue.put_nowait(event)
+                if self._observer is not None:
+                    self._observer(event)
         except EngineError as exc:  # e.g. no model loaded
             self._queue.put_nowait(TurnError(error_kind(exc), str(exc), TurnStats()))
+            if self._observer is not None:
+                self._observer(TurnError(error_kind(exc), str(exc), TurnStats()))
         except Exception as exc:  # a bug must still end the response, not hang it
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise

@@ -105,6 +105,8 @@ async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event |
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sock.close()
+        if state.history is not None:
+            state.history.close()
 
 
 class ServerThread:
