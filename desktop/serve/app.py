@@ -15,7 +15,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -170,21 +170,32 @@ async def _complete(request: Request, state: ServeState, call: ChatCall) -> Resp
     reply = Reply(call, job.cancel)
     envelope = Envelope(state.model_id())
     events = job.events()
+    streaming = False
     try:  # a disconnect cancels the wait, which closes `events`, which cancels the turn
         first = await _or_disconnect(request, anext(events, None))
         if first is None:  # the server is stopping: its jobs were cancelled
-            raise ApiError(503, "the server is shutting down", code="shutting_down")
+            raise _shutting_down()
         if isinstance(first, TurnError):
             raise turn_error(first)
         if call.stream:
+            streaming = True  # from here `_stream` owns `events`
             return EventSourceResponse(_stream(first, events, reply, envelope), ping=PING_S, sep="\n")
         reply.take(first)
         await _or_disconnect(request, _collect(events, reply))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
+    finally:
+        if not streaming:
+            await events.aclose()
     if reply.error is not None:
         raise turn_error(reply.error)
+    if not reply.finished:
+        raise _shutting_down()
     return JSONResponse(envelope.completion(reply))
+
+
+def _shutting_down() -> ApiError:
+    return ApiError(503, "the server is shutting down", code="shutting_down")
 
 
 async def _collect(events: AsyncIterator[AnyEvent], reply: Reply) -> None:
@@ -192,7 +203,7 @@ async def _collect(events: AsyncIterator[AnyEvent], reply: Reply) -> None:
         reply.take(event)
 
 
-async def _stream(first: AnyEvent, events: AsyncIterator[AnyEvent], reply: Reply,
+async def _stream(first: AnyEvent, events: AsyncGenerator[AnyEvent, None], reply: Reply,
                   envelope: Envelope) -> AsyncIterator[str]:
     """SSE data lines: a role chunk, the deltas, the finish chunk, usage if asked, `[DONE]`.
 
@@ -211,12 +222,13 @@ async def _stream(first: AnyEvent, events: AsyncIterator[AnyEvent], reply: Reply
                 yield json.dumps(envelope.chunk(delta), ensure_ascii=False)
             if reply.finished:
                 break
-        if reply.error is not None:
-            yield json.dumps(turn_error(reply.error).body(), ensure_ascii=False)
+        if reply.error is not None or not reply.finished:  # not finished: the server is stopping
+            error = turn_error(reply.error) if reply.error is not None else _shutting_down()
+            yield json.dumps(error.body(), ensure_ascii=False)
         else:
             yield json.dumps(envelope.chunk({}, reply.finish_reason))
             if reply.call.include_usage:
                 yield json.dumps(envelope.usage_chunk(reply))
         yield "[DONE]"
     finally:
-        await events.aclose()  # pyright: ignore[reportAttributeAccessIssue]
+        await events.aclose()

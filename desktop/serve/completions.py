@@ -16,7 +16,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,9 +68,10 @@ class TurnJob:
                 if self._observer is not None:
                     self._observer(event)
         except EngineError as exc:  # e.g. no model loaded
-            self._queue.put_nowait(TurnError(error_kind(exc), str(exc), TurnStats()))
+            error = TurnError(error_kind(exc), str(exc), TurnStats())
+            self._queue.put_nowait(error)
             if self._observer is not None:
-                self._observer(TurnError(error_kind(exc), str(exc), TurnStats()))
+                self._observer(error)
         except Exception as exc:  # a bug must still end the response, not hang it
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise
@@ -78,7 +79,7 @@ class TurnJob:
             self._queue.put_nowait(_END)
             self._on_end()
 
-    async def events(self) -> AsyncIterator[AnyEvent]:
+    async def events(self) -> AsyncGenerator[AnyEvent, None]:
         """The turn's events; leaving early (a disconnect) cancels the turn."""
         try:
             while (event := await self._queue.get()) is not _END:
