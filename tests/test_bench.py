@@ -26,7 +26,7 @@ REQUIRED = (
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
         "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
-        "--serve-runs", "1"]  # fmt: skip
+        "--serve-runs", "0"]  # fmt: skip  (ember serve's rows: test_serve_bench.py)
 
 
 @pytest.mark.slow
@@ -51,9 +51,6 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     assert report["history_search_ms"] is not None
     assert report["long_chat_turns"] == 6 and report["long_chat_ttft_turn5_ms"] > 0  # long chat (#16)
     assert report["gui_open_2000_ms"] is not None and report["sidebar_5000_fill_ms"] is not None, report["notes"]
-    assert report["serve_vs_engine_tps_ratio"] > 0 and report["serve_32_clients_total_tps"] > 0  # ember serve (#26)
-    assert report["serve_outputs_match"] and report["serve_ttft_overhead_ms"] is not None
-    assert report["serve_vs_llama_cpp_server_tps_ratio"] is not None, report["notes"]
     if (ROOT / "desktop" / "stall_bench.py").is_file():
         assert report["ui_max_stall_ms"] is not None, report["notes"]
 
