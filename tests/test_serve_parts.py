@@ -104,4 +104,4 @@ def test_a_named_tool_choice_offers_only_that_tool() -> None:
     call = parse_chat({"messages": [{"role": "user", "content": "x"}], "tools": tools,
                        "tool_choice": {"type": "function", "function": {"name": "b"}}}, DEFAULTS)
     assert call.tools is not None and [t["function"]["name"] for t in call.tools] == ["b"]
-    assert call.messages[-1]["content"].endswith("Answer by calling the tool b.")
+    assert call.messages[0] == {"role": "system", "content": "Answer by calling the tool b."}

@@ -39,7 +39,7 @@ def test_the_toggle_serves_counts_and_stops(qtbot: QtBot) -> None:
         assert toggle.text() == f"Serving :{toggle.server.port} · 1"
         toggle._fill_menu()
         labels = [a.text() for a in toggle.menu().actions()]
-        assert url in labels and "1 requests served" in labels and "Stop serving" in labels
+        assert url in labels and "1 request served" in labels and "Stop serving" in labels
         toggle.stop()
         assert not toggle.serving and toggle.text() == "Serve"
         try:

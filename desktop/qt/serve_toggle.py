@@ -35,6 +35,7 @@ class ServeToggle(QToolButton):
         self.setAccessibleName("Local API server")
         self.setAutoRaise(True)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")  # the text says enough
         self.controller = controller
         self.port = port
         self.server: ServerThread | None = None
@@ -101,7 +102,7 @@ class ServeToggle(QToolButton):
             self.setToolTip(f"Serve the model as an OpenAI-compatible API on localhost:{self.port}")
         else:
             self.setText(f"Serving :{self.server.port} · {self.requests}")
-            self.setToolTip(f"{self.server.address} · {self.requests} requests")
+            self.setToolTip(f"{self.server.address} · {_requests(self.requests)}")
 
     def _fill_menu(self) -> None:
         menu = self._menu
@@ -111,10 +112,14 @@ class ServeToggle(QToolButton):
             return
         address = self.server.address
         menu.addAction(address).setEnabled(False)
-        menu.addAction(f"{self.requests} requests served").setEnabled(False)
+        menu.addAction(f"{_requests(self.requests)} served").setEnabled(False)
         menu.addSeparator()
         menu.addAction("Copy address", lambda: QGuiApplication.clipboard().setText(address))
         menu.addAction("Stop serving", self.stop)
+
+
+def _requests(n: int) -> str:
+    return f"{n} request" if n == 1 else f"{n} requests"
 
 
 def install_serve(window: QWidget, controller: ChatController) -> ServeToggle:

@@ -18,6 +18,7 @@ from typing import Any, cast
 from desktop.serve.errors import bad_request
 from engine.backends.base import Message, Sampling, Schema
 from engine.errors import ConfigError
+from engine.turns.rounds import fold_system
 from engine.turns.structured import compile_schema
 
 MAX_MESSAGES = 4096
@@ -82,8 +83,8 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
     if tools and schema is not None:
         raise bad_request("tools and response_format cannot be used together", "response_format")
     messages = _messages(body.get("messages"))
-    if choice_line:
-        messages = (*messages[:-1], _with_line(messages[-1], choice_line)) if messages else messages
+    if choice_line:  # the template has no field for it: the system message carries it
+        messages = fold_system(messages, choice_line)
     return ChatCall(model=model, messages=messages, sampling=_sampling(body, defaults.sampling),
                     max_tokens=_max_tokens(body, defaults), stream=stream, include_usage=include_usage,
                     stops=_stops(body.get("stop")), tools=tools, schema=schema)
@@ -255,12 +256,6 @@ def _tool_choice(value: Any, names: list[str]) -> str:
     if name not in names:
         raise bad_request(f"'tool_choice' names {name!r}, which is not among the tools", "tool_choice")
     return name
-
-
-def _with_line(message: Message, line: str) -> Message:
-    """`line` appended to the last message (a tool choice the template has no field for)."""
-    content = str(message.get("content") or "")
-    return {**message, "content": f"{content}\n\n{line}" if content else line}
 
 
 # -- messages ----------------------------------------------------------------------------------
