@@ -69,8 +69,9 @@ class EchoBackend(PlainBackend):
 
     capabilities = Capabilities(device="Scripted")
 
-    def __init__(self, delay_s: float = 0.0, repeat: int = 1) -> None:
+    def __init__(self, delay_s: float = 0.0, repeat: int = 1, gate: threading.Event | None = None) -> None:
         self.name = "echo"
+        self.gate = gate  # when given, every reply waits until it is set (a model held as long as a test needs)
         self.delay_s = delay_s
         self.repeat = repeat
         self.pieces = 0
@@ -80,6 +81,8 @@ class EchoBackend(PlainBackend):
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         words = ("echo: " + last_user_text(request.messages)).split(" ") * self.repeat
         info.prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in request.messages)
+        while self.gate is not None and not self.gate.wait(0.01) and not cancel.cancelled:
+            pass
         for i, word in enumerate(words):
             if self.delay_s:
                 time.sleep(self.delay_s)

@@ -104,7 +104,8 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(echo: tuple[Served, E
 
 
 def test_a_full_line_gets_429_with_retry_after() -> None:
-    backend = EchoBackend(delay_s=0.05, repeat=10)
+    gate = threading.Event()
+    backend = EchoBackend(gate=gate)
     s = serve(backend, max_waiting=1)
     try:
         results: list[httpx.Response] = []
@@ -116,6 +117,7 @@ def test_a_full_line_gets_429_with_retry_after() -> None:
         refused = _post(s, _chat("one too many"))
         error = _error(refused, 429)
         assert error["code"] == "queue_full" and int(refused.headers["retry-after"]) >= 1
+        gate.set()
         for t in threads:
             t.join(30)
         assert [r.status_code for r in results] == [200, 200]
@@ -150,7 +152,8 @@ def test_a_disconnect_mid_stream_cancels_the_generation() -> None:
 
 
 def test_a_client_that_leaves_while_queued_gives_up_its_place() -> None:
-    backend = EchoBackend(delay_s=0.05, repeat=20)
+    gate = threading.Event()
+    backend = EchoBackend(repeat=20, gate=gate)
     s = serve(backend, max_waiting=1)
     try:
         first = threading.Thread(target=lambda: _post(s, _chat("first")))
@@ -159,6 +162,7 @@ def test_a_client_that_leaves_while_queued_gives_up_its_place() -> None:
         with pytest.raises(httpx.ReadTimeout):
             _post(s, _chat("impatient"), timeout=0.3)
         _wait_for(lambda: s.state.line.waiting == 0)
+        gate.set()
         first.join(30)
         assert backend.pieces == 2 * 20 + 0  # the impatient request never reached the model
     finally:
