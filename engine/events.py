@@ -84,6 +84,8 @@ class TurnStats:
     finish_reason: str = "stop"  # stop | length | cancelled
     context_used: int = 0
     context_size: int = 0
+    drafted: int = 0  # speculative decoding: draft tokens proposed, and accepted by the model
+    accepted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

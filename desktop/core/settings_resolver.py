@@ -30,6 +30,7 @@ class Overrides:
     gpu_layers: int | None = None
     threads: int | None = None
     system_prompt: str | None = None
+    kv_cache: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ from models.gguf.meta import ModelMetadata, read_metadata
 from models.library.settings import ModelSettings
 
 LOCAL_ONLY = "Settings are for local model files; a server uses its own."
-LOAD_TIME = ("context_length", "gpu_layers", "threads")  # the settings a model is built with
+# The settings a model is built with: changing one reloads it.
+LOAD_TIME = ("context_length", "gpu_layers", "threads", "kv_cache", "prompt_lookup", "draft_model")
 
 
 def needs_reload(loaded: ModelSettings, saved: ModelSettings, n_ctx_train: int | None = None) -> bool:

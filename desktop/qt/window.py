@@ -102,6 +102,20 @@ def _centred(widget: QWidget, parent: QWidget) -> QWidget:
     return row
 
 
+DRAFT_TIP = ("Speculative decoding: tokens guessed ahead (from the conversation or a draft model) "
+             "and how many the model confirmed; every shown token is still the model's own choice.")
+
+
+def speed_text(stats: TurnStats) -> str:
+    """`41.2 tok/s`, with the speculative drafts when there were any: `· 30/40 drafted accepted`."""
+    if not stats.tokens_per_s:
+        return ""
+    text = f"{stats.tokens_per_s:.1f} tok/s"
+    if stats.drafted:
+        text += f" · {stats.accepted}/{stats.drafted} drafted accepted"
+    return text
+
+
 class StatusLine(QStatusBar):
     """Model, device, the last reply's speed and the context used."""
 
@@ -125,7 +139,8 @@ class StatusLine(QStatusBar):
         self.device.setToolTip(info.device_note if info else "")
 
     def show_stats(self, stats: TurnStats) -> None:
-        self.speed.setText(f"{stats.tokens_per_s:.1f} tok/s" if stats.tokens_per_s else "")
+        self.speed.setText(speed_text(stats))
+        self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
         if stats.context_size:
             self.context.setText(f"Context {stats.context_used:,} / {stats.context_size:,}")
         elif stats.context_used:

@@ -22,6 +22,8 @@ class Tally:
     retries: int = 0
     stripped: int = 0
     attempts: int = 0
+    drafted: int = 0
+    accepted: int = 0
     finish_reason: str = "stop"
 
     def mark_piece(self) -> None:
@@ -37,6 +39,8 @@ class Tally:
         self.retries += info.retries
         self.finish_reason = info.finish_reason
         self.stripped += stripped
+        self.drafted += info.drafted
+        self.accepted += info.accepted
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
@@ -49,4 +53,5 @@ class Tally:
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
             context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
+            drafted=self.drafted, accepted=self.accepted,
         )
