@@ -74,6 +74,7 @@ class StructuredValue:
 class TurnStats:
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, how many the KV cache already held (not evaluated again)
     ttft_ms: float = 0.0
     tokens_per_s: float = 0.0
     total_ms: float = 0.0

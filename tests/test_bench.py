@@ -26,7 +26,7 @@ REQUIRED = (
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
         "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
-        "--skip-decoding"]  # fmt: skip
+        "--skip-decoding", "--serve-runs", "0"]  # fmt: skip  (ember serve's rows: test_serve_bench.py)
 
 
 @pytest.mark.slow
