@@ -89,11 +89,15 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
+        window.restore_state()
         window.show()
         log.info("window shown: %s", choice.label)
         tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
+        last = window.state.conversation
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
+        elif last is not None and controller.history is not None:
+            tasks.append(asyncio.ensure_future(controller.open_conversation(last)))  # where the user left off
         await closed.wait()
         for task in tasks:
             task.cancel()
