@@ -63,7 +63,7 @@ class TurnJob:
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
-            async for event in engine.run_turn(request_for(call), self.cancel, runner_for=runner_for(call)):
+            async for event in engine.run_turn(request_for(call), self.cancel, runner_for=runner_for(call), apart=True):
                 self._queue.put_nowait(event)
                 if self._observer is not None:
                     self._observer(event)
