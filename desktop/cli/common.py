@@ -83,7 +83,7 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
             pass  # the load reports the missing model or the link loop
     overrides = Overrides(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
                           context_length=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
-                          system_prompt=args.system)
+                          system_prompt=args.system, kv_cache=getattr(args, "kv_cache", None))
     return resolve(saved, overrides)
 
 
@@ -91,6 +91,7 @@ def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
     """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
     from engine.backends.factory import make_backend, parse_backend_spec
     from engine.errors import ConfigError
+    from models.library.settings import load_options
 
     spec = parse_backend_spec(args.backend)
     if spec.kind == "openai":
@@ -101,5 +102,4 @@ def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
         return make_backend(spec, model_name=name, api_key=key)
     s = settings.model
     path = model_path(args) if spec.kind == "llama" else None
-    return make_backend(spec, model_path=path, n_ctx=s.context_length, n_gpu_layers=s.gpu_layers,
-                        n_threads=s.threads)
+    return make_backend(spec, model_path=path, **load_options(s))

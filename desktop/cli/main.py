@@ -1,4 +1,4 @@
-"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`.
+"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`, `serve`.
 
 Subcommands live in `desktop/cli/cmd_<name>.py`, each exposing `register(subparsers)`; none of
 them imports Qt, so the CLI works without a display.
@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "measure speed against raw llama-cpp-python, and the GUI under load",
     "tools": "list the built-in tools and the MCP servers' tools",
     "doctor": "show llama.cpp's build, backends and devices, and whether the GPU is used",
+    "serve": "serve the model as a local OpenAI-compatible API",
 }
 _VALUE_OPTIONS = ("--model", "--backend", "--prompt")  # the top-level options that take a value
 
