@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 
@@ -92,6 +94,7 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
         window.restore_state()
         window.show()
         log.info("window shown: %s", choice.label)
+        warm_up()
         tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
         last = window.state.conversation
         if prompt:
@@ -104,6 +107,25 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
         await controller.aclose()
     log.info("window closed, engine stopped")
     return EXIT_OK
+
+
+# Imported on first use, not before the first paint; warmed up on a thread once the window is up.
+WARM_UP = ("jsonschema.validators", "pygments.lexers")
+
+
+def warm_up(modules: tuple[str, ...] = WARM_UP) -> threading.Thread:
+    """Import `modules` on a daemon thread (the first structured reply or code block then finds them loaded)."""
+
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:  # a missing optional part is reported where it is used
+                log.warning("warm-up: %s: %s", name, exc)
+
+    thread = threading.Thread(target=run, name="ember-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 class SignalBridge(QObject):

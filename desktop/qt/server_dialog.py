@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from qasync import asyncSlot
 
 from desktop.core.model_choice import remote_label
+from engine.backends.openai import OpenAIBackend, list_models
 from engine.errors import EngineError
 from models.library.remote_keys import load_api_key, save_api_key
 from models.library.scan import RemoteServer, load_library_state, save_library_state
@@ -38,8 +39,6 @@ URL_HINT = "http://localhost:8080/v1"
 
 def normalize_url(text: str, api_key: str | None = None) -> str:
     """The base URL as the backend will use it; ConfigError for a bad URL or key (no network)."""
-    from engine.backends.openai import OpenAIBackend  # httpx: loaded when a server is first typed, not at start
-
     return OpenAIBackend(text, api_key=api_key or None).base_url
 
 
@@ -122,8 +121,6 @@ class ServerDialog(QDialog):
         self._say(f"Asking {base} for its models…")
         try:
             key = self._key_for(base)
-            from engine.backends.openai import list_models
-
             # A closure, not arguments: qasync's executor logs a callback's arguments at DEBUG.
             ids = await asyncio.to_thread(lambda: list_models(base, key))
         except EngineError as exc:  # the backend's message is readable and redacted
