@@ -135,14 +135,14 @@ def huge_piece(chars: int = HUGE_PIECE_CHARS) -> list[str]:
 
 
 def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
-                     huge_piece_chars: int = HUGE_PIECE_CHARS) -> dict[str, float]:
+                     huge_piece_chars: int = HUGE_PIECE_CHARS, line_chars: int = HUGE_PIECE_CHARS) -> dict[str, float]:
     """Stream `n_tokens` at `tokens_per_s` into a real window; report the loop's stalls (ms).
 
     Keys: ui_max_stall_ms, ui_p99_stall_ms, ui_catchup_ms (from the last token to the full
     text on screen), tokens_per_s_actual; then the same stalls for a reply that is one huge
     piece (`huge_piece_chars`, no spaces or newlines): ui_huge_piece_max_stall_ms,
     ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured); and the
-    worst stalls while an approval card shows an argument of that many characters on one line
+    worst stalls while an approval card shows an argument of `line_chars` characters on one line
     (ui_card_line_max_stall_ms), while such a line is pasted into the composer
     (ui_paste_line_max_stall_ms) and while it is then sent (ui_send_line_max_stall_ms).
     Must be called without a running asyncio loop.
@@ -156,8 +156,9 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
             huge = loop.run_until_complete(run_stall_bench(1, 1000, pieces=huge_piece(huge_piece_chars)))
             result.update({f"ui_huge_piece_{k.removeprefix('ui_')}": v for k, v in huge.items()
                            if k.startswith("ui_")})
-            result["ui_card_line_max_stall_ms"] = loop.run_until_complete(run_card_bench(huge_piece_chars))
-            paste, send = loop.run_until_complete(run_paste_bench(huge_piece_chars))
+        if line_chars:
+            result["ui_card_line_max_stall_ms"] = loop.run_until_complete(run_card_bench(line_chars))
+            paste, send = loop.run_until_complete(run_paste_bench(line_chars))
             result.update(ui_paste_line_max_stall_ms=paste, ui_send_line_max_stall_ms=send)
         return result
     finally:
