@@ -27,6 +27,7 @@ from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
 from desktop.qt.platform_check import platform_problem
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError
@@ -84,6 +85,7 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
+    install_documents(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):

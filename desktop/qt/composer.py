@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
 
@@ -20,9 +20,11 @@ class ComposerEdit(QPlainTextEdit):
 
     Signals:
         submitRequested(): Enter was pressed.
+        filesDropped(list): local files were dropped or pasted (their paths; attached, not typed).
     """
 
     submitRequested = Signal()
+    filesDropped = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -49,6 +51,17 @@ class ComposerEdit(QPlainTextEdit):
         super().resizeEvent(event)
         self._fit_height()  # wrapping changes with the width
 
+    # Drop and paste share these two: local files become attachments, anything else is text.
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(_local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        files = _local_files(source)
+        if files:
+            self.filesDropped.emit(files)
+        else:
+            super().insertFromMimeData(source)
+
     def _fit_height(self) -> None:
         lines = min(MAX_LINES, max(MIN_LINES, self._visual_lines()))
         margins = self.contentsMargins().top() + self.contentsMargins().bottom()
@@ -64,6 +77,10 @@ class ComposerEdit(QPlainTextEdit):
             lines += max(1, layout.lineCount() if layout is not None else 1)
             block = block.next()
         return lines
+
+
+def _local_files(source: QMimeData) -> list[str]:
+    return [u.toLocalFile() for u in source.urls() if u.isLocalFile()] if source.hasUrls() else []
 
 
 class ComposerBar(QFrame):

@@ -15,6 +15,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
+from desktop.core.citations import sources_from_stats
 from desktop.core.controller import ChatController
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem
 from desktop.core.reply_format import ReplyFormat
@@ -77,6 +78,7 @@ class HistoryPresenter(QObject):
         widget = self.window.conversation.stored_reply_widget(msg.model or self._model_label(), msg.content,
                                                               msg.thinking, msg.status)
         widget.set_history(msg.id, item.versions)
+        widget.set_sources(sources_from_stats(msg.stats))
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:

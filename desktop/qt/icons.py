@@ -38,6 +38,7 @@ GLYPHS: dict[str, str] = {
     "keyboard": "ph.keyboard",
     "sparkle": "ph.sparkle",
     "theme": "ph.circle-half",
+    "attach": "ph.paperclip",
 }
 
 
