@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_long_paragraphs_overlap_and_passages_stay_bounded() -> None:
     text = " ".join(f"w{i}" for i in range(2000))
     spans = list(chunk_spans(text, target=300, overlap=60))
     assert all(e - s <= 300 for s, e in spans)
-    assert all(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))  # each overlaps the one before
+    assert all(b[0] < a[1] for a, b in itertools.pairwise(spans))  # each overlaps the one before
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
 
 

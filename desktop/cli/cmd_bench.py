@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_long_chat
+from desktop.cli import bench_docs, bench_long_chat
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
@@ -43,6 +43,7 @@ def register(sub: Any) -> None:
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
     bench_long_chat.add_arguments(p)
+    bench_docs.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -193,6 +194,7 @@ def _row(label: str, value: str) -> str:
 
 def format_report(r: dict[str, Any]) -> str:
     lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
+    lines += bench_docs.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -211,6 +213,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
     report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_docs.collect(args, config_from(args), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

@@ -24,10 +24,10 @@ from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
 from desktop.qt.platform_check import platform_problem
-from desktop.qt.documents_ui import install_documents
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError

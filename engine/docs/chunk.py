@@ -11,6 +11,7 @@ straddles a break is still found whole in one of them.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
     bounds = sorted({0, len(text), *(m.end() for m in _PARAGRAPH_BREAK.finditer(text)),
                      *(m.start() for m in _HEADING.finditer(text))})
     start, fences = None, 0
-    for s, e in zip(bounds, bounds[1:], strict=False):
+    for s, e in itertools.pairwise(bounds):
         if start is None:
             start = s
         fences += text.count("```", s, e)
