@@ -126,7 +126,7 @@ def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
     dialog = button.open_collections()
     assert isinstance(dialog, CollectionsDialog)
     chat.qtbot.addWidget(dialog)
-    dialog.create("Manuals")
+    dialog.create_collection("Manuals")
     assert dialog.selected() == "Manuals"
     dialog.add_paths([folder])
     chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 4)

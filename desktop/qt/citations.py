@@ -83,15 +83,15 @@ class SourcesRow(QLabel):
     def __init__(self, actions: CitationActions, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Muted")
-        self.actions = actions
+        self.citations = actions
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setWordWrap(True)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
                                      | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.setOpenExternalLinks(False)
         self.setAccessibleName("Sources")
-        self.linkHovered.connect(lambda link: self.actions.hover(cite_number(link) if link else None, self))
-        self.linkActivated.connect(lambda link: self.actions.open(cite_number(link)))
+        self.linkHovered.connect(lambda link: self.citations.hover(cite_number(link) if link else None, self))
+        self.linkActivated.connect(lambda link: self.citations.open(cite_number(link)))
         self.hide()
 
     def show_sources(self, sources: Sequence[SourceRef]) -> None:

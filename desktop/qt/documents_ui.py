@@ -144,7 +144,7 @@ class _Worker(QObject):
         super().__init__()
         self._job = job
         self.cancelled = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="ember-docs-index", daemon=True)
+        self.runner = threading.Thread(target=self._run, name="ember-docs-index", daemon=True)
 
     def _run(self) -> None:
         try:
@@ -261,9 +261,9 @@ class CollectionsDialog(QDialog):
     def _new(self) -> None:
         name, ok = QInputDialog.getText(self, "New collection", "Name:")
         if ok and name.strip():
-            self.create(name.strip())
+            self.create_collection(name.strip())
 
-    def create(self, name: str) -> None:
+    def create_collection(self, name: str) -> None:
         try:
             with self._index() as index:
                 index.create_collection(name)
@@ -315,7 +315,7 @@ class CollectionsDialog(QDialog):
         self.progress.show()
         self.buttons["cancel"].show()
         self._show_detail()
-        worker.thread.start()
+        worker.runner.start()
         return worker
 
     def _on_progress(self, done: int, total: int, pages: int, chunks: int, current: str) -> None:

@@ -345,7 +345,7 @@ class AssistantMessage(QFrame):
         """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
         actions = CitationActions(sources)
         self.answer.set_sources(actions)
-        self.sources_row.actions = actions
+        self.sources_row.citations = actions
         self.sources_row.show_sources(sources)
 
     def retrying(self, attempt: int, error: str) -> None:

@@ -7,10 +7,12 @@ font), so a benchmark needs nothing beyond Ember's own dependencies.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 WORDS = ("river stone window garden market ledger harbor candle meadow copper lantern orchard violet thunder "
          "pepper saddle timber velvet anchor bridge cellar falcon glacier hammer island jacket kettle ladder "
@@ -68,28 +70,55 @@ def needle_corpus(folder: Path, files: int = 200, words: int = 500, seed: int = 
 
 def write_pdf(path: Path, pages: Sequence[str] | Iterator[str], lines_per_page: int = 45,
               chars_per_line: int = 95) -> int:
-    """A PDF with a text layer, one page per text (wrapped to lines); returns the page count."""
-    import pypdfium2 as pdfium
-    import pypdfium2.raw as raw
+    """A PDF with a text layer, one page per text (wrapped to lines); returns the page count.
 
-    pdf = pdfium.PdfDocument.new()
+    Pages are written in small documents of `GROUP` pages and then imported into the file:
+    PDFium's page writing slows down as one document grows (2,000 pages written into one
+    document take minutes; this way, seconds).
+    """
+    pdfium: Any = importlib.import_module("pypdfium2")  # untyped
+    out = pdfium.PdfDocument.new()
     count = 0
     try:
+        group: list[str] = []
         for text in pages:
+            group.append(text)
+            if len(group) == GROUP:
+                count += _import_group(out, group, lines_per_page, chars_per_line)
+                group = []
+        if group:
+            count += _import_group(out, group, lines_per_page, chars_per_line)
+        out.save(str(path))
+    finally:
+        out.close()
+    return count
+
+
+GROUP = 50
+
+
+def _import_group(out: Any, texts: list[str], lines_per_page: int, chars_per_line: int) -> int:
+    pdfium: Any = importlib.import_module("pypdfium2")  # untyped
+    raw: Any = importlib.import_module("pypdfium2.raw")
+    pdf = pdfium.PdfDocument.new()
+    pointer_to: Any = ctypes.POINTER
+    wide: Any = pointer_to(raw.FPDF_WCHAR)  # UTF-16 text, as FPDFText_SetText takes it
+    try:
+        font = raw.FPDFText_LoadStandardFont(pdf.raw, b"Helvetica")  # one font object for every line
+        for text in texts:
             page = pdf.new_page(612, 792)
             for row, line in enumerate(_wrap(text, chars_per_line)[:lines_per_page]):
-                obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", 10.0)
+                obj = raw.FPDFPageObj_CreateTextObj(pdf.raw, font, 10.0)
                 buffer = ctypes.create_string_buffer((line + "\0").encode("utf-16-le"))
-                raw.FPDFText_SetText(obj, ctypes.cast(buffer, ctypes.POINTER(raw.FPDF_WCHAR)))
+                raw.FPDFText_SetText(obj, ctypes.cast(buffer, wide))
                 raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 40, 750 - row * 15)
                 raw.FPDFPage_InsertObject(page.raw, obj)
             raw.FPDFPage_GenerateContent(page.raw)
             page.close()
-            count += 1
-        pdf.save(str(path))
+        out.import_pages(pdf)
     finally:
         pdf.close()
-    return count
+    return len(texts)
 
 
 def _wrap(text: str, width: int) -> list[str]:

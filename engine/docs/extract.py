@@ -20,11 +20,13 @@ A file that cannot be read raises `DocumentError` naming it, in one line.
 from __future__ import annotations
 
 import codecs
+import importlib
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from engine.docs.errors import DocumentError
 
@@ -222,9 +224,13 @@ def _tidy(text: str) -> str:
 # -- PDF ---------------------------------------------------------------------------------
 
 
-def _pdf_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
-    import pypdfium2 as pdfium  # a native library: loaded only when a PDF is read
+def _pdfium() -> Any:
+    """pypdfium2 (untyped; a native library, loaded only when a PDF is read)."""
+    return importlib.import_module("pypdfium2")
 
+
+def _pdf_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
+    pdfium = _pdfium()
     try:
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
@@ -245,10 +251,8 @@ def _pdf_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
         pdf.close()
 
 
-def _pdf_page_text(pdf: object, index: int, path: Path) -> str:
-    import pypdfium2 as pdfium
-
-    assert isinstance(pdf, pdfium.PdfDocument)
+def _pdf_page_text(pdf: Any, index: int, path: Path) -> str:
+    pdfium = _pdfium()
     try:
         page = pdf[index]
     except pdfium.PdfiumError as exc:
@@ -261,7 +265,7 @@ def _pdf_page_text(pdf: object, index: int, path: Path) -> str:
             textpage.close()
     finally:
         page.close()
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    return str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
 def _pdf_open_reason(message: str) -> str:

@@ -46,10 +46,10 @@ class Progress:
 
 @dataclass(slots=True)
 class IndexReport:
-    indexed: list[str] = field(default_factory=list)
+    indexed: list[str] = field(default_factory=list[str])
     unchanged: int = 0
     removed: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
+    failed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, one-line reason)
     cancelled: bool = False
     chunks: int = 0
     pages: int = 0
