@@ -105,36 +105,52 @@ def test_an_unreadable_attachment_is_one_line_and_the_turn_goes_on(tmp_path: Pat
     assert [Path(s["path"]).name for s in _lines(result.stdout)[0]["sources"]] == ["good.txt"]
 
 
-def test_collections_from_the_command_line(tmp_path: Path, ember_home: Path) -> None:
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`ember ARGS` in this process (a subprocess per call is slow on a loaded machine)."""
+    from desktop.cli.main import main
+
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "tax"
     folder.mkdir()
     (folder / "receipts.md").write_text("# Receipts\n\nThe plumber invoice was 380 euros.\n")
     write_pdf(folder / "letter.pdf", ["Dear taxpayer.", "Your deadline is 31 July."])
     (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff")  # skipped in a folder: not a document
-    added = ember("docs", "add", "Tax 2026", str(folder), "--json", home=ember_home)
-    assert added.returncode == 0, added.stderr
-    report = json.loads(added.stdout)
+    status, out, err = _run(capsys, "docs", "add", "Tax 2026", str(folder), "--json")
+    assert status == 0, err
+    report = json.loads(out)
     assert sorted(Path(p).name for p in report["indexed"]) == ["letter.pdf", "receipts.md"]
     assert report["pages"] == 2 and report["failed"] == []
-    listed = json.loads(ember("docs", "list", "--json", home=ember_home).stdout)
+    listed = json.loads(_run(capsys, "docs", "list", "--json")[1])
     assert [(c["name"], c["ready"], c["embedder"]) for c in listed] == [("Tax 2026", 2, None)]
-    found = json.loads(ember("docs", "search", "Tax 2026", "plumber invoice", "--json", home=ember_home).stdout)
+    found = json.loads(_run(capsys, "docs", "search", "Tax 2026", "plumber invoice", "--json")[1])
     assert found[0]["n"] == 1 and Path(found[0]["path"]).name == "receipts.md"
-    again = json.loads(ember("docs", "reindex", "Tax 2026", "--json", home=ember_home).stdout)
+    again = json.loads(_run(capsys, "docs", "reindex", "Tax 2026", "--json")[1])
     assert again["indexed"] == [] and again["unchanged"] == 2
-    chat = ember("chat", "--backend", _script(tmp_path, "31 July [1].", "Yes."), "--events", "--docs", "Tax 2026",
-                 "When is the deadline?", home=ember_home)
-    assert chat.returncode == 0, chat.stderr
-    assert Path(_lines(chat.stdout)[0]["sources"][0]["path"]).name == "letter.pdf"
+    status, out, err = _run(capsys, "chat", "--backend", _script(tmp_path, "31 July [1].", "Yes."), "--events",
+                            "--docs", "Tax 2026", "When is the deadline?")
+    assert status == 0, err
+    assert Path(_lines(out)[0]["sources"][0]["path"]).name == "letter.pdf"
     # the conversation remembers its collection
-    follow = ember("chat", "--backend", _script(tmp_path, "Yes."), "--events", "-c", "And the plumber invoice?",
-                   home=ember_home)
-    assert Path(_lines(follow.stdout)[0]["sources"][0]["path"]).name == "receipts.md"
-    removed = ember("docs", "remove", "Tax 2026", "--json", home=ember_home)
-    assert removed.returncode == 0 and json.loads(ember("docs", "list", "--json", home=ember_home).stdout) == []
-    missing = ember("docs", "search", "Tax 2026", "x", home=ember_home)
-    assert missing.returncode == 2
-    assert missing.stderr == "ember: no collection named 'Tax 2026' (see `ember docs list`)\n"
+    out = _run(capsys, "chat", "--backend", _script(tmp_path, "Yes."), "--events", "-c", "And the plumber invoice?")[1]
+    assert Path(_lines(out)[0]["sources"][0]["path"]).name == "receipts.md"
+    assert _run(capsys, "docs", "remove", "Tax 2026", "--json")[0] == 0
+    assert json.loads(_run(capsys, "docs", "list", "--json")[1]) == []
+    status, _, err = _run(capsys, "docs", "search", "Tax 2026", "x")
+    assert status == 2 and err == "ember: no collection named 'Tax 2026' (see `ember docs list`)\n"
+
+
+def test_an_unreadable_file_in_a_collection_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_scanned_pdf(tmp_path / "scan.pdf")
+    (tmp_path / "ok.md").write_text("Fine.")
+    status, out, err = _run(capsys, "docs", "add", "Mixed", str(tmp_path / "scan.pdf"), str(tmp_path / "ok.md"))
+    assert status == 0
+    assert err.startswith("ember: scan.pdf: has no text layer") and len(err.splitlines()) == 1
+    assert out == "Mixed: 1 indexed, 0 unchanged, 1 could not be read (1 passages, 0 pages)\n"
 
 
 @pytest.mark.slow

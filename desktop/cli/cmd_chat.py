@@ -45,7 +45,7 @@ from desktop.cli.common import (
 )
 from desktop.cli.thinking_output import ThinkingPrinter
 from desktop.core.context_choice import policy_for, preview_messages, refusal, with_policy
-from desktop.core.documents import TurnDocuments, with_documents_settings
+from desktop.core.documents import TurnDocuments, remember_documents
 from desktop.core.settings_resolver import TurnSettings
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError, EngineError
@@ -202,7 +202,7 @@ def _keep_settings(args: argparse.Namespace, history: ChatHistory, policy: Conte
         settings = history.store.conversation(history.conversation_id).settings
         if args.context_policy:
             settings = with_policy(settings, policy)
-        settings = with_documents_settings(settings, docs, args.docs)
+        settings = remember_documents(settings, docs, args.docs)
         history.store.update_conversation(history.conversation_id, settings=settings)
     except (HistoryError, sqlite3.Error) as exc:
         sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")

@@ -416,7 +416,7 @@ class ChatController:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
         settings = self._turn_settings()
         # Attached files and the conversation's collection: their passages go into the question.
-        docs = await prepare_turn(self.documents, self.engine.backend, settings.messages(
+        docs = await prepare_turn(self.documents, self.engine, settings.messages(
             self._request_messages(recorder)), settings.max_tokens, self.history)
         try:
             fit = await self.context.fit(docs.messages, self.context_policy, settings.max_tokens)

@@ -24,9 +24,10 @@ from desktop.core.documents import (
     with_collection,
 )
 from desktop.core.history_session import HISTORY_ERRORS, HistorySession
-from engine.backends.base import Backend, Message
+from engine.backends.base import Message
 from engine.events import SourceRef, Sources
 from engine.history.recorder import TurnRecorder
+from engine.runtime import Engine
 
 log = logging.getLogger("desktop.documents")
 
@@ -89,8 +90,12 @@ class ConversationDocs:
 
     # -- a turn ------------------------------------------------------------------------------
 
-    async def prepare(self, backend: Backend, messages: Sequence[Message], max_tokens: int) -> Prepared:
-        """`messages` with the documents' passages in the last one (files are read off the loop)."""
+    async def prepare(self, engine: Engine, messages: Sequence[Message], max_tokens: int) -> Prepared:
+        """`messages` with the documents' passages in the last one.
+
+        Files are read on a worker thread; the passages are measured (and a collection's query
+        embedded) on the engine's counting thread, like every other count.
+        """
         if not self.active:
             return Prepared(list(messages), None)
         wanted = (tuple(self.attached + self.pending), self.collection)
@@ -107,8 +112,10 @@ class ConversationDocs:
         self._changed()
         if not docs:
             return Prepared(list(messages), None, problems)
-        fitted, sources = await asyncio.to_thread(docs.apply, backend, messages, max_tokens)
-        return Prepared(fitted, sources, problems)
+        applied = await engine.measure(lambda backend: docs.apply(backend, messages, max_tokens))
+        if applied is None:  # the model went away meanwhile: the turn reports that
+            return Prepared(list(messages), None, problems)
+        return Prepared(applied[0], applied[1], problems)
 
     def close(self) -> None:
         if self._docs is not None:
@@ -126,12 +133,12 @@ class SourcesSink(Protocol):
     def set_sources(self, sources: tuple[SourceRef, ...]) -> None: ...
 
 
-async def prepare_turn(docs: ConversationDocs | None, backend: Backend | None, messages: Sequence[Message],
+async def prepare_turn(docs: ConversationDocs | None, engine: Engine, messages: Sequence[Message],
                        max_tokens: int, history: HistorySession | None) -> Prepared:
     """The turn's messages with its documents, the conversation's settings remembering them."""
-    if docs is None or backend is None or not docs.active:
+    if docs is None or engine.backend is None or not docs.active:
         return Prepared(list(messages), None)
-    prepared = await docs.prepare(backend, messages, max_tokens)
+    prepared = await docs.prepare(engine, messages, max_tokens)
     if history is not None and history.conversation_id is not None:
         try:
             history.update_settings(docs.settings_with(history.settings))

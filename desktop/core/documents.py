@@ -53,7 +53,7 @@ def attachments_for(conversation: Mapping[str, Any] | None, new: Sequence[Path])
     return paths
 
 
-def with_documents_settings(settings: Mapping[str, Any], docs: TurnDocuments,
+def remember_documents(settings: Mapping[str, Any], docs: TurnDocuments,
                             collection: str | None) -> dict[str, Any]:
     """Conversation `settings` remembering `docs`' attached files and the collection (when one is chosen)."""
     out = with_collection(settings, collection) if collection else dict(settings)

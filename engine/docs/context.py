@@ -102,7 +102,3 @@ def _most_that_fit(question: str, ranked: Sequence[SourceRef], fits: Callable[[s
             hi = mid - 1
     return lo
 
-
-def token_fit(count_prompt: Callable[[str], int], limit: int) -> Callable[[str], bool]:
-    """A `fits` from an exact counter of the prompt with `content` as the user message."""
-    return lambda content: count_prompt(content) <= limit

@@ -355,6 +355,22 @@ class DocIndex:
                 for i, score in fused if i in by_id]
 
     @_translated
+    def text_chars(self, coll: Collection) -> int:
+        """Characters in the collection's searchable passages (overlaps counted twice)."""
+        return int(self.conn.execute(
+            "SELECT coalesce(sum(length(c.text)), 0) FROM chunks c JOIN files f ON f.id = c.file_id "
+            "WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchone()[0])
+
+    @_translated
+    def passages(self, coll: Collection) -> list[Hit]:
+        """Every searchable passage in reading order: by file, page, then offset."""
+        rows = self.conn.execute(
+            "SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
+            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready' "
+            "ORDER BY f.path, c.page, c.start_off", (coll.id,))
+        return [Hit(int(r[0]), r[1], r[2], r[3], r[4], r[5], 0.0) for r in rows]
+
+    @_translated
     def chunk_texts(self, coll: Collection) -> list[tuple[int, str]]:
         """Every searchable passage's (id, text) — for benches and tests."""
         rows = self.conn.execute(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from engine.docs.chunk import OVERLAP_CHARS, TARGET_CHARS
 from engine.docs.embed import Embedder
 from engine.docs.index import Collection, DocIndex, Hit
 from engine.docs.indexer import index_collection
@@ -87,14 +88,10 @@ class Attachments:
         return [_ref(h) for h in self.index.search(self.coll, question, k)]
 
     def whole(self, max_chars: int) -> list[SourceRef] | None:
-        total = self.index.conn.execute(
-            "SELECT coalesce(sum(length(text)), 0) FROM chunks").fetchone()[0]
-        if total > max_chars * 1.3:  # the sum counts overlaps; the merged text is at most this
+        # The passages overlap by at most OVERLAP_CHARS each, so their sum bounds the text from above.
+        if self.index.text_chars(self.coll) > max_chars * (1 + OVERLAP_CHARS / TARGET_CHARS) + OVERLAP_CHARS:
             return None
-        rows = self.index.conn.execute(
-            "SELECT f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f ON f.id = c.file_id "
-            "WHERE f.status = 'ready' ORDER BY f.path, c.page, c.start_off").fetchall()
-        merged = _merge([(r[0], r[1], r[2], r[3], r[4]) for r in rows])
+        merged = _merge([(h.path, h.page, h.start, h.end, h.text) for h in self.index.passages(self.coll)])
         if sum(len(m.text) for m in merged) > max_chars:
             return None
         return merged
