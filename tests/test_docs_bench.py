@@ -39,6 +39,7 @@ def test_pdf_search_recall_and_big_file_rows(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a loaded machine; the model work itself is seconds
 def test_indexing_with_the_embedder_is_compared_with_raw_embedding(tmp_path: Path, smollm_path: Path) -> None:
     out = measure_embed_index(smollm_path, tmp_path, files=1, runs=1, threads=1)
     assert out["docs_embed_chunks"] > 0 and out["docs_index_chunks_per_s"] > 0

@@ -35,6 +35,7 @@ def _consistent(index: DocIndex) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a loaded machine; the model work itself is seconds
 def test_a_passage_retrieves_itself_and_updates_stay_consistent(tmp_path: Path, embedder: LlamaEmbedder,
                                                                 smollm_path: Path) -> None:
     folder = tmp_path / "docs"
@@ -62,6 +63,7 @@ def test_a_passage_retrieves_itself_and_updates_stay_consistent(tmp_path: Path, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a loaded machine; the model work itself is seconds
 def test_a_two_thousand_page_pdf_indexes_in_bounded_memory(tmp_path: Path) -> None:
     rng = random.Random(1)
     pdf = tmp_path / "huge.pdf"
@@ -91,3 +93,30 @@ def test_a_huge_attachment_is_refused_at_once_in_one_line(tmp_path: Path) -> Non
     assert time.monotonic() - started < 2 and len(attachments) == 0
     assert problems == ["dump.txt: too large to attach (1,024 MB); add it to a collection instead (ember docs add), "
                         "which indexes it once"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a loaded machine; the model work itself is seconds
+def test_a_collection_with_an_embedder_from_the_command_line(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from desktop.cli.main import main
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "bread.md").write_text("# Bread\n\nKnead the dough for ten minutes, then let it rise.\n")
+    (folder / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
+    assert main(["docs", "add", "KB", str(folder), "--embedder", "default", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["indexed"] and not listed["failed"]
+    assert main(["docs", "list", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)[0]
+    assert info["vectors"] == info["passages"] == 2 and info["embedder"].endswith(".gguf")
+    assert main(["docs", "search", "KB", "How long should I knead dough?", "--json", "-k", "1"]) == 0
+    assert Path(json.loads(capsys.readouterr().out)[0]["path"]).name == "bread.md"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"replies": [["Oil it [1]."]]}))
+    assert main(["chat", "--backend", f"script:{script}", "--events", "--docs", "KB", "chain care after rain?"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert first["type"] == "sources" and Path(first["sources"][0]["path"]).name == "bikes.md"
