@@ -69,6 +69,7 @@ from engine.turns.context_window import fit_for
 from engine.turns.runner import TurnRunner, error_kind
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
 from engine.turns.tool_events import AnyEvent, tool_event_to_json
+from models.library.memory import KV_CACHE_TYPES
 from models.library.settings import ModelSettings
 
 
@@ -85,6 +86,8 @@ def register(sub: Any) -> None:
     p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
+    p.add_argument("--kv-cache", choices=tuple(KV_CACHE_TYPES), default=None,
+                   help="KV cache type: f16 (default), q8_0 or q4_0 (less memory for the context)")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")

@@ -16,15 +16,15 @@ from engine.events import SourceRef
 
 CITE_SCHEME = "cite"
 _REFERENCE = re.compile(r"\[(\d{1,4})\]")
-_CODE = re.compile(r"(<code\b.*?</code>|<pre\b.*?</pre>|<a\b.*?</a>)", re.DOTALL | re.IGNORECASE)
+_CODE = re.compile(r"(<code\b.*?</code>|<pre\b.*?</pre>|<a\b.*?</a>|<[^>]*>)", re.DOTALL | re.IGNORECASE)
 
 
 def link_citations(html: str, numbers: Collection[int]) -> str:
-    """`html` with each `[n]` (n in `numbers`) outside code and links made a `cite:n` link."""
+    """`html` with each `[n]` (n in `numbers`) in the text (not in code, links or tags) made a `cite:n` link."""
     if not numbers or "[" not in html:
         return html
     parts = _CODE.split(html)
-    for i in range(0, len(parts), 2):  # the even parts are outside code and links
+    for i in range(0, len(parts), 2):  # the even parts are text outside code, links and tags
         parts[i] = _REFERENCE.sub(lambda m: _link(m, numbers), parts[i])
     return "".join(parts)
 

@@ -31,6 +31,7 @@ from engine.events import (
     ContentDelta,
     Event,
     Notice,
+    PromptProgress,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -108,6 +109,7 @@ class ReplySink(Protocol):
     def restart(self, reason: str) -> None: ...
     def retrying(self, attempt: int, error: str) -> None: ...
     def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
+    def progress(self, done: int, total: int) -> None: ...  # the prompt is being read (PromptProgress)
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -628,6 +630,8 @@ def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnEr
             sink.retrying(attempt, error)
         case Notice(text=text):
             sink.note(text)
+        case PromptProgress(done=done, total=total):
+            sink.progress(done, total)
         case StructuredValue(value=value):
             answer.append(fenced_json(value))
             sink.add_content(answer[-1])
