@@ -83,6 +83,8 @@ class TurnStats:
     finish_reason: str = "stop"  # stop | length | cancelled
     context_used: int = 0
     context_size: int = 0
+    # What reproduces the reply (engine/backends/receipt.py); None when the backend gives none.
+    receipt: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

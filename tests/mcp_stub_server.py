@@ -2,7 +2,8 @@
 
     python tests/mcp_stub_server.py [ok|crash|hang|boom]
 
-One tool, `shout(text)`. `crash`: the process exits inside the call; `hang`: the call never
+Two tools: `shout(text)`, and `dial(port)`, which tries to connect to 127.0.0.1:port (the
+zero-egress tests). `crash`: the process exits inside the call; `hang`: the call never
 returns; `boom`: the process exits before it can even start.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +30,15 @@ async def shout(text: str) -> str:
     if MODE == "hang":
         await asyncio.sleep(3600)
     return text.upper() + "!"
+
+
+@app.tool(description="Try to connect to 127.0.0.1:port.")
+async def dial(port: int) -> str:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError as exc:
+        return f"failed: {exc}"
+    return "connected"
 
 
 if __name__ == "__main__":

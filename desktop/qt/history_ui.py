@@ -77,6 +77,8 @@ class HistoryPresenter(QObject):
         widget = self.window.conversation.stored_reply_widget(msg.model or self._model_label(), msg.content,
                                                               msg.thinking, msg.status)
         widget.set_history(msg.id, item.versions)
+        receipt = msg.stats.get("receipt")
+        widget.set_receipt(receipt if isinstance(receipt, dict) else None)
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:

@@ -55,6 +55,8 @@ class McpServers:
             except ToolError as exc:
                 warn(f"{exc}; continuing without its tools")
                 continue
+            if note := self.servers[name].network_note:
+                warn(note)
             for tool in listed:
                 if tool.name in used:
                     tool = dataclasses.replace(tool, name=f"{name}_{tool.name}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.backends.base import StreamInfo
 from engine.events import TurnStats
@@ -22,6 +23,7 @@ class Tally:
     stripped: int = 0
     attempts: int = 0
     finish_reason: str = "stop"
+    receipt: dict[str, Any] | None = None  # the last request's: its reply is the one kept
 
     def mark_piece(self) -> None:
         if self.first_piece is None:
@@ -35,6 +37,8 @@ class Tally:
         self.retries += info.retries
         self.finish_reason = info.finish_reason
         self.stripped += stripped
+        if info.receipt:
+            self.receipt = dict(info.receipt)
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
@@ -46,4 +50,5 @@ class Tally:
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
             context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
+            receipt=self.receipt,
         )
