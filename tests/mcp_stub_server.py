@@ -1,10 +1,10 @@
 """A tiny MCP stdio server for the tests, written with the official SDK.
 
-    python tests/mcp_stub_server.py [ok|crash|hang|boom]
+    python tests/mcp_stub_server.py [ok|crash|hang|boom|dial]
 
-Two tools: `shout(text)`, and `dial(port)`, which tries to connect to 127.0.0.1:port (the
-zero-egress tests). `crash`: the process exits inside the call; `hang`: the call never
-returns; `boom`: the process exits before it can even start.
+One tool, `shout(text)`. `crash`: the process exits inside the call; `hang`: the call never
+returns; `boom`: the process exits before it can even start; `dial` adds `dial(port)`, which
+tries to connect to 127.0.0.1:port (the zero-egress tests).
 """
 
 from __future__ import annotations
@@ -32,13 +32,16 @@ async def shout(text: str) -> str:
     return text.upper() + "!"
 
 
-@app.tool(description="Try to connect to 127.0.0.1:port.")
 async def dial(port: int) -> str:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     except OSError as exc:
         return f"failed: {exc}"
     return "connected"
+
+
+if MODE == "dial":
+    app.tool(description="Try to connect to 127.0.0.1:port.")(dial)
 
 
 if __name__ == "__main__":

@@ -61,8 +61,12 @@ def _reply() -> Reply:
 
 @pytest.fixture
 def stub() -> Iterator[CountingStub]:
-    with CountingStub([_reply(), _reply()]) as server:
+    server = CountingStub([_reply(), _reply()])
+    server.start()
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 def _guard(tmp_path: Path, *allowed: str, zero_egress: bool = True) -> Guard:
@@ -121,7 +125,7 @@ def test_the_audit_hook_refuses_any_python_connection(tmp_path: Path, stub: Coun
 
 def test_a_name_lookup_that_is_not_allowed_never_leaves_the_process(tmp_path: Path) -> None:
     guard = _guard(tmp_path)
-    with enforced(guard), pytest.raises(EgressRefused, match="example.invalid"):
+    with enforced(guard), pytest.raises(EgressRefused, match=r"example\.invalid"):
         socket.getaddrinfo("example.invalid", 443)
     [attempt] = guard.ledger.entries()
     assert (attempt.action, attempt.destination) == ("lookup", "example.invalid")
@@ -248,7 +252,7 @@ def _dial_from_mcp_server(port: int) -> tuple[str, str]:
     from engine.tools.registry import ToolSet
 
     notes: list[str] = []
-    pool = McpServers({"dialer": ServerConfig("dialer", sys.executable, (MCP_STUB, "ok"))}, start_timeout_s=30.0)
+    pool = McpServers({"dialer": ServerConfig("dialer", sys.executable, (MCP_STUB, "dial"))}, start_timeout_s=30.0)
     try:
         tools = pool.tools_for(["dialer"], warn=notes.append)
         return ToolSet(tools).run("dial", {"port": port}), " ".join(notes)

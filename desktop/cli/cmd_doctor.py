@@ -69,7 +69,7 @@ def network_summary() -> dict[str, Any]:
                     "(ember doctor --network)"}
 
 
-CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("window", window_report), ("network", network_summary)]
+CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("network", network_summary), ("window", window_report)]
 
 
 def _gib(n: int) -> str:

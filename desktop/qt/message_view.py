@@ -158,18 +158,6 @@ class UserMessage(QFrame):
         self.nav.setVisible(self.nav.has_versions and not editing)
         self.edit_button.setVisible(message_id is not None and not editing)
 
-    def set_receipt(self, receipt: Mapping[str, Any] | None) -> None:
-        """What reproduces this reply (its stats' receipt); Details shows it."""
-        self._receipt = receipt
-        self.details_button.setVisible(bool(receipt))
-
-    def show_details(self) -> QMessageBox:
-        box = QMessageBox(QMessageBox.Icon.NoIcon, "Reply details", "\n".join(receipt_lines(self._receipt)),
-                          QMessageBox.StandardButton.Close, self.window())
-        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        box.open()
-        return box
-
     def set_actions_enabled(self, enabled: bool) -> None:
         self.edit_button.setEnabled(enabled)
         self.nav.setEnabled(enabled)
@@ -298,8 +286,8 @@ class AssistantMessage(QFrame):
         self.regenerate_button = _action("Regenerate", "Regenerate answer",
                                          "Answer again; this answer stays as another version", self, "regenerate")
         self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
-        self.details_button = _action("Details", "Reply details",
-                                      "How this reply was made: model file and SHA-256, sampling, seed", self, "details")
+        self.details_button = _action("Details", "Reply details", "How this reply was made: the model file and "
+                                      "its SHA-256, sampling, seed", self, "details")
         self.details_button.clicked.connect(self.show_details)
         self._receipt: Mapping[str, Any] | None = None
         self.nav = VersionNav(self)
@@ -342,6 +330,18 @@ class AssistantMessage(QFrame):
         self.message_id = message_id
         self.nav.set_versions(versions)
         self.regenerate_button.setVisible(message_id is not None)
+
+    def set_receipt(self, receipt: Mapping[str, Any] | None) -> None:
+        """What reproduces this reply (its stats' receipt); Details shows it."""
+        self._receipt = receipt
+        self.details_button.setVisible(bool(receipt))
+
+    def show_details(self) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Reply details", "\n".join(receipt_lines(self._receipt)),
+                          QMessageBox.StandardButton.Close, self.window())
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()
+        return box
 
     def set_actions_enabled(self, enabled: bool) -> None:
         self.regenerate_button.setEnabled(enabled)
