@@ -61,6 +61,17 @@ def test_a_model_that_is_not_there_is_one_readable_line(capsys: pytest.CaptureFi
     assert err[-1].startswith("ember: bench failed:") and "does not exist" in err[-1]
 
 
+def test_a_template_that_asks_too_much_gives_embers_own_line(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    import gguf_factory as gf
+
+    model = gf.write_tiny_llama(tmp_path / "loop.gguf", "{% for i in range(10**9) %}x{% endfor %}" + gf.CHATML)
+    assert main(["bench", "--model", str(model), *TINY]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("ember: bench failed: this model's chat template was stopped: "
+                       "it asked for a value too large to use (1e+09)")
+
+
 def _timing(tps: float, ttft: float, text: str = "same") -> RunTiming:
     return RunTiming(ttft_ms=ttft, tokens=11, decode_s=10 / tps, text=text)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from desktop.core.settings_resolver import saved_settings
+from desktop.core.terminal_text import label_text
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.errors import ModelLoadError
@@ -52,6 +53,10 @@ class ModelChoice:
     settings: ModelSettings | None = None
     model_name: str | None = None  # the remote model id (openai backend)
     notice: str | None = None
+
+    def __post_init__(self) -> None:
+        # The label comes from a model file or a server: shown in labels, so no controls or bidi overrides.
+        object.__setattr__(self, "label", label_text(self.label))
 
     def factory(self) -> Backend:
         """Build the backend; runs on the engine's worker thread."""
@@ -199,4 +204,4 @@ def remember_model(choice: ModelChoice) -> None:
 def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
     """What the header and status bar say, from what the backend declares."""
     caps = backend.capabilities
-    return ModelInfo(label or backend.name or "Model", caps.device, caps.device_note)
+    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note)

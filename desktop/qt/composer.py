@@ -1,18 +1,29 @@
-"""The composer: a text box that grows with its text, and a Send button that becomes Stop."""
+"""The composer: a text box that grows with its text, and a Send button that becomes Stop.
+
+Text too big or too unbroken to lay out quickly (`needs_bulk_view`: a pasted 1 MB line froze
+the window for 30 s) is held aside and shown as one short placeholder line,
+"[pasted text 1: 1,000,000 characters]"; `message()` gives the text with every intact
+placeholder replaced by what it holds, so nothing pasted is lost or changed.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+import re
+
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
 
 from desktop.qt.appearance import current_palette
+from desktop.qt.bulk_text import BULK_LINE_CHARS, BULK_TOTAL_CHARS, needs_bulk_view
 from desktop.qt.icons import set_icon
 from desktop.qt.style import SPACING
 
 MIN_LINES = 1
 MAX_LINES = 8
 PLACEHOLDER = "Message Ember… (Enter sends, Shift+Enter adds a line)"
+HOLD_MARK = "\u2060"  # an invisible word joiner: nobody types it, so a placeholder cannot be forged
+_HELD = re.compile(HOLD_MARK + r"\[pasted text (\d+): [\d,]+ characters\]" + HOLD_MARK)
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -33,7 +44,44 @@ class ComposerEdit(QPlainTextEdit):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().contentsChanged.connect(self._fit_height)
+        self._held: dict[int, str] = {}  # placeholder number -> the text it stands for
         self._fit_height()
+
+    # -- text too long to lay out, held aside ---------------------------------------------
+
+    def message(self) -> str:
+        """The text as written: placeholders replaced by the text they hold."""
+        text = self.toPlainText()
+        if not self._held:
+            return text
+        return _HELD.sub(lambda m: self._held.get(int(m.group(1)), m.group(0)), text)
+
+    def set_message(self, text: str) -> None:
+        """Put `text` in the box, holding aside whatever is too long to lay out."""
+        self._held.clear()
+        self.setPlainText(self._holding(text))
+
+    def clear(self) -> None:
+        self._held.clear()
+        super().clear()
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if source.hasText() and needs_bulk_view(text := source.text()):
+            self.insertPlainText(self._holding(text))
+            return
+        super().insertFromMimeData(source)
+
+    def _holding(self, text: str) -> str:
+        if not needs_bulk_view(text):
+            return text
+        if len(text) <= BULK_TOTAL_CHARS:  # only some lines are too long: hold just those
+            return "\n".join(self._hold(line) if len(line) > BULK_LINE_CHARS else line for line in text.split("\n"))
+        return self._hold(text)
+
+    def _hold(self, text: str) -> str:
+        number = max(self._held, default=0) + 1
+        self._held[number] = text
+        return f"{HOLD_MARK}[pasted text {number}: {len(text):,} characters]{HOLD_MARK}"
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         is_enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -105,10 +153,10 @@ class ComposerBar(QFrame):
         self._update_button()
 
     def text(self) -> str:
-        return self.edit.toPlainText()
+        return self.edit.message()
 
     def set_text(self, text: str) -> None:
-        self.edit.setPlainText(text)
+        self.edit.set_message(text)
 
     def add_tool(self, widget: QWidget) -> None:
         """Put a small control (e.g. the reply format) beside the Send button."""

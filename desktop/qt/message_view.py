@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import TurnFailure
 from desktop.core.receipt_text import receipt_lines
 from desktop.qt.appearance import current_palette
-from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
+from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -47,6 +47,7 @@ from engine.history.types import Status, Versions
 FLUSH_MS = 16  # about 60 updates a second at most
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
+BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
 ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
@@ -112,7 +113,9 @@ class UserMessage(QFrame):
         self.setObjectName("UserMessage")
         self.message_id: int | None = None
         self.editor: InlineEditor | None = None
-        self._bubble = QLabel(text, self)
+        self._text = text  # the message itself; the bubble shows it cut for display if it is huge
+        shown = bounded_label_text(text, BUBBLE_MAX_CHARS) if needs_bulk_view(text) else text
+        self._bubble = QLabel(shown, self)
         self._bubble.setObjectName("UserBubble")
         self._bubble.setTextFormat(Qt.TextFormat.PlainText)
         self._bubble.setWordWrap(True)
@@ -148,7 +151,7 @@ class UserMessage(QFrame):
         layout.addLayout(footer)
 
     def text(self) -> str:
-        return self._bubble.text()
+        return self._text
 
     def set_history(self, message_id: int | None, versions: Versions | None) -> None:
         """The stored message this bubble shows (None: not stored), and its versions."""
@@ -196,7 +199,7 @@ class UserMessage(QFrame):
         # it is as wide as its longest line (QLabel alone wraps short texts too eagerly).
         widest = int(self.width() * USER_BUBBLE_MAX_FRACTION)
         margins = self._bubble.contentsMargins()
-        longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self.text().split("\n"))
+        longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self._bubble.text().split("\n"))
         self._bubble.setMaximumWidth(widest)
         self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + BUBBLE_SLACK_PX))
         super().resizeEvent(event)

@@ -250,7 +250,7 @@ class HistorySidebar(QFrame):
     def export_conversation(self, conversation_id: int, path: Path, fmt: str) -> bool:
         """Write the conversation to `path` as Markdown ("md") or JSON ("json")."""
         try:
-            path.write_text(self.session.export_text(conversation_id, fmt), encoding="utf-8")
+            self.session.export_file(conversation_id, path, fmt)
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't export to {path.name}: {exc}")
             return False
@@ -260,8 +260,8 @@ class HistorySidebar(QFrame):
     def import_conversation(self, path: Path) -> int | None:
         """Import an Ember JSON export as a new conversation and open it; its id, or None."""
         try:
-            conversation = self.session.import_text(path.read_text(encoding="utf-8"))
-        except (*HISTORY_ERRORS, UnicodeDecodeError) as exc:
+            conversation = self.session.import_file(path)
+        except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't import {path.name}: {exc}")
             return None
         self.refresh()

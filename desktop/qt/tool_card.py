@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
-    QPlainTextEdit,
     QPushButton,
     QToolButton,
     QVBoxLayout,
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
+from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count, needs_bulk_view
 from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
@@ -41,6 +41,7 @@ from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
+NAME_MAX_CHARS = 80
 
 
 class ToolCallCard(QFrame):
@@ -61,20 +62,27 @@ class ToolCallCard(QFrame):
         self.setAccessibleName(f"Tool call {call.name}")
         self.setToolTip("Enter or Y approves, N denies, A always allows this tool here")
         layout = QVBoxLayout(self)
-        self.title = _plain_label(f"The model wants to run the tool “{call.name}” with these arguments:", self)
-        self.arguments = QPlainTextEdit(arguments_text(call.arguments), self)
-        self.arguments.setReadOnly(True)
+        name = bounded_label_text(call.name, NAME_MAX_CHARS)
+        self.title = _plain_label(f"The model wants to run the tool “{name}” with these arguments:", self)
+        # Shown a slice per event-loop turn, lines cut for display: a 1 MB argument used to freeze
+        # the window for 20 s (bulk_text.py). The full text is still all there, scrolled.
+        text = arguments_text(call.arguments)
+        self.arguments = SlicedPlainText(self)
+        bulk = needs_bulk_view(text)
+        if bulk:
+            self.arguments.set_text(text)
+        else:
+            self.arguments.setPlainText(text)  # ordinary arguments as they are (copied exactly)
         self.arguments.setAccessibleName("Tool arguments")
-        self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
-        lines = self.arguments.document().blockCount() + 1
+        lines = min(display_line_count(text) if bulk else text.count("\n") + 1, ARGUMENTS_MAX_HEIGHT) + 1
         height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
         self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
         self.status = _plain_label("", self)
         self.status.hide()
         self.approve = QPushButton("&Approve", self)
         self.deny = QPushButton("&Deny", self)
-        self.always = QPushButton(f"Al&ways allow {call.name} here", self)
+        self.always = QPushButton(f"Al&ways allow {name} here", self)
         self.always.setToolTip("Run this tool without asking for the rest of this conversation")
         buttons = QHBoxLayout()
         for button, decision in ((self.approve, Decision.APPROVE), (self.deny, Decision.DENY),
@@ -105,7 +113,8 @@ class ToolCallCard(QFrame):
             return
         self.set_asking(False)
         self.set_status({Decision.APPROVE: "Approved — running…", Decision.DENY: "Denied",
-                         Decision.ALWAYS: f"Approved — {self.call.name} is always allowed here"}[decision])
+                         Decision.ALWAYS: f"Approved — {bounded_label_text(self.call.name, NAME_MAX_CHARS)} "
+                                          "is always allowed here"}[decision])
         self.decided.emit(decision)
 
     def set_status(self, text: str) -> None:
@@ -164,8 +173,8 @@ class ToolCardArea(QWidget):
             case ToolResult(id=call_id, content=content, error=error):
                 card = self.cards.get(call_id)
                 if card is not None:
-                    shown = content if len(content) <= RESULT_PREVIEW_CHARS else content[:RESULT_PREVIEW_CHARS] + "…"
-                    card.set_status(("Failed: " if error else "Result: ") + shown)
+                    card.set_status(("Failed: " if error else "Result: ") +
+                                    bounded_label_text(content, RESULT_PREVIEW_CHARS))
             case ToolDenied(id=call_id):
                 card = self.cards.get(call_id)
                 if card is not None:
@@ -175,7 +184,7 @@ class ToolCardArea(QWidget):
 
     def show_notice(self, text: str) -> None:
         """One line about the tools themselves (a server that could not start, the round limit)."""
-        label = _plain_label(text, self)
+        label = _plain_label(bounded_label_text(text, RESULT_PREVIEW_CHARS), self)
         label.setObjectName("ToolNotice")
         self._layout.addWidget(label)
         self.show()

@@ -170,6 +170,9 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
     def engine() -> RunTiming:
         return time_engine(backend, work)
 
+    # Ember's bounded template first: a hostile template then fails with Ember's one line
+    # rather than the OverflowError llama-cpp-python's own renderer raises for it.
+    prompt_depth(backend, work)
     if warmup:
         raw()
         engine()

@@ -80,7 +80,7 @@ def _check_reproducible(receipt: Mapping[str, Any]) -> None:
 
 def find_model(receipt: Mapping[str, Any], candidates: Iterator[Path]) -> Path:
     """The file whose SHA-256 is the receipt's: cached digests first, then `candidates` by name."""
-    model = cast(dict[str, Any], receipt.get("model") or {})
+    model = _part(receipt, "model")
     sha, name = model.get("sha256"), str(model.get("file", "?"))
     if not isinstance(sha, str):
         raise CannotReproduce(f"the receipt has no digest of {name}")
@@ -99,14 +99,19 @@ def _request(store: HistoryStore, message_id: int, receipt: Mapping[str, Any]) -
     messages = prompt_messages(store, msg.conversation_id, upto=msg.parent_id,
                                system=system if isinstance(system, str) else "")
     known = {f.name for f in dataclasses.fields(Sampling)}
-    sampling = {k: v for k, v in cast(dict[str, Any], receipt.get("sampling") or {}).items() if k in known}
-    return make_request(messages, sampling=Sampling(**sampling | {"seed": receipt.get("seed")}),
-                        max_tokens=int(receipt.get("max_tokens") or 1))
+    sampling: dict[str, Any] = {k: v for k, v in _part(receipt, "sampling").items() if k in known}
+    sampling["seed"] = receipt.get("seed")
+    return make_request(messages, sampling=Sampling(**sampling), max_tokens=int(receipt.get("max_tokens") or 1))
+
+
+def _part(receipt: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = receipt.get(key)
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def _verdict(message_id: int, receipt: Mapping[str, Any], again: Mapping[str, Any], text: str) -> Reproduction:
-    recorded, reproduced = receipt.get("reply") or {}, again.get("reply") or {}
-    prompt_ok = (receipt.get("prompt") or {}).get("sha256") == (again.get("prompt") or {}).get("sha256")
+    recorded, reproduced = _part(receipt, "reply"), _part(again, "reply")
+    prompt_ok = _part(receipt, "prompt").get("sha256") == _part(again, "prompt").get("sha256")
     matched = prompt_ok and bool(recorded.get("sha256")) and recorded.get("sha256") == reproduced.get("sha256")
     n, m = reproduced.get("tokens", 0), recorded.get("tokens", 0)
     if matched:

@@ -25,9 +25,10 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import inspect
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import BackendError
 from engine.network.destinations import MCP_PREFIX, Destination, is_ip_literal, is_loopback_name
@@ -66,7 +67,7 @@ def refusal_line(destination: str, feature: str) -> str:
 
 
 @contextlib.contextmanager
-def feature(name: str) -> Iterator[None]:
+def feature(name: str) -> Generator[None]:
     """Name the feature behind the connections made inside the block (for the ledger)."""
     token = _feature.set(name)
     try:
@@ -113,9 +114,12 @@ class Guard:
             self._refuse(host.lower(), "lookup", None)
 
     def _on_send(self, sock: Any, address: Any, action: str) -> None:
-        if getattr(sock, "family", None) not in _INET or not isinstance(address, tuple) or len(address) < 2:
+        if getattr(sock, "family", None) not in _INET or not isinstance(address, tuple):
             return  # Unix sockets and the like never leave the machine
-        host, port = str(address[0]), address[1] if isinstance(address[1], int) else None
+        parts = cast(tuple[object, ...], address)
+        if len(parts) < 2:
+            return
+        host, port = str(parts[0]), parts[1] if isinstance(parts[1], int) else None
         dest = str(Destination(host.lower(), port))
         view = self.view()
         if view.permits(host, port) or self._resolves_to_allowed(view, host, port):
@@ -139,10 +143,11 @@ class Guard:
         if cached is not None and now - cached[0] < _NAME_TTL_S:
             return cached[1]
         _busy.on = True
+        found: frozenset[str]
         try:
             found = frozenset(str(info[4][0]) for info in socket.getaddrinfo(name, port))
         except OSError:
-            found = frozenset()
+            found = frozenset[str]()
         finally:
             _busy.on = False
         self._names[key] = (now, found)
@@ -157,8 +162,8 @@ class Guard:
 def _from_socketpair() -> bool:
     # Where the platform has no socketpair() (Windows), Python builds one from a loopback
     # listener and a connect to it: a connection inside this process, not egress.
-    frame = sys._getframe(1)
-    for _ in range(6):  # the guard's own frames, then the caller of connect()
+    frame = inspect.currentframe()
+    for _ in range(7):  # the guard's own frames, then the caller of connect()
         if frame is None:
             return False
         if frame.f_code.co_name == "socketpair" and frame.f_globals.get("__name__") == "socket":
@@ -189,7 +194,7 @@ def active() -> Guard | None:
 
 
 @contextlib.contextmanager
-def enforced(guard: Guard) -> Iterator[Guard]:
+def enforced(guard: Guard) -> Generator[Guard]:
     """Make `guard` the process's guard inside the block (the previous one comes back after)."""
     global _active
     install_hook()

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger("engine.network")
 
@@ -125,7 +125,7 @@ def read_ledger_file(path: Path, limit: int | None = None) -> list[Attempt]:
             data = json.loads(line)
         except ValueError:
             continue
-        attempt = Attempt.from_json(data) if isinstance(data, dict) else None
+        attempt = Attempt.from_json(cast(dict[str, Any], data)) if isinstance(data, dict) else None
         if attempt is not None:
             out.append(attempt)
     return out

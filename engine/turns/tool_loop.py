@@ -9,7 +9,9 @@ answer, and a span that parses into calls of offered tools becomes `ToolCall` ev
 Every call runs only after the approver says so (or the user chose "always allow" for
 that tool in this conversation, which `ToolPermissions.revoke` undoes). Results go back
 as `tool` messages through the model's own chat template. A turn runs at most
-`max_rounds` rounds of tool calls; calls past that end the turn with `ToolLimit`.
+`max_rounds` rounds of tool calls; calls past that end the turn with `ToolLimit`. A round
+considers at most `MAX_CALLS_PER_ROUND` calls (the rest are said in a `Notice` and a note
+to the model), so one reply cannot ask for thousands of approvals.
 A result that does not fit the context left is cut, with a note saying so.
 
 A round with no calls and no visible text gets the plain turn's one recovery (no tools);
@@ -28,7 +30,7 @@ from typing import Any
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
 from engine.errors import MalformedReplyError
-from engine.events import Recovery
+from engine.events import Notice, Recovery
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tools.registry import ToolError, ToolSet
@@ -40,6 +42,8 @@ from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, 
 log = logging.getLogger("engine.tool_loop")
 
 DEFAULT_MAX_ROUNDS = 8
+MAX_CALLS_PER_ROUND = 32
+LEFT_OUT_NOTE = "[{n} more tool calls in that reply were not run: at most {most} per reply]"
 DEFAULT_MAX_RESULT_CHARS = 16_000
 CHARS_PER_TOKEN = 3  # a cautious estimate: most tokenizers average more than this
 DENIED_TEXT = "The user denied this tool call. Do not try it again; answer without it."
@@ -55,20 +59,30 @@ class Decision(enum.Enum):
 Approver = Callable[[ToolCall], Decision]
 
 
+def permission_key(name: str, source: str = "builtin") -> str:
+    """What "always allow" is keyed by: a built-in's name, else `SOURCE:NAME` (`mcp:files:read`).
+
+    Keyed by source as well as name, so no other tool that comes to carry an allowed name (a
+    server's tool when the built-in is off) inherits the user's choice.
+    """
+    return name if source == "builtin" else f"{source}:{name}"
+
+
 class ToolPermissions:
-    """The tools the user chose to always allow in one conversation; each can be revoked."""
+    """The tools the user chose to always allow in one conversation (by `permission_key`); each can be revoked."""
 
     def __init__(self, always: set[str] | None = None) -> None:
         self.always: set[str] = set(always or ())
 
-    def allows(self, name: str) -> bool:
-        return name in self.always
+    def allows(self, name: str, source: str = "builtin") -> bool:
+        return permission_key(name, source) in self.always
 
-    def allow_always(self, name: str) -> None:
-        self.always.add(name)
+    def allow_always(self, name: str, source: str = "builtin") -> None:
+        self.always.add(permission_key(name, source))
 
-    def revoke(self, name: str) -> None:
-        self.always.discard(name)
+    def revoke(self, key: str) -> None:
+        """Forget one `permission_key` (as listed in `always`)."""
+        self.always.discard(key)
 
 
 class ToolTurnRunner:
@@ -120,13 +134,21 @@ class ToolTurnRunner:
                 log.warning("tool round limit (%d) reached; the calls were not run", self.max_rounds)
                 yield ToolLimit(self.max_rounds)
                 return
-            calls = [self._event(call) for call in collector.calls]
+            calls = [self._event(call) for call in collector.calls[:MAX_CALLS_PER_ROUND]]
+            left_out = len(collector.calls) - len(calls)
+            if left_out:  # thousands of calls in one reply would be thousands of prompts or cards
+                log.warning("a reply asked for %d tool calls; only the first %d run", len(collector.calls), len(calls))
+                yield Notice(f"the model asked for {len(collector.calls):,} tool calls in one reply; "
+                             f"only the first {MAX_CALLS_PER_ROUND} were considered")
             messages.append(_assistant_message(content, calls))
             budget = self._result_budget(this, info, len(calls))
             for call in calls:
                 messages.append((yield from self._run_call(call, budget, cancel)))
                 if cancel.cancelled:
                     return
+            if left_out:
+                messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n" + LEFT_OUT_NOTE.format(
+                    n=left_out, most=MAX_CALLS_PER_ROUND)}
 
     def _recover(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
         yield Recovery("empty_reply")
@@ -145,14 +167,16 @@ class ToolTurnRunner:
     def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[AnyEvent, None, Message]:
         yield call
         approval = "always"
-        if not self.permissions.allows(call.name):
+        tool = self.tools.get(call.name)
+        source = tool.source if tool is not None else "builtin"
+        if not self.permissions.allows(call.name, source):
             approval = "approved"
             decision = self.approver(call)
             if decision is Decision.DENY or cancel.cancelled:  # a stop while asking is no approval
                 yield ToolDenied(call.id)
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
-                self.permissions.allow_always(call.name)
+                self.permissions.allow_always(call.name, source)
                 approval = "approved_always"
         result = replace(self._execute(call, budget), approval=approval)
         yield result
