@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import socket
 import sys
 import threading
 import time
-import inspect
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, cast
