@@ -24,6 +24,7 @@ from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
 from desktop.qt.platform_check import platform_problem
@@ -86,6 +87,7 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
     install_serve(window, controller)
+    install_documents(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):

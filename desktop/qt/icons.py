@@ -41,6 +41,7 @@ GLYPHS: dict[str, str] = {
     "options": "ph.plus",
     "sidebar": "ph.list",
     "tool": "ph.wrench",
+    "attach": "ph.paperclip",
 }
 _scale = 1.0  # the text size factor: icons grow and shrink with the text
 

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import TurnFailure
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
+from desktop.qt.citations import CitationActions, SourcesRow
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -37,7 +38,7 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import TurnStats
+from engine.events import SourceRef, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
@@ -329,6 +330,7 @@ class AssistantMessage(QFrame):
         self._first_delta = 0.0
         self._speed_shown = 0.0
         self.answer = AnswerView(self)
+        self.sources_row = SourcesRow(self.answer.citations, self)
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
         self.copy_button = CopyButton("Copy", "Copy answer", self, icon_only=True)
@@ -360,6 +362,7 @@ class AssistantMessage(QFrame):
         layout.addWidget(self.thinking)
         layout.addWidget(self.tools)
         layout.addWidget(self.answer)
+        layout.addWidget(self.sources_row)
         layout.addLayout(footer)
 
     # -- what tests and Copy read ----------------------------------------------------------
@@ -395,6 +398,13 @@ class AssistantMessage(QFrame):
         self._finished = True
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
+
+    def set_sources(self, sources: tuple[SourceRef, ...]) -> None:
+        """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
+        actions = CitationActions(sources)
+        self.answer.set_sources(actions)
+        self.sources_row.citations = actions
+        self.sources_row.show_sources(sources)
 
     def start_waiting(self) -> None:
         """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""
