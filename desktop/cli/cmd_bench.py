@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_long_chat
+from desktop.cli import bench_docs, bench_long_chat, bench_serve
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
@@ -40,10 +40,15 @@ def register(sub: Any) -> None:
                         "the same KV depth, and report Ember / native")
     p.add_argument("--gpu-layers", type=_layers, default=-1, metavar="N",
                    help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only")
+    p.add_argument("--draft-model", type=Path, default=None, metavar="PATH",
+                   help="a GGUF with the model's vocabulary: also measure speculative decoding with it")
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)  # no speculative/KV figures
     bench_long_chat.add_arguments(p)
+    bench_serve.add_arguments(p)
+    bench_docs.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -76,8 +81,10 @@ def _positive(text: str) -> int:
 
 def config_from(args: argparse.Namespace) -> BenchConfig:
     model = getattr(args, "model", None)
+    draft = args.draft_model.expanduser() if args.draft_model else None
     config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
-                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers)
+                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers, draft_model=draft,
+                         decode_extras=not args.skip_decoding)
     if args.quick:
         config = config.quick()
     overrides = {
@@ -175,6 +182,28 @@ def _native_rows(r: dict[str, Any]) -> list[str]:
                  f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
 
 
+def _decode_rows(r: dict[str, Any]) -> list[str]:
+    if r.get("spec_lookup_speedup") is None:
+        return []
+    rows = [
+        _row("prompt lookup, code edit", f"x{_num(r['spec_lookup_speedup'], digits=3)} tokens/s "
+             f"({_num(r['spec_lookup_plain_tps'])} → {_num(r['spec_lookup_tps'])}; acceptance "
+             f"{_num(r['spec_lookup_acceptance_rate'], digits=3)}; "
+             f"{'same output' if r['spec_lookup_outputs_match'] else 'outputs DIFFER'})"),
+        _row("prompt lookup, story", f"x{_num(r['spec_chat_ratio'], digits=3)} tokens/s "
+             f"(acceptance {_num(r.get('spec_chat_acceptance_rate'), digits=3)})"),
+    ]
+    if r.get("spec_draft_speedup") is not None:
+        rows.append(_row("draft model", f"x{_num(r['spec_draft_speedup'], digits=3)} tokens/s with "
+                         f"{r['spec_draft_model']} (acceptance {_num(r['spec_draft_acceptance_rate'], digits=3)})"))
+    for kind in ("q8_0", "q4_0"):
+        if r.get(f"kv_{kind}_vs_f16_tps_ratio") is not None:
+            ratio, rss, f16 = r[f"kv_{kind}_vs_f16_tps_ratio"], r.get(f"kv_{kind}_rss_mb"), r.get("kv_f16_rss_mb")
+            rows.append(_row(f"KV cache {kind} / f16", f"x{_num(ratio, digits=3)} tokens/s; {_num(rss, ' MB', 0)} vs "
+                             f"{_num(f16, ' MB', 0)} resident at {r.get('kv_context', 4096):,} tokens"))
+    return rows
+
+
 def _other_rows(r: dict[str, Any]) -> list[str]:
     return [
         _row("guardrail", f"{_num(r['filter_us_per_piece'], ' µs', 2)} per piece "
@@ -198,7 +227,9 @@ def _row(label: str, value: str) -> str:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
+    lines = (_machine_lines(r) + _speed_rows(r) + _decode_rows(r) + _other_rows(r)
+             + bench_long_chat.report_rows(r, _row) + bench_serve.report_rows(r, _row))
+    lines += bench_docs.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -217,6 +248,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
     report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_serve.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_docs.collect(args, config_from(args), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

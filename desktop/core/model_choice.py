@@ -34,7 +34,7 @@ from models.library.scan import (
     note_server_used,
     save_library_state,
 )
-from models.library.settings import ModelSettings
+from models.library.settings import ModelSettings, load_options
 
 log = logging.getLogger("desktop.models")
 
@@ -72,8 +72,7 @@ class ModelChoice:
         if self.spec.kind != "llama" or self.settings is None:
             return make_backend(self.spec, model_path=self.path)
         s = self.settings
-        return make_backend(self.spec, model_path=self.path, n_ctx=s.context_length,
-                            n_gpu_layers=s.gpu_layers, n_threads=s.threads)
+        return make_backend(self.spec, model_path=self.path, **load_options(s))
 
     @property
     def model_file(self) -> Path | None:

@@ -41,6 +41,7 @@ class ModelRow:
     size: str
     context: str
     source: str
+    title: str = ""  # the model's own name (general.name), shown under the file name
     error: str | None = None
     metadata: ModelMetadata | None = None
     path: Path | None = None
@@ -62,7 +63,9 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
     path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
     return ModelRow(
         choice=local_choice(path, n_ctx_train=n_ctx_train),
-        name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.name,  # as the header calls it
+        # Named by file, as the header's chip names it: three copies of one model differ only there.
+        name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.path.name,
+        title=meta.name if meta and meta.name else "",
         architecture=meta.architecture if meta else UNKNOWN,
         quantization=meta.quantization if meta else UNKNOWN,
         size=format_bytes(entry.size_bytes) if entry.size_bytes else UNKNOWN,
@@ -153,16 +156,21 @@ def detail_items(row: ModelRow) -> list[tuple[str, str]]:
 
 
 def memory_estimate(row: ModelRow) -> MemoryEstimate | None:
-    """The memory the row's model needs at its chosen context (None when not a local model)."""
+    """The memory the row's model needs at its chosen context (None when not a local model, or not loadable)."""
     settings = row.choice.settings
-    if row.metadata is None or settings is None:
-        return None
-    return estimate_memory(row.metadata, settings.context_length)
+    if row.metadata is None or settings is None or row.error is not None:
+        return None  # a file that cannot load has no honest estimate ("context 0 B" helped nobody)
+    return estimate_memory(row.metadata, settings.context_length, kv_cache=settings.kv_cache)
+
+
+def _kv_type(estimate: MemoryEstimate) -> str:
+    return f", {estimate.kv_cache} cache" if estimate.kv_cache != "f16" else ""
 
 
 def memory_note(estimate: MemoryEstimate) -> str:
     free = f"; {format_bytes(estimate.available_bytes)} free now" if estimate.available_bytes else ""
     return (
         f"About {format_bytes(estimate.total_bytes)} at a {estimate.context_length:,}-token context "
-        f"(model {format_bytes(estimate.weights_bytes)} + context {format_bytes(estimate.kv_cache_bytes)}){free}."
+        f"(model {format_bytes(estimate.weights_bytes)} + context {format_bytes(estimate.kv_cache_bytes)}"
+        f"{_kv_type(estimate)}){free}."
     )

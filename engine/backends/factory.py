@@ -36,6 +36,9 @@ def make_backend(
     n_ctx: int = 4096,
     n_gpu_layers: int = -1,  # -1 = as many as fit, 0 = CPU only
     n_threads: int | None = None,
+    kv_cache: str = "f16",
+    prompt_lookup: bool = True,
+    draft_model: Path | None = None,
 ) -> Backend:
     """Build the backend; llama models load here (may raise ModelLoadError)."""
     if spec.kind == "script":
@@ -50,4 +53,7 @@ def make_backend(
     from models.library.default_model import default_model_path
 
     path = model_path if model_path is not None else default_model_path()
-    return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads)
+    backend = LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads, kv_cache=kv_cache,
+                           draft_model=draft_model)
+    backend.prompt_lookup = prompt_lookup
+    return backend
