@@ -81,7 +81,7 @@ fi
 # --help lists every command
 help=$(run 60 --help 2>&1); rc=$?
 missing=""
-for cmd in chat models history bench tools doctor network; do
+for cmd in chat models history bench tools docs doctor serve network; do
   grep -qE "^\s+$cmd\b" <<<"$help" || missing+=" $cmd"
 done
 if [[ $rc -eq 0 && -z "$missing" ]]; then pass "--help lists every command"; else fail "--help (exit $rc) lacks:$missing"; fi

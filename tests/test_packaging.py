@@ -118,7 +118,8 @@ def test_install_linux_puts_entry_metainfo_and_icons_under_prefix(tmp_path: Path
 # tests always run; a missing build prerequisite fails CI in one line (packaging/prereqs.sh).
 # Locally, EMBER_PACKAGING_TEST=1 builds it here (minutes); without either they are skipped.
 
-SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "doctor", "network")
+from desktop.cli.main import SUBCOMMANDS  # noqa: E402  (the list the frozen app must serve)
+
 SMOKE_LOG = ROOT / "build" / "smoke.log"
 
 
