@@ -33,4 +33,6 @@ def test_a_loopback_connection_that_is_refused_is_a_note_not_a_failed_bench(monk
     monkeypatch.setattr(bench_serve, "measure_serve", refused)
     notes: list[str] = []
     assert bench_serve.collect(argparse.Namespace(serve_runs=1, quick=True), BenchConfig(), lambda _: None, notes) == {}
-    assert notes == ["ember serve: not measured (zero-egress mode refused a connection to 127.0.0.1:5555)"]
+    assert len(notes) == 1
+    assert notes[0].startswith("ember serve: not measured (zero-egress mode refused a connection to 127.0.0.1:5555)")
+    assert "ember network allow 127.0.0.1`" in notes[0]

@@ -58,7 +58,9 @@ def collect(args: argparse.Namespace, config: BenchConfig, say: Callable[[str], 
     try:
         return measure_serve(config, runs, client_tokens, notes)
     except (httpx.HTTPError, OSError, BenchError) as exc:  # e.g. loopback connections refused by a policy
-        notes.append(f"ember serve: not measured ({exc})")
+        hint = "; zero-egress mode covers loopback too: `ember network allow 127.0.0.1` lets the bench " \
+               "reach its own server" if "zero-egress" in str(exc) else ""
+        notes.append(f"ember serve: not measured ({exc}){hint}")
         return {}
 
 
