@@ -81,7 +81,7 @@ def test_the_prompt_numbers_the_passages_and_fits_the_context(monkeypatch: pytes
     assert main(["chat", "--attach", str(note), "What colour is the sky?"]) == 0
     sent = scripted.requests[0].messages[-1]["content"]
     assert sent.endswith("[1] sky.md\n# Sky\n\nThe sky over the harbour is blue.\n\nQuestion: What colour is the sky?")
-    assert sent.startswith("Answer the question using the numbered passages")
+    assert sent.startswith("Answer using these passages from my documents")
     # the next turn of the conversation stores and re-sends the question alone; the file stays
     # attached to the conversation, so the new question gets the document again
     assert main(["chat", "-c", "Sure?"]) == 0
