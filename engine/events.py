@@ -120,6 +120,8 @@ class TurnStats:
     context_size: int = 0
     drafted: int = 0  # speculative decoding: draft tokens proposed, and accepted by the model
     accepted: int = 0
+    # What reproduces the reply (engine/backends/receipt.py); None when the backend gives none.
+    receipt: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

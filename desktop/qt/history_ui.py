@@ -83,6 +83,8 @@ class HistoryPresenter(QObject):
             widget.add_tool_widget(card)
         widget.set_history(msg.id, item.versions)
         widget.set_sources(sources_from_stats(msg.stats))
+        receipt = msg.stats.get("receipt")
+        widget.set_receipt(receipt if isinstance(receipt, dict) else None)
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:
