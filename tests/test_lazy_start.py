@@ -86,7 +86,8 @@ def test_the_command_is_found_before_parsing(argv: list[str], expected: str | No
 def test_the_lazy_listing_matches_the_full_one() -> None:
     # `ember --help` lists every command from main's table; each command's own parser says the same.
     assert build_parser(()).format_help() == build_parser().format_help()
-    assert list(SUBCOMMANDS) == ["chat", "models", "history", "bench", "tools", "doctor", "serve"]
+    assert list(SUBCOMMANDS) == ["chat", "models", "history", "bench", "tools", "docs", "doctor", "serve",
+                                "network"]
 
 
 def test_a_command_parses_the_same_lazily_or_in_full() -> None:

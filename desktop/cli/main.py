@@ -1,4 +1,4 @@
-"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`, `serve`.
+"""The `ember` command: the GUI by default, plus its subcommands (`SUBCOMMANDS`: chat, docs, serve, …).
 
 Subcommands live in `desktop/cli/cmd_<name>.py`, each exposing `register(subparsers)`; none of
 them imports Qt, so the CLI works without a display.
@@ -32,8 +32,10 @@ SUBCOMMANDS: dict[str, str] = {
     "history": "list, search, export and import recorded conversations",
     "bench": "measure speed against raw llama-cpp-python, and the GUI under load",
     "tools": "list the built-in tools and the MCP servers' tools",
+    "docs": "collections of documents to chat with (ember chat --docs NAME)",
     "doctor": "show llama.cpp's build, backends and devices, and whether the GPU is used",
     "serve": "serve the model as a local OpenAI-compatible API",
+    "network": "zero-egress mode: show it, allow a destination, turn it on or off",
 }
 _VALUE_OPTIONS = ("--model", "--backend", "--prompt")  # the top-level options that take a value
 
@@ -91,6 +93,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from engine.network import guard as network_guard
+    from models.library.paths import ember_paths
+
+    # Zero-egress mode (engine/network): every connection this process tries is checked first.
+    with network_guard.enforced(network_guard.guard_for(ember_paths())):
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
         from engine.logsetup import configure_logging
 
