@@ -44,8 +44,7 @@ def _modules_after(args: list[str], home: Path) -> tuple[int, set[str], str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
-    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["chat", "--help"],
-     ["tools", "--help"]],
+    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["tools", "--help"]],
 )
 def test_a_command_imports_only_what_it_uses(args: list[str], tmp_path: Path) -> None:
     status, roots, stdout = _modules_after(args, tmp_path)
@@ -107,18 +106,6 @@ def test_the_packaged_app_entry_is_as_lazy(tmp_path: Path) -> None:
                             env={**os.environ, "EMBER_HOME": str(tmp_path)}, timeout=120, check=True)
     roots = set(json.loads(result.stdout.splitlines()[-1]))
     assert result.stdout.startswith("ember ") and not roots & set(HEAVY)
-
-
-@pytest.mark.slow
-def test_the_window_starts_without_the_model_or_optional_parts() -> None:
-    # llama.cpp loads with the model on the engine's thread after the first paint; the MCP SDK
-    # with a server; jsonschema on first use (warmed up on a thread).
-    code = ("import json, sys\nimport desktop.qt.app\n"
-            "print(json.dumps(sorted(sys.modules)))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                            check=True, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
-    roots = {name.split(".")[0] for name in json.loads(result.stdout.splitlines()[-1])}
-    assert not roots & {"llama_cpp", "numpy", "mcp", "pydantic", "jsonschema"}
 
 
 def test_warm_up_imports_on_a_thread() -> None:

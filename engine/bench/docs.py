@@ -24,7 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# isort: off
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
+# isort: on
 
 from engine.bench.docs_corpus import needle_corpus, prose, write_pdf
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder

@@ -15,8 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+# isort: off
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
 import numpy.typing as npt
+# isort: on
 
 from engine.errors import ModelLoadError
 

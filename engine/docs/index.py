@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+# isort: off
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
 import numpy.typing as npt
+# isort: on
 
 from engine.docs.chunk import Chunk
 from engine.docs.schema import DocsDatabaseError, migrate
