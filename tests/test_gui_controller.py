@@ -8,7 +8,7 @@ from typing import Any
 
 from desktop.core.controller import ChatController, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
-from engine.backends.base import Backend
+from engine.backends.base import Backend, Message
 from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
@@ -100,17 +100,18 @@ def run(coro: Any) -> Any:
 
 
 def test_a_turn_streams_into_the_view_and_the_conversation() -> None:
-    async def main() -> tuple[FakeView, ChatController]:
+    async def main() -> tuple[FakeView, list[Message]]:
         view = FakeView()
         controller = ChatController(Engine(ScriptedBackend.from_texts(["<think>", "hm", "</think>", "Hi!"])), view)
         assert await controller.send("hello")
+        thread = controller.session.thread()
         await controller.aclose()
-        return view, controller
+        return view, thread
 
-    view, controller = run(main())
+    view, thread = run(main())
     assert view.replies[0].events == [("thinking", "hm"), ("content", "Hi!"), ("finish", "stop")]
     assert view.named("set_busy") == [True, False]
-    assert controller.conversation.messages[-1] == {"role": "assistant", "content": "Hi!"}
+    assert thread == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]
 
 
 def test_a_message_sent_while_loading_waits_for_the_model() -> None:

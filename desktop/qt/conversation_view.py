@@ -52,7 +52,7 @@ class ConversationView(QScrollArea):
     """Message widgets in a centred column of readable width.
 
     Signals:
-        failureAction(str): a banner's button was pressed ("retry" or "new_conversation").
+        failureAction(str): a banner's button was pressed (its `FailureAction`).
         regenerateRequested(int): Regenerate on the stored answer with this id.
         editRequested(int, str): Save & send on an edit of the stored question with this id.
         versionRequested(int): a navigator asked for this version (message id).

@@ -17,7 +17,6 @@ from qasync import asyncSlot
 
 from desktop.core.controller import ChatController
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem
-from desktop.core.reply_format import ReplyFormat
 from desktop.qt.appearance import current_palette
 from desktop.qt.conversation_view import Entry
 from desktop.qt.format_picker import ReplyFormatButton
@@ -25,6 +24,7 @@ from desktop.qt.icons import set_icon, themed_icon
 from desktop.qt.message_view import UserMessage
 from desktop.qt.sidebar import DEFAULT_WIDTH, HistorySidebar
 from desktop.qt.window import MainWindow
+from engine.session.reply_format import ReplyFormat
 
 NOTICE_MS = 10_000
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.controller import TurnFailure
+from desktop.core.controller import FailureAction, TurnFailure
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
 from desktop.qt.code_highlight import load_lexer
@@ -37,7 +37,7 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import TurnStats
+from engine.events import FinishReason, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
@@ -45,8 +45,8 @@ RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI t
 USER_BUBBLE_MAX_FRACTION = 0.8
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
-ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
-                 "drop_older": "Leave older messages out"}
+ACTION_LABELS = {FailureAction.RETRY: "Try again", FailureAction.NEW_CONVERSATION: "New conversation",
+                 FailureAction.DROP_OLDER: "Leave older messages out"}
 # How a stored reply that did not complete says so, quietly, in its status line.
 STORED_STATUS: dict[str, str] = {
     "stopped": "Stopped",
@@ -202,7 +202,7 @@ class TurnBanner(QFrame):
     """A failed turn, shown under the user's message, with an action when one helps.
 
     Signals:
-        actionRequested(str): "retry" or "new_conversation".
+        actionRequested(str): the banner's `FailureAction`.
     """
 
     actionRequested = Signal(str)
@@ -227,7 +227,7 @@ class TurnBanner(QFrame):
         if failure.action:
             self.button = QPushButton(ACTION_LABELS[failure.action], self)
             self.button.setProperty("kind", "primary")
-            set_icon(self.button, "regenerate" if failure.action == "retry" else "new_chat",
+            set_icon(self.button, "regenerate" if failure.action is FailureAction.RETRY else "new_chat",
                      current_palette().accent_text, 16)
             self.button.setProperty("iconOnAccent", True)
             self.button.setAccessibleName(ACTION_LABELS[failure.action])
@@ -387,9 +387,9 @@ class AssistantMessage(QFrame):
         self.settled.emit()
 
     def _status_for(self, stats: TurnStats) -> str:
-        if stats.finish_reason == "cancelled":
+        if stats.finish_reason == FinishReason.CANCELLED:
             return "Stopped" if self._content else "Stopped before any answer"
-        if stats.finish_reason == "length":
+        if stats.finish_reason == FinishReason.LENGTH:
             return "Stopped at the reply length limit"
         return ""
 
@@ -474,6 +474,6 @@ def prewarm() -> None:
     reply.add_thinking("warm")
     reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")
     reply.finish(TurnStats())
-    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", "retry"))]
+    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", FailureAction.RETRY))]
     for widget in widgets:
         widget.deleteLater()

@@ -105,7 +105,7 @@ async def capture(out: Path) -> list[Path]:
     script = out / ".demo-script.json"
     script.write_text(json.dumps(_script()), encoding="utf-8")
     window = MainWindow()
-    controller = ChatController(Engine(), window, history=open_history()[0])
+    controller = ChatController(Engine(), window, session=open_history()[0])
     models = wire_window(window, controller)
     attach_history(window, controller)
     window.resize(*WINDOW_SIZE)
@@ -170,10 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["EMBER_HOME"] = home  # no user history, settings or appearance is read or touched
         import qasync
         from PySide6.QtWidgets import QApplication
-
-        from desktop.qt.compat import guard_singleton_refcounts
-
-        guard_singleton_refcounts()
         app = QApplication(sys.argv[:1])
         app.setQuitOnLastWindowClosed(False)  # closing the picker must not end the run
         loop = qasync.QEventLoop(app)

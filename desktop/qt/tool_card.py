@@ -33,10 +33,10 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
 from engine.errors import ConfigError
+from engine.events import ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import Decision, arguments_text
 from engine.tools.registry import ToolSet
-from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
-from engine.turns.tool_loop import Decision, arguments_text
 from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
@@ -302,7 +302,7 @@ def install_tools(window: QWidget, controller: ChatController,
     if isinstance(row, QHBoxLayout):
         row.insertWidget(max(0, row.count() - 1), toggle)
         row.insertWidget(max(0, row.count() - 1), grant)
-    turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
+    turns = ToolTurns(area, make_tools, session=controller.session, mcp=mcp if mcp is not None else _load_mcp())
     servers = _mcp_menu(header, turns)
     allowed = _allowed_menu(header, turns)
     if isinstance(row, QHBoxLayout):

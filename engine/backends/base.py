@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -9,10 +10,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from engine.errors import ConfigError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from models.library.settings import ModelSettings
 
 Message = dict[str, Any]
+ToolSpec = dict[str, Any]  # one offered tool, in the OpenAI function shape
 Schema = Mapping[str, Any] | bool  # a JSON Schema
 
 
@@ -50,7 +52,7 @@ class Request:
     """
 
     messages: tuple[Message, ...]
-    tools: tuple[dict[str, Any], ...] | None = None
+    tools: tuple[ToolSpec, ...] | None = None
     sampling: Sampling = field(default_factory=Sampling)
     max_tokens: int = DEFAULT_MAX_TOKENS
     grammar: str | None = None
@@ -113,7 +115,7 @@ class StreamInfo:
     cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
     completion_tokens: int = 0
     context_size: int = 0
-    finish_reason: str = "stop"  # stop | length | cancelled
+    finish_reason: str = FinishReason.STOP
     retries: int = 0
     # The thinking opener the rendered prompt ends with ('' when none: see
     # models.formats.prefill_opener); the reply then starts in the thinking channel.
@@ -153,10 +155,11 @@ class Backend(Protocol):
         """Tokens in `text`: exact with the token_count capability, else an estimate."""
         ...
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        """Tokens of the prompt `messages` render to (chat template included); exact with the
-        token_count capability, else an estimate. Reads only the vocabulary and the template,
-        so it may run beside a streaming reply (engine/turns/context_window.py)."""
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        """Tokens of the prompt `messages` (and the `tools` offered) render to, chat template
+        included: exact with the token_count capability, else an estimate. Reads only the
+        vocabulary and the template, so it may run beside a streaming reply
+        (engine/turns/context_window.py)."""
         ...
 
     def close(self) -> None: ...
@@ -173,9 +176,15 @@ class PlainBackend:
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1  # about four characters a token
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        # An estimate: the contents plus a few tokens of role markup per message.
-        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages)
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        # An estimate: the contents plus a few tokens of role markup per message, and the tools' JSON.
+        described = sum(self.count_tokens(json.dumps(t, ensure_ascii=False)) for t in tools or ())
+        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages) + described
+
+
+def prompt_key(messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
+    """A key for a prompt's content: equal exactly when the messages and tools are."""
+    return json.dumps([list(messages), list(tools or ())], sort_keys=True, ensure_ascii=False, default=str)
 
 
 def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:

@@ -16,6 +16,8 @@ import ctypes
 import logging
 import os
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends import llama_devices, llama_log, offload
-from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo
+from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
@@ -34,13 +36,14 @@ from engine.backends.offload import AUTO_LAYERS, Placement
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from models.formats import prefill_opener
 
 log = logging.getLogger("engine.llama")
 
 DEFAULT_N_CTX = 4096
 ABORTED = 2  # llama_decode's code when the abort callback stopped it
+PROMPT_CACHE_SIZE = 8  # rendered prompts remembered: a fit's candidates, then the one it keeps
 
 
 def gpu_offload_supported() -> bool:
@@ -80,6 +83,9 @@ class LlamaBackend:
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
         self._pieces = PieceReader(self._vocab)
+        self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
+        self._prompt_lock = threading.Lock()
+        self.renders = 0  # prompts rendered and tokenized (not served from the cache): for benches and tests
 
     # -- where it runs ----------------------------------------------------------------------
 
@@ -229,7 +235,27 @@ class LlamaBackend:
     # -- prompt ---------------------------------------------------------------------------
 
     def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
-        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none).
+
+        Remembered by content: the context fit measures the very request a turn then
+        streams, so the prompt is rendered and tokenized once (the counting thread and the
+        model's thread share the cache under a lock).
+        """
+        key = prompt_key(request.messages, request.tools)
+        with self._prompt_lock:
+            known = self._prompts.get(key)
+            if known is not None:
+                self._prompts.move_to_end(key)
+                return list(known[0]), known[1]
+        ids, prefilled = self._render(request)
+        with self._prompt_lock:
+            self._prompts[key] = (tuple(ids), prefilled)
+            while len(self._prompts) > PROMPT_CACHE_SIZE:
+                self._prompts.popitem(last=False)
+        return ids, prefilled
+
+    def _render(self, request: Request) -> tuple[list[int], str]:
+        self.renders += 1
         # A template that ignores tools gets them described in the system message instead.
         messages, tools = fallback_for(self._template.source, request.messages, request.tools)
         segments = self._template.segments(messages, tools=tools)
@@ -247,10 +273,10 @@ class LlamaBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
         """Exact (the token_count capability): reads only the vocabulary and the template,
         so it is safe beside a streaming reply."""
-        return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
+        return len(self.prompt_tokens(Request(messages=tuple(messages), tools=tuple(tools) if tools else None))[0])
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -280,10 +306,10 @@ class LlamaBackend:
             chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
         except GrammarError as exc:
             raise ConfigError(str(exc)) from exc
-        info.finish_reason = "length"
+        info.finish_reason = FinishReason.LENGTH
         try:
             if not self._evaluate_prompt(tokens, cancel):
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             yield from self._decode_loop(chain, cancel, info, limit)
         finally:
@@ -311,7 +337,7 @@ class LlamaBackend:
             token = chain.sample(ctx)
             eog, special, user_defined = classify(token)
             if eog:
-                info.finish_reason = "stop"
+                info.finish_reason = FinishReason.STOP
                 break
             count += 1
             info.completion_tokens = count
@@ -325,7 +351,7 @@ class LlamaBackend:
             except DecodeError as exc:
                 raise _decode_failure(exc) from exc
         if cancel.cancelled:
-            info.finish_reason = "cancelled"
+            info.finish_reason = FinishReason.CANCELLED
         tail = decoder.flush()
         if tail:
             yield Piece(tail)

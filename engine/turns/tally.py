@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.backends.base import StreamInfo
-from engine.events import TurnStats
+from engine.events import FinishReason, TurnStats
 
 
 @dataclass
@@ -21,7 +21,7 @@ class Tally:
     retries: int = 0
     stripped: int = 0
     attempts: int = 0
-    finish_reason: str = "stop"
+    finish_reason: str = FinishReason.STOP
 
     def mark_piece(self) -> None:
         if self.first_piece is None:

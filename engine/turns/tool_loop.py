@@ -1,7 +1,6 @@
-"""A turn with tools: model round → approved tool calls → results back → next round.
+"""The rounds of a turn with tools: model round → approved tool calls → results back → next round.
 
-    runner = ToolTurnRunner(backend, toolset, approver, permissions=conversation_permissions)
-    for event in runner.run(request, cancel): ...
+    TurnRunner(backend, ToolUse(toolset, approver, permissions=conversation_permissions)).run(request)
 
 Each round streams through the same guardrail as a plain turn, with a
 `ToolCallCollector` as the scaffolding filter's sink: tool-call markup never reaches the
@@ -12,155 +11,92 @@ as `tool` messages through the model's own chat template. A turn runs at most
 `max_rounds` rounds of tool calls; calls past that end the turn with `ToolLimit`.
 A result that does not fit the context left is cut, with a note saying so.
 
-A round with no calls and no visible text gets the plain turn's one recovery (no tools);
-a round whose calls did not parse is such a round (the guardrail stripped them).
+A round with no calls and no visible text ends the rounds with no visible answer: the
+runner then makes its one recovery request (engine/turns/runner.py), as for any turn.
 Grammar, if any, constrains the first round only: one forcing a call would loop forever.
 """
 
 from __future__ import annotations
 
-import enum
-import json
 import logging
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import replace
-from typing import Any
+from collections.abc import Generator
+from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.errors import MalformedReplyError
-from engine.events import Recovery
+from engine.events import Approval, Event, ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
-from engine.tools.registry import ToolError, ToolSet
-from engine.turns.rounds import fold_system, stream_round
-from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnEnd
+from engine.tools.permissions import DENIED_TEXT, Decision, ToolUse, cut_result
+from engine.tools.registry import ToolError
+from engine.turns.rounds import stream_round
 from engine.turns.tally import Tally
-from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
 
-log = logging.getLogger("engine.tool_loop")
+log = logging.getLogger("engine.turn")
 
-DEFAULT_MAX_ROUNDS = 8
-DEFAULT_MAX_RESULT_CHARS = 16_000
 CHARS_PER_TOKEN = 3  # a cautious estimate: most tokenizers average more than this
-DENIED_TEXT = "The user denied this tool call. Do not try it again; answer without it."
-CUT_NOTE = "\n[result cut: {shown} of {total} characters shown, to fit the context]"
 
 
-class Decision(enum.Enum):
-    APPROVE = "approve"
-    DENY = "deny"
-    ALWAYS = "always"  # approve, and approve this tool from now on in this conversation
+@dataclass
+class ToolRounds:
+    """The tool rounds of one turn; `calls` counts the calls made (for the turn's log line)."""
 
+    backend: Backend
+    use: ToolUse
+    calls: int = 0
+    _used: set[str] = field(default_factory=set[str])
 
-Approver = Callable[[ToolCall], Decision]
-
-
-class ToolPermissions:
-    """The tools the user chose to always allow in one conversation; each can be revoked."""
-
-    def __init__(self, always: set[str] | None = None) -> None:
-        self.always: set[str] = set(always or ())
-
-    def allows(self, name: str) -> bool:
-        return name in self.always
-
-    def allow_always(self, name: str) -> None:
-        self.always.add(name)
-
-    def revoke(self, name: str) -> None:
-        self.always.discard(name)
-
-
-class ToolTurnRunner:
-    """Runs turns that may call tools. Call `run` on the thread that owns the backend."""
-
-    def __init__(self, backend: Backend, tools: ToolSet, approver: Approver, *,
-                 permissions: ToolPermissions | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                 max_result_chars: int = DEFAULT_MAX_RESULT_CHARS) -> None:
-        self.backend = backend
-        self.tools = tools
-        self.approver = approver
-        self.permissions = permissions or ToolPermissions()
-        self.max_rounds = max_rounds
-        self.max_result_chars = max_result_chars
-        self._ids = 0
-        self._used: set[str] = set()
-
-    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[AnyEvent]:
-        """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
-        cancel = cancel or CancelToken()
-        tally = Tally()
-        self._ids = 0
-        self._used = set()
-        end = TurnEnd("error")
-        try:
-            yield from end.after(self._rounds(request, cancel, tally), tally)
-        finally:
-            log.info("tool turn outcome=%s attempts=%d tool_calls=%d tools_offered=%d",
-                     end.outcome, tally.attempts, self._ids, len(self.tools.names))
-
-    def _rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
-        specs = self.tools.specs() or None
-        if specs is None:  # every tool went away (a server that did not start): a plain turn
-            request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
+    def run(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[Event, None, tuple[bool, Request]]:
+        """Stream the rounds; return whether the turn is answered (or stopped) and its last request."""
         messages = list(request.messages)
-        for round_no in range(self.max_rounds + 1):
-            this = request.with_(messages=tuple(messages), tools=specs,
-                                 grammar=request.grammar if round_no == 0 else None)
-            collector = ToolCallCollector(self.tools.names)
+        for round_no in range(self.use.max_rounds + 1):
+            this = request.with_(messages=tuple(messages), grammar=request.grammar if round_no == 0 else None)
+            collector = ToolCallCollector(self.use.tools.names)
             pipeline, info = yield from stream_round(self.backend, this, cancel, tally, collector)
             content = pipeline.content if pipeline is not None else ""
             if cancel.cancelled:
-                return
+                return True, this
             if not collector.calls:
-                if not content.strip():
-                    yield from self._recover(this, cancel, tally)
-                return
-            if round_no == self.max_rounds:
-                log.warning("tool round limit (%d) reached; the calls were not run", self.max_rounds)
-                yield ToolLimit(self.max_rounds)
-                return
+                return bool(content.strip()), this
+            if round_no == self.use.max_rounds:
+                log.warning("tool round limit (%d) reached; the calls were not run", self.use.max_rounds)
+                yield ToolLimit(self.use.max_rounds)
+                return True, this
             calls = [self._event(call) for call in collector.calls]
             messages.append(_assistant_message(content, calls))
             budget = self._result_budget(this, info, len(calls))
             for call in calls:
                 messages.append((yield from self._run_call(call, budget, cancel)))
                 if cancel.cancelled:
-                    return
-
-    def _recover(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[AnyEvent]:
-        yield Recovery("empty_reply")
-        retry = request.with_(messages=fold_system(request.messages, CORRECTION_LINE), tools=None, grammar=None)
-        pipeline, _ = yield from stream_round(self.backend, retry, cancel, tally)
-        if (pipeline is None or not pipeline.content.strip()) and not cancel.cancelled:
-            raise MalformedReplyError()
+                    return True, this
+        return True, request  # unreachable: the last round either has no calls or hits the limit
 
     def _event(self, call: ParsedCall) -> ToolCall:
-        self._ids += 1
+        self.calls += 1
         # A model's own ids (Kimi's `functions.NAME:0`) can repeat across rounds; ours cannot.
-        call_id = call.call_id if call.call_id and call.call_id not in self._used else f"call_{self._ids}"
+        call_id = call.call_id if call.call_id and call.call_id not in self._used else f"call_{self.calls}"
         self._used.add(call_id)
         return ToolCall(call_id, call.name, call.arguments)
 
-    def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[AnyEvent, None, Message]:
+    def _run_call(self, call: ToolCall, budget: int, cancel: CancelToken) -> Generator[Event, None, Message]:
         yield call
-        approval = "always"
-        if not self.permissions.allows(call.name):
-            approval = "approved"
-            decision = self.approver(call)
+        approval = Approval.ALWAYS
+        permissions = self.use.permissions
+        if not permissions.allows(call.name):
+            approval = Approval.APPROVED
+            decision = self.use.approver(call)
             if decision is Decision.DENY or cancel.cancelled:  # a stop while asking is no approval
                 yield ToolDenied(call.id)
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
-                self.permissions.allow_always(call.name)
-                approval = "approved_always"
+                permissions.allow_always(call.name)
+                approval = Approval.APPROVED_ALWAYS
         result = replace(self._execute(call, budget), approval=approval)
         yield result
         return _tool_message(call, result.content)
 
     def _execute(self, call: ToolCall, budget: int) -> ToolResult:
         try:
-            text = self.tools.run(call.name, call.arguments)
+            text = self.use.tools.run(call.name, call.arguments)
         except ToolError as exc:
             return ToolResult(call.id, f"error: {exc}", error=True)
         except Exception as exc:  # a broken tool must not end the chat
@@ -170,20 +106,11 @@ class ToolTurnRunner:
 
     def _result_budget(self, request: Request, info: StreamInfo, n_calls: int) -> int:
         """Characters each result may take: what the context has left after the reply's room."""
-        budget = self.max_result_chars
+        budget = self.use.max_result_chars
         if info.context_size:
             free = info.context_size - info.prompt_tokens - info.completion_tokens - request.max_tokens
             budget = min(budget, max(0, free) * CHARS_PER_TOKEN // max(1, n_calls))
         return max(budget, 200)  # even a full context gets a line saying what happened
-
-
-def cut_result(text: str, budget: int) -> str:
-    """`text`, or its head plus a note when it is longer than `budget` characters."""
-    if len(text) <= budget:
-        return text
-    note = CUT_NOTE.format(shown="{shown}", total=len(text))
-    shown = max(0, budget - len(note) - 8)
-    return text[:shown] + note.format(shown=shown)
 
 
 def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
@@ -199,8 +126,3 @@ def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
 
 def _tool_message(call: ToolCall, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-
-
-def arguments_text(arguments: dict[str, Any]) -> str:
-    """The arguments as the user sees them on an approval prompt: full, indented JSON."""
-    return json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True)
