@@ -328,11 +328,12 @@ class ChatController:
         return await self.engine.measure(
             lambda backend: measure_draft(backend, messages, draft, policy, settings.max_tokens))
 
-    async def refresh_context(self) -> None:
-        """Show where the model's view of the open conversation begins (after opening it)."""
+    async def refresh_context(self, branch: Branch | None = None) -> None:
+        """Show where the model's view of the open conversation begins (after opening it: its `branch`)."""
         settings, policy = self._turn_settings(), self.context_policy
         try:
-            messages = self.session.messages(settings)
+            path = None if branch is None else [item.message for item in branch]
+            messages = self.session.messages(settings, path=path)
         except HISTORY_ERRORS:
             return
         if not messages:
@@ -505,7 +506,7 @@ class ChatController:
         self._show_branch(branch)
         self._show_format(fmt)
         self._list_changed()
-        await self.refresh_context()
+        await self.refresh_context(branch)
         return True
 
     async def switch_version(self, message_id: int) -> bool:
