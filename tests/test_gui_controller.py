@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
-from desktop.core.controller import ChatController, TurnFailure, failure_for
+from desktop.core.controller import ChatController, FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
 from engine.backends.base import Backend, Message
 from engine.backends.factory import BackendSpec
@@ -159,8 +159,8 @@ def test_stop_while_the_model_loads_ends_the_turn_without_a_reply() -> None:
 
 def test_failure_copy() -> None:
     assert failure_for("malformed_reply", "x") == TurnFailure(
-        "malformed_reply", "The model returned a malformed reply — please try again.", "retry")
-    assert failure_for("context_full", "x").action == "new_conversation"
+        "malformed_reply", "The model returned a malformed reply — please try again.", FailureAction.RETRY)
+    assert failure_for("context_full", "x").action is FailureAction.NEW_CONVERSATION
     assert failure_for("script", "no reply left").action is None
     assert failure_for("no_model", "").text == "No model is loaded."
     assert failure_for("backend", "boom").text == "The model stopped with an error: boom"

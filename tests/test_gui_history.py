@@ -11,7 +11,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
-from engine.session import session as session_module
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
@@ -24,6 +23,7 @@ from engine.errors import BackendError
 from engine.events import Piece
 from engine.history.store import HistoryStore
 from engine.runtime import Engine
+from engine.session import session as session_module
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
