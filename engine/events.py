@@ -137,7 +137,7 @@ class TurnStats:
     attempts: int = 1
     finish_reason: str = FinishReason.STOP
     context_used: int = 0
-    context_size: int = 0
+    context_size: int = 0  # the runtime context (n_ctx), under its name in `--events` and stored stats
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

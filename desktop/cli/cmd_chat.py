@@ -66,6 +66,7 @@ from engine.session.settings import TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
+from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 
 def register(sub: Any) -> None:
@@ -78,8 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
     p.add_argument("--max-tokens", type=positive_int, default=None,
                    help="reply length limit (default: the model's setting, else up to the context size)")
-    p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
-    p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
+    p.add_argument("--ctx", type=ctx_arg, default=None,
+                   help=f"context length in tokens (default {DEFAULT_CONTEXT_LENGTH})")
+    p.add_argument("--gpu-layers", type=int, default=None,
+                   help=f"layers to offload to the GPU ({AUTO_GPU_LAYERS} = as many as fit, 0 = CPU only)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
@@ -164,7 +167,7 @@ def _keep_choices(args: argparse.Namespace, session: ChatSession) -> None:
 
 def note_clamped_context(asked: int, backend: Backend) -> None:
     """Say so when the model's trained context is below the context asked for (it is used instead)."""
-    used = backend.capabilities.context_size
+    used = backend.capabilities.n_ctx
     if 0 < used < asked:
         sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
                          f"not {asked}\n")

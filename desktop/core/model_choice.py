@@ -54,7 +54,7 @@ class ModelChoice:
     notice: str | None = None
 
     def factory(self) -> Backend:
-        """Build the backend; runs on the engine's worker thread."""
+        """Build the backend; runs on the engine's loader thread (Engine.load)."""
         try:
             return self._build()
         except DefaultModelMissing as exc:  # a FileNotFoundError: give it the load-error shape

@@ -187,11 +187,6 @@ class ConversationView(QScrollArea):
         self._pending = self._append(self._reply_widget(role_label))
         return self._pending
 
-    def add_stored_reply(self, role_label: str, content: str, thinking: str, status: Status) -> AssistantMessage:
-        """A finished reply read back from history."""
-        self._pending = None
-        return self._append(self.stored_reply_widget(role_label, content, thinking, status))
-
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit, Regenerate and the navigators wait while a reply streams."""
         for widget in self.message_widgets():

@@ -19,8 +19,7 @@ Schema = Mapping[str, Any] | bool  # a JSON Schema
 
 
 _DEFAULTS = ModelSettings()
-# A reply with no length limit runs to the context's end (the backend stops there).
-DEFAULT_MAX_TOKENS = _DEFAULTS.max_tokens or _DEFAULTS.context_length
+DEFAULT_MAX_TOKENS = _DEFAULTS.reply_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +113,7 @@ class StreamInfo:
     prompt_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
     completion_tokens: int = 0
-    context_size: int = 0
+    n_ctx: int = 0  # the runtime context size (tokens)
     finish_reason: str = FinishReason.STOP
     retries: int = 0
     # The thinking opener the rendered prompt ends with ('' when none: see
@@ -128,7 +127,7 @@ class Capabilities:
 
     grammar: bool = False  # honours Request.grammar; check_grammar validates one first
     token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
-    context_size: int = 0  # tokens the loaded context holds; 0 when unknown (a server)
+    n_ctx: int = 0  # tokens the loaded context holds (the runtime context size); 0 when unknown (a server)
     tools: bool = False  # the template renders Request.tools
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used

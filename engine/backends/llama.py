@@ -32,16 +32,16 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
-from engine.backends.offload import AUTO_LAYERS, Placement
+from engine.backends.offload import Placement
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import FinishReason, Piece
 from models.formats import prefill_opener
+from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 log = logging.getLogger("engine.llama")
 
-DEFAULT_N_CTX = 4096
 ABORTED = 2  # llama_decode's code when the abort callback stopped it
 PROMPT_CACHE_SIZE = 8  # rendered prompts remembered: a fit's candidates, then the one it keeps
 
@@ -60,8 +60,8 @@ class LlamaBackend:
     # Greedy sampling inside the GPU graph (llama.cpp's experimental backend sampling).
     device_sampling = os.environ.get("EMBER_DEVICE_SAMPLING", "1") != "0"
 
-    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = AUTO_LAYERS,
-                 n_threads: int | None = None, flash_attn: bool = True) -> None:
+    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+                 n_gpu_layers: int = AUTO_GPU_LAYERS, n_threads: int | None = None, flash_attn: bool = True) -> None:
         self.path = Path(model_path)
         self.name = self.path.name
         self.gpu_note = ""
@@ -69,12 +69,12 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self.n_threads = n_threads or default_threads()
-        n_ctx_train = self.metadata.context_length
+        n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
         # Tools: rendered by the template, or described in the system message (tool_prompt).
-        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, context_size=self.n_ctx,
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, n_ctx=self.n_ctx,
                                          device=self.where, device_note=self.gpu_note)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
@@ -285,7 +285,7 @@ class LlamaBackend:
         info.prompt_tokens = len(tokens)
         reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
         info.cached_tokens = self._kv.reusable(tokens)
-        info.context_size = self.n_ctx
+        info.n_ctx = self.n_ctx
         info.prefilled_thinking = prefilled
         room = self.n_ctx - len(tokens)
         if room <= 0:

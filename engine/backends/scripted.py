@@ -110,7 +110,7 @@ class ScriptedBackend(PlainBackend):
 
     @property
     def n_ctx(self) -> int | None:
-        return self.capabilities.context_size or None
+        return self.capabilities.n_ctx or None
 
     @n_ctx.setter
     def n_ctx(self, value: int | None) -> None:
@@ -118,7 +118,7 @@ class ScriptedBackend(PlainBackend):
         # local model, so context policies can be tested without one; a prompt over it is refused.
         # (A subclass's own declaration is kept; only the counting part changes.)
         declared = type(self).capabilities
-        self.capabilities = declared if value is None else replace(declared, token_count=True, context_size=value)
+        self.capabilities = declared if value is None else replace(declared, token_count=True, n_ctx=value)
 
     @property
     def remaining(self) -> int:
@@ -137,7 +137,7 @@ class ScriptedBackend(PlainBackend):
         n_ctx = self.n_ctx
         if n_ctx is not None:
             info.prompt_tokens = self.count_prompt_tokens(request.messages, request.tools)
-            info.context_size = n_ctx
+            info.n_ctx = n_ctx
             if info.prompt_tokens >= n_ctx:
                 raise ContextOverflowError(
                     f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context")

@@ -66,9 +66,7 @@ def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = No
         raise ConfigError(str(exc).replace("invalid model setting ", "invalid value for ")) from exc
     sampling = Sampling(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
                         repeat_penalty=s.repeat_penalty, seed=s.seed)
-    # No limit means "until the model stops or the context is full": the backend stops at
-    # the context edge, so the context length is a limit that never cuts a reply short.
-    return TurnSettings(s, sampling, s.max_tokens or s.context_length)
+    return TurnSettings(s, sampling, s.reply_limit)
 
 
 def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:

@@ -6,7 +6,7 @@ descriptions included; the recovery round's extra line is kept free as headroom.
 
 A backend that can count declares it in its capabilities: `token_count` (its
 ``count_prompt_tokens(messages, tools)``, through its chat template and tokenizer, and
-``count_tokens(text)`` are its own counts) and `context_size`. `LlamaBackend` counts exactly;
+``count_tokens(text)`` are its own counts) and `n_ctx`. `LlamaBackend` counts exactly;
 `ScriptedBackend` counts words when given a context size; a remote server declares neither (its
 context is unknown), so its conversations are sent whole, as before.
 
@@ -51,7 +51,7 @@ class BackendCounter:
     def __init__(self, backend: Backend, cache: TextCache | None = None,
                  tools: tuple[ToolSpec, ...] | None = None) -> None:
         self.backend = backend
-        self.n_ctx = backend.capabilities.context_size
+        self.n_ctx = backend.capabilities.n_ctx
         self.tools = tools or None
         self._texts: TextCache = OrderedDict() if cache is None else cache
 
@@ -77,7 +77,7 @@ class BackendCounter:
 def counter_for(backend: Backend, tools: tuple[ToolSpec, ...] | None = None) -> BackendCounter | None:
     """A counter for `backend` (offering `tools`), or None when it cannot count or its context is unknown."""
     caps = backend.capabilities
-    if not caps.token_count or caps.context_size <= 0:
+    if not caps.token_count or caps.n_ctx <= 0:
         return None
     try:
         cache = _CACHES.setdefault(backend, OrderedDict())

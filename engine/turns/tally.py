@@ -17,7 +17,7 @@ class Tally:
     first_piece: float | None = None
     tokens: int = 0
     prompt_tokens: int = 0
-    context_size: int = 0
+    n_ctx: int = 0
     retries: int = 0
     stripped: int = 0
     attempts: int = 0
@@ -31,7 +31,7 @@ class Tally:
         """Fold in one finished (or failed) model request."""
         self.tokens += info.completion_tokens or pieces
         self.prompt_tokens = info.prompt_tokens
-        self.context_size = info.context_size
+        self.n_ctx = info.n_ctx
         self.retries += info.retries
         self.finish_reason = info.finish_reason
         self.stripped += stripped
@@ -45,5 +45,5 @@ class Tally:
             tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round((first - self.started) * 1000, 1),
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
+            context_used=self.prompt_tokens + self.tokens, context_size=self.n_ctx,
         )

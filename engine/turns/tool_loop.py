@@ -107,8 +107,8 @@ class ToolRounds:
     def _result_budget(self, request: Request, info: StreamInfo, n_calls: int) -> int:
         """Characters each result may take: what the context has left after the reply's room."""
         budget = self.use.max_result_chars
-        if info.context_size:
-            free = info.context_size - info.prompt_tokens - info.completion_tokens - request.max_tokens
+        if info.n_ctx:
+            free = info.n_ctx - info.prompt_tokens - info.completion_tokens - request.max_tokens
             budget = min(budget, max(0, free) * CHARS_PER_TOKEN // max(1, n_calls))
         return max(budget, 200)  # even a full context gets a line saying what happened
 
