@@ -6,7 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
-from desktop.core.controller import ChatController, FailureAction, TurnFailure, failure_for
+from desktop.core.controller import ChatController
+from desktop.core.failures import FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
 from engine.backends.base import Backend, Message
 from engine.backends.factory import BackendSpec

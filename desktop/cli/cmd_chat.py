@@ -128,18 +128,16 @@ def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, sc
           session: ChatSession, tools: ToolSet | None) -> int:
     """One turn through the session: refused before anything is stored, or run and recorded."""
     _keep_choices(args, session)
-    plan = session.prepare(Ask.send(args.prompt), settings, tools=tools, schema=schema)
-    try:
-        plan = plan.fit(backend)  # the request actually sent, tools included
+    try:  # the request actually sent (tools included) is fitted before anything is stored
+        turn = session.open_turn(backend, Ask.send(args.prompt), settings, tools=tools, schema=schema,
+                                 model=backend.name, approver=TerminalApprover(yes=args.yes),
+                                 max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again)
     except (ContextOverflowError, ConfigError) as exc:
-        plan.release()
         sys.stderr.write(f"ember: {exc}\n")
         return EXIT_TURN_ERROR
-    if plan.fit_result.cut:
-        sys.stderr.write(f"ember: {len(plan.fit_result.dropped)} earlier messages are outside the model's "
-                         f"context ({plan.policy})\n")
-    turn = session.begin(plan, model=backend.name, approver=TerminalApprover(yes=args.yes),
-                         max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again)
+    if turn.fit.cut:
+        sys.stderr.write(f"ember: {len(turn.fit.dropped)} earlier messages are outside the model's "
+                         f"context ({turn.policy})\n")
     cancel = CancelToken()
     try:
         return _print_turn(turn.run(backend, cancel), args)

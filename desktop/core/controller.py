@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from desktop.core.failures import HISTORY_PROBLEM, FailureAction, TurnFailure, failure_for, refusal_kind
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
-from engine.backends.base import make_request
-from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError
+from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
     Event,
@@ -45,70 +43,15 @@ from engine.session.settings import TurnSettings, resolve
 from engine.session.titling import ConversationTitler
 from engine.tools.permissions import Approver, deny_all
 from engine.tools.registry import ToolSet
-from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, MessageTooLongError
-from engine.turns.context_window import Meter, fit_request, measure_draft
+from engine.turns.context_policy import ContextPolicy, Fit
+from engine.turns.context_window import Meter
 from engine.turns.runner import error_kind
-from engine.turns.structured import MAX_STRUCTURED_RETRIES
 from models.library.settings import ModelSettings
 
 if TYPE_CHECKING:
     from desktop.core.tool_turns import ToolTurns
 
 log = logging.getLogger("desktop.controller")
-
-
-class FailureAction(StrEnum):
-    """What a failure banner offers."""
-
-    RETRY = "retry"
-    NEW_CONVERSATION = "new_conversation"
-    DROP_OLDER = "drop_older"  # keep chatting with the older messages left out
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFailure:
-    """What the view shows when a turn ends without an answer."""
-
-    kind: str
-    text: str
-    action: FailureAction | None = None
-
-
-CONTEXT_STOP, MESSAGE_TOO_LONG = "context_stop", "message_too_long"
-# Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
-_FAILURES: dict[str, tuple[str, FailureAction | None]] = {
-    TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, FailureAction.RETRY),
-    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
-                                 "Start a new conversation to keep chatting.", FailureAction.NEW_CONVERSATION),
-    TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
-    TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
-    TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
-    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                                      "attempts. Last error: {message}", FailureAction.RETRY),
-    TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", FailureAction.RETRY),
-    # The context policy's refusals (front-end kinds; recorded as context_full or config).
-    CONTEXT_STOP: ("This conversation has reached the model's context limit: {message}. "
-                   "Keep chatting by leaving older messages out of what the model sees.", FailureAction.DROP_OLDER),
-    MESSAGE_TOO_LONG: ("This message was not sent: {message}. Your draft is kept.", None),
-}
-HISTORY_PROBLEM = "history"  # the conversation could not be written: the message was not sent
-
-
-def _context_kind(exc: BaseException) -> str:
-    """The failure kind the view shows for the refusal `exc`."""
-    if isinstance(exc, ContextFullError):
-        return CONTEXT_STOP
-    if isinstance(exc, MessageTooLongError):
-        return MESSAGE_TOO_LONG
-    return error_kind(exc)
-
-
-def failure_for(kind: str, message: str) -> TurnFailure:
-    """What the view shows for a turn that failed with `kind`."""
-    if kind == HISTORY_PROBLEM:
-        return TurnFailure(kind, f"This message was not sent: {message}. Your draft is kept.")
-    text, action = _FAILURES.get(kind, _FAILURES[TurnErrorKind.BACKEND])
-    return TurnFailure(kind, text.format(message=message, reason=f": {message}" if message else "."), action)
 
 
 class ReplySink(Protocol):
@@ -268,18 +211,13 @@ class ChatController:
             self._opening = False
 
     async def _checked_and_stored(self, ask: Ask) -> Turn | None:
-        settings = self._turn_settings()
         tools = await self.tool_turns.for_turn() if self._offers_tools() and self.tool_turns else None
         try:
-            plan = self.session.prepare(ask, settings, tools=tools, schema=self.reply_format.schema)
-        except HISTORY_ERRORS as exc:
-            return self._refuse(HISTORY_PROBLEM, str(exc), tools)
-        try:
-            plan = await self.engine.measure(plan.fit) or plan  # no model yet: fitted once it loads
-            turn = self.session.begin(plan, model=self._model_name(), approver=self._approver())
+            turn = await self.session.open_turn_async(
+                self.engine, ask, self._turn_settings(), tools=tools, schema=self.reply_format.schema,
+                model=self._model_name(), approver=self._approver())
         except (ContextOverflowError, ConfigError) as exc:
-            plan.release()
-            return self._refuse(_context_kind(exc), str(exc), tools)
+            return self._refuse(refusal_kind(exc), str(exc), tools)
         except HISTORY_ERRORS as exc:
             return self._refuse(HISTORY_PROBLEM, str(exc), tools)
         self._retry_pending = False
@@ -320,29 +258,18 @@ class ChatController:
 
     async def measure_draft(self, draft: str) -> Meter | None:
         """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
-        settings, policy = self._turn_settings(), self.context_policy
         try:
-            messages = self.session.messages(settings)
+            return await self.session.meter_async(self.engine, draft, self._turn_settings())
         except HISTORY_ERRORS:
             return None
-        return await self.engine.measure(
-            lambda backend: measure_draft(backend, messages, draft, policy, settings.max_tokens))
 
     async def refresh_context(self, branch: Branch | None = None) -> None:
         """Show where the model's view of the open conversation begins (after opening it: its `branch`)."""
-        settings, policy = self._turn_settings(), self.context_policy
+        path = None if branch is None else [item.message for item in branch]
         try:
-            path = None if branch is None else [item.message for item in branch]
-            messages = self.session.messages(settings, path=path)
+            fitted = await self.session.context_cut_async(self.engine, self._turn_settings(), path)
         except HISTORY_ERRORS:
             return
-        if not messages:
-            return
-        request = make_request(messages, max_tokens=settings.max_tokens)
-        try:
-            fitted = await self.engine.measure(lambda backend: fit_request(backend, request, policy)[1])
-        except (ContextOverflowError, ConfigError):
-            return  # the next message reports it
         if fitted is not None:
             self._show_context(fitted)
 
@@ -416,15 +343,12 @@ class ChatController:
             turn.record(TurnError(TurnErrorKind.NO_MODEL, self._load_error))
             self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), turn)
             return False
-        if not turn.fit.measured:  # stored before a model was there to measure it
-            try:
-                fitted = await self.engine.measure(lambda backend: fit_request(backend, turn.request, turn.policy))
-            except (ContextOverflowError, ConfigError) as exc:
-                turn.record(TurnError(error_kind(exc), str(exc)))
-                self._fail(failure_for(_context_kind(exc), str(exc)), turn)
-                return False
-            if fitted is not None:
-                turn.request, turn.fit = fitted
+        try:
+            await turn.refit_async(self.engine)  # stored before a model was there to measure it
+        except (ContextOverflowError, ConfigError) as exc:
+            turn.record(TurnError(error_kind(exc), str(exc)))
+            self._fail(failure_for(refusal_kind(exc), str(exc)), turn)
+            return False
         return True
 
     async def _reply(self, turn: Turn) -> bool:

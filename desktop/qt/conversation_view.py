@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from desktop.core.controller import TurnFailure
+from desktop.core.failures import TurnFailure
 from desktop.qt.empty_state import EmptyState
 from desktop.qt.markdown_view import discard
 from desktop.qt.message_view import AssistantMessage, TurnBanner, UserMessage

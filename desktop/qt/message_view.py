@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.controller import FailureAction, TurnFailure
+from desktop.core.failures import FailureAction, TurnFailure
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
 from desktop.qt.code_highlight import load_lexer

@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 from qasync import asyncSlot
 
-from desktop.core.controller import ChatController, FailureAction, ReplySink, TurnFailure
+from desktop.core.controller import ChatController, ReplySink
+from desktop.core.failures import FailureAction, TurnFailure
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.appearance import ThemeManager
 from desktop.qt.composer import ComposerBar

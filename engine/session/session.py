@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
 from engine.history.recorder import TurnRecorder
@@ -47,7 +48,7 @@ from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
-from engine.turns.context_window import fit_request
+from engine.turns.context_window import Meter, fit_request, measure_draft
 from engine.turns.runner import TurnRunner
 
 FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
@@ -250,6 +251,57 @@ class ChatSession:
                 use.max_rounds = max_tool_rounds
         return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored)
 
+    def open_turn(self, backend: Backend, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
+                  schema: Schema | None = None, policy: ContextPolicy | None = None, model: str = "",
+                  approver: Approver = deny_all, max_tool_rounds: int | None = None,
+                  ask_again: bool = False) -> Turn:
+        """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
+
+        Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
+        `ConfigError`, or `HistoryError` (the conversation cannot be written now).
+        """
+        plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
+        try:
+            plan = plan.fit(backend)
+        except BaseException:
+            plan.release()
+            raise
+        return self.begin(plan, model=model, approver=approver, max_tool_rounds=max_tool_rounds,
+                          ask_again=ask_again)
+
+    async def open_turn_async(self, engine: Engine, ask: Ask, settings: TurnSettings, *,
+                              tools: ToolSet | None = None, schema: Schema | None = None, model: str = "",
+                              approver: Approver = deny_all) -> Turn:
+        """`open_turn` on an event loop: the fit runs on the engine's counting thread.
+
+        With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
+        measures it once the model is there.
+        """
+        plan = self.prepare(ask, settings, tools=tools, schema=schema)
+        try:
+            plan = await engine.measure(plan.fit) or plan
+        except BaseException:
+            plan.release()
+            raise
+        return self.begin(plan, model=model, approver=approver)
+
+    async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings) -> Meter | None:
+        """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count)."""
+        messages, policy = self.messages(settings), self.policy(settings)
+        return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens))
+
+    async def context_cut_async(self, engine: Engine, settings: TurnSettings,
+                                path: list[StoredMessage] | None = None) -> Fit | None:
+        """Where the model's view of the open conversation (its branch `path`) begins; None when unknown."""
+        messages = self.messages(settings, path=path)
+        if not messages:
+            return None
+        request, policy = make_request(messages, max_tokens=settings.max_tokens), self.policy(settings)
+        try:
+            return await engine.measure(lambda b: fit_request(b, request, policy)[1])
+        except (ContextOverflowError, ConfigError):
+            return None  # the next message reports it
+
     def _lock(self, conversation_id: int) -> ConversationLock:
         lock = ConversationLock(self.store.db_path, conversation_id, wait_s=self.lock_wait_s, on_wait=self.on_wait)
         try:
@@ -332,6 +384,14 @@ class Turn:
             flusher.cancel()
             await events.aclose()
             self.close()
+
+    async def refit_async(self, engine: Engine) -> None:
+        """Fit a turn stored before a model was loaded; raises the refusal (the turn then records it)."""
+        if self.fit.measured:
+            return
+        fitted = await engine.measure(lambda b: fit_request(b, self.request, self.policy))
+        if fitted is not None:
+            self.request, self.fit = fitted
 
     def record(self, event: Event) -> None:
         """Record an event the front end made itself (no model, say)."""
