@@ -129,6 +129,7 @@ class FinishReason(StrEnum):
 class TurnStats:
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, how many the KV cache already held (not evaluated again)
     ttft_ms: float = 0.0
     tokens_per_s: float = 0.0
     total_ms: float = 0.0
@@ -138,6 +139,8 @@ class TurnStats:
     finish_reason: str = FinishReason.STOP
     context_used: int = 0
     context_size: int = 0  # the runtime context (n_ctx), under its name in `--events` and stored stats
+    drafted: int = 0  # speculative decoding: draft tokens proposed, and accepted by the model
+    accepted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,7 +25,8 @@ REQUIRED = (
     "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
-        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60"]  # fmt: skip
+        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
+        "--skip-decoding", "--serve-runs", "0"]  # fmt: skip  (ember serve's rows: test_serve_bench.py)
 
 
 @pytest.mark.slow
@@ -59,6 +60,17 @@ def test_a_model_that_is_not_there_is_one_readable_line(capsys: pytest.CaptureFi
     assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ember: bench failed:") and "does not exist" in err[-1]
+
+
+def test_a_template_that_asks_too_much_gives_embers_own_line(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    import gguf_factory as gf
+
+    model = gf.write_tiny_llama(tmp_path / "loop.gguf", "{% for i in range(10**9) %}x{% endfor %}" + gf.CHATML)
+    assert main(["bench", "--model", str(model), *TINY]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("ember: bench failed: this model's chat template was stopped: "
+                       "it asked for a value too large to use (1e+09)")
 
 
 def _timing(tps: float, ttft: float, text: str = "same") -> RunTiming:

@@ -176,3 +176,12 @@ def test_bisection_keeps_counting_cheap() -> None:
     counter = Words()
     fit_messages(chat(1000), ContextPolicy.TRUNCATE_MIDDLE, counter, n_ctx=2048, max_tokens=256)
     assert counter.prompts < 20
+
+
+def test_a_system_prompt_longer_than_the_context_is_named_as_the_cause() -> None:
+    from engine.turns.context_policy import SystemPromptTooLongError
+
+    messages: list[Message] = [{"role": "system", "content": "word " * 500}, {"role": "user", "content": "hi"}]
+    for policy in ContextPolicy:
+        with pytest.raises(SystemPromptTooLongError, match=r"the system prompt alone \(50[0-9] tokens\) is longer"):
+            fit(messages, policy)

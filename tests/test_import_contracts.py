@@ -33,6 +33,8 @@ def test_the_import_contracts_are_kept() -> None:
     ("desktop/cli/cmd_tools.py", "import PySide6.QtWidgets", "the command line never imports Qt"),
     ("engine/history/recorder.py", "import engine.turns.structured", "engine: sessions"),
     ("engine/tools/registry.py", "import engine.runtime", "engine: sessions"),
+    ("desktop/serve/wire.py", "import PySide6.QtCore", "the API server"),
+    ("desktop/serve/app.py", "import desktop.cli.common", "imports only go downwards"),
 ])
 def test_a_planted_violation_breaks_a_contract(tmp_path: Path, module: str, line: str, contract: str) -> None:
     for name in ("desktop", "engine", "models"):

@@ -36,6 +36,7 @@ HOSTILE = {
     "output flood": "{% for a in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
     "indent filter": "{{ 'a\nb'|indent(3000000000) }}",
     "tojson indent": "{{ messages|tojson(indent=3000000000) }}",
+    "3.6 MB of trivial expressions": gf.CHATML + "{{ '' }}" * 450_000,  # compiling alone took a minute
 }
 
 
@@ -113,3 +114,14 @@ def test_ember_models_flags_a_broken_template(tmp_path: Path, capsys: pytest.Cap
     assert main(["models", str(bad)]) == 0
     out = capsys.readouterr().out
     assert any(line.startswith("template problem") and "took longer" in line for line in out.splitlines())
+
+
+def test_a_huge_template_is_refused_before_it_compiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    huge = gf.write_tiny_llama(tmp_path / "huge.gguf", gf.CHATML + "{{ '' }}" * 450_000)
+    start = time.perf_counter()
+    assert main(["models", "--json", str(huge)]) == 0
+    (info,) = json.loads(capsys.readouterr().out)
+    assert "at most 65,536 are compiled" in info["template_problem"]
+    assert time.perf_counter() - start < 30  # a guard against the minute-long compile, not a target

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from desktop.core.terminal_text import has_controls
+from models.library.settings import MIN_CONTEXT_LENGTH
 
 MAX_ID = 2**63 - 1  # SQLite's INTEGER range
 MAX_CTX = 1 << 20  # no GGUF model trains on more than a million tokens yet
@@ -68,10 +69,10 @@ def threads_arg(text: str) -> int:
 
 
 def ctx_arg(text: str) -> int:
-    """A context length in tokens: 16 to 1,048,576."""
+    """A context length in tokens: 128 (what the model settings accept) to 1,048,576."""
     value = _whole(text)
-    if not 16 <= value <= MAX_CTX:
-        raise _refuse(f"expected 16 to {MAX_CTX:,} tokens, got {text!r}")
+    if not MIN_CONTEXT_LENGTH <= value <= MAX_CTX:
+        raise _refuse(f"expected {MIN_CONTEXT_LENGTH} to {MAX_CTX:,} tokens, got {text!r}")
     return value
 
 

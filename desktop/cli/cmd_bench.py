@@ -15,14 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_long_chat
+from desktop.cli import bench_long_chat, bench_serve
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
 UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms",
-             "ui_huge_piece_max_stall_ms", "ui_huge_piece_catchup_ms")  # the latter: one 1 MB piece
+             "ui_huge_piece_max_stall_ms", "ui_huge_piece_catchup_ms",  # one 1 MB piece
+             "ui_card_line_max_stall_ms", "ui_paste_line_max_stall_ms")  # a 1 MB line: approval card, paste
 UI_TOKENS, UI_TOKENS_QUICK, UI_RATE = 20_000, 4_000, 2_000
 
 
@@ -39,10 +40,14 @@ def register(sub: Any) -> None:
                         "the same KV depth, and report Ember / native")
     p.add_argument("--gpu-layers", type=_layers, default=-1, metavar="N",
                    help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only")
+    p.add_argument("--draft-model", type=Path, default=None, metavar="PATH",
+                   help="a GGUF with the model's vocabulary: also measure speculative decoding with it")
     # Internal knobs for a tiny run (the test suite); not part of the documented interface.
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)  # no speculative/KV figures
     bench_long_chat.add_arguments(p)
+    bench_serve.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -75,8 +80,10 @@ def _positive(text: str) -> int:
 
 def config_from(args: argparse.Namespace) -> BenchConfig:
     model = getattr(args, "model", None)
+    draft = args.draft_model.expanduser() if args.draft_model else None
     config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
-                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers)
+                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers, draft_model=draft,
+                         decode_extras=not args.skip_decoding)
     if args.quick:
         config = config.quick()
     overrides = {
@@ -110,9 +117,12 @@ def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str,
 
 
 def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
+    # The long-line cases take a 1 MB line; a tiny run (the test suite's) takes 100 KB.
+    chars = 1_000_000 if n_tokens >= UI_TOKENS_QUICK else 100_000
     code = (
         "import json\nfrom desktop.qt.stall_bench import measure_ui_stall\n"
-        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s})))\n"
+        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s}, "
+        f"huge_piece_chars={chars})))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False,
@@ -171,6 +181,28 @@ def _native_rows(r: dict[str, Any]) -> list[str]:
                  f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
 
 
+def _decode_rows(r: dict[str, Any]) -> list[str]:
+    if r.get("spec_lookup_speedup") is None:
+        return []
+    rows = [
+        _row("prompt lookup, code edit", f"x{_num(r['spec_lookup_speedup'], digits=3)} tokens/s "
+             f"({_num(r['spec_lookup_plain_tps'])} → {_num(r['spec_lookup_tps'])}; acceptance "
+             f"{_num(r['spec_lookup_acceptance_rate'], digits=3)}; "
+             f"{'same output' if r['spec_lookup_outputs_match'] else 'outputs DIFFER'})"),
+        _row("prompt lookup, story", f"x{_num(r['spec_chat_ratio'], digits=3)} tokens/s "
+             f"(acceptance {_num(r.get('spec_chat_acceptance_rate'), digits=3)})"),
+    ]
+    if r.get("spec_draft_speedup") is not None:
+        rows.append(_row("draft model", f"x{_num(r['spec_draft_speedup'], digits=3)} tokens/s with "
+                         f"{r['spec_draft_model']} (acceptance {_num(r['spec_draft_acceptance_rate'], digits=3)})"))
+    for kind in ("q8_0", "q4_0"):
+        if r.get(f"kv_{kind}_vs_f16_tps_ratio") is not None:
+            ratio, rss, f16 = r[f"kv_{kind}_vs_f16_tps_ratio"], r.get(f"kv_{kind}_rss_mb"), r.get("kv_f16_rss_mb")
+            rows.append(_row(f"KV cache {kind} / f16", f"x{_num(ratio, digits=3)} tokens/s; {_num(rss, ' MB', 0)} vs "
+                             f"{_num(f16, ' MB', 0)} resident at {r.get('kv_context', 4096):,} tokens"))
+    return rows
+
+
 def _other_rows(r: dict[str, Any]) -> list[str]:
     return [
         _row("guardrail", f"{_num(r['filter_us_per_piece'], ' µs', 2)} per piece "
@@ -180,6 +212,8 @@ def _other_rows(r: dict[str, Any]) -> list[str]:
         _row("GUI catch-up after last token", _num(r["ui_catchup_ms"], " ms")),
         _row("GUI worst stall, one 1 MB piece", f"{_num(r.get('ui_huge_piece_max_stall_ms'), ' ms')}  "
              f"(on screen after {_num(r.get('ui_huge_piece_catchup_ms'), ' ms')})"),
+        _row("GUI worst stall, 1 MB line in an approval card", _num(r.get("ui_card_line_max_stall_ms"), " ms")),
+        _row("GUI worst stall, 1 MB line pasted and sent", _num(r.get("ui_paste_line_max_stall_ms"), " ms")),
         _row("model load", f"{_num(r['load_ms'], ' ms', 0)}  (import llama_cpp {_num(r['import_ms'], ' ms', 0)})"),
         _row("resident memory", f"{_num(r['rss_mb'], ' MB', 0)} after load, "
              f"{_num(r['rss_after_first_token_mb'], ' MB', 0)} after the first token"),
@@ -192,7 +226,8 @@ def _row(label: str, value: str) -> str:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    lines = _machine_lines(r) + _speed_rows(r) + _other_rows(r) + bench_long_chat.report_rows(r, _row)
+    lines = (_machine_lines(r) + _speed_rows(r) + _decode_rows(r) + _other_rows(r)
+             + bench_long_chat.report_rows(r, _row) + bench_serve.report_rows(r, _row))
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -211,6 +246,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
     report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_serve.collect(args, config_from(args), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

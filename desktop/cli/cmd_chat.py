@@ -66,6 +66,7 @@ from engine.session.settings import TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
+from models.library.memory import KV_CACHE_TYPES
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 
@@ -84,6 +85,8 @@ def register(sub: Any) -> None:
     p.add_argument("--gpu-layers", type=int, default=None,
                    help=f"layers to offload to the GPU ({AUTO_GPU_LAYERS} = as many as fit, 0 = CPU only)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
+    p.add_argument("--kv-cache", choices=tuple(KV_CACHE_TYPES), default=None,
+                   help="KV cache type: f16 (default), q8_0 or q4_0 (less memory for the context)")
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,23 @@ from engine.history.export import (
     message_to_json,
 )
 from engine.history.store import HistoryStore
+from engine.history.times import as_datetime
 from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
 from engine.session.session import ChatSession
+from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
+from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
 
-def open_store() -> HistoryStore:
-    return HistoryStore(ember_paths().ensure().history_db)
+def open_store(*, reading: bool = False) -> HistoryStore:
+    """The history; for a command that only reads, a database Ember cannot write is opened read-only."""
+    try:
+        return HistoryStore(ember_paths().ensure().history_db)
+    except (HistoryError, OSError):
+        path = ember_paths().history_db
+        if not reading or not path.is_file():
+            raise
+        return HistoryStore(path, read_only=True)
 
 
 # -- `ember history` ------------------------------------------------------------------
@@ -93,7 +102,7 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with open_store() as store:
+        with open_store(reading=args.history_action in _READING) as store:
             return int(args.history_action(store, args))
     except NotFoundError as exc:
         return fail(str(exc), EXIT_USAGE)
@@ -106,7 +115,7 @@ def _print_json(value: Any) -> None:
 
 
 def _local(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    return as_datetime(ts).strftime("%Y-%m-%d %H:%M")
 
 
 def _list(store: HistoryStore, args: argparse.Namespace) -> int:
@@ -173,7 +182,7 @@ def _export(store: HistoryStore, args: argparse.Namespace) -> int:
         text = export_markdown(store, args.id)
     if args.output:
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_text_atomic(Path(args.output), text)
         except OSError as exc:
             return fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_FAILED)
     else:
@@ -184,14 +193,14 @@ def _export(store: HistoryStore, args: argparse.Namespace) -> int:
 def _import(store: HistoryStore, args: argparse.Namespace) -> int:
     name = "stdin" if args.file == "-" else args.file
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-        data = json.loads(text)
+        if args.file == "-":
+            data = parse_json_input(sys.stdin.buffer.read(IMPORT_MAX_BYTES + 1)[:IMPORT_MAX_BYTES])
+        else:
+            data = read_json_input(Path(args.file), max_bytes=IMPORT_MAX_BYTES)
+    except JsonInputError as exc:
+        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
     except OSError as exc:
         return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return fail(f"{name} is not valid JSON: {exc}", EXIT_USAGE)
-    except RecursionError:
-        return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     try:
         conv = import_json(store, data)
     except HistoryError as exc:
@@ -229,6 +238,9 @@ def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
     title = store.conversation(conv.id).title
     print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
     return EXIT_OK
+
+
+_READING = (_list, _show, _search, _export)  # these work on a history Ember cannot write
 
 
 # -- the history side of `ember chat` -------------------------------------------------

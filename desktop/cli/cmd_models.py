@@ -43,10 +43,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _memory_json(meta: ModelMetadata) -> dict[str, object]:
-    n_ctx = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train).context_length
-    est = estimate_memory(meta, n_ctx)
+    settings = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train)
+    n_ctx = settings.context_length
+    est = estimate_memory(meta, n_ctx, kv_cache=settings.kv_cache)
     return {
         "context_length": n_ctx,
+        "kv_cache": settings.kv_cache,
         "weights_bytes": est.weights_bytes,
         "kv_cache_bytes": est.kv_cache_bytes,
         "total_bytes": est.total_bytes,

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail, warn
+from desktop.core.terminal_text import safe_cell
 from engine.errors import ConfigError
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
@@ -63,11 +64,12 @@ def _print(listing: dict[str, Any], as_json: bool, config: Any) -> None:
         sys.stdout.write(json.dumps(listing, ensure_ascii=False, indent=2) + "\n")
         return
     for source, tools in listing.items():
+        shown = safe_cell(source)  # names and descriptions come from servers: one line each, no escapes
         if tools is None:
-            sys.stdout.write(f"{source}: not started (ember tools --mcp {source[4:]})\n")
+            sys.stdout.write(f"{shown}: not started (ember tools --mcp {safe_cell(source[4:])})\n")
             continue
-        sys.stdout.write(f"{source}:\n")
+        sys.stdout.write(f"{shown}:\n")
         for tool in tools:
-            sys.stdout.write(f"  {tool['name']}: {tool['description']}\n")
+            sys.stdout.write(f"  {safe_cell(tool['name'])}: {safe_cell(tool['description'])}\n")
     if len(listing) == 1:
         sys.stdout.write(f"(no MCP servers configured; add them to {config} under \"mcpServers\")\n")

@@ -20,7 +20,7 @@ from engine.session.settings import Overrides, TurnSettings, resolve, saved_sett
 from models.errors import GGUFError
 from models.library.default_model import DefaultModelMissing, default_model_path
 from models.library.paths import resolve_model_file
-from models.library.settings import ModelSettings
+from models.library.settings import ModelSettings, load_options
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
@@ -78,7 +78,7 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
             pass  # the load reports the missing model or the link loop
     overrides = Overrides(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
                           context_length=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
-                          system_prompt=args.system)
+                          system_prompt=args.system, kv_cache=getattr(args, "kv_cache", None))
     return resolve(saved, overrides)
 
 
@@ -93,5 +93,4 @@ def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
         return make_backend(spec, model_name=name, api_key=key)
     s = settings.model
     path = model_path(args) if spec.kind == "llama" else None
-    return make_backend(spec, model_path=path, n_ctx=s.context_length, n_gpu_layers=s.gpu_layers,
-                        n_threads=s.threads)
+    return make_backend(spec, model_path=path, **load_options(s))

@@ -22,6 +22,7 @@ from engine.events import (
     Event,
     FinishReason,
     Notice,
+    PromptProgress,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -62,6 +63,7 @@ class ReplySink(Protocol):
     def restart(self, reason: str) -> None: ...
     def retrying(self, attempt: int, error: str) -> None: ...
     def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
+    def progress(self, done: int, total: int) -> None: ...  # the prompt is being read (PromptProgress)
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -378,6 +380,8 @@ class ChatController:
                 sink.retrying(attempt, error)
             case Notice(text=text):
                 sink.note(text)
+            case PromptProgress(done=done, total=total):
+                sink.progress(done, total)
             case StructuredValue(value=value):
                 sink.add_content(fenced_json(value))
             case ToolCall() | ToolResult() | ToolDenied() | ToolLimit():

@@ -18,6 +18,8 @@ from engine.history.export import export_json, export_markdown, import_json
 from engine.history.store import HistoryStore
 from engine.history.types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
 from engine.session.session import ChatSession
+from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
+from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.history")
@@ -99,14 +101,27 @@ class HistorySession:
             return json.dumps(export_json(self.store, conversation_id), ensure_ascii=False, indent=2) + "\n"
         return export_markdown(self.store, conversation_id)
 
+    def export_file(self, conversation_id: int, path: Path, fmt: str) -> None:
+        """Write the export to `path` atomically: a failure (a full disk) leaves an older file whole."""
+        write_text_atomic(path, self.export_text(conversation_id, fmt))
+
+    def import_file(self, path: Path) -> Conversation:
+        """`import_text` of a file read through the bounded JSON reader (no pipes, at most 1 GB)."""
+        try:
+            data: Any = read_json_input(path, max_bytes=IMPORT_MAX_BYTES)
+        except JsonInputError as exc:
+            raise HistoryError(str(exc)) from exc
+        return self._import_data(data)
+
     def import_text(self, text: str) -> Conversation:
         """A new conversation from an Ember JSON export; HistoryError (readable) for a bad file."""
         try:
-            data: Any = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise HistoryError(f"not valid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise HistoryError("it is nested too deeply to be a conversation") from exc
+            data: Any = parse_json_input(text)
+        except JsonInputError as exc:
+            raise HistoryError(str(exc)) from exc
+        return self._import_data(data)
+
+    def _import_data(self, data: Any) -> Conversation:
         try:
             return import_json(self.store, data)
         except RecursionError as exc:

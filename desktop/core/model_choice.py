@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from desktop.core.terminal_text import label_text
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.errors import ModelLoadError
@@ -33,7 +34,7 @@ from models.library.scan import (
     note_server_used,
     save_library_state,
 )
-from models.library.settings import ModelSettings
+from models.library.settings import ModelSettings, load_options
 
 log = logging.getLogger("desktop.models")
 
@@ -53,6 +54,10 @@ class ModelChoice:
     model_name: str | None = None  # the remote model id (openai backend)
     notice: str | None = None
 
+    def __post_init__(self) -> None:
+        # The label comes from a model file or a server: shown in labels, so no controls or bidi overrides.
+        object.__setattr__(self, "label", label_text(self.label))
+
     def factory(self) -> Backend:
         """Build the backend; runs on the engine's loader thread (Engine.load)."""
         try:
@@ -67,8 +72,7 @@ class ModelChoice:
         if self.spec.kind != "llama" or self.settings is None:
             return make_backend(self.spec, model_path=self.path)
         s = self.settings
-        return make_backend(self.spec, model_path=self.path, n_ctx=s.context_length,
-                            n_gpu_layers=s.gpu_layers, n_threads=s.threads)
+        return make_backend(self.spec, model_path=self.path, **load_options(s))
 
     @property
     def model_file(self) -> Path | None:
@@ -199,4 +203,4 @@ def remember_model(choice: ModelChoice) -> None:
 def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
     """What the header and status bar say, from what the backend declares."""
     caps = backend.capabilities
-    return ModelInfo(label or backend.name or "Model", caps.device, caps.device_note)
+    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note)

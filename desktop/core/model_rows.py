@@ -157,12 +157,17 @@ def memory_estimate(row: ModelRow) -> MemoryEstimate | None:
     settings = row.choice.settings
     if row.metadata is None or settings is None:
         return None
-    return estimate_memory(row.metadata, settings.context_length)
+    return estimate_memory(row.metadata, settings.context_length, kv_cache=settings.kv_cache)
+
+
+def _kv_type(estimate: MemoryEstimate) -> str:
+    return f", {estimate.kv_cache} cache" if estimate.kv_cache != "f16" else ""
 
 
 def memory_note(estimate: MemoryEstimate) -> str:
     free = f"; {format_bytes(estimate.available_bytes)} free now" if estimate.available_bytes else ""
     return (
         f"About {format_bytes(estimate.total_bytes)} at a {estimate.context_length:,}-token context "
-        f"(model {format_bytes(estimate.weights_bytes)} + context {format_bytes(estimate.kv_cache_bytes)}){free}."
+        f"(model {format_bytes(estimate.weights_bytes)} + context {format_bytes(estimate.kv_cache_bytes)}"
+        f"{_kv_type(estimate)}){free}."
     )

@@ -7,6 +7,8 @@ follows. Printed raw, the text controls the terminal instead of being read.
 - `safe_text` escapes every control character except newline and tab as `\\uXXXX`; the
   same spelling is a JSON escape, so JSON output passed through it stays exact JSON.
 - `safe_cell` also folds line breaks and tabs, for one-row-per-item tables.
+- `label_text` is the window's counterpart: controls and every bidi formatting mark removed
+  and line breaks folded, so a model named "evil\u202egnp.exe" reads as written in a label.
 - `SafeStream` wraps a text stream so everything written to it goes through `safe_text`,
   except the two SGR sequences Ember itself writes for search highlights (bold on, all
   attributes off): they cannot move the cursor, clear, or retitle anything.
@@ -27,6 +29,16 @@ _ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off, kept by
 
 def _escape(m: re.Match[str]) -> str:
     return f"\\u{ord(m.group()):04x}"
+
+
+# For labels in the window: the terminal set plus the invisible direction marks (ALM, LRM, RLM),
+# removed rather than escaped: a label is read, not copied into a terminal.
+_LABEL_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def label_text(text: str) -> str:
+    """`text` for a one-line label in the window: no control characters, no bidi overrides."""
+    return _LABEL_UNSAFE.sub("", _BREAKS.sub(" ", text))
 
 
 def safe_text(text: str) -> str:

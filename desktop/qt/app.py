@@ -26,6 +26,7 @@ from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.core.platform_check import platform_problem
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
+from desktop.qt.serve_toggle import install_serve
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError
@@ -82,14 +83,19 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
+    install_serve(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
+        window.restore_state()
         window.show()
         log.info("window shown: %s", choice.label)
         tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
+        last = window.state.conversation
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
+        elif last is not None and controller.history is not None:
+            tasks.append(asyncio.ensure_future(controller.open_conversation(last)))  # where the user left off
         await closed.wait()
         for task in tasks:
             task.cancel()

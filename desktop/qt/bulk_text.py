@@ -10,6 +10,11 @@ Markdown into a `QTextBrowser`, blocked the event loop for 47 s (Stop unreachabl
   megabyte arriving as one piece costs many short steps instead of one long one.
 - The view scrolls inside itself beyond `MAX_HEIGHT_LINES`: `QPlainTextEdit` only lays out
   what is visible, where an auto-height widget would have to lay out everything.
+
+The same bounds serve every other surface that can receive a long line (issue #28):
+`SlicedPlainText` is the progressive plain-text box (the approval card's arguments),
+`bounded_label_text` the text for a label (a tool result, a sent message's bubble): lines
+cut for display and the whole capped with a note of what was left out.
 """
 
 from __future__ import annotations
@@ -62,18 +67,37 @@ def last_line_length(shown: str, column: int) -> int:
     return len(shown) - last_break - 1 if last_break >= 0 else column + len(shown)
 
 
-class BulkTextView(QPlainTextEdit):
-    """Read-only plain text, fed the whole answer so far; shows it a slice per loop turn."""
+LABEL_MAX_CHARS = 20_000
+
+
+def bounded_label_text(text: str, max_chars: int = LABEL_MAX_CHARS) -> str:
+    """`text` for a label in bounded layout time: lines cut at `DISPLAY_LINE_CHARS`, at most
+    `max_chars` kept, with a note of how much was left out (the caller keeps the original)."""
+    if len(text) <= BULK_LINE_CHARS and len(text) <= max_chars and "\n" not in text:
+        return text if len(text) <= DISPLAY_LINE_CHARS else display_lines(text, 0)
+    head = text[:max_chars]
+    shown = display_lines(head, 0)
+    if len(text) > max_chars:
+        shown += f"\n… [{len(text) - max_chars:,} more characters not shown]"
+    return shown
+
+
+def display_line_count(text: str, width: int = DISPLAY_LINE_CHARS) -> int:
+    """How many lines `display_lines(text, 0)` has, without building it."""
+    return sum(max(1, -(-len(line) // width)) for line in text.split("\n"))
+
+
+class SlicedPlainText(QPlainTextEdit):
+    """Read-only plain text shown a slice per event-loop turn, its lines cut for display.
+
+    `set_text` takes the whole text so far: an extension of what is shown is appended, any
+    other text restarts the display. Costs stay bounded whatever the line lengths.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("BulkAnswer")
-        self.setAccessibleName("Answer (shown as plain text: it is very long)")
         self.setReadOnly(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setFixedHeight(self.fontMetrics().lineSpacing() * MAX_HEIGHT_LINES)
         self._source = ""  # the answer text received so far
         self._shown = 0  # how much of it is on screen
         self._column = 0  # length of the display's last line
@@ -83,13 +107,16 @@ class BulkTextView(QPlainTextEdit):
         self._pump.timeout.connect(self._show_slice)
 
     def set_text(self, text: str) -> None:
-        """The whole answer so far; appends are shown progressively, anything else restarts."""
+        """The whole text so far; appends are shown progressively, anything else restarts."""
         if not text.startswith(self._source[: self._shown]):
             self.clear()
             self._shown = self._column = 0
         self._source = text
         if self._shown < len(text) and not self._pump.isActive():
-            self._pump.start()
+            if len(text) - self._shown <= SLICE_CHARS:
+                self._show_slice()  # a short text (most tool arguments) is there at once
+            else:
+                self._pump.start()
 
     @property
     def caught_up(self) -> bool:
@@ -105,3 +132,15 @@ class BulkTextView(QPlainTextEdit):
         self._shown += len(piece)
         if self._shown < len(self._source):
             self._pump.start()
+
+
+class BulkTextView(SlicedPlainText):
+    """A huge or unbroken answer: read-only plain text, fed the whole answer so far."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("BulkAnswer")
+        self.setAccessibleName("Answer (shown as plain text: it is very long)")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(self.fontMetrics().lineSpacing() * MAX_HEIGHT_LINES)

@@ -7,7 +7,6 @@ bold. The delegate paints both; double-click or F2 edits the title in place.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
@@ -30,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.style import accent_fill, muted_text, subtle_fill
+from engine.history.times import as_datetime
 from engine.history.types import Conversation, SearchHit
 
 ID_ROLE = Qt.ItemDataRole.UserRole
@@ -62,7 +62,7 @@ def relative_time(ts: float, now: float | None = None) -> str:
         return "now"
     if seconds < 3600:
         return f"{int(seconds // 60)} min"
-    then, today = datetime.fromtimestamp(ts), datetime.fromtimestamp(now)
+    then, today = as_datetime(ts), as_datetime(now)
     days = (today.date() - then.date()).days
     if days == 0:
         return f"{int(seconds // 3600)} h"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QSize, QSizeF, Qt, QTimer, QUrl
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextOption
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextDocument, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -22,10 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.markdown_blocks import MarkdownStream, Part, Update
+from desktop.core.markdown_blocks import MATH_SCHEME, MarkdownStream, Part, Update, math_source
 from desktop.qt.appearance import code_font, current_palette
 from desktop.qt.code_highlight import CodeHighlighter
 from desktop.qt.icons import set_icon, themed_icon
+from desktop.qt.math_render import fallback_image, math_image, text_pixel_size
 from desktop.qt.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -114,7 +115,17 @@ class TextSegment(QTextBrowser):
 
     def loadResource(self, type: int, name: QUrl | str) -> object:
         # Nothing is ever fetched for a model's answer: not from the network, not from disk.
-        return None
+        # The only images are the answer's own math, drawn here from its TeX.
+        url = QUrl(name) if isinstance(name, str) else name
+        if type != QTextDocument.ResourceType.ImageResource.value or url.scheme() != MATH_SCHEME:
+            return None
+        source = math_source(url.path())
+        if source is None:
+            return None
+        tex, display = source
+        colour = current_palette().text
+        image = math_image(tex, display, text_pixel_size(self.font()), colour, self.devicePixelRatioF())
+        return image if image is not None else fallback_image(tex, self.font(), colour)
 
     def sizeHint(self) -> QSize:
         return QSize(super().sizeHint().width(), self.height())

@@ -50,7 +50,7 @@ class InlineEditor(QFrame):
         self.edit = _EditorBox(self)
         self.edit.setPlaceholderText("")
         self.edit.setAccessibleName("Edit message")
-        self.edit.setPlainText(text)
+        self.edit.set_message(text)
         self.edit.submitRequested.connect(self._on_save)
         self.edit.cancelRequested.connect(self.cancelled)
         self.edit.textChanged.connect(self._update)
@@ -72,7 +72,7 @@ class InlineEditor(QFrame):
         self._update()
 
     def text(self) -> str:
-        return self.edit.toPlainText()
+        return self.edit.message()
 
     def focus(self) -> None:
         self.edit.setFocus(Qt.FocusReason.OtherFocusReason)

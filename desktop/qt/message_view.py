@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from desktop.core.failures import FailureAction, TurnFailure
 from desktop.qt.appearance import current_palette
-from desktop.qt.bulk_text import BulkTextView, needs_bulk_view
+from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -41,8 +41,12 @@ from engine.events import FinishReason, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
+WAIT_TICK_MS = 400  # the waiting dots' pace
+SPEED_MIN_S = 0.5  # live tok/s shows once this much of the reply streamed
+SPEED_EVERY_S = 0.5  # and is refreshed this often
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
+BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
 ACTION_LABELS = {FailureAction.RETRY: "Try again", FailureAction.NEW_CONVERSATION: "New conversation",
@@ -108,7 +112,9 @@ class UserMessage(QFrame):
         self.setObjectName("UserMessage")
         self.message_id: int | None = None
         self.editor: InlineEditor | None = None
-        self._bubble = QLabel(text, self)
+        self._text = text  # the message itself; the bubble shows it cut for display if it is huge
+        shown = bounded_label_text(text, BUBBLE_MAX_CHARS) if needs_bulk_view(text) else text
+        self._bubble = QLabel(shown, self)
         self._bubble.setObjectName("UserBubble")
         self._bubble.setTextFormat(Qt.TextFormat.PlainText)
         self._bubble.setWordWrap(True)
@@ -144,7 +150,7 @@ class UserMessage(QFrame):
         layout.addLayout(footer)
 
     def text(self) -> str:
-        return self._bubble.text()
+        return self._text
 
     def set_history(self, message_id: int | None, versions: Versions | None) -> None:
         """The stored message this bubble shows (None: not stored), and its versions."""
@@ -192,7 +198,7 @@ class UserMessage(QFrame):
         # it is as wide as its longest line (QLabel alone wraps short texts too eagerly).
         widest = int(self.width() * USER_BUBBLE_MAX_FRACTION)
         margins = self._bubble.contentsMargins()
-        longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self.text().split("\n"))
+        longest = max(self._bubble.fontMetrics().horizontalAdvance(line) for line in self._bubble.text().split("\n"))
         self._bubble.setMaximumWidth(widest)
         self._bubble.setMinimumWidth(min(widest, longest + margins.left() + margins.right() + BUBBLE_SLACK_PX))
         super().resizeEvent(event)
@@ -240,6 +246,44 @@ class TurnBanner(QFrame):
             self.button.setEnabled(False)
 
 
+class WaitingIndicator(QLabel):
+    """From send to the first word: animated dots, then "Reading 1,600 tokens… 45 %" for a long prompt."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("WaitingIndicator")
+        self.setAccessibleName("Waiting for the reply")
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self._step = 0
+        self._progress = ""
+        self._timer = QTimer(self)
+        self._timer.setInterval(WAIT_TICK_MS)
+        self._timer.timeout.connect(self._tick)
+        self._tick()
+
+    def start(self) -> None:
+        self.show()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self.hide()
+
+    def set_text_now(self, text: str) -> None:
+        self._progress = text
+        self._tick()
+
+    def show_progress(self, done: int, total: int) -> None:
+        percent = 100 * done // total if total > 0 else 0
+        self.set_text_now(f"Reading {total:,} tokens… {percent} %")
+
+    def _tick(self) -> None:
+        self._step = (self._step + 1) % 4
+        dots = "●" * max(1, self._step) + "○" * (3 - max(1, self._step))
+        self.setText(self._progress or dots)
+        self.setToolTip("The model is reading the conversation" if self._progress else "Waiting for the first words")
+
+
 class AssistantMessage(QFrame):
     """One assistant reply: thinking pane, rendered answer, status line, Copy and Regenerate.
 
@@ -252,6 +296,7 @@ class AssistantMessage(QFrame):
     settled = Signal()
     regenerateRequested = Signal(int)
     versionRequested = Signal(int)
+    speedChanged = Signal(float)  # live tokens a second while the reply streams
 
     def __init__(self, role_label: str = "Assistant", parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -272,6 +317,17 @@ class AssistantMessage(QFrame):
         self.role.setAccessibleName("Model")
         self.thinking = ThinkingPane(self)
         self.thinking.hide()
+        self.waiting = WaitingIndicator(self)
+        self.waiting.hide()
+        self.tools = QWidget(self)  # the turn's tool calls, inline (`add_tool_widget`)
+        self.tools.setObjectName("ReplyTools")
+        tools_layout = QVBoxLayout(self.tools)
+        tools_layout.setContentsMargins(0, 0, 0, 0)
+        tools_layout.setSpacing(6)
+        self.tools.hide()
+        self._deltas = 0
+        self._first_delta = 0.0
+        self._speed_shown = 0.0
         self.answer = AnswerView(self)
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
@@ -300,7 +356,9 @@ class AssistantMessage(QFrame):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addWidget(self.role)
+        layout.addWidget(self.waiting)
         layout.addWidget(self.thinking)
+        layout.addWidget(self.tools)
         layout.addWidget(self.answer)
         layout.addLayout(footer)
 
@@ -338,6 +396,36 @@ class AssistantMessage(QFrame):
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
 
+    def start_waiting(self) -> None:
+        """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""
+        if not self._finished:
+            self.waiting.start()
+
+    def progress(self, done: int, total: int) -> None:
+        """The prompt is being read (`PromptProgress`)."""
+        if not self._content and not self._finished:
+            self.waiting.start()
+            self.waiting.show_progress(done, total)
+
+    def stopping(self) -> None:
+        """A stop was asked for; the reply ends within a token."""
+        if not self._finished:
+            self.status.setText("Stopping…")
+
+    def add_tool_widget(self, widget: QWidget) -> None:
+        """A tool call's card (or a note about the tools), in the order they came."""
+        self.waiting.stop()
+        layout = self.tools.layout()
+        assert layout is not None
+        layout.addWidget(widget)
+        self.tools.show()
+
+    def tool_cards(self) -> list[QWidget]:
+        layout = self.tools.layout()
+        assert layout is not None
+        items = (layout.itemAt(i) for i in range(layout.count()))
+        return [w for item in items if item is not None and (w := item.widget()) is not None]
+
     def retrying(self, attempt: int, error: str) -> None:
         """A structured reply was refused and the model is asked again: say so, quietly."""
         self.status.setText(f"Retrying (attempt {attempt})…")
@@ -357,12 +445,26 @@ class AssistantMessage(QFrame):
 
     def add_thinking(self, text: str) -> None:
         self._pending_thinking.append(text)
+        self._count_delta()
         self._schedule()
 
     def add_content(self, text: str) -> None:
         self._content.append(text)
         self._content_dirty = True
+        self._count_delta()
         self._schedule()
+
+    def _count_delta(self) -> None:
+        # The engine streams token by token, so deltas a second is the live tok/s (near enough).
+        now = time.perf_counter()
+        if self._deltas == 0:
+            self._first_delta = now
+            self.waiting.stop()
+        self._deltas += 1
+        elapsed = now - self._first_delta
+        if elapsed >= SPEED_MIN_S and now - self._speed_shown >= SPEED_EVERY_S:
+            self._speed_shown = now
+            self.speedChanged.emit((self._deltas - 1) / elapsed)
 
     def restart(self, reason: str) -> None:
         """A recovery request began: what streamed so far is void."""
@@ -377,6 +479,7 @@ class AssistantMessage(QFrame):
         self.status.setText("Retrying…")
 
     def finish(self, stats: TurnStats) -> None:
+        self.waiting.stop()
         self._flush_timer.stop()
         self._flush(final=True)
         self.thinking.end()

@@ -31,7 +31,8 @@ from models.gguf.meta import ModelMetadata, read_metadata
 from models.library.settings import ModelSettings
 
 LOCAL_ONLY = "Settings are for local model files; a server uses its own."
-LOAD_TIME = ("context_length", "gpu_layers", "threads")  # the settings a model is built with
+# The settings a model is built with: changing one reloads it.
+LOAD_TIME = ("context_length", "gpu_layers", "threads", "kv_cache", "prompt_lookup", "draft_model")
 
 
 def needs_reload(loaded: ModelSettings, saved: ModelSettings, n_ctx_train: int | None = None) -> bool:
@@ -76,7 +77,7 @@ class ModelSwitcher(QObject):
         self.picker: ModelPicker | None = None
         self.settings_dialog: ModelSettingsDialog | None = None
         header.model_button.clicked.connect(self.open_picker)
-        header.settings_button.clicked.connect(self._on_settings)
+        header.settings_action.triggered.connect(self._on_settings)
         QShortcut(QKeySequence("Ctrl+M"), window, self.open_picker)
         self._sync_settings_button()
 
@@ -107,9 +108,9 @@ class ModelSwitcher(QObject):
     def _sync_settings_button(self) -> None:
         choice = self.current
         local = choice is not None and choice.settings is not None
-        button = self._header.settings_button
-        button.setEnabled(local)
-        button.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
+        action = self._header.settings_action
+        action.setEnabled(local)
+        action.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
 
     def apply_settings(self, choice: ModelChoice) -> asyncio.Future[bool] | None:
         """Settings saved for `choice`: if it is the loaded model, its next turn uses them.

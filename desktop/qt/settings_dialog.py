@@ -15,6 +15,7 @@ import shiboken6
 from PySide6.QtCore import QRegularExpression, Qt, Signal
 from PySide6.QtGui import QRegularExpressionValidator
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -37,8 +38,13 @@ log = logging.getLogger("desktop.settings")
 
 NO_GPU = "This llama.cpp build has no GPU support"
 MAX_CONTEXT = 1 << 24  # models.library.settings' own ceiling, for files that do not say
-LOAD_TIME_NOTE = ("Context length, GPU layers and threads apply when the model loads; "
-                  "saving a change to them reloads the model if it is the one in use.")
+LOAD_TIME_NOTE = ("Context length, GPU layers, threads, the KV cache and drafting apply when the model "
+                  "loads; saving a change to them reloads the model if it is the one in use.")
+KV_CACHE_LABELS = {"f16": "F16 (exact)", "q8_0": "Q8_0 (about half the memory)",
+                   "q4_0": "Q4_0 (about a quarter; less exact)"}
+DRAFT_TIP = ("Speculative decoding: a smaller model with the same vocabulary guesses tokens ahead and "
+             "this model checks them in one step. The reply is the same; it comes faster when the "
+             "guesses are good. Leave empty for none.")
 
 
 async def gpu_support() -> bool:
@@ -128,6 +134,16 @@ class ModelSettingsDialog(QDialog):
         self.gpu_note = QLabel(NO_GPU)
         self.gpu_note.setObjectName("Muted")
         self.threads = _spin(0, 4096, "Automatic")
+        self.kv_cache = QComboBox()
+        for value, text in KV_CACHE_LABELS.items():
+            self.kv_cache.addItem(text, value)
+        self.kv_cache.setToolTip("The type the context's keys and values are stored in: a quantized cache "
+                                 "fits a longer context in the same memory")
+        self.prompt_lookup = QCheckBox("Draft from the conversation (faster when a reply repeats it)")
+        self.prompt_lookup.setToolTip("Speculative decoding by prompt lookup: the same reply, token for token")
+        self.draft_model = QLineEdit()
+        self.draft_model.setPlaceholderText("None (path of a smaller GGUF of the same family)")
+        self.draft_model.setToolTip(DRAFT_TIP)
         self.temperature = _real(0.0, 5.0, 0.05)
         self.top_p = _real(0.0, 1.0, 0.05)
         self.top_k = _spin(0, 100_000, "Off")
@@ -159,6 +175,8 @@ class ModelSettingsDialog(QDialog):
             ("", _section("Loading the model")),
             ("Context length", self.context), ("", QLabel(trained)),
             ("GPU layers", self.gpu_layers), ("", self.gpu_note), ("CPU threads", self.threads),
+            ("KV cache", self.kv_cache), ("Speculative decoding", self.prompt_lookup),
+            ("Draft model", self.draft_model),
             ("", _section("Every reply")),
             ("Temperature", self.temperature), ("Top P", self.top_p),
             ("Top K", self.top_k), ("Min P", self.min_p), ("Repeat penalty", self.repeat_penalty),
@@ -191,6 +209,9 @@ class ModelSettingsDialog(QDialog):
         self.context.setValue(s.context_length)  # the spin box clamps to the training context
         self.gpu_layers.setValue(s.gpu_layers)
         self.threads.setValue(s.threads or 0)
+        self.kv_cache.setCurrentIndex(max(0, self.kv_cache.findData(s.kv_cache)))
+        self.prompt_lookup.setChecked(s.prompt_lookup)
+        self.draft_model.setText(s.draft_model or "")
         self.temperature.setValue(s.temperature)
         self.top_p.setValue(s.top_p)
         self.top_k.setValue(s.top_k)
@@ -211,6 +232,9 @@ class ModelSettingsDialog(QDialog):
             context_length=self.context.value(),
             gpu_layers=self.gpu_layers.value(),
             threads=self.threads.value() or None,
+            kv_cache=str(self.kv_cache.currentData()),
+            prompt_lookup=self.prompt_lookup.isChecked(),
+            draft_model=self.draft_model.text().strip() or None,
             temperature=self.temperature.value(),
             top_p=self.top_p.value(),
             top_k=self.top_k.value(),

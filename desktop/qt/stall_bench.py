@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 
 import qasync
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QMimeData, QObject, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.core.controller import ChatController
 from desktop.core.model_choice import ModelInfo
@@ -138,7 +138,10 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
     Keys: ui_max_stall_ms, ui_p99_stall_ms, ui_catchup_ms (from the last token to the full
     text on screen), tokens_per_s_actual; then the same stalls for a reply that is one huge
     piece (`huge_piece_chars`, no spaces or newlines): ui_huge_piece_max_stall_ms,
-    ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured).
+    ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured); and the
+    worst stalls while an approval card shows an argument of that many characters on one line
+    (ui_card_line_max_stall_ms) and while such a line is pasted into the composer and sent
+    (ui_paste_line_max_stall_ms).
     Must be called without a running asyncio loop.
     """
     app = application()
@@ -150,6 +153,8 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
             huge = loop.run_until_complete(run_stall_bench(1, 1000, pieces=huge_piece(huge_piece_chars)))
             result.update({f"ui_huge_piece_{k.removeprefix('ui_')}": v for k, v in huge.items()
                            if k.startswith("ui_")})
+            result["ui_card_line_max_stall_ms"] = loop.run_until_complete(run_card_bench(huge_piece_chars))
+            result["ui_paste_line_max_stall_ms"] = loop.run_until_complete(run_paste_bench(huge_piece_chars))
         return result
     finally:
         loop.close()
@@ -194,6 +199,66 @@ async def _send_and_settle(controller: ChatController, window: MainWindow, settl
         await asyncio.sleep(0.005)
     if settled:
         settled[0] = time.perf_counter()
+
+
+async def run_card_bench(chars: int) -> float:
+    """Worst stall (ms) while an approval card with a `chars`-character one-line argument appears."""
+    from desktop.qt.tool_card import ToolCallCard
+    from engine.events import ToolCall
+
+    host = QWidget()
+    host.resize(800, 500)
+    host.show()
+    await asyncio.sleep(0.1)
+    probe = StallProbe()
+    probe.start()
+    try:
+        card = ToolCallCard(ToolCall("c1", "calculator", {"expression": "1+1", "junk": "J" * chars}), host)
+        card.resize(780, 400)
+        card.show()
+        card.set_asking(True)
+        for _ in range(12_000):  # at most a minute
+            if card.arguments.caught_up:
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+    finally:
+        probe.stop()
+        host.close()
+        host.deleteLater()
+    return round(max(probe.stalls_ms, default=0.0), 1)
+
+
+async def run_paste_bench(chars: int) -> float:
+    """Worst stall (ms) while a `chars`-character line is pasted into the real window's composer and sent."""
+    backend = PacedBackend(["ok"], 1000)
+    window = MainWindow()
+    controller = ChatController(Engine(backend), window)
+    window.bind(controller)
+    window.model_ready(ModelInfo("Stall bench", "Scripted"))
+    window.show()
+    await asyncio.sleep(0.2)
+    settled: list[float] = []
+    window.replyStarted.connect(lambda reply: reply.settled.connect(lambda: settled.append(time.perf_counter())))
+    probe = StallProbe()
+    probe.start()
+    try:
+        mime = QMimeData()
+        mime.setText("J" * chars)
+        window.composer.edit.insertFromMimeData(mime)
+        await asyncio.sleep(0.05)
+        window.composer.submit()
+        for _ in range(12_000):  # at most a minute
+            if settled:
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+    finally:
+        probe.stop()
+        await controller.aclose()
+        window.close()
+        window.deleteLater()
+    return round(max(probe.stalls_ms, default=0.0), 1)
 
 
 def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tokens: int) -> dict[str, float]:

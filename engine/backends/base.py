@@ -116,6 +116,8 @@ class StreamInfo:
     n_ctx: int = 0  # the runtime context size (tokens)
     finish_reason: str = FinishReason.STOP
     retries: int = 0
+    drafted: int = 0  # speculative decoding: draft tokens proposed
+    accepted: int = 0  # and how many of them the model agreed with
     # The thinking opener the rendered prompt ends with ('' when none: see
     # models.formats.prefill_opener); the reply then starts in the thinking channel.
     prefilled_thinking: str = ""

@@ -37,6 +37,9 @@ def make_backend(
     n_ctx: int = DEFAULT_CONTEXT_LENGTH,
     n_gpu_layers: int = AUTO_GPU_LAYERS,
     n_threads: int | None = None,
+    kv_cache: str = "f16",
+    prompt_lookup: bool = True,
+    draft_model: Path | None = None,
 ) -> Backend:
     """Build the backend; llama models load here (may raise ModelLoadError)."""
     if spec.kind == "script":
@@ -51,4 +54,7 @@ def make_backend(
     from models.library.default_model import default_model_path
 
     path = model_path if model_path is not None else default_model_path()
-    return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads)
+    backend = LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads, kv_cache=kv_cache,
+                           draft_model=draft_model)
+    backend.prompt_lookup = prompt_lookup
+    return backend

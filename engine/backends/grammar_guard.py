@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
+from models.library.json_input import JsonInputError, read_json_input
 from models.library.paths import ember_paths
 
 log = logging.getLogger("engine.grammar")
@@ -114,8 +115,8 @@ def _cache_path() -> Path:
 
 def _load_cache() -> dict[str, str]:
     try:
-        data: Any = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data: Any = read_json_input(_cache_path())
+    except JsonInputError:
         return {}
     if not isinstance(data, dict):
         return {}

@@ -18,7 +18,7 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,14 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 from engine.backends import llama_devices, llama_log, offload
 from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
+from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
+from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
+from engine.backends.speculative import Chained, Drafter, DraftLength, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
@@ -59,10 +62,14 @@ class LlamaBackend:
 
     # Greedy sampling inside the GPU graph (llama.cpp's experimental backend sampling).
     device_sampling = os.environ.get("EMBER_DEVICE_SAMPLING", "1") != "0"
+    # Prompt-lookup drafting (speculative decoding); `EMBER_PROMPT_LOOKUP=0` turns it off.
+    prompt_lookup = os.environ.get("EMBER_PROMPT_LOOKUP", "1") != "0"
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-                 n_gpu_layers: int = AUTO_GPU_LAYERS, n_threads: int | None = None, flash_attn: bool = True) -> None:
+                 n_gpu_layers: int = AUTO_GPU_LAYERS, n_threads: int | None = None, flash_attn: bool = True,
+                 kv_cache: str = "f16", draft_model: str | Path | None = None) -> None:
         self.path = Path(model_path)
+        self.kv_cache = kv_cache
         self.name = self.path.name
         self.gpu_note = ""
         precheck_model_file(self.path)
@@ -71,8 +78,10 @@ class LlamaBackend:
         self.n_threads = n_threads or default_threads()
         n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
+        self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
+        self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).
         self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, n_ctx=self.n_ctx,
                                          device=self.where, device_note=self.gpu_note)
@@ -82,10 +91,13 @@ class LlamaBackend:
         self._cancel: CancelToken | None = None
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
+        self._kv_trimmable = self._kv.can_trim()
         self._pieces = PieceReader(self._vocab)
         self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
         self._prompt_lock = threading.Lock()
         self.renders = 0  # prompts rendered and tokenized (not served from the cache): for benches and tests
+        if draft_model is not None:
+            self._draft = self._load_draft(Path(draft_model), flash_attn)
 
     # -- where it runs ----------------------------------------------------------------------
 
@@ -110,7 +122,7 @@ class LlamaBackend:
         else:
             gpus, backends = llama_devices.gpu_devices(), []
         return offload.plan(requested, self.metadata, self.n_ctx, supported=supported, gpus=gpus,
-                            gpu_backends=backends)
+                            gpu_backends=backends, kv_cache=self.kv_cache)
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -142,13 +154,27 @@ class LlamaBackend:
                 model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
                 n_threads=self.n_threads, n_threads_batch=self.n_threads, n_gpu_layers=placement.n_gpu_layers,
                 # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
-                flash_attn=flash_attn, verbose=False,
+                flash_attn=flash_attn, type_k=self._kv_types[0], type_v=self._kv_types[1], verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             reason = explain_llama_failure(self.path, exc, llama_log.recent_messages(), self.n_ctx)
             raise ModelLoadError(f"{self.path.name}: {reason}") from exc
         except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
             raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
+
+    def _load_draft(self, path: Path, flash_attn: bool) -> DraftModel:
+        """The draft model, on the same device as the target; freed again if it is refused."""
+        try:
+            return DraftModel(path, target_vocab=self._vocab, n_ctx=self.n_ctx, n_threads=self.n_threads,
+                              n_gpu_layers=-1 if self.placement.on_gpu else 0, flash_attn=flash_attn,
+                              type_k=self._kv_types[0], type_v=self._kv_types[1])
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def draft_model(self) -> Path | None:
+        return self._draft.path if self._draft is not None else None
 
     # -- for the bench and diagnostics -------------------------------------------------------
 
@@ -175,6 +201,8 @@ class LlamaBackend:
     def reset_cache(self) -> None:
         """Empty the KV cache: the next request evaluates its whole prompt."""
         self._kv.forget()
+        if self._draft is not None:
+            self._draft.reset()
 
     def raw(self) -> Any:
         """The underlying `llama_cpp.Llama`, for side-by-side measurements (`ember bench`).
@@ -311,7 +339,7 @@ class LlamaBackend:
             if not self._evaluate_prompt(tokens, cancel):
                 info.finish_reason = FinishReason.CANCELLED
                 return
-            yield from self._decode_loop(chain, cancel, info, limit)
+            yield from self._decode_loop(chain, cancel, info, limit, tokens)
         finally:
             chain.close()
 
@@ -327,14 +355,15 @@ class LlamaBackend:
         finally:
             self._set_abort_callback(False)
 
-    def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo,
-                     limit: int) -> Iterator[Piece]:
-        """Sample, yield, decode: one token per turn of the loop, the stop flag checked before each."""
-        ctx, kv, classify = self._llm.ctx, self._kv, self._classes.classify
+    def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo, limit: int,
+                     tokens: list[int]) -> Iterator[Piece]:
+        """Sample, yield, decode, the stop flag checked before each token is used."""
+        classify = self._classes.classify
         decoder = Utf8Stream()
         count = 0
-        while not cancel.cancelled:
-            token = chain.sample(ctx)
+        for token in self._sampled(chain, info, limit, tokens):
+            if cancel.cancelled:
+                break
             eog, special, user_defined = classify(token)
             if eog:
                 info.finish_reason = FinishReason.STOP
@@ -344,17 +373,77 @@ class LlamaBackend:
             piece = self._piece(token, special, user_defined, decoder)
             if piece is not None:
                 yield piece
-            if count >= limit or cancel.cancelled:
+            if count >= limit:
                 break
-            try:
-                kv.append(token)
-            except DecodeError as exc:
-                raise _decode_failure(exc) from exc
         if cancel.cancelled:
             info.finish_reason = FinishReason.CANCELLED
         tail = decoder.flush()
         if tail:
             yield Piece(tail)
+
+    def _sampled(self, chain: SamplerChain, info: StreamInfo, limit: int, prompt: list[int]) -> Iterator[int]:
+        """The reply's tokens, one at a time; the caller stops taking them when it is done.
+
+        Each token is decoded into the KV cache only when the next one is asked for. With a
+        drafter, the token and a draft are decoded as one batch and the draft is checked
+        position by position (`engine.backends.speculative`).
+        """
+        ctx, kv = self._llm.ctx, self._kv
+        drafter = self._drafter(chain)
+        token = chain.sample(ctx)
+        if drafter is None:
+            while True:
+                yield token
+                self._decode_step(kv.append, token)
+                token = chain.sample(ctx)
+        history = list(prompt)
+        length, emitted = DraftLength(), 1
+        try:
+            while True:
+                yield token
+                history.append(token)
+                draft = drafter.draft(history, min(length.tokens, limit - emitted))
+                self._decode_step(kv.extend, [token, *draft])
+                accepted = 0
+                for i, guess in enumerate(draft):
+                    token = chain.sample(ctx, i)
+                    if token != guess:
+                        kv.keep(len(kv.tokens) - (len(draft) - i))
+                        break
+                    accepted += 1
+                    emitted += 1
+                    yield token
+                    history.append(token)
+                else:
+                    token = chain.sample(ctx, len(draft))
+                emitted += 1
+                if draft:
+                    info.drafted += len(draft)
+                    info.accepted += accepted
+                    length.update(len(draft), accepted)
+        finally:
+            drafter.close()
+
+    def _decode_step(self, decode: Callable[[Any], None], arg: Any) -> None:
+        try:
+            decode(arg)
+        except DecodeError as exc:
+            raise _decode_failure(exc) from exc
+
+    def _drafter(self, chain: SamplerChain) -> Drafter | None:
+        """What drafts this request's tokens, or None to decode one token at a time.
+
+        Not with sampling inside the GPU graph (it samples the batch's last position only)
+        or a model whose cache cannot drop a rejected draft (recurrent, hybrid).
+        """
+        if chain.on_device or not self._kv_trimmable:
+            return None
+        drafters: list[Drafter] = [PromptLookup()] if self.prompt_lookup else []
+        if self._draft is not None:
+            drafters.append(self._draft)
+        if not drafters:
+            return None
+        return drafters[0] if len(drafters) == 1 else Chained(*drafters)
 
     def _piece(self, token: int, special: bool, user_defined: bool, decoder: Utf8Stream) -> Piece | None:
         data = self._pieces.read(token, special)
@@ -369,6 +458,10 @@ class LlamaBackend:
         return grammar_problem(self.path, gbnf) or grammar_error(self._vocab, gbnf)
 
     def close(self) -> None:
+        draft: DraftModel | None = getattr(self, "_draft", None)
+        if draft is not None:
+            draft.shutdown()
+            self._draft = None
         llm: Any = getattr(self, "_llm", None)
         if llm is not None:
             self._kv.close()

@@ -100,13 +100,14 @@ class SamplerChain:
     def _add(self, sampler: Any) -> None:
         ll.llama_sampler_chain_add(self._chain, sampler)
 
-    def sample(self, ctx: Any) -> int:
-        """The next token from the last logits; the chain accepts it (grammar, penalties)."""
+    def sample(self, ctx: Any, index: int = -1) -> int:
+        """The next token from the logits of batch position `index` (default: the last);
+        the chain accepts it (grammar, penalties)."""
         if self._device_ctx is not None:
-            token = ll.llama_get_sampled_token_ith(ctx, -1)
+            token = ll.llama_get_sampled_token_ith(ctx, index)
             if token != ll.LLAMA_TOKEN_NULL:
                 return token
-        return ll.llama_sampler_sample(self._chain, ctx, -1)
+        return ll.llama_sampler_sample(self._chain, ctx, index)
 
     def close(self) -> None:
         if self._device_ctx is not None:  # detach before freeing: the context holds a pointer
@@ -240,6 +241,28 @@ class KvCache:
         self._batch.n_tokens = 1
         self._decode()
         self.tokens.append(token)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Decode `tokens` at the next positions in one batch, with logits at every one
+        (speculative decoding: the pending token and its draft, verified together)."""
+        token, position, logits = self._token, self._pos, self._logits
+        pos = len(self.tokens)
+        for i, t in enumerate(tokens):
+            token[i] = t
+            position[i] = pos + i
+            logits[i] = 1
+        self._batch.n_tokens = len(tokens)
+        self._decode()
+        self.tokens.extend(tokens)
+
+    def can_trim(self) -> bool:
+        """Whether the cache can drop its last positions (not a recurrent or hybrid model's)."""
+        model: Any = ll.llama_get_model(self._ctx)
+        return bool(self._memory) and not ll.llama_model_is_recurrent(model) and not ll.llama_model_is_hybrid(model)
+
+    def keep(self, n: int) -> None:
+        """Hold only the first `n` tokens (a rejected draft leaves the cache)."""
+        self._truncate(n)
 
     def _decode(self) -> None:
         code = ll.llama_decode(self._ctx, self._batch)

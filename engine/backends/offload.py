@@ -3,7 +3,7 @@
 The per-model setting `gpu_layers` means: 0 = CPU only, N = N layers, -1 = as many as
 fit (the default). "As many as fit" asks llama.cpp for the GPUs' free memory now and
 leaves room for the KV cache at the chosen context and for compute buffers. The estimate
-is simple on purpose (weights spread evenly over the layers, f16 KV cache); a load that
+is simple on purpose (weights spread evenly over the layers, the KV cache of the chosen type); a load that
 still fails is retried with fewer layers, then on the CPU (`load_attempts`).
 """
 
@@ -60,14 +60,14 @@ def gpu_placement(n_gpu_layers: int, n_layer: int | None, gpus: list[Device]) ->
     return Placement(n_gpu_layers, offloaded, n_layer, " + ".join(names))
 
 
-def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int) -> int:
+def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int, kv_cache: str = "f16") -> int:
     """`ALL_LAYERS` if every layer fits in `free_bytes` with room to spare, else how many do (0+)."""
     n_layer = meta.block_count
     if not n_layer or n_layer <= 0:
         return ALL_LAYERS if meta.size_bytes < free_bytes // 2 else 0
     budget = free_bytes - HEADROOM_BYTES - int(free_bytes * HEADROOM_SHARE)
     per_layer = meta.size_bytes / (n_layer + 1)  # +1: embeddings and output head
-    kv_per_layer = kv_cache_bytes(meta, n_ctx) / n_layer
+    kv_per_layer = kv_cache_bytes(meta, n_ctx, kv_cache) / n_layer
     fit = int((budget - per_layer) // (per_layer + kv_per_layer)) if budget > per_layer else 0
     if fit >= n_layer:
         return ALL_LAYERS
@@ -75,7 +75,7 @@ def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int) -> int:
 
 
 def plan(requested: int, meta: ModelMetadata, n_ctx: int, *, supported: bool, gpus: list[Device],
-         gpu_backends: list[str]) -> Placement:
+         gpu_backends: list[str], kv_cache: str = "f16") -> Placement:
     """The placement to try first for a model whose settings ask for `requested` layers
     (`AUTO_GPU_LAYERS`: as many as fit)."""
     n_layer = meta.block_count
@@ -89,7 +89,7 @@ def plan(requested: int, meta: ModelMetadata, n_ctx: int, *, supported: bool, gp
     free = sum(d.free_bytes for d in gpus)
     if not gpus or free <= 0:  # offload works, but the device API said nothing: trust llama.cpp
         return gpu_placement(ALL_LAYERS, n_layer, gpus)
-    return gpu_placement(layers_that_fit(meta, n_ctx, free), n_layer, gpus)
+    return gpu_placement(layers_that_fit(meta, n_ctx, free, kv_cache), n_layer, gpus)
 
 
 def fallbacks(first: Placement, gpus: list[Device]) -> list[Placement]:

@@ -44,7 +44,7 @@ import httpx
 
 from engine import __version__
 from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
-from engine.backends.openai_tools import ToolCallDeltas, wire_message
+from engine.backends.openai_tools import CHARS_PER_TOKEN_CAP, ToolCallDeltas, wire_message
 from engine.errors import BackendError, ConfigError
 from engine.events import FinishReason, Piece
 
@@ -67,7 +67,7 @@ DEFAULT_IDLE_TIMEOUT_S = 180.0
 IDLE_TIMEOUT_ENV = "EMBER_IDLE_TIMEOUT_S"
 # Client-side backstop for `max_tokens`: a piece counts as at least one token, and as one
 # per this many characters, so a server that ignores the limit is still cut off.
-_CHARS_PER_TOKEN_CAP = 32
+_CHARS_PER_TOKEN_CAP = CHARS_PER_TOKEN_CAP
 
 _ERROR_BODY_LIMIT = 4096  # bytes of an error response worth reading for its message
 _MESSAGE_LIMIT = 300  # characters of server text quoted in one error line
@@ -467,6 +467,7 @@ class OpenAIBackend(PlainBackend):
                 max_tokens: int, tools: bool = False) -> Iterator[Piece]:
         reader = _ChunkReader(self._server.host, self._redact)
         reader.calls.wanted = tools
+        reader.calls.room = max(1, max_tokens) * _CHARS_PER_TOKEN_CAP
         budget = _TokenBudget(max_tokens)
         idle = _IdleWatch(self._server.host, self._idle_timeout)
         saw_done = False
@@ -484,6 +485,7 @@ class OpenAIBackend(PlainBackend):
                     yield piece
                 if budget.spent:
                     break
+            budget.charge(reader.calls.take_cost())  # tool-call fragments count like text
             if budget.spent:
                 log.info("%s ignored max_tokens=%d; the reply was cut off here", self._server.host, max_tokens)
                 break
@@ -571,6 +573,12 @@ class _TokenBudget:
             return Piece(piece.text[:keep]) if len(piece.text) > keep else piece
         self._left -= cost
         return piece
+
+    def charge(self, cost: int) -> None:
+        """Count `cost` tokens that arrived outside the text (tool-call fragments)."""
+        if cost:
+            self._left -= cost
+            self.spent = self.spent or self._left <= 0
 
 
 class _IdleWatch:

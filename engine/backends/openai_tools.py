@@ -17,13 +17,22 @@ from typing import Any, cast
 
 from engine.events import Piece
 
+CHARS_PER_TOKEN_CAP = 32  # as the text budget counts: a piece costs at least 1 token, 1 per 32 characters
+
 
 class ToolCallDeltas:
-    """The structured tool calls of one streamed reply, assembled from their fragments."""
+    """The structured tool calls of one streamed reply, assembled from their fragments.
+
+    Fragments are kept in lists and joined once (growing one string per fragment is
+    quadratic: 10 MB of 500-byte fragments took 50 s); `take_cost` tells the stream's token
+    budget what arrived, so `--max-tokens` bounds tool calls as it bounds text.
+    """
 
     def __init__(self) -> None:
         self.wanted = False  # only a request that offered tools turns calls into pieces
-        self._calls: dict[int, dict[str, str]] = {}
+        self._calls: dict[int, tuple[list[str], list[str]]] = {}
+        self._cost = 0
+        self.room = 1 << 62  # characters still accepted (the stream sets it from max_tokens)
 
     def add(self, raw: object) -> None:
         if not isinstance(raw, list):
@@ -33,26 +42,44 @@ class ToolCallDeltas:
                 continue
             fragment = cast(dict[str, Any], item)
             index = fragment.get("index", len(self._calls))
-            call = self._calls.setdefault(index if isinstance(index, int) else len(self._calls),
-                                          {"name": "", "arguments": ""})
+            names, arguments = self._calls.setdefault(index if isinstance(index, int) else len(self._calls), ([], []))
             function: Any = fragment.get("function")
             if isinstance(function, dict):
                 parts = cast(dict[str, Any], function)
                 if isinstance(name := parts.get("name"), str):
-                    call["name"] += name
-                if isinstance(arguments := parts.get("arguments"), str):
-                    call["arguments"] += arguments
+                    names.append(self._kept(name))
+                if isinstance(text := parts.get("arguments"), str):
+                    arguments.append(self._kept(text))
+
+    def _kept(self, fragment: str) -> str:
+        kept = fragment[: max(0, self.room)]
+        self.room -= len(kept)
+        self._cost += _cost(fragment)
+        return kept
+
+    def take_cost(self) -> int:
+        """Tokens (estimated like text: at least 1 a fragment) the fragments added since the last call."""
+        cost, self._cost = self._cost, 0
+        return cost
 
     def pieces(self) -> Iterator[Piece]:
         if not self.wanted:
             return
-        for _, call in sorted(self._calls.items()):
+        for _, (names, parts) in sorted(self._calls.items()):
+            text = "".join(parts)
             try:
-                arguments: Any = json.loads(call["arguments"] or "{}")
-            except json.JSONDecodeError:
-                arguments = call["arguments"]  # left as text: the parser rejects it, the guardrail strips it
-            body = json.dumps({"name": call["name"], "arguments": arguments}, ensure_ascii=False)
+                arguments: Any = json.loads(text or "{}")
+            except (json.JSONDecodeError, RecursionError):
+                arguments = text  # left as text: the parser rejects it, the guardrail strips it
+            try:
+                body = json.dumps({"name": "".join(names), "arguments": arguments}, ensure_ascii=False)
+            except (RecursionError, ValueError):  # nested past what json can write back
+                body = json.dumps({"name": "".join(names), "arguments": text}, ensure_ascii=False)
             yield Piece(f"<tool_call>{body}</tool_call>")
+
+
+def _cost(fragment: str) -> int:
+    return max(1, len(fragment) // CHARS_PER_TOKEN_CAP)
 
 
 def wire_message(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from engine.events import FinishReason, Piece
 from engine.json_files import read_json
 
 SCRIPT_MESSAGE_OVERHEAD = 3
+SCRIPT_MAX_BYTES = 256 * 1024 * 1024  # scripts carry test replies of many megabytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ class ScriptedBackend(PlainBackend):
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
         p = Path(path)
-        return cls(parse_script(read_json(p, "script"), str(p)), name=str(p))
+        return cls(parse_script(read_json(p, "script", max_bytes=SCRIPT_MAX_BYTES), str(p)), name=str(p))
 
     @classmethod
     def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:

@@ -83,6 +83,9 @@ class ChatTemplate:
         self.eos_token = eos_token
         # Longest first, so a longer token is broken before a shorter one inside it.
         self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
+        if len(self.source) > MAX_TEMPLATE_CHARS:  # compiling is linear but slow (3.6 MB: a minute), untraced
+            raise ConfigError(f"the model's chat template cannot be used: it is {len(self.source):,} characters "
+                              f"long (chat templates are a few KB; at most {MAX_TEMPLATE_CHARS:,} are compiled)")
         try:
             with bounded(_COMPILE_SECONDS):  # compiling may evaluate constant expressions
                 self._template = _ENV.from_string(self.source)
@@ -120,7 +123,8 @@ class ChatTemplate:
         return [Segment(self.render(safe, tools=tools), trusted=True)]
 
 
-_COMPILE_SECONDS = 5.0
+_COMPILE_SECONDS = 5.0  # bounds what Jinja evaluates while compiling (constant folding)
+MAX_TEMPLATE_CHARS = 64 * 1024  # real templates are under 30 KB; 64 KB compile in 1-3 s on a busy 2-core machine
 
 
 def _why(exc: BaseException) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 from engine.backends.base import Message, Request, Sampling, make_request
 from engine.backends.llama import LlamaBackend
 from engine.errors import BenchError
-from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError
+from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
 from models.library.settings import AUTO_GPU_LAYERS
@@ -51,6 +51,8 @@ class RunTiming:
     tokens: int
     decode_s: float  # first visible text → end of stream
     text: str
+    drafted: int = 0  # speculative decoding's draft tokens (engine runs only)
+    accepted: int = 0
 
     @property
     def tokens_per_s(self) -> float:
@@ -82,10 +84,11 @@ class _Clock:
         if self.first is None:
             self.first = time.perf_counter()
 
-    def timing(self, tokens: int, text: str) -> RunTiming:
+    def timing(self, tokens: int, text: str, stats: TurnStats | None = None) -> RunTiming:
         end = time.perf_counter()
         first = self.first if self.first is not None else end
-        return RunTiming(round((first - self.start) * 1000, 2), tokens, end - first, text)
+        drafted, accepted = (stats.drafted, stats.accepted) if stats else (0, 0)
+        return RunTiming(round((first - self.start) * 1000, 2), tokens, end - first, text, drafted, accepted)
 
 
 def time_raw(backend: LlamaBackend, work: Workload) -> RunTiming:
@@ -118,24 +121,24 @@ def time_engine(backend: LlamaBackend, work: Workload) -> RunTiming:
     backend.reset_cache()
     clock = _Clock()
     parts: list[str] = []
-    tokens = 0
+    stats: TurnStats | None = None
     for event in TurnRunner(backend).run(work.request):
-        tokens = _absorb(event, clock, parts, tokens)
-    return clock.timing(tokens, "".join(parts))
+        stats = _absorb(event, clock, parts) or stats
+    return clock.timing(stats.tokens if stats else 0, "".join(parts), stats)
 
 
-def _absorb(event: Event, clock: _Clock, parts: list[str], tokens: int) -> int:
+def _absorb(event: Event, clock: _Clock, parts: list[str]) -> TurnStats | None:
     match event:
         case ContentDelta(text=text) | ThinkingDelta(text=text):
             clock.seen()
             parts.append(text)
         case TurnDone(stats=stats):
-            return stats.tokens
+            return stats
         case TurnError(message=message):
             raise BenchError(f"the engine's turn failed: {message}")
         case _:
             pass
-    return tokens
+    return None
 
 
 def _median(values: list[float]) -> float:
@@ -171,6 +174,9 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
     def engine() -> RunTiming:
         return time_engine(backend, work)
 
+    # Ember's bounded template first: a hostile template then fails with Ember's one line
+    # rather than the OverflowError llama-cpp-python's own renderer raises for it.
+    prompt_depth(backend, work)
     if warmup:
         raw()
         engine()

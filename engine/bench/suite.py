@@ -6,7 +6,9 @@
 - the scaffolding guardrail's cost per piece (`engine.reply.scaffolding.bench_filter`);
 - history search over 10,000 messages (the history module's `bench_search`, when present);
 - optionally native llama.cpp's `llama-bench` on the same model, interleaved with Ember's runs
-  at the same KV depth (`engine.bench.native`).
+  at the same KV depth (`engine.bench.native`);
+- speculative decoding (prompt lookup; a draft model when given) and the KV cache types
+  (`engine.bench.speculative`).
 
 Everything here is a measurement to report, never a pass/fail check. The GUI stall test
 lives in `desktop/` and runs in its own process, so Qt never loads into this one.
@@ -30,6 +32,7 @@ from engine.backends.llama import LlamaBackend, default_threads
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
 from engine.bench import llama as bench_llama
+from engine.bench import speculative as bench_spec
 from engine.bench.native import NativeRun
 from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
@@ -50,6 +53,8 @@ class BenchConfig:
     history_messages: int = 10_000
     llama_bench: Path | None = None  # a built `llama-bench` binary, for the native figure
     gpu_layers: int = AUTO_GPU_LAYERS  # as the app: as many as fit on the GPU, 0 = CPU only
+    draft_model: Path | None = None  # a draft model for `spec_draft_speedup`
+    decode_extras: bool = True  # speculative decoding and the KV cache types
 
     def quick(self) -> BenchConfig:
         return replace(self, runs=3, max_tokens=64, filter_bytes=250_000)
@@ -124,6 +129,9 @@ def measure_load(config: BenchConfig, model: Path) -> dict[str, Any]:
 def measure_throughput(config: BenchConfig, model: Path, notes: list[str]) -> dict[str, Any]:
     """Ember against raw llama-cpp-python and, with `llama_bench`, native llama.cpp, interleaved."""
     backend = bench_llama.open_backend(model, config.n_ctx, config.thread_count(), config.gpu_layers)
+    # Prompt lookup off: this compares the per-token cost with native's one token a step;
+    # `spec_chat_ratio` (measure_decoding) is what lookup does on this same prompt.
+    backend.prompt_lookup = False
     try:
         work = bench_llama.Workload.story(config.max_tokens)
         native = native_runner(config, model, backend, work)
@@ -154,6 +162,27 @@ def native_runner(config: BenchConfig, model: Path, backend: LlamaBackend,
     return NativeRun(config.llama_bench, model, config.thread_count(), n_gen=config.max_tokens,
                      depth=bench_llama.prompt_depth(backend, work), flash_attn=backend.flash_attn_mode,
                      n_gpu_layers=layers)
+
+
+def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memory: bool = True) -> dict[str, Any]:
+    """Speculative decoding and the KV cache types, each side by side in one interleaved run."""
+    threads, layers = config.thread_count(), config.gpu_layers
+    backend = bench_llama.open_backend(model, config.n_ctx, threads, layers)
+    try:
+        report = bench_spec.measure_speculative(backend, config.runs, config.max_tokens)
+    finally:
+        backend.close()
+    if not report["spec_lookup_outputs_match"] or not report["spec_chat_outputs_match"]:
+        notes.append("greedy replies differed with and without prompt lookup")
+    if config.draft_model is not None:
+        report.update(bench_spec.measure_draft(model, config.draft_model, config.n_ctx, threads, config.runs,
+                                               config.max_tokens, layers))
+    else:
+        report["spec_draft_speedup"] = None
+    report.update(bench_spec.compare_kv(model, threads, config.runs, config.max_tokens, layers))
+    if memory:
+        report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
+    return report
 
 
 def measure_filter(n_bytes: int) -> dict[str, Any]:
@@ -209,6 +238,9 @@ def run_engine_bench(config: BenchConfig, progress: Progress | None = None) -> d
     report.setdefault("engine_vs_native_tps_ratio", None)
     if not report["outputs_match"]:
         notes.append("the raw and engine replies differed; tokens/s are per generated token")
+    if config.decode_extras:
+        say("speculative decoding (prompt lookup, draft model) and the KV cache types")
+        report.update(measure_decoding(config, model, notes))
     say("guardrail cost")
     report.update(measure_filter(config.filter_bytes))
     say(f"history search over {config.history_messages} messages")

@@ -15,17 +15,22 @@ kept, in one transaction: a bad file imports nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from engine.history.store import HistoryStore
+from engine.history.times import as_datetime, in_range
 from engine.history.types import Conversation, HistoryError, StoredMessage
 
 FORMAT = "ember.conversation"
 FORMAT_VERSION = 1
 ROLES = ("system", "user", "assistant")
 STATUSES = ("complete", "stopped", "interrupted", "error")
+# Conversation settings that grant something (always-allowed tools, folders, MCP servers): a file must
+# never bring its own permissions, so an import starts with none (every permission key starts so).
+PERMISSION_PREFIX = "tools_"
 _ROLE_HEADINGS = {"system": "System", "user": "You", "assistant": "Assistant"}
 
 
@@ -34,17 +39,25 @@ class ImportFormatError(HistoryError):
 
 
 def iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    return None if ts is None else as_datetime(ts, UTC).isoformat(timespec="milliseconds")
 
 
 def _from_iso(text: Any, where: str) -> float:
     if not isinstance(text, str):
-        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {text!r}")
+        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {_short(text)}")
     try:
         stamp = datetime.fromisoformat(text)
     except ValueError:
-        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {text!r}") from None
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+        raise ImportFormatError(f"{where}: expected an ISO 8601 timestamp, got {_short(text)}") from None
+    moment = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    if not in_range(moment):  # shown in local time, where years 1 and 9999 overflow
+        raise ImportFormatError(f"{where}: {_short(text)} is outside the years 1970 to 9000")
+    return moment
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 # -- export ---------------------------------------------------------------------------
@@ -77,7 +90,7 @@ def export_json(store: HistoryStore, conversation_id: int) -> dict[str, Any]:
 def export_markdown(store: HistoryStore, conversation_id: int) -> str:
     """The active branch as a readable document; thinking goes in collapsed <details> blocks."""
     conv = store.conversation(conversation_id)
-    created = datetime.fromtimestamp(conv.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    created = as_datetime(conv.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = f"*{conv.model} · {created}*" if conv.model else f"*{created}*"
     parts = [f"# {conv.title or 'Conversation'}", meta]
     for msg in store.path(conversation_id):
@@ -100,11 +113,29 @@ def tool_call_lines(records: Any) -> list[str]:
         r = cast(dict[str, Any], record)
         arguments = json.dumps(r.get("arguments", {}), ensure_ascii=False, indent=2)
         outcome = "denied" if r.get("approval") == "denied" else f"{r.get('approval', 'approved')}, result:"
-        block = f"**Tool call** `{r.get('name', '?')}` ({outcome})\n\n```json\n{arguments}\n```"
+        block = f"**Tool call** {code_span(str(r.get('name', '?')))} ({outcome})\n\n{fenced(arguments, 'json')}"
         if "result" in r:
-            block += f"\n\n```\n{r['result']}\n```"
+            block += f"\n\n{fenced(str(r['result']))}"
         lines.append(block)
     return lines
+
+
+def fenced(text: str, info: str = "") -> str:
+    """`text` in a code fence longer than any backtick run in it, so it can never close the fence."""
+    fence = "`" * max(3, _longest_backtick_run(text) + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def code_span(text: str) -> str:
+    """`text` as inline code on one line, delimited by more backticks than it holds in a row."""
+    flat = " ".join(text.split())
+    ticks = "`" * (_longest_backtick_run(flat) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 # -- import ---------------------------------------------------------------------------
@@ -116,7 +147,7 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
     with store.transaction():
         conv = store.create_conversation(
             title=_text(conv_data, "title", "conversation"), model=_text(conv_data, "model", "conversation"),
-            settings=_mapping(conv_data.get("settings"), "conversation.settings"),
+            settings=_without_permissions(_mapping(conv_data.get("settings"), "conversation.settings")),
         )
         ids: dict[Any, int] = {}
         for i, raw in enumerate(messages):
@@ -126,6 +157,10 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
         store.set_active_leaf(conv.id, leaf)
         _restore_times(store, conv.id, conv_data)
     return store.conversation(conv.id)
+
+
+def _without_permissions(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if not str(k).startswith(PERMISSION_PREFIX)}
 
 
 def _check_document(data: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:

@@ -93,12 +93,15 @@ class HistoryStore:
     """The history database: conversations, message trees, turn records, search."""
 
     def __init__(self, path: str | Path, *, now: Callable[[], float] = time.time,
-                 trash_retention_s: float = TRASH_RETENTION_S) -> None:
+                 trash_retention_s: float = TRASH_RETENTION_S, read_only: bool = False) -> None:
         self.db_path = Path(path)
         self._now = now
         self._writers_dir = self.db_path.with_name(self.db_path.name + ".writers")
         self._writer: WriterLock | None = None
         self._depth = 0
+        if read_only:  # a read-only disk, a backup, a snapshot: list, show and export still work
+            self._conn = self._connect_read_only()
+            return
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = self._connect()
         try:
@@ -130,6 +133,31 @@ class HistoryStore:
             reason = _reason(exc, self.db_path)
             raise HistoryError(f"cannot open the history database {self.db_path}: {reason}") from exc
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        # mode=ro still wants to create the WAL index next to the file; immutable=1 does not, and is
+        # right for a file nothing can change (a read-only mount), so it is the fallback.
+        uri = self.db_path.resolve().as_uri()
+        failure: sqlite3.Error | None = None
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            except sqlite3.Error as exc:
+                failure = exc
+                continue
+            conn.row_factory = sqlite3.Row
+            try:
+                version = schema_version(conn)
+            except sqlite3.Error as exc:
+                conn.close()
+                failure = exc
+                continue
+            if version != SCHEMA_VERSION:
+                conn.close()
+                raise HistoryError(f"the history database {self.db_path} is read-only and needs an upgrade "
+                                   f"(schema {version}, this Ember uses {SCHEMA_VERSION})")
+            return conn
+        raise HistoryError(f"cannot open the history database {self.db_path}: {failure}")
 
     def _migrate(self) -> None:
         version = schema_version(self._conn)

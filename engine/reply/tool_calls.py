@@ -14,16 +14,29 @@ import logging
 from collections.abc import Iterable
 
 from engine.reply.tool_call_parsers import CallSyntaxError, ParsedCall, parser_for_span
+from models.library.json_input import json_depth
 
 log = logging.getLogger("engine.tool_calls")
 
+MAX_ARGUMENT_DEPTH = 64
+
 
 def parse_span(family: str, span: str) -> list[ParsedCall]:
-    """The calls in one span; raises `CallSyntaxError` when it holds none."""
+    """The calls in one span; raises `CallSyntaxError` when it holds none.
+
+    Arguments nested deeper than `MAX_ARGUMENT_DEPTH` make the call malformed: nothing a
+    tool takes nests that deep, and such a value could not be stored, shown or imported.
+    """
     parser = parser_for_span(family, span)
     if parser is None:
         raise CallSyntaxError(f"no tool-call parser for {family}")
-    return parser(span)
+    try:
+        calls = parser(span)
+    except RecursionError as exc:
+        raise CallSyntaxError("the call is nested too deeply") from exc
+    if any(json_depth(c.arguments) > MAX_ARGUMENT_DEPTH for c in calls):
+        raise CallSyntaxError(f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep")
+    return calls
 
 
 class ToolCallCollector:

@@ -14,6 +14,7 @@ from typing import Any, Literal, cast
 
 from engine.errors import ConfigError
 from engine.turns.structured import compile_schema
+from models.library.json_input import MAX_DEPTH, json_depth
 
 FormatKind = Literal["text", "json", "schema"]
 SETTINGS_KEY = "reply_format"
@@ -94,6 +95,10 @@ def parse_schema_text(text: str) -> tuple[dict[str, Any] | None, str]:
         value: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+    except RecursionError:  # a pasted 100,000-deep value
+        return None, f"Not usable: it is nested more than {MAX_DEPTH} levels deep."
+    if json_depth(value) > MAX_DEPTH:
+        return None, f"Not usable: it is nested more than {MAX_DEPTH} levels deep."
     error = check_schema(value)
     if error is not None:
         return None, error

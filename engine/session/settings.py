@@ -21,6 +21,9 @@ from engine.session.reply_format import SETTINGS_KEY as REPLY_FORMAT_KEY
 from engine.session.reply_format import ReplyFormat
 from engine.turns.context_policy import DEFAULT_POLICY, ContextPolicy, parse_policy
 from engine.turns.context_policy import SETTINGS_KEY as POLICY_KEY
+from models.errors import EmberError
+from models.library.default_model import default_model_path
+from models.library.recommended import recommended_values
 from models.library.settings import ModelSettings, load_model_settings
 
 log = logging.getLogger("desktop.settings")
@@ -37,6 +40,7 @@ class Overrides:
     gpu_layers: int | None = None
     threads: int | None = None
     system_prompt: str | None = None
+    kv_cache: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +74,25 @@ def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = No
 
 
 def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:
-    """The file's saved settings (defaults when none or unreadable), capped at its training context."""
+    """The file's saved settings, capped at its training context.
+
+    What was never saved comes from the model's own recommended sampling (and, for the
+    built-in model, a repetition penalty and a reply cap: `models.library.recommended`).
+    """
+    defaults = model_defaults(path)
     try:
-        return load_model_settings(path, n_ctx_train=n_ctx_train)
+        return load_model_settings(path, n_ctx_train=n_ctx_train, defaults=defaults)
     except (OSError, ValueError) as exc:
         log.warning("could not read the settings of %s: %s", path.name, exc)
+        return defaults
+
+
+def model_defaults(path: Path) -> ModelSettings:
+    """The defaults for `path` before anything is saved for it."""
+    try:
+        return dataclasses.replace(ModelSettings(), **recommended_values(path, builtin=is_builtin(path)))  # pyright: ignore[reportArgumentType]
+    except ValueError as exc:  # a recommendation out of range: the plain defaults
+        log.warning("ignoring the recommended sampling of %s: %s", path.name, exc)
         return ModelSettings()
 
 
@@ -140,3 +158,8 @@ def _names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(str(v) for v in cast(list[Any], value) if isinstance(v, str | int))
+def is_builtin(path: Path) -> bool:
+    try:
+        return path.resolve() == default_model_path().resolve()
+    except (EmberError, OSError):
+        return False

@@ -14,6 +14,7 @@ afresh and the chat goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -22,6 +23,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TextIO, TypeVar, cast
 
+import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -32,6 +34,7 @@ log = logging.getLogger("engine.mcp")
 
 START_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 8.0  # the SDK's own shutdown: 2 s for stdin EOF, 2 s after SIGTERM, then SIGKILL
 _T = TypeVar("_T")
 
 
@@ -121,7 +124,8 @@ class _Link:
         self.loop = asyncio.new_event_loop()
         self.ready: Future[ClientSession] = Future()
         self.session: ClientSession = cast(ClientSession, None)
-        self._stop: asyncio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._closing = False
         self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
 
     @classmethod
@@ -151,13 +155,21 @@ class _Link:
             self.loop.close()
 
     async def _serve(self, errlog: TextIO) -> None:
-        self._stop = asyncio.Event()
+        # One anyio scope around the whole session, cancelled by close(): even a server stuck in
+        # `initialize` then gets the SDK's shutdown (stdin closed, SIGTERM, SIGKILL to its whole
+        # process group), instead of outliving Ember. A native task.cancel() could skip that.
         params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
                                        env=dict(self.config.env) or None)
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            self.ready.set_result(session)
-            await self._stop.wait()
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._closing:
+                scope.cancel()
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                self.ready.set_result(session)
+                await anyio.sleep_forever()
+        if not self.ready.done():
+            self.ready.set_exception(ToolError(f"MCP server {self.config.name} was stopped while starting"))
 
     def run(self, coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
         if not self._thread.is_alive():
@@ -166,11 +178,18 @@ class _Link:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def close(self) -> None:
-        if self._thread.is_alive() and self._stop is not None:
-            self.loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=5.0)
+        self._closing = True
+        if self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to stop
+                self.loop.call_soon_threadsafe(self._cancel)
+            self._thread.join(timeout=STOP_TIMEOUT_S)
         if self._thread.is_alive():
             log.warning("MCP server %s did not stop in time; leaving its thread", self.config.name)
+
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
 
 
 def _result_text(result: Any) -> str:

@@ -2,8 +2,9 @@
 
 Servers start only when a conversation that enabled them needs their tools. A server
 that cannot start is reported in one line and left out; the chat goes on without it.
-A tool whose name is already taken (a built-in, another server) is offered as
-`SERVER_NAME` instead, so a server can never shadow another tool.
+A tool whose name is already taken (a built-in, another server, the same server listing it
+twice) is offered as `SERVER_NAME`, or `SERVER_NAME_2`, `_3`… if that is taken too: names
+are unique by construction, so a server can never shadow another tool.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class McpServers:
                 warn(f"{exc}; continuing without its tools")
                 continue
             for tool in listed:
-                if tool.name in used:
-                    tool = dataclasses.replace(tool, name=f"{name}_{tool.name}")
+                unique = free_name(tool.name, name, used)
+                if unique != tool.name:
+                    tool = dataclasses.replace(tool, name=unique)
                 used.add(tool.name)
                 out.append(tool)
         return out
@@ -65,3 +67,14 @@ class McpServers:
     def close(self) -> None:
         for server in self.servers.values():
             server.close()
+
+
+def free_name(name: str, server: str, used: set[str]) -> str:
+    """`name`, or the first of `SERVER_NAME`, `SERVER_NAME_2`, … that no tool in `used` has."""
+    if name not in used:
+        return name
+    candidate, n = f"{server}_{name}", 1
+    while candidate in used:
+        n += 1
+        candidate = f"{server}_{name}_{n}"
+    return candidate

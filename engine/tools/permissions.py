@@ -27,20 +27,30 @@ class Decision(enum.Enum):
 Approver = Callable[[ToolCall], Decision]
 
 
+def permission_key(name: str, source: str = "builtin") -> str:
+    """What "always allow" is keyed by: a built-in's name, else `SOURCE:NAME` (`mcp:files:read`).
+
+    Keyed by source as well as name, so no other tool that comes to carry an allowed name (a
+    server's tool when the built-in is off) inherits the user's choice.
+    """
+    return name if source == "builtin" else f"{source}:{name}"
+
+
 class ToolPermissions:
-    """The tools the user chose to always allow in one conversation; each can be revoked."""
+    """The tools the user chose to always allow in one conversation (by `permission_key`); each can be revoked."""
 
     def __init__(self, always: Iterable[str] | None = None) -> None:
         self.always: set[str] = set(always or ())
 
-    def allows(self, name: str) -> bool:
-        return name in self.always
+    def allows(self, name: str, source: str = "builtin") -> bool:
+        return permission_key(name, source) in self.always
 
-    def allow_always(self, name: str) -> None:
-        self.always.add(name)
+    def allow_always(self, name: str, source: str = "builtin") -> None:
+        self.always.add(permission_key(name, source))
 
-    def revoke(self, name: str) -> None:
-        self.always.discard(name)
+    def revoke(self, key: str) -> None:
+        """Forget one `permission_key` (as listed in `always`)."""
+        self.always.discard(key)
 
 
 def deny_all(_call: ToolCall) -> Decision:

@@ -41,12 +41,21 @@ def object_schema(properties: Mapping[str, Mapping[str, Any]] | None = None,
 
 
 class ToolSet:
-    """The tools offered in one conversation, by name (a later tool of the same name wins)."""
+    """The tools offered in one conversation, by name.
+
+    Names are unique: a later tool with a name already held is left out (and listed in
+    `dropped`), never put in its place, so nothing can take over an earlier tool's name
+    (and with it the user's "always allow"). MCP tools are renamed before they get here.
+    """
 
     def __init__(self, tools: Iterable[Tool] = (), closers: Iterable[Callable[[], None]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.dropped: list[Tool] = []
         for tool in tools:
-            self._tools[tool.name] = tool
+            if tool.name in self._tools:
+                self.dropped.append(tool)
+            else:
+                self._tools[tool.name] = tool
         self._closers = list(closers)  # what the tools hold open (MCP servers), for close()
 
     def close(self) -> None:

@@ -98,6 +98,16 @@ class MessageTooLongError(ContextOverflowError):
             f"{n_ctx:,}-token context holds at most {limit:,}; shorten it or raise the context length")
 
 
+class SystemPromptTooLongError(MessageTooLongError):
+    """The system prompt alone leaves no room for any message: say so, not "this message needs 1 token"."""
+
+    def __init__(self, tokens: int, limit: int, n_ctx: int) -> None:
+        ContextOverflowError.__init__(
+            self, f"the system prompt alone ({tokens:,} tokens) is longer than the model's {n_ctx:,}-token "
+                  f"context allows ({limit:,} with room kept for the reply); shorten it or raise the context length")
+        self.tokens, self.limit, self.n_ctx = tokens, limit, n_ctx
+
+
 class ContextFullError(ContextOverflowError):
     """Under the stop policy: the conversation no longer fits."""
 
@@ -165,6 +175,8 @@ def fit_messages(messages: Sequence[Message], policy: ContextPolicy, counter: To
     alone = counter.prompt_tokens(_pick(clean, split.system + newest))
     if alone > budget:
         overhead = alone - counter.text_tokens(_text(clean, newest))
+        if split.system and overhead >= budget:  # the system prompt (with the template) fills it already
+            raise SystemPromptTooLongError(counter.prompt_tokens(_pick(clean, split.system)), budget, n_ctx)
         raise MessageTooLongError(alone - overhead, max(0, budget - overhead), n_ctx)
     if policy is ContextPolicy.STOP:
         raise ContextFullError(total, budget, n_ctx)

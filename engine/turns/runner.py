@@ -1,13 +1,15 @@
 """One turn of any kind, as events: `TurnRunner(backend, tools).run(request, cancel)` on the model's thread.
 
 Every turn ends with exactly one `TurnDone` or `TurnError` and one log line; the GUI, the
-CLI, the recorder and the tests consume the same events. A chat turn (`request.schema is
-None`) offers the tools it was given (`ToolUse`: rounds of approved calls,
-engine/turns/tool_loop.py). When its visible content is empty after the guardrail it gets
-exactly one recovery request (the correction line folded into the system message, no
-tools, a fresh pipeline; a `Recovery` event tells a view to reset the reply), else it ends
-`MALFORMED_REPLY`. No model ever judges or repairs output. A structured turn
-(`request.schema` set) follows `engine.turns.structured`'s policy.
+CLI, the API server, the recorder and the tests consume the same events. A chat turn
+(`request.schema is None`) offers the tools it was given (`ToolUse`: rounds of approved
+calls, engine/turns/tool_loop.py); tools only named in `request.tools` are offered, not run,
+and their parsed calls end the turn as `ToolCall` events (the local API server's clients run
+them). When its visible content is empty after the guardrail it gets exactly one recovery
+request (the correction line folded into the system message, no tools, a fresh pipeline; a
+`Recovery` event tells a view to reset the reply), else it ends `MALFORMED_REPLY`. No model
+ever judges or repairs output. A structured turn (`request.schema` set) follows
+`engine.turns.structured`'s policy.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from engine.tools.permissions import ToolUse
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.structured import structured_rounds
 from engine.turns.tally import Tally
-from engine.turns.tool_loop import ToolRounds
+from engine.turns.tool_loop import ToolRounds, offered_round
 
 log = logging.getLogger("engine.turn")
 
@@ -109,8 +111,11 @@ class TurnRunner:
                 visible, last = yield from rounds.run(request.with_(tools=self.tools.tools.specs()), cancel, tally)
             finally:
                 self._calls = rounds.calls
+        elif request.tools:  # offered, not run here: the calls are the answer (the API server)
+            last = request
+            visible = yield from offered_round(self.backend, request, cancel, tally)
         else:
-            last = request.with_(messages=sent_messages(request.messages, request.tools))
+            last = request.with_(messages=sent_messages(request.messages, None))
             visible = yield from self._round(last, cancel, tally)
         if visible or cancel.cancelled:
             return

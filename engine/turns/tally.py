@@ -17,10 +17,13 @@ class Tally:
     first_piece: float | None = None
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0
     n_ctx: int = 0
     retries: int = 0
     stripped: int = 0
     attempts: int = 0
+    drafted: int = 0
+    accepted: int = 0
     finish_reason: str = FinishReason.STOP
 
     def mark_piece(self) -> None:
@@ -31,10 +34,13 @@ class Tally:
         """Fold in one finished (or failed) model request."""
         self.tokens += info.completion_tokens or pieces
         self.prompt_tokens = info.prompt_tokens
+        self.cached_tokens = info.cached_tokens
         self.n_ctx = info.n_ctx
         self.retries += info.retries
         self.finish_reason = info.finish_reason
         self.stripped += stripped
+        self.drafted += info.drafted
+        self.accepted += info.accepted
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
@@ -42,8 +48,10 @@ class Tally:
         gen_s = now - first
         tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
         return TurnStats(
-            tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round((first - self.started) * 1000, 1),
+            tokens=self.tokens, prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+            ttft_ms=round((first - self.started) * 1000, 1),
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
             context_used=self.prompt_tokens + self.tokens, context_size=self.n_ctx,
+            drafted=self.drafted, accepted=self.accepted,
         )

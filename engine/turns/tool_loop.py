@@ -8,22 +8,27 @@ answer, and a span that parses into calls of offered tools becomes `ToolCall` ev
 Every call runs only after the approver says so (or the user chose "always allow" for
 that tool in this conversation, which `ToolPermissions.revoke` undoes). Results go back
 as `tool` messages through the model's own chat template. A turn runs at most
-`max_rounds` rounds of tool calls; calls past that end the turn with `ToolLimit`.
+`max_rounds` rounds of tool calls; calls past that end the turn with `ToolLimit`. At most
+`MAX_CALLS_PER_ROUND` calls of one reply run (a `Notice` says so; the model is told).
 A result that does not fit the context left is cut, with a note saying so.
 
 A round with no calls and no visible text ends the rounds with no visible answer: the
 runner then makes its one recovery request (engine/turns/runner.py), as for any turn.
+
+A request whose tools are offered but not run here (`offered_round`: the local API server,
+whose client runs them) gets one round; its parsed calls are the answer.
 Grammar, if any, constrains the first round only: one forcing a call would loop forever.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import Approval, Event, ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.events import Approval, Event, Notice, ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tools.permissions import DENIED_TEXT, Decision, ToolUse, cut_result
@@ -34,6 +39,8 @@ from engine.turns.tally import Tally
 log = logging.getLogger("engine.turn")
 
 CHARS_PER_TOKEN = 3  # a cautious estimate: most tokenizers average more than this
+MAX_CALLS_PER_ROUND = 32
+LEFT_OUT_NOTE = "[{n} more tool calls in that reply were not run: at most {most} per reply]"
 
 
 @dataclass
@@ -61,13 +68,21 @@ class ToolRounds:
                 log.warning("tool round limit (%d) reached; the calls were not run", self.use.max_rounds)
                 yield ToolLimit(self.use.max_rounds)
                 return True, this
-            calls = [self._event(call) for call in collector.calls]
+            calls = [self._event(call) for call in collector.calls[:MAX_CALLS_PER_ROUND]]
+            left_out = len(collector.calls) - len(calls)
+            if left_out:  # thousands of calls in one reply would be thousands of prompts or cards
+                log.warning("a reply asked for %d tool calls; only the first %d run", len(collector.calls), len(calls))
+                yield Notice(f"the model asked for {len(collector.calls):,} tool calls in one reply; "
+                             f"only the first {MAX_CALLS_PER_ROUND} were considered")
             messages.append(_assistant_message(content, calls))
             budget = self._result_budget(this, info, len(calls))
             for call in calls:
                 messages.append((yield from self._run_call(call, budget, cancel)))
                 if cancel.cancelled:
                     return True, this
+            if left_out:
+                messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n" + LEFT_OUT_NOTE.format(
+                    n=left_out, most=MAX_CALLS_PER_ROUND)}
         return True, request  # unreachable: the last round either has no calls or hits the limit
 
     def _event(self, call: ParsedCall) -> ToolCall:
@@ -81,14 +96,16 @@ class ToolRounds:
         yield call
         approval = Approval.ALWAYS
         permissions = self.use.permissions
-        if not permissions.allows(call.name):
+        tool = self.use.tools.get(call.name)
+        source = tool.source if tool is not None else "builtin"
+        if not permissions.allows(call.name, source):
             approval = Approval.APPROVED
             decision = self.use.approver(call)
             if decision is Decision.DENY or cancel.cancelled:  # a stop while asking is no approval
                 yield ToolDenied(call.id)
                 return _tool_message(call, DENIED_TEXT)
             if decision is Decision.ALWAYS:
-                permissions.allow_always(call.name)
+                permissions.allow_always(call.name, source)
                 approval = Approval.APPROVED_ALWAYS
         result = replace(self._execute(call, budget), approval=approval)
         yield result
@@ -126,3 +143,28 @@ def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
 
 def _tool_message(call: ToolCall, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+
+def offered_round(backend: Backend, request: Request, cancel: CancelToken,
+                  tally: Tally) -> Generator[Event, None, bool]:
+    """One round offering `request.tools` without running them (an API client runs them).
+
+    A span that parses into calls of the offered tools becomes `ToolCall` events after the
+    round: the calls are the answer. Returns whether the turn is answered (calls or text).
+    """
+    collector = ToolCallCollector(tool_names(request.tools))
+    pipeline, _ = yield from stream_round(backend, request, cancel, tally, collector)
+    for call in collector.calls:  # ids unique across requests: a client keys results on them
+        yield ToolCall(call.call_id or f"call_{uuid.uuid4().hex[:24]}", call.name, call.arguments)
+    return bool(collector.calls) or (pipeline is not None and bool(pipeline.content.strip()))
+
+
+def tool_names(tools: tuple[dict[str, object], ...] | None) -> list[str]:
+    """The function names of OpenAI-style tool specs (`{"type": "function", "function": {"name": …}}`)."""
+    names: list[str] = []
+    for spec in tools or ():
+        function = spec.get("function")
+        name = function.get("name") if isinstance(function, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(name, str):
+            names.append(name)
+    return names

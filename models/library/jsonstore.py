@@ -12,11 +12,14 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
+
+from models.library.json_input import SETTINGS_MAX_BYTES, JsonInputError, read_json_input
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +42,50 @@ def write_json_atomic(path: Path, data: object) -> None:
     The file ends up readable by its owner only (mkstemp's mode 0600 survives the replace).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _replace_with(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", mode=None)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to a user-chosen `path` (an export) so a failure leaves the old file whole.
+
+    A regular file (or a new one) is replaced atomically and keeps its permissions (a new one
+    gets the usual umask ones); anything else (`/dev/stdout`, a pipe) is written in place,
+    since replacing a device node with a file would be wrong. OSError on failure.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    else:
+        if not stat.S_ISREG(info.st_mode):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return
+        mode = stat.S_IMODE(info.st_mode)
+    _replace_with(path, text, mode=mode)
+
+
+def _replace_with(path: Path, text: str, *, mode: int | None) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    current = os.umask(0o022)  # the only way to read it; set straight back
+    os.umask(current)
+    return current
 
 
 def _back_up(path: Path) -> Path | None:
@@ -64,22 +98,22 @@ def _back_up(path: Path) -> Path | None:
 
 
 def load_json_object(path: Path, defaults: Mapping[str, object]) -> dict[str, object]:
-    """The JSON object in `path`; `defaults` when the file is missing or unreadable.
+    """The JSON object in `path`; `defaults` when the file is missing or unusable.
 
-    A file that is not a JSON object is backed up and replaced with `defaults` (logged as a
-    warning): bad settings must never stop Ember from starting.
+    The file goes through the bounded reader (no pipes or devices, at most
+    `SETTINGS_MAX_BYTES`, nested at most `MAX_DEPTH`). One that cannot be parsed or is not a
+    JSON object is set aside as `.corrupt-…` and replaced with `defaults` (logged as a
+    warning): bad settings must never stop Ember from starting, at this start or the next.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return dict(defaults)
-    except (OSError, UnicodeDecodeError) as exc:
-        log.warning("cannot read %s (%s); using defaults", path, exc)
-        return dict(defaults)
-    try:
-        data: object = json.loads(text)
-    except ValueError as exc:
-        return _replace_corrupt(path, defaults, f"not valid JSON: {exc}")
+        data: object = read_json_input(path, max_bytes=SETTINGS_MAX_BYTES)
+    except JsonInputError as exc:
+        if exc.missing:
+            return dict(defaults)
+        if exc.unreadable:  # nothing we could copy aside: leave it be
+            log.warning("cannot read %s (%s); using defaults", path, exc)
+            return dict(defaults)
+        return _replace_corrupt(path, defaults, str(exc))
     if not isinstance(data, dict):
         return _replace_corrupt(path, defaults, "not a JSON object")
     return string_keys(cast(dict[object, object], data))
@@ -93,9 +127,9 @@ def string_keys(data: Mapping[object, object]) -> dict[str, object]:
 def _replace_corrupt(path: Path, defaults: Mapping[str, object], why: str) -> dict[str, object]:
     backup = _back_up(path)
     if backup is None:  # never overwrite a file we could not keep a copy of
-        log.warning("%s is %s and could not be backed up; using defaults", path, why)
+        log.warning("%s: %s, and it could not be set aside; using defaults", path, why)
         return dict(defaults)
-    log.warning("%s is %s; kept as %s and replaced with defaults", path, why, backup)
+    log.warning("%s: %s; kept as %s and replaced with defaults", path, why, backup)
     with contextlib.suppress(OSError):
         write_json_atomic(path, dict(defaults))
     return dict(defaults)

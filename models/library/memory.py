@@ -1,8 +1,9 @@
 """Will a model fit? Weights plus KV cache for a context length, against free memory.
 
 The estimate is deliberately simple and errs high: weights are the file size (llama.cpp
-maps them whole), the KV cache is f16 K and V for every attention layer at the full
-context (sliding-window layers would need less), and compute buffers are left out.
+maps them whole), the KV cache is K and V of the chosen cache type (f16 unless the model's
+settings say q8_0 or q4_0) for every attention layer at the full context (sliding-window
+layers would need less), and compute buffers are left out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from typing import Literal
 from models.gguf.meta import ModelMetadata
 
 KV_BYTES_PER_VALUE = 2  # f16, llama.cpp's default cache type
+# Bytes per cached value of each KV cache type: ggml's block sizes (q8_0: 32 values in
+# 34 bytes, q4_0: 32 in 18). A quantized cache needs head sizes divisible by 32.
+KV_CACHE_TYPES: dict[str, float] = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+KV_BLOCK = 32
 _MEMINFO = Path("/proc/meminfo")
 
 
@@ -26,6 +31,7 @@ class MemoryEstimate:
     context_length: int
     available_bytes: int | None  # None when the platform does not say
     warning: str | None  # set when the estimate exceeds what is available
+    kv_cache: str = "f16"  # the KV cache type estimated for
 
     @property
     def total_bytes(self) -> int:
@@ -42,19 +48,41 @@ def format_bytes(n: int) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
-def kv_cache_bytes(meta: ModelMetadata, n_ctx: int) -> int:
-    """f16 K and V for `n_ctx` positions: 2 * n_ctx * sum over layers of n_embd_{k,v}_gqa.
-
-    For a uniform model that is 2 * n_layer * n_ctx * head_dim * n_head_kv * 2 bytes. Layers
-    with no KV heads (recurrent or convolution layers in hybrids) cost nothing here.
-    """
+def head_sizes(meta: ModelMetadata) -> tuple[int, int] | None:
+    """(K, V) values per attention head, or None if the metadata does not say."""
     if not meta.head_count or not meta.embedding_length:
-        return 0
+        return None
     head_dim = meta.embedding_length // meta.head_count
-    k_len = meta.key_length or head_dim
-    v_len = meta.value_length or head_dim
+    return meta.key_length or head_dim, meta.value_length or head_dim
+
+
+def kv_cache_bytes(meta: ModelMetadata, n_ctx: int, kv_cache: str = "f16") -> int:
+    """K and V for `n_ctx` positions: n_ctx * sum over layers of n_embd_{k,v}_gqa, times the
+    type's bytes per value (2 for f16).
+
+    For a uniform f16 model that is 2 * n_layer * n_ctx * head_dim * n_head_kv * 2 bytes.
+    Layers with no KV heads (recurrent or convolution layers in hybrids) cost nothing here.
+    """
+    sizes = head_sizes(meta)
+    if sizes is None:
+        return 0
     kv_heads = sum(meta.head_count_kv_layers)
-    return n_ctx * kv_heads * (k_len + v_len) * KV_BYTES_PER_VALUE
+    return int(n_ctx * kv_heads * (sizes[0] + sizes[1]) * KV_CACHE_TYPES[kv_cache])
+
+
+def kv_cache_problem(meta: ModelMetadata, kv_cache: str, flash_attn: bool = True) -> str | None:
+    """Why llama.cpp would refuse this KV cache type for this model, or None."""
+    if kv_cache not in KV_CACHE_TYPES:
+        return f"unknown KV cache type {kv_cache!r}: use {', '.join(KV_CACHE_TYPES)}"
+    if kv_cache == "f16":
+        return None
+    if not flash_attn:
+        return f"a {kv_cache} KV cache needs flash attention (llama.cpp quantizes V only with it)"
+    sizes = head_sizes(meta)
+    if sizes is not None and (sizes[0] % KV_BLOCK or sizes[1] % KV_BLOCK):
+        return (f"a {kv_cache} KV cache needs attention heads of a multiple of {KV_BLOCK} values; "
+                f"this model's are {sizes[0]} (K) and {sizes[1]} (V): use f16")
+    return None
 
 
 def _meminfo_available(meminfo: Path) -> int | None:
@@ -98,10 +126,12 @@ def _warning(total: int, weights: int, kv: int, available: int | None) -> str | 
 
 
 def estimate_memory(
-    meta: ModelMetadata, n_ctx: int, *, available: int | Literal["measure"] | None = "measure"
+    meta: ModelMetadata, n_ctx: int, *, available: int | Literal["measure"] | None = "measure",
+    kv_cache: str = "f16",
 ) -> MemoryEstimate:
-    """Estimate for `meta` at `n_ctx`; `available` is measured now unless given (bytes/None)."""
+    """Estimate for `meta` at `n_ctx` with a `kv_cache`-type cache; `available` is measured
+    now unless given (bytes/None)."""
     free = available_memory() if available == "measure" else available
-    kv = kv_cache_bytes(meta, n_ctx)
+    kv = kv_cache_bytes(meta, n_ctx, kv_cache)
     weights = meta.size_bytes
-    return MemoryEstimate(weights, kv, n_ctx, free, _warning(weights + kv, weights, kv, free))
+    return MemoryEstimate(weights, kv, n_ctx, free, _warning(weights + kv, weights, kv, free), kv_cache)

@@ -21,6 +21,7 @@ from typing import Any, TypeGuard, cast
 
 from models.errors import GGUFError
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
+from models.library.memory import KV_CACHE_TYPES
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "system_prompt": _text,
     "max_tokens": _optional(_int_in(1)),
     "context_policy": lambda v: v in CONTEXT_POLICIES,
+    "kv_cache": lambda v: v in KV_CACHE_TYPES,
+    "prompt_lookup": lambda v: isinstance(v, bool),
+    "draft_model": _optional(lambda v: isinstance(v, str) and 0 < len(v) <= 4096),
 }
 
 
@@ -93,6 +97,9 @@ class ModelSettings:
     system_prompt: str = ""
     max_tokens: int | None = None  # None = until the model stops or the context is full
     context_policy: str = CONTEXT_POLICIES[0]  # the default for this model's conversations
+    kv_cache: str = "f16"  # the KV cache's type: f16, q8_0 or q4_0 (smaller, slightly less exact)
+    prompt_lookup: bool = True  # speculative decoding by prompt lookup (same output, faster on repeats)
+    draft_model: str | None = None  # a GGUF with the same vocabulary that drafts tokens ahead
 
     @property
     def reply_limit(self) -> int:
@@ -118,8 +125,8 @@ class ModelSettings:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> ModelSettings:
-        """Settings from stored JSON: unknown keys ignored, bad values replaced by defaults."""
+    def from_json(cls, data: Mapping[str, object], base: ModelSettings | None = None) -> ModelSettings:
+        """Settings from stored JSON: unknown keys ignored, bad values replaced by `base`'s (the defaults)."""
         good: dict[str, object] = {}
         for name, check in _CHECKS.items():
             if name not in data:
@@ -131,7 +138,8 @@ class ModelSettings:
                 good[name] = value
             else:
                 log.warning("ignoring model setting %s=%r (invalid); using the default", name, value)
-        return cls(**cast(dict[str, Any], good))
+        return dataclasses.replace(base, **cast(dict[str, Any], good)) if base is not None \
+            else cls(**cast(dict[str, Any], good))
 
 
 _FLOAT_FIELDS = frozenset({"temperature", "top_p", "min_p", "repeat_penalty"})
@@ -162,14 +170,15 @@ def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
 
 
 def load_model_settings(
-    model: Path, *, n_ctx_train: int | None = None, paths: EmberPaths | None = None
+    model: Path, *, n_ctx_train: int | None = None, paths: EmberPaths | None = None,
+    defaults: ModelSettings | None = None,
 ) -> ModelSettings:
-    """Saved settings for `model` (defaults if none), capped at its training context."""
+    """Saved settings for `model` (`defaults` if none, or for what was not saved), capped at its training context."""
     stored = _stored_models(paths).get(model_key(model))
     if isinstance(stored, dict):
-        settings = ModelSettings.from_json(string_keys(cast(dict[object, object], stored)))
+        settings = ModelSettings.from_json(string_keys(cast(dict[object, object], stored)), defaults)
     else:
-        settings = ModelSettings()
+        settings = defaults or ModelSettings()
     return settings.capped(n_ctx_train)
 
 
@@ -178,3 +187,10 @@ def save_model_settings(model: Path, settings: ModelSettings, *, paths: EmberPat
     models = _stored_models(paths)
     models[model_key(model)] = settings.to_json()
     write_json_atomic(settings_file(paths), {"version": FORMAT_VERSION, "models": models})
+
+
+def load_options(s: ModelSettings) -> dict[str, Any]:
+    """The settings a local model is loaded with, as `make_backend`'s keyword arguments."""
+    return {"n_ctx": s.context_length, "n_gpu_layers": s.gpu_layers, "n_threads": s.threads,
+            "kv_cache": s.kv_cache, "prompt_lookup": s.prompt_lookup,
+            "draft_model": Path(s.draft_model).expanduser() if s.draft_model else None}

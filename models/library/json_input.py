@@ -1,0 +1,123 @@
+"""The one reader for JSON that Ember did not write itself: settings, configs, scripts, schemas, imports.
+
+Every such file goes through `read_json_input`, which refuses before parsing what could hang
+or exhaust the machine — a FIFO, socket or device (opened non-blocking, checked with
+`fstat`), a file over `max_bytes` (read at most `max_bytes + 1`) — and after parsing anything
+nested deeper than `max_depth` (Python's own recursion limit stops the parser first on
+absurd depths; both come back as the same one-line `JsonInputError`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, cast
+
+from models.errors import EmberError
+
+MAX_DEPTH = 256
+SETTINGS_MAX_BYTES = 16 * 1024 * 1024
+CONFIG_MAX_BYTES = 16 * 1024 * 1024
+IMPORT_MAX_BYTES = 1024 * 1024 * 1024
+
+
+class JsonInputError(EmberError):
+    """A JSON input Ember cannot use; `str(err)` is one line without the path.
+
+    `missing` is true when the file does not exist (callers with defaults use them quietly);
+    `unreadable` when it could not be read at all (nothing to set aside).
+    """
+
+    def __init__(self, reason: str, *, missing: bool = False, unreadable: bool = False) -> None:
+        super().__init__(reason)
+        self.missing = missing
+        self.unreadable = unreadable or missing
+
+
+def read_json_input(path: Path, *, max_bytes: int = CONFIG_MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value in `path`, or JsonInputError (one line) for any file Ember should not parse."""
+    return parse_json_input(read_bytes_bounded(path, max_bytes), max_depth=max_depth)
+
+
+def read_bytes_bounded(path: Path, max_bytes: int) -> bytes:
+    """At most `max_bytes` of a regular file; JsonInputError for anything else or anything larger."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError as exc:
+        raise JsonInputError("it does not exist", missing=True) from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise JsonInputError(f"it cannot be opened ({_reason(exc)})", unreadable=True) from exc
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise JsonInputError("it is a folder, not a file", unreadable=True)
+        if not stat.S_ISREG(info.st_mode):
+            raise JsonInputError("it is not a regular file (a pipe, socket or device)", unreadable=True)
+        if info.st_size > max_bytes:
+            raise JsonInputError(f"it is larger than {_size(max_bytes)}")
+        data = _read_at_most(fd, max_bytes + 1)
+    except OSError as exc:
+        raise JsonInputError(f"it cannot be read ({_reason(exc)})", unreadable=True) from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew after the fstat, or a file system that lies about sizes
+        raise JsonInputError(f"it is larger than {_size(max_bytes)}")
+    return data
+
+
+def parse_json_input(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value of `data` (UTF-8 bytes or text), depth-checked; JsonInputError otherwise."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        value: Any = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise JsonInputError(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise JsonInputError(f"it is not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise JsonInputError(f"it is nested too deeply (more than {max_depth} levels)") from exc
+    if json_depth(value) > max_depth:
+        raise JsonInputError(f"it is nested too deeply (more than {max_depth} levels)")
+    return value
+
+
+def json_depth(value: Any) -> int:
+    """How deeply `value`'s lists and objects nest (a scalar is 0); iterative, so any depth is safe."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children: list[object]
+        if isinstance(item, dict):
+            children = list(cast(dict[object, object], item).values())
+        elif isinstance(item, list):
+            children = cast(list[object], item)
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children if type(child) in (dict, list))
+    return deepest
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MB" if n >= 1024 * 1024 else f"{n:,} bytes"
