@@ -346,7 +346,7 @@ def test_after_a_failed_load_the_notices_choose_model_button_opens_the_picker(
     qtbot.waitUntil(loading.done, timeout=WAIT_MS)
     assert loading.result() is False
     notice = chat.window.notice
-    assert notice.isVisible() and "Couldn't load the model" in notice.label.text()
+    assert notice.isVisible() and "Couldn't load broken.gguf" in notice.label.text()
     assert chat.models.picker is None
     click(qtbot, notice.choose_button)
     qtbot.waitUntil(lambda: chat.models.picker is not None and chat.models.picker.isVisible(), timeout=WAIT_MS)
