@@ -28,7 +28,7 @@ from models.library.settings import ModelSettings, load_model_settings, save_mod
 
 pytest_plugins = ["gui_helpers"]
 
-TINY = "Tiny Llama (test)"
+TINY = "tiny.gguf"  # rows are named by file; the model's own name is their second line
 
 
 @pytest.fixture
@@ -71,8 +71,20 @@ def test_picker_lists_the_builtin_model_and_an_added_folder(make_chat, qtbot: Qt
     size = format_bytes((zoo / "sub" / "tiny.gguf").stat().st_size)
     assert tiny.columns == (TINY, "llama", "F32", size, "2,048")
     item = picker.table.topLevelItem(row_named(picker, TINY))
-    assert item is not None and [item.text(c) for c in range(5)] == list(tiny.columns)
+    assert item is not None and [item.text(c) for c in range(1, 5)] == list(tiny.columns[1:])
+    assert item.text(0) == "tiny.gguf\nTiny Llama (test)"  # the file, then the model's own name
+    assert "Tiny Llama (test)" in item.toolTip(0) and str(zoo / "sub" / "tiny.gguf") in item.toolTip(0)
     assert item.text(5) == "Added folder"
+    assert picker.width() <= chat.window.width()  # the picker fits the window it belongs to
+
+
+def test_an_unloadable_file_gets_no_memory_estimate_and_notes_clear(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, "cut.gguf"))
+    assert "0 B" not in picker.details.memory.text()
+    picker._say("Added a folder.", for_ms=50)  # pyright: ignore[reportPrivateUsage]
+    qtbot.waitUntil(lambda: picker.message.text() == "", timeout=WAIT_MS)
 
 
 def test_details_pane_shows_metadata_and_memory(make_chat, qtbot: QtBot, zoo: Path,

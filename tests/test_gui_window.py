@@ -171,3 +171,29 @@ def test_f1_opens_the_shortcuts_sheet(make_chat: MakeChat, qtbot: QtBot) -> None
     texts = [label.text() for label in sheet.findChildren(QLabel)]
     assert "Ctrl+Q" in texts and "Esc" in texts
     sheet.close()
+
+
+def test_larger_text_keeps_the_sidebar_width_and_grows_the_icons(make_chat: MakeChat, qtbot: QtBot) -> None:
+    chat = make_chat("x")
+    window = chat.window
+    window.resize(780, 580)  # within the offscreen screen
+    window.set_sidebar_visible(True)
+    qtbot.wait(50)
+    width = window.sidebar.width()
+    icon = window.header.new_chat.iconSize().width()
+    for _ in range(3):
+        qtbot.keyClick(window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.header.new_chat.iconSize().width() > icon, timeout=WAIT_MS)
+    qtbot.wait(50)
+    assert abs(window.sidebar.width() - width) <= 2
+    window.theme.reset_zoom()
+
+
+def test_a_clicked_button_takes_no_focus_but_tab_reaches_it(make_chat: MakeChat, qtbot: QtBot) -> None:
+    chat = make_chat("Hi.")
+    chat.type_and_send("hello")
+    reply = chat.wait_reply_finished()
+    qtbot.waitUntil(lambda: reply.copy_button.isVisible(), timeout=WAIT_MS)
+    qtbot.mouseClick(reply.copy_button, Qt.MouseButton.LeftButton)
+    assert not reply.copy_button.hasFocus()  # no focus ring left behind by a click
+    assert reply.copy_button.focusPolicy() & Qt.FocusPolicy.TabFocus

@@ -225,3 +225,19 @@ def test_scripted_backend_errors_mid_stream_end_with_an_error_chunk() -> None:
         assert error["type"] == "server_error" and error["code"] == "script"
     finally:
         s.close()
+
+
+def test_the_windows_stop_leaves_api_replies_alone() -> None:
+    gate = threading.Event()
+    s = serve(EchoBackend(gate=gate))
+    try:
+        results: list[httpx.Response] = []
+        client = threading.Thread(target=lambda: results.append(_post(s, _chat("mine"))))
+        client.start()
+        _wait_for(lambda: s.state.line.busy and s.engine.busy)
+        s.engine.stop()  # what the window's Stop button (Esc) calls
+        gate.set()
+        client.join(30)
+        assert results[0].json()["choices"][0]["message"]["content"] == "echo: mine"
+    finally:
+        s.close()

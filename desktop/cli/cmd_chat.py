@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
+from desktop.cli.chat_docs import add_doc_options, open_docs, print_sources
 from desktop.cli.chat_tools import TerminalApprover, add_tool_options, build_toolset, result_preview
 from desktop.cli.cmd_history import add_chat_options, chat_session
 from desktop.cli.common import (
@@ -42,6 +43,7 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
+from desktop.core.documents import TurnDocuments, remember_documents
 from engine.backends.base import Backend, CancelToken, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
@@ -49,6 +51,7 @@ from engine.events import (
     Event,
     Notice,
     Recovery,
+    Sources,
     StructuredRetry,
     StructuredValue,
     ThinkingDelta,
@@ -62,7 +65,7 @@ from engine.events import (
 )
 from engine.history.types import HistoryError
 from engine.session.session import Ask, ChatSession
-from engine.session.settings import TurnSettings
+from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
@@ -96,6 +99,7 @@ def register(sub: Any) -> None:
                         "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)")
     add_chat_options(p)
     add_tool_options(p)
+    add_doc_options(p)
     p.set_defaults(func=run)
 
 
@@ -111,30 +115,35 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     tools: ToolSet | None = None
     backend: Backend | None = None
+    docs: TurnDocuments | None = None
     try:
-        # Checked before a model loads too; MCP servers start here.
+        # Checked before a model loads too; MCP servers start here, files are read here.
         tools = build_toolset(args, session.store.db_path if session.saved else None) if args.tools else None
+        docs = open_docs(args, session.settings.to_stored())
         backend = open_backend(args, settings)
         note_clamped_context(settings.model.context_length, backend)
-        return _chat(args, backend, settings, schema, session, tools)
+        return _chat(args, backend, settings, schema, session, tools, docs)
     except EngineError as exc:
         return fail(str(exc))
     finally:
         if backend is not None:
             backend.close()
+        if docs is not None:
+            docs.close()
         if tools is not None:
             tools.close()
         session.close()
 
 
 def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, schema: Schema | None,
-          session: ChatSession, tools: ToolSet | None) -> int:
+          session: ChatSession, tools: ToolSet | None, docs: TurnDocuments) -> int:
     """One turn through the session: refused before anything is stored, or run and recorded."""
-    _keep_choices(args, session)
-    try:  # the request actually sent (tools included) is fitted before anything is stored
+    _keep_choices(args, session, docs)
+    try:  # the request actually sent (tools, documents included) is fitted before anything is stored
         turn = session.open_turn(backend, Ask.send(args.prompt), settings, tools=tools, schema=schema,
                                  model=backend.name, approver=TerminalApprover(yes=args.yes),
-                                 max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again)
+                                 max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again,
+                                 documents=docs.apply if docs else None)
     except (ContextOverflowError, ConfigError) as exc:
         sys.stderr.write(f"ember: {exc}\n")
         return EXIT_TURN_ERROR
@@ -151,17 +160,20 @@ def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, sc
         return EXIT_INTERRUPTED
 
 
-def _keep_choices(args: argparse.Namespace, session: ChatSession) -> None:
-    """`--context-policy` and `--system` given: remember them as the conversation's own."""
+def _keep_choices(args: argparse.Namespace, session: ChatSession, docs: TurnDocuments) -> None:
+    """`--context-policy`, `--system`, `--docs` and attached files: remembered as the conversation's own."""
     changes: dict[str, object] = {}
     if args.context_policy:
         changes["context_policy"] = ContextPolicy(args.context_policy)
     if args.system:
         changes["system"] = args.system
-    if not changes:
+    if not (changes or args.docs or docs.attached):
         return
     try:
         session.update_settings(**changes)
+        if args.docs or docs.attached:
+            stored = remember_documents(session.settings.to_stored(), docs, args.docs)
+            session.replace_settings(ConversationSettings.from_stored(stored))
     except HistoryError as exc:
         sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")
 
@@ -177,13 +189,18 @@ def note_clamped_context(asked: int, backend: Backend) -> None:
 def _print_turn(events: Iterable[Event], args: argparse.Namespace) -> int:
     status = EXIT_OK
     thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
+    sources: Sources | None = None
     for event in events:
         if args.events:
             emit_json(event_to_json(event))
+        elif isinstance(event, Sources):
+            sources = event  # listed after the answer
         else:
             _emit_text(event, args, thinking)
         if isinstance(event, TurnError):
             status = EXIT_USAGE if event.kind is TurnErrorKind.CONFIG else EXIT_TURN_ERROR
+    if sources is not None:
+        print_sources(sources)
     return status
 
 

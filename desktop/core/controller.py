@@ -13,9 +13,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from desktop.core.conversation_docs import ConversationDocs, SourcesSink, prepare_turn
 from desktop.core.failures import HISTORY_PROBLEM, FailureAction, TurnFailure, failure_for, refusal_kind
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
+from engine.backends.base import Message
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
@@ -24,6 +26,7 @@ from engine.events import (
     Notice,
     PromptProgress,
     Recovery,
+    Sources,
     StructuredRetry,
     StructuredValue,
     ThinkingDelta,
@@ -111,6 +114,8 @@ class ChatController:
         self.history = HistorySession(self.session) if self.session.saved else None  # the sidebar's
         self.history_view = history_view
         self.tool_turns = tool_turns
+        self.documents: ConversationDocs | None = None  # set by desktop.qt.documents_ui.install_documents
+        self._doc_problems: list[str] = []  # attached files the last message could not read
         self.reply_format = ReplyFormat()
         self.choice: ModelChoice | None = None
         self.model: ModelInfo | None = describe_backend(engine.backend) if engine.backend else None
@@ -217,7 +222,7 @@ class ChatController:
         try:
             turn = await self.session.open_turn_async(
                 self.engine, ask, self._turn_settings(), tools=tools, schema=self.reply_format.schema,
-                model=self._model_name(), approver=self._approver())
+                model=self._model_name(), approver=self._approver(), documents=self._with_documents)
         except (ContextOverflowError, ConfigError) as exc:
             return self._refuse(refusal_kind(exc), str(exc), tools)
         except HISTORY_ERRORS as exc:
@@ -226,6 +231,12 @@ class ChatController:
         self.view.clear_turn_failure(remove=False)
         self._list_changed()
         return turn
+
+    async def _with_documents(self, messages: list[Message], max_tokens: int) -> tuple[list[Message], Sources | None]:
+        """Attached files and the conversation's collection: their passages go into the question."""
+        prepared = await prepare_turn(self.documents, self.engine, messages, max_tokens, self.history)
+        self._doc_problems = prepared.problems
+        return prepared.messages, prepared.sources
 
     def _refuse(self, kind: str, message: str, tools: ToolSet | None) -> None:
         if tools is not None and self.tool_turns is not None:
@@ -357,6 +368,9 @@ class ChatController:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
         self._show_context(turn.fit)
         sink = self.view.start_reply()
+        if self._doc_problems:
+            sink.note("; ".join(self._doc_problems))
+            self._doc_problems = []
         outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
         try:
             async for event in turn.run_async(self.engine):
@@ -384,6 +398,9 @@ class ChatController:
                 sink.progress(done, total)
             case StructuredValue(value=value):
                 sink.add_content(fenced_json(value))
+            case Sources(sources=sources):
+                if isinstance(sink, SourcesSink):
+                    sink.set_sources(sources)
             case ToolCall() | ToolResult() | ToolDenied() | ToolLimit():
                 if self.tool_turns is not None:
                     self.tool_turns.show(event)  # the approval cards
@@ -415,6 +432,8 @@ class ChatController:
         await self.stop_and_wait()
         self._retry_pending = False
         self.session.new()
+        if self.documents is not None:
+            self.documents.load(None)
         self.view.clear_conversation()
         self._show_format(ReplyFormat())
         self._list_changed()
@@ -433,6 +452,8 @@ class ChatController:
             return False
         self._show_branch(branch)
         self._show_format(fmt)
+        if self.documents is not None:
+            self.documents.load(self.session.settings.to_stored())
         self._list_changed()
         await self.refresh_context(branch)
         return True

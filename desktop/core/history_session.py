@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from engine.history.export import export_json, export_markdown, import_json
 from engine.history.store import HistoryStore
 from engine.history.types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
 from engine.session.session import ChatSession
+from engine.session.settings import ConversationSettings
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
@@ -65,6 +67,14 @@ class HistorySession:
     @property
     def conversation_id(self) -> int | None:
         return self.session.conversation_id
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The open conversation's settings as stored (documents keep their own keys here)."""
+        return self.session.settings.to_stored()
+
+    def update_settings(self, settings: Mapping[str, Any]) -> None:
+        self.session.replace_settings(ConversationSettings.from_stored(settings))
 
     def branch(self, *, upto: int | None = None) -> Branch:
         """The open conversation's active branch (or the one ending at `upto`), with versions."""

@@ -35,7 +35,6 @@ class ServeToggle(QToolButton):
         self.setAccessibleName("Local API server")
         self.setAutoRaise(True)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")  # the text says enough
         self.controller = controller
         self.port = port
         self.server: ServerThread | None = None

@@ -69,6 +69,10 @@ def _chrome(p: Palette, body_pt: float) -> str:
     QStatusBar {{ background: {p.window}; color: {p.muted}; border-top: 1px solid {p.border};
                   font-size: {_pt(body_pt, "caption")}; }}
     QStatusBar QLabel {{ color: {p.muted}; }}
+    #ServeToggle {{ font-size: {_pt(body_pt, "caption")}; color: {p.muted}; border: 1px solid transparent;
+                    border-radius: {RADIUS_SM}px; padding: 0px 6px; background: transparent; }}
+    #ServeToggle:hover {{ background: {p.surface_alt}; color: {p.text}; }}
+    #ServeToggle::menu-indicator {{ image: none; width: 0px; }}
     QStatusBar::item {{ border: none; }}
     QSplitter::handle {{ background: {p.border}; }}
     QSplitter::handle:horizontal {{ width: 1px; }}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -464,6 +464,10 @@ class MainWindow(QMainWindow):
     def _apply_theme(self) -> None:
         """The theme or text size changed: redraw what the style sheet does not reach."""
         palette = self.theme.palette
+        sizes = self.splitter.sizes()
+        if self.sidebar.isVisible() and sizes and sizes[0] > 0:
+            # Larger text must not squeeze the sidebar: it keeps its width once the layout settles.
+            QTimer.singleShot(0, lambda: self.splitter.setSizes(sizes))
         set_icon_scale(self.theme.appearance.text_scale)
         buttons = self.findChildren(QAbstractButton)
         recolour(buttons, palette.muted, palette.accent_text)

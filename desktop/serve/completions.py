@@ -60,7 +60,7 @@ class TurnJob:
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
             # The request's tools are offered, not run: the turn's calls are the answer.
-            async for event in engine.run_turn(request_for(call), self.cancel):
+            async for event in engine.run_turn(request_for(call), self.cancel, apart=True):
                 self._queue.put_nowait(event)
                 if self._observer is not None:
                     self._observer(event)

@@ -32,6 +32,7 @@ from engine.events import (
     Event,
     FinishReason,
     Recovery,
+    Sources,
     StructuredValue,
     ThinkingDelta,
     ToolCall,
@@ -71,6 +72,7 @@ class TurnRecorder:
         self._content: list[str] = []
         self._thinking: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []  # this turn's calls, in order (stored with the reply)
+        self._sources: list[dict[str, Any]] = []  # the passages the prompt carried, kept with the reply
         self._dirty = False
         self._last_write: float | None = None  # None: nothing written (or tried) yet
 
@@ -157,6 +159,8 @@ class TurnRecorder:
                 self._content.clear()
                 self._thinking.clear()
                 self._dirty = True
+            case Sources(sources=sources):
+                self._sources = [s.to_json() for s in sources]
             case StructuredValue(value=value):
                 # A structured turn's answer is its value, stored as the app shows it.
                 self._content[:] = [fenced_json(value)]
@@ -243,6 +247,8 @@ class TurnRecorder:
             message_stats |= {"error_kind": error_kind, "error_message": error_message}
         if self.tool_calls:  # with the answer, in the same transaction
             message_stats = (message_stats or {}) | {TOOLS_STATS_KEY: self.tool_calls}
+        if self._sources:
+            message_stats = (message_stats or {}) | {"sources": self._sources}
         try:
             with self.store.transaction():
                 self._finish_reply(keep, status, message_stats)

@@ -30,14 +30,14 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError
-from engine.events import Event
+from engine.events import Event, Sources
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
 from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
@@ -52,6 +52,12 @@ from engine.turns.context_window import Meter, fit_request, measure_draft
 from engine.turns.runner import TurnRunner
 
 FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
+
+# Documents put their passages into the question before the fit: (messages, max_tokens) ->
+# (messages, the Sources event the turn starts with). Counting on the backend (`Documents`) or
+# on the engine's counting thread (`DocumentsAsync`).
+Documents = Callable[[Backend, list[Message], int], tuple[list[Message], Sources | None]]
+DocumentsAsync = Callable[[list[Message], int], Awaitable[tuple[list[Message], Sources | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,11 @@ class Plan:
     tools: ToolSet | None
     lock: ConversationLock | None
     fitted: Fit | None = None
+    sources: Sources | None = None  # the documents' passages the question carries
+
+    def with_documents(self, messages: list[Message], sources: Sources | None) -> Plan:
+        """This plan with the question carrying its documents' passages (before the fit)."""
+        return replace(self, request=self.request.with_(messages=tuple(messages)), sources=sources)
 
     def fit(self, backend: Backend) -> Plan:
         """This plan with its request fitted to `backend`'s context (pure: it only counts).
@@ -168,6 +179,13 @@ class ChatSession:
         stored = ConversationSettings.from_stored(self.store.conversation(target).settings)
         self.store.update_conversation(target, settings=stored.with_(**changes).to_stored())
 
+    def replace_settings(self, settings: ConversationSettings) -> None:
+        """Store `settings` as the open conversation's (a fresh one keeps them until it is stored)."""
+        if self.conversation_id is None:
+            self._pending = settings
+        else:
+            self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
+
     def path(self, *, upto: int | None = None) -> list[StoredMessage]:
         """The open conversation's active branch (or the one ending at `upto`), root first."""
         if self.conversation_id is None:
@@ -249,12 +267,12 @@ class ChatSession:
             use = ToolUse(plan.tools, approver, ToolPermissions(() if ask_again else stored))
             if max_tool_rounds is not None:
                 use.max_rounds = max_tool_rounds
-        return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored)
+        return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources)
 
     def open_turn(self, backend: Backend, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
                   schema: Schema | None = None, policy: ContextPolicy | None = None, model: str = "",
                   approver: Approver = deny_all, max_tool_rounds: int | None = None,
-                  ask_again: bool = False) -> Turn:
+                  ask_again: bool = False, documents: Documents | None = None) -> Turn:
         """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
 
         Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
@@ -262,6 +280,8 @@ class ChatSession:
         """
         plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
         try:
+            if documents is not None:
+                plan = plan.with_documents(*documents(backend, list(plan.request.messages), settings.max_tokens))
             plan = plan.fit(backend)
         except BaseException:
             plan.release()
@@ -271,7 +291,7 @@ class ChatSession:
 
     async def open_turn_async(self, engine: Engine, ask: Ask, settings: TurnSettings, *,
                               tools: ToolSet | None = None, schema: Schema | None = None, model: str = "",
-                              approver: Approver = deny_all) -> Turn:
+                              approver: Approver = deny_all, documents: DocumentsAsync | None = None) -> Turn:
         """`open_turn` on an event loop: the fit runs on the engine's counting thread.
 
         With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
@@ -279,6 +299,8 @@ class ChatSession:
         """
         plan = self.prepare(ask, settings, tools=tools, schema=schema)
         try:
+            if documents is not None:
+                plan = plan.with_documents(*await documents(list(plan.request.messages), settings.max_tokens))
             plan = await engine.measure(plan.fit) or plan
         except BaseException:
             plan.release()
@@ -355,6 +377,7 @@ class Turn:
     lock: ConversationLock
     tools: ToolUse | None = None
     _always: frozenset[str] = field(default_factory=frozenset[str])  # the stored "always allow" list
+    sources: Sources | None = None  # the documents the question carries: the turn's first event
 
     @property
     def user_message_id(self) -> int | None:
@@ -363,7 +386,7 @@ class Turn:
     def run(self, backend: Backend, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Run the turn here (the CLI's thread owns the backend); events are recorded as they pass."""
         try:
-            for event in TurnRunner(backend, self.tools).run(self.request, cancel):
+            for event in self._with_sources(TurnRunner(backend, self.tools).run(self.request, cancel)):
                 self.recorder.on_event(event)
                 yield event
         except KeyboardInterrupt:
@@ -377,6 +400,9 @@ class Turn:
         events = engine.run_turn(self.request, cancel, tools=self.tools)
         flusher = asyncio.ensure_future(self._flush_forever())
         try:
+            if self.sources is not None:
+                self.recorder.on_event(self.sources)
+                yield self.sources
             async for event in events:
                 self.recorder.on_event(event)
                 yield event
@@ -384,6 +410,11 @@ class Turn:
             flusher.cancel()
             await events.aclose()
             self.close()
+
+    def _with_sources(self, events: Iterator[Event]) -> Iterator[Event]:
+        if self.sources is not None:
+            yield self.sources
+        yield from events
 
     async def refit_async(self, engine: Engine) -> None:
         """Fit a turn stored before a model was loaded; raises the refusal (the turn then records it)."""
