@@ -64,6 +64,40 @@ class PromptProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRef:
+    """One numbered passage a reply may cite as `[n]`: where it comes from and what it says.
+
+    `page` is 1-based (PDF) or None; `start`/`end` are character offsets in the page's (PDF)
+    or the document's extracted text; `score` is the retrieval score (0 for a whole document).
+    """
+
+    n: int
+    path: str
+    page: int | None
+    start: int
+    end: int
+    score: float
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's and history's shape; `text` is a preview (a whole document can be long)."""
+        out = asdict(self)
+        if len(self.text) > SOURCE_PREVIEW_CHARS:
+            out["text"] = self.text[:SOURCE_PREVIEW_CHARS] + "…"
+        return out
+
+
+SOURCE_PREVIEW_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """The passages from the user's documents that this turn's prompt carries, before the answer."""
+
+    sources: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StructuredValue:
     """A structured turn's accepted value (parsed and schema-valid), just before TurnDone."""
 
@@ -86,6 +120,8 @@ class TurnStats:
     context_size: int = 0
     drafted: int = 0  # speculative decoding: draft tokens proposed, and accepted by the model
     accepted: int = 0
+    # What reproduces the reply (engine/backends/receipt.py); None when the backend gives none.
+    receipt: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,7 +152,7 @@ class TurnError:
 
 
 Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | PromptProgress
-         | StructuredValue | TurnDone | TurnError)
+         | Sources | StructuredValue | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -134,6 +170,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "notice", "text": text}
         case PromptProgress(done=done, total=total):
             return {"type": "progress", "done": done, "total": total}
+        case Sources(sources=sources):
+            return {"type": "sources", "sources": [s.to_json() for s in sources]}
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
         case TurnDone(stats=stats):

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from desktop.cli import history_reproduce
 from desktop.cli.arg_checks import id_arg, text_arg, title_arg
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
@@ -67,6 +68,7 @@ def register(sub: Any) -> None:
     a.add_argument("id", type=id_arg, metavar="ID")
     _json_flag(a)
     a.add_argument("--all", action="store_true", help="every version of every message, not only the active branch")
+    history_reproduce.add_options(a)
     a.set_defaults(history_action=_show)
 
     a = actions.add_parser("search", help="conversations whose title or messages contain every word")
@@ -140,6 +142,8 @@ def _conversation_json(conv: Conversation) -> dict[str, Any]:
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
+    if args.reproduce:
+        return history_reproduce.run_reproduce(store, conv.id, args)
     if args.all and not args.json:
         return fail("--all shows every version as JSON: add --json", EXIT_USAGE)
     if not args.json:

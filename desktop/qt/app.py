@@ -24,13 +24,16 @@ from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
+from desktop.qt.network_indicator import install_network_indicator
 from desktop.qt.platform_check import platform_problem
 from desktop.qt.serve_toggle import install_serve
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError
+from engine.network import guard as network_guard
 from engine.runtime import Engine
 
 log = logging.getLogger("desktop.app")
@@ -86,6 +89,8 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
     install_serve(window, controller)
+    install_documents(window, controller)
+    install_network_indicator(window.statusBar(), network_guard.active())
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):

@@ -36,9 +36,11 @@ class ComposerEdit(QPlainTextEdit):
 
     Signals:
         submitRequested(): Enter was pressed.
+        filesDropped(list): local files were dropped or pasted (their paths; attached, not typed).
     """
 
     submitRequested = Signal()
+    filesDropped = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,7 +72,15 @@ class ComposerEdit(QPlainTextEdit):
         self._held.clear()
         super().clear()
 
+    # Drop and paste both come here: local files become attachments, anything else is text.
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(_local_files(source)) or super().canInsertFromMimeData(source)
+
     def insertFromMimeData(self, source: QMimeData) -> None:
+        files = _local_files(source)
+        if files:
+            self.filesDropped.emit(files)
+            return
         if source.hasText() and needs_bulk_view(text := source.text()):
             self.insertPlainText(self._holding(text))
             return
@@ -124,6 +134,10 @@ class ComposerEdit(QPlainTextEdit):
             lines += max(1, layout.lineCount() if layout is not None else 1)
             block = block.next()
         return lines
+
+
+def _local_files(source: QMimeData) -> list[str]:
+    return [u.toLocalFile() for u in source.urls() if u.isLocalFile()] if source.hasUrls() else []
 
 
 class ComposerBar(QFrame):

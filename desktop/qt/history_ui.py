@@ -15,6 +15,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
+from desktop.core.citations import sources_from_stats
 from desktop.core.controller import ChatController
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem
 from desktop.core.reply_format import ReplyFormat
@@ -81,6 +82,9 @@ class HistoryPresenter(QObject):
         for card in stored_tool_cards(msg.stats.get(TOOLS_STATS_KEY)):  # "Used calculator → 42", folded
             widget.add_tool_widget(card)
         widget.set_history(msg.id, item.versions)
+        widget.set_sources(sources_from_stats(msg.stats))
+        receipt = msg.stats.get("receipt")
+        widget.set_receipt(receipt if isinstance(receipt, dict) else None)
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:

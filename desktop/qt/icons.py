@@ -22,6 +22,7 @@ GLYPHS: dict[str, str] = {
     "copy": "ph.copy",
     "copied": "ph.check",
     "regenerate": "ph.arrow-clockwise",
+    "details": "ph.info",
     "edit": "ph.pencil-simple",
     "new_chat": "ph.note-pencil",
     "settings": "ph.gear-six",
@@ -41,6 +42,7 @@ GLYPHS: dict[str, str] = {
     "options": "ph.plus",
     "sidebar": "ph.list",
     "tool": "ph.wrench",
+    "attach": "ph.paperclip",
 }
 _scale = 1.0  # the text size factor: icons grow and shrink with the text
 

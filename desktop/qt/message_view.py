@@ -12,6 +12,8 @@ other versions.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QSizePolicy,
     QToolButton,
@@ -27,8 +30,10 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.core.controller import TurnFailure
+from desktop.core.receipt_text import receipt_lines
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
+from desktop.qt.citations import CitationActions, SourcesRow
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -37,7 +42,7 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import TurnStats
+from engine.events import SourceRef, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
@@ -330,6 +335,7 @@ class AssistantMessage(QFrame):
         self._first_delta = 0.0
         self._speed_shown = 0.0
         self.answer = AnswerView(self)
+        self.sources_row = SourcesRow(self.answer.citations, self)
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
         self.copy_button = CopyButton("Copy", "Copy answer", self, icon_only=True)
@@ -339,6 +345,10 @@ class AssistantMessage(QFrame):
         self.regenerate_button = _action("Regenerate", "Regenerate answer",
                                          "Answer again; this answer stays as another version", self, "regenerate")
         self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
+        self.details_button = _action("Details", "Reply details", "How this reply was made: the model file and "
+                                      "its SHA-256, sampling, seed", self, "details")
+        self.details_button.clicked.connect(self.show_details)
+        self._receipt: Mapping[str, Any] | None = None
         self.nav = VersionNav(self)
         self.nav.switchRequested.connect(self.versionRequested)
         self._build_layout()
@@ -347,8 +357,9 @@ class AssistantMessage(QFrame):
         footer = QHBoxLayout()
         footer.setContentsMargins(0, 0, 0, 0)
         footer.setSpacing(6)
-        actions = _action_row(self, [self.copy_button, self.regenerate_button])
-        self.reveal = HoverReveal(self, actions, [self.copy_button, self.regenerate_button])
+        buttons = [self.copy_button, self.regenerate_button, self.details_button]
+        actions = _action_row(self, buttons)
+        self.reveal = HoverReveal(self, actions, buttons)
         footer.addWidget(actions)
         footer.addWidget(self.nav)
         footer.addWidget(self.status)
@@ -361,6 +372,7 @@ class AssistantMessage(QFrame):
         layout.addWidget(self.thinking)
         layout.addWidget(self.tools)
         layout.addWidget(self.answer)
+        layout.addWidget(self.sources_row)
         layout.addLayout(footer)
 
     # -- what tests and Copy read ----------------------------------------------------------
@@ -381,6 +393,18 @@ class AssistantMessage(QFrame):
         self.nav.set_versions(versions)
         self.regenerate_button.setVisible(message_id is not None)
 
+    def set_receipt(self, receipt: Mapping[str, Any] | None) -> None:
+        """What reproduces this reply (its stats' receipt); Details shows it."""
+        self._receipt = receipt
+        self.details_button.setVisible(bool(receipt))
+
+    def show_details(self) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Reply details", "\n".join(receipt_lines(self._receipt)),
+                          QMessageBox.StandardButton.Close, self.window())
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()
+        return box
+
     def set_actions_enabled(self, enabled: bool) -> None:
         self.regenerate_button.setEnabled(enabled)
         self.nav.setEnabled(enabled)
@@ -396,6 +420,13 @@ class AssistantMessage(QFrame):
         self._finished = True
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
+
+    def set_sources(self, sources: tuple[SourceRef, ...]) -> None:
+        """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
+        actions = CitationActions(sources)
+        self.answer.set_sources(actions)
+        self.sources_row.citations = actions
+        self.sources_row.show_sources(sources)
 
     def start_waiting(self) -> None:
         """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""
@@ -488,6 +519,7 @@ class AssistantMessage(QFrame):
         self._finished = True
         self.status.setText(self._status_for(stats) or self._note)
         self.status.setToolTip(self._note)
+        self.set_receipt(stats.receipt)
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 

@@ -120,6 +120,8 @@ class StreamInfo:
     # The thinking opener the rendered prompt ends with ('' when none: see
     # models.formats.prefill_opener); the reply then starts in the thinking channel.
     prefilled_thinking: str = ""
+    # The request's receipt (engine/backends/receipt.py), filled in by backends that can.
+    receipt: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,14 @@ from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import AUTO_LAYERS, Placement
+from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftLength, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import Piece
 from models.formats import prefill_opener
+from models.library.digests import DigestJob
 
 log = logging.getLogger("engine.llama")
 
@@ -85,6 +87,8 @@ class LlamaBackend:
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
+        # The receipt's model digest: hashed once per file (cached), on a thread of its own.
+        self._digest = DigestJob(self.path)
         self._cancel: CancelToken | None = None
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
@@ -303,19 +307,34 @@ class LlamaBackend:
                   limit: int) -> Iterator[Piece]:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
+        info.receipt = self._receipt(request, seed, tokens)
         device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
         try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
             chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
         except GrammarError as exc:
             raise ConfigError(str(exc)) from exc
         info.finish_reason = "length"
+        reply = TokenDigest()
         try:
             if not self._evaluate_prompt(tokens, cancel):
                 info.finish_reason = "cancelled"
                 return
-            yield from self._decode_loop(chain, cancel, info, limit, tokens)
+            yield from self._decode_loop(chain, cancel, info, limit, tokens, reply)
         finally:
             chain.close()
+            info.receipt["reply"] = reply.to_json()
+            info.receipt["model"]["sha256"] = self._digest.result()  # ready long before, but for a huge file
+
+    def _receipt(self, request: Request, seed: int, tokens: list[int]) -> dict[str, Any]:
+        import llama_cpp as lc
+
+        return {
+            "backend": "llama.cpp", "llama_cpp_python": str(getattr(lc, "__version__", "?")), "device": self.where,
+            "context_size": self.n_ctx,
+            "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None},
+            "chat_template_sha256": text_sha256(self._template.source),
+            **request_receipt(request, seed), "prompt": TokenDigest(tokens).to_json(),
+        }
 
     def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> bool:
         """Bring the KV cache to `tokens`; False if a stop came first."""
@@ -330,7 +349,7 @@ class LlamaBackend:
             self._set_abort_callback(False)
 
     def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo, limit: int,
-                     tokens: list[int]) -> Iterator[Piece]:
+                     tokens: list[int], reply: TokenDigest) -> Iterator[Piece]:
         """Sample, yield, decode, the stop flag checked before each token is used."""
         classify = self._classes.classify
         decoder = Utf8Stream()
@@ -343,6 +362,7 @@ class LlamaBackend:
                 info.finish_reason = "stop"
                 break
             count += 1
+            reply.add(token)
             info.completion_tokens = count
             piece = self._piece(token, special, user_defined, decoder)
             if piece is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.backends.base import StreamInfo
 from engine.events import TurnStats
@@ -25,6 +26,7 @@ class Tally:
     drafted: int = 0
     accepted: int = 0
     finish_reason: str = "stop"
+    receipt: dict[str, Any] | None = None  # the last request's: its reply is the one kept
 
     def mark_piece(self) -> None:
         if self.first_piece is None:
@@ -41,6 +43,8 @@ class Tally:
         self.stripped += stripped
         self.drafted += info.drafted
         self.accepted += info.accepted
+        if info.receipt:
+            self.receipt = dict(info.receipt)
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
@@ -54,4 +58,5 @@ class Tally:
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
             context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
             drafted=self.drafted, accepted=self.accepted,
+            receipt=self.receipt,
         )
