@@ -134,3 +134,14 @@ def test_any_argument_shape_in_any_fragmentation_is_a_call_or_stripped(arguments
         assert call.arguments == json.loads(arguments)
     else:
         assert call.arguments == {}
+
+
+def test_a_stream_chunk_nested_100000_deep_is_skipped_as_malformed(stubs: list[StubServer]) -> None:
+    from engine.backends.base import CancelToken, StreamInfo
+
+    deep = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    stub = StubServer([Reply([deep, chunk("fine."), chunk(finish="stop"), DONE])]).start()
+    stubs.append(stub)
+    pieces = list(OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(),
+                                                 StreamInfo()))
+    assert "".join(p.text for p in pieces) == "fine."

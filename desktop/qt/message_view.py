@@ -331,6 +331,7 @@ class AssistantMessage(QFrame):
         tools_layout.setSpacing(6)
         self.tools.hide()
         self._deltas = 0
+        self._stop_asked = False
         self._first_delta = 0.0
         self._speed_shown = 0.0
         self.answer = AnswerView(self)
@@ -441,6 +442,7 @@ class AssistantMessage(QFrame):
     def stopping(self) -> None:
         """A stop was asked for; the reply ends within a token."""
         if not self._finished:
+            self._stop_asked = True
             self.status.setText("Stopping…")
 
     def add_tool_widget(self, widget: QWidget) -> None:
@@ -522,7 +524,8 @@ class AssistantMessage(QFrame):
         self.settled.emit()
 
     def _status_for(self, stats: TurnStats) -> str:
-        if stats.finish_reason == "cancelled":
+        # A stop can end a turn in other ways too (a tool call it denied): the user asked, so say it.
+        if stats.finish_reason == "cancelled" or self._stop_asked:
             return "Stopped" if self._content else "Stopped before any answer"
         if stats.finish_reason == "length":
             return "Stopped at the reply length limit"

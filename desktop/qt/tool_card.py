@@ -43,11 +43,12 @@ from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
 from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
-from engine.turns.tool_loop import Decision, arguments_text
+from engine.turns.tool_loop import DEFAULT_MAX_ROUNDS, MAX_CALLS_PER_ROUND, Decision, arguments_text
 from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
+MAX_STORED_CARDS = MAX_CALLS_PER_ROUND * DEFAULT_MAX_ROUNDS
 NAME_MAX_CHARS = 80
 SUMMARY_RESULT_CHARS = 60  # "Used calculator → 42": the result's first line, this long at most
 
@@ -272,7 +273,8 @@ class ToolCallCard(QFrame):
 def stored_tool_cards(records: object, parent: QWidget | None = None) -> list[ToolCallCard]:
     """The folded cards of a stored reply's tool activity (its `stats["tools"]` records)."""
     cards: list[ToolCallCard] = []
-    for record in records if isinstance(records, list) else []:  # pyright: ignore[reportUnknownVariableType]
+    # At most what one turn can make now (an import or an older reply may hold thousands: one card each stalled)
+    for record in records[:MAX_STORED_CARDS] if isinstance(records, list) else []:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(record, dict):
             continue
         rec = cast(dict[str, Any], record)

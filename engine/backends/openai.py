@@ -219,7 +219,7 @@ def _json_error_message(obj: object) -> str:
 def _error_detail(text: str) -> str:
     try:
         message = _json_error_message(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         # Plain text is worth quoting; an HTML error page is not.
         return "" if text.lstrip().startswith("<") else _one_line(text)
     return _one_line(message or text)
@@ -336,7 +336,7 @@ class _ChunkReader:
     def _parse(self, data: str) -> dict[str, object] | None:
         try:
             chunk = _as_dict(json.loads(data))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a chunk nested past what json parses
             chunk = None
         if chunk is None:
             self.junk(data)
@@ -656,7 +656,7 @@ def list_models(
 def _model_ids(text: str, host: str) -> list[str]:
     try:
         body = _as_dict(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if body is None:
         raise BackendError(f"{host} did not answer /models with a JSON object")
