@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.message_view import AssistantMessage
 from desktop.qt.tool_card import ToolCallCard, install_tools
-from engine.turns.tool_loop import Decision
+from engine.tools.permissions import Decision
 
 pytest_plugins = ["gui_helpers"]
 pytestmark = [

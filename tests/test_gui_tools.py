@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
+from engine.events import ToolCall
 from engine.history.store import HistoryStore
-from engine.turns.tool_events import ToolCall
-from engine.turns.tool_loop import Decision
+from engine.tools.permissions import Decision
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
