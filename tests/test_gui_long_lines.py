@@ -19,8 +19,8 @@ from desktop.qt.composer import ComposerEdit
 from desktop.qt.message_view import UserMessage
 from desktop.qt.tool_card import ToolCallCard
 from engine.backends.scripted import ScriptedBackend
-from engine.turns.tool_events import ToolCall
-from engine.turns.tool_loop import arguments_text
+from engine.events import ToolCall
+from engine.tools.permissions import arguments_text
 
 pytest_plugins = ["gui_helpers"]
 

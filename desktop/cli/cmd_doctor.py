@@ -50,7 +50,7 @@ def llama_report() -> dict[str, Any]:
 
 def window_report() -> dict[str, Any]:
     """Whether a window can open here (Qt's platform plugin and the libraries it needs)."""
-    from desktop.qt.platform_check import doctor_line  # reads files only: no Qt is imported
+    from desktop.core.platform_check import doctor_line  # reads files only: no Qt is imported
 
     ok, line = doctor_line()
     return {"ok": ok, "line": line}

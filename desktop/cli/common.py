@@ -1,7 +1,7 @@
 """What every `ember` subcommand shares: exit codes, the one-line failure, opening a backend.
 
 Parsed arguments are read, never rewritten: the settings a run uses come back from
-`run_settings` as a value (`desktop.core.settings_resolver`), the same way the GUI gets them.
+`run_settings` as a value (`engine.session.settings`), the same way the GUI gets them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the helpers below import what they use: `ember --version` imports this module too
-    from desktop.core.settings_resolver import TurnSettings
     from engine.backends.base import Backend
+    from engine.session.settings import TurnSettings
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
@@ -68,9 +68,9 @@ def model_path(args: argparse.Namespace) -> Path:
 
 def run_settings(args: argparse.Namespace) -> TurnSettings:
     """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
-    from desktop.core.settings_resolver import Overrides, resolve, saved_settings
     from engine.backends.factory import parse_backend_spec
     from engine.errors import ModelLoadError
+    from engine.session.settings import Overrides, resolve, saved_settings
     from models.errors import GGUFError
     from models.library.paths import resolve_model_file
     from models.library.settings import ModelSettings

@@ -16,9 +16,10 @@ from typing import Any
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
 from engine.backends.base import Backend
 from engine.errors import EngineError
-from engine.history.reproduce import CannotReproduce, reproduce
 from engine.history.store import HistoryStore
+from engine.session.reproduce import CannotReproduce, reproduce
 from models.errors import EmberError
+from models.library.settings import DEFAULT_CONTEXT_LENGTH
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -52,10 +53,10 @@ def _last_reply(store: HistoryStore, conversation_id: int) -> int | None:
 
 
 def _open_model(path: Path, receipt: Mapping[str, Any]) -> Backend:
-    from engine.backends.llama import DEFAULT_N_CTX, LlamaBackend
+    from engine.backends.llama import LlamaBackend
 
     on_cpu = str(receipt.get("device", "")).startswith("CPU")  # the same kind of device: same arithmetic
-    n_ctx = int(receipt.get("context_size") or DEFAULT_N_CTX)
+    n_ctx = int(receipt.get("context_size") or DEFAULT_CONTEXT_LENGTH)
     return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=0 if on_cpu else -1)
 
 

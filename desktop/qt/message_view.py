@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.controller import TurnFailure
+from desktop.core.failures import FailureAction, TurnFailure
 from desktop.core.receipt_text import receipt_lines
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
@@ -42,7 +42,7 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import SourceRef, TurnStats
+from engine.events import FinishReason, SourceRef, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
@@ -54,8 +54,8 @@ USER_BUBBLE_MAX_FRACTION = 0.8
 BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
-ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
-                 "drop_older": "Leave older messages out"}
+ACTION_LABELS = {FailureAction.RETRY: "Try again", FailureAction.NEW_CONVERSATION: "New conversation",
+                 FailureAction.DROP_OLDER: "Leave older messages out"}
 # How a stored reply that did not complete says so, quietly, in its status line.
 STORED_STATUS: dict[str, str] = {
     "stopped": "Stopped",
@@ -213,7 +213,7 @@ class TurnBanner(QFrame):
     """A failed turn, shown under the user's message, with an action when one helps.
 
     Signals:
-        actionRequested(str): "retry" or "new_conversation".
+        actionRequested(str): the banner's `FailureAction`.
     """
 
     actionRequested = Signal(str)
@@ -238,7 +238,7 @@ class TurnBanner(QFrame):
         if failure.action:
             self.button = QPushButton(ACTION_LABELS[failure.action], self)
             self.button.setProperty("kind", "primary")
-            set_icon(self.button, "regenerate" if failure.action == "retry" else "new_chat",
+            set_icon(self.button, "regenerate" if failure.action is FailureAction.RETRY else "new_chat",
                      current_palette().accent_text, 16)
             self.button.setProperty("iconOnAccent", True)
             self.button.setAccessibleName(ACTION_LABELS[failure.action])
@@ -331,6 +331,7 @@ class AssistantMessage(QFrame):
         tools_layout.setSpacing(6)
         self.tools.hide()
         self._deltas = 0
+        self._stop_asked = False
         self._first_delta = 0.0
         self._speed_shown = 0.0
         self.answer = AnswerView(self)
@@ -441,6 +442,7 @@ class AssistantMessage(QFrame):
     def stopping(self) -> None:
         """A stop was asked for; the reply ends within a token."""
         if not self._finished:
+            self._stop_asked = True
             self.status.setText("Stopping…")
 
     def add_tool_widget(self, widget: QWidget) -> None:
@@ -522,9 +524,10 @@ class AssistantMessage(QFrame):
         self.settled.emit()
 
     def _status_for(self, stats: TurnStats) -> str:
-        if stats.finish_reason == "cancelled":
+        # A stop can end a turn in other ways too (a tool call it denied): the user asked, so say it.
+        if stats.finish_reason == FinishReason.CANCELLED or self._stop_asked:
             return "Stopped" if self._content else "Stopped before any answer"
-        if stats.finish_reason == "length":
+        if stats.finish_reason == FinishReason.LENGTH:
             return "Stopped at the reply length limit"
         return ""
 
@@ -609,6 +612,6 @@ def prewarm() -> None:
     reply.add_thinking("warm")
     reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")
     reply.finish(TurnStats())
-    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", "retry"))]
+    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", FailureAction.RETRY))]
     for widget in widgets:
         widget.deleteLater()

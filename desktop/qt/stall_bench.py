@@ -21,14 +21,12 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.core.controller import ChatController
 from desktop.core.model_choice import ModelInfo
-from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.message_view import AssistantMessage
 from desktop.qt.tool_card import ToolCallCard
 from desktop.qt.window import MainWindow
 from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
-from engine.events import Piece
+from engine.events import FinishReason, Piece, ToolCall
 from engine.runtime import Engine
-from engine.turns.tool_events import ToolCall
 
 PROBE_INTERVAL_MS = 5
 THINKING_SHARE = 0.1  # the first tenth of the tokens is thinking
@@ -86,7 +84,7 @@ class PacedBackend(PlainBackend):
         self.first_token_at = start
         for i, text in enumerate(self._pieces):
             if cancel.cancelled:
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             ahead = start + i / self._rate - time.perf_counter()
             if ahead > 0.001:
@@ -279,7 +277,6 @@ def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tok
 
 
 def application() -> QApplication:
-    guard_singleton_refcounts()
     existing = QApplication.instance()
     if isinstance(existing, QApplication):
         return existing

@@ -40,10 +40,11 @@ from desktop.qt.composer import ComposerBar
 from desktop.qt.icons import set_icon
 from desktop.qt.theme import SPACE_MD, SPACE_SM
 from engine.errors import ConfigError
+from engine.events import ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import DEFAULT_MAX_ROUNDS, Decision, arguments_text
 from engine.tools.registry import ToolSet
-from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
-from engine.turns.tool_loop import DEFAULT_MAX_ROUNDS, MAX_CALLS_PER_ROUND, Decision, arguments_text
+from engine.turns.tool_loop import MAX_CALLS_PER_ROUND
 from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
@@ -470,7 +471,7 @@ def install_tools(window: QWidget, controller: ChatController,
     column = chat.layout() if chat is not None else None
     if isinstance(column, QVBoxLayout) and holder is not None:
         column.insertWidget(column.indexOf(holder), area)  # the fallback strip, above the composer row
-    turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
+    turns = ToolTurns(area, make_tools, session=controller.session, mcp=mcp if mcp is not None else _load_mcp())
     menu = composer.options_menu
     menu.addSection("Tools")
     toggle = QAction("Let the model use tools", menu)

@@ -47,7 +47,7 @@ from engine.backends.base import CancelToken, Capabilities, PlainBackend, Reques
 from engine.backends.openai_tools import CHARS_PER_TOKEN_CAP, ToolCallDeltas, wire_message
 from engine.backends.receipt import request_receipt
 from engine.errors import BackendError, ConfigError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from engine.network import guard as network_guard
 
 log = logging.getLogger("engine.openai_backend")  # a stable name for log filters
@@ -433,7 +433,7 @@ class OpenAIBackend(PlainBackend):
         attempt = 0
         while True:
             if cancel.cancelled:
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             yielded = False
             try:
@@ -473,7 +473,7 @@ class OpenAIBackend(PlainBackend):
                     forget()
         except httpx.RequestError as exc:
             if cancel.cancelled:  # our own hang-up, or a failure that no longer matters
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
@@ -506,18 +506,18 @@ class OpenAIBackend(PlainBackend):
         yield from reader.close_thinking()
         yield from reader.calls.pieces()  # the server's own parsed calls, as markup the guardrail parses
         if cancel.cancelled and not saw_done:
-            info.finish_reason = "cancelled"
+            info.finish_reason = FinishReason.CANCELLED
             return
         reader.finish(saw_done=saw_done or budget.spent)
         if reader.prompt_tokens is not None:
             info.prompt_tokens = reader.prompt_tokens
-        if budget.spent or reader.finish_reason == "length":
-            info.finish_reason = "length"
+        if budget.spent or reader.finish_reason == FinishReason.LENGTH:
+            info.finish_reason = FinishReason.LENGTH
             return
         if not saw_done and not reader.finish_reason:
             # Neither a finish reason nor [DONE]: the connection ended mid-reply.
             raise _Failure(f"{self._server.host} ended the stream without finishing the reply (cut off)")
-        info.finish_reason = "stop"
+        info.finish_reason = FinishReason.STOP
 
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling

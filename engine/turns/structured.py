@@ -34,9 +34,8 @@ from engine.backends.base import (
     make_request,
 )
 from engine.errors import ConfigError, StructuredOutputError
-from engine.events import Event, Notice, StructuredRetry, StructuredValue
+from engine.events import Event, FinishReason, Notice, StructuredRetry, StructuredValue
 from engine.json_files import read_json
-from engine.turns.fenced import fenced_json as fenced_json  # where the app and its tests have found it
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 from engine.turns.tally import Tally
@@ -226,7 +225,8 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
         try:
             value = parse_reply(content, validator)
         except ReplyError as exc:
-            error = f"{exc}; the reply was cut off at the length limit" if info.finish_reason == "length" else str(exc)
+            cut_off = info.finish_reason == FinishReason.LENGTH
+            error = f"{exc}; the reply was cut off at the length limit" if cut_off else str(exc)
             # The retry sees the failed reply and why it was refused (a shorter JSON, when cut off).
             feedback = FEEDBACK.format(error=error)
             thread += [{"role": "assistant", "content": content}, {"role": "user", "content": feedback}]

@@ -21,8 +21,9 @@ from typing import Any, cast
 
 from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
 from engine.errors import EngineError
-from engine.history.recorder import prompt_messages
 from engine.history.store import HistoryStore
+from engine.session.messages import branch_messages
+from engine.turns.context_policy import join_runs
 from models.library.digests import file_sha256, known_files
 
 OpenModel = Callable[[Path, Mapping[str, Any]], Backend]
@@ -96,8 +97,8 @@ def find_model(receipt: Mapping[str, Any], candidates: Iterator[Path]) -> Path:
 def _request(store: HistoryStore, message_id: int, receipt: Mapping[str, Any]) -> Request:
     msg = store.message(message_id)
     system = receipt.get("system")
-    messages = prompt_messages(store, msg.conversation_id, upto=msg.parent_id,
-                               system=system if isinstance(system, str) else "")
+    path = store.path(msg.conversation_id, leaf_id=msg.parent_id)
+    messages = list(join_runs(branch_messages(path, system=system if isinstance(system, str) else "")))
     known = {f.name for f in dataclasses.fields(Sampling)}
     sampling: dict[str, Any] = {k: v for k, v in _part(receipt, "sampling").items() if k in known}
     sampling["seed"] = receipt.get("seed")
