@@ -64,6 +64,40 @@ class PromptProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRef:
+    """One numbered passage a reply may cite as `[n]`: where it comes from and what it says.
+
+    `page` is 1-based (PDF) or None; `start`/`end` are character offsets in the page's (PDF)
+    or the document's extracted text; `score` is the retrieval score (0 for a whole document).
+    """
+
+    n: int
+    path: str
+    page: int | None
+    start: int
+    end: int
+    score: float
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's and history's shape; `text` is a preview (a whole document can be long)."""
+        out = asdict(self)
+        if len(self.text) > SOURCE_PREVIEW_CHARS:
+            out["text"] = self.text[:SOURCE_PREVIEW_CHARS] + "…"
+        return out
+
+
+SOURCE_PREVIEW_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """The passages from the user's documents that this turn's prompt carries, before the answer."""
+
+    sources: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StructuredValue:
     """A structured turn's accepted value (parsed and schema-valid), just before TurnDone."""
 
@@ -74,6 +108,7 @@ class StructuredValue:
 class TurnStats:
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, how many the KV cache already held (not evaluated again)
     ttft_ms: float = 0.0
     tokens_per_s: float = 0.0
     total_ms: float = 0.0
@@ -115,7 +150,7 @@ class TurnError:
 
 
 Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | PromptProgress
-         | StructuredValue | TurnDone | TurnError)
+         | Sources | StructuredValue | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -133,6 +168,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "notice", "text": text}
         case PromptProgress(done=done, total=total):
             return {"type": "progress", "done": done, "total": total}
+        case Sources(sources=sources):
+            return {"type": "sources", "sources": [s.to_json() for s in sources]}
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
         case TurnDone(stats=stats):

@@ -52,11 +52,12 @@ class Engine:
         self._count_lock = threading.Lock()
         self._backend = backend
         self._running: list[CancelToken] = []  # one per turn in progress (a title may queue behind a reply)
+        self._apart: list[CancelToken] = []  # turns `stop()` leaves alone (an API client's: its own cancel)
 
     @property
     def busy(self) -> bool:
         """True while any turn (chat, structured, a title) is queued or running."""
-        return bool(self._running)
+        return bool(self._running or self._apart)
 
     @property
     def backend(self) -> Backend | None:
@@ -91,32 +92,43 @@ class Engine:
         return new
 
     def stop(self) -> None:
-        """Stop every turn in progress, if any; each ends within one token."""
+        """Stop every turn in progress, if any (not those run `apart`); each ends within one token."""
         for cancel in list(self._running):
             cancel.cancel()
 
-    @overload
-    def run_turn(self, request: Request, cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]: ...
+    def _stop_all(self) -> None:
+        self.stop()
+        for cancel in list(self._apart):
+            cancel.cancel()
+
     @overload
     def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                 runner_for: Callable[[Backend], TurnSource]) -> AsyncGenerator[AnyEvent, None]: ...
+                 apart: bool = False) -> AsyncGenerator[Event, None]: ...
+    @overload
+    def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
+                 runner_for: Callable[[Backend], TurnSource],
+                 apart: bool = False) -> AsyncGenerator[AnyEvent, None]: ...
 
     async def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                       runner_for: Callable[[Backend], TurnSource] | None = None) -> AsyncGenerator[AnyEvent, None]:
+                       runner_for: Callable[[Backend], TurnSource] | None = None,
+                       apart: bool = False) -> AsyncGenerator[AnyEvent, None]:
         """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it.
 
         The events come from a `TurnRunner`, or from what `runner_for(backend)` makes (a tool loop).
+        `apart`: only `cancel` (and closing the engine) stops it, not `stop()`: an API client's turn
+        is not the window's Stop button's to end.
         """
         if self._backend is None:
             raise NoModelError("no model is loaded")
         runner = (runner_for or TurnRunner)(self._backend)
         cancel = cancel or CancelToken()
-        self._running.append(cancel)
+        turns = self._apart if apart else self._running
+        turns.append(cancel)
         try:
             async for event in self._pump(lambda: runner.run(request, cancel), cancel):
                 yield event
         finally:
-            self._running.remove(cancel)
+            turns.remove(cancel)
 
     async def _pump(self, make_iter: Callable[[], Any], cancel: CancelToken) -> AsyncIterator[Any]:
         """Drive a sync iterator on the worker thread, yielding its items on the loop."""
@@ -150,7 +162,7 @@ class Engine:
 
     async def aclose(self) -> None:
         """Stop any reply, close the backend on its thread and end the worker."""
-        self.stop()
+        self._stop_all()
         backend, self._backend = self._backend, None
         if backend is not None:
             await asyncio.wrap_future(self._executor.submit(self._close_after_counts, backend))
@@ -160,7 +172,7 @@ class Engine:
 
     def close_sync(self) -> None:
         """Blocking shutdown for code without a running loop."""
-        self.stop()
+        self._stop_all()
         backend, self._backend = self._backend, None
         if backend is not None:
             self._executor.submit(self._close_after_counts, backend).result()

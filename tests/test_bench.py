@@ -25,8 +25,8 @@ REQUIRED = (
     "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
-        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
-        "--skip-decoding"]  # fmt: skip
+        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60", "--no-docs",
+        "--skip-decoding", "--serve-runs", "0"]  # fmt: skip  (ember serve's rows: test_serve_bench.py)
 
 
 @pytest.mark.slow

@@ -34,6 +34,9 @@ class FakeReply:
     def note(self, text: str) -> None:
         self.events.append(("note", text))
 
+    def progress(self, done: int, total: int) -> None:
+        self.events.append(("progress", (done, total)))
+
     def finish(self, stats: TurnStats) -> None:
         self.events.append(("finish", stats.finish_reason))
 

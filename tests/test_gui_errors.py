@@ -143,7 +143,8 @@ def test_a_model_load_failure_is_readable_and_the_app_stays_usable(
     assert load.result() is False
     notice = chat.window.notice
     assert notice.isVisible()
-    assert "missing.gguf" in notice.text() and "does not exist" in notice.text()
+    assert "missing.gguf" in notice.text() and "no longer where it was" in notice.text()
+    assert "does not exist" in notice.details.text() and notice.details_button.isVisibleTo(notice)
     assert chat.window.status.model.text() == "No model"
     chat.type_and_send("hello?")
     qtbot.waitUntil(lambda: bool(banners(chat)), timeout=WAIT_MS)

@@ -195,10 +195,13 @@ def test_code_blocks_are_highlighted_once_settled(make_chat: MakeChat, qtbot: Qt
     qtbot.waitUntil(def_is_a_keyword, timeout=WAIT_MS)
 
 
-def test_reply_format_lives_in_the_header_not_the_composer(make_chat: MakeChat) -> None:
+def test_reply_format_lives_in_the_composer_options_not_the_header(make_chat: MakeChat) -> None:
     chat = make_chat("x")
-    assert chat.window.composer.findChild(ReplyFormatButton) is None
-    assert chat.window.header.findChild(ReplyFormatButton) is not None
+    assert chat.window.header.findChild(ReplyFormatButton) is None
+    titles = [a.text() for a in chat.window.composer.options_menu.actions()]
+    assert "Reply format: Plain text" in titles
+    button = chat.window.composer.findChild(ReplyFormatButton)
+    assert button is not None and button.isHidden()  # a chip by Send only while the format is not text
 
 
 INTERACTIVE = (QAbstractButton, QLineEdit, QPlainTextEdit, QTextEdit, QComboBox, QAbstractItemView)

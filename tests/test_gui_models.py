@@ -28,7 +28,7 @@ from models.library.settings import ModelSettings, load_model_settings, save_mod
 
 pytest_plugins = ["gui_helpers"]
 
-TINY = "Tiny Llama (test)"
+TINY = "tiny.gguf"  # rows are named by file; the model's own name is their second line
 
 
 @pytest.fixture
@@ -71,8 +71,20 @@ def test_picker_lists_the_builtin_model_and_an_added_folder(make_chat, qtbot: Qt
     size = format_bytes((zoo / "sub" / "tiny.gguf").stat().st_size)
     assert tiny.columns == (TINY, "llama", "F32", size, "2,048")
     item = picker.table.topLevelItem(row_named(picker, TINY))
-    assert item is not None and [item.text(c) for c in range(5)] == list(tiny.columns)
+    assert item is not None and [item.text(c) for c in range(1, 5)] == list(tiny.columns[1:])
+    assert item.text(0) == "tiny.gguf\nTiny Llama (test)"  # the file, then the model's own name
+    assert "Tiny Llama (test)" in item.toolTip(0) and str(zoo / "sub" / "tiny.gguf") in item.toolTip(0)
     assert item.text(5) == "Added folder"
+    assert picker.width() <= chat.window.width()  # the picker fits the window it belongs to
+
+
+def test_an_unloadable_file_gets_no_memory_estimate_and_notes_clear(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    picker.select_row(row_named(picker, "cut.gguf"))
+    assert "0 B" not in picker.details.memory.text()
+    picker._say("Added a folder.", for_ms=50)  # pyright: ignore[reportPrivateUsage]
+    qtbot.waitUntil(lambda: picker.message.text() == "", timeout=WAIT_MS)
 
 
 def test_details_pane_shows_metadata_and_memory(make_chat, qtbot: QtBot, zoo: Path,
@@ -123,7 +135,8 @@ def test_a_failed_load_keeps_the_previous_model_working(make_chat, qtbot: QtBot,
     qtbot.waitUntil(load.done, timeout=WAIT_MS)
     assert load.result() is False
     notice = chat.window.notice.text()
-    assert "cut.gguf" in notice and "truncated" in notice
+    assert "cut.gguf" in notice and "incomplete" in notice and f"Still using {before}" in notice
+    assert "truncated" in chat.window.notice.details.text()  # llama.cpp's own words, behind Details
     assert chat.window.header.model_label == before and not chat.window.header.loading
     assert chat.window.status.model.text() == before
     assert chat.controller.choice is None and chat.engine.backend is chat.backend
@@ -238,7 +251,7 @@ def test_gpu_layers_are_offered_when_llama_cpp_can_offload(make_chat, qtbot: QtB
 
 def test_remote_and_scripted_models_have_no_settings(make_chat, qtbot: QtBot) -> None:
     chat: Chat = make_chat("hi")
-    assert not chat.window.header.settings_button.isEnabled()
+    assert not chat.window.header.settings_action.isEnabled()
 
 
 def test_a_missing_last_model_opens_the_default_with_a_notice(qtbot: QtBot, aloop: asyncio.AbstractEventLoop,
@@ -253,7 +266,7 @@ def test_a_missing_last_model_opens_the_default_with_a_notice(qtbot: QtBot, aloo
     session = asyncio.ensure_future(run_session(choose_model(None, None), window=window))
     qtbot.waitUntil(lambda: window.notice.isVisible(), timeout=WAIT_MS * 2)
     assert "gone.gguf" in window.notice.text() and "built-in model" in window.notice.text()
-    assert window.header.settings_button.isEnabled()  # a local model: its settings are offered
+    assert window.header.settings_action.isEnabled()  # a local model: its settings are offered
     window.close()
     qtbot.waitUntil(session.done, timeout=WAIT_MS)
 
@@ -266,7 +279,7 @@ def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path
     load = asyncio.ensure_future(chat.models.load(local_choice(model)))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
     assert load.result() is True
-    click(qtbot, chat.window.header.settings_button)
+    chat.window.header.settings_action.trigger()
     switcher = chat.models
     qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
     dialog = switcher.settings_dialog
@@ -281,7 +294,7 @@ def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path
 def open_header_settings(chat: Chat) -> ModelSettingsDialog:
     switcher = chat.models
     switcher.settings_dialog = None
-    click(chat.qtbot, chat.window.header.settings_button)
+    chat.window.header.settings_action.trigger()
     chat.qtbot.waitUntil(lambda: switcher.settings_dialog is not None, timeout=WAIT_MS)
     assert switcher.settings_dialog is not None
     return switcher.settings_dialog

@@ -24,7 +24,7 @@ ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
 
 
 def format_button(chat: Chat) -> ReplyFormatButton:
-    button = chat.window.header.findChild(ReplyFormatButton)
+    button = chat.window.composer.findChild(ReplyFormatButton)
     assert button is not None
     return button
 
@@ -45,7 +45,7 @@ def test_json_replies_render_as_formatted_json_after_a_quiet_retry(make_chat: Ma
     chat = make_chat(backend=backend)
     button = format_button(chat)
     choose(button, "Any JSON object")
-    assert button.text() == "Reply: JSON  ▾" and chat.controller.reply_format == ReplyFormat("json")
+    assert button.text() == "JSON  ▾" and chat.controller.reply_format == ReplyFormat("json")
     chat.type_and_send("give me json")
     qtbot.waitUntil(lambda: chat.window.last_reply() is not None
                     and chat.reply().status.text() == "Retrying (attempt 2)…", timeout=WAIT_MS)
@@ -122,7 +122,7 @@ def test_a_saved_schema_is_the_conversations_format(make_chat: MakeChat, qtbot: 
     assert dialog is not None and dialog.isVisible()
     dialog.editor.setPlainText(json.dumps(ANSWER_SCHEMA))
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-    assert button.text() == "Reply: Schema  ▾" and chat.controller.reply_format.schema == ANSWER_SCHEMA
+    assert button.text() == "Schema  ▾" and chat.controller.reply_format.schema == ANSWER_SCHEMA
     chat.type_and_send("hello")
     assert chat.wait_reply_finished().answer_text() == fenced_json({"answer": "hi"})
     history = chat.controller.history
@@ -131,11 +131,11 @@ def test_a_saved_schema_is_the_conversations_format(make_chat: MakeChat, qtbot: 
     # A new conversation starts in plain text; opening the first one brings its schema back.
     qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not chat.window.conversation.messages(), timeout=WAIT_MS)
-    assert button.text() == "Reply: Text  ▾"
+    assert button.text() == "Text  ▾"
     sidebar = chat.window.sidebar
     assert isinstance(sidebar, HistorySidebar)
     sidebar.openRequested.emit(first, None)
-    qtbot.waitUntil(lambda: button.text() == "Reply: Schema  ▾", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: button.text() == "Schema  ▾", timeout=WAIT_MS)
     assert chat.controller.reply_format == ReplyFormat("schema", ANSWER_SCHEMA)
 
 
@@ -145,7 +145,7 @@ def test_cancelling_the_schema_editor_keeps_the_format(make_chat: MakeChat) -> N
     choose(button, "JSON schema…")
     assert button.dialog is not None
     button.dialog.reject()
-    assert button.text() == "Reply: Text  ▾" and chat.controller.reply_format == ReplyFormat()
+    assert button.text() == "Text  ▾" and chat.controller.reply_format == ReplyFormat()
 
 
 def test_schema_text_checks() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
@@ -84,6 +84,40 @@ def test_an_approved_call_runs_and_the_answer_streams(make_chat: Callable[..., C
     assert "tool_call" not in reply.answer_text()
 
 
+def test_the_card_asks_inline_in_the_reply_then_folds_into_a_used_line(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, "Let me calculate that. " + CALC, "It is 42.")
+    chat.type_and_send("what is 6*7?")
+    card = wait_card(chat, area)
+    reply = chat.reply()
+    assert card in reply.tool_cards() and card.isVisibleTo(chat.window)  # in the reply, not on the chrome
+    assert card.approve.hasFocus() or card.hasFocus() or not chat.window.isActiveWindow()
+    assert [b.text().replace("&", "") for b in (card.approve, card.always, card.deny)] == \
+        ["Approve", "Always allow", "Deny"]
+    chat.qtbot.keyClick(card, Qt.Key.Key_Y)
+    chat.wait_reply_finished()
+    assert card.summary.full_text() == "Used calculator → 42"
+    assert not card.expanded  # folded once it ran
+    chat.qtbot.mouseClick(card.summary, Qt.MouseButton.LeftButton)
+    assert card.expanded and "Result: 42" in card.status.text()
+
+
+def test_a_reopened_conversation_redraws_its_tool_calls(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, CALC, "It is 42.", "Hi.")
+    chat.type_and_send("what is 6*7?")
+    chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_Y)
+    chat.wait_reply_finished()
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    first = history.conversation_id
+    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
+    chat.wait_idle()
+    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
+    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+    (card,) = chat.reply().tool_cards()
+    assert isinstance(card, ToolCallCard) and card.summary.full_text() == "Used calculator → 42"
+    assert not card.asking
+
+
 def test_a_denied_call_never_runs(make_chat: Callable[..., Chat]) -> None:
     chat, area = tool_chat(make_chat, CALC, "Fine.")
     chat.type_and_send("what is 6*7?")
@@ -124,7 +158,7 @@ def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Call
         assert [r[0]["approval"] for r in records if r] == ["approved_always", "always"]
 
     # The choice can be undone: unticking the tool in "Allowed" makes it ask again.
-    menu = chat.window.tool_allowed.menu()  # type: ignore[attr-defined]
+    menu = chat.window.tool_allowed  # type: ignore[attr-defined]
     menu.aboutToShow.emit()
     (action,) = menu.actions()
     assert action.text() == "calculator" and action.isChecked()
@@ -159,7 +193,7 @@ def test_mcp_servers_are_switchable_per_conversation_and_run_after_approval(make
     pool = McpServers({m: ServerConfig(m, sys.executable, (stub, m)) for m in ("boom", "ok")})
     chat = make_chat('<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>', "Done.")
     turns = install_tools(chat.window, chat.controller, mcp=pool)
-    menu = chat.window.tool_mcp.menu()  # type: ignore[attr-defined]
+    menu = chat.window.tool_mcp  # type: ignore[attr-defined]
     assert [a.text() for a in menu.actions()] == ["boom", "ok"]
     assert not any(s.running for s in pool.servers.values())  # nothing starts before it is needed
     chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
@@ -169,7 +203,7 @@ def test_mcp_servers_are_switchable_per_conversation_and_run_after_approval(make
     area: ToolCardArea = chat.window.tool_cards  # type: ignore[attr-defined]
     chat.type_and_send("shout hey")
     chat.qtbot.waitUntil(lambda: bool(area.cards) and next(iter(area.cards.values())).asking, timeout=60_000)
-    notices = [w.text() for w in area.findChildren(QLabel) if w.objectName() == "ToolNotice"]
+    notices = [w.text() for w in area.notices]
     assert len(notices) == 1 and notices[0].startswith("MCP server boom could not start")
     chat.qtbot.keyClick(next(iter(area.cards.values())), Qt.Key.Key_Y)
     assert chat.wait_reply_finished(timeout=30_000).answer_text() == "Done."

@@ -30,6 +30,8 @@ def test_the_import_contracts_are_kept() -> None:
     ("engine/reply/pipeline.py", "import PySide6.QtCore", "engine and models never import Qt"),
     ("models/gguf/header.py", "import engine.events", "imports only go downwards"),
     ("desktop/core/reply_format.py", "import desktop.qt.window", "the desktop core"),
+    ("desktop/serve/wire.py", "import PySide6.QtCore", "the API server"),
+    ("desktop/serve/app.py", "import desktop.cli.common", "imports only go downwards"),
 ])
 def test_a_planted_violation_breaks_a_contract(tmp_path: Path, module: str, line: str, contract: str) -> None:
     for name in ("desktop", "engine", "models"):

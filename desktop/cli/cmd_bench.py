@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_long_chat
+from desktop.cli import bench_docs, bench_long_chat, bench_serve
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench, subprocess_env
 from engine.errors import BenchError, EngineError
@@ -47,6 +47,8 @@ def register(sub: Any) -> None:
         p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
     p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)  # no speculative/KV figures
     bench_long_chat.add_arguments(p)
+    bench_serve.add_arguments(p)
+    bench_docs.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -226,7 +228,8 @@ def _row(label: str, value: str) -> str:
 
 def format_report(r: dict[str, Any]) -> str:
     lines = (_machine_lines(r) + _speed_rows(r) + _decode_rows(r) + _other_rows(r)
-             + bench_long_chat.report_rows(r, _row))
+             + bench_long_chat.report_rows(r, _row) + bench_serve.report_rows(r, _row))
+    lines += bench_docs.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -245,6 +248,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
     report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
     report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_serve.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_docs.collect(args, config_from(args), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

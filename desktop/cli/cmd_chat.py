@@ -25,9 +25,11 @@ import json
 import sqlite3
 import sys
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
+from desktop.cli.chat_docs import add_doc_options, open_docs, print_sources
 from desktop.cli.chat_tools import add_tool_options, build_toolset, emit_tool_text, tool_turn
 from desktop.cli.cmd_history import ChatHistory, add_chat_options
 from desktop.cli.common import (
@@ -43,6 +45,7 @@ from desktop.cli.common import (
 )
 from desktop.cli.thinking_output import ThinkingPrinter
 from desktop.core.context_choice import policy_for, preview_messages, refusal, with_policy
+from desktop.core.documents import TurnDocuments, remember_documents
 from desktop.core.settings_resolver import TurnSettings
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError, EngineError
@@ -50,6 +53,7 @@ from engine.events import (
     ContentDelta,
     Notice,
     Recovery,
+    Sources,
     StructuredRetry,
     StructuredValue,
     ThinkingDelta,
@@ -93,6 +97,7 @@ def register(sub: Any) -> None:
                         "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)")
     add_chat_options(p)
     add_tool_options(p)
+    add_doc_options(p)
     p.set_defaults(func=run)
 
 
@@ -112,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         except EngineError as exc:
             return fail(str(exc))
         try:
+            docs = open_docs(args, _conversation_settings(history))  # files are read before a model loads
             backend = open_backend(args, settings)
         except EngineError as exc:
             if tools is not None:
@@ -119,15 +125,16 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         try:
             note_clamped_context(settings.model.context_length, backend)
-            return _chat(args, backend, settings, schema, history, tools)
+            return _chat(args, backend, settings, schema, history, tools, docs)
         finally:
             backend.close()
+            docs.close()
             if tools is not None:
                 tools.close()
 
 
 def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, schema: Schema | None,
-          history: ChatHistory, tools: ToolSet | None) -> int:
+          history: ChatHistory, tools: ToolSet | None, docs: TurnDocuments) -> int:
     system = settings.system_prompt or None
     policy = _context_policy(args, history, settings.model)
     # Checked before anything is stored: a message that cannot be sent never enters the history.
@@ -140,10 +147,15 @@ def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, sc
     # (begin() waits for another `chat -c` on the conversation to finish its turn first).
     messages = history.begin(args.prompt, system=system, model=backend.name, join_roles=False) or settings.messages(
         [{"role": "user", "content": args.prompt}])
-    _keep_policy(args, history, policy)
+    _keep_settings(args, history, policy, docs)
     cancel = CancelToken()
     try:
-        events = _fitted_turn(args, backend, messages, policy, settings, schema, cancel, history, tools)
+        first: list[Sources] = []
+        if docs:  # the passages that fit go into the question; the turn starts with its sources
+            messages, sources = docs.apply(backend, messages, settings.max_tokens)
+            first.append(sources)
+        events = chain(first, _fitted_turn(args, backend, messages, policy, settings, schema, cancel, history,
+                                           tools))
         # The recorder passes tool events through unrecorded (chat_tools records them).
         return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
     except KeyboardInterrupt:
@@ -170,25 +182,33 @@ def _fitted_turn(args: argparse.Namespace, backend: Backend, messages: list[Mess
     return _turn_events(args, backend, request, cancel, history, tools)
 
 
+def _conversation_settings(history: ChatHistory) -> dict[str, Any] | None:
+    if history.store is None or history.conversation_id is None:
+        return None
+    try:
+        return dict(history.store.conversation(history.conversation_id).settings)
+    except (HistoryError, sqlite3.Error):  # recording reports it; the defaults apply
+        return None
+
+
 def _context_policy(args: argparse.Namespace, history: ChatHistory, model: ModelSettings) -> ContextPolicy:
-    settings = None
-    if history.store is not None and history.conversation_id is not None:
-        try:
-            settings = history.store.conversation(history.conversation_id).settings
-        except (HistoryError, sqlite3.Error):  # recording reports it; the model default applies
-            settings = None
-    return policy_for(settings, model, args.context_policy)
+    return policy_for(_conversation_settings(history), model, args.context_policy)
 
 
-def _keep_policy(args: argparse.Namespace, history: ChatHistory, policy: ContextPolicy) -> None:
-    """`--context-policy` given: remember it as the conversation's own."""
-    if not args.context_policy or history.store is None or history.conversation_id is None:
+def _keep_settings(args: argparse.Namespace, history: ChatHistory, policy: ContextPolicy,
+                   docs: TurnDocuments) -> None:
+    """Remember `--context-policy`, `--docs` and the attached files as the conversation's own."""
+    if not (args.context_policy or args.docs or docs.attached) or history.store is None \
+            or history.conversation_id is None:
         return
     try:
         settings = history.store.conversation(history.conversation_id).settings
-        history.store.update_conversation(history.conversation_id, settings=with_policy(settings, policy))
+        if args.context_policy:
+            settings = with_policy(settings, policy)
+        settings = remember_documents(settings, docs, args.docs)
+        history.store.update_conversation(history.conversation_id, settings=settings)
     except (HistoryError, sqlite3.Error) as exc:
-        sys.stderr.write(f"ember: could not save the context policy: {exc}\n")
+        sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")
 
 
 def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, cancel: CancelToken,
@@ -211,13 +231,18 @@ def note_clamped_context(asked: int, backend: Backend) -> None:
 def _print_turn(events: Any, args: argparse.Namespace) -> int:
     status = EXIT_OK
     thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
+    sources: Sources | None = None
     for event in events:
         if args.events:
             emit_json(tool_event_to_json(event))
+        elif isinstance(event, Sources):
+            sources = event  # listed after the answer
         else:
             _emit_text(event, args, thinking)
         if isinstance(event, TurnError):
             status = EXIT_USAGE if event.kind is TurnErrorKind.CONFIG else EXIT_TURN_ERROR
+    if sources is not None:
+        print_sources(sources)
     return status
 
 

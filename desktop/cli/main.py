@@ -1,4 +1,4 @@
-"""The `ember` command: the GUI by default, plus `chat`, `models`, `history`, `bench`, `doctor`.
+"""The `ember` command: the GUI by default, plus its subcommands (`SUBCOMMANDS`: chat, docs, serve, …).
 
 Subcommands live in `desktop/cli/cmd_<name>.py`, each exposing `register(subparsers)`; none of
 them imports Qt, so the CLI starts fast and works without a display.
@@ -18,7 +18,7 @@ from desktop.core.terminal_text import safe_cell
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "doctor")
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "docs", "doctor", "serve")
 
 
 class _Parser(argparse.ArgumentParser):

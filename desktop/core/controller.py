@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from desktop.core.context_keeper import ContextKeeper, ContextView
+from desktop.core.conversation_docs import ConversationDocs, prepare_turn, show_sources
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
 from desktop.core.reply_format import ReplyFormat, with_format
@@ -30,6 +31,7 @@ from engine.events import (
     ContentDelta,
     Event,
     Notice,
+    PromptProgress,
     Recovery,
     StructuredRetry,
     StructuredValue,
@@ -107,6 +109,7 @@ class ReplySink(Protocol):
     def restart(self, reason: str) -> None: ...
     def retrying(self, attempt: int, error: str) -> None: ...
     def note(self, text: str) -> None: ...  # e.g. "decoding is not constrained to the schema"
+    def progress(self, done: int, total: int) -> None: ...  # the prompt is being read (PromptProgress)
     def finish(self, stats: TurnStats) -> None: ...
 
 
@@ -188,6 +191,7 @@ class ChatController:
         self.context = ContextKeeper(engine)
         self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
         self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
+        self.documents: ConversationDocs | None = None  # set by desktop.qt.documents_ui.install_documents
 
     # -- state -----------------------------------------------------------------------------
 
@@ -413,9 +417,11 @@ class ChatController:
     async def _reply(self, recorder: TurnRecorder | None) -> bool:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
         settings = self._turn_settings()
+        # Attached files and the conversation's collection: their passages go into the question.
+        docs = await prepare_turn(self.documents, self.engine, settings.messages(
+            self._request_messages(recorder)), settings.max_tokens, self.history)
         try:
-            fit = await self.context.fit(settings.messages(self._request_messages(recorder)), self.context_policy,
-                                         settings.max_tokens)
+            fit = await self.context.fit(docs.messages, self.context_policy, settings.max_tokens)
         except (ContextOverflowError, ConfigError) as exc:
             _record(recorder, TurnError(error_kind(exc), str(exc)))
             self._fail(failure_for(_context_kind(exc), str(exc)), recorder)
@@ -424,6 +430,7 @@ class ChatController:
         request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens,
                                schema=self.reply_format.schema)
         sink = self.view.start_reply()
+        show_sources(docs, sink, recorder)
         answer: list[str] = []
         outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
         tools = self.tool_turns if request.schema is None and self.tool_turns is not None \
@@ -483,6 +490,8 @@ class ChatController:
         self.conversation.clear()
         if self.history is not None:
             self.history.new()
+        if self.documents is not None:
+            self.documents.load(None)
         self.view.clear_conversation()
         self._show_format(ReplyFormat())
         self._list_changed()
@@ -501,6 +510,8 @@ class ChatController:
             return False
         self._show_branch(branch, thread)
         self._show_format(fmt)
+        if self.documents is not None:
+            self.documents.load(self._conversation_settings())
         self._list_changed()
         await self.refresh_context()
         return True
@@ -619,6 +630,8 @@ def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnEr
             sink.retrying(attempt, error)
         case Notice(text=text):
             sink.note(text)
+        case PromptProgress(done=done, total=total):
+            sink.progress(done, total)
         case StructuredValue(value=value):
             answer.append(fenced_json(value))
             sink.add_content(answer[-1])

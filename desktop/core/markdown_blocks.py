@@ -1,4 +1,4 @@
-"""Safe Markdown for a growing answer, split into parts whose rendering is then frozen.
+r"""Safe Markdown for a growing answer, split into parts whose rendering is then frozen.
 
 The answer is shown as a column of parts: runs of Markdown blocks (HTML for a rich-text
 widget) and code blocks (raw text for a monospace widget with a Copy button). While a reply
@@ -6,29 +6,108 @@ streams, every complete block — one followed by another block — can no longe
 once enough of them pile up they are frozen: later updates parse and render only the text
 after them. That keeps the cost of one update bounded however long the reply grows.
 
+Like the chat apps people know, a single newline is a line break (markdown-it's `breaks`),
+and a paragraph that reads as code (the model forgot its fence) is shown as a code block,
+so its lines are neither merged nor reflowed. Math (`$…$`, `$$…$$`, `\(…\)`, `\[…\]`) becomes
+an image reference `math:<key>` whose TeX `math_source(key)` returns; the window renders it.
+
 Safety: raw HTML is disabled (the model's HTML shows as text), images are never loaded
 (they become links), and markdown-it's link validation drops `javascript:` and friends.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 FREEZE_CHARS = 1500  # complete text that may pile up before it is frozen
+MATH_SCHEME = "math"
+MATH_SOURCES_MAX = 2_000  # TeX sources kept for the renderer (newest win)
 _CODE_TOKENS = ("fence", "code_block")
 _LIST_TOKENS = ("bullet_list_open", "ordered_list_open")
+_math_sources: dict[str, tuple[str, bool]] = {}
+
+# A line that reads as program text (keywords at the start, a trailing ; { or ):, an assignment, a call).
+_CODE_LINE = re.compile(r"""^\s*(?:
+    (?:def|class|import|from|return|elif|else:|try:|except|with|async|await|yield|lambda|print|
+       function|const|let|var|public|private|static|fn|func|package|using|namespace|\#include)\b
+    | (?:if|for|while)\b.*[:{]\s*$
+    | [}\])]+[;,]?\s*$
+    | .*[;{]\s*$
+    | .*\)\s*:\s*$
+    | [A-Za-z_][\w.\[\]]*\s*(?:=|\+=|-=|\*=)\s*\S.*
+    | [A-Za-z_][\w.]*\(.*\)\s*;?\s*$
+)""", re.VERBOSE)
+_STRONG_CODE = re.compile(r"^\s*(?:def |class |import |return\b|print\(|#include)|[;{]\s*$|^\s*}|\)\s*:\s*$")
+# \( … \) and \[ … \] as the $ forms (CommonMark would read "\[" as an escaped bracket).
+_BRACKET_DISPLAY = re.compile(r"\\\[(.+?)\\\]", re.DOTALL)
+_BRACKET_INLINE = re.compile(r"\\\((.+?)\\\)")
+_CODE_SPAN_OR_FENCE = re.compile(r"(^(?:```|~~~).*?(?:^(?:```|~~~)[^\n]*$|\Z)|`[^`\n]*`)", re.MULTILINE | re.DOTALL)
 
 
 def make_markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["table", "strikethrough"])
+    md.use(dollarmath_plugin, allow_space=False, allow_digits=False, double_inline=True)
     md.add_render_rule("image", _render_image_as_link)
+    md.add_render_rule("math_inline", _render_math)
+    md.add_render_rule("math_inline_double", _render_math)
+    md.add_render_rule("math_block", _render_math)
+    md.add_render_rule("math_block_label", _render_math)
     return md
+
+
+def math_source(key: str) -> tuple[str, bool] | None:
+    """The TeX behind a `math:<key>` image and whether it is display math (None: unknown key)."""
+    return _math_sources.get(key)
+
+
+def _render_math(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    display = token.type.startswith("math_block") or token.type == "math_inline_double"
+    tex = token.content.strip()
+    key = hashlib.sha1(f"{display}:{tex}".encode()).hexdigest()[:16]
+    if key not in _math_sources and len(_math_sources) >= MATH_SOURCES_MAX:
+        _math_sources.pop(next(iter(_math_sources)))
+    _math_sources[key] = (tex, display)
+    alt = html.escape(tex, quote=True)
+    img = f'<img src="{MATH_SCHEME}:{key}" alt="{alt}" title="{alt}" style="vertical-align: middle">'
+    return f'<p align="center">{img}</p>' if token.type.startswith("math_block") else img
+
+
+def brackets_to_dollars(text: str) -> str:
+    r"""`\[…\]` → `$$…$$` and `\(…\)` → `$…$`, outside code spans and fences."""
+    if "\\[" not in text and "\\(" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    for match in _CODE_SPAN_OR_FENCE.finditer(text):
+        out.append(_swap_brackets(text[pos:match.start()]))
+        out.append(match.group(0))
+        pos = match.end()
+    out.append(_swap_brackets(text[pos:]))
+    return "".join(out)
+
+
+def _swap_brackets(text: str) -> str:
+    text = _BRACKET_DISPLAY.sub(lambda m: f"$${m.group(1)}$$", text)
+    return _BRACKET_INLINE.sub(lambda m: f"${m.group(1).strip()}$", text)
+
+
+def looks_like_code(text: str) -> bool:
+    """Whether a paragraph is program text written without a fence (its lines must then stay as they are)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    matching = sum(1 for line in lines if _CODE_LINE.match(line))
+    return matching * 10 >= len(lines) * 7 and any(_STRONG_CODE.search(line) for line in lines)
 
 
 def _render_image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -80,7 +159,7 @@ class MarkdownStream:
 
     def update(self, text: str, *, final: bool = False) -> Update:
         base = self._frozen
-        src = text[self._offset:]
+        src = brackets_to_dollars(text)[self._offset:]
         tokens = self._md.parse(src)
         lines = _line_offsets(src)
         blocks = _top_level_blocks(tokens, len(lines) - 1)
@@ -112,13 +191,14 @@ class MarkdownStream:
         parts: list[Part] = []
         run: list[_Block] = []
         for block in blocks:
-            if block.code is None:
+            bare = _bare_code(src, tokens, block, lines) if block.code is None else None
+            if block.code is None and bare is None:
                 run.append(block)
                 continue
             if run:
                 parts.append(self._text_part(src, tokens, run, lines))
                 run = []
-            parts.append(_code_part(block.code, final=final))
+            parts.append(_code_part(block.code, final=final) if block.code is not None else Part("code", bare or ""))
         if run:
             parts.append(self._text_part(src, tokens, run, lines))
         return parts
@@ -127,6 +207,14 @@ class MarkdownStream:
         start, end = run[0], run[-1]
         body = self._md.renderer.render(tokens[start.tok_start:end.tok_end], self._md.options, {})
         return Part("text", src[lines[start.line]:lines[end.end_line]], body)
+
+
+def _bare_code(src: str, tokens: list[Token], block: _Block, lines: list[int]) -> str | None:
+    """The source of a paragraph that is unfenced code, else None."""
+    if tokens[block.tok_start].type != "paragraph_open":
+        return None
+    text = src[lines[block.line]:lines[block.end_line]].rstrip("\n")
+    return text if looks_like_code(text) else None
 
 
 def _top_level_blocks(tokens: list[Token], n_lines: int) -> list[_Block]:

@@ -41,6 +41,7 @@ class ModelRow:
     size: str
     context: str
     source: str
+    title: str = ""  # the model's own name (general.name), shown under the file name
     error: str | None = None
     metadata: ModelMetadata | None = None
     path: Path | None = None
@@ -62,7 +63,9 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
     path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
     return ModelRow(
         choice=local_choice(path, n_ctx_train=n_ctx_train),
-        name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.name,  # as the header calls it
+        # Named by file, as the header's chip names it: three copies of one model differ only there.
+        name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.path.name,
+        title=meta.name if meta and meta.name else "",
         architecture=meta.architecture if meta else UNKNOWN,
         quantization=meta.quantization if meta else UNKNOWN,
         size=format_bytes(entry.size_bytes) if entry.size_bytes else UNKNOWN,
@@ -153,10 +156,10 @@ def detail_items(row: ModelRow) -> list[tuple[str, str]]:
 
 
 def memory_estimate(row: ModelRow) -> MemoryEstimate | None:
-    """The memory the row's model needs at its chosen context (None when not a local model)."""
+    """The memory the row's model needs at its chosen context (None when not a local model, or not loadable)."""
     settings = row.choice.settings
-    if row.metadata is None or settings is None:
-        return None
+    if row.metadata is None or settings is None or row.error is not None:
+        return None  # a file that cannot load has no honest estimate ("context 0 B" helped nobody)
     return estimate_memory(row.metadata, settings.context_length, kv_cache=settings.kv_cache)
 
 

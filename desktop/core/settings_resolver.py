@@ -14,6 +14,9 @@ from pathlib import Path
 
 from engine.backends.base import Message, Sampling
 from engine.errors import ConfigError
+from models.errors import EmberError
+from models.library.default_model import default_model_path
+from models.library.recommended import recommended_values
 from models.library.settings import ModelSettings, load_model_settings
 
 log = logging.getLogger("desktop.settings")
@@ -67,9 +70,30 @@ def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = No
 
 
 def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:
-    """The file's saved settings (defaults when none or unreadable), capped at its training context."""
+    """The file's saved settings, capped at its training context.
+
+    What was never saved comes from the model's own recommended sampling (and, for the
+    built-in model, a repetition penalty and a reply cap: `models.library.recommended`).
+    """
+    defaults = model_defaults(path)
     try:
-        return load_model_settings(path, n_ctx_train=n_ctx_train)
+        return load_model_settings(path, n_ctx_train=n_ctx_train, defaults=defaults)
     except (OSError, ValueError) as exc:
         log.warning("could not read the settings of %s: %s", path.name, exc)
+        return defaults
+
+
+def model_defaults(path: Path) -> ModelSettings:
+    """The defaults for `path` before anything is saved for it."""
+    try:
+        return dataclasses.replace(ModelSettings(), **recommended_values(path, builtin=is_builtin(path)))  # pyright: ignore[reportArgumentType]
+    except ValueError as exc:  # a recommendation out of range: the plain defaults
+        log.warning("ignoring the recommended sampling of %s: %s", path.name, exc)
         return ModelSettings()
+
+
+def is_builtin(path: Path) -> bool:
+    try:
+        return path.resolve() == default_model_path().resolve()
+    except (EmberError, OSError):
+        return False

@@ -24,9 +24,11 @@ from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.qt.compat import guard_singleton_refcounts
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
 from desktop.qt.platform_check import platform_problem
+from desktop.qt.serve_toggle import install_serve
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError
@@ -84,14 +86,20 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
     models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
+    install_serve(window, controller)
+    install_documents(window, controller)
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
+        window.restore_state()
         window.show()
         log.info("window shown: %s", choice.label)
         tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
+        last = window.state.conversation
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
+        elif last is not None and controller.history is not None:
+            tasks.append(asyncio.ensure_future(controller.open_conversation(last)))  # where the user left off
         await closed.wait()
         for task in tasks:
             task.cancel()

@@ -1,4 +1,8 @@
-"""The composer: a text box that grows with its text, and a Send button that becomes Stop.
+"""The composer: an options menu, a text box that grows with its text, and a Send button that becomes Stop.
+
+The options button ("+" at the left) holds the open conversation's settings that used to
+crowd the header: the reply format and the tools (filled in by `history_ui` and `tool_card`).
+While a stop is on its way the button says "Stopping…" and waits.
 
 Text too big or too unbroken to lay out quickly (`needs_bulk_view`: a pasted 1 MB line froze
 the window for 30 s) is held aside and shown as one short placeholder line,
@@ -12,7 +16,7 @@ import re
 
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QMenu, QPlainTextEdit, QPushButton, QSizePolicy, QToolButton, QWidget
 
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BULK_LINE_CHARS, BULK_TOTAL_CHARS, needs_bulk_view
@@ -22,6 +26,7 @@ from desktop.qt.style import SPACING
 MIN_LINES = 1
 MAX_LINES = 8
 PLACEHOLDER = "Message Ember… (Enter sends, Shift+Enter adds a line)"
+SHORT_PLACEHOLDER = "Message Ember…"
 HOLD_MARK = "\u2060"  # an invisible word joiner: nobody types it, so a placeholder cannot be forged
 _HELD = re.compile(HOLD_MARK + r"\[pasted text (\d+): [\d,]+ characters\]" + HOLD_MARK)
 
@@ -31,9 +36,11 @@ class ComposerEdit(QPlainTextEdit):
 
     Signals:
         submitRequested(): Enter was pressed.
+        filesDropped(list): local files were dropped or pasted (their paths; attached, not typed).
     """
 
     submitRequested = Signal()
+    filesDropped = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -65,7 +72,15 @@ class ComposerEdit(QPlainTextEdit):
         self._held.clear()
         super().clear()
 
+    # Drop and paste both come here: local files become attachments, anything else is text.
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(_local_files(source)) or super().canInsertFromMimeData(source)
+
     def insertFromMimeData(self, source: QMimeData) -> None:
+        files = _local_files(source)
+        if files:
+            self.filesDropped.emit(files)
+            return
         if source.hasText() and needs_bulk_view(text := source.text()):
             self.insertPlainText(self._holding(text))
             return
@@ -95,7 +110,14 @@ class ComposerEdit(QPlainTextEdit):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        # The hint about Enter only while it fits on the one line (a wrapped placeholder looks broken).
+        room = self.viewport().width() - 2 * int(self.document().documentMargin())
+        fits = self.fontMetrics().horizontalAdvance(PLACEHOLDER) <= room
+        self.setPlaceholderText(PLACEHOLDER if fits else SHORT_PLACEHOLDER)
         self._fit_height()  # wrapping changes with the width
+
+    def refit(self) -> None:
+        self._fit_height()
 
     def _fit_height(self) -> None:
         lines = min(MAX_LINES, max(MIN_LINES, self._visual_lines()))
@@ -114,6 +136,10 @@ class ComposerEdit(QPlainTextEdit):
         return lines
 
 
+def _local_files(source: QMimeData) -> list[str]:
+    return [u.toLocalFile() for u in source.urls() if u.isLocalFile()] if source.hasUrls() else []
+
+
 class ComposerBar(QFrame):
     """The composer row.
 
@@ -129,27 +155,74 @@ class ComposerBar(QFrame):
         super().__init__(parent)
         self.setObjectName("ComposerBar")
         self._busy = False
+        self._stopping = False
+        self._active: set[str] = set()
+        self.options = self._make_options()
+        self.options_menu = QMenu(self.options)
+        self.options_menu.setObjectName("ComposerOptionsMenu")
+        self.options.setMenu(self.options_menu)
         self.edit = ComposerEdit(self)
         self.edit.submitRequested.connect(self._on_submit)
         self.edit.textChanged.connect(self._update_button)
         self.button = QPushButton("Send", self)
         self.button.setObjectName("SendButton")
         self.button.setAccessibleName("Send")
-        self.button.setMinimumWidth(84)
         self.button.clicked.connect(self._on_button_clicked)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACING, SPACING, SPACING, SPACING)
         layout.setSpacing(SPACING)
+        layout.addWidget(self.options, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addWidget(self.edit, 1)
         layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         self._update_button()
+
+    def _make_options(self) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName("ComposerOptions")
+        button.setAccessibleName("Options")
+        button.setToolTip("Options for this conversation: reply format, tools")
+        button.setText("Options")
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        button.setAutoRaise(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        set_icon(button, "options", current_palette().muted)
+        return button
+
+    def set_option_active(self, name: str, active: bool) -> None:
+        """Mark a non-default option (tools on, a JSON reply format) on the options button."""
+        (self._active.add if active else self._active.discard)(name)
+        on = bool(self._active)
+        if self.options.property("active") != on:
+            self.options.setProperty("active", on)
+            self.options.style().unpolish(self.options)
+            self.options.style().polish(self.options)
+        described = {"tools": "tools on", "format": "a structured reply format"}
+        extra = ", ".join(described.get(n, n) for n in sorted(self._active))
+        self.options.setToolTip("Options for this conversation: reply format, tools" + (f" ({extra})" if extra else ""))
 
     @property
     def busy(self) -> bool:
         return self._busy
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     def set_busy(self, busy: bool) -> None:
         self._busy = busy
+        self._stopping = False
+        self._update_button()
+
+    def set_stopping(self) -> None:
+        """A stop was asked for: say so at once, and wait for the reply to end."""
+        if self._busy:
+            self._stopping = True
+            self._update_button()
+
+    def refit(self) -> None:
+        """The text size changed: the box's height and the button's width follow."""
+        self.edit.refit()
         self._update_button()
 
     def text(self) -> str:
@@ -168,7 +241,7 @@ class ComposerBar(QFrame):
         self.edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _on_button_clicked(self) -> None:
-        if self._busy:
+        if self._busy and not self._stopping:
             self.stopRequested.emit()
         else:
             self._on_submit()
@@ -185,8 +258,12 @@ class ComposerBar(QFrame):
         self.submitted.emit(text)
 
     def _update_button(self) -> None:
-        label = "Stop" if self._busy else "Send"
+        label = ("Stopping…" if self._stopping else "Stop") if self._busy else "Send"
         self.button.setText(label)
+        # As wide as the widest label it takes, so it never jumps or clips between them.
+        metrics = self.button.fontMetrics()
+        widest = max(metrics.horizontalAdvance(t) for t in ("Send", "Stop", "Stopping…"))
+        self.button.setMinimumWidth(widest + self.button.iconSize().width() + 44)
         if self.button.property("busy") != self._busy:
             self.button.setProperty("busy", self._busy)  # the style sheet: accent Send, quiet Stop
             self.button.setProperty("iconOnAccent", not self._busy)
@@ -197,4 +274,4 @@ class ComposerBar(QFrame):
             self.button.style().polish(self.button)
         self.button.setAccessibleName("Stop the reply" if self._busy else "Send message")
         self.button.setToolTip("Stop the reply (Esc)" if self._busy else "Send (Enter)")
-        self.button.setEnabled(self._busy or bool(self.text().strip()))
+        self.button.setEnabled((self._busy and not self._stopping) or (not self._busy and bool(self.text().strip())))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QShowEvent
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
@@ -23,7 +23,13 @@ UNKNOWN = "– / –"
 
 
 class ContextMeter(QToolButton):
-    """Shows the next prompt's size against the context; its menu picks the context policy."""
+    """Shows the next prompt's size against the context; its menu picks the context policy.
+
+    Signals:
+        shown(str, str): the figure and its explanation, for the status bar (one count, two places).
+    """
+
+    shown = Signal(str, str)
 
     def __init__(self, controller: ChatController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -35,6 +41,7 @@ class ContextMeter(QToolButton):
         self._draft = ""
         self._asked = 0  # drafts asked about; a result for an older one is dropped
         self._running = False
+        self._cut = False  # earlier messages are outside the context
         self.meter: Meter | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -62,6 +69,12 @@ class ContextMeter(QToolButton):
 
     def _check_current(self) -> None:
         self._actions[self.controller.context_policy].setChecked(True)
+
+    def set_cut(self, cut: bool) -> None:
+        """Whether earlier messages fall outside the context (the count is then of the rest)."""
+        self._cut = cut
+        if self.meter is not None:
+            self.show_meter(self.meter)
 
     def choose(self, policy: ContextPolicy) -> None:
         self.controller.set_context_policy(policy)
@@ -112,11 +125,17 @@ class ContextMeter(QToolButton):
             self.setText(UNKNOWN)
             self.setToolTip("The loaded model does not report token counts")
             self.setProperty("over", False)
+            self.shown.emit("", "")
             return
-        self.setText(meter.text)
+        text = meter.text + (" · earlier left out" if self._cut else "")
+        self.setText(text)
+        outside = "\nEarlier messages are outside the context; the count is of what the model still sees." \
+            if self._cut else ""
         tip = (f"Next request: {meter.used:,} of {meter.n_ctx:,} tokens (draft {meter.draft:,}; "
-               f"{meter.reserve:,} kept for the reply).\nContext policy: {self.controller.context_policy.label}")
+               f"{meter.reserve:,} kept for the reply).{outside}\n"
+               f"Context policy: {self.controller.context_policy.label}")
         self.setToolTip(f"{meter.problem}\n\n{tip}" if meter.problem else tip)
+        self.shown.emit(text, tip)
         self.setProperty("over", bool(meter.problem))
         self.style().unpolish(self)
         self.style().polish(self)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLay
 
 from desktop.core.controller import TurnFailure
 from desktop.qt.empty_state import EmptyState
+from desktop.qt.focus import tab_focus_only
 from desktop.qt.markdown_view import discard
 from desktop.qt.message_view import AssistantMessage, TurnBanner, UserMessage
 from desktop.qt.style import CONTENT_MAX_WIDTH, SPACING
@@ -171,6 +172,8 @@ class ConversationView(QScrollArea):
         if first is not None:
             self._anchor = (first, self._top_of(first) - self.verticalScrollBar().value())
         widgets = [build() for _role, build in batch]
+        for widget in widgets:
+            tab_focus_only(widget)
         at = self._layout.indexOf(first) if first is not None else self._layout.count() - 1
         for offset, widget in enumerate(widgets):
             self._layout.insertWidget(at + offset, widget)
@@ -240,6 +243,7 @@ class ConversationView(QScrollArea):
         self._follow = True
 
     def _append(self, widget: _W) -> _W:
+        tab_focus_only(widget)  # a click on a message's button leaves no focus ring behind
         self._empty.hide()
         self._layout.insertWidget(self._layout.count() - 1, widget)  # above the bottom stretch
         self._messages.append(widget)

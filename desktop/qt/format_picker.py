@@ -113,6 +113,7 @@ class ReplyFormatButton(QToolButton):
     """
 
     formatChosen = Signal(object)
+    formatShown = Signal(object)  # the format now shown (chosen, or the open conversation's)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -125,7 +126,7 @@ class ReplyFormatButton(QToolButton):
         self.show_format(self._format)
 
     def _build_menu(self) -> dict[FormatKind, QAction]:
-        menu = QMenu(self)
+        menu = QMenu("Reply format", self)
         group = QActionGroup(menu)
         actions: dict[FormatKind, QAction] = {}
         for kind, label in _MENU:
@@ -145,9 +146,10 @@ class ReplyFormatButton(QToolButton):
     def show_format(self, fmt: ReplyFormat) -> None:
         """Show the open conversation's format (no signal)."""
         self._format = fmt
-        self.setText(f"Reply: {_SHORT[fmt.kind]}  ▾")
+        self.setText(f"{_SHORT[fmt.kind]}  ▾")
         self.setToolTip(f"Reply format: {fmt.label}. {_TIPS[fmt.kind]}")
         self._actions[fmt.kind].setChecked(True)
+        self.formatShown.emit(fmt)
 
     def open_schema_editor(self) -> SchemaDialog:
         """Open the schema editor (window-modal, not blocking the event loop)."""

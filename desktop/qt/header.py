@@ -1,16 +1,17 @@
-"""The window's header: the model chip, the conversation's title and settings, window actions.
+"""The window's header: the sidebar switch, the model chip, the conversation's title, two actions.
 
-Left: the model chip (opens the picker; while another model loads, the chip keeps naming
-the one still answering and a thin bar with "Loading <name>…" sits beside it). Middle: the
-open conversation's title. Right: the conversation's settings (the reply format lives
-there, `add_conversation_tool`), the model's settings, appearance (theme, text size) and
-New chat, each an icon button with a tooltip and an accessible name.
+Left: the sidebar switch and the model chip (opens the picker; while another model loads,
+the chip keeps naming the one still answering and a thin bar with "Loading <name>…" sits
+beside it). Middle: the open conversation's title, elided at its end. Right: the window's
+menu (model settings, appearance, keyboard shortcuts, quit) and New chat, each an icon
+button with a tooltip and an accessible name. The conversation's own settings (reply
+format, tools) live in the composer's options menu, so the header stays calm at any width.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QAction, QActionGroup, QResizeEvent
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -23,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.icons import set_icon
-from desktop.qt.theme import SPACE_LG, SPACE_SM, Mode
+from desktop.qt.theme import SPACE_SM, Mode
 
 NEW_TITLE = "New chat"
 LOADING_MAX_WIDTH = 220
@@ -71,20 +72,24 @@ class ElidedLabel(QLabel):
                      hint.height())
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(40, super().minimumSizeHint().height())
+        return QSize(0, super().minimumSizeHint().height())
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._elide()
 
     def _elide(self) -> None:
-        self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(40, self.width())))
+        # Elided to the room it really has (never wider, which would clip its first letters);
+        # too narrow for even one letter and an ellipsis, it shows nothing.
+        room = self.contentsRect().width()
+        text = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(0, room))
+        self.setText(text if len(text) > 1 or text == self._full else "")
 
 
 class HeaderBar(QFrame):
-    """Model chip, loading indicator, title, conversation settings, model settings, appearance, New chat."""
+    """Sidebar switch, model chip, loading indicator, title, the window's menu, New chat."""
 
-    MODEL_BUTTON_MAX_WIDTH = 360
+    MODEL_BUTTON_MAX_WIDTH = 320
     NO_MODEL = "No model"
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -106,15 +111,31 @@ class HeaderBar(QFrame):
         self.title.setObjectName("HeaderTitle")
         self.title.setAccessibleName("Conversation title")
         self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.settings_button = icon_button(self, "ModelSettingsButton", "settings", "Model settings",
-                                           "Settings for the current model")
-        self.appearance_button = icon_button(self, "AppearanceButton", "theme", "Appearance",
-                                             "Theme and text size")
-        self.appearance_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.sidebar_button = icon_button(self, "IconButton", "sidebar", "Sidebar", "Show or hide the sidebar (Ctrl+B)")
+        self.sidebar_button.setCheckable(True)
+        self.sidebar_button.setChecked(True)
+        self.menu_button = icon_button(self, "IconButton", "menu", "Menu",
+                                       "Model settings, appearance, keyboard shortcuts")
+        self.menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.menu = QMenu(self.menu_button)
+        self.menu.setObjectName("WindowMenu")
+        self.menu_button.setMenu(self.menu)
+        self.settings_action = self.menu.addAction("Model settings…")
+        self.settings_action.setShortcut(QKeySequence("Ctrl+,"))
+        self.settings_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.appearance_menu = self.menu.addMenu("Appearance")
+        self.menu.addSeparator()
+        self.shortcuts_action = self.menu.addAction("Keyboard shortcuts")
+        self.shortcuts_action.setShortcuts([QKeySequence("Ctrl+/"), QKeySequence("F1")])
+        self.shortcuts_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.quit_action = self.menu.addAction("Quit")
+        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        self.quit_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        for action in (self.settings_action, self.shortcuts_action, self.quit_action):
+            self.addAction(action)  # their shortcuts work while the menu is closed
         self.new_chat = icon_button(self, "NewChatButton", "new_chat", "New conversation", "New conversation (Ctrl+N)")
         self.mode_actions: dict[Mode, QAction] = {}
         self._label = self.NO_MODEL
-        self._tools = QHBoxLayout()
         self._lay_out()
         self.show_model(self.NO_MODEL)
 
@@ -126,30 +147,23 @@ class HeaderBar(QFrame):
         chip.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         chip.setCursor(Qt.CursorShape.PointingHandCursor)
         chip.setMaximumWidth(self.MODEL_BUTTON_MAX_WIDTH)
+        chip.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         set_icon(chip, "model", "#5c5c66", 16)
         return chip
 
     def _lay_out(self) -> None:
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(SPACE_LG, SPACE_SM, SPACE_SM, SPACE_SM)
+        layout.setContentsMargins(SPACE_SM, SPACE_SM, SPACE_SM, SPACE_SM)
         layout.setSpacing(SPACE_SM)
+        layout.addWidget(self.sidebar_button)
         layout.addWidget(self.model_button)
         layout.addWidget(self.loading_bar)
         layout.addWidget(self.loading_label)
         layout.addWidget(self.title, 1)
-        self._tools.setSpacing(2)
-        layout.addLayout(self._tools)
-        layout.addWidget(self.settings_button)
-        layout.addWidget(self.appearance_button)
+        layout.addWidget(self.menu_button)
         layout.addWidget(self.new_chat)
 
-    def add_conversation_tool(self, widget: QWidget) -> None:
-        """A control of the open conversation's settings (e.g. the reply format), left of the window actions."""
-        widget.setParent(self)
-        self._tools.addWidget(widget)
-
-    def set_appearance_menu(self, menu: QMenu, modes: QActionGroup, actions: dict[Mode, QAction]) -> None:
-        self.appearance_button.setMenu(menu)
+    def set_appearance_menu(self, modes: QActionGroup, actions: dict[Mode, QAction]) -> None:
         self.mode_actions = actions
         self._mode_group = modes
 
@@ -162,12 +176,29 @@ class HeaderBar(QFrame):
     def show_model(self, label: str) -> None:
         """Name the model answering now; ends any loading indication."""
         self._label = label
-        metrics = self.model_button.fontMetrics()
-        shown = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, self.MODEL_BUTTON_MAX_WIDTH - 64)
-        self.model_button.setText(f"{shown}  ▾")
+        self._fit_chip()
         self.model_button.setToolTip(f"{label}\nChoose a model (Ctrl+M)")
         self.model_button.setAccessibleDescription(f"{label}. Opens the model picker")
         self.hide_loading()
+
+    def _fit_chip(self) -> None:
+        """The model's name, elided in the middle (file names differ at their ends) to the chip's room."""
+        metrics = self.model_button.fontMetrics()
+        # The chip gets at most a third of the header, never more than its cap.
+        room = min(self.MODEL_BUTTON_MAX_WIDTH, max(120, self.width() // 3))
+        icon = self.model_button.iconSize().width()
+        text_room = max(40, room - icon - 48)
+        shown = metrics.elidedText(self._label, Qt.TextElideMode.ElideMiddle, text_room)
+        self.model_button.setText(f"{shown}  ▾")
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_chip()
+
+    def refit(self) -> None:
+        """The text size changed: measure again."""
+        self._fit_chip()
+        self.title.set_full_text(self.title.full_text())
 
     def show_loading(self, label: str) -> None:
         self.loading_label.set_full_text(f"Loading {label}…")

@@ -1,7 +1,7 @@
 """Plugging history and reply formats into the window: the controller's `HistoryView`.
 
 `attach_history(window, controller)` adds the sidebar (when there is a history), the
-"Reply format" button in the header (a conversation setting), and a presenter that shows stored branches in the
+reply format (a conversation setting, in the composer's options menu), and a presenter that shows stored branches in the
 conversation view and turns message gestures (Regenerate, Edit, ‹ n/m ›) and sidebar
 gestures (open, New) into controller calls.
 """
@@ -15,6 +15,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
+from desktop.core.citations import sources_from_stats
 from desktop.core.controller import ChatController
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem
 from desktop.core.reply_format import ReplyFormat
@@ -24,7 +25,9 @@ from desktop.qt.format_picker import ReplyFormatButton
 from desktop.qt.icons import set_icon, themed_icon
 from desktop.qt.message_view import UserMessage
 from desktop.qt.sidebar import DEFAULT_WIDTH, HistorySidebar
+from desktop.qt.tool_card import stored_tool_cards
 from desktop.qt.window import MainWindow
+from engine.tools.activity import STATS_KEY as TOOLS_STATS_KEY
 
 NOTICE_MS = 10_000
 
@@ -76,7 +79,10 @@ class HistoryPresenter(QObject):
         msg = item.message
         widget = self.window.conversation.stored_reply_widget(msg.model or self._model_label(), msg.content,
                                                               msg.thinking, msg.status)
+        for card in stored_tool_cards(msg.stats.get(TOOLS_STATS_KEY)):  # "Used calculator → 42", folded
+            widget.add_tool_widget(card)
         widget.set_history(msg.id, item.versions)
+        widget.set_sources(sources_from_stats(msg.stats))
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:
@@ -167,13 +173,31 @@ def attach_history(window: MainWindow, controller: ChatController, *, notice: st
         window.set_sidebar(sidebar)
         sidebar.align_top(window.header.sizeHint().height())
         window.splitter.setSizes([DEFAULT_WIDTH, max(1, window.width() - DEFAULT_WIDTH)])
-    button = ReplyFormatButton(window.header)
-    window.header.add_conversation_tool(button)  # a setting of the open conversation, in its header
+    button = ReplyFormatButton(window.composer)
+    place_reply_format(window, button)
     presenter = HistoryPresenter(window, controller, sidebar, button)
     controller.history_view = presenter
     if notice:
         window.statusBar().addWidget(_notice_label(notice))
     return presenter
+
+
+def place_reply_format(window: MainWindow, button: ReplyFormatButton) -> None:
+    """The reply format: a submenu of the composer's options, and a chip by Send while it is not plain text."""
+    menu = button.menu()
+    assert menu is not None
+    composer = window.composer
+    composer.options_menu.addSection("This conversation")
+    composer.options_menu.addMenu(menu)
+    composer.add_tool(button)
+
+    def show(fmt: ReplyFormat) -> None:
+        menu.setTitle(f"Reply format: {fmt.label}")
+        button.setVisible(fmt.kind != "text")
+        composer.set_option_active("format", fmt.kind != "text")
+
+    button.formatShown.connect(show)
+    show(button.current)
 
 
 def dress_sidebar(sidebar: HistorySidebar) -> None:

@@ -1,7 +1,7 @@
 """Icons by role, from qtawesome's Phosphor set (an icon font: sharp at any scale, recoloured freely).
 
 Widgets ask for a role ("send", "copy", ...) rather than a glyph name, so the set can change
-in one place. Icons are drawn in the current palette's text or muted colour; `themed_icon`
+in one place. Icons are drawn in the current palette's text or muted colour and sized with the text; `themed_icon`
 caches them per (role, colour), so a theme switch costs one lookup per button.
 """
 
@@ -38,7 +38,12 @@ GLYPHS: dict[str, str] = {
     "keyboard": "ph.keyboard",
     "sparkle": "ph.sparkle",
     "theme": "ph.circle-half",
+    "options": "ph.plus",
+    "sidebar": "ph.list",
+    "tool": "ph.wrench",
+    "attach": "ph.paperclip",
 }
+_scale = 1.0  # the text size factor: icons grow and shrink with the text
 
 
 @cache
@@ -58,10 +63,21 @@ def themed_icon(role: str, colour: str, disabled: str = "") -> QIcon:
     return qtawesome.icon(glyph, color=QColor(colour), color_active=QColor(colour), color_disabled=faded)
 
 
+def set_icon_scale(scale: float) -> None:
+    """Icons follow the text size (Ctrl+= / Ctrl+-); `recolour` resizes the existing ones."""
+    global _scale
+    _scale = max(0.5, scale)
+
+
+def scaled(px: int) -> int:
+    return round(px * _scale)
+
+
 def set_icon(button: QAbstractButton, role: str, colour: str, px: int = ICON_PX, disabled: str = "") -> None:
     button.setIcon(themed_icon(role, colour, disabled))
-    button.setIconSize(QSize(px, px))
+    button.setIconSize(QSize(scaled(px), scaled(px)))
     button.setProperty("iconRole", role)
+    button.setProperty("iconPx", px)
 
 
 def recolour(buttons: list[QAbstractButton], colour: str, accent_text: str) -> None:
@@ -75,3 +91,6 @@ def recolour(buttons: list[QAbstractButton], colour: str, accent_text: str) -> N
         if isinstance(role, str) and role:
             on_accent = bool(button.property("iconOnAccent"))
             button.setIcon(themed_icon(role, accent_text, colour) if on_accent else themed_icon(role, colour))
+            px = button.property("iconPx")
+            if isinstance(px, int):
+                button.setIconSize(QSize(scaled(px), scaled(px)))

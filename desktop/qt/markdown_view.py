@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QSize, QSizeF, Qt, QTimer, QUrl
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextOption
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextDocument, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -22,10 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.markdown_blocks import MarkdownStream, Part, Update
+from desktop.core.citations import link_citations
+from desktop.core.markdown_blocks import MATH_SCHEME, MarkdownStream, Part, Update, math_source
 from desktop.qt.appearance import code_font, current_palette
+from desktop.qt.citations import CitationActions, cite_number
 from desktop.qt.code_highlight import CodeHighlighter
 from desktop.qt.icons import set_icon, themed_icon
+from desktop.qt.math_render import fallback_image, math_image, text_pixel_size
 from desktop.qt.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -83,14 +86,17 @@ class CopyButton(QToolButton):
 class TextSegment(QTextBrowser):
     """A run of rendered Markdown, as tall as its text (the conversation scrolls, not it)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, citations: CitationActions | None = None) -> None:
         super().__init__(parent)
         self._html = ""
+        self.raw_html = ""  # the part's HTML before `[n]` references became links
+        self.citations = citations
         self.setObjectName("AnswerText")
         self.setAccessibleName("Answer")
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
-        self.anchorClicked.connect(open_link)
+        self.anchorClicked.connect(self._on_anchor)
+        self.highlighted.connect(self._on_hover)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -104,9 +110,23 @@ class TextSegment(QTextBrowser):
         self.setFixedHeight(self.fontMetrics().lineSpacing())
 
     def set_html(self, html: str) -> None:
+        self.raw_html = html
+        if self.citations is not None and self.citations.sources:
+            html = link_citations(html, self.citations.sources.keys())
         if html != self._html:
             self._html = html
             self.setHtml(html)
+
+    def _on_anchor(self, url: QUrl) -> None:
+        n = cite_number(url)
+        if n is None:
+            open_link(url)
+        elif self.citations is not None:
+            self.citations.open(n)
+
+    def _on_hover(self, url: QUrl) -> None:
+        if self.citations is not None:
+            self.citations.hover(cite_number(url) if not url.isEmpty() else None, self)
 
     def refresh_style(self) -> None:
         self.document().setDefaultStyleSheet(document_css(current_palette()))
@@ -114,7 +134,17 @@ class TextSegment(QTextBrowser):
 
     def loadResource(self, type: int, name: QUrl | str) -> object:
         # Nothing is ever fetched for a model's answer: not from the network, not from disk.
-        return None
+        # The only images are the answer's own math, drawn here from its TeX.
+        url = QUrl(name) if isinstance(name, str) else name
+        if type != QTextDocument.ResourceType.ImageResource.value or url.scheme() != MATH_SCHEME:
+            return None
+        source = math_source(url.path())
+        if source is None:
+            return None
+        tex, display = source
+        colour = current_palette().text
+        image = math_image(tex, display, text_pixel_size(self.font()), colour, self.devicePixelRatioF())
+        return image if image is not None else fallback_image(tex, self.font(), colour)
 
     def sizeHint(self) -> QSize:
         return QSize(super().sizeHint().width(), self.height())
@@ -231,6 +261,7 @@ class AnswerView(QWidget):
         super().__init__(parent)
         self._stream = MarkdownStream()
         self._widgets: list[PartWidget] = []
+        self.citations = CitationActions()
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self._layout.setSpacing(8)
@@ -257,6 +288,14 @@ class AnswerView(QWidget):
         self._widgets.clear()
         self._stream = MarkdownStream()
 
+    def set_sources(self, actions: CitationActions) -> None:
+        """The reply's sources: `[n]` references in the text become links to them."""
+        self.citations = actions
+        for widget in self._widgets:
+            if isinstance(widget, TextSegment):
+                widget.citations = actions
+                widget.set_html(widget.raw_html)
+
     def part_widgets(self) -> list[PartWidget]:
         return list(self._widgets)
 
@@ -268,7 +307,8 @@ class AnswerView(QWidget):
         widget = self._widgets[index] if index < len(self._widgets) else None
         wanted = TextSegment if part.kind == "text" else CodeBlock
         if not isinstance(widget, wanted):
-            widget = self._replace(index, wanted())
+            widget = self._replace(index, TextSegment(citations=self.citations) if wanted is TextSegment
+                                   else CodeBlock())
         if isinstance(widget, TextSegment):
             widget.set_html(part.html)
         else:

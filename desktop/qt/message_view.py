@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import TurnFailure
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
+from desktop.qt.citations import CitationActions, SourcesRow
 from desktop.qt.code_highlight import load_lexer
 from desktop.qt.hover_actions import HoverReveal
 from desktop.qt.icons import set_icon, themed_icon
@@ -37,10 +38,13 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import TurnStats
+from engine.events import SourceRef, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
+WAIT_TICK_MS = 400  # the waiting dots' pace
+SPEED_MIN_S = 0.5  # live tok/s shows once this much of the reply streamed
+SPEED_EVERY_S = 0.5  # and is refreshed this often
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
 BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
@@ -243,6 +247,44 @@ class TurnBanner(QFrame):
             self.button.setEnabled(False)
 
 
+class WaitingIndicator(QLabel):
+    """From send to the first word: animated dots, then "Reading 1,600 tokens… 45 %" for a long prompt."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("WaitingIndicator")
+        self.setAccessibleName("Waiting for the reply")
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self._step = 0
+        self._progress = ""
+        self._timer = QTimer(self)
+        self._timer.setInterval(WAIT_TICK_MS)
+        self._timer.timeout.connect(self._tick)
+        self._tick()
+
+    def start(self) -> None:
+        self.show()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self.hide()
+
+    def set_text_now(self, text: str) -> None:
+        self._progress = text
+        self._tick()
+
+    def show_progress(self, done: int, total: int) -> None:
+        percent = 100 * done // total if total > 0 else 0
+        self.set_text_now(f"Reading {total:,} tokens… {percent} %")
+
+    def _tick(self) -> None:
+        self._step = (self._step + 1) % 4
+        dots = "●" * max(1, self._step) + "○" * (3 - max(1, self._step))
+        self.setText(self._progress or dots)
+        self.setToolTip("The model is reading the conversation" if self._progress else "Waiting for the first words")
+
+
 class AssistantMessage(QFrame):
     """One assistant reply: thinking pane, rendered answer, status line, Copy and Regenerate.
 
@@ -255,6 +297,7 @@ class AssistantMessage(QFrame):
     settled = Signal()
     regenerateRequested = Signal(int)
     versionRequested = Signal(int)
+    speedChanged = Signal(float)  # live tokens a second while the reply streams
 
     def __init__(self, role_label: str = "Assistant", parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -275,7 +318,19 @@ class AssistantMessage(QFrame):
         self.role.setAccessibleName("Model")
         self.thinking = ThinkingPane(self)
         self.thinking.hide()
+        self.waiting = WaitingIndicator(self)
+        self.waiting.hide()
+        self.tools = QWidget(self)  # the turn's tool calls, inline (`add_tool_widget`)
+        self.tools.setObjectName("ReplyTools")
+        tools_layout = QVBoxLayout(self.tools)
+        tools_layout.setContentsMargins(0, 0, 0, 0)
+        tools_layout.setSpacing(6)
+        self.tools.hide()
+        self._deltas = 0
+        self._first_delta = 0.0
+        self._speed_shown = 0.0
         self.answer = AnswerView(self)
+        self.sources_row = SourcesRow(self.answer.citations, self)
         self.status = _label("", "Muted", self)
         self.status.setAccessibleName("Reply status")
         self.copy_button = CopyButton("Copy", "Copy answer", self, icon_only=True)
@@ -303,8 +358,11 @@ class AssistantMessage(QFrame):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
         layout.addWidget(self.role)
+        layout.addWidget(self.waiting)
         layout.addWidget(self.thinking)
+        layout.addWidget(self.tools)
         layout.addWidget(self.answer)
+        layout.addWidget(self.sources_row)
         layout.addLayout(footer)
 
     # -- what tests and Copy read ----------------------------------------------------------
@@ -341,6 +399,43 @@ class AssistantMessage(QFrame):
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
 
+    def set_sources(self, sources: tuple[SourceRef, ...]) -> None:
+        """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
+        actions = CitationActions(sources)
+        self.answer.set_sources(actions)
+        self.sources_row.citations = actions
+        self.sources_row.show_sources(sources)
+
+    def start_waiting(self) -> None:
+        """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""
+        if not self._finished:
+            self.waiting.start()
+
+    def progress(self, done: int, total: int) -> None:
+        """The prompt is being read (`PromptProgress`)."""
+        if not self._content and not self._finished:
+            self.waiting.start()
+            self.waiting.show_progress(done, total)
+
+    def stopping(self) -> None:
+        """A stop was asked for; the reply ends within a token."""
+        if not self._finished:
+            self.status.setText("Stopping…")
+
+    def add_tool_widget(self, widget: QWidget) -> None:
+        """A tool call's card (or a note about the tools), in the order they came."""
+        self.waiting.stop()
+        layout = self.tools.layout()
+        assert layout is not None
+        layout.addWidget(widget)
+        self.tools.show()
+
+    def tool_cards(self) -> list[QWidget]:
+        layout = self.tools.layout()
+        assert layout is not None
+        items = (layout.itemAt(i) for i in range(layout.count()))
+        return [w for item in items if item is not None and (w := item.widget()) is not None]
+
     def retrying(self, attempt: int, error: str) -> None:
         """A structured reply was refused and the model is asked again: say so, quietly."""
         self.status.setText(f"Retrying (attempt {attempt})…")
@@ -360,12 +455,26 @@ class AssistantMessage(QFrame):
 
     def add_thinking(self, text: str) -> None:
         self._pending_thinking.append(text)
+        self._count_delta()
         self._schedule()
 
     def add_content(self, text: str) -> None:
         self._content.append(text)
         self._content_dirty = True
+        self._count_delta()
         self._schedule()
+
+    def _count_delta(self) -> None:
+        # The engine streams token by token, so deltas a second is the live tok/s (near enough).
+        now = time.perf_counter()
+        if self._deltas == 0:
+            self._first_delta = now
+            self.waiting.stop()
+        self._deltas += 1
+        elapsed = now - self._first_delta
+        if elapsed >= SPEED_MIN_S and now - self._speed_shown >= SPEED_EVERY_S:
+            self._speed_shown = now
+            self.speedChanged.emit((self._deltas - 1) / elapsed)
 
     def restart(self, reason: str) -> None:
         """A recovery request began: what streamed so far is void."""
@@ -380,6 +489,7 @@ class AssistantMessage(QFrame):
         self.status.setText("Retrying…")
 
     def finish(self, stats: TurnStats) -> None:
+        self.waiting.stop()
         self._flush_timer.stop()
         self._flush(final=True)
         self.thinking.end()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QDialog,
@@ -50,6 +50,9 @@ from models.library.settings import ModelSettings
 log = logging.getLogger("desktop.picker")
 
 COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Source")
+PICKER_SIZE = (1120, 600)
+MIN_PICKER_SIZE = (640, 420)
+NOTE_MS = 6_000  # how long "Added <folder>." stays
 _ROW = Qt.ItemDataRole.UserRole
 
 
@@ -90,7 +93,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setObjectName("ModelPicker")
         self.setWindowTitle("Models")
-        self.resize(1120, 600)
+        self._fit_to(parent)
         self.prompts = prompts or FilePrompts()
         self._current = current
         self.rows: list[ModelRow] = []
@@ -99,6 +102,22 @@ class ModelPicker(QDialog):
         self.server_dialog: ServerDialog | None = None
         self._build()
         self._apply_style()
+
+    def _fit_to(self, parent: QWidget | None) -> None:
+        """As big as it is useful, never bigger than the window it belongs to."""
+        width, height = PICKER_SIZE
+        if parent is not None:
+            window = parent.window()
+            width = min(width, max(MIN_PICKER_SIZE[0], window.width() - 48))
+            height = min(height, max(MIN_PICKER_SIZE[1], window.height() - 48))
+        self.resize(width, height)
+
+    def _say(self, text: str, *, for_ms: int = 0) -> None:
+        """A line under the list; with `for_ms`, it goes away after that long (a note, not a problem)."""
+        self.message.setText(text)
+        self._message_timer.stop()
+        if for_ms:
+            self._message_timer.start(for_ms)
 
     # -- building --------------------------------------------------------------------------
 
@@ -118,6 +137,9 @@ class ModelPicker(QDialog):
         self.message.setObjectName("PickerMessage")
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self._message_timer = QTimer(self)
+        self._message_timer.setSingleShot(True)
+        self._message_timer.timeout.connect(self.message.clear)
         self.settings = QPushButton("Settings…", self)
         self.load = QPushButton("Load model", self)
         self.load.setDefault(True)
@@ -132,7 +154,7 @@ class ModelPicker(QDialog):
         table.setAccessibleName("Models")
         table.setHeaderLabels(list(COLUMNS))
         table.setRootIsDecorated(False)
-        table.setUniformRowHeights(True)
+        table.setUniformRowHeights(False)  # the name column has two lines: the file, then the model's own name
         table.setAlternatingRowColors(True)
         table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the quantization suffix of file names
         header = table.header()
@@ -151,7 +173,7 @@ class ModelPicker(QDialog):
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.table)
         split.addWidget(self.details)
-        split.setSizes([680, 420])  # the table's names need the room; the facts wrap
+        split.setSizes([self.width() * 6 // 10, self.width() * 4 // 10])  # names need the room; the facts wrap
         split.setChildrenCollapsible(False)
         bottom = QHBoxLayout()
         bottom.addWidget(self.message, 1)
@@ -227,14 +249,18 @@ class ModelPicker(QDialog):
         self._on_current_changed()
 
     def _item(self, index: int, row: ModelRow, loaded: bool) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([*row.columns, row.source])
+        name, *rest = row.columns
+        shown = f"{name}\n{row.title}" if row.title and row.title != name else name
+        item = QTreeWidgetItem([shown, *rest, row.source])
         item.setData(0, _ROW, index)
+        full = "\n".join(part for part in (name, row.title, str(row.path) if row.path else "") if part)
+        item.setToolTip(0, full)  # the whole name and where the file is, however narrow the column
         for col in (3, 4):  # sizes and token counts line up on the right
             item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if row.error:
             item.setIcon(0, self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning))
             for col in range(len(COLUMNS)):
-                item.setToolTip(col, f"Can't load: {row.error}")
+                item.setToolTip(col, f"{full}\n\nCan't load: {row.error}")
         if loaded:
             font = QFont(item.font(0))
             font.setBold(True)
@@ -284,6 +310,7 @@ class ModelPicker(QDialog):
         row = self.selected()
         if row is None or not row.loadable:
             return
+        self.message.clear()
         self.chosen.emit(row.choice)
         self.accept()
 
@@ -298,7 +325,7 @@ class ModelPicker(QDialog):
         await self.refresh(select=path)
         if shiboken6.isValid(self) and self._find(path) is None:
             reason = await asyncio.to_thread(explain_load_failure, path)
-            self.message.setText(f"{path.name} is not a chat model: {reason or 'unknown reason'}")
+            self._say(f"{path.name} is not a chat model: {reason or 'unknown reason'}")
 
     def _on_add_folder(self) -> None:
         folder = self.prompts.folder(self)
@@ -307,7 +334,7 @@ class ModelPicker(QDialog):
 
     async def add_folder_path(self, folder: Path) -> None:
         save_library_state(load_library_state().with_folder(folder))
-        self.message.setText(f"Added {folder}.")
+        self._say(f"Added {folder}.", for_ms=NOTE_MS)
         await self.refresh()
 
     def open_server_dialog(self) -> ServerDialog:

@@ -77,7 +77,7 @@ class ModelSwitcher(QObject):
         self.picker: ModelPicker | None = None
         self.settings_dialog: ModelSettingsDialog | None = None
         header.model_button.clicked.connect(self.open_picker)
-        header.settings_button.clicked.connect(self._on_settings)
+        header.settings_action.triggered.connect(self._on_settings)
         QShortcut(QKeySequence("Ctrl+M"), window, self.open_picker)
         self._sync_settings_button()
 
@@ -108,9 +108,9 @@ class ModelSwitcher(QObject):
     def _sync_settings_button(self) -> None:
         choice = self.current
         local = choice is not None and choice.settings is not None
-        button = self._header.settings_button
-        button.setEnabled(local)
-        button.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
+        action = self._header.settings_action
+        action.setEnabled(local)
+        action.setToolTip("Settings for the current model" if local else LOCAL_ONLY)
 
     def apply_settings(self, choice: ModelChoice) -> asyncio.Future[bool] | None:
         """Settings saved for `choice`: if it is the loaded model, its next turn uses them.

@@ -1,14 +1,22 @@
 """Render the app's main states to PNG files: `uv run python -m desktop.qt.screenshots OUTDIR`.
 
-Offscreen, on a scripted backend (no model is run), in a throwaway EMBER_HOME, so anyone can
-regenerate the README's pictures after a change to the look and get the same states:
+The real `MainWindow` as `ember` builds it (sidebar, header, composer options, tools), at its
+default size, on a scripted backend (no model is run), in a throwaway EMBER_HOME, so anyone
+can regenerate the README's pictures after a change to the look and get the same states.
+Offscreen unless QT_QPA_PLATFORM says otherwise (e.g. xcb on Xvfb, to include the window
+manager's view):
 
     empty-new-chat.png          a new chat: the loaded model, example prompts, shortcuts
-    conversation-code-thinking.png   an answer with its thinking pane open, code, a list and a table
+    conversation-code-thinking.png   an answer with its thinking pane open, code, math, a list and a table
+    dark-mode.png               the conversation in the dark theme
+    tool-approval.png           a tool call asking inline in the reply: arguments, Approve / Always allow / Deny
+    used-tool.png               after it ran: the folded "Used calculator → 42" line and the answer
+    reading-prompt.png          a long prompt being read: "Reading 1,600 tokens… 45 %"
+    long-conversation-divider.png    a long conversation: the divider where the model's context begins
+    window-800x600.png          the same window at 800×600
     malformed-reply-banner.png  a reply that was only tool-call scaffolding, twice: the banner
     model-picker.png            the model picker with the built-in model's details
     settings-dialog.png         the built-in model's settings dialog
-    dark-mode.png               the conversation in the dark theme
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-STATES = ("empty-new-chat", "conversation-code-thinking", "malformed-reply-banner", "model-picker",
-          "settings-dialog", "dark-mode")
-WINDOW_SIZE = (1200, 820)
+STATES = ("empty-new-chat", "conversation-code-thinking", "dark-mode", "tool-approval", "used-tool",
+          "reading-prompt", "long-conversation-divider", "window-800x600", "malformed-reply-banner", "model-picker",
+          "settings-dialog")
+SMALL_SIZE = (800, 600)
+DEMO_SPEED = 38.6  # tok/s shown in the status bar (the scripted backend's own figure is meaningless)
 QUESTION = "How do I read a CSV file in Python and sum a column?"
 THINKING = ("The user wants to read a CSV and sum one column. The standard library's csv module is enough; "
             "DictReader gives rows by column name. I should show a short function, then mention pandas "
@@ -54,7 +64,12 @@ A few things to watch:
 |---|---|---|
 | `csv.DictReader` | none | small and medium files |
 | `pandas` | pandas | analysis, large files |
+
+The mean of the column is $\\bar{x} = \\frac{1}{n}\\sum_{i=1}^{n} x_i$.
 """
+TOOL_QUESTION = "What is 1,234 × 5,678? Use the calculator."
+TOOL_CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "1234 * 5678"}}</tool_call>'
+TOOL_ANSWER = "1,234 × 5,678 = **7,006,652**."
 
 
 def _script() -> dict[str, object]:
@@ -62,7 +77,24 @@ def _script() -> dict[str, object]:
                                  '[get_weather(location="Paris")]', {"text": "<|tool_call_end|>", "special": True}]
     answer: list[object] = [{"text": "<think>"}, THINKING, {"text": "</think>"}]
     answer += [ANSWER[i:i + 40] for i in range(0, len(ANSWER), 40)]
-    return {"replies": [answer, scaffolding, scaffolding, answer]}
+    tool: list[object] = ["I'll use the calculator. ", TOOL_CALL]
+    slow: list[object] = [{"text": "Reading…", "delay_ms": 4000}, " done."]
+    return {"replies": [answer, tool, [TOOL_ANSWER], slow, scaffolding, scaffolding, answer]}
+
+
+def _long_conversation(store_path: Path) -> int:
+    """A stored conversation of many turns (for the context divider)."""
+    from engine.history.store import HistoryStore
+
+    with HistoryStore(store_path) as store:
+        conv = store.create_conversation(title="Planning a week in Lisbon")
+        parent = None
+        for day in range(1, 13):
+            parent = store.add_message(conv.id, "user", f"What should I do on day {day}?", parent_id=parent)
+            parent = store.add_message(conv.id, "assistant", f"Day {day}: a morning walk through a different "
+                                       "neighbourhood, lunch at a tasca, and a museum in the afternoon.",
+                                       parent_id=parent)
+        return conv.id
 
 
 async def _until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -89,10 +121,13 @@ async def capture(out: Path) -> list[Path]:
     from desktop.qt.history_ui import attach_history
     from desktop.qt.message_view import AssistantMessage, TurnBanner
     from desktop.qt.settings_dialog import open_settings_dialog
-    from desktop.qt.window import MainWindow
+    from desktop.qt.tool_card import install_tools
+    from desktop.qt.window import DEFAULT_SIZE, MainWindow
     from engine.backends.factory import parse_backend_spec
     from engine.runtime import Engine
+    from engine.turns.tool_loop import Decision
     from models.gguf.meta import read_metadata
+    from models.library.paths import ember_paths
 
     saved: list[Path] = []
 
@@ -108,7 +143,8 @@ async def capture(out: Path) -> list[Path]:
     controller = ChatController(Engine(), window, history=open_history()[0])
     models = wire_window(window, controller)
     attach_history(window, controller)
-    window.resize(*WINDOW_SIZE)
+    install_tools(window, controller)
+    window.resize(*DEFAULT_SIZE)
     window.show()
     try:
         choice = ModelChoice(parse_backend_spec(f"script:{script}"), label="SmolLM2 135M Instruct (demo)")
@@ -122,6 +158,7 @@ async def capture(out: Path) -> list[Path]:
         assert isinstance(reply, AssistantMessage)
         reply.thinking.set_expanded(True)
         reply.reveal.pin(True)
+        window.status.show_speed(DEMO_SPEED)
         await _settle()
         shoot(window, "conversation-code-thinking")
 
@@ -129,6 +166,44 @@ async def capture(out: Path) -> list[Path]:
         await _settle()
         shoot(window, "dark-mode")
         window.theme.set_mode("light")
+
+        await controller.new_conversation()
+        toggle = getattr(window, "tool_toggle")  # noqa: B009 - set by install_tools
+        toggle.setChecked(True)
+        turn = asyncio.ensure_future(controller.send(TOOL_QUESTION))
+        area = getattr(window, "tool_cards")  # noqa: B009
+        await _until(lambda: any(card.asking for card in area.cards.values()))
+        await _settle()
+        shoot(window, "tool-approval")
+        next(iter(area.cards.values())).decide(Decision.APPROVE)
+        await turn
+        window.status.show_speed(DEMO_SPEED)
+        await _settle()
+        shoot(window, "used-tool")
+        toggle.setChecked(False)
+
+        await controller.new_conversation()
+        turn = asyncio.ensure_future(controller.send("Summarise the report I pasted above. " * 3))
+        await _until(lambda: window.last_reply() is not None and controller.busy)
+        reading = window.last_reply()
+        assert isinstance(reading, AssistantMessage)
+        reading.progress(720, 1600)  # what the decode loop reports between batches of a long prompt
+        await _settle()
+        shoot(window, "reading-prompt")
+        controller.stop()
+        await turn
+
+        history = controller.history
+        if history is not None:
+            long_id = _long_conversation(ember_paths().history_db)
+            await controller.open_conversation(long_id)
+            window.show_context_cut(10)  # a small context keeps the last two days
+            await _settle(0.6)
+            shoot(window, "long-conversation-divider")
+            window.resize(*SMALL_SIZE)
+            await _settle(0.6)
+            shoot(window, "window-800x600")
+            window.resize(*DEFAULT_SIZE)
 
         await controller.new_conversation()
         await controller.send("What's the weather in Paris?")
@@ -165,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
-    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     with tempfile.TemporaryDirectory(prefix="ember-shots-") as home:
         os.environ["EMBER_HOME"] = home  # no user history, settings or appearance is read or touched
         import qasync

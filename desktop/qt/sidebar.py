@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
@@ -127,6 +128,12 @@ class HistorySidebar(QFrame):
         body = QVBoxLayout()
         body.setContentsMargins(SPACING // 2, SPACING // 2, SPACING // 2, SPACING // 2)
         body.setSpacing(SPACING // 2)
+        self.empty_label = QLabel(self)
+        self.empty_label.setObjectName("EmptySidebar")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.hide()
+        body.addWidget(self.empty_label)
         body.addWidget(self.list, 1)
         body.addWidget(self.undo_bar)
         layout = QVBoxLayout(self)
@@ -160,6 +167,9 @@ class HistorySidebar(QFrame):
                 self.list.show_conversations(found[: self._page_limit], current)
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't read the history: {exc}")
+        empty = self.list.count() == 0
+        self.empty_label.setText("No matches" if query else "No conversations yet.\nThey appear here as you chat.")
+        self.empty_label.setVisible(empty)
 
     def _on_scrolled(self, value: int) -> None:
         bar = self.list.verticalScrollBar()
@@ -227,10 +237,12 @@ class HistorySidebar(QFrame):
         self.refresh()
 
     def _ask_delete(self, title: str) -> bool:
-        answer = QMessageBox.question(
-            self, "Delete conversation", f"Delete “{title}”?\n\nYou can undo this for a few seconds.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Yes
+        box = QMessageBox(QMessageBox.Icon.Question, "Delete conversation",
+                          f"Delete “{title}”?\n\nYou can undo this for a few seconds.", parent=self)
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
+        box.exec()
+        return box.clickedButton() is delete
 
     def _show_context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)

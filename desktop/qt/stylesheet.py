@@ -69,6 +69,10 @@ def _chrome(p: Palette, body_pt: float) -> str:
     QStatusBar {{ background: {p.window}; color: {p.muted}; border-top: 1px solid {p.border};
                   font-size: {_pt(body_pt, "caption")}; }}
     QStatusBar QLabel {{ color: {p.muted}; }}
+    #ServeToggle {{ font-size: {_pt(body_pt, "caption")}; color: {p.muted}; border: 1px solid transparent;
+                    border-radius: {RADIUS_SM}px; padding: 0px 6px; background: transparent; }}
+    #ServeToggle:hover {{ background: {p.surface_alt}; color: {p.text}; }}
+    #ServeToggle::menu-indicator {{ image: none; width: 0px; }}
     QStatusBar::item {{ border: none; }}
     QSplitter::handle {{ background: {p.border}; }}
     QSplitter::handle:horizontal {{ width: 1px; }}
@@ -106,22 +110,43 @@ def _messages(p: Palette, body_pt: float) -> str:
     #ThinkingHeader {{ border: none; border-radius: {RADIUS_SM}px; padding: 3px 8px 3px 4px; color: {p.muted};
                        font-size: {_pt(body_pt, "small")}; background: transparent; }}
     #ThinkingHeader:hover {{ color: {p.text}; background: {p.surface_alt}; }}
-    #ThinkingHeader:focus {{ color: {p.text}; border: 2px solid {p.accent}; }}
+    #ThinkingHeader:focus {{ color: {p.text}; border: 2px solid {p.accent}; padding: 1px 6px 1px 2px; }}
     #ThinkingBody {{ background: transparent; border: none; border-left: 2px solid {p.border};
                      color: {p.muted}; font-size: {_pt(body_pt, "small")}; padding-left: {SPACE_SM}px; }}
     #MessageAction, #HistoryMenuButton, #IconButton {{ border: 1px solid transparent; border-radius: {RADIUS_SM}px;
                        padding: 3px; color: {p.muted}; background: transparent; }}
     #MessageAction:hover, #HistoryMenuButton:hover, #IconButton:hover {{ background: {p.surface_alt};
                        color: {p.text}; }}
-    #MessageAction:focus, #HistoryMenuButton:focus, #IconButton:focus {{ border: 2px solid {p.accent}; }}
+    #MessageAction:focus, #HistoryMenuButton:focus, #IconButton:focus {{ border: 2px solid {p.accent}; padding: 2px; }}
     #MessageAction:disabled, #IconButton:disabled {{ color: {blend(p.muted, p.surface, 0.5)}; }}
-    #HistoryMenuButton::menu-indicator {{ image: none; width: 0px; }}
+    #HistoryMenuButton::menu-indicator, #IconButton::menu-indicator, #ComposerOptions::menu-indicator {{
+                       image: none; width: 0px; }}
+    #ComposerOptions {{ border: 1px solid transparent; border-radius: {RADIUS_SM}px; padding: 4px; }}
+    #ComposerOptions:hover {{ background: {p.surface_alt}; }}
+    #ComposerOptions:focus {{ border: 2px solid {p.accent}; padding: 3px; }}
+    #ComposerOptions[active="true"] {{ background: {p.accent_soft}; }}
+    #ToolCallCard {{ background: {p.surface_alt}; border: 1px solid {p.border}; border-radius: {RADIUS_MD}px; }}
+    #ToolCallCard[asking="true"] {{ background: {p.surface}; border: 1px solid {p.accent}; }}
+    #ToolCallCard:focus {{ border: 2px solid {p.accent}; }}
+    #ToolCallCard[asking="false"] {{ background: transparent; border: 1px solid transparent; }}
+    #ToolSummary {{ border: none; border-radius: {RADIUS_SM}px; padding: 3px 8px 3px 4px; color: {p.muted};
+                    font-size: {_pt(body_pt, "small")}; background: transparent; }}
+    #ToolSummary:hover {{ color: {p.text}; background: {p.surface_alt}; }}
+    #ToolSummary:focus {{ color: {p.text}; border: 2px solid {p.accent}; padding: 1px 6px 1px 2px; }}
+    #ToolTitle {{ font-weight: 600; }}
+    #ToolArguments {{ background: {p.surface}; border: 1px solid {p.border}; border-radius: {RADIUS_SM}px;
+                      color: {p.text}; }}
+    #ToolStatus, #ToolNotice, #WaitingIndicator {{ color: {p.muted}; }}
+    #NoticeDetails {{ font-family: monospace; }}
+    #SheetHeading {{ font-weight: 600; color: {p.text}; padding-top: 6px; }}
+    #ShortcutKeys {{ color: {p.muted}; }}
+    #EmptySidebar {{ color: {p.muted}; }}
     #EmptyTitle {{ font-size: {_pt(body_pt, "display")}; font-weight: 600; color: {p.text}; }}
     #EmptyModel {{ color: {p.muted}; }}
     #ExamplePrompt {{ text-align: left; padding: {SPACE_MD}px; border: 1px solid {p.border};
                       border-radius: {RADIUS_MD}px; background: {p.surface}; color: {p.text}; }}
     #ExamplePrompt:hover {{ background: {p.surface_alt}; border: 1px solid {blend(p.border, p.text, 0.2)}; }}
-    #ExamplePrompt:focus {{ border: 2px solid {p.accent}; }}
+    #ExamplePrompt:focus {{ border: 2px solid {p.accent}; padding: {SPACE_MD - 1}px; }}
     #ShortcutHints {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; }}
     #ContextDivider {{ color: {p.muted}; border-top: 1px solid {p.border}; padding-top: {SPACE_XS}px;
                        font-size: {_pt(body_pt, "caption")}; }}
@@ -141,34 +166,37 @@ def _notices(p: Palette) -> str:
 
 
 def _controls(p: Palette, body_pt: float) -> str:
+    # A focused control's border is 1 px wider; its padding is 1 px narrower, so the room for
+    # its text never changes with the state (Qt sizes a button for its unfocused look).
     return f"""
-    QPushButton {{ border: 1px solid {p.border}; border-radius: {RADIUS_SM}px; padding: 5px 12px;
+    QPushButton {{ border: 1px solid {p.border}; border-radius: {RADIUS_SM}px; padding: 5px 14px;
                    background: {p.surface}; color: {p.text}; }}
     QPushButton:hover {{ background: {p.surface_alt}; }}
-    QPushButton:focus {{ border: 2px solid {p.accent}; }}
+    QPushButton:focus {{ border: 2px solid {p.accent}; padding: 4px 13px; }}
     QPushButton:disabled {{ color: {blend(p.muted, p.surface, 0.45)}; }}
     QPushButton:default, QPushButton[kind="primary"], #SendButton {{ background: {p.accent}; color: {p.accent_text};
-                   border: 1px solid {p.accent}; border-radius: {RADIUS_MD}px; padding: 6px 14px; font-weight: 600; }}
+                   border: 1px solid {p.accent}; }}
     QPushButton:default:hover, QPushButton[kind="primary"]:hover, #SendButton:hover {{
                    background: {blend(p.accent, p.text, 0.12)}; }}
-    QPushButton:default:focus, QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text}; }}
+    QPushButton:default:focus, QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text};
+                   padding: 4px 13px; }}
     #SendButton:disabled {{ background: {p.surface_alt}; color: {blend(p.muted, p.surface, 0.3)};
                             border: 1px solid {p.border}; }}
     #SendButton[busy="true"] {{ background: {p.surface}; color: {p.text}; border: 1px solid {p.border}; }}
     #ModelButton {{ border: 1px solid {p.border}; border-radius: {RADIUS_LG}px; padding: 4px 12px 4px 8px;
                     background: {p.surface}; color: {p.text}; font-weight: 600; }}
     #ModelButton:hover {{ background: {p.surface_alt}; }}
-    #ModelButton:focus {{ border: 2px solid {p.accent}; }}
+    #ModelButton:focus {{ border: 2px solid {p.accent}; padding: 3px 11px 3px 7px; }}
     #ModelButton::menu-indicator {{ image: none; width: 0px; }}
     #ReplyFormatButton {{ border: 1px solid transparent; border-radius: {RADIUS_SM}px; padding: 4px 8px;
                           color: {p.muted}; background: transparent; font-size: {_pt(body_pt, "small")}; }}
     #ReplyFormatButton:hover {{ background: {p.surface_alt}; color: {p.text}; }}
-    #ReplyFormatButton:focus {{ border: 2px solid {p.accent}; color: {p.text}; }}
+    #ReplyFormatButton:focus {{ border: 2px solid {p.accent}; color: {p.text}; padding: 3px 7px; }}
     #ReplyFormatButton::menu-indicator {{ image: none; width: 0px; }}
     #ContextMeter {{ border: 1px solid transparent; border-radius: {RADIUS_SM}px; padding: 3px 6px;
                      color: {p.muted}; background: transparent; font-size: {_pt(body_pt, "small")}; }}
     #ContextMeter:hover {{ background: {p.surface_alt}; color: {p.text}; }}
-    #ContextMeter:focus {{ border: 2px solid {p.accent}; }}
+    #ContextMeter:focus {{ border: 2px solid {p.accent}; padding: 2px 5px; }}
     #ContextMeter[over="true"] {{ color: {p.error_text}; }}
     #ContextMeter::menu-indicator {{ image: none; width: 0px; }}
     #LoadingBar {{ border: none; background: {p.surface_alt}; border-radius: 2px; }}

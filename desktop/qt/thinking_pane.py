@@ -1,7 +1,9 @@
 """The collapsible pane that shows a reply's raw thinking.
 
-Collapsed by default. The header counts "Thinking… Ns" while thinking streams and says
-"Thought for Ns" afterwards. The body is plain text exactly as the model wrote it, never
+While the model thinks the pane is open and its text streams (unless the user closed one
+before: that choice is remembered, `ThinkingPane.open_while_thinking`); when the answer
+begins it folds to its header. The header counts "Thinking… Ns" while thinking streams and
+says "Thought for Ns" afterwards. The body is plain text exactly as the model wrote it, never
 Markdown and never filtered: scaffolding inside thinking stays visible here on purpose.
 """
 
@@ -47,6 +49,9 @@ class ThinkingPane(QFrame):
     """
 
     toggled = Signal(bool)
+    # Whether thinking streams in the open; the user's last choice, saved with the window state.
+    open_while_thinking = True
+    on_preference_changed: Callable[[bool], None] = staticmethod(lambda _open: None)
 
     def __init__(self, parent: QWidget | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(parent)
@@ -56,6 +61,7 @@ class ThinkingPane(QFrame):
         self._column = 0  # length of the displayed last line
         self._started: float | None = None
         self._ended: float | None = None
+        self._auto_open = False  # opened by streaming (not by the user): folds when thinking ends
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
         self._timer.timeout.connect(self.tick)
@@ -79,6 +85,7 @@ class ThinkingPane(QFrame):
         header.setAccessibleName("Thinking")
         header.setAccessibleDescription("Shows or hides the model's raw thinking")
         header.toggled.connect(self._on_header_toggled)
+        header.clicked.connect(lambda: self.user_toggled(header.isChecked()))  # clicks only, never the stream
         header.setText(thinking_label(0, running=True))
         return header
 
@@ -120,6 +127,9 @@ class ThinkingPane(QFrame):
         if self._started is None:
             self._started = self._clock()
             self._timer.start()
+            if ThinkingPane.open_while_thinking and not self.expanded:
+                self._auto_open = True
+                self.set_expanded(True)
         self._raw.append(text)
         bar = self.body.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
@@ -142,6 +152,9 @@ class ThinkingPane(QFrame):
         self._ended = self._clock()
         self._timer.stop()
         self.tick()
+        if self._auto_open:
+            self._auto_open = False
+            self.set_expanded(False)
 
     def show_stored(self, text: str) -> None:
         """Show a stored reply's thinking, finished, without timing it."""
@@ -175,6 +188,17 @@ class ThinkingPane(QFrame):
         if expanded:
             self._fit_body()
         self.toggled.emit(expanded)
+
+    def user_toggled(self, expanded: bool) -> None:
+        """The user opened or closed the pane (not the stream): remembered while it thinks."""
+        if self.running:
+            self._remember(expanded)
+
+    def _remember(self, expanded: bool) -> None:
+        self._auto_open = False  # the user's choice now: the pane stays as they left it
+        if ThinkingPane.open_while_thinking != expanded:
+            ThinkingPane.open_while_thinking = expanded
+            ThinkingPane.on_preference_changed(expanded)
 
     def refresh_style(self) -> None:
         """Theme or text size changed: recolour the chevron, refit the open body."""

@@ -1,9 +1,11 @@
-"""The tool approval card, the cards' area above the composer, and the per-conversation toggle.
+"""Tool calls inline in the reply: the approval card, its folded "Used calculator → 42" line, the switches.
 
-A card shows the tool's name and its full arguments (indented JSON, selectable, scrolled
-rather than cut when long) and, while the call waits, Approve / Deny / Always allow.
-Keyboard: the card takes focus when it asks; Enter presses the focused button (Approve
-by default), Y approves, N denies, A always allows; Alt+A / Alt+D / Alt+W work too.
+A card sits in the reply that made the call. While the call waits it shows the tool's name
+and its full arguments (indented JSON, selectable, scrolled rather than cut when long) and
+Approve / Always allow / Deny. Keyboard: the card takes focus when it asks; Enter presses
+the focused button (Approve by default), Y approves, N denies, A always allows; Alt+A /
+Alt+W / Alt+D work too. Once the call has an outcome the card folds into one line that
+opens again on a click; a reopened conversation redraws them from the stored activity.
 
     install_tools(window, controller, make_tools)   # after window.bind(controller)
 """
@@ -13,17 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QAction, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
-    QCheckBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,7 +34,11 @@ from PySide6.QtWidgets import (
 
 from desktop.core.controller import ChatController
 from desktop.core.tool_turns import ToolTurns, default_tools
+from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import SlicedPlainText, bounded_label_text, display_line_count, needs_bulk_view
+from desktop.qt.composer import ComposerBar
+from desktop.qt.icons import set_icon
+from desktop.qt.theme import SPACE_MD, SPACE_SM
 from engine.errors import ConfigError
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
@@ -42,10 +49,64 @@ from models.library.paths import ember_paths
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
 NAME_MAX_CHARS = 80
+SUMMARY_RESULT_CHARS = 60  # "Used calculator → 42": the result's first line, this long at most
+
+
+class ElidingToolButton(QToolButton):
+    """A text-beside-icon button whose one-line text is elided at the right to the width it gets."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(text)
+        self.updateGeometry()
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        return QSize(self._chrome() + self.fontMetrics().horizontalAdvance(self._full) + 2, hint.height())
+
+    def _chrome(self) -> int:
+        """What the icon, the padding and the frame take beside the text (the style's own measure)."""
+        return super().sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(120, self.sizeHint().width()), self.sizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        room = max(20, self.width() - self._chrome())
+        self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room))
+
+
+def outcome_summary(name: str, approval: str, result: str, error: bool) -> str:
+    """The one line a finished call folds into: "Used calculator → 42"."""
+    if approval == "denied":
+        return f"Denied {name}"
+    first = next((line.strip() for line in result.splitlines() if line.strip()), "")
+    if len(first) > SUMMARY_RESULT_CHARS:
+        first = first[:SUMMARY_RESULT_CHARS - 1] + "…"
+    if error:
+        return f"{name} failed" + (f": {first}" if first else "")
+    return f"Used {name}" + (f" → {first}" if first else "")
 
 
 class ToolCallCard(QFrame):
-    """One tool call.
+    """One tool call, inline in the reply that made it.
+
+    While it asks: the tool's name, its full arguments and Approve / Always allow / Deny.
+    Once it has an outcome it folds into one line ("Used calculator → 42") that opens to show
+    the arguments and the whole result again.
 
     Signals:
         decided(object): the user chose a `Decision`.
@@ -57,13 +118,22 @@ class ToolCallCard(QFrame):
         super().__init__(parent)
         self.call = call
         self.setObjectName("ToolCallCard")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setAccessibleName(f"Tool call {call.name}")
         self.setToolTip("Enter or Y approves, N denies, A always allows this tool here")
-        layout = QVBoxLayout(self)
-        name = bounded_label_text(call.name, NAME_MAX_CHARS)
-        self.title = _plain_label(f"The model wants to run the tool “{name}” with these arguments:", self)
+        self.summary = ElidingToolButton(self)
+        self.summary.setObjectName("ToolSummary")
+        self.summary.setCheckable(True)
+        self.summary.setAutoRaise(True)
+        self.summary.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.summary.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.summary.setAccessibleName(f"Tool {bounded_label_text(call.name, NAME_MAX_CHARS)}")
+        self.summary.setAccessibleDescription("Shows or hides the tool's arguments and result")
+        self.summary.toggled.connect(self._on_summary_toggled)
+        self.summary.hide()
+        self._name = name = bounded_label_text(call.name, NAME_MAX_CHARS)
+        self.title = _plain_label(f"Run the tool “{name}” with these arguments?", self)
+        self.title.setObjectName("ToolTitle")
         # Shown a slice per event-loop turn, lines cut for display: a 1 MB argument used to freeze
         # the window for 20 s (bulk_text.py). The full text is still all there, scrolled.
         text = arguments_text(call.arguments)
@@ -73,53 +143,114 @@ class ToolCallCard(QFrame):
             self.arguments.set_text(text)
         else:
             self.arguments.setPlainText(text)  # ordinary arguments as they are (copied exactly)
+        self.arguments.setObjectName("ToolArguments")
         self.arguments.setAccessibleName("Tool arguments")
+        self.arguments.setTabChangesFocus(True)
         # As tall as the arguments (a few lines usually), scrolled rather than cut past the cap.
         lines = min(display_line_count(text) if bulk else text.count("\n") + 1, ARGUMENTS_MAX_HEIGHT) + 1
         height = lines * self.arguments.fontMetrics().lineSpacing() + 2 * self.arguments.frameWidth() + 8
         self.arguments.setFixedHeight(min(ARGUMENTS_MAX_HEIGHT, height))
         self.status = _plain_label("", self)
+        self.status.setObjectName("ToolStatus")
         self.status.hide()
         self.approve = QPushButton("&Approve", self)
+        self.always = QPushButton("Al&ways allow", self)
+        self.always.setToolTip(f"Run {name} without asking for the rest of this conversation")
         self.deny = QPushButton("&Deny", self)
-        self.always = QPushButton(f"Al&ways allow {name} here", self)
-        self.always.setToolTip("Run this tool without asking for the rest of this conversation")
+        self.approve.setProperty("kind", "primary")
+        self._buttons = (self.approve, self.always, self.deny)
+        self._lay_out()
+        self._outcome = False
+        self.set_asking(False)
+
+    def _lay_out(self) -> None:
         buttons = QHBoxLayout()
-        for button, decision in ((self.approve, Decision.APPROVE), (self.deny, Decision.DENY),
-                                 (self.always, Decision.ALWAYS)):
+        buttons.setSpacing(SPACE_SM)
+        for button, decision in ((self.approve, Decision.APPROVE), (self.always, Decision.ALWAYS),
+                                 (self.deny, Decision.DENY)):
             buttons.addWidget(button)
             button.clicked.connect(lambda _=False, d=decision: self.decide(d))
         buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE_MD, SPACE_SM, SPACE_MD, SPACE_SM)
+        layout.setSpacing(SPACE_SM)
+        layout.addWidget(self.summary, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.title)
         layout.addWidget(self.arguments)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        self._buttons = (self.approve, self.deny, self.always)
-        self.set_asking(False)
 
     def set_asking(self, asking: bool) -> None:
         for button in self._buttons:
             button.setVisible(asking)
             button.setEnabled(asking)
+        self.setProperty("asking", asking)
+        self.style().unpolish(self)
+        self.style().polish(self)
+        layout = self.layout()
+        if layout is not None:  # a frame while it asks; a plain line in the reply once folded
+            margins = (SPACE_MD, SPACE_SM, SPACE_MD, SPACE_SM) if asking or not self.summary.isVisible() \
+                else (0, 0, 0, 0)
+            layout.setContentsMargins(*margins)
         if asking:
+            self.summary.hide()
+            self.title.setText(f"Run the tool “{self._name}” with these arguments?")
+            for widget in (self.title, self.arguments):
+                widget.show()
+            self.status.hide()
             self.approve.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def show_running(self) -> None:
+        """Running without asking (the tool is always allowed here): one line until the result."""
+        if not self._outcome:
+            self._fold(f"Running {self._name}…")
 
     @property
     def asking(self) -> bool:
         return self.approve.isEnabled()
+
+    @property
+    def expanded(self) -> bool:
+        return not self.arguments.isHidden()
 
     def decide(self, decision: Decision) -> None:
         if not self.asking:
             return
         self.set_asking(False)
         self.set_status({Decision.APPROVE: "Approved — running…", Decision.DENY: "Denied",
-                         Decision.ALWAYS: f"Approved — {bounded_label_text(self.call.name, NAME_MAX_CHARS)} "
-                                          "is always allowed here"}[decision])
+                         Decision.ALWAYS: f"Approved — {self._name} is always allowed here"}[decision])
+        if decision is not Decision.DENY:
+            self._fold(f"Running {self._name}…")
         self.decided.emit(decision)
 
     def set_status(self, text: str) -> None:
         self.status.setText(text)
         self.status.show()
+
+    def show_outcome(self, approval: str, result: str = "", error: bool = False) -> None:
+        """The call ended: fold into its one-line summary (the details stay one click away)."""
+        self.set_asking(False)
+        self._outcome = True
+        if approval == "denied":
+            self.set_status("Denied")
+        else:
+            self.set_status(("Failed: " if error else "Result: ") + bounded_label_text(result, RESULT_PREVIEW_CHARS))
+        self._fold(outcome_summary(self._name, approval, result[:SUMMARY_RESULT_CHARS * 4], error))
+
+    def _fold(self, summary: str) -> None:
+        self.summary.set_full_text(summary)
+        self.summary.show()
+        layout = self.layout()
+        if layout is not None:
+            layout.setContentsMargins(0, 0, 0, 0)
+        self.title.setText(f"Arguments for {self._name}:")
+        self.summary.setChecked(False)
+        self._on_summary_toggled(False)
+
+    def _on_summary_toggled(self, open_: bool) -> None:
+        set_icon(self.summary, "chevron_down" if open_ else "chevron_right", current_palette().muted, 14)
+        for widget in (self.title, self.arguments, self.status):
+            widget.setVisible(open_ and (widget is not self.status or bool(self.status.text())))
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
@@ -138,6 +269,22 @@ class ToolCallCard(QFrame):
             super().keyPressEvent(event)
 
 
+def stored_tool_cards(records: object, parent: QWidget | None = None) -> list[ToolCallCard]:
+    """The folded cards of a stored reply's tool activity (its `stats["tools"]` records)."""
+    cards: list[ToolCallCard] = []
+    for record in records if isinstance(records, list) else []:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(record, dict):
+            continue
+        rec = cast(dict[str, Any], record)
+        arguments = rec.get("arguments")
+        call = ToolCall(str(rec.get("id", "")), str(rec.get("name", "tool")),
+                        cast(dict[str, Any], arguments) if isinstance(arguments, dict) else {})
+        card = ToolCallCard(call, parent)
+        card.show_outcome(str(rec.get("approval", "")), str(rec.get("result", "")), bool(rec.get("error")))
+        cards.append(card)
+    return cards
+
+
 def _plain_label(text: str, parent: QWidget) -> QLabel:
     label = QLabel(text, parent)
     label.setTextFormat(Qt.TextFormat.PlainText)  # names and results come from the model or a tool
@@ -146,15 +293,29 @@ def _plain_label(text: str, parent: QWidget) -> QLabel:
     return label
 
 
-class ToolCardArea(QWidget):
-    """The cards of the turn in progress; the `ToolPrompter` the tool turns ask through."""
+class ToolHost(Protocol):
+    """Where a turn's cards go: the reply being written (`AssistantMessage.add_tool_widget`)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def add_tool_widget(self, widget: QWidget) -> None: ...
+
+
+class ToolCardArea(QWidget):
+    """The `ToolPrompter` the tool turns ask through: each card goes inline into the reply.
+
+    `host()` names the reply being written; the area itself is a fallback strip above the
+    composer, shown only if a call ever arrives with no reply to hold it.
+    """
+
+    def __init__(self, host: Callable[[], ToolHost | None] = lambda: None, parent: QWidget | None = None,
+                 reveal: Callable[[QWidget], None] = lambda _w: None) -> None:
         super().__init__(parent)
         self.setObjectName("ToolCardArea")
+        self._host = host
+        self._reveal = reveal
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(8, 4, 8, 4)
         self.cards: dict[str, ToolCallCard] = {}
+        self.notices: list[QLabel] = []
         self._waiting: dict[str, asyncio.Future[Decision]] = {}
         self.hide()
 
@@ -166,19 +327,19 @@ class ToolCardArea(QWidget):
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._waiting[call.id] = answer
         card.set_asking(True)
+        self._reveal(card)
         return answer
 
     def show_outcome(self, event: ToolResult | ToolDenied | ToolLimit) -> None:
         match event:
-            case ToolResult(id=call_id, content=content, error=error):
+            case ToolResult(id=call_id, content=content, error=error, approval=approval):
                 card = self.cards.get(call_id)
                 if card is not None:
-                    card.set_status(("Failed: " if error else "Result: ") +
-                                    bounded_label_text(content, RESULT_PREVIEW_CHARS))
+                    card.show_outcome(approval, content, error)
             case ToolDenied(id=call_id):
                 card = self.cards.get(call_id)
                 if card is not None:
-                    card.set_status("Denied")
+                    card.show_outcome("denied")
             case ToolLimit(rounds=rounds):
                 self.show_notice(f"Stopped after {rounds} rounds of tool calls.")
 
@@ -186,14 +347,19 @@ class ToolCardArea(QWidget):
         """One line about the tools themselves (a server that could not start, the round limit)."""
         label = _plain_label(bounded_label_text(text, RESULT_PREVIEW_CHARS), self)
         label.setObjectName("ToolNotice")
-        self._layout.addWidget(label)
-        self.show()
+        self.notices.append(label)
+        self._place(label)
 
     def clear(self) -> None:
+        """A new turn: open questions are denials; earlier cards stay in their replies."""
         for answer in self._waiting.values():
             answer.cancel()  # the turn went away: an open question is a denial
         self._waiting.clear()
+        for card in self.cards.values():
+            if card.asking:
+                card.show_outcome("denied")
         self.cards.clear()
+        self.notices.clear()
         while (item := self._layout.takeAt(0)) is not None:
             widget = item.widget()
             if widget is not None:
@@ -203,11 +369,19 @@ class ToolCardArea(QWidget):
     def _card(self, call: ToolCall) -> ToolCallCard:
         card = self.cards.get(call.id)
         if card is None:
-            card = self.cards[call.id] = ToolCallCard(call, self)
+            card = self.cards[call.id] = ToolCallCard(call)
             card.decided.connect(lambda decision, call_id=call.id: self._on_decided(call_id, decision))
-            self._layout.addWidget(card)
-            self.show()
+            card.show_running()
+            self._place(card)
         return card
+
+    def _place(self, widget: QWidget) -> None:
+        host = self._host()
+        if host is not None:
+            host.add_tool_widget(widget)
+        else:
+            self._layout.addWidget(widget)
+            self.show()
 
     def _on_decided(self, call_id: str, decision: Decision) -> None:
         answer = self._waiting.pop(call_id, None)
@@ -215,25 +389,13 @@ class ToolCardArea(QWidget):
             answer.set_result(decision)
 
 
-class ToolsToggle(QCheckBox):
-    """Offer tools in this conversation (stored with it)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("Tools", parent)
-        self.setObjectName("ToolsToggle")
-        self.setToolTip("Let the model use tools in this conversation; each call asks you first")
-
-
-def _mcp_menu(parent: QWidget, turns: ToolTurns) -> QToolButton | None:
+def _mcp_menu(parent: QWidget, turns: ToolTurns) -> QMenu | None:
     """A menu of the configured MCP servers, each switchable for this conversation."""
     if turns.mcp is None or not turns.mcp.names:
         return None
-    button = QToolButton(parent)
-    button.setObjectName("McpServers")
-    button.setText("MCP")
-    button.setToolTip("MCP servers this conversation may use (each starts when first needed)")
-    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-    menu = QMenu(button)
+    menu = QMenu("MCP servers", parent)
+    menu.setObjectName("McpServers")
+    menu.setToolTip("MCP servers this conversation may use (each starts when first needed)")
     for name in turns.mcp.names:
         action = menu.addAction(name)
         action.setCheckable(True)
@@ -247,18 +409,14 @@ def _mcp_menu(parent: QWidget, turns: ToolTurns) -> QToolButton | None:
             action.blockSignals(False)
 
     menu.aboutToShow.connect(sync)
-    button.setMenu(menu)
-    return button
+    return menu
 
 
-def _allowed_menu(parent: QWidget, turns: ToolTurns) -> QToolButton:
+def _allowed_menu(parent: QWidget, turns: ToolTurns) -> QMenu:
     """The tools always allowed in this conversation; unticking one makes it ask again."""
-    button = QToolButton(parent)
-    button.setObjectName("AllowedTools")
-    button.setText("Allowed")
-    button.setToolTip("Tools that run without asking in this conversation (untick to be asked again)")
-    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-    menu = QMenu(button)
+    menu = QMenu("Always allowed", parent)
+    menu.setObjectName("AllowedTools")
+    menu.setToolTip("Tools that run without asking in this conversation (untick to be asked again)")
 
     def revoke(name: str) -> None:
         permissions = turns.permissions()
@@ -277,8 +435,7 @@ def _allowed_menu(parent: QWidget, turns: ToolTurns) -> QToolButton:
             menu.addAction("No tool is always allowed here").setEnabled(False)
 
     menu.aboutToShow.connect(rebuild)
-    button.setMenu(menu)
-    return button
+    return menu
 
 
 def _load_mcp() -> McpServers | None:
@@ -292,32 +449,41 @@ def _load_mcp() -> McpServers | None:
 def install_tools(window: QWidget, controller: ChatController,
                   make_tools: Callable[[Sequence[str]], ToolSet] = default_tools,
                   mcp: McpServers | None = None) -> ToolTurns:
-    """Add the toggle and the card area to a bound window and route tool turns through them.
+    """Route a bound window's tool turns through cards inline in its replies.
 
-    `window` is the main window: its `composer` and `header` are where the area and toggle go.
+    The switches (Tools, Grant a folder…, Always allowed, MCP servers) go into the composer's
+    options menu: they are settings of the open conversation, not of the window.
     """
-    composer: QWidget = getattr(window, "composer")  # noqa: B009 - MainWindow's public parts
-    header: QWidget = getattr(window, "header")  # noqa: B009
-    area = ToolCardArea(window)
+    composer = cast(ComposerBar, getattr(window, "composer"))  # noqa: B009 - MainWindow's public parts
+    conversation = getattr(window, "conversation", None)
+    last_reply = getattr(window, "last_reply", lambda: None)
+
+    def reveal(card: QWidget) -> None:
+        if conversation is not None:
+            conversation.ensureWidgetVisible(card, 0, 48)
+
+    area = ToolCardArea(last_reply, window, reveal)
     holder = composer.parentWidget()
-    column = holder.layout() if holder is not None else None
-    if isinstance(column, QVBoxLayout):
-        column.insertWidget(column.indexOf(composer), area)
-    toggle = ToolsToggle(header)
-    grant = QPushButton("Folders…", header)
-    grant.setObjectName("GrantFolder")
-    grant.setToolTip("Let the file tools read a folder in this conversation")
-    row = header.layout()
-    if isinstance(row, QHBoxLayout):
-        row.insertWidget(max(0, row.count() - 1), toggle)
-        row.insertWidget(max(0, row.count() - 1), grant)
+    chat = holder.parentWidget() if holder is not None else None
+    column = chat.layout() if chat is not None else None
+    if isinstance(column, QVBoxLayout) and holder is not None:
+        column.insertWidget(column.indexOf(holder), area)  # the fallback strip, above the composer row
     turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
-    servers = _mcp_menu(header, turns)
-    allowed = _allowed_menu(header, turns)
-    if isinstance(row, QHBoxLayout):
-        for extra in (servers, allowed):
-            if extra is not None:
-                row.insertWidget(max(0, row.count() - 1), extra)
+    menu = composer.options_menu
+    menu.addSection("Tools")
+    toggle = QAction("Let the model use tools", menu)
+    toggle.setObjectName("ToolsToggle")
+    toggle.setCheckable(True)
+    toggle.setToolTip("Let the model use tools in this conversation; each call asks you first")
+    menu.addAction(toggle)
+    grant = QAction("Grant a folder to the file tools…", menu)
+    grant.setObjectName("GrantFolder")
+    menu.addAction(grant)
+    allowed = _allowed_menu(menu, turns)
+    menu.addMenu(allowed)
+    servers = _mcp_menu(menu, turns)
+    if servers is not None:
+        menu.addMenu(servers)
     closing = getattr(window, "closing", None)
     if closing is not None:
         closing.connect(turns.close)  # the MCP servers stop with the window
@@ -328,14 +494,19 @@ def install_tools(window: QWidget, controller: ChatController,
             turns.grant_folder(folder)
             grant.setToolTip("Granted: " + ", ".join(turns.folders()))
 
-    grant.clicked.connect(choose_folder)
+    grant.triggered.connect(choose_folder)
 
     def sync_toggle() -> None:
         toggle.blockSignals(True)
         toggle.setChecked(turns.enabled)
         toggle.blockSignals(False)
+        composer.set_option_active("tools", turns.enabled)
 
-    toggle.toggled.connect(turns.set_enabled)
+    def set_enabled(on: bool) -> None:
+        turns.set_enabled(on)
+        composer.set_option_active("tools", on)
+
+    toggle.toggled.connect(set_enabled)
     turns.on_conversation_changed = sync_toggle
     sync_toggle()
     controller.tool_turns = turns

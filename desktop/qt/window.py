@@ -10,39 +10,47 @@ from __future__ import annotations
 
 from functools import partial
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton,
+    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QMainWindow,
-    QMenu,
+    QPlainTextEdit,
     QPushButton,
     QSplitter,
     QStatusBar,
+    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 from qasync import asyncSlot
 
 from desktop.core.controller import ChatController, ReplySink, TurnFailure
+from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.appearance import ThemeManager
 from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.composer import ComposerBar
 from desktop.qt.context_meter import ContextMeter
 from desktop.qt.conversation_view import ConversationView
+from desktop.qt.focus import tab_focus_only
 from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
-from desktop.qt.icons import recolour, themed_icon
+from desktop.qt.icons import recolour, set_icon_scale, themed_icon
 from desktop.qt.message_view import AssistantMessage, prewarm
+from desktop.qt.shortcuts_sheet import show_shortcuts_sheet
 from desktop.qt.style import CONTENT_MAX_WIDTH, SPACING
 from desktop.qt.theme import ICON_PX, MODES, SPACE_MD, SPACE_SM
+from desktop.qt.window_state import WindowState
 from engine.events import TurnStats
 from engine.turns.context_policy import ContextPolicy
 
 DEFAULT_SIZE = (1040, 780)
+NARROW_WIDTH = 880  # below this the sidebar folds away by itself
 MIN_SIZE = (560, 420)
 
 
@@ -65,25 +73,45 @@ class NoticeBanner(QFrame):
         self.label.setTextFormat(Qt.TextFormat.PlainText)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setAccessibleName("Notice text")
+        self.details = QLabel(self)
+        self.details.setObjectName("NoticeDetails")
+        self.details.setWordWrap(True)
+        self.details.setTextFormat(Qt.TextFormat.PlainText)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.setAccessibleName("Notice details")
+        self.details.hide()
+        self.details_button = QPushButton("Details", self)
+        self.details_button.setCheckable(True)
+        self.details_button.setAccessibleName("Show the details")
+        self.details_button.toggled.connect(self.details.setVisible)
         self.choose_button = QPushButton("Choose model…", self)
         self.choose_button.setAccessibleName("Choose another model")
         self.choose_button.clicked.connect(self.chooseModelRequested)
         self.dismiss_button = icon_button(self, "IconButton", "close", "Dismiss notice", "Dismiss")
         self.dismiss_button.clicked.connect(self.hide)
+        text = QVBoxLayout()
+        text.setSpacing(SPACE_SM)
+        text.addWidget(self.label)
+        text.addWidget(self.details)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACE_MD, SPACE_SM, SPACE_SM, SPACE_SM)
         layout.setSpacing(SPACE_SM)
         layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(self.choose_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addLayout(text, 1)
+        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(self.choose_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
     def text(self) -> str:
         return self.label.text()
 
-    def show_notice(self, text: str, *, offer_models: bool = False) -> None:
+    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False) -> None:
+        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away."""
         self.label.setText(text)
+        self.details.setText(details)
+        self.details_button.setChecked(False)
+        self.details_button.setVisible(bool(details))
         self.choose_button.setVisible(offer_models)
         self.show()
 
@@ -139,16 +167,22 @@ class StatusLine(QStatusBar):
         self.device.setToolTip(info.device_note if info else "")
 
     def show_stats(self, stats: TurnStats) -> None:
+        """A reply ended: its speed (the context figure is the meter's, `show_context`)."""
         self.speed.setText(speed_text(stats))
         self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
-        if stats.context_size:
-            self.context.setText(f"Context {stats.context_used:,} / {stats.context_size:,}")
-        elif stats.context_used:
-            self.context.setText(f"Context {stats.context_used:,}")
+
+    def show_speed(self, tokens_per_s: float) -> None:
+        """The live speed while a reply streams (none: cleared)."""
+        self.speed.setText(f"{tokens_per_s:.1f} tok/s" if tokens_per_s > 0 else "")
+        self.speed.setToolTip("")
+
+    def show_context(self, text: str, tip: str) -> None:
+        """The same figure as the composer's meter: one count for the chat on screen."""
+        self.context.setText(f"Context {text}" if text else "")
+        self.context.setToolTip(tip)
 
     def clear_stats(self) -> None:
         self.speed.clear()
-        self.context.clear()
 
 
 class MainWindow(QMainWindow):
@@ -165,6 +199,7 @@ class MainWindow(QMainWindow):
     def __init__(self, parent: QWidget | None = None) -> None:
         guard_singleton_refcounts()  # before the window's signals start draining counts
         super().__init__(parent)
+        self._sidebar_folded = False  # folded by a narrow window, not by the user
         self.setWindowTitle("Ember")
         self.resize(*DEFAULT_SIZE)
         self.setMinimumSize(*MIN_SIZE)
@@ -185,6 +220,10 @@ class MainWindow(QMainWindow):
         self._install_shortcuts()
         self.notice.chooseModelRequested.connect(self._open_picker)
         self.conversation.promptChosen.connect(self._on_prompt_chosen)
+        self.header.sidebar_button.toggled.connect(self.set_sidebar_visible)
+        self.header.quit_action.triggered.connect(self.close)
+        self.header.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.state = WindowState.load()
         self._apply_theme()
         prewarm()
         self.composer.focus_edit()
@@ -217,9 +256,10 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence("Ctrl+-"), self, lambda: self.theme.zoom(-1))
         QShortcut(QKeySequence("Ctrl+0"), self, self.theme.reset_zoom)
         QShortcut(QKeySequence("Ctrl+Shift+D"), self, self.theme.toggle_dark)
+        QShortcut(QKeySequence("Ctrl+B"), self, self.header.sidebar_button.toggle)
 
     def _install_appearance_menu(self) -> None:
-        menu = QMenu(self.header.appearance_button)
+        menu = self.header.appearance_menu
         group = QActionGroup(menu)
         actions = {}
         for mode in MODES:
@@ -233,7 +273,7 @@ class MainWindow(QMainWindow):
         menu.addAction("Larger text\tCtrl+=", lambda: self.theme.zoom(+1))
         menu.addAction("Smaller text\tCtrl+-", lambda: self.theme.zoom(-1))
         menu.addAction("Default text size\tCtrl+0", self.theme.reset_zoom)
-        self.header.set_appearance_menu(menu, group, actions)
+        self.header.set_appearance_menu(group, actions)
 
     def _on_mode_chosen(self, mode: str, _checked: bool = False) -> None:
         if mode in MODES:
@@ -256,7 +296,30 @@ class MainWindow(QMainWindow):
         self.splitter.replaceWidget(0, widget)
         self.sidebar.deleteLater()
         self.sidebar = widget
-        widget.show()
+        widget.setVisible(self.header.sidebar_button.isChecked())
+
+    def set_sidebar_visible(self, visible: bool) -> None:
+        """Show or hide the sidebar (the header's switch, Ctrl+B); the conversation takes the room."""
+        self._sidebar_folded = False  # the user's choice from now on
+        if self.header.sidebar_button.isChecked() != visible:
+            self.header.sidebar_button.setChecked(visible)  # comes back here through `toggled`
+            return
+        self.sidebar.setVisible(visible)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # A narrow window gives the conversation the room: the sidebar folds away (and comes
+        # back when the window widens again, unless the user chose otherwise meanwhile).
+        narrow = self.width() < NARROW_WIDTH
+        button = self.header.sidebar_button
+        if narrow and button.isChecked() and not self._sidebar_folded:
+            self.set_sidebar_visible(False)
+            self._sidebar_folded = True
+        elif not narrow and self._sidebar_folded:
+            self.set_sidebar_visible(True)
+
+    def show_shortcuts(self) -> None:
+        show_shortcuts_sheet(self)
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -267,6 +330,7 @@ class MainWindow(QMainWindow):
         self.header.new_chat.clicked.connect(self._on_new_conversation)
         self.conversation.failureAction.connect(self._on_failure_action)
         self.context_meter = ContextMeter(controller, self.composer)
+        self.context_meter.shown.connect(self.status.show_context)
         self.composer.add_tool(self.context_meter)
         self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
         if controller.model is not None:
@@ -285,8 +349,14 @@ class MainWindow(QMainWindow):
         self.context_meter.recount()
 
     def _on_stop(self) -> None:
-        if self._controller is not None:
-            self._controller.stop()
+        if self._controller is None or not self.composer.busy:
+            return
+        self.composer.set_stopping()  # at once: the reply itself ends within a token
+        reply = self.last_reply()
+        if reply is not None:
+            reply.stopping()
+        self._controller.stop()
+        self.focus_composer()
 
     @asyncSlot()
     async def _on_new_conversation(self) -> None:
@@ -320,6 +390,9 @@ class MainWindow(QMainWindow):
             previous.reveal.pin(False)
         reply = self.conversation.start_reply(self._model_label)
         reply.reveal.pin(True)  # the newest answer's Copy and Regenerate show without hovering
+        reply.speedChanged.connect(self.status.show_speed)
+        reply.start_waiting()
+        self.status.show_speed(0.0)  # the previous reply's figure would be stale now
         self.replyStarted.emit(reply)
         return reply
 
@@ -331,19 +404,33 @@ class MainWindow(QMainWindow):
 
     def set_busy(self, busy: bool) -> None:
         self.composer.set_busy(busy)
+        self.focus_composer()  # after Send, Stop, Regenerate, Try again: typing goes on in the box
         if not busy and self._controller is not None:
             self.context_meter.recount()
+
+    def focus_composer(self) -> None:
+        """Give the message box the focus, unless the user is typing elsewhere or a tool card asks."""
+        focused = QApplication.focusWidget()
+        if focused is not None and focused.window() is not self:
+            return  # a dialog is open
+        if focused is not None and _keeps_focus(focused):
+            return
+        self.composer.focus_edit()
 
     def show_stats(self, stats: TurnStats) -> None:
         self.status.show_stats(stats)
 
     def show_context_cut(self, resume_turn: int | None) -> None:
         self.conversation.show_context_cut(resume_turn)
+        self.context_meter.set_cut(resume_turn is not None and resume_turn > 0)
         self.context_meter.recount()
 
     def clear_conversation(self) -> None:
         self.conversation.clear()
         self.status.clear_stats()
+        if self._controller is not None:
+            self.context_meter.set_cut(False)
+            self.context_meter.recount()  # the new chat's count, not the previous one's
 
     def model_loading(self, label: str) -> None:
         self.header.show_loading(label)  # the current model keeps its place until this one is ready
@@ -362,8 +449,10 @@ class MainWindow(QMainWindow):
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()
         self.header.hide_loading()
-        self.status.show_model(self._controller.model if self._controller else None)  # the previous one
-        self.notice.show_notice(f"Couldn't load the model {label}. {message}", offer_models=True)
+        previous = self._controller.model if self._controller else None
+        self.status.show_model(previous)  # the previous one
+        self.notice.show_notice(*load_failure_text(label, message, previous.label if previous else None),
+                                offer_models=True)
 
     # -- window events ---------------------------------------------------------------------
 
@@ -374,15 +463,46 @@ class MainWindow(QMainWindow):
     def _apply_theme(self) -> None:
         """The theme or text size changed: redraw what the style sheet does not reach."""
         palette = self.theme.palette
+        sizes = self.splitter.sizes()
+        if self.sidebar.isVisible() and sizes and sizes[0] > 0:
+            # Larger text must not squeeze the sidebar: it keeps its width once the layout settles.
+            QTimer.singleShot(0, lambda: self.splitter.setSizes(sizes))
+        set_icon_scale(self.theme.appearance.text_scale)
         buttons = self.findChildren(QAbstractButton)
         recolour(buttons, palette.muted, palette.accent_text)
+        tab_focus_only(self)
         self.notice.recolour(palette.error_text)
         for reply in self.conversation.findChildren(AssistantMessage):
             reply.refresh_style()
         self.conversation.empty_state.refresh_style()
+        self.header.refit()
+        self.composer.refit()
+        align = getattr(self.sidebar, "align_top", None)
+        if align is not None:
+            align(self.header.sizeHint().height())
+
+    # -- memory ----------------------------------------------------------------------------
+
+    def restore_state(self) -> None:
+        """Size, position, the sidebar and its width as they were when the window last closed."""
+        self.state.restore(self)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        history = self._controller.history if self._controller is not None else None
+        self.state.save_from(self, history.conversation_id if history is not None else None)
         if self._controller is not None:
             self._controller.stop()  # the reply ends within a token; the app awaits shutdown
         self.closing.emit()
         super().closeEvent(event)
+
+
+def _keeps_focus(widget: QWidget) -> bool:
+    """A text field being typed in, or a tool card waiting for an answer, keeps the focus."""
+    if isinstance(widget, QLineEdit) or (isinstance(widget, QPlainTextEdit | QTextEdit) and not widget.isReadOnly()):
+        return True
+    parent: QWidget | None = widget
+    while parent is not None:
+        if parent.objectName() == "ToolCallCard" and parent.property("asking"):
+            return True
+        parent = parent.parentWidget()
+    return False

@@ -99,6 +99,7 @@ def export_markdown(store: HistoryStore, conversation_id: int) -> str:
             parts.append(f"<details>\n<summary>Thinking</summary>\n\n{msg.thinking.strip()}\n\n</details>")
         parts.extend(tool_call_lines(msg.stats.get("tools")))
         parts.append(msg.content.strip() or "*(no text)*")
+        parts.extend(source_lines(msg.stats.get("sources")))
         if msg.status not in ("complete", "streaming"):
             parts.append(f"*({msg.status})*")
     return "\n\n".join(parts) + "\n"
@@ -136,6 +137,19 @@ def code_span(text: str) -> str:
 
 def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def source_lines(records: Any) -> list[str]:
+    """The passages a reply was given (its stats' "sources"), as one Markdown list."""
+    items: list[str] = []
+    for record in cast(list[Any], records) if isinstance(records, list) else []:
+        if not isinstance(record, dict):
+            continue
+        r = cast(dict[str, Any], record)
+        page = f", page {r['page']}" if r.get("page") is not None else ""
+        path = code_span(str(r.get("path", "?")))
+        items.append(f"- [{r.get('n', '?')}] {path}{page}, characters {r.get('start', 0)}–{r.get('end', 0)}")
+    return ["**Sources**\n\n" + "\n".join(items)] if items else []
 
 
 # -- import ---------------------------------------------------------------------------

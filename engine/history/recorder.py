@@ -28,7 +28,17 @@ from types import TracebackType
 from typing import Any, Literal
 
 from engine.backends.base import Message
-from engine.events import ContentDelta, Event, Recovery, StructuredValue, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.events import (
+    ContentDelta,
+    Event,
+    Recovery,
+    Sources,
+    StructuredValue,
+    ThinkingDelta,
+    TurnDone,
+    TurnError,
+    TurnStats,
+)
 from engine.history.store import HistoryStore, title_from_text
 from engine.history.types import HistoryError, Outcome, Status, TurnKind
 from engine.turns.structured import fenced_json
@@ -57,6 +67,7 @@ class TurnRecorder:
         self._fallback_leaf: int | None = None  # the leaf to show again if no reply is kept
         self._content: list[str] = []
         self._thinking: list[str] = []
+        self._sources: list[dict[str, Any]] = []  # the passages the prompt carried, kept with the reply
         self._dirty = False
         self._last_write: float | None = None  # None: nothing written (or tried) yet
 
@@ -150,6 +161,8 @@ class TurnRecorder:
                 self._content.clear()
                 self._thinking.clear()
                 self._dirty = True
+            case Sources(sources=sources):
+                self._sources = [s.to_json() for s in sources]
             case StructuredValue(value=value):
                 # A structured turn's answer is its value, stored as the app shows it.
                 self._content[:] = [fenced_json(value)]
@@ -222,6 +235,8 @@ class TurnRecorder:
         message_stats: dict[str, Any] | None = stats.to_dict() if stats is not None else None
         if message_stats is not None and error_kind:
             message_stats |= {"error_kind": error_kind, "error_message": error_message}
+        if self._sources:
+            message_stats = (message_stats or {}) | {"sources": self._sources}
         try:
             with self.store.transaction():
                 self._finish_reply(keep, status, message_stats)

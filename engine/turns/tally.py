@@ -17,6 +17,7 @@ class Tally:
     first_piece: float | None = None
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0
     context_size: int = 0
     retries: int = 0
     stripped: int = 0
@@ -33,6 +34,7 @@ class Tally:
         """Fold in one finished (or failed) model request."""
         self.tokens += info.completion_tokens or pieces
         self.prompt_tokens = info.prompt_tokens
+        self.cached_tokens = info.cached_tokens
         self.context_size = info.context_size
         self.retries += info.retries
         self.finish_reason = info.finish_reason
@@ -46,7 +48,8 @@ class Tally:
         gen_s = now - first
         tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
         return TurnStats(
-            tokens=self.tokens, prompt_tokens=self.prompt_tokens, ttft_ms=round((first - self.started) * 1000, 1),
+            tokens=self.tokens, prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+            ttft_ms=round((first - self.started) * 1000, 1),
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
             context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,

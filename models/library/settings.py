@@ -118,8 +118,8 @@ class ModelSettings:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> ModelSettings:
-        """Settings from stored JSON: unknown keys ignored, bad values replaced by defaults."""
+    def from_json(cls, data: Mapping[str, object], base: ModelSettings | None = None) -> ModelSettings:
+        """Settings from stored JSON: unknown keys ignored, bad values replaced by `base`'s (the defaults)."""
         good: dict[str, object] = {}
         for name, check in _CHECKS.items():
             if name not in data:
@@ -131,7 +131,8 @@ class ModelSettings:
                 good[name] = value
             else:
                 log.warning("ignoring model setting %s=%r (invalid); using the default", name, value)
-        return cls(**cast(dict[str, Any], good))
+        return dataclasses.replace(base, **cast(dict[str, Any], good)) if base is not None \
+            else cls(**cast(dict[str, Any], good))
 
 
 _FLOAT_FIELDS = frozenset({"temperature", "top_p", "min_p", "repeat_penalty"})
@@ -162,14 +163,15 @@ def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
 
 
 def load_model_settings(
-    model: Path, *, n_ctx_train: int | None = None, paths: EmberPaths | None = None
+    model: Path, *, n_ctx_train: int | None = None, paths: EmberPaths | None = None,
+    defaults: ModelSettings | None = None,
 ) -> ModelSettings:
-    """Saved settings for `model` (defaults if none), capped at its training context."""
+    """Saved settings for `model` (`defaults` if none, or for what was not saved), capped at its training context."""
     stored = _stored_models(paths).get(model_key(model))
     if isinstance(stored, dict):
-        settings = ModelSettings.from_json(string_keys(cast(dict[object, object], stored)))
+        settings = ModelSettings.from_json(string_keys(cast(dict[object, object], stored)), defaults)
     else:
-        settings = ModelSettings()
+        settings = defaults or ModelSettings()
     return settings.capped(n_ctx_train)
 
 

@@ -1,0 +1,258 @@
+"""`ember docs`: collections of documents to chat with (`ember chat --docs NAME`).
+
+    ember docs add "Tax 2026" ~/Documents/tax/ receipts.pdf   # create/extend, then index
+    ember docs add Notes ~/notes --embedder ~/models/nomic-embed-text.gguf
+    ember docs list [NAME]                                    # collections, or one's files
+    ember docs reindex NAME                                   # only what changed
+    ember docs search NAME "question" [-k 8]
+    ember docs remove NAME [PATH ...]                         # the collection, or some of its roots
+
+`--json` on every subcommand. Indexing shows progress on stderr (files, pages, passages);
+Ctrl+C stops it at the next batch, keeping every file already indexed (`reindex` goes on).
+A file that cannot be read is one line naming it; the others are indexed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail, positive_int, warn
+from engine.docs.context import label, numbered
+from engine.docs.embed import LlamaEmbedder
+from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
+from engine.docs.indexer import IndexReport, Progress, index_collection, prune
+from engine.docs.sources import CollectionSource
+from engine.errors import EngineError
+from models.library.default_model import DefaultModelMissing, default_model_path
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("docs", help="collections of documents to chat with (ember chat --docs NAME)")
+    dsub = p.add_subparsers(dest="docs_command", metavar="ACTION", required=True)
+    add = dsub.add_parser("add", help="add files and folders to a collection (created if new) and index them")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("paths", metavar="PATH", nargs="+", type=Path)
+    add.add_argument("--embedder", metavar="GGUF", default=None,
+                     help="embedding model for vector search ('default': the built-in model); BM25 alone without")
+    add.add_argument("--no-index", action="store_true", help="only record the paths; index later with reindex")
+    ls = dsub.add_parser("list", help="the collections, or one collection's files")
+    ls.add_argument("name", metavar="NAME", nargs="?")
+    rm = dsub.add_parser("remove", help="remove a collection, or some of its files and folders")
+    rm.add_argument("name", metavar="NAME")
+    rm.add_argument("paths", metavar="PATH", nargs="*", type=Path)
+    rx = dsub.add_parser("reindex", help="index what changed since the last run (and finish an interrupted one)")
+    rx.add_argument("name", metavar="NAME")
+    se = dsub.add_parser("search", help="the passages a question would be given")
+    se.add_argument("name", metavar="NAME")
+    se.add_argument("query", metavar="QUESTION")
+    se.add_argument("-k", type=positive_int, default=8, help="passages to show (default 8)")
+    for parser in (add, ls, rm, rx, se):
+        parser.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with DocIndex.open(default_path()) as index:
+            match args.docs_command:
+                case "add":
+                    return _add(index, args)
+                case "list":
+                    return _list(index, args)
+                case "remove":
+                    return _remove(index, args)
+                case "reindex":
+                    return _reindex(index, index.collection(args.name), args)
+                case _:
+                    return _search(index, args)
+    except EngineError as exc:
+        return fail(str(exc))
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def _embedder_path(spec: str | None) -> str:
+    if not spec:
+        return ""
+    if spec == "default":
+        try:
+            return str(default_model_path())
+        except DefaultModelMissing as exc:
+            raise EngineError(str(exc)) from exc
+    path = Path(spec).expanduser().resolve()
+    if not path.is_file():
+        raise EngineError(f"embedding model not found: {spec}")
+    return str(path)
+
+
+def _add(index: DocIndex, args: argparse.Namespace) -> int:
+    roots = [p.expanduser().resolve() for p in args.paths]
+    for root in roots:
+        if not root.exists():
+            return fail(f"{root.name}: not found ({root})")
+    coll = index.create_collection(args.name, _embedder_path(args.embedder))
+    index.add_roots(coll, roots)
+    if args.no_index:
+        if args.json:
+            _emit(_info_json(index.info(coll)))
+        return EXIT_OK
+    return _reindex(index, coll, args)
+
+
+def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int:
+    embedder = LlamaEmbedder.load(Path(coll.embedder)) if coll.embedder else None
+    printer = _ProgressLine(sys.stderr.isatty())
+    started = time.monotonic()
+    try:
+        with _cancel_on_sigint() as cancelled:
+            report = index_collection(index, coll, embedder=embedder, progress=printer.show, cancel=cancelled)
+    finally:
+        printer.clear()
+        if embedder is not None:
+            embedder.close()
+    for _, reason in report.failed:
+        warn(reason)
+    if args.json:
+        _emit({"collection": coll.name, "seconds": round(time.monotonic() - started, 3), **report.to_json()})
+    else:
+        sys.stdout.write(_summary(coll, report) + "\n")
+    if report.cancelled:
+        warn(f"indexing stopped; files already indexed are kept (`ember docs reindex {coll.name}` goes on)")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _summary(coll: Collection, report: IndexReport) -> str:
+    parts = [f"{len(report.indexed)} indexed", f"{report.unchanged} unchanged"]
+    if report.removed:
+        parts.append(f"{report.removed} removed")
+    if report.failed:
+        parts.append(f"{len(report.failed)} could not be read")
+    return f"{coll.name}: " + ", ".join(parts) + f" ({report.chunks:,} passages, {report.pages:,} pages)"
+
+
+class _ProgressLine:
+    """One rewritten stderr line on a terminal, at most 10 times a second; nothing otherwise."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self._last = 0.0
+        self._shown = False
+
+    def show(self, p: Progress) -> None:
+        now = time.monotonic()
+        if not self.tty or now - self._last < 0.1:
+            return
+        self._last = now
+        name = Path(p.current).name[:40]
+        sys.stderr.write(f"\r\x1b[Kindexing {p.files_done}/{p.files_total} files · {p.pages:,} pages · "
+                         f"{p.chunks:,} passages · {name}")
+        sys.stderr.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+@contextmanager
+def _cancel_on_sigint() -> Iterator[Any]:
+    """Ctrl+C asks the indexer to stop at its next batch (a second one stops at once)."""
+    stop = [False]
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop[0]:
+            raise KeyboardInterrupt
+        stop[0] = True
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no handler, no cancel
+        previous = None
+    try:
+        yield lambda: stop[0]
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _info_json(info: CollectionInfo) -> dict[str, Any]:
+    return {"name": info.collection.name, "embedder": info.collection.embedder or None, "roots": list(info.roots),
+            "files": info.files, "ready": info.ready, "failed": info.failed, "indexing": info.indexing,
+            "passages": info.chunks, "vectors": info.vectors}
+
+
+def _list(index: DocIndex, args: argparse.Namespace) -> int:
+    if args.name:
+        coll = index.collection(args.name)
+        files = sorted(index.files(coll).values(), key=lambda f: f.path)
+        rows = [{"path": f.path, "status": f.status, "error": f.error or None, "pages": f.pages,
+                 "passages": f.chunks, "size": f.size} for f in files]
+        if args.json:
+            _emit({**_info_json(index.info(coll)), "file_list": rows})
+            return EXIT_OK
+        for r in rows:
+            extra = f"  {r['error']}" if r["error"] else f"  {r['passages']} passages"
+            sys.stdout.write(f"{r['status']:<9} {r['path']}{extra}\n")
+        return EXIT_OK
+    infos = [index.info(c) for c in index.collections()]
+    if args.json:
+        _emit([_info_json(i) for i in infos])
+        return EXIT_OK
+    if not infos:
+        sys.stdout.write("no collections yet (ember docs add NAME FILE_OR_FOLDER …)\n")
+    for i in infos:
+        vectors = " + vectors" if i.collection.embedder else ""
+        failed = f", {i.failed} unreadable" if i.failed else ""
+        pending = f", {i.indexing} not finished (reindex)" if i.indexing else ""
+        sys.stdout.write(f"{i.collection.name}: {i.ready} files, {i.chunks:,} passages (BM25{vectors})"
+                         f"{failed}{pending}\n")
+    return EXIT_OK
+
+
+def _remove(index: DocIndex, args: argparse.Namespace) -> int:
+    coll = index.collection(args.name)
+    if not args.paths:
+        index.remove_collection(coll)
+        if args.json:
+            _emit({"removed": coll.name})
+        return EXIT_OK
+    missing = [str(p) for p in args.paths if not index.remove_root(coll, p.expanduser().resolve())]
+    for path in missing:
+        warn(f"{Path(path).name}: not in collection {coll.name!r} (its roots: `ember docs list {coll.name}`)")
+    removed = prune(index, coll)
+    if args.json:
+        _emit({"collection": coll.name, "removed_files": removed, "not_found": missing})
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def _search(index: DocIndex, args: argparse.Namespace) -> int:
+    coll = index.collection(args.name)
+    embedder = LlamaEmbedder.load(Path(coll.embedder)) if coll.embedder else None
+    try:
+        refs = CollectionSource(index, coll, embedder).search(args.query, args.k)
+    finally:
+        if embedder is not None:
+            embedder.close()
+    refs = numbered(refs)
+    if args.json:
+        _emit([r.to_json() for r in refs])
+        return EXIT_OK
+    if not refs:
+        sys.stdout.write("no passage matches\n")
+    for r in refs:
+        preview = " ".join(r.text.split())[:200]
+        sys.stdout.write(f"[{r.n}] {label(r)} (score {r.score:.4f})\n    {preview}\n")
+    return EXIT_OK

@@ -1,0 +1,104 @@
+"""`ember serve`: the model as a local OpenAI-compatible API until Ctrl+C.
+
+    ember serve [--host 127.0.0.1] [--port 8080] [--model PATH|default] [--api-key-env VAR]
+
+Loopback by default; any other address needs an API key (`--api-key-env VAR` names the
+variable holding it), else one line and exit 2. The address is checked and bound before
+the model loads, so a port in use fails at once. The server itself is `desktop/serve/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from desktop.cli.arg_checks import ctx_arg, threads_arg
+from desktop.cli.cmd_history import open_store
+from desktop.cli.common import EXIT_OK, fail, open_backend, positive_int, run_settings, warn
+from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine
+from desktop.serve.app import ServeState
+from desktop.serve.record import ApiHistory
+from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, address, bind, check_exposure, serve
+from desktop.serve.state import defaults_for, model_id_for
+from engine.errors import ConfigError, EngineError
+from engine.runtime import Engine
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the model as a local OpenAI-compatible API")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}; "
+                                                         "anything but loopback needs --api-key-env)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
+    p.add_argument("--model", default="default", help="GGUF path or 'default' (the built-in model)")
+    p.add_argument("--backend", default="llama", help="llama (default) or script:FILE (a scripted demo)")
+    p.add_argument("--api-key-env", metavar="VAR", help="require the API key held by this environment variable")
+    p.add_argument("--queue", type=positive_int, default=DEFAULT_MAX_WAITING, metavar="N",
+                   help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429")
+    p.add_argument("--record", action="store_true", help="record API requests in the history (default: not)")
+    p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default: the model's setting)")
+    p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
+    p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
+    p.set_defaults(func=run, temperature=None, seed=None, max_tokens=None, system=None)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.backend.startswith("openai:"):
+        return fail("ember serve serves a local model: use --model PATH (or script:FILE)")
+    try:
+        key = _api_key(args.api_key_env)
+        check_exposure(args.host, key)
+        settings = run_settings(args)
+        sock = bind(args.host, args.port)
+    except EngineError as exc:
+        return fail(str(exc))
+    try:
+        backend = open_backend(argparse.Namespace(**{**vars(args), "api_key_env": None}), settings)
+    except EngineError as exc:
+        sock.close()
+        return fail(str(exc))
+    engine = Engine(backend)
+    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, settings),
+                       api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None)
+    sys.stdout.write(f"Serving {backend.name} on {address(sock)} (Ctrl+C stops)\n")
+    sys.stdout.flush()
+    try:
+        asyncio.run(_serve(state, sock))
+    finally:
+        engine.close_sync()
+    return EXIT_OK
+
+
+def _api_key(variable: str | None) -> str | None:
+    if not variable:
+        return None
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise ConfigError(f"the environment variable {variable} is not set (it should hold the API key)")
+    return key
+
+
+async def _serve(state: ServeState, sock: Any) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await serve(state, sock, stop=stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    warn(f"stopped after {state.requests} requests")

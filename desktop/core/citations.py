@@ -1,0 +1,52 @@
+"""Citations in an answer: `[n]` references made into links to the passages the prompt carried (no Qt).
+
+The window renders an answer's Markdown to HTML, then `link_citations` turns each `[n]` whose
+`n` is one of the reply's sources into a `cite:n` link (never inside code), so hovering shows
+the passage and clicking opens its file. Stored replies keep their sources in their stats
+(`stats["sources"]`, written by the history recorder); `sources_from_stats` reads them back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, cast
+
+from engine.events import SourceRef
+
+CITE_SCHEME = "cite"
+_REFERENCE = re.compile(r"\[(\d{1,4})\]")
+_CODE = re.compile(r"(<code\b.*?</code>|<pre\b.*?</pre>|<a\b.*?</a>|<[^>]*>)", re.DOTALL | re.IGNORECASE)
+
+
+def link_citations(html: str, numbers: Collection[int]) -> str:
+    """`html` with each `[n]` (n in `numbers`) in the text (not in code, links or tags) made a `cite:n` link."""
+    if not numbers or "[" not in html:
+        return html
+    parts = _CODE.split(html)
+    for i in range(0, len(parts), 2):  # the even parts are text outside code, links and tags
+        parts[i] = _REFERENCE.sub(lambda m: _link(m, numbers), parts[i])
+    return "".join(parts)
+
+
+def _link(match: re.Match[str], numbers: Collection[int]) -> str:
+    n = int(match.group(1))
+    return f'<a href="{CITE_SCHEME}:{n}">[{n}]</a>' if n in numbers else match.group(0)
+
+
+def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:
+    """The sources a stored reply kept (malformed entries are skipped)."""
+    raw = stats.get("sources")
+    out: list[SourceRef] = []
+    for item in cast(list[Any], raw) if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        d = cast(dict[str, Any], item)
+        try:
+            page = d.get("page")
+            out.append(SourceRef(int(d["n"]), str(d["path"]), None if page is None else int(page),
+                                 int(d.get("start", 0)), int(d.get("end", 0)), float(d.get("score", 0.0)),
+                                 str(d.get("text", ""))))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(out)

@@ -1,0 +1,133 @@
+"""The window's "Serve on localhost:PORT" toggle: a status-bar button with a small menu.
+
+Off, the menu offers "Serve on localhost:PORT". On, the button reads "Serving :PORT · N" and
+the menu shows the address (copyable), the request count and "Stop serving". The server
+(`desktop/serve/`) runs on its own thread and loop and shares the window's engine, so the
+window's own replies and API requests take turns on the one model; it stops with the window.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMenu, QStatusBar, QToolButton, QWidget
+
+from desktop.core.controller import ChatController
+from desktop.core.settings_resolver import resolve
+from desktop.serve.app import ServeState
+from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, ServerThread, bind
+from desktop.serve.state import defaults_for, model_id_for
+from engine.errors import ConfigError
+
+log = logging.getLogger("desktop.serve_toggle")
+
+REFRESH_MS = 500  # how often the request count is read while serving
+
+
+class ServeToggle(QToolButton):
+    """Starts and stops the local API server on `port` for `controller`'s engine."""
+
+    def __init__(self, controller: ChatController, parent: QWidget | None = None, *, port: int = DEFAULT_PORT) -> None:
+        super().__init__(parent)
+        self.setObjectName("ServeToggle")
+        self.setAccessibleName("Local API server")
+        self.setAutoRaise(True)
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.controller = controller
+        self.port = port
+        self.server: ServerThread | None = None
+        self.problem = ""
+        self._menu = QMenu(self)
+        self._menu.aboutToShow.connect(self._fill_menu)
+        self.setMenu(self._menu)
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self._refresh)
+        self._refresh()
+
+    @property
+    def serving(self) -> bool:
+        return self.server is not None and self.server.running
+
+    @property
+    def requests(self) -> int:
+        return self.server.state.requests if self.server is not None else 0
+
+    def start(self) -> bool:
+        """Serve on localhost:port; False (and `problem` says why, in one line) when it cannot."""
+        if self.serving:
+            return True
+        engine = self.controller.engine
+        try:
+            sock = bind(DEFAULT_HOST, self.port)
+        except ConfigError as exc:
+            self._show_problem(str(exc))
+            return False
+        state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, self._settings))
+        self.server = ServerThread(state, sock)
+        self.server.start()
+        self.problem = ""
+        log.info("serving on %s", self.server.address)
+        self._timer.start()
+        self._refresh()
+        return True
+
+    def stop(self) -> None:
+        server, self.server = self.server, None
+        self._timer.stop()
+        if server is not None:
+            server.stop()
+            log.info("stopped serving after %d requests", server.state.requests)
+        self._refresh()
+
+    def _settings(self):
+        choice = self.controller.choice
+        return resolve(choice.settings if choice is not None else None)
+
+    def _show_problem(self, text: str) -> None:
+        self.problem = text
+        bar = self.parentWidget()
+        if isinstance(bar, QStatusBar):
+            bar.showMessage(text, 8000)
+
+    def _refresh(self) -> None:
+        if self.server is not None and not self.server.running:  # it ended on its own
+            self.server = None
+            self._timer.stop()
+        if self.server is None:
+            self.setText("Serve")
+            self.setToolTip(f"Serve the model as an OpenAI-compatible API on localhost:{self.port}")
+        else:
+            self.setText(f"Serving :{self.server.port} · {self.requests}")
+            self.setToolTip(f"{self.server.address} · {_requests(self.requests)}")
+
+    def _fill_menu(self) -> None:
+        menu = self._menu
+        menu.clear()
+        if self.server is None:
+            menu.addAction(f"Serve on localhost:{self.port}", self.start)
+            return
+        address = self.server.address
+        menu.addAction(address).setEnabled(False)
+        menu.addAction(f"{_requests(self.requests)} served").setEnabled(False)
+        menu.addSeparator()
+        menu.addAction("Copy address", lambda: QGuiApplication.clipboard().setText(address))
+        menu.addAction("Stop serving", self.stop)
+
+
+def _requests(n: int) -> str:
+    return f"{n} request" if n == 1 else f"{n} requests"
+
+
+def install_serve(window: QWidget, controller: ChatController) -> ServeToggle:
+    """Put the toggle in the window's status bar; the server stops when the window closes."""
+    status = getattr(window, "status", None)
+    toggle = ServeToggle(controller, status if isinstance(status, QWidget) else window)
+    if isinstance(status, QStatusBar):
+        status.addPermanentWidget(toggle)
+    closing = getattr(window, "closing", None)
+    if closing is not None:
+        closing.connect(toggle.stop)
+    return toggle

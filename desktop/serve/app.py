@@ -1,0 +1,234 @@
+"""The ASGI app: `/v1/models`, `/v1/chat/completions`, `/v1/embeddings` on one `Engine` (Starlette).
+
+Each chat request is read with a size limit, checked (`desktop.serve.wire`), queued for the
+model in arrival order (`desktop.serve.admission`), then run as a `TurnJob`. A failure
+before the first event is an HTTP error with the right status; after it (streaming), an
+error chunk and `[DONE]`. A client that disconnects, while queued or mid-reply, frees its
+place and stops its generation. Every error is in OpenAI's shape (`desktop.serve.errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine, QueueFull
+from desktop.serve.completions import Envelope, Reply, TurnJob
+from desktop.serve.errors import ApiError, turn_error
+from desktop.serve.record import ApiHistory
+from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
+from engine.events import TurnError
+from engine.runtime import Engine
+from engine.turns.tool_events import AnyEvent
+
+log = logging.getLogger("desktop.serve")
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
+PING_S = 15  # SSE keep-alive comments while a long prompt is read
+T = TypeVar("T")
+
+
+@dataclass
+class ServeState:
+    """What the app serves: the engine, its model's name and defaults, the key, the line."""
+
+    engine: Engine
+    model_id: Callable[[], str]
+    defaults: Callable[[], Defaults]
+    api_key: str | None = None
+    line: ModelLine = field(default_factory=lambda: ModelLine(DEFAULT_MAX_WAITING))
+    on_request: Callable[[], None] = lambda: None  # the window's request counter
+    jobs: set[asyncio.Task[None]] = field(default_factory=lambda: set[asyncio.Task[None]]())
+    history: ApiHistory | None = None  # `--record`: requests become conversations
+    requests: int = 0
+
+
+def build_app(state: ServeState) -> Starlette:
+    async def models(request: Request) -> Response:
+        _authorize(request, state)
+        return JSONResponse({"object": "list", "data": [
+            {"id": state.model_id(), "object": "model", "created": int(time.time()), "owned_by": "ember"}]})
+
+    async def chat(request: Request) -> Response:
+        _authorize(request, state)
+        state.requests += 1
+        state.on_request()
+        call = parse_chat(parse_json(await read_body(request)), state.defaults())
+        return await _complete(request, state, call)
+
+    async def embeddings(request: Request) -> Response:
+        _authorize(request, state)
+        raise ApiError(501, "this server has no embedding model: `ember serve` serves one chat model, and "
+                            "embeddings need an embedding model", code="embeddings_unavailable")
+
+    routes = [Route("/v1/models", models, methods=["GET"]),
+              Route("/v1/chat/completions", chat, methods=["POST"]),
+              Route("/v1/embeddings", embeddings, methods=["POST"])]
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
+    return Starlette(routes=routes, exception_handlers=handlers)
+
+
+async def _api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    messages = {404: "no such endpoint (Ember serves /v1/models, /v1/chat/completions, /v1/embeddings)",
+                405: "this endpoint does not take that method"}
+    return ApiError(exc.status_code, messages.get(exc.status_code, str(exc.detail)),
+                    headers=dict(exc.headers or {})).response()
+
+
+async def _internal_error(_request: Request, exc: Exception) -> Response:
+    log.error("serve: internal error", exc_info=exc)
+    return ApiError(500, f"internal error: {type(exc).__name__}").response()
+
+
+def _authorize(request: Request, state: ServeState) -> None:
+    if state.api_key is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), state.api_key.encode()):
+        raise ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", code="invalid_api_key")
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit` (a declared length is checked first)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(limit)
+    return bytes(body)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MB", code="request_too_large")
+
+
+async def until_disconnected(request: Request) -> None:
+    """Return when the client goes away (the body must have been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _or_disconnect(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result; `ClientGone` (and `work` cancelled) when the client leaves first."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(until_disconnected(request))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ClientGone
+    return task.result()
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready."""
+
+
+CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
+
+
+async def _complete(request: Request, state: ServeState, call: ChatCall) -> Response:
+    try:
+        await _or_disconnect(request, state.line.acquire())
+    except QueueFull as full:
+        raise ApiError(429, str(full), code="queue_full",
+                       headers={"Retry-After": str(full.retry_after_s)}) from None
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
+    observer = state.history.begin(call, state.model_id()) if state.history is not None else None
+    job = TurnJob(state.engine, call, state.line.release, observer)
+    state.jobs.add(job.task)
+    job.task.add_done_callback(state.jobs.discard)
+    reply = Reply(call, job.cancel)
+    envelope = Envelope(state.model_id())
+    events = job.events()
+    streaming = False
+    try:  # a disconnect cancels the wait, which closes `events`, which cancels the turn
+        first = await _or_disconnect(request, anext(events, None))
+        if first is None:  # the server is stopping: its jobs were cancelled
+            raise _shutting_down()
+        if isinstance(first, TurnError):
+            raise turn_error(first)
+        if call.stream:
+            streaming = True  # from here `_stream` owns `events`
+            return EventSourceResponse(_stream(first, events, reply, envelope), ping=PING_S, sep="\n")
+        reply.take(first)
+        await _or_disconnect(request, _collect(events, reply))
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
+    finally:
+        if not streaming:
+            await events.aclose()
+    if reply.error is not None:
+        raise turn_error(reply.error)
+    if not reply.finished:
+        raise _shutting_down()
+    return JSONResponse(envelope.completion(reply))
+
+
+def _shutting_down() -> ApiError:
+    return ApiError(503, "the server is shutting down", code="shutting_down")
+
+
+async def _collect(events: AsyncIterator[AnyEvent], reply: Reply) -> None:
+    async for event in events:
+        reply.take(event)
+
+
+async def _stream(first: AnyEvent, events: AsyncGenerator[AnyEvent, None], reply: Reply,
+                  envelope: Envelope) -> AsyncIterator[str]:
+    """SSE data lines: a role chunk, the deltas, the finish chunk, usage if asked, `[DONE]`.
+
+    sse-starlette cancels this generator when the client disconnects; closing `events`
+    then cancels the turn.
+    """
+    try:
+        yield json.dumps(envelope.chunk({"role": "assistant", "content": ""}))
+        pending: list[AnyEvent] = [first]
+        while True:
+            event = pending.pop() if pending else await anext(events, None)
+            if event is None:
+                break
+            delta = reply.take(event)
+            if delta:
+                yield json.dumps(envelope.chunk(delta), ensure_ascii=False)
+            if reply.finished:
+                break
+        if reply.error is not None or not reply.finished:  # not finished: the server is stopping
+            error = turn_error(reply.error) if reply.error is not None else _shutting_down()
+            yield json.dumps(error.body(), ensure_ascii=False)
+        else:
+            yield json.dumps(envelope.chunk({}, reply.finish_reason))
+            if reply.call.include_usage:
+                yield json.dumps(envelope.usage_chunk(reply))
+        yield "[DONE]"
+    finally:
+        await events.aclose()

@@ -1,0 +1,186 @@
+"""One chat completion: a turn on the engine, its events as OpenAI's response or stream chunks.
+
+`TurnJob` runs the turn as its own task once the request holds the model, and keeps the
+model until the engine's worker has really stopped, whatever happens to the HTTP side: a
+client that disconnects only cancels the turn (within one token, the backends check
+between pieces), and the next request in line gets the model when the worker is free.
+
+`Reply` folds events into the answer: thinking goes to `reasoning_content`, never into
+`content`; tool calls parsed from the model's markup go to `tool_calls`; a structured
+turn's value is the content, as JSON text; `stop` sequences end the content and the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from desktop.serve.stops import StopMatcher
+from desktop.serve.wire import ChatCall
+from engine.backends.base import Backend, CancelToken, Request
+from engine.errors import EngineError
+from engine.events import (
+    ContentDelta,
+    StructuredValue,
+    ThinkingDelta,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    TurnStats,
+)
+from engine.runtime import Engine, TurnSource
+from engine.turns.offered_tools import OfferedToolsRunner
+from engine.turns.runner import TurnRunner, error_kind
+from engine.turns.tool_events import AnyEvent, ToolCall
+
+_END = object()
+
+
+def request_for(call: ChatCall) -> Request:
+    return Request(messages=call.messages, tools=call.tools, sampling=call.sampling, max_tokens=call.max_tokens,
+                   schema=call.schema)
+
+
+def runner_for(call: ChatCall) -> Callable[[Backend], TurnSource]:
+    return OfferedToolsRunner if call.tools else TurnRunner
+
+
+class TurnJob:
+    """The turn of one request, running on the engine; `events()` hands its events over."""
+
+    def __init__(self, engine: Engine, call: ChatCall, on_end: Callable[[], None],
+                 observer: Callable[[AnyEvent], None] | None = None) -> None:
+        self.cancel = CancelToken()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._on_end = on_end
+        self._observer = observer  # sees every event to the end (`--record`), even after a disconnect
+        self.task = asyncio.ensure_future(self._run(engine, call))
+
+    async def _run(self, engine: Engine, call: ChatCall) -> None:
+        try:
+            async for event in engine.run_turn(request_for(call), self.cancel, runner_for=runner_for(call), apart=True):
+                self._queue.put_nowait(event)
+                if self._observer is not None:
+                    self._observer(event)
+        except EngineError as exc:  # e.g. no model loaded
+            error = TurnError(error_kind(exc), str(exc), TurnStats())
+            self._queue.put_nowait(error)
+            if self._observer is not None:
+                self._observer(error)
+        except Exception as exc:  # a bug must still end the response, not hang it
+            self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
+            raise
+        finally:
+            self._queue.put_nowait(_END)
+            self._on_end()
+
+    async def events(self) -> AsyncGenerator[AnyEvent, None]:
+        """The turn's events; leaving early (a disconnect) cancels the turn."""
+        try:
+            while (event := await self._queue.get()) is not _END:
+                yield event
+        finally:
+            self.cancel.cancel()
+
+
+@dataclass
+class Reply:
+    """The answer so far; `take(event)` returns the stream delta the event adds (None if nothing)."""
+
+    call: ChatCall
+    cancel: CancelToken
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    stats: TurnStats = field(default_factory=TurnStats)
+    error: TurnError | None = None
+    finished: bool = False
+
+    def __post_init__(self) -> None:
+        self._stops = StopMatcher(self.call.stops)
+
+    def take(self, event: AnyEvent) -> dict[str, Any] | None:
+        match event:
+            case ThinkingDelta(text=text):
+                self.reasoning.append(text)
+                return {"reasoning_content": text}
+            case ContentDelta(text=text):
+                return self._content(self._stops.feed(text))
+            case StructuredValue(value=value):
+                return self._content(json.dumps(value, ensure_ascii=False))
+            case ToolCall():
+                self.calls.append(event)
+                return {"tool_calls": [_call_json(event, len(self.calls) - 1)]}
+            case TurnDone(stats=stats):
+                self.stats, self.finished = stats, True
+                return self._content(self._stops.flush())
+            case TurnError():
+                self.stats, self.error, self.finished = event.stats, event, True
+            case _:
+                pass  # recovery, retries, notices, progress: nothing a client shows
+        return None
+
+    def _content(self, text: str) -> dict[str, Any] | None:
+        if self._stops.hit:
+            self.cancel.cancel()  # the stop sequence ends the generation too
+        if not text:
+            return None
+        self.content.append(text)
+        return {"content": text}
+
+    @property
+    def finish_reason(self) -> str:
+        if self.calls:
+            return "tool_calls"
+        if self._stops.hit:
+            return "stop"
+        return "length" if self.stats.finish_reason == "length" else "stop"
+
+    def usage(self) -> dict[str, Any]:
+        prompt, completion = self.stats.prompt_tokens, self.stats.tokens
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens}}
+
+    def message(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
+        if not self.calls and out["content"] is None:
+            out["content"] = ""
+        if self.reasoning:
+            out["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            out["tool_calls"] = [_call_json(c) for c in self.calls]
+        return out
+
+
+def _call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": call.id, "type": "function",
+                           "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+    return out if index is None else {"index": index, **out}
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What every response and chunk of one completion shares."""
+
+    model: str
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def completion(self, reply: Reply) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": reply.message(), "finish_reason": reply.finish_reason,
+                             "logprobs": None}],
+                "usage": reply.usage()}
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+
+    def usage_chunk(self, reply: Reply) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [], "usage": reply.usage()}

@@ -1,0 +1,57 @@
+"""Errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}` with the right status.
+
+Every refusal the server makes goes through `ApiError`, so clients written for OpenAI
+(the official SDK raises `BadRequestError`, `RateLimitError`, … from the status) read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from engine.events import TurnError, TurnErrorKind
+
+INVALID = "invalid_request_error"
+SERVER = "server_error"
+
+_TYPES = {401: "authentication_error", 404: INVALID, 413: INVALID, 429: "rate_limit_error",
+          501: "not_implemented_error", 503: "service_unavailable"}
+
+
+class ApiError(Exception):
+    """A request the server answers with an error; `headers` e.g. Retry-After on a 429."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 kind: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.kind = kind or (_TYPES.get(status, INVALID) if status < 500 else _TYPES.get(status, SERVER))
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+# A turn that failed before anything was sent becomes an HTTP error: the client's fault
+# (the conversation does not fit, the request cannot be rendered) is a 4xx, the model's a 5xx.
+_TURN_STATUS: dict[TurnErrorKind, tuple[int, str | None]] = {
+    TurnErrorKind.CONTEXT_FULL: (400, "context_length_exceeded"),
+    TurnErrorKind.CONFIG: (400, None),
+    TurnErrorKind.NO_MODEL: (503, "model_not_loaded"),
+}
+
+
+def turn_error(error: TurnError) -> ApiError:
+    status, code = _TURN_STATUS.get(error.kind, (500, str(error.kind)))
+    return ApiError(status, error.message, code=code)

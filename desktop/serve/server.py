@@ -1,0 +1,152 @@
+"""Running the app with uvicorn on a socket Ember binds itself.
+
+Binding here (not in uvicorn) turns "address in use" into one line instead of uvicorn's
+`sys.exit`, lets port 0 pick a free port (tests), and refuses a non-loopback address
+without an API key before anything listens. `ServerThread` runs the server on its own
+thread and loop beside the window, sharing the window's `Engine` (the engine hands events
+to whichever loop asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+
+import uvicorn
+
+from desktop.serve.app import ServeState, build_app
+from engine.errors import ConfigError
+
+log = logging.getLogger("desktop.serve")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+_SHUTDOWN_S = 10  # longest wait for replies in progress when the server stops
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, api_key: str | None) -> None:
+    """Anything but loopback is reachable from other machines: only with an API key."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(f"serving on {host} makes the model reachable from other machines: "
+                          "give an API key with --api-key-env VAR (or serve on 127.0.0.1)")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; ConfigError (one line) when that is not possible."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot serve on {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    # The protocol must be IPPROTO_TCP (not 0): asyncio sets TCP_NODELAY on accepted sockets only
+    # then, and without it every response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        reason = "the port is in use (choose another with --port)" if exc.errno == 98 else exc.strerror
+        raise ConfigError(f"cannot serve on {host}:{port}: {reason}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handlers: the caller decides how it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def make_server(state: ServeState, *, limit_concurrency: int | None = None) -> uvicorn.Server:
+    config = uvicorn.Config(build_app(state), log_config=None, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=_SHUTDOWN_S, limit_concurrency=limit_concurrency,
+                            server_header=False)
+    return _Server(config)
+
+
+async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event | None = None) -> None:
+    """Serve on `sock` until `stop` is set (or the task is cancelled); then end every reply."""
+    server = make_server(state, limit_concurrency=max(256, 4 * state.line.max_waiting))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        if stop is None:
+            await task
+        else:
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+    finally:
+        server.should_exit = True
+        for job in list(state.jobs):
+            job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()
+        if state.history is not None:
+            state.history.close()
+
+
+class ServerThread:
+    """The server on its own thread and event loop (the window's); `stop()` ends it."""
+
+    def __init__(self, state: ServeState, sock: socket.socket) -> None:
+        self.state = state
+        self.address = address(sock)
+        self.port: int = sock.getsockname()[1]
+        self._sock = sock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ember-serve", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(timeout=10)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            await serve(self.state, self._sock, stop=self._stop)
+
+        try:
+            asyncio.run(main())
+        except Exception:
+            log.exception("the server stopped with an error")
+        finally:
+            self._ready.set()
+
+    def stop(self, timeout: float = _SHUTDOWN_S + 2) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop ended on its own meanwhile
+                loop.call_soon_threadsafe(stop.set)
+        self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()

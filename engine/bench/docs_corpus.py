@@ -1,0 +1,135 @@
+"""Generated documents for the documents benchmarks (and tests): prose, needle corpora, PDFs.
+
+PDFs are written with pypdfium2 itself (PDFium's page-object API, the standard Helvetica
+font), so a benchmark needs nothing beyond Ember's own dependencies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WORDS = ("river stone window garden market ledger harbor candle meadow copper lantern orchard violet thunder "
+         "pepper saddle timber velvet anchor bridge cellar falcon glacier hammer island jacket kettle ladder "
+         "magnet needle oyster pillar quartz ribbon signal tunnel umbrella valley walnut yarrow zephyr basket "
+         "canyon dagger engine feather goblet hollow insect jungle kernel lemon mirror nutmeg olive parrot "
+         "the of and to in is was for on with as by at from that this it are be or").split()
+_SYLLABLES = "ka lo mi ru te za po ve shi dra quo fen bal tor wix yun gar hel nym ost".split()
+
+
+def prose(rng: random.Random, words: int) -> str:
+    """Sentences of common words, a paragraph break every ~60 words."""
+    out: list[str] = []
+    for i in range(words):
+        word = rng.choice(WORDS)
+        out.append(word.capitalize() if i % 12 == 0 else word)
+        if i % 12 == 11:
+            out[-1] += "."
+        if i % 60 == 59:
+            out[-1] += "\n\n"
+    return " ".join(out).replace("\n\n ", "\n\n")
+
+
+def name(rng: random.Random) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(3)).capitalize()
+
+
+@dataclass(frozen=True, slots=True)
+class Needle:
+    path: Path
+    question: str
+    answer: str
+
+
+def needle_corpus(folder: Path, files: int = 200, words: int = 500, seed: int = 11) -> list[Needle]:
+    """`files` Markdown files, each hiding one unique fact; the questions that find them."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    needles: list[Needle] = []
+    used: set[str] = set()
+    for i in range(files):
+        project = name(rng)
+        while project in used:
+            project = name(rng)
+        used.add(project)
+        code = f"{rng.randint(1000, 9999)}-{name(rng).lower()}"
+        fact = f"The access code for project {project} is {code}."
+        body = prose(rng, words)
+        cut = body.index("\n\n", len(body) // 3) if "\n\n" in body[len(body) // 3:] else len(body)
+        text = f"# Notes {i}\n\n{body[:cut]}\n\n{fact}\n\n{body[cut:].lstrip()}\n"
+        path = folder / f"notes-{i:03d}.md"
+        path.write_text(text, encoding="utf-8")
+        needles.append(Needle(path, f"What is the access code for project {project}?", code))
+    return needles
+
+
+def write_pdf(path: Path, pages: Sequence[str] | Iterator[str], lines_per_page: int = 45,
+              chars_per_line: int = 95) -> int:
+    """A PDF with a text layer, one page per text (wrapped to lines); returns the page count.
+
+    Pages are written in small documents of `GROUP` pages and then imported into the file:
+    PDFium's page writing slows down as one document grows (2,000 pages written into one
+    document take minutes; this way, seconds).
+    """
+    pdfium: Any = importlib.import_module("pypdfium2")  # untyped
+    out = pdfium.PdfDocument.new()
+    count = 0
+    try:
+        group: list[str] = []
+        for text in pages:
+            group.append(text)
+            if len(group) == GROUP:
+                count += _import_group(out, group, lines_per_page, chars_per_line)
+                group = []
+        if group:
+            count += _import_group(out, group, lines_per_page, chars_per_line)
+        out.save(str(path))
+    finally:
+        out.close()
+    return count
+
+
+GROUP = 50
+
+
+def _import_group(out: Any, texts: list[str], lines_per_page: int, chars_per_line: int) -> int:
+    pdfium: Any = importlib.import_module("pypdfium2")  # untyped
+    raw: Any = importlib.import_module("pypdfium2.raw")
+    pdf = pdfium.PdfDocument.new()
+    pointer_to: Any = ctypes.POINTER
+    wide: Any = pointer_to(raw.FPDF_WCHAR)  # UTF-16 text, as FPDFText_SetText takes it
+    try:
+        font = raw.FPDFText_LoadStandardFont(pdf.raw, b"Helvetica")  # one font object for every line
+        for text in texts:
+            page = pdf.new_page(612, 792)
+            for row, line in enumerate(_wrap(text, chars_per_line)[:lines_per_page]):
+                obj = raw.FPDFPageObj_CreateTextObj(pdf.raw, font, 10.0)
+                buffer = ctypes.create_string_buffer((line + "\0").encode("utf-16-le"))
+                raw.FPDFText_SetText(obj, ctypes.cast(buffer, wide))
+                raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 40, 750 - row * 15)
+                raw.FPDFPage_InsertObject(page.raw, obj)
+            raw.FPDFPage_GenerateContent(page.raw)
+            page.close()
+        out.import_pages(pdf)
+    finally:
+        pdf.close()
+    return len(texts)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split():
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines

@@ -1,0 +1,328 @@
+"""Reading a document into text blocks, one format at a time, each through a library made for it.
+
+    for block in extract(path):      # Block(text, page, start)
+        ...
+
+- plain text, Markdown, source code: streamed through Python's incremental UTF-8 decoder, so a
+  1 GB file is read 1 MiB at a time;
+- HTML: the standard library's `html.parser`, fed piece by piece; scripts and styles dropped,
+  block elements become paragraph breaks;
+- PDF: `pypdfium2` (PDFium), one page at a time (page numbers kept, each page closed before
+  the next); a PDF with no text layer or one that needs a password is refused in one line;
+- DOCX: `python-docx`, after the zip's declared sizes are checked (a zip bomb is refused
+  before anything is inflated); headings become Markdown headings so chunking can follow them.
+
+`start` is the block's character offset in its page's text (PDF) or in the document's text
+(every other format), so a passage's offsets point back into what was extracted.
+A file that cannot be read raises `DocumentError` naming it, in one line.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from engine.docs.errors import DocumentError
+
+READ_BYTES = 1 << 20  # text is read and handed on in pieces of about this size
+SNIFF_BYTES = 8192
+DOCX_MAX_PART = 64 << 20  # declared size of word/document.xml (a long book is a few MB)
+DOCX_MAX_TOTAL = 256 << 20  # every part together (python-docx reads them all into memory)
+
+TEXT_SUFFIXES = frozenset(
+    ".txt .text .md .markdown .mdx .rst .adoc .org .tex .csv .tsv .log .json .jsonl .yaml .yml .toml .ini .cfg "
+    ".conf .xml .py .pyi .js .jsx .ts .tsx .mjs .cjs .c .h .cc .cpp .cxx .hpp .hh .cs .java .kt .kts .go .rs .rb "
+    ".php .swift .scala .lua .pl .r .jl .sh .bash .zsh .fish .ps1 .bat .sql .css .scss .less .vue .svelte .dart "
+    ".ex .exs .erl .hs .ml .mli .clj .el .vim .cmake .gradle .proto .graphql .tf .nix .zig .m .mm .f90 .asm".split()
+)
+HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
+KNOWN_NAMES = frozenset({"readme", "license", "makefile", "dockerfile", "changelog", "authors", "notice"})
+
+Cancel = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    text: str
+    page: int | None  # 1-based page of a PDF; None for formats without pages
+    start: int  # offset of text[0] in the page's text (PDF) or the document's text
+
+
+def kind_of(path: Path) -> str | None:
+    """'text', 'html', 'pdf' or 'docx' by name, else by the first bytes; None: not a document."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return "pdf"
+    if suffix == ".docx":
+        return "docx"
+    if suffix in HTML_SUFFIXES:
+        return "html"
+    if suffix in TEXT_SUFFIXES or path.name.lower() in KNOWN_NAMES:
+        return "text"
+    return _sniff(path)
+
+
+def _sniff(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    if not head or b"\x00" in head:
+        return None
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return None
+    return "text"
+
+
+def extract(path: Path, cancel: Cancel | None = None) -> Iterator[Block]:
+    """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read."""
+    if not path.is_file():
+        raise DocumentError(path, "not found" if not path.exists() else "not a file")
+    kind = kind_of(path)
+    stop = cancel or (lambda: False)
+    match kind:
+        case "text":
+            return _checked_text(path, _text_blocks(path, stop))
+        case "html":
+            return _checked_text(path, _html_blocks(path, stop))
+        case "pdf":
+            return _pdf_blocks(path, stop)
+        case "docx":
+            return _checked_text(path, _docx_blocks(path))
+        case _:
+            raise DocumentError(path, f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
+                                      "Markdown, source code, HTML, PDF and DOCX")
+
+
+def _checked_text(path: Path, blocks: Iterator[Block]) -> Iterator[Block]:
+    try:
+        yield from blocks
+    except OSError as exc:
+        raise DocumentError(path, f"cannot be read ({exc.strerror or exc})") from exc
+
+
+# -- plain text --------------------------------------------------------------------------
+
+
+def _decoded_pieces(path: Path, stop: Cancel) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    with path.open("rb") as f:
+        first = True
+        while not stop():
+            raw = f.read(READ_BYTES)
+            text = decoder.decode(raw, final=not raw)
+            if first:
+                if b"\x00" in raw[:SNIFF_BYTES]:
+                    raise DocumentError(path, "looks binary, not text")
+                text = text.removeprefix("\ufeff")
+                first = False
+            if text:
+                yield text.replace("\r\n", "\n").replace("\r", "\n")
+            if not raw:
+                return
+
+
+def _text_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
+    yield from _split_pieces(_decoded_pieces(path, stop))
+
+
+def _split_pieces(pieces: Iterator[str]) -> Iterator[Block]:
+    """Re-cut a stream of text into blocks of about READ_BYTES characters, at paragraph breaks."""
+    buffer, offset = "", 0
+    for piece in pieces:
+        buffer += piece
+        while len(buffer) >= READ_BYTES:
+            cut = _break_before(buffer, READ_BYTES)
+            yield Block(buffer[:cut], None, offset)
+            offset += cut
+            buffer = buffer[cut:]
+    if buffer.strip():
+        yield Block(buffer, None, offset)
+
+
+def _break_before(text: str, limit: int) -> int:
+    """Where to cut `text` at or before `limit`: a blank line, else a line end, else a space."""
+    for sep in ("\n\n", "\n", " "):
+        at = text.rfind(sep, limit // 2, limit)
+        if at > 0:
+            return at + len(sep)
+    return limit
+
+
+# -- HTML --------------------------------------------------------------------------------
+
+_SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+_BLOCKS = frozenset(
+    "p div section article main header footer aside nav li ul ol dl dt dd table tr blockquote pre figure "
+    "figcaption form fieldset address hr br h1 h2 h3 h4 h5 h6 title".split()
+)
+_HEADINGS = {f"h{n}": "#" * n for n in range(1, 7)}
+
+
+class _TextOfHtml(HTMLParser):
+    """Collects an HTML page's visible text: block elements break paragraphs, headings become Markdown."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIP:
+            self._skipping += 1
+        elif tag in _BLOCKS:
+            self.parts.append("\n\n" + (_HEADINGS.get(tag, "") + " " if tag in _HEADINGS else ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP:
+            self._skipping = max(0, self._skipping - 1)
+        elif tag in _BLOCKS:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.parts.append(" ".join(data.split()) + (" " if data[-1:].isspace() else ""))
+
+    def take(self) -> str:
+        text, self.parts = "".join(self.parts), []
+        return text
+
+
+def _html_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
+    def pieces() -> Iterator[str]:
+        parser = _TextOfHtml()
+        for raw in _decoded_pieces(path, stop):
+            parser.feed(raw)
+            yield _tidy(parser.take())
+        parser.close()
+        yield _tidy(parser.take())
+
+    yield from _split_pieces(p for p in pieces() if p)
+
+
+def _tidy(text: str) -> str:
+    """Runs of blank lines (from nested blocks) become one paragraph break."""
+    lines = [line.strip() for line in text.split("\n")]
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).replace("\n\n\n", "\n\n")
+
+
+# -- PDF ---------------------------------------------------------------------------------
+
+
+def _pdfium() -> Any:
+    """pypdfium2 (untyped; a native library, loaded only when a PDF is read)."""
+    return importlib.import_module("pypdfium2")
+
+
+def _pdf_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
+    pdfium = _pdfium()
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        raise DocumentError(path, _pdf_open_reason(str(exc))) from exc
+    try:
+        pages, texts = len(pdf), 0
+        for index in range(pages):
+            if stop():
+                return
+            text = _pdf_page_text(pdf, index, path)
+            if text.strip():
+                texts += 1
+                yield Block(text, index + 1, 0)
+        if pages and not texts:
+            raise DocumentError(path, f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
+                                      "scan); Ember does not read text from images")
+    finally:
+        pdf.close()
+
+
+def _pdf_page_text(pdf: Any, index: int, path: Path) -> str:
+    pdfium = _pdfium()
+    try:
+        page = pdf[index]
+    except pdfium.PdfiumError as exc:
+        raise DocumentError(path, f"page {index + 1} cannot be read ({exc})") from exc
+    try:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_bounded()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    return str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+
+
+def _pdf_open_reason(message: str) -> str:
+    lowered = message.lower()
+    if "password" in lowered:
+        return "is encrypted (needs a password); Ember cannot read it"
+    if "format" in lowered or "file" in lowered:
+        return "is not a readable PDF (damaged or not a PDF)"
+    return f"cannot be opened as a PDF ({message})"
+
+
+# -- DOCX --------------------------------------------------------------------------------
+
+
+def _check_docx_zip(path: Path) -> None:
+    """Refuse a DOCX whose parts would inflate beyond the limits (a zip bomb) before reading it."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DocumentError(path, "is not a readable DOCX (not a zip archive)") from exc
+    names = {info.filename: info for info in infos}
+    main = names.get("word/document.xml")
+    if main is None:
+        raise DocumentError(path, "is not a Word document (no word/document.xml)")
+    total = sum(info.file_size for info in infos)
+    if main.file_size > DOCX_MAX_PART or total > DOCX_MAX_TOTAL:
+        raise DocumentError(path, f"would inflate to {total / (1 << 20):,.0f} MB (a zip bomb?); refused")
+
+
+def _docx_blocks(path: Path) -> Iterator[Block]:
+    _check_docx_zip(path)
+    import docx  # python-docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(str(path))
+        paragraphs: list[str] = []
+        for item in document.iter_inner_content():
+            if isinstance(item, Table):
+                paragraphs.extend(" | ".join(cell.text.strip() for cell in row.cells) for row in item.rows)
+                continue
+            text = item.text.strip()
+            if text:
+                paragraphs.append(_heading_prefix(item.style.name if item.style else "") + text)
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise DocumentError(path, f"is not a readable DOCX ({exc})") from exc
+    except Exception as exc:  # lxml's XMLSyntaxError and python-docx's own errors
+        raise DocumentError(path, f"is not a readable DOCX ({type(exc).__name__})") from exc
+    yield from _split_pieces(iter(["\n\n".join(paragraphs)]))
+
+
+def _heading_prefix(style: str | None) -> str:
+    if style and style.startswith("Heading "):
+        level = style.removeprefix("Heading ").strip()
+        if level.isdigit():
+            return "#" * min(6, int(level)) + " "
+    if style == "Title":
+        return "# "
+    return ""

@@ -1,0 +1,406 @@
+"""The documents index: collections, their files and passages in one SQLite database.
+
+    index = DocIndex.open(path)              # or DocIndex.memory() for a message's attachments
+    coll = index.create_collection("Tax 2026")
+    index.add_roots(coll, [folder])          # then engine.docs.indexer.index_collection(...)
+    hits = index.search(coll, "question", k=8, query_vector=None)
+
+Search is hybrid: SQLite FTS5's BM25 always (no model needed), plus cosine similarity over
+the collection's vectors when it has an embedding model (numpy brute force: one
+matrix-vector product, fine to about 100k passages), merged by reciprocal-rank fusion. Only
+passages of `ready` files are ever returned. Every sqlite3 error becomes a
+`DocsDatabaseError` (one line) at this boundary.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.docs.chunk import Chunk
+from engine.docs.schema import DocsDatabaseError, migrate
+
+RRF_K = 60  # the constant of reciprocal-rank fusion (Cormack et al.): 1 / (RRF_K + rank)
+CANDIDATES = 50  # per ranking, before fusion
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have how i in is it its of on or that the this to was were what "
+    "when where which who why will with you your does do did can could should would about into than then there "
+    "these those they them he she we our us my me not no yes so if".split()
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Vector = npt.NDArray[np.float32]
+
+
+def _translated(method: Callable[Concatenate[DocIndex, P], R]) -> Callable[Concatenate[DocIndex, P], R]:
+    @functools.wraps(method)
+    def wrapper(self: DocIndex, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise DocsDatabaseError(f"the documents database failed: {exc}") from exc
+
+    return wrapper
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    id: int
+    name: str
+    embedder: str  # the GGUF embedding model's path; '' for BM25 alone
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    id: int
+    path: str
+    hash: str
+    size: int
+    mtime_ns: int
+    status: str  # indexing | ready | failed
+    error: str
+    pages: int
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    chunk_id: int
+    path: str
+    page: int | None
+    start: int
+    end: int
+    text: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionInfo:
+    collection: Collection
+    roots: tuple[str, ...]
+    files: int
+    ready: int
+    failed: int
+    indexing: int
+    chunks: int
+    vectors: int
+
+
+class DocIndex:
+    """One documents database. Use it from one thread at a time (the indexer's worker, or the caller's)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+        self._lock = threading.RLock()
+        self._matrices: dict[int, tuple[int, npt.NDArray[np.int64], Vector]] = {}
+        self._writes = 0
+
+    @classmethod
+    def open(cls, path: Path) -> DocIndex:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+        except (OSError, sqlite3.Error) as exc:
+            raise DocsDatabaseError(f"cannot open the documents database {path}: {exc}") from exc
+        return cls._setup(conn, str(path), wal=True)
+
+    @classmethod
+    def memory(cls) -> DocIndex:
+        """A throwaway index (a message's attachments): nothing is written to disk."""
+        return cls._setup(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), ":memory:",
+                          wal=False)
+
+    @classmethod
+    def _setup(cls, conn: sqlite3.Connection, path: str, *, wal: bool) -> DocIndex:
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            if wal:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise DocsDatabaseError(f"cannot use the documents database {path}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> DocIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Generator[None]:
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+            self._writes += 1
+
+    # -- collections ------------------------------------------------------------------
+
+    @_translated
+    def create_collection(self, name: str, embedder: str = "") -> Collection:
+        name = name.strip()
+        if not name:
+            raise DocsDatabaseError("a collection needs a name")
+        with self.transaction():
+            self.conn.execute("INSERT OR IGNORE INTO collections (name, embedder, created_at) VALUES (?, ?, ?)",
+                              (name, embedder, time.time()))
+            if embedder:
+                self.conn.execute("UPDATE collections SET embedder = ? WHERE name = ?", (embedder, name))
+        return self.collection(name)
+
+    @_translated
+    def find_collection(self, name: str) -> Collection | None:
+        row = self.conn.execute("SELECT id, name, embedder FROM collections WHERE name = ?", (name,)).fetchone()
+        return None if row is None else Collection(row["id"], row["name"], row["embedder"])
+
+    def collection(self, name: str) -> Collection:
+        found = self.find_collection(name)
+        if found is None:
+            raise DocsDatabaseError(f"no collection named {name!r} (see `ember docs list`)")
+        return found
+
+    @_translated
+    def collections(self) -> list[Collection]:
+        rows = self.conn.execute("SELECT id, name, embedder FROM collections ORDER BY name COLLATE NOCASE")
+        return [Collection(r["id"], r["name"], r["embedder"]) for r in rows]
+
+    @_translated
+    def info(self, coll: Collection) -> CollectionInfo:
+        roots = tuple(r[0] for r in self.conn.execute(
+            "SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,)))
+        counts = self.conn.execute(
+            "SELECT count(*), coalesce(sum(status = 'ready'), 0), coalesce(sum(status = 'failed'), 0), "
+            "coalesce(sum(status = 'indexing'), 0), coalesce(sum(CASE WHEN status = 'ready' THEN chunks END), 0) "
+            "FROM files WHERE collection_id = ?", (coll.id,)).fetchone()
+        vectors = self.conn.execute(
+            "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
+            "WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchone()[0]
+        return CollectionInfo(coll, roots, counts[0], counts[1], counts[2], counts[3], counts[4], vectors)
+
+    @_translated
+    def remove_collection(self, coll: Collection) -> None:
+        with self.transaction():
+            self.conn.execute("DELETE FROM collections WHERE id = ?", (coll.id,))
+        self._matrices.pop(coll.id, None)
+
+    @_translated
+    def add_roots(self, coll: Collection, paths: Iterable[Path]) -> None:
+        with self.transaction():
+            self.conn.executemany("INSERT OR IGNORE INTO roots (collection_id, path) VALUES (?, ?)",
+                                  [(coll.id, str(p)) for p in paths])
+
+    @_translated
+    def remove_root(self, coll: Collection, path: Path) -> bool:
+        """Forget a root (its files go at the next index run); False when it was not a root."""
+        with self.transaction():
+            cur = self.conn.execute("DELETE FROM roots WHERE collection_id = ? AND path = ?", (coll.id, str(path)))
+        return cur.rowcount > 0
+
+    @_translated
+    def roots(self, coll: Collection) -> list[Path]:
+        rows = self.conn.execute("SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,))
+        return [Path(r[0]) for r in rows]
+
+    # -- files and passages (the indexer's side) ---------------------------------------
+
+    @_translated
+    def files(self, coll: Collection) -> dict[str, FileRow]:
+        rows = self.conn.execute(
+            "SELECT id, path, hash, size, mtime_ns, status, error, pages, chunks FROM files WHERE collection_id = ?",
+            (coll.id,))
+        return {r["path"]: FileRow(*r) for r in rows}
+
+    @_translated
+    def begin_file(self, coll: Collection, path: str, digest: str, size: int, mtime_ns: int) -> int:
+        """Drop a file's old passages and mark it `indexing` (never searched until `finish_file`)."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status) VALUES (?, ?, ?, ?, ?, "
+                "'indexing') ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
+                "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'indexing', error = '', pages = 0, "
+                "chunks = 0", (coll.id, path, digest, size, mtime_ns))
+            file_id = int(self.conn.execute("SELECT id FROM files WHERE collection_id = ? AND path = ?",
+                                            (coll.id, path)).fetchone()[0])
+            self.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+        self._matrices.pop(coll.id, None)
+        return file_id
+
+    @_translated
+    def add_chunks(self, file_id: int, chunks: Sequence[Chunk], vectors: Vector | None = None) -> None:
+        """Write a batch of a file's passages (and their vectors), in one transaction."""
+        with self.transaction():
+            for i, chunk in enumerate(chunks):
+                cur = self.conn.execute(
+                    "INSERT INTO chunks (file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?)",
+                    (file_id, chunk.page, chunk.start, chunk.end, chunk.text))
+                if vectors is not None:
+                    self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)",
+                                      (cur.lastrowid, np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()))
+
+    @_translated
+    def finish_file(self, file_id: int, *, pages: int, chunks: int) -> None:
+        with self.transaction():
+            self.conn.execute("UPDATE files SET status = 'ready', pages = ?, chunks = ?, indexed_at = ? WHERE id = ?",
+                              (pages, chunks, time.time(), file_id))
+        self._matrices.clear()
+
+    @_translated
+    def fail_file(self, coll: Collection, path: str, digest: str, size: int, mtime_ns: int, error: str) -> None:
+        """Record why a file cannot be indexed (it is retried only once it changes)."""
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status, error) VALUES (?, ?, ?, ?, ?, "
+                "'failed', ?) ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
+                "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'failed', error = excluded.error, "
+                "pages = 0, chunks = 0", (coll.id, path, digest, size, mtime_ns, error))
+            self.conn.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? "
+                              "AND path = ?)", (coll.id, path))
+
+    @_translated
+    def touch_file(self, file_id: int, mtime_ns: int) -> None:
+        with self.transaction():
+            self.conn.execute("UPDATE files SET mtime_ns = ? WHERE id = ?", (mtime_ns, file_id))
+
+    @_translated
+    def drop_files(self, file_ids: Iterable[int]) -> None:
+        with self.transaction():
+            self.conn.executemany("DELETE FROM files WHERE id = ?", [(i,) for i in file_ids])
+        self._matrices.clear()
+
+    # -- search -----------------------------------------------------------------------
+
+    @_translated
+    def search(self, coll: Collection, query: str, k: int = 8, query_vector: Vector | None = None) -> list[Hit]:
+        """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector."""
+        rankings = [self._bm25(coll, query, CANDIDATES)]
+        if query_vector is not None:
+            rankings.append(self._nearest(coll, query_vector, CANDIDATES))
+        fused = fuse(rankings)[:k]
+        return self._hits(fused)
+
+    def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
+        match = fts_query(query)
+        if not match:
+            return []
+        rows = self.conn.execute(
+            "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
+            "WHERE chunks_fts MATCH ? AND f.collection_id = ? AND f.status = 'ready' "
+            "ORDER BY bm25(chunks_fts) LIMIT ?", (match, coll.id, limit))
+        return [int(r[0]) for r in rows]
+
+    def _nearest(self, coll: Collection, query_vector: Vector, limit: int) -> list[int]:
+        ids, matrix = self._matrix(coll)
+        if not len(ids) or matrix.shape[1] != query_vector.shape[-1]:
+            return []
+        scores = matrix @ query_vector.astype(np.float32).reshape(-1)
+        top = min(limit, len(ids))
+        best = np.argpartition(-scores, top - 1)[:top]
+        best = best[np.argsort(-scores[best])]
+        return [int(ids[i]) for i in best]
+
+    def _matrix(self, coll: Collection) -> tuple[npt.NDArray[np.int64], Vector]:
+        """The collection's vectors as one matrix, cached until the database changes."""
+        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0]) * 1_000_003 + self._writes
+        cached = self._matrices.get(coll.id)
+        if cached is not None and cached[0] == version:
+            return cached[1], cached[2]
+        rows = self.conn.execute(
+            "SELECT v.chunk_id, v.vec FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f "
+            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if rows:
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        else:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        self._matrices[coll.id] = (version, ids, matrix)
+        return ids, matrix
+
+    def _hits(self, fused: list[tuple[int, float]]) -> list[Hit]:
+        if not fused:
+            return []
+        marks = ",".join("?" * len(fused))
+        rows = self.conn.execute(
+            f"SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
+            f"ON f.id = c.file_id WHERE c.id IN ({marks})", [i for i, _ in fused])
+        by_id: dict[int, Any] = {int(r[0]): r for r in rows}
+        return [Hit(i, by_id[i][1], by_id[i][2], by_id[i][3], by_id[i][4], by_id[i][5], round(score, 6))
+                for i, score in fused if i in by_id]
+
+    @_translated
+    def text_chars(self, coll: Collection) -> int:
+        """Characters in the collection's searchable passages (overlaps counted twice)."""
+        return int(self.conn.execute(
+            "SELECT coalesce(sum(length(c.text)), 0) FROM chunks c JOIN files f ON f.id = c.file_id "
+            "WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchone()[0])
+
+    @_translated
+    def passages(self, coll: Collection) -> list[Hit]:
+        """Every searchable passage in reading order: by file, page, then offset."""
+        rows = self.conn.execute(
+            "SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
+            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready' "
+            "ORDER BY f.path, c.page, c.start_off", (coll.id,))
+        return [Hit(int(r[0]), r[1], r[2], r[3], r[4], r[5], 0.0) for r in rows]
+
+    @_translated
+    def chunk_texts(self, coll: Collection) -> list[tuple[int, str]]:
+        """Every searchable passage's (id, text) — for benches and tests."""
+        rows = self.conn.execute(
+            "SELECT c.id, c.text FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection_id = ? AND "
+            "f.status = 'ready' ORDER BY c.id", (coll.id,))
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query matching any of the question's words (quoted, so no word is read as syntax)."""
+    words: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word not in _STOPWORDS and word not in words:
+            words.append(word)
+    if not words:  # a question made only of common words still searches for them
+        words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    return " OR ".join(f'"{w}"' for w in words[:64])
+
+
+def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion: each id scores the sum of 1 / (RRF_K + rank) over the rankings."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def default_path() -> Path:
+    """The documents database beside the history (`EMBER_HOME` moves both)."""
+    from models.library.paths import ember_paths
+
+    return ember_paths().data_dir / "docs.sqlite3"

@@ -1,0 +1,216 @@
+"""Keeping a collection's index in step with its files: incremental, resumable, cancellable.
+
+    report = index_collection(index, coll, embedder=None, progress=print_progress, cancel=token.cancelled)
+
+- Incremental by content hash: an unchanged file (same size and modification time, or the same
+  BLAKE2 hash) is skipped, a changed one is indexed again, one no longer under the roots is dropped.
+- Resumable: a file's old passages are dropped and it is marked `indexing` before its new ones
+  are written in batches; it becomes `ready` (searchable) only after the last batch. A crash or a
+  kill leaves it `indexing`, so the next run indexes it again; files already done stay done.
+- Cancellable between batches (about 64 passages) and between PDF pages; progress is reported
+  in files, pages and passages.
+- Bounded memory: text is streamed in 1 MiB blocks and passages are written in small batches,
+  so a 1 GB text file never sits in memory whole.
+
+A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
+fatal: the other files are indexed) and retried only when it changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.docs.chunk import Chunk, chunk_blocks
+from engine.docs.embed import Embedder
+from engine.docs.errors import DocumentError
+from engine.docs.extract import Block, extract, kind_of
+from engine.docs.index import Collection, DocIndex, FileRow
+
+BATCH = 64  # passages per write (and per embedding call)
+HASH_BYTES = 1 << 20
+MAX_FILES = 100_000  # files found under a collection's roots at most (a root of "/" is a mistake)
+
+
+@dataclass(slots=True)
+class Progress:
+    files_total: int = 0
+    files_done: int = 0
+    pages: int = 0
+    chunks: int = 0
+    current: str = ""
+
+
+@dataclass(slots=True)
+class IndexReport:
+    indexed: list[str] = field(default_factory=list[str])
+    unchanged: int = 0
+    removed: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, one-line reason)
+    cancelled: bool = False
+    chunks: int = 0
+    pages: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {"indexed": self.indexed, "unchanged": self.unchanged, "removed": self.removed,
+                "failed": [{"path": p, "error": e} for p, e in self.failed], "cancelled": self.cancelled,
+                "chunks": self.chunks, "pages": self.pages}
+
+
+class Cancelled(Exception):
+    """Raised inside the indexer when the cancel check says stop (caught by `index_collection`)."""
+
+
+def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Every document under the roots (a file root is taken as given) and the roots that are missing."""
+    found: dict[str, Path] = {}
+    missing: list[tuple[str, str]] = []
+    for root in roots:
+        if root.is_file():
+            found.setdefault(str(root), root)
+        elif root.is_dir():
+            for path in _walk(root):
+                found.setdefault(str(path), path)
+                if len(found) >= MAX_FILES:
+                    break
+        else:
+            missing.append((str(root), f"{root.name}: not found"))
+    return sorted(found.values()), missing
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            # In a folder, only what Ember can read is taken (named files are tried and reported).
+            if not name.startswith(".") and kind_of(path) is not None:
+                yield path
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    with path.open("rb") as f:
+        while chunk := f.read(HASH_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def prune(index: DocIndex, coll: Collection, paths: list[Path] | None = None) -> int:
+    """Drop the files no longer under the collection's roots (or gone); how many were dropped."""
+    if paths is None:
+        paths, _ = find_files(index.roots(coll))
+    wanted = {str(p) for p in paths}
+    gone = [row.id for path, row in index.files(coll).items() if path not in wanted]
+    if gone:
+        index.drop_files(gone)
+    return len(gone)
+
+
+def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | None = None,
+                     progress: Callable[[Progress], None] | None = None,
+                     cancel: Callable[[], bool] | None = None) -> IndexReport:
+    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel."""
+    stop = cancel or (lambda: False)
+    report = IndexReport()
+    paths, missing = find_files(index.roots(coll))
+    report.failed.extend(missing)
+    report.removed = prune(index, coll, paths)
+    known = index.files(coll)
+    state = Progress(files_total=len(paths))
+    try:
+        for path in paths:
+            if stop():
+                raise Cancelled
+            state.current = str(path)
+            if progress:
+                progress(state)
+            _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress)
+            state.files_done += 1
+    except Cancelled:
+        report.cancelled = True
+    state.current = ""
+    if progress:
+        progress(state)
+    return report
+
+
+def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | None, embedder: Embedder | None,
+               state: Progress, report: IndexReport, stop: Callable[[], bool],
+               progress: Callable[[Progress], None] | None) -> None:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        report.failed.append((str(path), f"{path.name}: cannot be read ({exc.strerror or exc})"))
+        return
+    if row is not None and row.status in ("ready", "failed") and row.size == st.st_size \
+            and row.mtime_ns == st.st_mtime_ns:
+        _count_unchanged(row, report)
+        return
+    try:
+        digest = file_digest(path)
+    except OSError as exc:
+        report.failed.append((str(path), f"{path.name}: cannot be read ({exc.strerror or exc})"))
+        return
+    if row is not None and row.status in ("ready", "failed") and row.hash == digest:
+        index.touch_file(row.id, st.st_mtime_ns)  # touched, not changed
+        _count_unchanged(row, report)
+        return
+    file_id = index.begin_file(coll, str(path), digest, st.st_size, st.st_mtime_ns)
+    try:
+        pages, chunks = _write_passages(index, file_id, extract(path, stop), embedder, state, stop, progress)
+    except DocumentError as exc:
+        index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
+        report.failed.append((str(path), str(exc)))
+        return
+    if stop():
+        raise Cancelled  # the file stays `indexing`: never searched, redone next time
+    index.finish_file(file_id, pages=pages, chunks=chunks)
+    report.indexed.append(str(path))
+    report.chunks += chunks
+    report.pages += pages
+
+
+def _count_unchanged(row: FileRow, report: IndexReport) -> None:
+    if row.status == "failed":
+        report.failed.append((row.path, row.error))
+    else:
+        report.unchanged += 1
+
+
+def _write_passages(index: DocIndex, file_id: int, blocks: Iterator[Block], embedder: Embedder | None,
+                    state: Progress, stop: Callable[[], bool],
+                    progress: Callable[[Progress], None] | None) -> tuple[int, int]:
+    pages: set[int] = set()
+    written = 0
+    batch: list[Chunk] = []
+
+    def counted(blocks: Iterator[Block]) -> Iterator[Block]:
+        for block in blocks:
+            if block.page is not None and block.page not in pages:
+                pages.add(block.page)
+                state.pages += 1
+            yield block
+
+    def flush() -> None:
+        nonlocal written
+        if stop():
+            raise Cancelled
+        vectors = embedder.embed([c.text for c in batch]) if embedder is not None else None
+        index.add_chunks(file_id, batch, vectors)
+        written += len(batch)
+        state.chunks += len(batch)
+        batch.clear()
+        if progress:
+            progress(state)
+
+    for chunk in chunk_blocks(counted(blocks)):
+        batch.append(chunk)
+        if len(batch) >= BATCH:
+            flush()
+    if batch:
+        flush()
+    return len(pages), written

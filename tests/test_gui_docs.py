@@ -1,0 +1,139 @@
+"""Documents in the window: attach by drop or paste, the sources row, `[n]` links that show and open passages."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from doc_fixtures import write_pdf
+from gui_helpers import WAIT_MS, Chat
+from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtWidgets import QToolTip
+from pytestqt.qtbot import QtBot
+
+from desktop.qt import citations
+from desktop.qt.documents_ui import CollectionsDialog, DocumentsButton, install_documents
+from desktop.qt.markdown_view import TextSegment
+from desktop.qt.message_view import AssistantMessage
+from engine.backends.scripted import ScriptedBackend
+from engine.docs.index import DocIndex
+from engine.events import SourceRef, TurnStats
+
+pytest_plugins = ["gui_helpers"]
+MakeChat = Callable[..., Chat]
+
+
+@pytest.fixture
+def opened() -> Iterator[list[QUrl]]:
+    urls: list[QUrl] = []
+
+    def opener(url: QUrl) -> bool:
+        urls.append(url)
+        return True
+
+    previous = citations.set_opener(opener)
+    yield urls
+    citations.set_opener(previous)
+
+
+def _with_docs(chat: Chat, tmp_path: Path) -> DocumentsButton:
+    return install_documents(chat.window, chat.controller, tmp_path / "docs.sqlite3")
+
+
+def _drop(chat: Chat, *paths: Path) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    chat.window.composer.edit.insertFromMimeData(mime)  # what a drop and a paste both do
+
+
+def test_a_dropped_pdf_grounds_the_answer_and_its_citation_opens_the_page(
+        make_chat: MakeChat, tmp_path: Path, opened: list[QUrl]) -> None:
+    pdf = write_pdf(tmp_path / "policy.pdf", ["Cover.", "Refunds are paid within 14 days."])
+    backend = ScriptedBackend.from_texts("Refunds take 14 days [2].")
+    backend.n_ctx = 4096
+    chat = make_chat(backend=backend)
+    button = _with_docs(chat, tmp_path)
+    _drop(chat, pdf)
+    assert chat.window.composer.text() == ""  # attached, not typed
+    assert button.text() == "1 file"
+    chat.type_and_send("How fast are refunds?")
+    reply = chat.wait_reply_finished()
+    sent = backend.requests[0].messages[-1]["content"]
+    assert "[2] policy.pdf, page 2\nRefunds are paid within 14 days." in sent
+    assert reply.sources_row.isVisible()
+    assert "[2] policy.pdf, page 2" in reply.sources_row.text()
+    segment = reply.answer.part_widgets()[0]
+    assert isinstance(segment, TextSegment)
+    assert '<a href="cite:2">[2]</a>' in segment.raw_html or 'href="cite:2"' in segment.toHtml()
+    segment.highlighted.emit(QUrl("cite:2"))  # hovering the link
+    assert "Refunds are paid within 14 days." in QToolTip.text()
+    segment.anchorClicked.emit(QUrl("cite:2"))  # clicking it
+    assert [u.toLocalFile() for u in opened] == [str(pdf.resolve())] and opened[0].fragment() == "page=2"
+    # the conversation keeps the file, and history keeps the sources with the reply
+    assert button.text() == "1 file"
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    stored = history.store.path(history.conversation_id)[-1]
+    assert [s["n"] for s in stored.stats["sources"]] == [1, 2]
+
+
+def test_a_stored_reply_shows_its_sources_again(make_chat: MakeChat, tmp_path: Path, opened: list[QUrl]) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("The office closes at six.")
+    backend = ScriptedBackend.from_texts("At six [1].")
+    backend.n_ctx = 4096
+    chat = make_chat(backend=backend)
+    _with_docs(chat, tmp_path)
+    _drop(chat, note)
+    chat.type_and_send("When does it close?")
+    chat.wait_reply_finished()
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    conversation = history.conversation_id
+    cleared = asyncio.ensure_future(chat.controller.new_conversation())
+    chat.qtbot.waitUntil(cleared.done, timeout=WAIT_MS)
+    assert chat.window.last_reply() is None
+    reopened = asyncio.ensure_future(chat.controller.open_conversation(conversation))
+    chat.qtbot.waitUntil(reopened.done, timeout=WAIT_MS)
+    reply = chat.reply()
+    assert "[1] note.md" in reply.sources_row.text()
+    reply.sources_row.linkActivated.emit("cite:1")
+    assert [u.toLocalFile() for u in opened] == [str(note.resolve())]
+
+
+def test_citation_links_skip_code_and_unknown_numbers(qtbot: QtBot) -> None:
+    reply = AssistantMessage()
+    qtbot.addWidget(reply)
+    reply.set_sources((SourceRef(1, "/tmp/a.md", None, 0, 5, 0.5, "hello"),))
+    reply.add_content("See [1] and [7], not `[1]`.")
+    reply.finish(TurnStats())
+    segment = reply.answer.part_widgets()[0]
+    assert isinstance(segment, TextSegment)
+    html = segment.toHtml()
+    assert html.count('href="cite:1"') == 1 and "cite:7" not in html
+
+
+def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
+        make_chat: MakeChat, tmp_path: Path) -> None:
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"m{i}.md").write_text(f"Manual {i} says to press button {i}.")
+    chat = make_chat(backend=ScriptedBackend.from_texts("ok"))
+    button = _with_docs(chat, tmp_path)
+    dialog = button.open_collections()
+    assert isinstance(dialog, CollectionsDialog)
+    chat.qtbot.addWidget(dialog)
+    dialog.create_collection("Manuals")
+    assert dialog.selected() == "Manuals"
+    dialog.add_paths([folder])
+    chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 4)
+    assert "5 indexed" in dialog.detail.text()
+    assert dialog.list.currentItem() is not None and "5 files" in dialog.list.currentItem().text()
+    dialog.buttons["use"].click()
+    assert chat.controller.documents is not None and chat.controller.documents.collection == "Manuals"
+    assert "Manuals" in button.text()
+    with DocIndex.open(tmp_path / "docs.sqlite3") as index:
+        assert index.search(index.collection("Manuals"), "button 3")[0].path.endswith("m3.md")

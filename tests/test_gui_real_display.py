@@ -1,0 +1,239 @@
+"""The real window on a real display: xcb under Xvfb with a window manager (openbox).
+
+These run only when the tests run on the xcb platform (`.ci/run` starts Xvfb and openbox
+and runs this tier with QT_QPA_PLATFORM=xcb); offscreen they are skipped, because the
+offscreen platform has no window manager, no real focus and no real geometry.
+
+They drive the window with the keyboard and the mouse through send → tool approval → stop
+→ regenerate, and check its geometry at 800×600 and 1600×1000, at the default and the
+largest text size (Ctrl+= three times), light and dark: every visible widget inside the
+window and in a layout, and no button or label text wider than the room it is drawn in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from gui_helpers import WAIT_MS, Chat
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractScrollArea,
+    QApplication,
+    QLabel,
+    QPushButton,
+    QStyle,
+    QStyleOptionButton,
+    QToolButton,
+    QWidget,
+)
+
+from desktop.qt.message_view import AssistantMessage
+from desktop.qt.tool_card import ToolCallCard, install_tools
+from engine.turns.tool_loop import Decision
+
+pytest_plugins = ["gui_helpers"]
+pytestmark = [
+    pytest.mark.display,
+    pytest.mark.skipif(os.environ.get("QT_QPA_PLATFORM") != "xcb" or not os.environ.get("DISPLAY"),
+                       reason="needs a real display: QT_QPA_PLATFORM=xcb with DISPLAY (see .ci/run)"),
+]
+
+MakeChat = Callable[..., Chat]
+CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
+SLOW = [{"text": f"word{i} ", "delay_ms": 150} for i in range(60)]
+ANSWER = ("Here is the result:\n\nThe answer is **42**.\nIt is six times seven.\n\n"
+          "```python\nprint(6 * 7)\n```\n\nAnd the area is $\\pi r^2$.")
+
+
+def _tools_chat(make_chat: MakeChat, *replies: object) -> Chat:
+    chat = make_chat(*replies)
+    install_tools(chat.window, chat.controller)
+    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
+    return chat
+
+
+def _focused() -> QWidget | None:
+    return QApplication.focusWidget()
+
+
+def _in_composer(chat: Chat) -> bool:
+    return _focused() is chat.window.composer.edit
+
+
+def _type(chat: Chat, text: str) -> None:
+    """Type as a user does: into whatever has the focus, then Enter."""
+    target = _focused()
+    assert target is not None
+    chat.qtbot.keyClicks(target, text)
+    chat.qtbot.keyClick(target, Qt.Key.Key_Return)
+
+
+@pytest.fixture
+def shown(qtbot) -> Callable[[Chat, int, int], None]:  # type: ignore[no-untyped-def]
+    def show(chat: Chat, width: int, height: int) -> None:
+        chat.window.resize(width, height)
+        chat.window.activateWindow()
+        chat.window.raise_()
+        qtbot.waitUntil(lambda: chat.window.isActiveWindow(), timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: abs(chat.window.width() - width) <= 2, timeout=WAIT_MS)
+        qtbot.wait(100)
+
+    return show
+
+
+def test_send_approve_stop_regenerate_with_keyboard_and_mouse(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    chat = _tools_chat(make_chat, "Let me calculate that. " + CALC, "It is 42.", SLOW, "Again: 42.")
+    shown(chat, 1040, 780)
+    chat.window.composer.focus_edit()
+    assert _in_composer(chat)
+
+    # Send: the approval card appears inline, takes the focus, and Y (typed to it) approves.
+    _type(chat, "what is 6*7?")
+    chat.qtbot.waitUntil(lambda: any(isinstance(c, ToolCallCard) and c.asking
+                                     for c in chat.reply().tool_cards()), timeout=WAIT_MS)
+    card = next(c for c in chat.reply().tool_cards() if isinstance(c, ToolCallCard))
+    assert _inside(card, chat.window) and card.visibleRegion().boundingRect().height() > 0
+    chat.qtbot.waitUntil(lambda: _focused() is card.approve, timeout=WAIT_MS)
+    chat.qtbot.keyClick(card.approve, Qt.Key.Key_Y)
+    reply = chat.wait_reply_finished()
+    assert reply.answer_text().endswith("It is 42.") and card.summary.full_text() == "Used calculator → 42"
+    assert _in_composer(chat)  # after the card, typing goes on in the message box
+
+    # Stop: Esc says "Stopping…" at once, the partial answer stays, focus stays in the box.
+    _type(chat, "count slowly")
+    chat.qtbot.waitUntil(lambda: "word2" in chat.reply().answer_text(), timeout=WAIT_MS)
+    chat.qtbot.keyClick(chat.window.composer.edit, Qt.Key.Key_Escape)
+    assert chat.window.composer.button.text() in ("Stopping…", "Send")
+    stopped = chat.wait_reply_finished()
+    assert stopped.status.text() == "Stopped" and _in_composer(chat)
+
+    # Regenerate with the mouse: the new answer streams and the focus is back in the box,
+    # not on the button that was clicked (and no focus ring is left on it).
+    chat.qtbot.waitUntil(lambda: stopped.regenerate_button.isVisible(), timeout=WAIT_MS)
+    chat.qtbot.mouseClick(stopped.regenerate_button, Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: chat.reply() is not stopped and chat.reply().finished, timeout=WAIT_MS)
+    chat.wait_idle()
+    assert chat.reply().answer_text() == "Again: 42."
+    assert _in_composer(chat)  # not the Regenerate button that was clicked (it is gone with its version)
+
+
+@pytest.mark.parametrize("size", [(800, 600), (1600, 1000)], ids=["800x600", "1600x1000"])
+@pytest.mark.parametrize("larger", [0, 3], ids=["1x", "ctrl-plus-3"])
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_every_label_fits_and_every_widget_is_inside(make_chat: MakeChat, shown, size: tuple[int, int],  # type: ignore[no-untyped-def]
+                                                     larger: int, mode: str) -> None:
+    chat = _tools_chat(make_chat, CALC, ANSWER)
+    chat.window.theme.set_mode(mode)  # type: ignore[arg-type]
+    for _ in range(larger):
+        chat.qtbot.keyClick(chat.window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    shown(chat, *size)
+    chat.type_and_send("what is 6*7? " * 6)
+    chat.qtbot.waitUntil(lambda: bool(chat.reply().tool_cards()), timeout=WAIT_MS)
+    card = chat.reply().tool_cards()[0]
+    assert isinstance(card, ToolCallCard)
+    chat.qtbot.wait(200)
+    _check_geometry(chat.window)  # with the approval card asking
+    chat.qtbot.waitUntil(lambda: card.asking, timeout=WAIT_MS)
+    card.decide(Decision.APPROVE)
+    chat.wait_reply_finished()
+    chat.qtbot.wait(200)
+    _check_geometry(chat.window)
+    try:
+        chat.window.theme.reset_zoom()
+    finally:
+        chat.window.theme.set_mode("light")
+
+
+def _inside(widget: QWidget, window: QWidget) -> bool:
+    top_left = widget.mapTo(window, QPoint(0, 0))
+    return window.rect().contains(QRect(top_left, widget.size()).adjusted(1, 1, -1, -1))
+
+
+def _visible_in_view(widget: QWidget, window: QWidget) -> bool:
+    """Shown on screen, not only scrolled out of a scroll area's viewport."""
+    return widget.isVisibleTo(window) and not widget.visibleRegion().isEmpty()
+
+
+def _check_geometry(window: QWidget) -> None:
+    problems: list[str] = []
+    for widget in window.findChildren(QWidget):
+        if not _visible_in_view(widget, window) or widget.window() is not window:
+            continue
+        name = f"{type(widget).__name__}#{widget.objectName() or '?'}"
+        if not _inside(widget, window) and not _in_scroll_area(widget):
+            problems.append(f"{name} is outside the window")
+        if isinstance(widget, QAbstractButton | QLabel) and not _in_layout(widget):
+            problems.append(f"{name} is in no layout")
+        overflow = _text_overflow(widget)
+        if overflow:
+            problems.append(f"{name} clips its text {overflow!r}")
+    assert not problems, "\n".join(problems)
+
+
+def _in_scroll_area(widget: QWidget) -> bool:
+    parent = widget.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QAbstractScrollArea):
+            return True
+        parent = parent.parentWidget()
+    return False
+
+
+def _in_layout(widget: QWidget) -> bool:
+    parent = widget.parentWidget()
+    if parent is None or isinstance(parent, QAbstractScrollArea) or parent.layout() is None:
+        return True  # a viewport's or a style's own child: placed by its owner, not a layout
+    layout = parent.layout()
+    assert layout is not None
+    return layout.indexOf(widget) >= 0 or any(
+        (item := layout.itemAt(i)) is not None and (sub := item.layout()) is not None and sub.indexOf(widget) >= 0
+        for i in range(layout.count())) or _nested(layout, widget)
+
+
+def _nested(layout, widget: QWidget) -> bool:  # type: ignore[no-untyped-def]
+    for i in range(layout.count()):
+        item = layout.itemAt(i)
+        sub = item.layout() if item is not None else None
+        if sub is not None and (sub.indexOf(widget) >= 0 or _nested(sub, widget)):
+            return True
+    return False
+
+
+def _text_overflow(widget: QWidget) -> str:
+    """The text when it is wider than the room the widget draws it in, else ""."""
+    if isinstance(widget, QPushButton):
+        text = widget.text().replace("&&", "\0").replace("&", "").replace("\0", "&")
+        if not text:
+            return ""
+        option = QStyleOptionButton()
+        widget.initStyleOption(option)
+        room = widget.style().subElementRect(QStyle.SubElement.SE_PushButtonContents, option, widget).width()
+        icon = widget.iconSize().width() + 4 if not widget.icon().isNull() else 0
+        need = widget.fontMetrics().horizontalAdvance(text) + icon
+        return f"{text} ({need} > {room}, {widget.width()} wide)" if need > room else ""
+    if isinstance(widget, QToolButton):
+        if widget.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly or not widget.text():
+            return ""
+        return widget.text() if widget.sizeHint().width() > widget.width() + 1 else ""
+    if isinstance(widget, QLabel) and widget.text() and not widget.wordWrap() and widget.pixmap().isNull():
+        if widget.textFormat() == Qt.TextFormat.RichText or "<" in widget.text():
+            return ""
+        widest = max(widget.fontMetrics().horizontalAdvance(line) for line in widget.text().split("\n"))
+        return widget.text() if widest > widget.contentsRect().width() + 1 else ""
+    return ""
+
+
+def test_the_reply_shows_a_typing_indicator_until_the_first_word(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    chat = make_chat([{"text": "Hi", "delay_ms": 800}, " there."])
+    shown(chat, 1040, 780)
+    chat.type_and_send("hello")
+    chat.qtbot.waitUntil(lambda: chat.window.last_reply() is not None, timeout=WAIT_MS)
+    reply = chat.reply()
+    assert isinstance(reply, AssistantMessage)
+    chat.qtbot.waitUntil(lambda: reply.waiting.isVisible(), timeout=WAIT_MS)
+    assert _inside(reply.waiting, chat.window)
+    chat.wait_reply_finished()
+    assert not reply.waiting.isVisible()
