@@ -1,7 +1,12 @@
-"""Plain-value events: the one vocabulary shared by the GUI, the CLI, tests and benches."""
+"""Plain-value events: the one vocabulary shared by the GUI, the CLI, tests and benches.
+
+A turn with tools adds `ToolCall` (shown before it runs), then its `ToolResult` or
+`ToolDenied`, and `ToolLimit` when the model kept calling past the round limit.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -104,6 +109,56 @@ class StructuredValue:
     value: Any
 
 
+def fenced_json(value: Any) -> str:
+    """A structured value as the app shows and stores it: a fenced ```json block, pretty-printed."""
+    return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False) + "\n```"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asked to run `name` with `arguments`; it runs only once approved."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Approval(StrEnum):
+    """How a tool call came to run (stored with the call)."""
+
+    APPROVED = "approved"  # the user was asked and said yes
+    APPROVED_ALWAYS = "approved_always"  # asked; the user chose "always allow"
+    ALWAYS = "always"  # not asked: the tool is always allowed in this conversation
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    id: str
+    content: str
+    error: bool = False  # the tool failed; `content` says why (the model sees it too)
+    approval: Approval = Approval.APPROVED
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDenied:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLimit:
+    """The turn stopped because the model kept calling tools past the round limit."""
+
+    rounds: int
+
+
+class FinishReason(StrEnum):
+    """Why a model request (and so a turn) stopped producing tokens."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    CANCELLED = "cancelled"
+
+
 @dataclass(frozen=True, slots=True)
 class TurnStats:
     tokens: int = 0
@@ -115,11 +170,13 @@ class TurnStats:
     retries: int = 0
     scaffold_stripped: int = 0
     attempts: int = 1
-    finish_reason: str = "stop"  # stop | length | cancelled
+    finish_reason: str = FinishReason.STOP
     context_used: int = 0
-    context_size: int = 0
+    context_size: int = 0  # the runtime context (n_ctx), under its name in `--events` and stored stats
     drafted: int = 0  # speculative decoding: draft tokens proposed, and accepted by the model
     accepted: int = 0
+    # What reproduces the reply (engine/backends/receipt.py); None when the backend gives none.
+    receipt: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,8 +206,9 @@ class TurnError:
     stats: TurnStats = field(default_factory=TurnStats)
 
 
+ToolEvent = ToolCall | ToolResult | ToolDenied | ToolLimit
 Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | PromptProgress
-         | Sources | StructuredValue | TurnDone | TurnError)
+         | Sources | StructuredValue | ToolCall | ToolResult | ToolDenied | ToolLimit | TurnDone | TurnError)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -172,6 +230,14 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "sources", "sources": [s.to_json() for s in sources]}
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
+        case ToolCall(id=call_id, name=name, arguments=arguments):
+            return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+        case ToolResult(id=call_id, content=content, error=error):
+            return {"type": "tool_result", "id": call_id, "content": content} | ({"error": True} if error else {})
+        case ToolDenied(id=call_id):
+            return {"type": "tool_denied", "id": call_id}
+        case ToolLimit(rounds=rounds):
+            return {"type": "tool_limit", "rounds": rounds}
         case TurnDone(stats=stats):
             return {"type": "done", "stats": stats.to_dict()}
         case TurnError(kind=kind, message=message):

@@ -12,21 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Request
 from engine.errors import NoModelError
 from engine.events import Event
+from engine.tools.permissions import ToolUse
 from engine.turns.runner import TurnRunner
-from engine.turns.tool_events import AnyEvent
-
-
-class TurnSource(Protocol):
-    """What runs a turn's events on the worker thread: a `TurnRunner` or a tool loop."""
-
-    def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[AnyEvent]: ...
 
 log = logging.getLogger("engine.runtime")
 
@@ -101,26 +95,16 @@ class Engine:
         for cancel in list(self._apart):
             cancel.cancel()
 
-    @overload
-    def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                 apart: bool = False) -> AsyncGenerator[Event, None]: ...
-    @overload
-    def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                 runner_for: Callable[[Backend], TurnSource],
-                 apart: bool = False) -> AsyncGenerator[AnyEvent, None]: ...
-
     async def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                       runner_for: Callable[[Backend], TurnSource] | None = None,
-                       apart: bool = False) -> AsyncGenerator[AnyEvent, None]:
-        """Run one turn of any kind on the worker thread; `cancel` (else `stop()`) stops it.
+                       tools: ToolUse | None = None, apart: bool = False) -> AsyncGenerator[Event, None]:
+        """Run one turn of any kind on the worker thread (offering `tools`); `cancel` (else `stop()`) stops it.
 
-        The events come from a `TurnRunner`, or from what `runner_for(backend)` makes (a tool loop).
         `apart`: only `cancel` (and closing the engine) stops it, not `stop()`: an API client's turn
         is not the window's Stop button's to end.
         """
         if self._backend is None:
             raise NoModelError("no model is loaded")
-        runner = (runner_for or TurnRunner)(self._backend)
+        runner = TurnRunner(self._backend, tools)
         cancel = cancel or CancelToken()
         turns = self._apart if apart else self._running
         turns.append(cancel)

@@ -1,15 +1,12 @@
 """Model files, Qt-free: what Ember knows about a GGUF without loading its weights.
 
-    gguf_header   strict streaming GGUF header reader (metadata, tensor infos, bounds)
-    gguf_meta     ModelMetadata / ModelProfile from a header; read_metadata(), bench_header()
-    templates     chat-template family detection, thinking pre-fill detection
-    markers       thinking and tool-call marker strings
-    architectures the architectures the bundled llama.cpp can load
-    diagnose      explain_load_failure(): one-line reasons a file will not load
-    library       the model library: folders, shards, projectors, recent files, state
-    settings      per-model settings, persisted in the config directory
-    memory        weights + KV cache estimate against available memory
-    errors        GGUFError
-    jsonstore     atomic JSON writes, forgiving reads
-    paths, default_model   where things live; the built-in SmolLM2
+    formats   the one table of model formats (thinking and tool-call markers per family)
+    errors    EmberError, the root of every error, and the model errors
+    gguf/     header (a bounded streaming GGUF reader), meta (ModelMetadata from a header),
+              ggml_types, architectures (what the bundled llama.cpp loads), templates
+              (chat-template families, thinking pre-fill), diagnose (why a file will not load)
+    library/  scan (the model library: folders, shards, projectors, recent files), settings
+              (per-model settings), memory (weights + KV cache against available memory),
+              jsonstore (atomic JSON writes), paths, default_model (the built-in SmolLM2),
+              remote_keys (API keys of saved servers)
 """

@@ -9,20 +9,23 @@
 # next to the project's environment, never added to it. The build bundles whatever
 # llama-cpp-python the project environment has, so a GPU build (docs/packaging.md) is
 # bundled as is. Environment: EMBER_PYINSTALLER overrides the PyInstaller requirement;
-# EMBER_APP_NAME the folder/executable name (default: ember).
+# EMBER_APP_NAME the folder/executable name (default: ember); EMBER_BUILD_CACHE where
+# PyInstaller keeps its work between builds (default: build/pyinstaller; CI points it at
+# ~/.cache so a fresh clone rebuilds incrementally).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 NAME=${EMBER_APP_NAME:-ember}
 PYINSTALLER_REQ=${EMBER_PYINSTALLER:-pyinstaller==6.22.3}
+WORKPATH=${EMBER_BUILD_CACHE:-build/pyinstaller}
 
 clean=() smoke=0
 for arg in "$@"; do
   case "$arg" in
     --clean) clean=(--clean) ;;
     --smoke) smoke=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,7 @@ export EMBER_APP_NAME=$NAME
 start=$(date +%s)
 echo "build.sh: building dist/$NAME with $PYINSTALLER_REQ (this takes a few minutes)"
 uv run --with "$PYINSTALLER_REQ" pyinstaller packaging/ember.spec \
-  --distpath dist --workpath build/pyinstaller --noconfirm --log-level WARN "${clean[@]}"
+  --distpath dist --workpath "$WORKPATH" --noconfirm --log-level WARN "${clean[@]}"
 elapsed=$(( $(date +%s) - start ))
 
 case "$(uname -s)" in

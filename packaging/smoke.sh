@@ -4,17 +4,17 @@
 #
 #   bash packaging/smoke.sh [DIST_FOLDER]      (default: dist/ember)
 #
-# Checks, on a copy of the folder in a temporary directory:
-#   1. `ember --version` prints the version;
-#   2. `ember chat --events --max-tokens 8 "Hi"` on the bundled model ends with a done event;
-#   3. `ember --help` lists `models`, and `ember models --json` describes the bundled model;
-#   4. every bundled library resolves its bundled dependencies (ldd, Linux);
-#   5. the window starts offscreen and stays up for a few seconds;
-#   6. the bundled xcb plugin resolves its xcb-util libraries inside the folder (Linux);
-#   7. the window starts on a real X server (Xvfb, xcb platform plugin) and stays up (Linux).
-# Network isolation uses `unshare -rn` where the kernel allows it (else the check runs with
-# the network and says so). Exit status 0 when every check passed. EMBER_SMOKE_KEEP=1 keeps
-# the temporary directory.
+# Each check has a time limit. On a copy of the folder in a temporary directory:
+#   --version (its cold start is measured), --help (lists every command), every module of
+#   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), `chat --events` on the
+#   built-in model ends with a done event, `doctor`, `tools` (an MCP server is started through
+#   the SDK), `history list` (shows the chat), `models --json`, `doctor --network --json`
+#   (zero-egress on, no connection made by any of the above), every bundled library resolves
+#   (ldd, Linux), the xcb plugin's helpers are bundled, and the window on a real X server
+#   (Xvfb, xcb): first paint (measured), then quit on SIGTERM with exit status 0.
+# The report ends with the folder size and the start times; EMBER_SMOKE_REPORT=FILE also
+# writes it there. Network isolation uses `unshare -rn` where the kernel allows it. Exit
+# status 0 when every check passed. EMBER_SMOKE_KEEP=1 keeps the temporary directory.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,16 +24,26 @@ if [[ ! -d "$SRC" ]]; then
   echo "smoke.sh: $SRC not found; build it first: bash packaging/build.sh" >&2
   exit 2
 fi
+TIMEOUT=$(command -v timeout || command -v gtimeout || true)
+if [[ -z "$TIMEOUT" ]]; then
+  echo "smoke.sh: the timeout command is needed (coreutils; on macOS: brew install coreutils)" >&2
+  exit 2
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ember-smoke.XXXXXX")
-if [[ "${EMBER_SMOKE_KEEP:-0}" != 1 ]]; then
-  trap 'rm -rf "$tmp"' EXIT
-fi
+xvfb_pid=""
+cleanup() {
+  [[ -n "$xvfb_pid" ]] && kill "$xvfb_pid" 2>/dev/null
+  [[ "${EMBER_SMOKE_KEEP:-0}" == 1 ]] || rm -rf "$tmp"
+}
+trap cleanup EXIT
 mkdir -p "$tmp/elsewhere" "$tmp/home"
 cp -a "$SRC" "$tmp/elsewhere/"
 APP="$tmp/elsewhere/$NAME"
 EXE="$APP/$NAME"
 [[ -x "$EXE" ]] || EXE="$APP/ember"
+SIZE=$(du -sh "$APP" | cut -f1)
+SIZE_MB=$(( $(du -sk "$APP" | cut -f1) / 1024 ))
 
 # No network: a new user on a plane. `unshare -rn` needs unprivileged user namespaces.
 NONET=()
@@ -44,50 +54,108 @@ else
   net="network NOT isolated (unshare -rn unavailable here)"
 fi
 
-run() {  # run the copied app with a minimal environment
-  (cd "$tmp" && "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen "$EXE" "$@")
-}
-
 failures=0
+report=()
 pass() { echo "PASS  $*"; }
 fail() { echo "FAIL  $*"; failures=$((failures + 1)); }
 warn() { echo "WARN  $*"; }
+ms_now() { date +%s%3N; }
 
-echo "smoke.sh: $(du -sh "$SRC" | cut -f1) folder copied to $APP; $net; env: HOME only"
+run() {  # run LIMIT_S ARGS...: the copied app, minimal environment, a time limit
+  local limit=$1; shift
+  (cd "$tmp" && "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen \
+    "$TIMEOUT" "$limit" "$EXE" "$@")
+}
 
-# 1. --version
-out=$(run --version 2>&1); rc=$?
-if [[ $rc -eq 0 && "$out" =~ ^ember\ [0-9] ]]; then pass "--version: $out"; else fail "--version (exit $rc): $out"; fi
+echo "smoke.sh: $SIZE folder copied to $APP; $net; env: HOME only"
 
-# 2. chat on the bundled default model
-start=$(date +%s)
-out=$(run chat --events --max-tokens 8 --temperature 0 "Hi" 2>"$tmp/chat.err"); rc=$?
-secs=$(( $(date +%s) - start ))
+# --version, cold: the first start of the copied folder
+t0=$(ms_now); out=$(run 60 --version 2>&1); rc=$?; cold_ms=$(( $(ms_now) - t0 ))
+t0=$(ms_now); run 60 --version >/dev/null 2>&1; warm_ms=$(( $(ms_now) - t0 ))
+if [[ $rc -eq 0 && "$out" =~ ^ember\ [0-9] ]]; then
+  pass "--version: $out (cold ${cold_ms} ms, again ${warm_ms} ms)"
+else
+  fail "--version (exit $rc): $out"
+fi
+
+# --help lists every command
+help=$(run 60 --help 2>&1); rc=$?
+missing=""
+for cmd in chat models history bench tools docs doctor serve network; do
+  grep -qE "^\s+$cmd\b" <<<"$help" || missing+=" $cmd"
+done
+if [[ $rc -eq 0 && -z "$missing" ]]; then pass "--help lists every command"; else fail "--help (exit $rc) lacks:$missing"; fi
+
+# every module of Ember imports in the frozen app, and the libraries its paths load
+read -r -d '' IMPORTS <<'PY'
+import importlib, pkgutil, sys
+import desktop, engine, models
+bad, n = [], 0
+names = [m.name for p in (desktop, engine, models) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
+names += ["mcp", "mcp.client.stdio", "llama_cpp", "PySide6.QtWidgets", "qasync", "qtawesome",
+          "pypdfium2", "docx", "ziamath"]  # loaded lazily by documents and math: load them here
+for name in names:
+    if name.endswith(".__main__"):
+        continue
+    try:
+        importlib.import_module(name)
+        n += 1
+    except Exception as exc:
+        bad.append(f"{name}: {type(exc).__name__}: {exc}")
+print(f"imported {n} modules" if not bad else "\n".join(bad))
+sys.exit(1 if bad or n < 100 else 0)
+PY
+out=$(run 120 -c "$IMPORTS" 2>&1); rc=$?
+if [[ $rc -eq 0 ]]; then pass "imports: $out (every module of desktop, engine, models; MCP SDK, llama.cpp, Qt)"; else fail "imports (exit $rc): $(tail -c 2000 <<<"$out")"; fi
+
+# chat on the built-in model
+t0=$(ms_now)
+out=$(run 180 chat --events --max-tokens 8 --temperature 0 "Hi" 2>"$tmp/chat.err"); rc=$?
+secs=$(( ($(ms_now) - t0) / 1000 ))
 done_line=$(grep -E '"type": ?"done"' <<<"$out" | tail -1)
 if [[ $rc -eq 0 && -n "$done_line" ]]; then
   text=$(grep -E '"type": ?"content"' <<<"$out" | sed -E 's/.*"text": ?"(([^"\\]|\\.)*)".*/\1/' | tr -d '\n')
   pass "chat --events --max-tokens 8 \"Hi\" (${secs}s): reply \"${text}\""
-  echo "      $done_line"
 else
   fail "chat (exit $rc): $(tail -c 1500 <<<"$out") $(tail -c 1500 "$tmp/chat.err")"
 fi
 
-# 3. models
-help=$(run --help 2>&1)
-if grep -qE '^\s+models\b' <<<"$help"; then
-  out=$(run models --json 2>"$tmp/models.err"); rc=$?
-  if [[ $rc -eq 0 ]] && grep -q "SmolLM2-135M-Instruct.Q4_1.gguf" <<<"$out"; then
-    pass "models --json lists the bundled SmolLM2-135M-Instruct.Q4_1.gguf"
-  elif grep -qiE "not implemented" <<<"$out$(cat "$tmp/models.err")"; then
-    warn "models --json: not implemented yet"
-  else
-    fail "models --json (exit $rc): $(head -c 800 <<<"$out") $(tail -c 1500 "$tmp/models.err")"
-  fi
+# doctor
+out=$(run 60 doctor 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "llama-cpp-python" <<<"$out"; then pass "doctor"; else fail "doctor (exit $rc): $(tail -c 1500 <<<"$out")"; fi
+
+# tools: the MCP SDK starts a (trivial) server over stdio
+mkdir -p "$tmp/home/.config/ember"
+printf '{"mcpServers": {"probe": {"command": "/bin/true"}}}\n' >"$tmp/home/.config/ember/mcp.json"
+out=$(run 60 tools --mcp probe 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "^builtin:" <<<"$out" && grep -q "MCP server probe" <<<"$out" \
+   && ! grep -qE "ModuleNotFoundError|ImportError|Traceback" <<<"$out"; then
+  pass "tools --mcp probe: built-in tools listed, the MCP SDK started the server ($(grep -m1 'MCP server probe' <<<"$out" | cut -c1-90))"
 else
-  fail "--help does not list the models command"
+  fail "tools (exit $rc): $(tail -c 1500 <<<"$out")"
 fi
 
-# 4. bundled libraries resolve (Linux); system-provided libraries are reported, not failed
+# history list: the chat above was recorded
+out=$(run 60 history list 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -qE '^\s+1\s' <<<"$out"; then pass "history list: $(head -1 <<<"$out" | tr -s ' ')"; else fail "history list (exit $rc): $(tail -c 800 <<<"$out")"; fi
+
+# models
+out=$(run 60 models --json 2>"$tmp/models.err"); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "SmolLM2-135M-Instruct.Q4_1.gguf" <<<"$out"; then
+  pass "models --json lists the bundled SmolLM2-135M-Instruct.Q4_1.gguf"
+else
+  fail "models --json (exit $rc): $(head -c 800 <<<"$out") $(tail -c 1500 "$tmp/models.err")"
+fi
+
+# zero-egress: on for a fresh install, and nothing above connected anywhere
+out=$(run 60 doctor --network --json 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q '"zero_egress": true' <<<"$out" && grep -q '"totals": {"allowed": 0' <<<"$out"; then
+  pass "doctor --network: zero-egress on, 0 connections allowed by the checks above"
+else
+  fail "doctor --network (exit $rc): $(head -c 1500 <<<"$out")"
+fi
+
+# bundled libraries resolve (Linux); system-provided libraries are reported, not failed
 if [[ "$(uname -s)" == Linux ]] && command -v ldd >/dev/null; then
   missing=$(find "$APP" -type f \( -name '*.so' -o -name '*.so.*' \) -print0 \
     | xargs -0 -n 20 env -i LD_LIBRARY_PATH="$APP/_internal" ldd 2>/dev/null \
@@ -97,60 +165,68 @@ if [[ "$(uname -s)" == Linux ]] && command -v ldd >/dev/null; then
   else
     warn "ldd: system libraries missing on this machine (Qt's xcb, Wayland or GTK plugins load them on a desktop): $missing"
   fi
-fi
-
-# 5. the window starts (offscreen) and keeps running
-TIMEOUT=$(command -v timeout || command -v gtimeout || true)
-if [[ -z "$TIMEOUT" ]]; then
-  warn "window: not checked (no timeout command; on macOS: brew install coreutils)"
-else
-  (cd "$tmp" && "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen \
-    "$TIMEOUT" 10 "$EXE" >"$tmp/gui.out" 2>&1); rc=$?
-  if [[ $rc -eq 124 ]]; then
-    pass "window: started offscreen and ran until stopped after 10 s"
-  elif grep -qE "ModuleNotFoundError|ImportError|platform plugin|cannot open shared object|Library not loaded" "$tmp/gui.out"; then
-    fail "window (exit $rc), a packaging problem: $(tail -c 1500 "$tmp/gui.out")"
-  else
-    warn "window exited $rc within 10 s (the GUI may be unfinished): $(tail -c 600 "$tmp/gui.out")"
-  fi
-fi
-
-# 6. the bundled xcb plugin finds the xcb helpers inside the folder (they are bundled)
-if [[ "$(uname -s)" == Linux ]] && command -v ldd >/dev/null; then
   qxcb=$(find "$APP" -name libqxcb.so | head -1)
   if [[ -z "$qxcb" ]]; then
     fail "xcb: the folder has no libqxcb.so"
   else
     outside=$(env -i LD_LIBRARY_PATH="$APP/_internal" ldd "$qxcb" | grep -E 'lib(xcb-(cursor|icccm|keysyms|image|render-util|util)|xkbcommon-x11)\.so' \
       | grep -v -- "$APP" | awk '{print $1 " -> " $3}' | tr '\n' ' ')
-    if [[ -z "$outside" ]]; then
-      pass "xcb: the plugin's xcb-util libraries resolve inside the folder"
-    else
-      fail "xcb: the plugin loads these from outside the folder (not bundled): $outside"
-    fi
+    if [[ -z "$outside" ]]; then pass "xcb: the plugin's xcb-util libraries resolve inside the folder"
+    else fail "xcb: the plugin loads these from outside the folder (not bundled): $outside"; fi
   fi
 fi
 
-# 7. the window starts on a real X server (Xvfb, the xcb platform plugin)
-XVFB=$(command -v Xvfb || true)
-if [[ "$(uname -s)" != Linux ]]; then
-  :
-elif [[ -z "$XVFB" || -z "$TIMEOUT" ]]; then
-  warn "window on X: not checked (no Xvfb; on Debian/Ubuntu: apt-get install xvfb)"
-else
-  disp=:$(( 90 + RANDOM % 100 ))
-  "$XVFB" "$disp" -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.out" 2>&1 &
-  xvfb_pid=$!
-  sleep 1
-  (cd "$tmp" && "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin DISPLAY="$disp" QT_QPA_PLATFORM=xcb \
-    "$TIMEOUT" 10 "$EXE" >"$tmp/gui-x.out" 2>&1); rc=$?
-  kill "$xvfb_pid" 2>/dev/null; wait "$xvfb_pid" 2>/dev/null
-  if [[ $rc -eq 124 ]]; then
-    pass "window on X: started on Xvfb ($disp, xcb) and ran until stopped after 10 s"
-  else
-    fail "window on X (exit $rc): $(tail -c 1500 "$tmp/gui-x.out")"
+# the window on a real X server (Xvfb, xcb): first paint, then quit on SIGTERM
+paint_ms=""
+if [[ "$(uname -s)" == Linux ]]; then
+  for tool in Xvfb xdotool import; do
+    command -v "$tool" >/dev/null || { fail "window: $tool is missing (apt-get install xvfb xdotool imagemagick)"; tool=""; break; }
+  done
+  if [[ -n "${tool:-}" ]]; then
+    disp=:$(( 90 + RANDOM % 100 ))
+    Xvfb "$disp" -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.out" 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 50); do xdotool getdisplaygeometry --display "$disp" >/dev/null 2>&1 && break; sleep 0.1; done
+    t0=$(ms_now)
+    (cd "$tmp" && exec "${NONET[@]}" env -i HOME="$tmp/home" PATH=/usr/bin:/bin DISPLAY="$disp" QT_QPA_PLATFORM=xcb \
+      "$TIMEOUT" 90 "$EXE" >"$tmp/gui-x.out" 2>&1) &
+    gui_pid=$!
+    # First paint: Ember's window is mapped and shows more than a blank fill.
+    deadline=$(( t0 + 60000 ))
+    while (( $(ms_now) < deadline )) && kill -0 "$gui_pid" 2>/dev/null; do
+      wid=$(DISPLAY=$disp xdotool search --onlyvisible --name '^Ember' 2>/dev/null | head -1)
+      if [[ -n "$wid" ]]; then
+        colours=$(DISPLAY=$disp import -window "$wid" -format '%k' info: 2>/dev/null || echo 0)
+        if (( colours > 8 )); then paint_ms=$(( $(ms_now) - t0 )); break; fi
+      fi
+      sleep 0.05
+    done
+    if [[ -n "$paint_ms" ]]; then
+      DISPLAY=$disp import -window "$wid" "$tmp/window.png" 2>/dev/null && [[ -n "${EMBER_SMOKE_SHOT:-}" ]] && cp "$tmp/window.png" "$EMBER_SMOKE_SHOT"
+      # $gui_pid is `timeout` (the rest exec'd): it forwards SIGTERM to Ember, which closes and exits 0.
+      kill -TERM "$gui_pid"
+      for _ in $(seq 150); do kill -0 "$gui_pid" 2>/dev/null || break; sleep 0.1; done
+      wait "$gui_pid"; rc=$?
+      if [[ $rc -eq 0 ]]; then
+        pass "window on X: first paint after ${paint_ms} ms on Xvfb ($disp, xcb), quit on SIGTERM with status 0"
+      else
+        fail "window on X: painted after ${paint_ms} ms, but quitting ended with status $rc: $(tail -c 1500 "$tmp/gui-x.out")"
+      fi
+    else
+      kill "$gui_pid" 2>/dev/null; wait "$gui_pid" 2>/dev/null
+      fail "window on X: no painted Ember window within 60 s: $(tail -c 1500 "$tmp/gui-x.out")"
+    fi
+    kill "$xvfb_pid" 2>/dev/null; wait "$xvfb_pid" 2>/dev/null; xvfb_pid=""
   fi
 fi
+
+report=(
+  "folder: $SIZE (${SIZE_MB} MiB, du)"
+  "cold start: --version ${cold_ms} ms (again: ${warm_ms} ms); window first paint ${paint_ms:-n/a} ms"
+  "load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime) on $(nproc 2>/dev/null || echo '?') cores"
+)
+printf 'smoke.sh: %s\n' "${report[@]}"
+if [[ -n "${EMBER_SMOKE_REPORT:-}" ]]; then printf '%s\n' "${report[@]}" >"$EMBER_SMOKE_REPORT"; fi
 
 if (( failures )); then
   echo "smoke.sh: $failures check(s) FAILED"

@@ -30,7 +30,6 @@ from pytestqt.qtbot import QtBot
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.qt.app import wire_window
-from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.history_ui import attach_history
 from desktop.qt.message_view import AssistantMessage
 from desktop.qt.model_picker import FilePrompts, ModelPicker
@@ -41,8 +40,6 @@ from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
 
 WAIT_MS = 5000
-
-guard_singleton_refcounts()  # PySide6 6.12 on Python 3.11: see desktop/qt/compat.py
 
 
 @pytest.fixture
@@ -108,7 +105,7 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
         window = MainWindow()
         qtbot.addWidget(window)
         session = open_history()[0] if history else None  # in the test's own EMBER_HOME
-        controller = ChatController(engine, window, history=session)
+        controller = ChatController(engine, window, session=session)
         models = wire_window(window, controller)
         attach_history(window, controller)
         window.show()
@@ -122,8 +119,7 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
         chat.controller.stop()
         qtbot.waitUntil(lambda c=chat: not c.controller.busy, timeout=WAIT_MS)
         chat.engine.close_sync()
-        if chat.controller.history is not None:
-            chat.controller.history.close()
+        chat.controller.session.close()
 
 
 def widget_texts(root: QWidget) -> list[str]:

@@ -1,15 +1,17 @@
 """A tiny MCP stdio server for the tests, written with the official SDK.
 
-    python tests/mcp_stub_server.py [ok|crash|hang|boom]
+    python tests/mcp_stub_server.py [ok|crash|hang|boom|dial]
 
 One tool, `shout(text)`. `crash`: the process exits inside the call; `hang`: the call never
-returns; `boom`: the process exits before it can even start.
+returns; `boom`: the process exits before it can even start; `dial` adds `dial(port)`, which
+tries to connect to 127.0.0.1:port (the zero-egress tests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +30,18 @@ async def shout(text: str) -> str:
     if MODE == "hang":
         await asyncio.sleep(3600)
     return text.upper() + "!"
+
+
+async def dial(port: int) -> str:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError as exc:
+        return f"failed: {exc}"
+    return "connected"
+
+
+if MODE == "dial":
+    app.tool(description="Try to connect to 127.0.0.1:port.")(dial)
 
 
 if __name__ == "__main__":

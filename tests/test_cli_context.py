@@ -14,10 +14,10 @@ import pytest
 from desktop.cli import cmd_chat
 from desktop.cli.cmd_history import open_store
 from desktop.cli.main import main
-from desktop.core.settings_resolver import TurnSettings
 from engine.backends.base import Backend
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
+from engine.session.settings import TurnSettings
 from engine.turns.context_policy import SETTINGS_KEY
 
 N_CTX = 160

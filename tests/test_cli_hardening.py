@@ -356,14 +356,14 @@ def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.C
 
 
 def test_the_app_refuses_a_deeply_nested_import_with_one_line() -> None:
-    from desktop.core.history_session import open_history
+    from desktop.core.history_session import HistorySession, open_history
     from engine.history.types import HistoryError
 
     session, notice = open_history()
-    assert session is not None, notice
+    assert session.saved, notice
     try:
         with pytest.raises(HistoryError, match="nested too deeply"):
-            session.import_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+            HistorySession(session).import_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
     finally:
         session.close()
 
@@ -376,7 +376,7 @@ def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> Non
 
 def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from desktop.core.history_session import open_history
+    from desktop.core.history_session import HistorySession, open_history
     from engine.history.export import export_json
     from engine.history.types import HistoryError
 
@@ -391,10 +391,10 @@ def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path:
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "not valid Unicode" in err
     session, _ = open_history()
-    assert session is not None
+    assert session.saved
     try:
         with pytest.raises(HistoryError, match="not valid Unicode"):
-            session.import_text(path.read_text())
+            HistorySession(session).import_text(path.read_text())
         assert session.store.conversations() == []
     finally:
         session.close()

@@ -11,10 +11,10 @@ import pytest
 from desktop.cli.chat_tools import TerminalApprover, parse_tools
 from desktop.cli.main import main
 from engine.errors import ConfigError
+from engine.events import ToolCall
 from engine.history.export import export_json, export_markdown
 from engine.history.store import HistoryStore
-from engine.turns.tool_events import ToolCall
-from engine.turns.tool_loop import Decision
+from engine.tools.permissions import Decision
 from models.library.paths import ember_paths
 
 CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
@@ -96,7 +96,7 @@ def test_calls_approvals_and_results_are_recorded_and_exported(tmp_path: Path,
     assert '"type": "tool_denied"' in capsys.readouterr().out
     with HistoryStore(ember_paths().history_db) as store:
         conv = store.latest_conversation()
-        assert conv is not None and conv.settings["tools_always"] == []
+        assert conv is not None and not conv.settings.get("tools_always")
 
 
 @pytest.mark.parametrize(("answer", "decision"), [("y", Decision.APPROVE), ("n", Decision.DENY), ("", Decision.DENY),
@@ -119,7 +119,7 @@ def test_bad_tool_options_fail_with_one_line_before_loading(tmp_path: Path,
 
 
 def test_replay_puts_earlier_calls_back_before_their_answers(tmp_path: Path) -> None:
-    from engine.tools.activity import replay_tool_calls
+    from engine.session.messages import branch_messages
 
     with HistoryStore(tmp_path / "h.db") as store:
         conv = store.create_conversation()
@@ -128,10 +128,8 @@ def test_replay_puts_earlier_calls_back_before_their_answers(tmp_path: Path) -> 
                     "result": "4" * 5000, "error": False},
                    {"id": "call_2", "name": "read_file", "arguments": {"path": "x"}, "approval": "denied"}]
         store.add_message(conv.id, "assistant", "42.", parent_id=q, stats={"tools": records})
-        thread = [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": "42."},
-                  {"role": "user", "content": "and 6*8?"}]
-        out = replay_tool_calls(store, conv.id, thread)
-    assert [m["role"] for m in out] == ["user", "assistant", "tool", "tool", "assistant", "user"]
+        out = branch_messages(store.path(conv.id), replay_tools=True)
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "tool", "assistant"]
     assert [c["function"]["name"] for c in out[1]["tool_calls"]] == ["calculator", "read_file"]
     assert len(out[2]["content"]) <= 2_000 and "[result cut:" in out[2]["content"]
     assert out[3]["content"].startswith("The user denied")

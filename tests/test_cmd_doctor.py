@@ -44,7 +44,7 @@ def test_the_verdict_names_the_gpu_or_says_why_not() -> None:
 
 def test_doctor_names_a_missing_qt_library_in_one_line(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from desktop.qt import platform_check
+    from desktop.core import platform_check
 
     monkeypatch.setattr(platform_check, "doctor_line",
                         lambda env=None: (False, "the window can't open: Qt's xcb plugin needs libxcb-icccm.so.4"))

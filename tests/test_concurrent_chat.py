@@ -89,18 +89,25 @@ def test_a_lock_held_too_long_is_one_clear_error(tmp_path: Path) -> None:
 def test_the_window_does_not_record_while_ember_chat_answers_and_never_waits(tmp_path: Path) -> None:
     from desktop.core.history_session import open_history
     from engine.history.types import HistoryError
+    from engine.session.session import Ask, Turn
+    from engine.session.settings import resolve
 
     session, notice = open_history()
-    assert session is not None, notice
+    assert session.saved, notice
+    settings = resolve()
+
+    def send(text: str) -> Turn:
+        return session.begin(session.prepare(Ask.send(text), settings), model="m")
+
     try:
-        first = session.record_send("from the window", model="m")
+        first = send("from the window")
         first.close()  # the turn is over: the lock is free again
         cid = session.conversation_id
         assert cid is not None
         with ConversationLock(session.store.db_path, cid):  # `ember chat -c` is answering
             with pytest.raises(HistoryError, match="ember chat"):
-                session.record_send("second", model="m")
-        again = session.record_send("third", model="m")  # free again
+                send("second")
+        again = send("third")  # free again
         with pytest.raises(ConversationBusy):  # and a CLI writer would now wait for the window
             ConversationLock(session.store.db_path, cid, wait_s=0).acquire()
         again.close()

@@ -81,7 +81,7 @@ def test_the_prompt_numbers_the_passages_and_fits_the_context(monkeypatch: pytes
     assert main(["chat", "--attach", str(note), "What colour is the sky?"]) == 0
     sent = scripted.requests[0].messages[-1]["content"]
     assert sent.endswith("[1] sky.md\n# Sky\n\nThe sky over the harbour is blue.\n\nQuestion: What colour is the sky?")
-    assert sent.startswith("Answer the question using the numbered passages")
+    assert sent.startswith("Answer using these passages from my documents")
     # the next turn of the conversation stores and re-sends the question alone; the file stays
     # attached to the conversation, so the new question gets the document again
     assert main(["chat", "-c", "Sure?"]) == 0
@@ -163,3 +163,32 @@ def test_the_real_model_answers_from_an_attached_pdf(tmp_path: Path, ember_home:
     assert events[0]["type"] == "sources" and events[0]["sources"][0]["page"] == 1
     assert "".join(e["text"] for e in events if e["type"] == "content").strip()
     assert events[-1]["type"] == "done"
+
+
+def test_removing_a_root_drops_its_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "one.md").write_text("Apples grow on trees.")
+    (b / "two.md").write_text("Bananas grow in bunches.")
+    assert _run(capsys, "docs", "add", "Fruit", str(a), str(b))[0] == 0
+    status, out, _ = _run(capsys, "docs", "remove", "Fruit", str(b), "--json")
+    assert status == 0 and json.loads(out)["removed_files"] == 1
+    listing = json.loads(_run(capsys, "docs", "list", "Fruit", "--json")[1])
+    assert [Path(f["path"]).name for f in listing["file_list"]] == ["one.md"] and listing["roots"] == [str(a)]
+    status, _, err = _run(capsys, "docs", "remove", "Fruit", str(tmp_path / "elsewhere"))
+    assert status == 1 and err.startswith("ember: elsewhere: not in collection 'Fruit'")
+
+
+def test_ctrl_c_asks_the_indexer_to_stop_instead_of_killing_it() -> None:
+    import signal
+
+    from desktop.cli.cmd_docs import _cancel_on_sigint  # pyright: ignore[reportPrivateUsage]
+
+    with _cancel_on_sigint() as cancelled:
+        assert not cancelled()
+        signal.raise_signal(signal.SIGINT)  # the first Ctrl+C: a request, not an exception
+        assert cancelled()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)  # the second one stops at once
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -30,7 +30,7 @@ def test_smollm2_metadata(smollm_path: Path) -> None:
     meta = read_metadata(smollm_path)
     assert meta.architecture == "llama"
     assert meta.quantization == "Q4_1"
-    assert meta.context_length == 8192
+    assert meta.n_ctx_train == 8192
     assert meta.template_family is TemplateFamily.CHATML
     assert meta.size_label == "135M"
     assert (meta.block_count, meta.embedding_length, meta.head_count, meta.head_count_kv) == (30, 576, 9, 3)

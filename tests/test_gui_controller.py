@@ -6,9 +6,10 @@ import asyncio
 import threading
 from typing import Any
 
-from desktop.core.controller import ChatController, TurnFailure, failure_for
+from desktop.core.controller import ChatController
+from desktop.core.failures import FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
-from engine.backends.base import Backend
+from engine.backends.base import Backend, Message
 from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
@@ -103,17 +104,18 @@ def run(coro: Any) -> Any:
 
 
 def test_a_turn_streams_into_the_view_and_the_conversation() -> None:
-    async def main() -> tuple[FakeView, ChatController]:
+    async def main() -> tuple[FakeView, list[Message]]:
         view = FakeView()
         controller = ChatController(Engine(ScriptedBackend.from_texts(["<think>", "hm", "</think>", "Hi!"])), view)
         assert await controller.send("hello")
+        thread = controller.session.thread()
         await controller.aclose()
-        return view, controller
+        return view, thread
 
-    view, controller = run(main())
+    view, thread = run(main())
     assert view.replies[0].events == [("thinking", "hm"), ("content", "Hi!"), ("finish", "stop")]
     assert view.named("set_busy") == [True, False]
-    assert controller.conversation.messages[-1] == {"role": "assistant", "content": "Hi!"}
+    assert thread == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]
 
 
 def test_a_message_sent_while_loading_waits_for_the_model() -> None:
@@ -161,8 +163,8 @@ def test_stop_while_the_model_loads_ends_the_turn_without_a_reply() -> None:
 
 def test_failure_copy() -> None:
     assert failure_for("malformed_reply", "x") == TurnFailure(
-        "malformed_reply", "The model returned a malformed reply — please try again.", "retry")
-    assert failure_for("context_full", "x").action == "new_conversation"
+        "malformed_reply", "The model returned a malformed reply — please try again.", FailureAction.RETRY)
+    assert failure_for("context_full", "x").action is FailureAction.NEW_CONVERSATION
     assert failure_for("script", "no reply left").action is None
     assert failure_for("no_model", "").text == "No model is loaded."
     assert failure_for("backend", "boom").text == "The model stopped with an error: boom"

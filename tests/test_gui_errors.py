@@ -81,7 +81,7 @@ def test_try_again_reruns_the_turn(make_chat: MakeChat, qtbot: QtBot) -> None:
     qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().finished, timeout=WAIT_MS)
     assert chat.reply().answer_text() == "Second time lucky."
     assert banners(chat) == []
-    assert chat.controller.conversation.messages == [
+    assert chat.controller.session.thread() == [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "Second time lucky."},
     ]

@@ -11,7 +11,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
-from desktop.core import controller
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
@@ -24,6 +23,7 @@ from engine.errors import BackendError
 from engine.events import Piece
 from engine.history.store import HistoryStore
 from engine.runtime import Engine
+from engine.session import session as session_module
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
@@ -108,12 +108,12 @@ def test_a_streamed_turn_lands_in_the_history_as_it_streams(make_chat: MakeChat,
     assert rows(store, conv) == [("user", "hello there", "complete"),
                                  ("assistant", reply.answer_text(), "complete")]
     assert [t.outcome for t in store.turns(conv)] == ["completed"]
-    assert chat.controller.conversation.messages[-1] == {"role": "assistant", "content": reply.answer_text()}
+    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": reply.answer_text()}
 
 
 def test_a_pause_in_the_stream_is_flushed_by_the_timer(make_chat: MakeChat, qtbot: QtBot,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(controller, "FLUSH_EVERY_S", 0.05)
+    monkeypatch.setattr(session_module, "FLUSH_EVERY_S", 0.05)
     chat = make_chat(["A", {"text": "B", "delay_ms": 30}, {"text": "C", "delay_ms": 600}])
     chat.type_and_send("q")
     qtbot.waitUntil(lambda: chat.controller.history is not None
@@ -241,14 +241,15 @@ def test_without_a_usable_database_the_window_still_chats(
     broken = tmp_path / "history.sqlite3"
     broken.write_bytes(b"this is not a database " * 10)
     session, notice = open_history(broken)
-    assert session is None and notice.startswith("History is off for this session")
+    assert not session.saved and notice.startswith("History is off for this session")
+    session.close()
     chat = make_chat("Still here.", history=False)
     window = chat.window
     attach_history(window, ChatController(Engine(), window), notice=notice)  # how the app shows it
     labels = [w for w in window.statusBar().findChildren(QLabel) if w.accessibleName() == "History notice"]
     assert labels and "\n" not in labels[0].text()
     assert send_and_wait(chat, "anyone?").answer_text() == "Still here."
-    assert chat.controller.conversation.messages[-1] == {"role": "assistant", "content": "Still here."}
+    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still here."}
 
 
 # -- the sidebar -------------------------------------------------------------------------
@@ -384,7 +385,7 @@ def test_regenerate_makes_a_second_version_and_the_navigator_switches(make_chat:
     qtbot.mouseClick(reply.nav.previous, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(chat) == [("user", "question"), ("assistant", "First answer.")], timeout=WAIT_MS)
     assert chat.reply().nav.position == (1, 2)
-    assert chat.controller.conversation.messages[-1]["content"] == "First answer."
+    assert chat.controller.session.thread()[-1]["content"] == "First answer."
     qtbot.mouseClick(chat.reply().nav.next, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(chat)[-1] == ("assistant", "Second answer."), timeout=WAIT_MS)
 

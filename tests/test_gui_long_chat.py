@@ -106,9 +106,12 @@ def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(
     chat.controller.set_context_policy(ContextPolicy.STOP)
     sent = 0
     for i in range(8):
+        asked = len(chat.backend.requests)  # type: ignore[union-attr]
         chat.type_and_send((f"question {i} " + "more " * 10).strip())
+        # Answered (a request reached the model) or refused (a banner): the send was handled.
+        qtbot.waitUntil(lambda a=asked: len(chat.backend.requests) > a  # type: ignore[union-attr]
+                        or chat.window.conversation.banner is not None, timeout=WAIT_MS)
         qtbot.waitUntil(lambda: not chat.controller.busy, timeout=WAIT_MS)
-        qtbot.wait(50)
         if chat.window.conversation.banner is not None:
             break
         sent += 1

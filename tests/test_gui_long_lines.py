@@ -19,8 +19,8 @@ from desktop.qt.composer import ComposerEdit
 from desktop.qt.message_view import UserMessage
 from desktop.qt.tool_card import ToolCallCard
 from engine.backends.scripted import ScriptedBackend
-from engine.turns.tool_events import ToolCall
-from engine.turns.tool_loop import arguments_text
+from engine.events import ToolCall
+from engine.tools.permissions import arguments_text
 
 pytest_plugins = ["gui_helpers"]
 
@@ -100,3 +100,14 @@ def test_a_model_name_with_bidi_overrides_reads_as_written(make_chat: Callable[.
                  chat.window.header.model_label, chat.window.status.model.text()):  # type: ignore[attr-defined]
         assert "evilgnp.exe" in text
         assert not any(c in text for c in "\u202e\u200f\x1b\x07")
+
+
+def test_a_stored_reply_with_thousands_of_calls_shows_a_bounded_number_of_cards(qtbot: QtBot) -> None:
+    from desktop.qt.tool_card import MAX_STORED_CARDS, stored_tool_cards
+
+    records = [{"id": f"c{i}", "name": "calculator", "arguments": {"expression": "1"}, "approval": "approved",
+                "result": "1"} for i in range(5_000)]
+    cards = stored_tool_cards(records)
+    for card in cards:
+        qtbot.addWidget(card)
+    assert len(cards) == MAX_STORED_CARDS == 256

@@ -347,3 +347,18 @@ def test_a_sampling_change_does_not_reload(make_chat, qtbot: QtBot, tmp_path: Pa
     assert loading == [] and chat.engine.backend is before and chat.controller._loading is task
     assert chat.controller.choice is not None and chat.controller.choice.settings is not None
     assert chat.controller.choice.settings.temperature == pytest.approx(0.25)
+
+
+def test_after_a_failed_load_the_notices_choose_model_button_opens_the_picker(
+        make_chat, qtbot: QtBot, tmp_path: Path) -> None:
+    chat: Chat = make_chat("hi")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model at all" * 64)
+    loading = asyncio.ensure_future(chat.models.load(local_choice(broken)))
+    qtbot.waitUntil(loading.done, timeout=WAIT_MS)
+    assert loading.result() is False
+    notice = chat.window.notice
+    assert notice.isVisible() and "Couldn't load broken.gguf" in notice.label.text()
+    assert chat.models.picker is None
+    click(qtbot, notice.choose_button)
+    qtbot.waitUntil(lambda: chat.models.picker is not None and chat.models.picker.isVisible(), timeout=WAIT_MS)

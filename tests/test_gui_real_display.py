@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.message_view import AssistantMessage
 from desktop.qt.tool_card import ToolCallCard, install_tools
-from engine.turns.tool_loop import Decision
+from engine.tools.permissions import Decision
 
 pytest_plugins = ["gui_helpers"]
 pytestmark = [
@@ -237,3 +237,29 @@ def test_the_reply_shows_a_typing_indicator_until_the_first_word(make_chat: Make
     assert _inside(reply.waiting, chat.window)
     chat.wait_reply_finished()
     assert not reply.waiting.isVisible()
+
+
+@pytest.mark.parametrize("larger", [0, 3], ids=["1x", "ctrl-plus-3"])
+def test_the_model_picker_and_settings_labels_fit(make_chat: MakeChat, shown, larger: int) -> None:  # type: ignore[no-untyped-def]
+    chat = make_chat("x")
+    for _ in range(larger):
+        chat.qtbot.keyClick(chat.window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    shown(chat, 1040, 780)
+    try:
+        picker = chat.models.open_picker()
+        chat.qtbot.waitUntil(lambda: picker.table.topLevelItemCount() > 0 and not picker.busy, timeout=WAIT_MS * 4)
+        picker.select_row(0)
+        chat.qtbot.wait(200)
+        assert picker.width() <= chat.window.width()
+        _check_geometry(picker)
+        chat.qtbot.mouseClick(picker.settings, Qt.MouseButton.LeftButton)
+        chat.qtbot.waitUntil(lambda: picker.settings_dialog is not None and picker.settings_dialog.isVisible(),
+                             timeout=WAIT_MS * 2)
+        dialog = picker.settings_dialog
+        assert dialog is not None
+        chat.qtbot.wait(200)
+        _check_geometry(dialog)
+        dialog.close()
+        picker.close()
+    finally:
+        chat.window.theme.reset_zoom()

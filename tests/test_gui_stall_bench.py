@@ -8,9 +8,9 @@ from desktop.qt.stall_bench import bench_tokens, measure_ui_stall
 
 
 def test_measure_ui_stall_runs_and_returns_its_keys(qapp: QApplication) -> None:
-    result = measure_ui_stall(n_tokens=300, tokens_per_s=3000)
+    result = measure_ui_stall(n_tokens=300, tokens_per_s=3000, line_chars=100_000)
     assert {"ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms", "ui_card_line_max_stall_ms",
-            "ui_paste_line_max_stall_ms"} <= result.keys()
+            "ui_paste_line_max_stall_ms", "ui_send_line_max_stall_ms"} <= result.keys()
     assert all(isinstance(v, float) and v >= 0 for v in result.values())
 
 

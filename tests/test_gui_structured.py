@@ -9,13 +9,13 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.core.reply_format import ReplyFormat, parse_schema_text
 from desktop.qt.format_picker import ReplyFormatButton, SchemaDialog
 from desktop.qt.markdown_view import CodeBlock
 from desktop.qt.sidebar import HistorySidebar
 from engine.backends.base import Capabilities
 from engine.backends.scripted import ScriptedBackend
-from engine.turns.structured import fenced_json
+from engine.events import fenced_json
+from engine.session.reply_format import ReplyFormat, parse_schema_text
 
 pytest_plugins = ["gui_helpers"]
 
@@ -60,7 +60,7 @@ def test_json_replies_render_as_formatted_json_after_a_quiet_retry(make_chat: Ma
     assert store is not None and store.conversation_id is not None
     path = store.store.path(store.conversation_id)
     assert [(m.role, m.content) for m in path] == [("user", "give me json"), ("assistant", reply.answer_text())]
-    assert store.settings["reply_format"] == {"kind": "json"}
+    assert chat.controller.session.settings.reply_format == ReplyFormat("json")
 
 
 def test_exhausted_retries_show_the_last_error_and_try_again_reruns(make_chat: MakeChat, qtbot: QtBot) -> None:

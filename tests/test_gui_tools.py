@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
+from engine.events import ToolCall
 from engine.history.store import HistoryStore
-from engine.turns.tool_events import ToolCall
-from engine.turns.tool_loop import Decision
+from engine.tools.permissions import Decision
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
@@ -131,9 +131,12 @@ def test_stop_while_asking_denies_and_ends_the_turn(make_chat: Callable[..., Cha
     chat, area = tool_chat(make_chat, CALC, "unused")
     chat.type_and_send("what is 6*7?")
     wait_card(chat, area)
-    chat.controller.stop()
+    chat.qtbot.keyClick(chat.window, Qt.Key.Key_Escape)  # as the user stops it
     chat.wait_idle()
     assert len(chat.backend.requests) == 1  # type: ignore[attr-defined]
+    (card,) = area.cards.values()
+    assert not card.asking and card.summary.full_text() == "Denied calculator"  # the card says what came of it
+    assert chat.reply().status.text().startswith("Stopped")
 
 
 def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Callable[..., Chat]) -> None:

@@ -25,7 +25,7 @@ from engine.history.store import HistoryStore
 from engine.history.times import as_datetime
 from engine.history.types import HistoryError
 from engine.json_files import read_json
-from engine.tools.activity import load_permissions
+from engine.session.settings import ConversationSettings
 from models.library.json_input import JsonInputError, json_depth, parse_json_input, read_json_input
 from models.library.jsonstore import load_json_object, write_text_atomic
 from models.library.paths import ember_paths
@@ -138,7 +138,7 @@ def test_an_import_never_brings_permissions(tmp_path: Path) -> None:
     with HistoryStore(tmp_path / "h.db") as store:
         conv = import_json(store, _doc({"title": "Recipe ideas", "settings": granted}))
         assert dict(conv.settings) == {"system": "Be brief.", "context_policy": "rolling"}
-        assert load_permissions(store, conv.id).always == set()
+        assert ConversationSettings.from_stored(store.conversation(conv.id).settings).tools_always == ()
 
 
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00",
@@ -295,6 +295,6 @@ def test_the_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
 
 
 def test_a_schema_typed_in_the_window_nested_100000_deep_is_one_line() -> None:
-    from desktop.core.reply_format import parse_schema_text
+    from engine.session.reply_format import parse_schema_text
 
     assert parse_schema_text(DEEP) == (None, "Not usable: it is nested more than 256 levels deep.")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from desktop.core.settings_resolver import Overrides, resolve
 from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
-from engine.backends.offload import AUTO_LAYERS, layers_that_fit
+from engine.backends.offload import ALL_LAYERS, layers_that_fit
 from engine.errors import ConfigError, ModelLoadError
+from engine.session.settings import Overrides, resolve
 from models.gguf.meta import read_metadata
 from models.library.memory import estimate_memory, kv_cache_bytes, kv_cache_problem
 from models.library.settings import ModelSettings, load_model_settings, load_options, save_model_settings
@@ -32,7 +32,7 @@ def test_a_smaller_cache_lets_more_layers_fit_on_the_gpu(smollm_path: Path) -> N
     f16 = layers_that_fit(meta, 32768, free)
     q4 = layers_that_fit(meta, 32768, free, "q4_0")
     assert 0 < f16 < n_layer(meta)
-    assert q4 == AUTO_LAYERS or q4 > f16  # -1: all of them
+    assert q4 == ALL_LAYERS or q4 > f16  # -1: all of them
 
 
 def n_layer(meta) -> int:  # type: ignore[no-untyped-def]

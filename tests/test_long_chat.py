@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, ToolSpec, make_request
 from engine.backends.scripted import ScriptedBackend
 from engine.events import Piece, TurnDone
 from engine.history.store import HistoryStore
 from engine.turns.context_policy import ContextFullError, ContextPolicy, MessageTooLongError, fit_messages
-from engine.turns.context_window import counter_for, fit_for
+from engine.turns.context_window import counter_for, fit_for, fit_request
 from engine.turns.rounds import fold_system
-from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner, longest_turn_messages
+from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner
+from engine.turns.runner import sent_messages as first_round_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "You are terse."
@@ -86,15 +87,19 @@ def test_sixty_scripted_turns_at_512_are_all_answered_as_the_policy_says(policy:
     assert cuts > 40  # the window really moved
 
 
-def test_the_longest_turn_prompt_is_what_the_runner_sends_in_its_recovery_round() -> None:
+def test_the_counted_prompt_is_what_the_runner_sends_and_its_recovery_fits_the_headroom() -> None:
     backend = ScriptedBackend.from_texts("", "Now an answer.")  # empty first: one recovery round
+    backend.n_ctx = 512
     messages = ({"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"})
-    events = list(TurnRunner(backend).run(make_request(messages, max_tokens=64)))
+    request, fit = fit_request(backend, make_request(messages, max_tokens=64), ContextPolicy.TRUNCATE_MIDDLE)
+    events = list(TurnRunner(backend).run(request))
     assert isinstance(events[-1], TurnDone)
     assert len(backend.requests) == 2
-    assert backend.requests[1].messages == longest_turn_messages(messages)
-    first_system = str(backend.requests[0].messages[0]["content"])
-    assert len(str(longest_turn_messages(messages)[0]["content"])) > len(first_system)
+    assert backend.requests[0].messages == first_round_messages(messages, None)
+    assert backend.count_prompt_tokens(backend.requests[0].messages) == fit.prompt_tokens  # counted = sent
+    recovery = backend.count_prompt_tokens(backend.requests[1].messages)
+    counter = counter_for(backend)
+    assert counter is not None and fit.prompt_tokens < recovery <= fit.prompt_tokens + counter.recovery_headroom()
 
 
 def test_under_stop_turns_are_answered_until_full_then_refused_with_a_clear_message() -> None:
@@ -102,10 +107,12 @@ def test_under_stop_turns_are_answered_until_full_then_refused_with_a_clear_mess
     backend = ScriptedBackend.from_texts(*answers)
     backend.n_ctx = 512
     history: list[Message] = [{"role": "system", "content": SYSTEM}]
+    counter = counter_for(backend)
+    assert counter is not None
     answered = 0
     for i in range(60):
         history.append({"role": "user", "content": question(i)})
-        if backend.count_prompt_tokens(history) > 512 - 64 - 20:  # near the limit: the policy decides
+        if counter.prompt_tokens(history) > 512 - 64 - counter.recovery_headroom():  # full: the policy decides
             break
         fit = fit_for(backend, history, ContextPolicy.STOP, 64)
         assert fit.messages == tuple(history)  # nothing is ever dropped
@@ -146,8 +153,8 @@ class Recording:
         self.infos.append(info)
         return self.inner.stream(request, cancel, info)
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        return self.inner.count_prompt_tokens(messages)
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        return self.inner.count_prompt_tokens(messages, tools)
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
@@ -196,10 +203,13 @@ def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> N
             fit_for(smollm_512, history, policy, 64)
     counter = counter_for(smollm_512)
     assert counter is not None
-    # Measured through the template, exactly the prompt a turn renders (its own system lines folded in).
+    # Measured through the template, exactly the prompt a turn renders (its own system line folded in);
+    # the recovery round's longer prompt fits in the headroom kept beside it.
     short = [{"role": "user", "content": "hello there"}]
-    turn_prompt = fold_system(fold_system(tuple(short), NO_TOOLS_LINE), CORRECTION_LINE)
-    assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=turn_prompt))[0])
+    first = fold_system(tuple(short), NO_TOOLS_LINE)
+    assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=first))[0])
+    recovery = len(smollm_512.prompt_tokens(Request(messages=fold_system(first, CORRECTION_LINE)))[0])
+    assert counter.prompt_tokens(short) < recovery <= counter.prompt_tokens(short) + counter.recovery_headroom()
     assert fit_messages(short, ContextPolicy.ROLLING, counter, n_ctx=512, max_tokens=64).prompt_tokens > 2
 
 

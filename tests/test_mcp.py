@@ -12,12 +12,12 @@ from desktop.cli.main import main
 from engine.backends.base import make_request
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
-from engine.events import ContentDelta
+from engine.events import ContentDelta, ToolResult
 from engine.tools.mcp_config import ServerConfig, load_mcp_config
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import Decision, ToolUse
 from engine.tools.registry import ToolError, ToolSet
-from engine.turns.tool_events import ToolResult
-from engine.turns.tool_loop import Decision, ToolTurnRunner
+from engine.turns.runner import TurnRunner
 from models.library.paths import ember_paths
 
 pytestmark = pytest.mark.slow
@@ -79,7 +79,7 @@ def test_a_hanging_call_times_out_with_one_line_and_the_chat_continues() -> None
         tools = ToolSet(pool.tools_for(["hang"]))
         backend = ScriptedBackend.from_texts('<tool_call>{"name": "shout", "arguments": {"text": "x"}}</tool_call>',
                                              "The tool did not answer.")
-        runner = ToolTurnRunner(backend, tools, lambda _call: Decision.APPROVE)
+        runner = TurnRunner(backend, ToolUse(tools, lambda _call: Decision.APPROVE))
         events = list(runner.run(make_request([{"role": "user", "content": "go"}])))
         (result,) = [e for e in events if isinstance(e, ToolResult)]
         assert result.error and result.content == "error: MCP server hang did not answer within 1 s while running shout"

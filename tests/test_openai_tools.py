@@ -10,10 +10,11 @@ from sse_stub import DONE, Reply, StubServer, chunk, sse
 
 from engine.backends.base import make_request
 from engine.backends.openai import OpenAIBackend
+from engine.events import ToolCall, ToolResult
 from engine.tools.builtin import calculator_tool
+from engine.tools.permissions import Decision, ToolUse
 from engine.tools.registry import ToolSet
-from engine.turns.tool_events import ToolCall, ToolResult
-from engine.turns.tool_loop import Decision, ToolTurnRunner
+from engine.turns.runner import TurnRunner
 
 
 def call_delta(index: int, *, name: str | None = None, arguments: str = "", call_id: str | None = None) -> bytes:
@@ -31,7 +32,7 @@ def test_structured_calls_run_and_results_go_back_as_tool_messages(stubs: list[S
                    call_delta(0, arguments='sion": "6*7"}'), chunk(finish="tool_calls"), DONE])
     stub = StubServer([first, Reply([chunk("It is 42."), chunk(finish="stop"), DONE])]).start()
     stubs.append(stub)
-    runner = ToolTurnRunner(OpenAIBackend(stub.url), ToolSet([calculator_tool()]), lambda _c: Decision.APPROVE)
+    runner = TurnRunner(OpenAIBackend(stub.url), ToolUse(ToolSet([calculator_tool()]), lambda _c: Decision.APPROVE))
     events = list(runner.run(make_request([{"role": "user", "content": "6*7?"}])))
 
     (call,) = [e for e in events if isinstance(e, ToolCall)]
@@ -64,7 +65,7 @@ def test_arguments_nested_100000_deep_are_a_malformed_call_not_a_traceback(stubs
 
     stub = StubServer(_one_call_then_done(["[" * 100_000 + "]" * 100_000])).start()
     stubs.append(stub)
-    runner = ToolTurnRunner(OpenAIBackend(stub.url), ToolSet([calculator_tool()]), lambda _c: Decision.APPROVE)
+    runner = TurnRunner(OpenAIBackend(stub.url), ToolUse(ToolSet([calculator_tool()]), lambda _c: Decision.APPROVE))
     events = list(runner.run(make_request([{"role": "user", "content": "go"}])))
     assert not [e for e in events if isinstance(e, ToolCall)]
     assert any(isinstance(e, Recovery) for e in events) and isinstance(events[-1], TurnDone)
@@ -134,3 +135,14 @@ def test_any_argument_shape_in_any_fragmentation_is_a_call_or_stripped(arguments
         assert call.arguments == json.loads(arguments)
     else:
         assert call.arguments == {}
+
+
+def test_a_stream_chunk_nested_100000_deep_is_skipped_as_malformed(stubs: list[StubServer]) -> None:
+    from engine.backends.base import CancelToken, StreamInfo
+
+    deep = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    stub = StubServer([Reply([deep, chunk("fine."), chunk(finish="stop"), DONE])]).start()
+    stubs.append(stub)
+    pieces = list(OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(),
+                                                 StreamInfo()))
+    assert "".join(p.text for p in pieces) == "fine."

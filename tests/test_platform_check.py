@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop.qt.platform_check import doctor_line, packages_for, platform_problem
+from desktop.core.platform_check import doctor_line, packages_for, platform_problem
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the check is Linux-only")
 

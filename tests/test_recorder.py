@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, make_request
+from engine.backends.base import CancelToken, Message, make_request
 from engine.backends.scripted import ScriptedBackend
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnErrorKind, TurnStats
-from engine.history.recorder import TurnRecorder, prompt_messages, recorded
+from engine.history.recorder import TurnRecorder, recorded
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError
 from engine.runtime import Engine
+from engine.session.messages import branch_messages
+from engine.turns.context_policy import join_runs
 from engine.turns.runner import TurnRunner
 
 SPECIAL_ONLY = [{"text": "<|tool_calls|>", "special": True}]  # no visible text: the guardrail's empty reply
@@ -58,6 +60,11 @@ def assistant_rows(db: Path) -> list[tuple[object, ...]]:
     return rows(db, "SELECT content, thinking, status FROM messages WHERE role = 'assistant' ORDER BY id")
 
 
+def prompt(recorder: TurnRecorder) -> list[Message]:
+    """The branch ending at the recorder's question, as model messages (what a session sends)."""
+    return branch_messages(recorder.store.path(recorder.conversation_id, leaf_id=recorder.user_message_id))
+
+
 def feed(recorder: TurnRecorder, *events: Event) -> None:
     for event in events:
         recorder.on_event(event)
@@ -68,7 +75,7 @@ def run_turn(store: HistoryStore, conv: int, backend: ScriptedBackend, text: str
     recorder = TurnRecorder(store, conv)
     with recorder:
         recorder.begin(text)
-        request = make_request(recorder.prompt_messages())
+        request = make_request(prompt(recorder))
         for _ in recorded(TurnRunner(backend).run(request), recorder):
             pass
     return recorder
@@ -147,7 +154,7 @@ def test_try_again_after_a_malformed_turn_completes_exactly_once(store: HistoryS
     assert first.user_message_id is not None
     again = TurnRecorder(store, conv)
     again.begin_regenerate(first.user_message_id)
-    for _ in recorded(TurnRunner(backend).run(make_request(again.prompt_messages())), again):
+    for _ in recorded(TurnRunner(backend).run(make_request(prompt(again))), again):
         pass
     assert [t.outcome for t in store.turns(conv)] == ["malformed", "completed"]
     assert [m.content for m in store.path(conv)] == ["Hello?", "Better."]
@@ -185,7 +192,7 @@ def test_stop_before_any_text_leaves_the_question(db: Path, store: HistoryStore,
     cancel.cancel()
     recorder = TurnRecorder(store, conv)
     recorder.begin("count")
-    for _ in recorded(TurnRunner(ScriptedBackend.from_texts("one")).run(make_request(recorder.prompt_messages()),
+    for _ in recorded(TurnRunner(ScriptedBackend.from_texts("one")).run(make_request(prompt(recorder)),
                                                                        cancel), recorder):
         pass
     assert assistant_rows(db) == []
@@ -216,7 +223,7 @@ def test_regenerate_adds_a_version_and_a_failed_one_changes_nothing(store: Histo
     assert answer is not None
     again = TurnRecorder(store, conv)
     again.begin_regenerate(answer)  # regenerate from the answer itself
-    for _ in recorded(TurnRunner(backend).run(make_request(again.prompt_messages())), again):
+    for _ in recorded(TurnRunner(backend).run(make_request(prompt(again))), again):
         pass
     second = store.path(conv)[-1]
     assert second.content == "Second."
@@ -224,7 +231,7 @@ def test_regenerate_adds_a_version_and_a_failed_one_changes_nothing(store: Histo
     # A regenerate that ends malformed leaves the conversation showing what it showed.
     third = TurnRecorder(store, conv)
     third.begin_regenerate(second.id)
-    for _ in recorded(TurnRunner(backend).run(make_request(third.prompt_messages())), third):
+    for _ in recorded(TurnRunner(backend).run(make_request(prompt(third))), third):
         pass
     assert store.path(conv)[-1].id == second.id
     assert store.versions(second.id).count == 2
@@ -239,8 +246,8 @@ def test_edit_answers_a_new_version_and_keeps_the_old_branch(store: HistoryStore
     old_branch = [m.id for m in store.path(conv)]
     edit = TurnRecorder(store, conv)
     q1b = edit.begin_edit(q1, "Q1, better put")
-    assert edit.prompt_messages() == [{"role": "user", "content": "Q1, better put"}]
-    for _ in recorded(TurnRunner(backend).run(make_request(edit.prompt_messages())), edit):
+    assert prompt(edit) == [{"role": "user", "content": "Q1, better put"}]
+    for _ in recorded(TurnRunner(backend).run(make_request(prompt(edit))), edit):
         pass
     assert [m.content for m in store.path(conv)] == ["Q1, better put", "A1 edited."]
     assert store.versions(q1b) == (1, 2, (q1, q1b))
@@ -256,13 +263,14 @@ def test_prompt_messages_follow_the_branch(store: HistoryStore) -> None:
     run_turn(store, conv, backend, "unanswered")
     recorder = TurnRecorder(store, conv)
     recorder.begin("follow-up")
-    assert recorder.prompt_messages() == [
+    path = store.path(conv, leaf_id=recorder.user_message_id)
+    assert list(join_runs(branch_messages(path, system="Be kind."))) == [
         {"role": "system", "content": "Be kind."},
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": "One."},  # thinking is not sent back
         {"role": "user", "content": "unanswered\n\nfollow-up"},  # roles alternate for strict templates
     ]
-    assert prompt_messages(store, conv, system="Override.")[0] == {"role": "system", "content": "Override."}
+    assert branch_messages(path, system="Override.")[0] == {"role": "system", "content": "Override."}
 
 
 def test_a_failing_write_never_stops_the_reply(db: Path, store: HistoryStore, conv: int,
@@ -291,7 +299,7 @@ def test_the_recorder_works_on_the_event_loop_thread(db: Path, store: HistorySto
         recorder = TurnRecorder(store, conv)
         with recorder:
             recorder.begin("hi")
-            async for event in engine.run_turn(make_request(recorder.prompt_messages())):
+            async for event in engine.run_turn(make_request(prompt(recorder))):
                 recorder.on_event(event)
         await engine.aclose()
 

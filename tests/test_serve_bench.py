@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import httpx
 import pytest
 
 from desktop.cli import bench_serve
@@ -23,3 +24,15 @@ def test_the_serve_rows_are_measured_side_by_side() -> None:
     rows = "\n".join(bench_serve.report_rows(report, lambda label, value: f"{label}: {value}"))
     assert "ember serve, 32 clients" in rows and "llama-cpp-python's server" in rows
     assert bench_serve.collect(argparse.Namespace(serve_runs=0, quick=True), config, lambda _: None, notes) == {}
+
+
+def test_a_loopback_connection_that_is_refused_is_a_note_not_a_failed_bench(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*_args: object) -> dict[str, object]:
+        raise httpx.ConnectError("zero-egress mode refused a connection to 127.0.0.1:5555")
+
+    monkeypatch.setattr(bench_serve, "measure_serve", refused)
+    notes: list[str] = []
+    assert bench_serve.collect(argparse.Namespace(serve_runs=1, quick=True), BenchConfig(), lambda _: None, notes) == {}
+    assert len(notes) == 1
+    assert notes[0].startswith("ember serve: not measured (zero-egress mode refused a connection to 127.0.0.1:5555)")
+    assert "ember network allow 127.0.0.1`" in notes[0]

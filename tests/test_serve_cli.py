@@ -20,10 +20,8 @@ from desktop.cli.main import main
 from engine.backends.base import CancelToken, make_request
 from engine.backends.openai import OpenAIBackend
 from engine.backends.scripted import ScriptedBackend
-from engine.events import ContentDelta, ThinkingDelta, TurnDone
-from engine.turns.offered_tools import OfferedToolsRunner
+from engine.events import ContentDelta, ThinkingDelta, ToolCall, TurnDone
 from engine.turns.runner import TurnRunner
-from engine.turns.tool_events import ToolCall
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +45,7 @@ def test_ember_talks_to_ember(scripted: tuple[Served, ScriptedBackend]) -> None:
         assert isinstance(events[-1], TurnDone)
         tools = ({"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}},)
         request = make_request([{"role": "user", "content": "add 2 and 2"}], tools=tools)
-        calls = [e for e in OfferedToolsRunner(remote).run(request) if isinstance(e, ToolCall)]
+        calls = [e for e in TurnRunner(remote).run(request) if isinstance(e, ToolCall)]
         assert [(c.name, c.arguments) for c in calls] == [("add", {"a": 2, "b": 2})]
         # what Ember's backend sent arrived as Ember would have sent it locally
         assert served_backend.requests[1].tools is not None

@@ -13,6 +13,7 @@ from engine.backends.llama import LlamaBackend
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)  # three real-model replies: on a busy shared machine this takes minutes
 def test_a_growing_conversation_reuses_the_kv_prefix(smollm_path: Path) -> None:
     s = serve(LlamaBackend(smollm_path, n_ctx=2048), max_tokens=12, context_size=2048)
     try:

@@ -12,11 +12,11 @@ from desktop.cli.common import run_settings
 from desktop.cli.main import build_parser, main
 from desktop.core.controller import ChatController
 from desktop.core.model_choice import local_choice
-from desktop.core.settings_resolver import Overrides, resolve
 from engine.backends.base import Request, Sampling
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.runtime import Engine
+from engine.session.settings import Overrides, resolve
 from models.library.settings import ModelSettings, save_model_settings
 from tests.test_gui_controller import FakeView
 

@@ -20,14 +20,15 @@ from hypothesis import strategies as st
 from desktop.cli.main import main
 from engine.backends.base import CancelToken, make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.events import ToolCall, ToolResult
 from engine.tools.builtin import calculator_tool
 from engine.tools.calculator import MAX_INT_BITS, CalcError, calculate
 from engine.tools.files import FolderGrants, list_folder, read_text_file
 from engine.tools.mcp_config import ServerConfig
 from engine.tools.mcp_tools import McpServers, free_name
+from engine.tools.permissions import Decision, ToolPermissions, ToolUse
 from engine.tools.registry import Tool, ToolError, ToolSet, object_schema
-from engine.turns.tool_events import ToolCall, ToolResult
-from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
+from engine.turns.runner import TurnRunner
 from models.library.paths import ember_paths
 
 HOSTILE = str(Path(__file__).with_name("mcp_hostile_server.py"))
@@ -190,7 +191,7 @@ def test_always_allow_is_keyed_by_source_as_well_as_name() -> None:
         return Decision.DENY
 
     tools = ToolSet([_echo("read_file", "mcp:read", ran)])  # the built-in is off; a server's tool has its name
-    runner = ToolTurnRunner(backend, tools, deny, permissions=ToolPermissions({"read_file"}))
+    runner = TurnRunner(backend, ToolUse(tools, deny, permissions=ToolPermissions({"read_file"})))
     list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
     assert len(asked) == 1 and ran == []  # the built-in's "always" did not carry over
     permissions = ToolPermissions()
@@ -259,7 +260,7 @@ def test_server_names_and_descriptions_cannot_forge_lines_in_ember_tools(capsys:
 def test_tool_results_reach_the_model_as_text() -> None:  # the plain path still works end to end
     backend = ScriptedBackend.from_texts('<tool_call>{"name": "calculator", "arguments": '
                                          '{"expression": "round(1, -10**9)"}}</tool_call>', "ok.")
-    runner = ToolTurnRunner(backend, ToolSet([calculator_tool()]), lambda _: Decision.APPROVE)
+    runner = TurnRunner(backend, ToolUse(ToolSet([calculator_tool()]), lambda _: Decision.APPROVE))
     events = list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
     (result,) = [e for e in events if isinstance(e, ToolResult)]
     assert result.error and result.content == "error: round() digits are limited to ±1000"
@@ -277,7 +278,7 @@ def test_a_reply_with_2000_calls_runs_at_most_a_round_s_worth() -> None:
         asked.append(call)
         return Decision.APPROVE
 
-    runner = ToolTurnRunner(backend, ToolSet([calculator_tool()]), approve)
+    runner = TurnRunner(backend, ToolUse(ToolSet([calculator_tool()]), approve))
     events = list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
     assert len(asked) == MAX_CALLS_PER_ROUND == len([e for e in events if isinstance(e, ToolCall)])
     (notice,) = [e for e in events if isinstance(e, Notice)]

@@ -8,10 +8,21 @@ from typing import Any
 
 from engine.backends.base import CancelToken, make_request
 from engine.backends.scripted import ScriptedBackend
-from engine.events import ContentDelta, Recovery, TurnDone, TurnError
+from engine.events import (
+    ContentDelta,
+    Event,
+    Recovery,
+    ToolCall,
+    ToolDenied,
+    ToolLimit,
+    ToolResult,
+    TurnDone,
+    TurnError,
+    event_to_json,
+)
+from engine.tools.permissions import Decision, ToolPermissions, ToolUse, cut_result
 from engine.tools.registry import Tool, ToolError, ToolSet, object_schema
-from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult, tool_event_to_json
-from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner, cut_result
+from engine.turns.runner import TurnRunner
 
 
 def hermes(name: str, **arguments: Any) -> str:
@@ -41,13 +52,13 @@ class Approver:
         return self.decisions.pop(0)
 
 
-def turn(backend: ScriptedBackend, tools: ToolSet, approver: Approver, **kwargs: Any) -> list[AnyEvent]:
-    runner = ToolTurnRunner(backend, tools, approver, **kwargs)
+def turn(backend: ScriptedBackend, tools: ToolSet, approver: Approver, **kwargs: Any) -> list[Event]:
+    runner = TurnRunner(backend, ToolUse(tools, approver, **kwargs))
     request = make_request([{"role": "user", "content": "hi"}], max_tokens=100)
     return list(runner.run(request, CancelToken()))
 
 
-def content(events: list[AnyEvent]) -> str:
+def content(events: list[Event]) -> str:
     return "".join(e.text for e in events if isinstance(e, ContentDelta))
 
 
@@ -160,18 +171,18 @@ def test_a_malformed_call_with_an_empty_recovery_ends_as_a_malformed_reply() -> 
 
 def test_a_grammar_constrains_only_the_first_round() -> None:
     backend = ScriptedBackend.from_texts(hermes("echo"), "Done.")
-    runner = ToolTurnRunner(backend, echo_tools(), Approver(Decision.APPROVE))
+    runner = TurnRunner(backend, ToolUse(echo_tools(), Approver(Decision.APPROVE)))
     request = make_request([{"role": "user", "content": "hi"}], grammar='root ::= "x"')
     list(runner.run(request))
     assert [r.grammar for r in backend.requests] == ['root ::= "x"', None]
 
 
 def test_events_have_the_documented_json_shapes() -> None:
-    assert tool_event_to_json(ToolCall("c1", "echo", {"text": "a"})) == {
+    assert event_to_json(ToolCall("c1", "echo", {"text": "a"})) == {
         "type": "tool_call", "id": "c1", "name": "echo", "arguments": {"text": "a"}}
-    assert tool_event_to_json(ToolResult("c1", "ok")) == {"type": "tool_result", "id": "c1", "content": "ok"}
-    assert tool_event_to_json(ToolDenied("c1")) == {"type": "tool_denied", "id": "c1"}
-    assert tool_event_to_json(ContentDelta("x")) == {"type": "content", "text": "x"}
+    assert event_to_json(ToolResult("c1", "ok")) == {"type": "tool_result", "id": "c1", "content": "ok"}
+    assert event_to_json(ToolDenied("c1")) == {"type": "tool_denied", "id": "c1"}
+    assert event_to_json(ContentDelta("x")) == {"type": "content", "text": "x"}
 
 
 def test_a_scripted_multi_round_reply_with_special_token_pieces_plays_through() -> None:
@@ -214,11 +225,11 @@ def test_a_tool_turn_runs_through_the_engines_one_turn_api() -> None:
     backend = ScriptedBackend.from_texts(hermes("echo", text="ping"), "It said ping.")
     approver = Approver(Decision.APPROVE)
 
-    async def main() -> tuple[list[AnyEvent], bool]:
+    async def main() -> tuple[list[Event], bool]:
         engine = Engine(backend)
         request = make_request([{"role": "user", "content": "hi"}], max_tokens=100)
         events = [e async for e in engine.run_turn(
-            request, runner_for=lambda b: ToolTurnRunner(b, echo_tools(), approver))]
+            request, tools=ToolUse(echo_tools(), approver))]
         busy_after = engine.busy
         await engine.aclose()
         return events, busy_after

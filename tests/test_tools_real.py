@@ -8,11 +8,11 @@ import pytest
 
 from engine.backends.base import CancelToken, Sampling, make_request
 from engine.backends.llama import LlamaBackend
-from engine.events import ContentDelta, TurnDone
+from engine.events import ContentDelta, ToolCall, ToolResult, TurnDone
 from engine.tools.builtin import builtin_tools
+from engine.tools.permissions import Decision, ToolUse
 from engine.tools.registry import ToolSet
-from engine.turns.tool_events import ToolCall, ToolResult
-from engine.turns.tool_loop import Decision, ToolTurnRunner
+from engine.turns.runner import TurnRunner
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def test_smollm2_calls_the_clock_after_approval_and_answers_with_the_result(smol
 
     request = make_request([{"role": "user", "content": "What time is it?"}], sampling=Sampling.greedy(),
                            max_tokens=64, grammar=FORCED_CALL)
-    events = list(ToolTurnRunner(smollm, tools, approve).run(request, CancelToken()))
+    events = list(TurnRunner(smollm, ToolUse(tools, approve)).run(request, CancelToken()))
 
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [(c.name, c.arguments) for c in calls] == [("current_time", {})]

@@ -35,7 +35,8 @@ def _content(events: list[Event]) -> str:
 @pytest.mark.parametrize("scaffold", [SCAFFOLD, SCAFFOLD_SPECIAL], ids=["spelled", "special-tokens"])
 def test_scaffolding_only_then_a_clean_reply_recovers_once(scaffold: list[object]) -> None:
     backend = ScriptedBackend.from_texts(scaffold, "Your notes are in /homelab.")
-    events = _turn(backend, tools=[{"type": "function", "function": {"name": "read"}}])
+    # "read" is not among the offered tools: its markup is scaffolding, stripped, not a call.
+    events = _turn(backend, tools=[{"type": "function", "function": {"name": "search"}}])
     assert [type(e) for e in events].count(Recovery) == 1
     assert _content(events) == "Your notes are in /homelab."
     assert isinstance(events[-1], TurnDone)

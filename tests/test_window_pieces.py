@@ -9,7 +9,7 @@ import pytest
 
 from desktop.core.load_errors import humane_cause, load_failure_text, squeeze
 from desktop.core.markdown_blocks import MarkdownStream, brackets_to_dollars, looks_like_code, math_source
-from desktop.core.settings_resolver import model_defaults, saved_settings
+from engine.session.settings import model_defaults, saved_settings
 from models.library.recommended import BUILTIN_DEFAULTS
 from models.library.settings import ModelSettings, save_model_settings
 

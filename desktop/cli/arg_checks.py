@@ -59,14 +59,6 @@ def id_arg(text: str) -> int:
     return value
 
 
-def count_arg(text: str) -> int:
-    """A positive count (a limit on rows)."""
-    value = _whole(text)
-    if value < 1:
-        raise _refuse(f"expected a positive whole number, got {text!r}")
-    return value
-
-
 def threads_arg(text: str) -> int:
     """CPU threads: 1 to this machine's CPU count (more only slows decoding down)."""
     value = _whole(text)

@@ -55,7 +55,13 @@ def collect(args: argparse.Namespace, config: BenchConfig, say: Callable[[str], 
     say(f"ember serve: {runs} interleaved rounds against the engine and llama-cpp-python's server, "
         f"then {CLIENTS} clients")
     client_tokens = min(config.max_tokens, CLIENT_TOKENS_QUICK if args.quick else CLIENT_TOKENS)
-    return measure_serve(config, runs, client_tokens, notes)
+    try:
+        return measure_serve(config, runs, client_tokens, notes)
+    except (httpx.HTTPError, OSError, BenchError) as exc:  # e.g. loopback connections refused by a policy
+        hint = "; zero-egress mode covers loopback too: `ember network allow 127.0.0.1` lets the bench " \
+               "reach its own server" if "zero-egress" in str(exc) else ""
+        notes.append(f"ember serve: not measured ({exc}){hint}")
+        return {}
 
 
 def measure_serve(config: BenchConfig, runs: int, client_tokens: int, notes: list[str]) -> dict[str, Any]:
@@ -70,6 +76,7 @@ def measure_serve(config: BenchConfig, runs: int, client_tokens: int, notes: lis
     server.start()
     work = bench_llama.Workload.story(config.max_tokens)
     try:
+        _reach(server.address)  # before starting anything else: the bench's own loopback client must connect
         with _llama_cpp_server(config, threads, notes) as llama_url:
             def in_process() -> bench_llama.RunTiming:
                 _wait_idle(engine)
@@ -93,6 +100,13 @@ def measure_serve(config: BenchConfig, runs: int, client_tokens: int, notes: lis
     finally:
         server.stop()
         engine.close_sync()
+
+
+def _reach(base_url: str) -> None:
+    try:
+        httpx.get(f"{base_url}/models", timeout=30).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise BenchError(f"cannot reach ember serve on {base_url}: {exc}") from exc
 
 
 def _wait_idle(engine: Engine) -> None:

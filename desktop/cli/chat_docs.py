@@ -41,5 +41,6 @@ def open_docs(args: argparse.Namespace, conversation: dict[str, object] | None) 
 
 def print_sources(event: Sources) -> None:
     """The sources after a plain-text answer, on stderr (stdout keeps the answer alone)."""
+    sys.stdout.flush()  # the answer's last line first, on a terminal showing both
     for ref in event.sources:
         sys.stderr.write(f"[{ref.n}] {label(ref)} ({ref.path}, characters {ref.start}-{ref.end})\n")

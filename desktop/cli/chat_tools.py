@@ -1,4 +1,4 @@
-"""`ember chat --tools …`: tool options, terminal approval prompts and the tool turn.
+"""`ember chat --tools …`: tool options, the tools offered and terminal approval prompts.
 
     ember chat --tools builtin --allow-folder ~/notes "what is in todo.txt?"
     ember chat --tools builtin,mcp:files --yes --events "…"
@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from desktop.cli.common import positive_int, warn
-from engine.backends.base import Backend, CancelToken, Request
 from engine.errors import ConfigError
-from engine.history.store import HistoryStore
-from engine.tools.activity import ToolActivity, load_permissions, recorded_tools, replay_tool_calls, save_permissions
+from engine.events import ToolCall
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import DEFAULT_MAX_ROUNDS, Decision, arguments_text
 from engine.tools.registry import Tool, ToolError, ToolSet
-from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolLimit, ToolResult
-from engine.turns.tool_loop import DEFAULT_MAX_ROUNDS, Decision, ToolPermissions, ToolTurnRunner, arguments_text
 from models.library.paths import ember_paths
 
 RESULT_PREVIEW_CHARS = 300
@@ -117,44 +114,8 @@ class TerminalApprover:
                 return Decision.ALWAYS
 
 
-def tool_turn(args: argparse.Namespace, backend: Backend, request: Request, cancel: CancelToken,
-              tools: ToolSet, store: HistoryStore | None, conversation_id: int | None,
-              message_id: Callable[[], int | None], approver: TerminalApprover | None = None) -> Iterator[AnyEvent]:
-    """The turn's events; records tool activity and always-allow choices when there is history."""
-    permissions = ToolPermissions()
-    if store is not None and conversation_id is not None:
-        permissions = load_permissions(store, conversation_id)
-    before = set(permissions.always)
-    if getattr(args, "ask_again", False):
-        permissions = ToolPermissions()
-    runner = ToolTurnRunner(backend, tools, approver or TerminalApprover(yes=args.yes), permissions=permissions,
-                            max_rounds=args.max_tool_rounds)
-    activity = ToolActivity()
-    if store is not None and conversation_id is not None:
-        request = request.with_(messages=tuple(replay_tool_calls(store, conversation_id, list(request.messages))))
-    yield from recorded_tools(runner.run(request, cancel), activity)
-    if store is not None and conversation_id is not None:
-        activity.save(store, message_id())
-        if permissions.always != before:
-            save_permissions(store, conversation_id, permissions)
-
-
-def emit_tool_text(event: AnyEvent, out: TextIO | None = None) -> None:
-    """The plain-text view of a tool event (on stderr: stdout keeps only the answer)."""
-    stream = out or sys.stderr
-    match event:
-        case ToolResult(content=content, error=error):
-            label = "tool failed" if error else "tool result"
-            stream.write(f"ember: {label}: {_preview(content)}\n")
-        case ToolDenied():
-            stream.write("ember: tool call denied\n")
-        case ToolLimit(rounds=rounds):
-            stream.write(f"ember: stopped after {rounds} rounds of tool calls\n")
-        case _:
-            pass
-
-
-def _preview(text: str) -> str:
+def result_preview(text: str) -> str:
+    """A tool result on one line, cut to `RESULT_PREVIEW_CHARS`."""
     flat = "".join(ch if ch.isprintable() else " " for ch in text)
     return flat if len(flat) <= RESULT_PREVIEW_CHARS else flat[:RESULT_PREVIEW_CHARS] + "…"
 

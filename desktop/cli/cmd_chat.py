@@ -8,30 +8,29 @@ read, is not JSON or is not a valid JSON Schema exits 2 before any model is load
 schema's grammar cannot be used, decoding is unconstrained and that is said (`ember: note:`
 on stderr, a `notice` line with `--events`); the value is still validated.
 
-Both kinds run through the same turn runner and are recorded in history the same way
-(`--no-history`, `-c`, `--conversation`): the user's message is committed before the
-reply; the answer (a structured value as the app shows it, a fenced json block) at the end.
-With `--tools` the turn may call tools, each approved first (desktop/cli/chat_tools.py);
-`--tools` and `--schema` cannot be combined.
-Every kind is fitted to the model's context first (`--context-policy`, else the
-conversation's, else the model's: engine/turns/context_policy.py); a message that cannot fit
-even alone is refused (exit 3) before it is stored.
+Every kind runs through the one session the window uses too (engine/session): recorded in
+history the same way (`--no-history`, `-c`, `--conversation`): the user's message is
+committed before the reply; the answer (a structured value as the app shows it, a fenced
+json block) and its tool calls at the end. With `--tools` the turn may call tools, each
+approved first (desktop/cli/chat_tools.py); `--tools` and `--schema` cannot be combined.
+The request actually sent (system prompt, tools' descriptions, replayed tool calls and
+results, the new message) is fitted to the model's context first (`--context-policy`, else
+the conversation's, else the model's: engine/turns/context_policy.py); a message that
+cannot be sent is refused (exit 3) before anything is stored.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
-from collections.abc import Iterator
-from itertools import chain
+from collections.abc import Iterable
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
 from desktop.cli.chat_docs import add_doc_options, open_docs, print_sources
-from desktop.cli.chat_tools import add_tool_options, build_toolset, emit_tool_text, tool_turn
-from desktop.cli.cmd_history import ChatHistory, add_chat_options
+from desktop.cli.chat_tools import TerminalApprover, add_tool_options, build_toolset, result_preview
+from desktop.cli.cmd_history import add_chat_options, chat_session
 from desktop.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -44,33 +43,34 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
-from desktop.core.context_choice import policy_for, preview_messages, refusal, with_policy
 from desktop.core.documents import TurnDocuments, remember_documents
-from desktop.core.settings_resolver import TurnSettings
-from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.backends.base import Backend, CancelToken, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
+    Event,
     Notice,
     Recovery,
     Sources,
     StructuredRetry,
     StructuredValue,
     ThinkingDelta,
+    ToolDenied,
+    ToolLimit,
+    ToolResult,
     TurnDone,
     TurnError,
     TurnErrorKind,
-    TurnStats,
+    event_to_json,
 )
 from engine.history.types import HistoryError
+from engine.session.session import Ask, ChatSession
+from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
-from engine.turns.context_window import fit_for
-from engine.turns.runner import TurnRunner, error_kind
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
-from engine.turns.tool_events import AnyEvent, tool_event_to_json
 from models.library.memory import KV_CACHE_TYPES
-from models.library.settings import ModelSettings
+from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 
 def register(sub: Any) -> None:
@@ -83,8 +83,10 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
     p.add_argument("--max-tokens", type=positive_int, default=None,
                    help="reply length limit (default: the model's setting, else up to the context size)")
-    p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default 4096)")
-    p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
+    p.add_argument("--ctx", type=ctx_arg, default=None,
+                   help=f"context length in tokens (default {DEFAULT_CONTEXT_LENGTH})")
+    p.add_argument("--gpu-layers", type=int, default=None,
+                   help=f"layers to offload to the GPU ({AUTO_GPU_LAYERS} = as many as fit, 0 = CPU only)")
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
     p.add_argument("--kv-cache", choices=tuple(KV_CACHE_TYPES), default=None,
                    help="KV cache type: f16 (default), q8_0 or q4_0 (less memory for the context)")
@@ -108,133 +110,90 @@ def run(args: argparse.Namespace) -> int:
         # Checked before a model loads: a bad schema file or conversation id fails fast.
         schema: Schema | None = load_schema(args.schema) if args.schema is not None else None
         settings = run_settings(args)
-        history = ChatHistory.open(args)
+        session = chat_session(args)
     except EngineError as exc:
         return fail(str(exc))
-    with history:
-        try:  # checked before a model loads too; MCP servers start here
-            tools = build_toolset(args, history.store.db_path if history.store else None) if args.tools else None
-        except EngineError as exc:
-            return fail(str(exc))
-        try:
-            docs = open_docs(args, _conversation_settings(history))  # files are read before a model loads
-            backend = open_backend(args, settings)
-        except EngineError as exc:
-            if tools is not None:
-                tools.close()
-            return fail(str(exc))
-        try:
-            note_clamped_context(settings.model.context_length, backend)
-            return _chat(args, backend, settings, schema, history, tools, docs)
-        finally:
+    tools: ToolSet | None = None
+    backend: Backend | None = None
+    docs: TurnDocuments | None = None
+    try:
+        # Checked before a model loads too; MCP servers start here, files are read here.
+        tools = build_toolset(args, session.store.db_path if session.saved else None) if args.tools else None
+        docs = open_docs(args, session.settings.to_stored())
+        backend = open_backend(args, settings)
+        note_clamped_context(settings.model.context_length, backend)
+        return _chat(args, backend, settings, schema, session, tools, docs)
+    except EngineError as exc:
+        return fail(str(exc))
+    finally:
+        if backend is not None:
             backend.close()
+        if docs is not None:
             docs.close()
-            if tools is not None:
-                tools.close()
+        if tools is not None:
+            tools.close()
+        session.close()
 
 
 def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, schema: Schema | None,
-          history: ChatHistory, tools: ToolSet | None, docs: TurnDocuments) -> int:
-    system = settings.system_prompt or None
-    policy = _context_policy(args, history, settings.model)
-    # Checked before anything is stored: a message that cannot be sent never enters the history.
-    problem = refusal(backend, preview_messages(history.store, history.conversation_id, args.prompt, system),
-                      policy, settings.max_tokens)
-    if problem:
-        sys.stderr.write(f"ember: {problem}\n")
+          session: ChatSession, tools: ToolSet | None, docs: TurnDocuments) -> int:
+    """One turn through the session: refused before anything is stored, or run and recorded."""
+    _keep_choices(args, session, docs)
+    try:  # the request actually sent (tools, documents included) is fitted before anything is stored
+        turn = session.open_turn(backend, Ask.send(args.prompt), settings, tools=tools, schema=schema,
+                                 model=backend.name, approver=TerminalApprover(yes=args.yes),
+                                 max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again,
+                                 documents=docs.apply if docs else None)
+    except (ContextOverflowError, ConfigError) as exc:
+        sys.stderr.write(f"ember: {exc}\n")
         return EXIT_TURN_ERROR
-    # With history, the context is the conversation's active branch ending at this prompt
-    # (begin() waits for another `chat -c` on the conversation to finish its turn first).
-    messages = history.begin(args.prompt, system=system, model=backend.name, join_roles=False) or settings.messages(
-        [{"role": "user", "content": args.prompt}])
-    _keep_settings(args, history, policy, docs)
+    if turn.fit.cut:
+        sys.stderr.write(f"ember: {len(turn.fit.dropped)} earlier messages are outside the model's "
+                         f"context ({turn.policy})\n")
     cancel = CancelToken()
     try:
-        first: list[Sources] = []
-        if docs:  # the passages that fit go into the question; the turn starts with its sources
-            messages, sources = docs.apply(backend, messages, settings.max_tokens)
-            first.append(sources)
-        events = chain(first, _fitted_turn(args, backend, messages, policy, settings, schema, cancel, history,
-                                           tools))
-        # The recorder passes tool events through unrecorded (chat_tools records them).
-        return _print_turn(history.wrap(events), args)  # pyright: ignore[reportArgumentType]
+        return _print_turn(turn.run(backend, cancel), args)
     except KeyboardInterrupt:
         cancel.cancel()
-        history.stopped()
+        turn.close("stopped")  # what streamed is kept, marked stopped
         if schema is None:
             sys.stdout.write("\n")
         return EXIT_INTERRUPTED
 
 
-def _fitted_turn(args: argparse.Namespace, backend: Backend, messages: list[Message], policy: ContextPolicy,
-                 settings: TurnSettings, schema: Schema | None, cancel: CancelToken, history: ChatHistory,
-                 tools: ToolSet | None) -> Iterator[AnyEvent]:
-    """The turn's events, its messages fitted to the context first under `policy`."""
-    try:
-        fit = fit_for(backend, messages, policy, settings.max_tokens)
-    except (ContextOverflowError, ConfigError) as exc:
-        # Possible only when another writer grew the conversation after the check above:
-        # the turn ends with the error, recorded like any other.
-        return iter([TurnError(error_kind(exc), str(exc), TurnStats())])
-    if fit.cut:
-        sys.stderr.write(f"ember: {len(fit.dropped)} earlier messages are outside the model's context ({policy})\n")
-    request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema)
-    return _turn_events(args, backend, request, cancel, history, tools)
-
-
-def _conversation_settings(history: ChatHistory) -> dict[str, Any] | None:
-    if history.store is None or history.conversation_id is None:
-        return None
-    try:
-        return dict(history.store.conversation(history.conversation_id).settings)
-    except (HistoryError, sqlite3.Error):  # recording reports it; the defaults apply
-        return None
-
-
-def _context_policy(args: argparse.Namespace, history: ChatHistory, model: ModelSettings) -> ContextPolicy:
-    return policy_for(_conversation_settings(history), model, args.context_policy)
-
-
-def _keep_settings(args: argparse.Namespace, history: ChatHistory, policy: ContextPolicy,
-                   docs: TurnDocuments) -> None:
-    """Remember `--context-policy`, `--docs` and the attached files as the conversation's own."""
-    if not (args.context_policy or args.docs or docs.attached) or history.store is None \
-            or history.conversation_id is None:
+def _keep_choices(args: argparse.Namespace, session: ChatSession, docs: TurnDocuments) -> None:
+    """`--context-policy`, `--system`, `--docs` and attached files: remembered as the conversation's own."""
+    changes: dict[str, object] = {}
+    if args.context_policy:
+        changes["context_policy"] = ContextPolicy(args.context_policy)
+    if args.system:
+        changes["system"] = args.system
+    if not (changes or args.docs or docs.attached):
         return
     try:
-        settings = history.store.conversation(history.conversation_id).settings
-        if args.context_policy:
-            settings = with_policy(settings, policy)
-        settings = remember_documents(settings, docs, args.docs)
-        history.store.update_conversation(history.conversation_id, settings=settings)
-    except (HistoryError, sqlite3.Error) as exc:
+        session.update_settings(**changes)
+        if args.docs or docs.attached:
+            stored = remember_documents(session.settings.to_stored(), docs, args.docs)
+            session.replace_settings(ConversationSettings.from_stored(stored))
+    except HistoryError as exc:
         sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")
-
-
-def _turn_events(args: argparse.Namespace, backend: Backend, request: Request, cancel: CancelToken,
-                 history: ChatHistory, tools: ToolSet | None) -> Iterator[AnyEvent]:
-    if tools is None:
-        return TurnRunner(backend).run(request, cancel)
-    recorder = history.recorder  # a turn with tools: desktop/cli/chat_tools.py
-    return tool_turn(args, backend, request, cancel, tools, history.store, history.conversation_id,
-                     lambda: recorder.assistant_message_id if recorder else None)
 
 
 def note_clamped_context(asked: int, backend: Backend) -> None:
     """Say so when the model's trained context is below the context asked for (it is used instead)."""
-    used = backend.capabilities.context_size
+    used = backend.capabilities.n_ctx
     if 0 < used < asked:
         sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
                          f"not {asked}\n")
 
 
-def _print_turn(events: Any, args: argparse.Namespace) -> int:
+def _print_turn(events: Iterable[Event], args: argparse.Namespace) -> int:
     status = EXIT_OK
     thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
     sources: Sources | None = None
     for event in events:
         if args.events:
-            emit_json(tool_event_to_json(event))
+            emit_json(event_to_json(event))
         elif isinstance(event, Sources):
             sources = event  # listed after the answer
         else:
@@ -246,7 +205,8 @@ def _print_turn(events: Any, args: argparse.Namespace) -> int:
     return status
 
 
-def _emit_text(event: AnyEvent, args: argparse.Namespace, thinking: ThinkingPrinter | None) -> None:
+def _emit_text(event: Event, args: argparse.Namespace, thinking: ThinkingPrinter | None) -> None:
+    """The plain-text view: the answer on stdout; thinking, notes and tool activity on stderr."""
     structured = args.schema is not None
     if thinking is not None and not isinstance(event, ThinkingDelta):
         thinking.close()  # the answer (or the end) follows: set the thinking apart first
@@ -265,6 +225,12 @@ def _emit_text(event: AnyEvent, args: argparse.Namespace, thinking: ThinkingPrin
                              f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
         case StructuredValue(value=value):
             sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        case ToolResult(content=content, error=error):
+            sys.stderr.write(f"ember: {'tool failed' if error else 'tool result'}: {result_preview(content)}\n")
+        case ToolDenied():
+            sys.stderr.write("ember: tool call denied\n")
+        case ToolLimit(rounds=rounds):
+            sys.stderr.write(f"ember: stopped after {rounds} rounds of tool calls\n")
         case TurnDone() if not structured:
             sys.stdout.write("\n")
         case TurnError(kind=kind, message=message):
@@ -274,4 +240,4 @@ def _emit_text(event: AnyEvent, args: argparse.Namespace, thinking: ThinkingPrin
                 sys.stdout.write("\n")
             sys.stderr.write(f"ember: {message}\n")
         case _:
-            emit_tool_text(event)
+            pass

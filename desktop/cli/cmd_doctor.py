@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from models.library.paths import ember_paths
+
 Check = Callable[[], dict[str, Any]]
 EXIT_OK = 0
 
@@ -21,6 +23,8 @@ EXIT_OK = 0
 def register(sub: Any) -> None:
     p = sub.add_parser("doctor", help="show llama.cpp's build, backends and devices, and whether the GPU is used")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--network", action="store_true",
+                   help="only zero-egress mode: what may connect, how it is enforced, the network ledger")
     p.set_defaults(func=run)
 
 
@@ -46,13 +50,26 @@ def llama_report() -> dict[str, Any]:
 
 def window_report() -> dict[str, Any]:
     """Whether a window can open here (Qt's platform plugin and the libraries it needs)."""
-    from desktop.qt.platform_check import doctor_line  # reads files only: no Qt is imported
+    from desktop.core.platform_check import doctor_line  # reads files only: no Qt is imported
 
     ok, line = doctor_line()
     return {"ok": ok, "line": line}
 
 
-CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("window", window_report)]
+def network_summary() -> dict[str, Any]:
+    """Zero-egress mode in one line (`ember doctor --network` has the whole report)."""
+    from engine.network.report import network_report
+
+    report = network_report(ember_paths(), limit=0)
+    allowed = len(report["allowed"])
+    mode = f"on, {allowed} destination(s) allowed" if report["zero_egress"] else "OFF"
+    totals = report["totals"]
+    return {"zero_egress": report["zero_egress"], "allowed": allowed, "totals": totals,
+            "line": f"zero-egress mode: {mode}; ledger: {totals['allowed']} allowed, {totals['refused']} refused "
+                    "(ember doctor --network)"}
+
+
+CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("network", network_summary), ("window", window_report)]
 
 
 def _gib(n: int) -> str:
@@ -90,6 +107,8 @@ def format_llama(r: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.network:
+        return _network(args.json)
     report = {name: check() for name, check in CHECKS}
     if args.json:
         sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
@@ -97,4 +116,15 @@ def run(args: argparse.Namespace) -> int:
     lines = format_llama(report["llama"])
     lines.extend(str(value.get("line", value)) for name, value in report.items() if name != "llama")
     sys.stdout.write("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def _network(as_json: bool) -> int:
+    from engine.network.report import network_report, report_lines
+
+    report = network_report(ember_paths())
+    if as_json:
+        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write("\n".join(report_lines(report)) + "\n")
     return EXIT_OK

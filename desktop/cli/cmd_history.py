@@ -1,26 +1,23 @@
 """`ember history`: list, show, search, export, import, delete and restore conversations.
 
 Also the history side of `ember chat` (`--no-history`, `-c/--continue`, `--conversation`):
-`add_chat_options` and `ChatHistory`, so `cmd_chat` only calls into them. No Qt here.
+`add_chat_options` and `chat_session`, so `cmd_chat` only calls into them. No Qt here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from desktop.cli import history_reproduce
 from desktop.cli.arg_checks import id_arg, text_arg, title_arg
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
-from engine.backends.base import Message
 from engine.errors import ConfigError
-from engine.events import Event
-from engine.history.conversation_lock import ConversationBusy, ConversationLock
+from engine.history.conversation_lock import DEFAULT_WAIT_S
 from engine.history.export import (
     conversation_to_json,
     export_json,
@@ -29,10 +26,10 @@ from engine.history.export import (
     iso,
     message_to_json,
 )
-from engine.history.recorder import TurnRecorder, recorded
 from engine.history.store import HistoryStore
 from engine.history.times import as_datetime
 from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
+from engine.session.session import ChatSession
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
@@ -67,6 +64,7 @@ def register(sub: Any) -> None:
     a.add_argument("id", type=id_arg, metavar="ID")
     _json_flag(a)
     a.add_argument("--all", action="store_true", help="every version of every message, not only the active branch")
+    history_reproduce.add_options(a)
     a.set_defaults(history_action=_show)
 
     a = actions.add_parser("search", help="conversations whose title or messages contain every word")
@@ -140,6 +138,8 @@ def _conversation_json(conv: Conversation) -> dict[str, Any]:
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     conv = store.conversation(args.id)
+    if args.reproduce:
+        return history_reproduce.run_reproduce(store, conv.id, args)
     if args.all and not args.json:
         return fail("--all shows every version as JSON: add --json", EXIT_USAGE)
     if not args.json:
@@ -259,85 +259,36 @@ def add_chat_options(p: argparse.ArgumentParser) -> None:
     which.add_argument("--conversation", type=id_arg, metavar="ID", help="continue conversation ID")
 
 
-class ChatHistory:
-    """Records one `ember chat` turn; a no-op when history is off or unavailable."""
+def chat_session(args: argparse.Namespace) -> ChatSession:
+    """The session `ember chat` records in; ConfigError for a bad combination or an unknown id.
 
-    def __init__(self, store: HistoryStore | None, conversation_id: int | None) -> None:
-        self.store = store
-        self.conversation_id = conversation_id  # None: a new conversation on begin()
-        self.recorder: TurnRecorder | None = None
-        self._lock: ConversationLock | None = None
+    Without history (`--no-history`, or a database that cannot be opened for a new
+    conversation) the turn still runs the same way, in an unsaved session.
+    """
+    wants_existing = bool(args.continue_latest) or args.conversation is not None
+    if args.no_history:
+        if wants_existing:
+            raise ConfigError("--no-history cannot be combined with --continue or --conversation")
+        return ChatSession.unsaved(on_wait=_waiting)
+    try:
+        store = open_store()
+    except HistoryError as exc:
+        if wants_existing:
+            raise ConfigError(str(exc)) from exc
+        # Chatting matters more than recording: say so and go on without history.
+        sys.stderr.write(f"ember: not recording this turn: {exc}\n")
+        return ChatSession.unsaved(on_wait=_waiting)
+    try:
+        # Another `chat -c` on the conversation first finishes its turn (its answer is then in the context).
+        return ChatSession(store, _target_conversation(store, args), lock_wait_s=DEFAULT_WAIT_S, on_wait=_waiting)
+    except BaseException:
+        store.close()
+        raise
 
-    @classmethod
-    def open(cls, args: argparse.Namespace) -> ChatHistory:
-        """Check the history options; raises ConfigError for a bad combination or an unknown id."""
-        wants_existing = bool(args.continue_latest) or args.conversation is not None
-        if args.no_history:
-            if wants_existing:
-                raise ConfigError("--no-history cannot be combined with --continue or --conversation")
-            return cls(None, None)
-        try:
-            store = open_store()
-        except HistoryError as exc:
-            if wants_existing:
-                raise ConfigError(str(exc)) from exc
-            # Chatting matters more than recording: say so and go on without history.
-            sys.stderr.write(f"ember: not recording this turn: {exc}\n")
-            return cls(None, None)
-        try:
-            return cls(store, _target_conversation(store, args))
-        except BaseException:
-            store.close()
-            raise
 
-    def begin(self, prompt: str, *, system: str | None, model: str, join_roles: bool = True) -> list[Message] | None:
-        """Commit the user's message; return the model messages (None: not recording)."""
-        if self.store is None:
-            return None
-        try:
-            if self.conversation_id is None:
-                settings = {"system": system} if system else {}
-                self.conversation_id = self.store.create_conversation(model=model, settings=settings).id
-            self._hold(self.conversation_id)  # another `chat -c` on it first finishes its turn
-            self.recorder = TurnRecorder(self.store, self.conversation_id, model=model)
-            self.recorder.begin(prompt)
-            return self.recorder.prompt_messages(system=system, join_roles=join_roles)
-        except (HistoryError, ConversationBusy, sqlite3.Error) as exc:
-            sys.stderr.write(f"ember: not recording this turn: {exc}\n")
-            self.recorder = None
-            return None
-
-    def _hold(self, conversation_id: int) -> None:
-        assert self.store is not None
-
-        def waiting() -> None:
-            sys.stderr.write(f"ember: waiting for another reply in conversation {conversation_id} to finish…\n")
-            sys.stderr.flush()
-
-        self._lock = ConversationLock(self.store.db_path, conversation_id, on_wait=waiting)
-        self._lock.acquire()
-
-    def wrap(self, events: Iterable[Event]) -> Iterable[Event]:
-        return events if self.recorder is None else recorded(events, self.recorder)
-
-    def stopped(self) -> None:
-        """The user pressed Ctrl+C: keep what streamed, marked stopped."""
-        if self.recorder is not None:
-            self.recorder.abandon("stopped")
-
-    def close(self) -> None:
-        if self.recorder is not None:
-            self.recorder.close()
-        if self._lock is not None:
-            self._lock.release()  # after the answer is stored
-        if self.store is not None:
-            self.store.close()
-
-    def __enter__(self) -> ChatHistory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _waiting() -> None:
+    sys.stderr.write("ember: waiting for another reply in this conversation to finish…\n")
+    sys.stderr.flush()
 
 
 def _target_conversation(store: HistoryStore, args: argparse.Namespace) -> int | None:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _memory_json(meta: ModelMetadata) -> dict[str, object]:
-    settings = load_model_settings(meta.path, n_ctx_train=meta.context_length)
+    settings = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train)
     n_ctx = settings.context_length
     est = estimate_memory(meta, n_ctx, kv_cache=settings.kv_cache)
     return {
@@ -74,7 +74,7 @@ def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
         ("architecture", meta.architecture),
         ("parameters", f"{meta.size_label or '?'} ({meta.parameters:,})"),
         ("quantization", meta.quantization),
-        ("context (trained)", _opt(meta.context_length)),
+        ("context (trained)", _opt(meta.n_ctx_train)),
         ("layers / embedding", f"{_opt(meta.block_count)} / {_opt(meta.embedding_length)}"),
         ("heads / KV heads", f"{_opt(meta.head_count)} / {_opt(meta.head_count_kv)}"),
         ("vocabulary", f"{_opt(meta.vocab_size)} ({meta.tokenizer_model or '?'})"),
@@ -159,7 +159,7 @@ def _row(entry: LibraryEntry) -> tuple[str, ...]:
     if meta is None:
         return (name, "-", "-", "-", _size_text(entry.size_bytes, entry.shard_count), "-", str(entry.source), path)
     params = meta.size_label or format_parameters(meta.parameters)
-    ctx = _opt(meta.context_length)
+    ctx = _opt(meta.n_ctx_train)
     size = _size_text(entry.size_bytes, entry.shard_count)
     return (name, params, meta.quantization, ctx, size, str(meta.template_family), str(entry.source), path)
 

@@ -1,7 +1,7 @@
 """What every `ember` subcommand shares: exit codes, the one-line failure, opening a backend.
 
 Parsed arguments are read, never rewritten: the settings a run uses come back from
-`run_settings` as a value (`desktop.core.settings_resolver`), the same way the GUI gets them.
+`run_settings` as a value (`engine.session.settings`), the same way the GUI gets them.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from desktop.core.settings_resolver import Overrides, TurnSettings, resolve, saved_settings
 from engine.backends.base import Backend
 from engine.backends.factory import make_backend, parse_backend_spec
 from engine.errors import ConfigError, ModelLoadError
+from engine.session.settings import Overrides, TurnSettings, resolve, saved_settings
 from models.errors import GGUFError
 from models.library.default_model import DefaultModelMissing, default_model_path
 from models.library.paths import resolve_model_file

@@ -18,7 +18,7 @@ from desktop.core.terminal_text import safe_cell
 from engine import __version__
 from engine.logsetup import configure_logging
 
-SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "docs", "doctor", "serve")
+SUBCOMMANDS = ("chat", "models", "history", "bench", "tools", "docs", "doctor", "serve", "network")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from engine.network import guard as network_guard
+    from models.library.paths import ember_paths
+
+    # Zero-egress mode (engine/network): every connection this process tries is checked first.
+    with network_guard.enforced(network_guard.guard_for(ember_paths())):
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
         configure_logging(verbose=args.verbose)
         from desktop.qt.app import run_gui  # Qt is imported only for the window

@@ -1,104 +1,61 @@
-"""The chat controller: conversation state and turn driving, with no Qt in it.
+"""The chat controller: the window's side of a conversation, with no Qt in it.
 
 The window hands the controller a `ChatView` (the widgets implement it); the controller
-runs turns with `async for` over the engine's events and tells the view what to show.
-With a `HistorySession` every turn is recorded as it streams (the user's message before
-generation, the reply about once a second, the outcome at the end) and conversations can
-be opened, regenerated, edited and switched between versions; without one (the database
-could not be opened) the conversation lives in memory only. `history_view`, when set,
-shows whole branches and keeps the sidebar in step.
+turns gestures into calls on the one `ChatSession` (engine/session: the same turn as
+`ember chat`'s, from the check before anything is stored to the recorded answer) and
+shows the events it streams. `history_view`, when set, shows whole branches and keeps the
+sidebar in step; `tool_turns`, when set, offers tools and asks for approvals.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from desktop.core.context_keeper import ContextKeeper, ContextView
-from desktop.core.conversation_docs import ConversationDocs, prepare_turn, show_sources
+from desktop.core.conversation_docs import ConversationDocs, SourcesSink, prepare_turn
+from desktop.core.failures import HISTORY_PROBLEM, FailureAction, TurnFailure, failure_for, refusal_kind
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
-from desktop.core.reply_format import ReplyFormat, with_format
-from desktop.core.settings_resolver import TurnSettings, resolve
-from desktop.core.titling import ConversationTitler
-from engine.backends.base import Message, make_request
-from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError
+from engine.backends.base import Message
+from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
     Event,
+    FinishReason,
     Notice,
     PromptProgress,
     Recovery,
+    Sources,
     StructuredRetry,
     StructuredValue,
     ThinkingDelta,
+    ToolCall,
+    ToolDenied,
+    ToolLimit,
+    ToolResult,
     TurnDone,
     TurnError,
     TurnErrorKind,
     TurnStats,
+    fenced_json,
 )
-from engine.history.recorder import TurnRecorder
 from engine.runtime import Engine
-from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, MessageTooLongError
+from engine.session.reply_format import ReplyFormat
+from engine.session.session import Ask, ChatSession, Turn
+from engine.session.settings import TurnSettings, resolve
+from engine.session.titling import ConversationTitler
+from engine.tools.permissions import Approver, deny_all
+from engine.tools.registry import ToolSet
+from engine.turns.context_policy import ContextPolicy, Fit
 from engine.turns.context_window import Meter
 from engine.turns.runner import error_kind
-from engine.turns.structured import MAX_STRUCTURED_RETRIES, fenced_json
-from engine.turns.tool_events import ToolEvent
 from models.library.settings import ModelSettings
 
 if TYPE_CHECKING:
     from desktop.core.tool_turns import ToolTurns
 
 log = logging.getLogger("desktop.controller")
-
-FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFailure:
-    """What the view shows when a turn ends without an answer."""
-
-    kind: str
-    text: str
-    action: str | None = None  # "retry" | "new_conversation" | None
-
-
-CONTEXT_STOP, MESSAGE_TOO_LONG = "context_stop", "message_too_long"
-# Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
-_FAILURES: dict[str, tuple[str, str | None]] = {
-    TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, "retry"),
-    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
-                                 "Start a new conversation to keep chatting.", "new_conversation"),
-    TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
-    TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
-    TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
-    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                                      "attempts. Last error: {message}", "retry"),
-    TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", "retry"),
-    # The context policy's refusals (front-end kinds; recorded as context_full or config).
-    CONTEXT_STOP: ("This conversation has reached the model's context limit: {message}. "
-                   "Keep chatting by leaving older messages out of what the model sees.", "drop_older"),
-    MESSAGE_TOO_LONG: ("This message was not sent: {message}. Your draft is kept.", None),
-}
-
-
-def _context_kind(exc: ContextOverflowError | ConfigError) -> str:
-    """The failure kind the view shows for the context policy's refusal `exc`."""
-    if isinstance(exc, ContextFullError):
-        return CONTEXT_STOP
-    if isinstance(exc, MessageTooLongError):
-        return MESSAGE_TOO_LONG
-    return error_kind(exc)
-
-
-def failure_for(kind: str, message: str) -> TurnFailure:
-    """What the view shows for a turn that failed with `kind`."""
-    text, action = _FAILURES.get(kind, _FAILURES[TurnErrorKind.BACKEND])
-    return TurnFailure(kind, text.format(message=message, reason=f": {message}" if message else "."), action)
 
 
 class ReplySink(Protocol):
@@ -128,32 +85,11 @@ class ChatView(Protocol):
     def model_failed(self, label: str, message: str) -> None: ...
 
 
-@dataclass
-class ChatThread:
-    """The active branch in the shape `engine.chat` takes: the window's in-memory copy.
+@runtime_checkable
+class ContextView(Protocol):
+    """A view that shows where the model's context begins (the window implements it)."""
 
-    Named apart from `engine.history.types.Conversation` (a stored conversation's record).
-    Without history it is the whole conversation; with history it mirrors the stored branch.
-    """
-
-    system: str | None = None
-    messages: list[Message] = field(default_factory=list)
-
-    def add_user(self, text: str) -> None:
-        self.messages.append({"role": "user", "content": text})
-
-    def add_assistant(self, text: str) -> None:
-        self.messages.append({"role": "assistant", "content": text})
-
-    def request_messages(self) -> list[Message]:
-        head: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [dict(m) for m in self.messages]
-
-    def replace(self, messages: list[Message]) -> None:
-        self.messages = [dict(m) for m in messages]
-
-    def clear(self) -> None:
-        self.messages.clear()
+    def show_context_cut(self, resume_turn: int | None) -> None: ...
 
 
 class HistoryView(Protocol):
@@ -168,36 +104,38 @@ class HistoryView(Protocol):
 
 
 class ChatController:
-    """Runs one conversation at a time against one engine and keeps the view in step."""
+    """Runs one conversation at a time against one engine, through one session, and keeps the view in step."""
 
-    def __init__(self, engine: Engine, view: ChatView, *, history: HistorySession | None = None,
-                 conversation: ChatThread | None = None) -> None:
+    def __init__(self, engine: Engine, view: ChatView, *, session: ChatSession | None = None,
+                 history_view: HistoryView | None = None, tool_turns: ToolTurns | None = None) -> None:
         self.engine = engine
         self.view = view
-        self.history = history
-        self.history_view: HistoryView | None = None
-        self.conversation = conversation or ChatThread()
+        self.session = session if session is not None else ChatSession.unsaved()
+        self.history = HistorySession(self.session) if self.session.saved else None  # the sidebar's
+        self.history_view = history_view
+        self.tool_turns = tool_turns
+        self.documents: ConversationDocs | None = None  # set by desktop.qt.documents_ui.install_documents
+        self._doc_problems: list[str] = []  # attached files the last message could not read
         self.reply_format = ReplyFormat()
         self.choice: ModelChoice | None = None
         self.model: ModelInfo | None = describe_backend(engine.backend) if engine.backend else None
         self._load_error = ""
         self._loading: asyncio.Task[bool] | None = None
         self._turn: asyncio.Task[None] | None = None
+        self._opening = False  # a message is being checked against the context and stored
         self._retry_pending = False
         self._retry_user_id: int | None = None  # the stored question a failed turn left unanswered
         self._last_failure: TurnFailure | None = None
         self._stop_requested = False
-        self._titler = ConversationTitler(engine, history, self._list_changed) if history is not None else None
-        self.context = ContextKeeper(engine)
+        self._titler = ConversationTitler(engine, self.session, self._list_changed)
         self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
-        self.tool_turns: ToolTurns | None = None  # set by desktop.qt.tool_card.install_tools
-        self.documents: ConversationDocs | None = None  # set by desktop.qt.documents_ui.install_documents
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        return self._turn is not None and not self._turn.done()
+        """A message is being checked and stored, or its turn runs."""
+        return self._opening or (self._turn is not None and not self._turn.done())
 
     @property
     def can_retry(self) -> bool:
@@ -229,78 +167,128 @@ class ChatController:
     # -- turns -----------------------------------------------------------------------------
 
     async def send(self, text: str) -> bool:
-        """Send a user message and stream the reply; False when it was not sent."""
+        """Send a user message and stream the reply; False when it was not sent (the reason is shown)."""
         text = text.strip()
         self.refusal = ""
         if not text or self.busy:
             return False
-        if not await self._fits(text):
+        turn = await self._open(Ask.send(text))
+        if turn is None:
             return False
-        self._retry_pending = False
-        self.view.clear_turn_failure(remove=False)
-        recorder = self._record(lambda h: h.record_send(text, model=self._model_name()))
-        self.conversation.add_user(text)
         self.view.show_user_message(text)
-        await self._start_turn(recorder, title=True)
+        await self._start_turn(turn, title=True)
         return True
 
-    async def _fits(self, text: str) -> bool:
-        """Refuse, before it is stored, a message that cannot be sent (the reason is shown)."""
-        settings = self._turn_settings()
-        preview = settings.messages([*self.conversation.request_messages(), {"role": "user", "content": text}])
-        problem = await self.context.check(preview, self.context_policy, settings.max_tokens)
-        if problem is None:
-            return True
-        self.refusal = str(problem)
+    async def retry(self) -> bool:
+        """Run the failed last turn again (the banner's Try again): another answer to its question."""
+        if not self.can_retry or self._retry_user_id is None:
+            return False
+        self._retry_pending = False
+        return await self._rerun(Ask.regenerate(self._retry_user_id))
+
+    async def regenerate(self, message_id: int) -> bool:
+        """Answer again: a new version of answer `message_id` (or of the answer to question `message_id`)."""
+        return not self.busy and await self._rerun(Ask.regenerate(message_id))
+
+    async def edit(self, message_id: int, text: str) -> bool:
+        """Store `text` as a new version of question `message_id` and answer it; the old branch stays."""
+        text = text.strip()
+        return bool(text) and not self.busy and await self._rerun(Ask.edit(message_id, text))
+
+    async def _rerun(self, ask: Ask) -> bool:
+        turn = await self._open(ask)
+        if turn is None:
+            return False
+        try:
+            branch = self._branch(upto=turn.user_message_id)
+        except HISTORY_ERRORS as exc:
+            turn.close()
+            self._history_problem(f"Couldn't read the conversation: {exc}")
+            return False
+        self._show_branch(branch)
+        await self._start_turn(turn)
+        return True
+
+    async def _open(self, ask: Ask) -> Turn | None:
+        """The turn for `ask`: checked against the context and stored; None (the reason shown) when refused."""
+        self._opening = True
+        try:
+            return await self._checked_and_stored(ask)
+        finally:
+            self._opening = False
+
+    async def _checked_and_stored(self, ask: Ask) -> Turn | None:
+        tools = await self.tool_turns.for_turn() if self._offers_tools() and self.tool_turns else None
+        try:
+            turn = await self.session.open_turn_async(
+                self.engine, ask, self._turn_settings(), tools=tools, schema=self.reply_format.schema,
+                model=self._model_name(), approver=self._approver(), documents=self._with_documents)
+        except (ContextOverflowError, ConfigError) as exc:
+            return self._refuse(refusal_kind(exc), str(exc), tools)
+        except HISTORY_ERRORS as exc:
+            return self._refuse(HISTORY_PROBLEM, str(exc), tools)
+        self._retry_pending = False
+        self.view.clear_turn_failure(remove=False)
+        self._list_changed()
+        return turn
+
+    async def _with_documents(self, messages: list[Message], max_tokens: int) -> tuple[list[Message], Sources | None]:
+        """Attached files and the conversation's collection: their passages go into the question."""
+        prepared = await prepare_turn(self.documents, self.engine, messages, max_tokens, self.history)
+        self._doc_problems = prepared.problems
+        return prepared.messages, prepared.sources
+
+    def _refuse(self, kind: str, message: str, tools: ToolSet | None) -> None:
+        if tools is not None and self.tool_turns is not None:
+            self.tool_turns.turn_ended(tools)
+        self.refusal = message
         self.view.clear_turn_failure(remove=True)
-        self._last_failure = failure = failure_for(_context_kind(problem), str(problem))
+        self._last_failure = failure = failure_for(kind, message)
         self.view.show_turn_failure(failure)
-        return False
+
+    def _offers_tools(self) -> bool:
+        return self.reply_format.schema is None and self.tool_turns is not None and self.tool_turns.enabled
+
+    def _approver(self) -> Approver:
+        return self.tool_turns.approver() if self.tool_turns is not None else deny_all
 
     # -- context policy --------------------------------------------------------------------
 
     @property
     def context_policy(self) -> ContextPolicy:
         """This conversation's policy (else the model's default)."""
-        return self.context.policy(self._conversation_settings(), self._model_settings())
+        try:
+            return self.session.policy(self._turn_settings())
+        except HISTORY_ERRORS:
+            return self._turn_settings().context_policy
 
     def set_context_policy(self, policy: ContextPolicy) -> None:
         """Use `policy` for this conversation from its next message (saved in its settings)."""
-        if self.history is None:
-            self.context.unsaved = policy
-            return
         try:
-            self.history.update_settings(self.context.updated(self.history.settings, policy))
+            self.session.update_settings(context_policy=policy)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't save the context policy: {exc}")
 
     async def measure_draft(self, draft: str) -> Meter | None:
         """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
-        settings = self._turn_settings()
-        messages = settings.messages(self.conversation.request_messages())
-        return await self.context.meter(messages, draft, self.context_policy, settings.max_tokens)
-
-    async def refresh_context(self) -> None:
-        """Show where the model's view of the open conversation begins (after opening it)."""
-        settings = self._turn_settings()
-        messages = settings.messages(self.conversation.request_messages())
         try:
-            fit = await self.context.fit(messages, self.context_policy, settings.max_tokens)
-        except (ContextOverflowError, ConfigError):
-            return  # the next message reports it
-        self._show_context(fit)
+            return await self.session.meter_async(self.engine, draft, self._turn_settings())
+        except HISTORY_ERRORS:
+            return None
+
+    async def refresh_context(self, branch: Branch | None = None) -> None:
+        """Show where the model's view of the open conversation begins (after opening it: its `branch`)."""
+        path = None if branch is None else [item.message for item in branch]
+        try:
+            fitted = await self.session.context_cut_async(self.engine, self._turn_settings(), path)
+        except HISTORY_ERRORS:
+            return
+        if fitted is not None:
+            self._show_context(fitted)
 
     def _show_context(self, fit: Fit) -> None:
         if isinstance(self.view, ContextView):
             self.view.show_context_cut(fit.resume_turn)
-
-    def _conversation_settings(self) -> dict[str, object] | None:
-        if self.history is None:
-            return None
-        try:
-            return dict(self.history.settings)
-        except HISTORY_ERRORS:
-            return {}
 
     def _model_settings(self) -> ModelSettings | None:
         return self.choice.settings if self.choice is not None else None
@@ -308,49 +296,7 @@ class ChatController:
     def _turn_settings(self) -> TurnSettings:
         return resolve(self._model_settings())
 
-    async def retry(self) -> bool:
-        """Run the failed last turn again (the banner's Try again)."""
-        if not self.can_retry:
-            return False
-        self._retry_pending = False
-        target = self._retry_user_id
-        recorder = None if target is None else self._record(
-            lambda h: h.record_regenerate(target, model=self._model_name()))
-        if recorder is not None:
-            # Recorded: the question gets another answer, shown (like Regenerate) in place of
-            # whatever the failed turn kept.
-            return await self._rerun(recorder)
-        self.view.clear_turn_failure(remove=True)
-        await self._start_turn(None)
-        return True
-
-    async def regenerate(self, message_id: int) -> bool:
-        """Answer again: a new version of answer `message_id` (or of the answer to question `message_id`)."""
-        if self.busy or self.history is None:
-            return False
-        recorder = self._record(lambda h: h.record_regenerate(message_id, model=self._model_name()))
-        return recorder is not None and await self._rerun(recorder)
-
-    async def edit(self, message_id: int, text: str) -> bool:
-        """Store `text` as a new version of question `message_id` and answer it; the old branch stays."""
-        text = text.strip()
-        if not text or self.busy or self.history is None:
-            return False
-        recorder = self._record(lambda h: h.record_edit(message_id, text, model=self._model_name()))
-        return recorder is not None and await self._rerun(recorder)
-
-    async def _rerun(self, recorder: TurnRecorder) -> bool:
-        assert self.history is not None
-        try:
-            branch = self.history.branch(upto=recorder.user_message_id)
-            thread = self.history.thread(upto=recorder.user_message_id)
-        except HISTORY_ERRORS as exc:
-            recorder.abandon("interrupted")
-            self._history_problem(f"Couldn't read the conversation: {exc}")
-            return False
-        self._show_branch(branch, thread)
-        await self._start_turn(recorder)
-        return True
+    # -- running ---------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Stop the reply in progress; the engine ends it within one token."""
@@ -369,116 +315,114 @@ class ChatController:
     async def aclose(self) -> None:
         """Stop the reply and any title, shut the engine down, close the history (window closing)."""
         await self.stop_and_wait()
-        if self._titler is not None:
-            await self._titler.aclose()
+        await self._titler.aclose()
         await self.engine.aclose()
-        if self.history is not None:
-            self.history.close()
+        self.session.close()
 
-    async def _start_turn(self, recorder: TurnRecorder | None, *, title: bool = False) -> None:
+    async def _start_turn(self, turn: Turn, *, title: bool = False) -> None:
         # The turn runs as its own task so stop_and_wait/aclose can await it from elsewhere.
-        turn = self._turn = asyncio.ensure_future(self._run_turn(recorder, title))
-        await asyncio.wait([turn])
-        turn.result()  # a bug in the turn code surfaces in the caller's slot
+        task = self._turn = asyncio.ensure_future(self._run_turn(turn, title))
+        await asyncio.wait([task])
+        task.result()  # a bug in the turn code surfaces in the caller's slot
 
-    async def _run_turn(self, recorder: TurnRecorder | None, title: bool) -> None:
+    async def _run_turn(self, turn: Turn, title: bool) -> None:
         self._stop_requested = False
         self._last_failure = None
         self._set_busy(True)
         try:
-            if await self._ready_for(recorder) and await self._reply(recorder) and title and self._titler:
+            if await self._ready_for(turn) and await self._reply(turn) and title:
                 self._titler.after_reply()
         finally:
-            if recorder is not None:
-                recorder.close()  # a turn cut off by an exception is recorded as interrupted
+            turn.close()  # a turn cut off by an exception is recorded as interrupted
+            if turn.tools is not None and self.tool_turns is not None:
+                self.tool_turns.turn_ended(turn.tools.tools)
             self._set_busy(False)
-            self._after_turn(recorder)
+            self._after_turn()
 
     def _set_busy(self, busy: bool) -> None:
         self.view.set_busy(busy)
         if self.history_view is not None:
             self.history_view.set_actions_enabled(not busy)  # no regenerate or edit mid-reply
 
-    async def _ready_for(self, recorder: TurnRecorder | None) -> bool:
+    async def _ready_for(self, turn: Turn) -> bool:
         if self._loading is not None and not self._loading.done() and self.engine.backend is None:
             # With no model yet, a message typed while loading waits for it; otherwise the
             # current model answers while the next one loads.
             await asyncio.wait([self._loading])
         if self._stop_requested:
-            if recorder is not None:
-                recorder.abandon("stopped")
+            turn.close("stopped")
             return False  # stopped while the model was still loading: nothing to show
         if self.engine.backend is None:
-            _record(recorder, TurnError(TurnErrorKind.NO_MODEL, self._load_error))
-            self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), recorder)
+            turn.record(TurnError(TurnErrorKind.NO_MODEL, self._load_error))
+            self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), turn)
+            return False
+        try:
+            await turn.refit_async(self.engine)  # stored before a model was there to measure it
+        except (ContextOverflowError, ConfigError) as exc:
+            turn.record(TurnError(error_kind(exc), str(exc)))
+            self._fail(failure_for(refusal_kind(exc), str(exc)), turn)
             return False
         return True
 
-    async def _reply(self, recorder: TurnRecorder | None) -> bool:
+    async def _reply(self, turn: Turn) -> bool:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
-        settings = self._turn_settings()
-        # Attached files and the conversation's collection: their passages go into the question.
-        docs = await prepare_turn(self.documents, self.engine, settings.messages(
-            self._request_messages(recorder)), settings.max_tokens, self.history)
-        try:
-            fit = await self.context.fit(docs.messages, self.context_policy, settings.max_tokens)
-        except (ContextOverflowError, ConfigError) as exc:
-            _record(recorder, TurnError(error_kind(exc), str(exc)))
-            self._fail(failure_for(_context_kind(exc), str(exc)), recorder)
-            return False
-        self._show_context(fit)
-        request = make_request(fit.messages, sampling=settings.sampling, max_tokens=settings.max_tokens,
-                               schema=self.reply_format.schema)
+        self._show_context(turn.fit)
         sink = self.view.start_reply()
-        show_sources(docs, sink, recorder)
-        answer: list[str] = []
+        if self._doc_problems:
+            sink.note("; ".join(self._doc_problems))
+            self._doc_problems = []
         outcome: TurnDone | TurnError = TurnError(TurnErrorKind.BACKEND, "the reply ended without a result")
-        tools = self.tool_turns if request.schema is None and self.tool_turns is not None \
-            and self.tool_turns.enabled else None
-        events = tools.run(self.engine, request, recorder) if tools is not None else self.engine.run_turn(request)
-        # Run the stream to its end (the result is its last event) and close it on any exit,
-        # so the engine's worker is never left with a half-consumed generator.
         try:
-            async with _flushing(recorder):
-                async for event in events:
-                    if isinstance(event, ToolEvent):  # a tool turn's calls: the approval cards
-                        if tools is not None:
-                            tools.show(event)
-                        continue
-                    _record(recorder, event)
-                    outcome = _show(event, sink, answer) or outcome
+            async for event in turn.run_async(self.engine):
+                outcome = self._show(event, sink) or outcome
         except EngineError as exc:
             log.warning("turn failed: %s", exc)
             outcome = TurnError(error_kind(exc), str(exc))
-            _record(recorder, outcome)
-        finally:
-            await events.aclose()
-        return self._settle(outcome, "".join(answer), sink, recorder)
+            turn.record(outcome)
+        return self._settle(outcome, sink, turn)
 
-    def _request_messages(self, recorder: TurnRecorder | None) -> list[Message]:
-        if recorder is not None:
-            try:
-                return recorder.prompt_messages(system=self.conversation.system, join_roles=False)
-            except HISTORY_ERRORS as exc:  # the in-memory copy holds the same branch
-                log.warning("history: could not read the branch back: %s", exc)
-        return self.conversation.request_messages()
+    def _show(self, event: Event, sink: ReplySink) -> TurnDone | TurnError | None:
+        """Show one event; return it when it ends the turn."""
+        match event:
+            case ThinkingDelta(text=text):
+                sink.add_thinking(text)
+            case ContentDelta(text=text):
+                sink.add_content(text)
+            case Recovery(reason=reason):
+                sink.restart(reason)
+            case StructuredRetry(attempt=attempt, error=error):
+                sink.retrying(attempt, error)
+            case Notice(text=text):
+                sink.note(text)
+            case PromptProgress(done=done, total=total):
+                sink.progress(done, total)
+            case StructuredValue(value=value):
+                sink.add_content(fenced_json(value))
+            case Sources(sources=sources):
+                if isinstance(sink, SourcesSink):
+                    sink.set_sources(sources)
+            case ToolCall() | ToolResult() | ToolDenied() | ToolLimit():
+                if self.tool_turns is not None:
+                    self.tool_turns.show(event)  # the approval cards
+            case TurnDone() | TurnError():
+                return event
+            case _:
+                pass
+        return None
 
-    def _settle(self, outcome: TurnDone | TurnError, answer: str, sink: ReplySink,
-                recorder: TurnRecorder | None) -> bool:
+    def _settle(self, outcome: TurnDone | TurnError, sink: ReplySink, turn: Turn) -> bool:
         if isinstance(outcome, TurnError):
             log.warning("turn failed: %s: %s", outcome.kind, outcome.message)
-            self._fail(failure_for(outcome.kind, outcome.message), recorder)
+            self._fail(failure_for(outcome.kind, outcome.message), turn)
             return False
-        if answer:
-            self.conversation.add_assistant(answer)
         sink.finish(outcome.stats)
         self.view.show_stats(outcome.stats)
-        return outcome.stats.finish_reason != "cancelled"
+        return outcome.stats.finish_reason != FinishReason.CANCELLED
 
-    def _fail(self, failure: TurnFailure, recorder: TurnRecorder | None) -> None:
+    def _fail(self, failure: TurnFailure, turn: Turn) -> None:
         self._last_failure = failure
-        self._retry_pending = failure.action == "retry"
-        self._retry_user_id = recorder.user_message_id if recorder is not None else None
+        self._retry_pending = failure.action is FailureAction.RETRY
+        self._retry_user_id = turn.user_message_id
         self.view.show_turn_failure(failure)
 
     # -- conversations ---------------------------------------------------------------------
@@ -487,9 +431,7 @@ class ChatController:
         """Stop any reply, then start over with an empty conversation (stored at its first message)."""
         await self.stop_and_wait()
         self._retry_pending = False
-        self.conversation.clear()
-        if self.history is not None:
-            self.history.new()
+        self.session.new()
         if self.documents is not None:
             self.documents.load(None)
         self.view.clear_conversation()
@@ -502,46 +444,46 @@ class ChatController:
             return False
         await self.stop_and_wait()
         try:
-            branch = self.history.open(conversation_id, reveal=reveal)
-            thread = self.history.thread_of(branch)
-            fmt = ReplyFormat.from_settings(self.history.settings)
+            self.session.open(conversation_id, reveal=reveal)
+            branch = self._branch()
+            fmt = self.session.settings.reply_format
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't open that conversation: {exc}")
             return False
-        self._show_branch(branch, thread)
+        self._show_branch(branch)
         self._show_format(fmt)
         if self.documents is not None:
-            self.documents.load(self._conversation_settings())
+            self.documents.load(self.session.settings.to_stored())
         self._list_changed()
-        await self.refresh_context()
+        await self.refresh_context(branch)
         return True
 
     async def switch_version(self, message_id: int) -> bool:
         """Show the branch through another version of a message (the ‹ n/m › navigator)."""
-        if self.busy or self.history is None:
+        if self.busy:
             return False
         try:
-            branch = self.history.switch_version(message_id)
-            thread = self.history.thread_of(branch)
+            self.session.switch_version(message_id)
+            branch = self._branch()
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't show that version: {exc}")
             return False
-        self._show_branch(branch, thread)
+        self._show_branch(branch)
         return True
 
     def set_reply_format(self, fmt: ReplyFormat) -> None:
         """Use `fmt` for this conversation's next replies (saved in its settings)."""
         self.reply_format = fmt
-        if self.history is None:
-            return
         try:
-            self.history.update_settings(with_format(self.history.settings, fmt))
+            self.session.update_settings(reply_format=fmt)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't save the reply format: {exc}")
 
-    def _show_branch(self, branch: Branch, thread: list[Message]) -> None:
+    def _branch(self, *, upto: int | None = None) -> Branch:
+        return HistorySession(self.session).branch(upto=upto)
+
+    def _show_branch(self, branch: Branch) -> None:
         self._retry_pending = False
-        self.conversation.replace(thread)
         self.view.clear_conversation()
         if self.history_view is not None:
             self.history_view.show_branch(branch)
@@ -558,37 +500,20 @@ class ChatController:
     def _model_name(self) -> str:
         return self.model.label if self.model is not None else ""
 
-    def _record(self, start: Callable[[HistorySession], TurnRecorder]) -> TurnRecorder | None:
-        """Start recording a turn; None (after saying why) when history is off or failing."""
-        if self.history is None:
-            return None
-        try:
-            recorder = start(self.history)
-        except (*HISTORY_ERRORS, ValueError) as exc:
-            log.warning("history: not recording this turn: %s", exc)
-            self._history_problem(f"This message is not being saved: {exc}")
-            return None
-        self._list_changed()
-        return recorder
-
-    def _after_turn(self, recorder: TurnRecorder | None) -> None:
-        """Bring the in-memory copy and the message widgets' ids in step with what was stored."""
-        if self.history is None or recorder is None:
+    def _after_turn(self) -> None:
+        """Bring the message widgets' ids in step with what was stored."""
+        if self.history_view is None:
             return
         try:
-            branch = self.history.branch()
-            thread = self.history.thread_of(branch)
+            branch = self._branch()
         except HISTORY_ERRORS as exc:
             log.warning("history: could not read the conversation back: %s", exc)
             return
-        self.conversation.replace(thread)
-        if self.history_view is None:
-            return
         if not self.history_view.tag_branch(branch):
-            self._show_stored(branch, thread)
+            self._show_stored(branch)
         self.history_view.conversations_changed()
 
-    def _show_stored(self, branch: Branch, thread: list[Message]) -> None:
+    def _show_stored(self, branch: Branch) -> None:
         """Show what was stored when the screen differs, keeping the failure banner under it.
 
         A failed turn can store what the screen does not show: a reply cut off by an error
@@ -596,7 +521,7 @@ class ChatController:
         again. The next message follows what is stored, so the screen must show it.
         """
         failure, retry = self._last_failure, self._retry_pending
-        self._show_branch(branch, thread)
+        self._show_branch(branch)
         if failure is not None:
             self.view.show_turn_failure(failure)
             self._retry_pending = retry
@@ -608,49 +533,3 @@ class ChatController:
     def _history_problem(self, text: str) -> None:
         if self.history_view is not None:
             self.history_view.show_history_problem(text)
-
-
-def _record(recorder: TurnRecorder | None, event: Event) -> None:
-    if recorder is not None:
-        recorder.on_event(event)
-
-
-def _show(event: Event, sink: ReplySink, answer: list[str]) -> TurnDone | TurnError | None:
-    """Show one event on the reply; return it when it ends the turn."""
-    match event:
-        case ThinkingDelta(text=text):
-            sink.add_thinking(text)
-        case ContentDelta(text=text):
-            answer.append(text)
-            sink.add_content(text)
-        case Recovery(reason=reason):
-            answer.clear()  # what follows belongs to the new attempt
-            sink.restart(reason)
-        case StructuredRetry(attempt=attempt, error=error):
-            sink.retrying(attempt, error)
-        case Notice(text=text):
-            sink.note(text)
-        case PromptProgress(done=done, total=total):
-            sink.progress(done, total)
-        case StructuredValue(value=value):
-            answer.append(fenced_json(value))
-            sink.add_content(answer[-1])
-        case TurnDone() | TurnError():
-            return event
-
-
-@contextlib.asynccontextmanager
-async def _flushing(recorder: TurnRecorder | None) -> AsyncIterator[None]:
-    """Flush the recorder about once a second while the body runs, so a pause loses nothing."""
-    task = asyncio.ensure_future(_flush_forever(recorder)) if recorder is not None else None
-    try:
-        yield
-    finally:
-        if task is not None:
-            task.cancel()
-
-
-async def _flush_forever(recorder: TurnRecorder) -> None:
-    while True:
-        await asyncio.sleep(FLUSH_EVERY_S)
-        recorder.flush()

@@ -2,7 +2,7 @@
 
 A `ModelChoice` is everything needed to (re)load a model: the backend spec, the file or
 remote model name, and for local files the saved per-model settings (context, GPU layers
-and threads apply when it loads; `desktop.core.settings_resolver` turns them into each
+and threads apply when it loads; `engine.session.settings` turns them into each
 turn's sampling, length and system prompt). The
 last used model lives in the model library (`models.library.scan`), next to the recent files.
 API keys are never held here: a remote backend reads its key from `models.library.remote_keys`
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from desktop.core.settings_resolver import saved_settings
 from desktop.core.terminal_text import label_text
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.errors import ModelLoadError
+from engine.session.settings import saved_settings
 from models.errors import GGUFError
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
 from models.library.paths import resolve_model_file
@@ -59,7 +59,7 @@ class ModelChoice:
         object.__setattr__(self, "label", label_text(self.label))
 
     def factory(self) -> Backend:
-        """Build the backend; runs on the engine's worker thread."""
+        """Build the backend; runs on the engine's loader thread (Engine.load)."""
         try:
             return self._build()
         except DefaultModelMissing as exc:  # a FileNotFoundError: give it the load-error shape

@@ -59,7 +59,7 @@ class ModelRow:
 def entry_row(entry: LibraryEntry) -> ModelRow:
     meta = entry.metadata
     error = entry.error or (metadata_problem(meta) if meta else None)
-    n_ctx_train = meta.context_length if meta else None
+    n_ctx_train = meta.n_ctx_train if meta else None
     path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
     return ModelRow(
         choice=local_choice(path, n_ctx_train=n_ctx_train),
@@ -120,7 +120,7 @@ def metadata_items(meta: ModelMetadata) -> list[tuple[str, str]]:
         ("Parameters", meta.size_label or UNKNOWN),
         ("Quantization", meta.quantization),
         ("Size on disk", format_bytes(meta.size_bytes)),
-        ("Training context", f"{meta.context_length:,}" if meta.context_length else UNKNOWN),
+        ("Training context", f"{meta.n_ctx_train:,}" if meta.n_ctx_train else UNKNOWN),
         ("Layers", str(meta.block_count or UNKNOWN)),
         ("Embedding", str(meta.embedding_length or UNKNOWN)),
         ("Attention heads", heads),

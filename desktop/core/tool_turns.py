@@ -1,10 +1,11 @@
-"""Tools in the app (no Qt): the per-conversation switch, approvals across threads, a tool turn.
+"""Tools in the app (no Qt): the per-conversation switch, the tools a turn offers, approvals across threads.
 
-The tool loop runs on the engine's worker thread and asks for approval there; the
+The tool rounds run on the engine's worker thread and ask for approval there; the
 `ThreadApprover` hands each question to the event loop (where the approval card lives)
 and blocks the worker until the user answers or the turn is stopped (a stop denies).
-Whether a conversation offers tools, and which tools it always allows, are kept in its
-stored settings (`tools_enabled`, `tools_always`), so both follow the conversation.
+Whether a conversation offers tools, its folders, servers and the tools it always allows
+are its settings (`ConversationSettings`), so they follow the conversation. The turn
+itself runs through the session (engine/session) like any other.
 """
 
 from __future__ import annotations
@@ -12,28 +13,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from desktop.core.history_session import HISTORY_ERRORS, HistorySession
-from engine.backends.base import Backend, Request
-from engine.history.recorder import TurnRecorder
-from engine.runtime import Engine
-from engine.tools.activity import ALWAYS_KEY, ToolActivity, replay_tool_calls
+from engine.events import ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
+from engine.history.types import HistoryError
+from engine.session.session import ChatSession
+from engine.session.settings import ConversationSettings
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import FolderGrants
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import Decision, ToolPermissions
 from engine.tools.registry import ToolError, ToolSet
-from engine.turns.tool_events import AnyEvent, ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
-from engine.turns.tool_loop import Decision, ToolPermissions, ToolTurnRunner
 from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.tools")
-
-ENABLED_KEY = "tools_enabled"
-FOLDERS_KEY = "tools_folders"
-MCP_KEY = "tools_mcp"
 
 
 def default_tools(folders: Sequence[str]) -> ToolSet:
@@ -94,70 +89,60 @@ async def _ask_on_loop(ask: Callable[[ToolCall], Awaitable[Decision]], call: Too
 
 
 class ToolTurns:
-    """The app's tools: which conversations offer them, and running a turn with them."""
+    """The app's tools: which conversations offer them, the tools a turn offers and its approvals."""
 
     def __init__(self, prompter: ToolPrompter, make_tools: Callable[[Sequence[str]], ToolSet], *,
-                 history: HistorySession | None = None, mcp: McpServers | None = None) -> None:
+                 session: ChatSession, mcp: McpServers | None = None) -> None:
         self.prompter = prompter
         self.make_tools = make_tools
         self.mcp = mcp  # the configured servers, kept running across turns once started
-        self.history = history
-        self._memory: dict[str, Any] = {}  # the settings, when there is no history
+        self.session = session
         self._approver: ThreadApprover | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.on_conversation_changed: Callable[[], None] = lambda: None
 
     def conversation_changed(self) -> None:
         """Another conversation is open: its own tool settings apply (the toggle follows)."""
-        if self.history is None:
-            self._memory = {}
         self.on_conversation_changed()
 
     # -- the per-conversation settings ---------------------------------------------------
 
-    def _settings(self) -> dict[str, Any]:
-        if self.history is None:
-            return dict(self._memory)
+    def _settings(self) -> ConversationSettings:
         try:
-            return dict(self.history.settings)
-        except HISTORY_ERRORS as exc:
+            return self.session.settings
+        except HistoryError as exc:
             log.warning("history: could not read the tool settings: %s", exc)
-            return {}
+            return ConversationSettings()
 
-    def _save(self, settings: dict[str, Any]) -> None:
-        if self.history is None:
-            self._memory = settings
-            return
+    def _save(self, **changes: Any) -> None:
         try:
-            self.history.update_settings(settings)
-        except HISTORY_ERRORS as exc:
+            self.session.update_settings(**changes)
+        except HistoryError as exc:
             log.warning("history: could not save the tool settings: %s", exc)
 
     @property
     def enabled(self) -> bool:
-        return bool(self._settings().get(ENABLED_KEY))
+        return self._settings().tools_enabled
 
     def set_enabled(self, enabled: bool) -> None:
-        self._save({**self._settings(), ENABLED_KEY: enabled})
+        self._save(tools_enabled=enabled)
 
     def folders(self) -> list[str]:
-        stored: Any = self._settings().get(FOLDERS_KEY)
-        return [str(f) for f in stored] if isinstance(stored, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return list(self._settings().tools_folders)
 
     def grant_folder(self, folder: str) -> None:
         folders = self.folders()
         if folder not in folders:
-            self._save({**self._settings(), FOLDERS_KEY: [*folders, folder]})
+            self._save(tools_folders=(*folders, folder))
 
     def mcp_servers(self) -> list[str]:
         """The MCP servers this conversation enabled (and that are still configured)."""
-        stored: Any = self._settings().get(MCP_KEY)
         known = self.mcp.names if self.mcp is not None else []
-        return [str(n) for n in stored if n in known] if isinstance(stored, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return [n for n in self._settings().tools_mcp if n in known]
 
     def set_mcp_server(self, name: str, enabled: bool) -> None:
         names = [n for n in self.mcp_servers() if n != name] + ([name] if enabled else [])
-        self._save({**self._settings(), MCP_KEY: names})
+        self._save(tools_mcp=tuple(names))
 
     def close(self) -> None:
         """Stop the MCP servers (the app is closing)."""
@@ -165,52 +150,33 @@ class ToolTurns:
             self.mcp.close()
 
     def permissions(self) -> ToolPermissions:
-        stored: Any = self._settings().get(ALWAYS_KEY)
-        return ToolPermissions({str(n) for n in stored} if isinstance(stored, list) else set())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return ToolPermissions(self._settings().tools_always)
 
     def set_permissions(self, permissions: ToolPermissions) -> None:
-        self._save({**self._settings(), ALWAYS_KEY: sorted(permissions.always)})
+        self._save(tools_always=tuple(sorted(permissions.always)))
 
     # -- a turn --------------------------------------------------------------------------
+
+    async def for_turn(self) -> ToolSet | None:
+        """The tools the next turn offers (None when this conversation has them off); the cards start afresh."""
+        if not self.enabled:
+            return None
+        self._loop = asyncio.get_running_loop()
+        self.prompter.clear()
+        return await self._tools()
+
+    def approver(self) -> ThreadApprover:
+        """A new approver for one turn: its questions go to the prompter; `stop` denies them."""
+        self._approver = ThreadApprover(asyncio.get_running_loop(), self.prompter.ask)
+        return self._approver
 
     def stop(self) -> None:
         if self._approver is not None:
             self._approver.stop()
 
-    async def run(self, engine: Engine, request: Request, recorder: TurnRecorder | None) -> AsyncGenerator[AnyEvent]:
-        """The events of one turn with tools; the caller shows them (`show` for the tool events).
-
-        Approvals go to the prompter; when the turn ends (or is left), the tools close and the
-        calls and any new always-allow choices are saved with the conversation.
-        """
-        self._loop = asyncio.get_running_loop()
-        self.prompter.clear()
-        tools = await self._tools()
-        permissions = self.permissions()
-        before = set(permissions.always)
-        approver = self._approver = ThreadApprover(asyncio.get_running_loop(), self.prompter.ask)
-
-        def runner_for(backend: Backend) -> ToolTurnRunner:
-            return ToolTurnRunner(backend, tools, approver, permissions=permissions)
-
-        if recorder is not None:  # earlier replies' tool calls and results, put back before their answers
-            thread = replay_tool_calls(recorder.store, recorder.conversation_id, list(request.messages),
-                                       upto=recorder.user_message_id)
-            request = request.with_(messages=tuple(thread))
-        activity = ToolActivity()
-        events = engine.run_turn(request, runner_for=runner_for)
-        try:
-            async for event in events:
-                activity.on_event(event)
-                yield event
-        finally:
-            await events.aclose()
-            self._approver = None
-            tools.close()
-            if permissions.always != before:
-                self.set_permissions(permissions)
-            if recorder is not None:
-                activity.save(recorder.store, recorder.assistant_message_id)
+    def turn_ended(self, tools: ToolSet) -> None:
+        self._approver = None
+        tools.close()
 
     def show(self, event: ToolEvent) -> None:
         """Show a tool event: every call is seen (an always-allowed one too), then its outcome."""

@@ -23,15 +23,16 @@ from PySide6.QtWidgets import QApplication
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
-from desktop.qt.compat import guard_singleton_refcounts
+from desktop.core.platform_check import platform_problem
 from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.model_switch import ModelSwitcher
-from desktop.qt.platform_check import platform_problem
+from desktop.qt.network_indicator import install_network_indicator
 from desktop.qt.serve_toggle import install_serve
 from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.errors import ConfigError
+from engine.network import guard as network_guard
 from engine.runtime import Engine
 
 log = logging.getLogger("desktop.app")
@@ -62,7 +63,6 @@ def run_gui(args: argparse.Namespace) -> int:
 
 
 def _application() -> QApplication:
-    guard_singleton_refcounts()
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Ember")
@@ -72,22 +72,23 @@ def _application() -> QApplication:
 
 
 def wire_window(window: MainWindow, controller: ChatController) -> ModelSwitcher:
-    """Bind the window to its controller and give it a model switcher (the window never imports the switcher)."""
+    """Bind the window to its controller (the window builds and connects its parts); its model switcher."""
     window.bind(controller)
-    return ModelSwitcher(window, window.header, window.notice.show_notice, controller)
+    return window.models
 
 
 async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine: Engine | None = None,
                       window: MainWindow | None = None) -> int:
     """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
     window = window or MainWindow()
-    history, history_notice = open_history()  # None (and a notice): chat on without saving
-    controller = ChatController(engine or Engine(), window, history=history)
+    session, history_notice = open_history()  # unsaved (and a notice): chat on without saving
+    controller = ChatController(engine or Engine(), window, session=session)
     models = wire_window(window, controller)
     attach_history(window, controller, notice=history_notice)
     install_tools(window, controller)
     install_serve(window, controller)
     install_documents(window, controller)
+    install_network_indicator(window.statusBar(), network_guard.active())
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):

@@ -94,10 +94,11 @@ class SlicedPlainText(QPlainTextEdit):
     other text restarts the display. Costs stay bounded whatever the line lengths.
     """
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, slice_chars: int = SLICE_CHARS) -> None:
         super().__init__(parent)
         self.setReadOnly(True)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self._slice = slice_chars
         self._source = ""  # the answer text received so far
         self._shown = 0  # how much of it is on screen
         self._column = 0  # length of the display's last line
@@ -113,7 +114,7 @@ class SlicedPlainText(QPlainTextEdit):
             self._shown = self._column = 0
         self._source = text
         if self._shown < len(text) and not self._pump.isActive():
-            if len(text) - self._shown <= SLICE_CHARS:
+            if len(text) - self._shown <= self._slice:
                 self._show_slice()  # a short text (most tool arguments) is there at once
             else:
                 self._pump.start()
@@ -123,7 +124,7 @@ class SlicedPlainText(QPlainTextEdit):
         return self._shown >= len(self._source)
 
     def _show_slice(self) -> None:
-        piece = self._source[self._shown:self._shown + SLICE_CHARS]
+        piece = self._source[self._shown:self._shown + self._slice]
         shown = display_lines(piece, self._column)
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)

@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from desktop.core.controller import TurnFailure
+from desktop.core.failures import TurnFailure
 from desktop.qt.empty_state import EmptyState
 from desktop.qt.focus import tab_focus_only
 from desktop.qt.markdown_view import discard
@@ -53,7 +53,7 @@ class ConversationView(QScrollArea):
     """Message widgets in a centred column of readable width.
 
     Signals:
-        failureAction(str): a banner's button was pressed ("retry" or "new_conversation").
+        failureAction(str): a banner's button was pressed (its `FailureAction`).
         regenerateRequested(int): Regenerate on the stored answer with this id.
         editRequested(int, str): Save & send on an edit of the stored question with this id.
         versionRequested(int): a navigator asked for this version (message id).
@@ -189,11 +189,6 @@ class ConversationView(QScrollArea):
     def start_reply(self, role_label: str) -> AssistantMessage:
         self._pending = self._append(self._reply_widget(role_label))
         return self._pending
-
-    def add_stored_reply(self, role_label: str, content: str, thinking: str, status: Status) -> AssistantMessage:
-        """A finished reply read back from history."""
-        self._pending = None
-        return self._append(self.stored_reply_widget(role_label, content, thinking, status))
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit, Regenerate and the navigators wait while a reply streams."""

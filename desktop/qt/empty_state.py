@@ -9,7 +9,6 @@ Signals:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
@@ -26,11 +25,6 @@ EXAMPLE_PROMPTS = (
 SHORTCUTS = (("Enter", "send"), ("Shift+Enter", "new line"), ("Esc", "stop"), ("Ctrl+N", "new chat"),
              ("Ctrl+M", "models"), ("Ctrl+= / Ctrl+-", "text size"))
 NO_MODEL_TEXT = "No model loaded yet"
-
-
-class _HasModelFile(Protocol):
-    @property
-    def model_file(self) -> Path | None: ...
 
 
 def human_size(n_bytes: int) -> str:

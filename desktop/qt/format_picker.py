@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.reply_format import SCHEMA_TEMPLATE, FormatKind, ReplyFormat, parse_schema_text
 from desktop.qt.style import monospace_font
+from engine.session.reply_format import SCHEMA_TEMPLATE, FormatKind, ReplyFormat, parse_schema_text
 
 _MENU: tuple[tuple[FormatKind, str], ...] = (("text", "Plain text"), ("json", "Any JSON object"),
                                             ("schema", "JSON schema…"))

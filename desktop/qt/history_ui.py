@@ -18,7 +18,6 @@ from qasync import asyncSlot
 from desktop.core.citations import sources_from_stats
 from desktop.core.controller import ChatController
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem
-from desktop.core.reply_format import ReplyFormat
 from desktop.qt.appearance import current_palette
 from desktop.qt.conversation_view import Entry
 from desktop.qt.format_picker import ReplyFormatButton
@@ -27,7 +26,8 @@ from desktop.qt.message_view import UserMessage
 from desktop.qt.sidebar import DEFAULT_WIDTH, HistorySidebar
 from desktop.qt.tool_card import stored_tool_cards
 from desktop.qt.window import MainWindow
-from engine.tools.activity import STATS_KEY as TOOLS_STATS_KEY
+from engine.history.types import TOOLS_STATS_KEY
+from engine.session.reply_format import ReplyFormat
 
 NOTICE_MS = 10_000
 
@@ -83,6 +83,8 @@ class HistoryPresenter(QObject):
             widget.add_tool_widget(card)
         widget.set_history(msg.id, item.versions)
         widget.set_sources(sources_from_stats(msg.stats))
+        receipt = msg.stats.get("receipt")
+        widget.set_receipt(receipt if isinstance(receipt, dict) else None)
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:

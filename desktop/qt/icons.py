@@ -22,6 +22,7 @@ GLYPHS: dict[str, str] = {
     "copy": "ph.copy",
     "copied": "ph.check",
     "regenerate": "ph.arrow-clockwise",
+    "details": "ph.info",
     "edit": "ph.pencil-simple",
     "new_chat": "ph.note-pencil",
     "settings": "ph.gear-six",

@@ -44,12 +44,14 @@ def math_image(tex: str, display: bool, pixel_size: int, colour: str, device_rat
 
 
 def _svg(tex: str, display: bool, pixel_size: int, colour: str) -> str | None:
-    import ziamath  # imported on first use: loading its font takes a moment, and most answers have no math
+    # Imported on first use: loading its font takes a moment, and most answers have no math.
+    from ziamath.config import config
+    from ziamath.zmath import Latex
 
-    ziamath.config.svg2 = False  # plain paths: Qt's SVG renderer (SVG Tiny) draws no <symbol>
+    config.svg2 = False  # plain paths: Qt's SVG renderer (SVG Tiny) draws no <symbol>
     size = pixel_size * (DISPLAY_SCALE if display else 1.0)
     try:
-        math = ziamath.Latex(tex, size=size, color=colour, inline=not display)
+        math = Latex(tex, size=size, color=colour, inline=not display)
         return math.svg()
     except Exception as exc:
         log.info("math not rendered (%s): %s", type(exc).__name__, tex[:80])

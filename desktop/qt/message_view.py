@@ -12,6 +12,8 @@ other versions.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QSizePolicy,
     QToolButton,
@@ -26,7 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.controller import TurnFailure
+from desktop.core.failures import FailureAction, TurnFailure
+from desktop.core.receipt_text import receipt_lines
 from desktop.qt.appearance import current_palette
 from desktop.qt.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
 from desktop.qt.citations import CitationActions, SourcesRow
@@ -38,7 +42,7 @@ from desktop.qt.message_edit import InlineEditor
 from desktop.qt.theme import ICON_PX
 from desktop.qt.thinking_pane import ThinkingPane
 from desktop.qt.version_nav import VersionNav
-from engine.events import SourceRef, TurnStats
+from engine.events import FinishReason, SourceRef, TurnStats
 from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
@@ -50,8 +54,8 @@ USER_BUBBLE_MAX_FRACTION = 0.8
 BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
-ACTION_LABELS = {"retry": "Try again", "new_conversation": "New conversation",
-                 "drop_older": "Leave older messages out"}
+ACTION_LABELS = {FailureAction.RETRY: "Try again", FailureAction.NEW_CONVERSATION: "New conversation",
+                 FailureAction.DROP_OLDER: "Leave older messages out"}
 # How a stored reply that did not complete says so, quietly, in its status line.
 STORED_STATUS: dict[str, str] = {
     "stopped": "Stopped",
@@ -209,7 +213,7 @@ class TurnBanner(QFrame):
     """A failed turn, shown under the user's message, with an action when one helps.
 
     Signals:
-        actionRequested(str): "retry" or "new_conversation".
+        actionRequested(str): the banner's `FailureAction`.
     """
 
     actionRequested = Signal(str)
@@ -234,7 +238,7 @@ class TurnBanner(QFrame):
         if failure.action:
             self.button = QPushButton(ACTION_LABELS[failure.action], self)
             self.button.setProperty("kind", "primary")
-            set_icon(self.button, "regenerate" if failure.action == "retry" else "new_chat",
+            set_icon(self.button, "regenerate" if failure.action is FailureAction.RETRY else "new_chat",
                      current_palette().accent_text, 16)
             self.button.setProperty("iconOnAccent", True)
             self.button.setAccessibleName(ACTION_LABELS[failure.action])
@@ -327,6 +331,7 @@ class AssistantMessage(QFrame):
         tools_layout.setSpacing(6)
         self.tools.hide()
         self._deltas = 0
+        self._stop_asked = False
         self._first_delta = 0.0
         self._speed_shown = 0.0
         self.answer = AnswerView(self)
@@ -340,6 +345,10 @@ class AssistantMessage(QFrame):
         self.regenerate_button = _action("Regenerate", "Regenerate answer",
                                          "Answer again; this answer stays as another version", self, "regenerate")
         self.regenerate_button.clicked.connect(self._on_regenerate_clicked)
+        self.details_button = _action("Details", "Reply details", "How this reply was made: the model file and "
+                                      "its SHA-256, sampling, seed", self, "details")
+        self.details_button.clicked.connect(self.show_details)
+        self._receipt: Mapping[str, Any] | None = None
         self.nav = VersionNav(self)
         self.nav.switchRequested.connect(self.versionRequested)
         self._build_layout()
@@ -348,8 +357,9 @@ class AssistantMessage(QFrame):
         footer = QHBoxLayout()
         footer.setContentsMargins(0, 0, 0, 0)
         footer.setSpacing(6)
-        actions = _action_row(self, [self.copy_button, self.regenerate_button])
-        self.reveal = HoverReveal(self, actions, [self.copy_button, self.regenerate_button])
+        buttons = [self.copy_button, self.regenerate_button, self.details_button]
+        actions = _action_row(self, buttons)
+        self.reveal = HoverReveal(self, actions, buttons)
         footer.addWidget(actions)
         footer.addWidget(self.nav)
         footer.addWidget(self.status)
@@ -382,6 +392,18 @@ class AssistantMessage(QFrame):
         self.message_id = message_id
         self.nav.set_versions(versions)
         self.regenerate_button.setVisible(message_id is not None)
+
+    def set_receipt(self, receipt: Mapping[str, Any] | None) -> None:
+        """What reproduces this reply (its stats' receipt); Details shows it."""
+        self._receipt = receipt
+        self.details_button.setVisible(bool(receipt))
+
+    def show_details(self) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Reply details", "\n".join(receipt_lines(self._receipt)),
+                          QMessageBox.StandardButton.Close, self.window())
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()
+        return box
 
     def set_actions_enabled(self, enabled: bool) -> None:
         self.regenerate_button.setEnabled(enabled)
@@ -420,6 +442,7 @@ class AssistantMessage(QFrame):
     def stopping(self) -> None:
         """A stop was asked for; the reply ends within a token."""
         if not self._finished:
+            self._stop_asked = True
             self.status.setText("Stopping…")
 
     def add_tool_widget(self, widget: QWidget) -> None:
@@ -496,13 +519,15 @@ class AssistantMessage(QFrame):
         self._finished = True
         self.status.setText(self._status_for(stats) or self._note)
         self.status.setToolTip(self._note)
+        self.set_receipt(stats.receipt)
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 
     def _status_for(self, stats: TurnStats) -> str:
-        if stats.finish_reason == "cancelled":
+        # A stop can end a turn in other ways too (a tool call it denied): the user asked, so say it.
+        if stats.finish_reason == FinishReason.CANCELLED or self._stop_asked:
             return "Stopped" if self._content else "Stopped before any answer"
-        if stats.finish_reason == "length":
+        if stats.finish_reason == FinishReason.LENGTH:
             return "Stopped at the reply length limit"
         return ""
 
@@ -587,6 +612,6 @@ def prewarm() -> None:
     reply.add_thinking("warm")
     reply.add_content("**warm** `up`\n\n- a\n\n```\ncode\n```\n\n| a |\n|---|\n| b |\n")
     reply.finish(TurnStats())
-    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", "retry"))]
+    widgets: list[QWidget] = [reply, UserMessage("warm"), TurnBanner(TurnFailure("warm", "warm", FailureAction.RETRY))]
     for widget in widgets:
         widget.deleteLater()

@@ -47,7 +47,7 @@ def needs_reload(loaded: ModelSettings, saved: ModelSettings, n_ctx_train: int |
 
 def _trained_context(backend: object) -> int | None:
     """The loaded file's training context, when its backend tells (a llama backend does)."""
-    n = getattr(getattr(backend, "metadata", None), "context_length", None)
+    n = getattr(getattr(backend, "metadata", None), "n_ctx_train", None)
     return n if isinstance(n, int) else None
 
 

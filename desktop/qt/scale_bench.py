@@ -79,7 +79,7 @@ async def _measure(app: QApplication, conv_id: int, messages: int, conversations
     backend = PacedBackend(bench_tokens(stream_tokens), tokens_per_s)
     session, _notice = open_history()
     window = MainWindow()
-    controller = ChatController(Engine(backend), window, history=session)
+    controller = ChatController(Engine(backend), window, session=session)
     window.bind(controller)
     attach_history(window, controller)
     window.model_ready(ModelInfo("Scale bench", "Scripted"))

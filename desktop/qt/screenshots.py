@@ -125,7 +125,7 @@ async def capture(out: Path) -> list[Path]:
     from desktop.qt.window import DEFAULT_SIZE, MainWindow
     from engine.backends.factory import parse_backend_spec
     from engine.runtime import Engine
-    from engine.turns.tool_loop import Decision
+    from engine.tools.permissions import Decision
     from models.gguf.meta import read_metadata
     from models.library.paths import ember_paths
 
@@ -140,7 +140,7 @@ async def capture(out: Path) -> list[Path]:
     script = out / ".demo-script.json"
     script.write_text(json.dumps(_script()), encoding="utf-8")
     window = MainWindow()
-    controller = ChatController(Engine(), window, history=open_history()[0])
+    controller = ChatController(Engine(), window, session=open_history()[0])
     models = wire_window(window, controller)
     attach_history(window, controller)
     install_tools(window, controller)
@@ -245,10 +245,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["EMBER_HOME"] = home  # no user history, settings or appearance is read or touched
         import qasync
         from PySide6.QtWidgets import QApplication
-
-        from desktop.qt.compat import guard_singleton_refcounts
-
-        guard_singleton_refcounts()
         app = QApplication(sys.argv[:1])
         app.setQuitOnLastWindowClosed(False)  # closing the picker must not end the run
         loop = qasync.QEventLoop(app)

@@ -15,11 +15,11 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu, QStatusBar, QToolButton, QWidget
 
 from desktop.core.controller import ChatController
-from desktop.core.settings_resolver import resolve
 from desktop.serve.app import ServeState
 from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, ServerThread, bind
 from desktop.serve.state import defaults_for, model_id_for
 from engine.errors import ConfigError
+from engine.session.settings import resolve
 
 log = logging.getLogger("desktop.serve_toggle")
 

@@ -68,7 +68,7 @@ async def open_settings_dialog(parent: QWidget, choice: ModelChoice, label: str,
     if not shiboken6.isValid(parent):
         return None  # the parent closed while llama.cpp was being asked
     dialog = ModelSettingsDialog(parent, model_file=file, label=label, settings=settings,
-                                 n_ctx_train=meta.context_length if meta else None,
+                                 n_ctx_train=meta.n_ctx_train if meta else None,
                                  n_layers=meta.block_count if meta else None, gpu_supported=gpu)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.open()

@@ -21,11 +21,11 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.core.controller import ChatController
 from desktop.core.model_choice import ModelInfo
-from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.message_view import AssistantMessage
+from desktop.qt.tool_card import ToolCallCard
 from desktop.qt.window import MainWindow
 from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
-from engine.events import Piece
+from engine.events import FinishReason, Piece, ToolCall
 from engine.runtime import Engine
 
 PROBE_INTERVAL_MS = 5
@@ -84,7 +84,7 @@ class PacedBackend(PlainBackend):
         self.first_token_at = start
         for i, text in enumerate(self._pieces):
             if cancel.cancelled:
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             ahead = start + i / self._rate - time.perf_counter()
             if ahead > 0.001:
@@ -133,16 +133,16 @@ def huge_piece(chars: int = HUGE_PIECE_CHARS) -> list[str]:
 
 
 def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
-                     huge_piece_chars: int = HUGE_PIECE_CHARS) -> dict[str, float]:
+                     huge_piece_chars: int = HUGE_PIECE_CHARS, line_chars: int = HUGE_PIECE_CHARS) -> dict[str, float]:
     """Stream `n_tokens` at `tokens_per_s` into a real window; report the loop's stalls (ms).
 
     Keys: ui_max_stall_ms, ui_p99_stall_ms, ui_catchup_ms (from the last token to the full
     text on screen), tokens_per_s_actual; then the same stalls for a reply that is one huge
     piece (`huge_piece_chars`, no spaces or newlines): ui_huge_piece_max_stall_ms,
     ui_huge_piece_p99_stall_ms, ui_huge_piece_catchup_ms (0 chars: not measured); and the
-    worst stalls while an approval card shows an argument of that many characters on one line
-    (ui_card_line_max_stall_ms) and while such a line is pasted into the composer and sent
-    (ui_paste_line_max_stall_ms).
+    worst stalls while an approval card shows an argument of `line_chars` characters on one line
+    (ui_card_line_max_stall_ms), while such a line is pasted into the composer
+    (ui_paste_line_max_stall_ms) and while it is then sent (ui_send_line_max_stall_ms).
     Must be called without a running asyncio loop.
     """
     app = application()
@@ -154,8 +154,10 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
             huge = loop.run_until_complete(run_stall_bench(1, 1000, pieces=huge_piece(huge_piece_chars)))
             result.update({f"ui_huge_piece_{k.removeprefix('ui_')}": v for k, v in huge.items()
                            if k.startswith("ui_")})
-            result["ui_card_line_max_stall_ms"] = loop.run_until_complete(run_card_bench(huge_piece_chars))
-            result["ui_paste_line_max_stall_ms"] = loop.run_until_complete(run_paste_bench(huge_piece_chars))
+        if line_chars:
+            result["ui_card_line_max_stall_ms"] = loop.run_until_complete(run_card_bench(line_chars))
+            paste, send = loop.run_until_complete(run_paste_bench(line_chars))
+            result.update(ui_paste_line_max_stall_ms=paste, ui_send_line_max_stall_ms=send)
         return result
     finally:
         loop.close()
@@ -204,9 +206,6 @@ async def _send_and_settle(controller: ChatController, window: MainWindow, settl
 
 async def run_card_bench(chars: int) -> float:
     """Worst stall (ms) while an approval card with a `chars`-character one-line argument appears."""
-    from desktop.qt.tool_card import ToolCallCard
-    from engine.turns.tool_events import ToolCall
-
     host = QWidget()
     host.resize(800, 500)
     host.show()
@@ -230,8 +229,9 @@ async def run_card_bench(chars: int) -> float:
     return round(max(probe.stalls_ms, default=0.0), 1)
 
 
-async def run_paste_bench(chars: int) -> float:
-    """Worst stall (ms) while a `chars`-character line is pasted into the real window's composer and sent."""
+async def run_paste_bench(chars: int) -> tuple[float, float]:
+    """Worst stalls (ms) while a `chars`-character line is pasted into the real window's composer,
+    then while it is sent (stored, shown as the user's message, answered)."""
     backend = PacedBackend(["ok"], 1000)
     window = MainWindow()
     controller = ChatController(Engine(backend), window)
@@ -247,7 +247,9 @@ async def run_paste_bench(chars: int) -> float:
         mime = QMimeData()
         mime.setText("J" * chars)
         window.composer.edit.insertFromMimeData(mime)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        paste = max(probe.stalls_ms, default=0.0)
+        probe.stalls_ms.clear()
         window.composer.submit()
         for _ in range(12_000):  # at most a minute
             if settled:
@@ -259,7 +261,7 @@ async def run_paste_bench(chars: int) -> float:
         await controller.aclose()
         window.close()
         window.deleteLater()
-    return round(max(probe.stalls_ms, default=0.0), 1)
+    return round(paste, 1), round(max(probe.stalls_ms, default=0.0), 1)
 
 
 def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tokens: int) -> dict[str, float]:
@@ -275,7 +277,6 @@ def _report(stalls: list[float], backend: PacedBackend, settled_at: float, n_tok
 
 
 def application() -> QApplication:
-    guard_singleton_refcounts()
     existing = QApplication.instance()
     if isinstance(existing, QApplication):
         return existing

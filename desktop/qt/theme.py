@@ -7,7 +7,7 @@ checked for WCAG AA text contrast (4.5:1) by `tests/test_theme.py`, using `contr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
 
 Mode = Literal["system", "light", "dark"]
@@ -131,11 +131,6 @@ def blend(a: str, b: str, t: float) -> str:
     """`a` moved a fraction `t` of the way towards `b`, as #rrggbb."""
     ra, rb = rgb(a), rgb(b)
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(ra, rb, strict=True))
-
-
-def colour_roles(palette: Palette) -> dict[str, str]:
-    """Every plain colour role of a palette by name (for tests and the stylesheet)."""
-    return {f.name: getattr(palette, f.name) for f in fields(palette) if f.name not in ("name", "syntax")}
 
 
 def next_scale(current: float, step: int) -> float:

@@ -40,14 +40,16 @@ from desktop.qt.composer import ComposerBar
 from desktop.qt.icons import set_icon
 from desktop.qt.theme import SPACE_MD, SPACE_SM
 from engine.errors import ConfigError
+from engine.events import ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.tools.mcp_tools import McpServers
+from engine.tools.permissions import DEFAULT_MAX_ROUNDS, Decision, arguments_text
 from engine.tools.registry import ToolSet
-from engine.turns.tool_events import ToolCall, ToolDenied, ToolLimit, ToolResult
-from engine.turns.tool_loop import Decision, arguments_text
+from engine.turns.tool_loop import MAX_CALLS_PER_ROUND
 from models.library.paths import ember_paths
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000
+MAX_STORED_CARDS = MAX_CALLS_PER_ROUND * DEFAULT_MAX_ROUNDS
 NAME_MAX_CHARS = 80
 SUMMARY_RESULT_CHARS = 60  # "Used calculator → 42": the result's first line, this long at most
 
@@ -272,7 +274,8 @@ class ToolCallCard(QFrame):
 def stored_tool_cards(records: object, parent: QWidget | None = None) -> list[ToolCallCard]:
     """The folded cards of a stored reply's tool activity (its `stats["tools"]` records)."""
     cards: list[ToolCallCard] = []
-    for record in records if isinstance(records, list) else []:  # pyright: ignore[reportUnknownVariableType]
+    # At most what one turn can make now (an import or an older reply may hold thousands: one card each stalled)
+    for record in records[:MAX_STORED_CARDS] if isinstance(records, list) else []:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(record, dict):
             continue
         rec = cast(dict[str, Any], record)
@@ -468,7 +471,7 @@ def install_tools(window: QWidget, controller: ChatController,
     column = chat.layout() if chat is not None else None
     if isinstance(column, QVBoxLayout) and holder is not None:
         column.insertWidget(column.indexOf(holder), area)  # the fallback strip, above the composer row
-    turns = ToolTurns(area, make_tools, history=controller.history, mcp=mcp if mcp is not None else _load_mcp())
+    turns = ToolTurns(area, make_tools, session=controller.session, mcp=mcp if mcp is not None else _load_mcp())
     menu = composer.options_menu
     menu.addSection("Tools")
     toggle = QAction("Let the model use tools", menu)

@@ -30,11 +30,11 @@ from PySide6.QtWidgets import (
 )
 from qasync import asyncSlot
 
-from desktop.core.controller import ChatController, ReplySink, TurnFailure
+from desktop.core.controller import ChatController, ReplySink
+from desktop.core.failures import FailureAction, TurnFailure
 from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.appearance import ThemeManager
-from desktop.qt.compat import guard_singleton_refcounts
 from desktop.qt.composer import ComposerBar
 from desktop.qt.context_meter import ContextMeter
 from desktop.qt.conversation_view import ConversationView
@@ -42,6 +42,7 @@ from desktop.qt.focus import tab_focus_only
 from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
 from desktop.qt.icons import recolour, set_icon_scale, themed_icon
 from desktop.qt.message_view import AssistantMessage, prewarm
+from desktop.qt.model_switch import ModelSwitcher
 from desktop.qt.shortcuts_sheet import show_shortcuts_sheet
 from desktop.qt.style import CONTENT_MAX_WIDTH, SPACING
 from desktop.qt.theme import ICON_PX, MODES, SPACE_MD, SPACE_SM
@@ -197,7 +198,6 @@ class MainWindow(QMainWindow):
     replyStarted = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        guard_singleton_refcounts()  # before the window's signals start draining counts
         super().__init__(parent)
         self._sidebar_folded = False  # folded by a narrow window, not by the user
         self.setWindowTitle("Ember")
@@ -218,7 +218,6 @@ class MainWindow(QMainWindow):
         self.theme.changed.connect(self._apply_theme)
         self._install_appearance_menu()
         self._install_shortcuts()
-        self.notice.chooseModelRequested.connect(self._open_picker)
         self.conversation.promptChosen.connect(self._on_prompt_chosen)
         self.header.sidebar_button.toggled.connect(self.set_sidebar_visible)
         self.header.quit_action.triggered.connect(self.close)
@@ -279,11 +278,6 @@ class MainWindow(QMainWindow):
         if mode in MODES:
             self.theme.set_mode(mode)  # type: ignore[arg-type]
 
-    def _open_picker(self) -> None:
-        models = getattr(self, "models", None)
-        if models is not None:
-            models.open_picker()
-
     def _on_prompt_chosen(self, text: str) -> None:
         self.composer.set_text(text)
         self.composer.focus_edit()
@@ -324,17 +318,24 @@ class MainWindow(QMainWindow):
     # -- wiring ----------------------------------------------------------------------------
 
     def bind(self, controller: ChatController) -> None:
+        """Build the parts that work on `controller` and connect everything, once."""
         self._controller = controller
-        self.composer.submitted.connect(self._on_submitted)
-        self.composer.stopRequested.connect(self._on_stop)
-        self.header.new_chat.clicked.connect(self._on_new_conversation)
-        self.conversation.failureAction.connect(self._on_failure_action)
+        self.models = ModelSwitcher(self, self.header, self.notice.show_notice, controller)
         self.context_meter = ContextMeter(controller, self.composer)
-        self.context_meter.shown.connect(self.status.show_context)
         self.composer.add_tool(self.context_meter)
-        self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
+        self._connect_signals()
         if controller.model is not None:
             self.model_ready(controller.model)
+
+    def _connect_signals(self) -> None:
+        """Every connection between the window's parts, in one place."""
+        self.composer.submitted.connect(self._on_submitted)
+        self.composer.stopRequested.connect(self._on_stop)
+        self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
+        self.context_meter.shown.connect(self.status.show_context)
+        self.header.new_chat.clicked.connect(self._on_new_conversation)
+        self.conversation.failureAction.connect(self._on_failure_action)
+        self.notice.chooseModelRequested.connect(self.models.open_picker)
 
     @property
     def controller(self) -> ChatController:
@@ -366,12 +367,12 @@ class MainWindow(QMainWindow):
 
     @asyncSlot(str)
     async def _on_failure_action(self, action: str) -> None:
-        if action == "retry":
+        if action == FailureAction.RETRY:
             await self.controller.retry()
-        elif action == "new_conversation":
+        elif action == FailureAction.NEW_CONVERSATION:
             await self.controller.new_conversation()
             self.composer.focus_edit()
-        elif action == "drop_older":  # the stop policy's limit: keep chatting under truncate-middle
+        elif action == FailureAction.DROP_OLDER:  # the stop policy's limit: keep chatting under truncate-middle
             self.controller.set_context_policy(ContextPolicy.TRUNCATE_MIDDLE)
             self.conversation.clear_failure(remove=True)
             if self.composer.text().strip():

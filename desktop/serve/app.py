@@ -31,9 +31,8 @@ from desktop.serve.completions import Envelope, Reply, TurnJob
 from desktop.serve.errors import ApiError, turn_error
 from desktop.serve.record import ApiHistory
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
-from engine.events import TurnError
+from engine.events import Event, TurnError
 from engine.runtime import Engine
-from engine.turns.tool_events import AnyEvent
 
 log = logging.getLogger("desktop.serve")
 
@@ -198,12 +197,12 @@ def _shutting_down() -> ApiError:
     return ApiError(503, "the server is shutting down", code="shutting_down")
 
 
-async def _collect(events: AsyncIterator[AnyEvent], reply: Reply) -> None:
+async def _collect(events: AsyncIterator[Event], reply: Reply) -> None:
     async for event in events:
         reply.take(event)
 
 
-async def _stream(first: AnyEvent, events: AsyncGenerator[AnyEvent, None], reply: Reply,
+async def _stream(first: Event, events: AsyncGenerator[Event, None], reply: Reply,
                   envelope: Envelope) -> AsyncIterator[str]:
     """SSE data lines: a role chunk, the deltas, the finish chunk, usage if asked, `[DONE]`.
 
@@ -212,7 +211,7 @@ async def _stream(first: AnyEvent, events: AsyncGenerator[AnyEvent, None], reply
     """
     try:
         yield json.dumps(envelope.chunk({"role": "assistant", "content": ""}))
-        pending: list[AnyEvent] = [first]
+        pending: list[Event] = [first]
         while True:
             event = pending.pop() if pending else await anext(events, None)
             if event is None:

@@ -22,21 +22,21 @@ from typing import Any
 
 from desktop.serve.stops import StopMatcher
 from desktop.serve.wire import ChatCall
-from engine.backends.base import Backend, CancelToken, Request
+from engine.backends.base import CancelToken, Request
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,
+    Event,
     StructuredValue,
     ThinkingDelta,
+    ToolCall,
     TurnDone,
     TurnError,
     TurnErrorKind,
     TurnStats,
 )
-from engine.runtime import Engine, TurnSource
-from engine.turns.offered_tools import OfferedToolsRunner
-from engine.turns.runner import TurnRunner, error_kind
-from engine.turns.tool_events import AnyEvent, ToolCall
+from engine.runtime import Engine
+from engine.turns.runner import error_kind
 
 _END = object()
 
@@ -46,15 +46,11 @@ def request_for(call: ChatCall) -> Request:
                    schema=call.schema)
 
 
-def runner_for(call: ChatCall) -> Callable[[Backend], TurnSource]:
-    return OfferedToolsRunner if call.tools else TurnRunner
-
-
 class TurnJob:
     """The turn of one request, running on the engine; `events()` hands its events over."""
 
     def __init__(self, engine: Engine, call: ChatCall, on_end: Callable[[], None],
-                 observer: Callable[[AnyEvent], None] | None = None) -> None:
+                 observer: Callable[[Event], None] | None = None) -> None:
         self.cancel = CancelToken()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._on_end = on_end
@@ -63,7 +59,8 @@ class TurnJob:
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
-            async for event in engine.run_turn(request_for(call), self.cancel, runner_for=runner_for(call), apart=True):
+            # The request's tools are offered, not run: the turn's calls are the answer.
+            async for event in engine.run_turn(request_for(call), self.cancel, apart=True):
                 self._queue.put_nowait(event)
                 if self._observer is not None:
                     self._observer(event)
@@ -79,7 +76,7 @@ class TurnJob:
             self._queue.put_nowait(_END)
             self._on_end()
 
-    async def events(self) -> AsyncGenerator[AnyEvent, None]:
+    async def events(self) -> AsyncGenerator[Event, None]:
         """The turn's events; leaving early (a disconnect) cancels the turn."""
         try:
             while (event := await self._queue.get()) is not _END:
@@ -104,7 +101,7 @@ class Reply:
     def __post_init__(self) -> None:
         self._stops = StopMatcher(self.call.stops)
 
-    def take(self, event: AnyEvent) -> dict[str, Any] | None:
+    def take(self, event: Event) -> dict[str, Any] | None:
         match event:
             case ThinkingDelta(text=text):
                 self.reasoning.append(text)

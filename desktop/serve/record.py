@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 from desktop.serve.wire import ChatCall
 from engine.backends.base import Message
+from engine.events import Event, ToolEvent
 from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError
-from engine.turns.tool_events import AnyEvent, ToolEvent
 
 log = logging.getLogger("desktop.serve.record")
 
-Observer = Callable[[AnyEvent], None]
+Observer = Callable[[Event], None]
 _ERRORS = (HistoryError, OSError)
 
 
@@ -66,7 +66,7 @@ def _open_turn(store: HistoryStore, past: tuple[Message, ...], question: str, mo
 
 
 def _observer(recorder: TurnRecorder) -> Observer:
-    def observe(event: AnyEvent) -> None:
+    def observe(event: Event) -> None:
         if isinstance(event, ToolEvent):
             return  # tool calls: the answer to an API client, not a chat message
         try:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop.core.settings_resolver import TurnSettings
 from desktop.serve.wire import Defaults
 from engine.runtime import Engine
+from engine.session.settings import TurnSettings
 
 
 def model_id_for(engine: Engine) -> Callable[[], str]:
@@ -32,7 +32,7 @@ def defaults_for(engine: Engine, settings: Callable[[], TurnSettings] | TurnSett
     def defaults() -> Defaults:
         turn = settings() if callable(settings) else settings
         backend = engine.backend
-        context = backend.capabilities.context_size if backend is not None else 0
+        context = backend.capabilities.n_ctx if backend is not None else 0
         max_tokens = min(turn.max_tokens, context) if context else turn.max_tokens
         return Defaults(turn.sampling, max_tokens, context)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -9,16 +10,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from engine.errors import ConfigError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from models.library.settings import ModelSettings
 
 Message = dict[str, Any]
+ToolSpec = dict[str, Any]  # one offered tool, in the OpenAI function shape
 Schema = Mapping[str, Any] | bool  # a JSON Schema
 
 
 _DEFAULTS = ModelSettings()
-# A reply with no length limit runs to the context's end (the backend stops there).
-DEFAULT_MAX_TOKENS = _DEFAULTS.max_tokens or _DEFAULTS.context_length
+DEFAULT_MAX_TOKENS = _DEFAULTS.reply_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class Request:
     """
 
     messages: tuple[Message, ...]
-    tools: tuple[dict[str, Any], ...] | None = None
+    tools: tuple[ToolSpec, ...] | None = None
     sampling: Sampling = field(default_factory=Sampling)
     max_tokens: int = DEFAULT_MAX_TOKENS
     grammar: str | None = None
@@ -112,14 +113,16 @@ class StreamInfo:
     prompt_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
     completion_tokens: int = 0
-    context_size: int = 0
-    finish_reason: str = "stop"  # stop | length | cancelled
+    n_ctx: int = 0  # the runtime context size (tokens)
+    finish_reason: str = FinishReason.STOP
     retries: int = 0
     drafted: int = 0  # speculative decoding: draft tokens proposed
     accepted: int = 0  # and how many of them the model agreed with
     # The thinking opener the rendered prompt ends with ('' when none: see
     # models.formats.prefill_opener); the reply then starts in the thinking channel.
     prefilled_thinking: str = ""
+    # The request's receipt (engine/backends/receipt.py), filled in by backends that can.
+    receipt: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ class Capabilities:
 
     grammar: bool = False  # honours Request.grammar; check_grammar validates one first
     token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
-    context_size: int = 0  # tokens the loaded context holds; 0 when unknown (a server)
+    n_ctx: int = 0  # tokens the loaded context holds (the runtime context size); 0 when unknown (a server)
     tools: bool = False  # the template renders Request.tools
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used
@@ -155,10 +158,11 @@ class Backend(Protocol):
         """Tokens in `text`: exact with the token_count capability, else an estimate."""
         ...
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        """Tokens of the prompt `messages` render to (chat template included); exact with the
-        token_count capability, else an estimate. Reads only the vocabulary and the template,
-        so it may run beside a streaming reply (engine/turns/context_window.py)."""
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        """Tokens of the prompt `messages` (and the `tools` offered) render to, chat template
+        included: exact with the token_count capability, else an estimate. Reads only the
+        vocabulary and the template, so it may run beside a streaming reply
+        (engine/turns/context_window.py)."""
         ...
 
     def close(self) -> None: ...
@@ -175,9 +179,15 @@ class PlainBackend:
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1  # about four characters a token
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        # An estimate: the contents plus a few tokens of role markup per message.
-        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages)
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        # An estimate: the contents plus a few tokens of role markup per message, and the tools' JSON.
+        described = sum(self.count_tokens(json.dumps(t, ensure_ascii=False)) for t in tools or ())
+        return sum(self.count_tokens(str(m.get("content") or "")) + 3 for m in messages) + described
+
+
+def prompt_key(messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
+    """A key for a prompt's content: equal exactly when the messages and tools are."""
+    return json.dumps([list(messages), list(tools or ())], sort_keys=True, ensure_ascii=False, default=str)
 
 
 def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.backends.base import Backend
 from engine.errors import ConfigError
+from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,8 @@ def make_backend(
     model_path: Path | None = None,
     model_name: str | None = None,
     api_key: str | None = None,
-    n_ctx: int = 4096,
-    n_gpu_layers: int = -1,  # -1 = as many as fit, 0 = CPU only
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    n_gpu_layers: int = AUTO_GPU_LAYERS,
     n_threads: int | None = None,
     kv_cache: str = "f16",
     prompt_lookup: bool = True,

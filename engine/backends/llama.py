@@ -16,7 +16,9 @@ import ctypes
 import logging
 import os
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends import llama_devices, llama_log, offload
-from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo
+from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
@@ -33,18 +35,21 @@ from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
-from engine.backends.offload import AUTO_LAYERS, Placement
+from engine.backends.offload import Placement
+from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from models.formats import prefill_opener
+from models.library.digests import DigestJob
+from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 log = logging.getLogger("engine.llama")
 
-DEFAULT_N_CTX = 4096
 ABORTED = 2  # llama_decode's code when the abort callback stopped it
+PROMPT_CACHE_SIZE = 8  # rendered prompts remembered: a fit's candidates, then the one it keeps
 
 
 def gpu_offload_supported() -> bool:
@@ -63,9 +68,9 @@ class LlamaBackend:
     # Prompt-lookup drafting (speculative decoding); `EMBER_PROMPT_LOOKUP=0` turns it off.
     prompt_lookup = os.environ.get("EMBER_PROMPT_LOOKUP", "1") != "0"
 
-    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX, n_gpu_layers: int = AUTO_LAYERS,
-                 n_threads: int | None = None, flash_attn: bool = True, kv_cache: str = "f16",
-                 draft_model: str | Path | None = None) -> None:
+    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+                 n_gpu_layers: int = AUTO_GPU_LAYERS, n_threads: int | None = None, flash_attn: bool = True,
+                 kv_cache: str = "f16", draft_model: str | Path | None = None) -> None:
         self.path = Path(model_path)
         self.kv_cache = kv_cache
         self.name = self.path.name
@@ -74,24 +79,29 @@ class LlamaBackend:
         self.metadata = read_model_header(self.path)
         llama_log.install()
         self.n_threads = n_threads or default_threads()
-        n_ctx_train = self.metadata.context_length
+        n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
         self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).
-        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, context_size=self.n_ctx,
+        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, n_ctx=self.n_ctx,
                                          device=self.where, device_note=self.gpu_note)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
+        # The receipt's model digest: hashed once per file (cached), on a thread of its own.
+        self._digest = DigestJob(self.path)
         self._cancel: CancelToken | None = None
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
         self._kv_trimmable = self._kv.can_trim()
         self.draft_policy = DraftPolicy()  # measured costs and acceptance, kept across requests
         self._pieces = PieceReader(self._vocab)
+        self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
+        self._prompt_lock = threading.Lock()
+        self.renders = 0  # prompts rendered and tokenized (not served from the cache): for benches and tests
         if draft_model is not None:
             self._draft = self._load_draft(Path(draft_model), flash_attn)
 
@@ -259,7 +269,27 @@ class LlamaBackend:
     # -- prompt ---------------------------------------------------------------------------
 
     def prompt_tokens(self, request: Request) -> tuple[list[int], str]:
-        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none)."""
+        """The rendered prompt as token ids, and the thinking opener it pre-fills ('' if none).
+
+        Remembered by content: the context fit measures the very request a turn then
+        streams, so the prompt is rendered and tokenized once (the counting thread and the
+        model's thread share the cache under a lock).
+        """
+        key = prompt_key(request.messages, request.tools)
+        with self._prompt_lock:
+            known = self._prompts.get(key)
+            if known is not None:
+                self._prompts.move_to_end(key)
+                return list(known[0]), known[1]
+        ids, prefilled = self._render(request)
+        with self._prompt_lock:
+            self._prompts[key] = (tuple(ids), prefilled)
+            while len(self._prompts) > PROMPT_CACHE_SIZE:
+                self._prompts.popitem(last=False)
+        return ids, prefilled
+
+    def _render(self, request: Request) -> tuple[list[int], str]:
+        self.renders += 1
         # A template that ignores tools gets them described in the system message instead.
         messages, tools = fallback_for(self._template.source, request.messages, request.tools)
         segments = self._template.segments(messages, tools=tools)
@@ -277,10 +307,10 @@ class LlamaBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
         """Exact (the token_count capability): reads only the vocabulary and the template,
         so it is safe beside a streaming reply."""
-        return len(self.prompt_tokens(Request(messages=tuple(messages)))[0])
+        return len(self.prompt_tokens(Request(messages=tuple(messages), tools=tuple(tools) if tools else None))[0])
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -289,7 +319,7 @@ class LlamaBackend:
         info.prompt_tokens = len(tokens)
         reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
         info.cached_tokens = self._kv.reusable(tokens)
-        info.context_size = self.n_ctx
+        info.n_ctx = self.n_ctx
         info.prefilled_thinking = prefilled
         room = self.n_ctx - len(tokens)
         if room <= 0:
@@ -305,19 +335,34 @@ class LlamaBackend:
                   limit: int) -> Iterator[Piece]:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
+        info.receipt = self._receipt(request, seed, tokens)
         device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
         try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
             chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
         except GrammarError as exc:
             raise ConfigError(str(exc)) from exc
-        info.finish_reason = "length"
+        info.finish_reason = FinishReason.LENGTH
+        reply = TokenDigest()
         try:
             if not self._evaluate_prompt(tokens, cancel):
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
-            yield from self._decode_loop(chain, cancel, info, limit, tokens)
+            yield from self._decode_loop(chain, cancel, info, limit, tokens, reply)
         finally:
             chain.close()
+            info.receipt["reply"] = reply.to_json()
+            info.receipt["model"]["sha256"] = self._digest.result()  # ready long before, but for a huge file
+
+    def _receipt(self, request: Request, seed: int, tokens: list[int]) -> dict[str, Any]:
+        import llama_cpp as lc
+
+        return {
+            "backend": "llama.cpp", "llama_cpp_python": str(getattr(lc, "__version__", "?")), "device": self.where,
+            "context_size": self.n_ctx,
+            "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None},
+            "chat_template_sha256": text_sha256(self._template.source),
+            **request_receipt(request, seed), "prompt": TokenDigest(tokens).to_json(),
+        }
 
     def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> bool:
         """Bring the KV cache to `tokens`; False if a stop came first."""
@@ -332,7 +377,7 @@ class LlamaBackend:
             self._set_abort_callback(False)
 
     def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo, limit: int,
-                     tokens: list[int]) -> Iterator[Piece]:
+                     tokens: list[int], reply: TokenDigest) -> Iterator[Piece]:
         """Sample, yield, decode, the stop flag checked before each token is used."""
         classify = self._classes.classify
         decoder = Utf8Stream()
@@ -342,9 +387,10 @@ class LlamaBackend:
                 break
             eog, special, user_defined = classify(token)
             if eog:
-                info.finish_reason = "stop"
+                info.finish_reason = FinishReason.STOP
                 break
             count += 1
+            reply.add(token)
             info.completion_tokens = count
             piece = self._piece(token, special, user_defined, decoder)
             if piece is not None:
@@ -352,7 +398,7 @@ class LlamaBackend:
             if count >= limit:
                 break
         if cancel.cancelled:
-            info.finish_reason = "cancelled"
+            info.finish_reason = FinishReason.CANCELLED
         tail = decoder.flush()
         if tail:
             yield Piece(tail)

@@ -15,7 +15,7 @@ from engine.backends.llama_devices import Device
 from models.gguf.meta import ModelMetadata
 from models.library.memory import kv_cache_bytes
 
-AUTO_LAYERS = -1
+ALL_LAYERS = -1  # llama.cpp's n_gpu_layers for "every layer" (the setting's -1 is AUTO_GPU_LAYERS)
 MIB = 1 << 20
 # Compute buffers, the CUDA context and the logits: measured at a few hundred MiB for
 # 1-8B models at 4k context; a fixed floor plus a share of the card keeps us clear.
@@ -61,22 +61,23 @@ def gpu_placement(n_gpu_layers: int, n_layer: int | None, gpus: list[Device]) ->
 
 
 def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int, kv_cache: str = "f16") -> int:
-    """`-1` if every layer fits in `free_bytes` with room to spare, else how many do (0+)."""
+    """`ALL_LAYERS` if every layer fits in `free_bytes` with room to spare, else how many do (0+)."""
     n_layer = meta.block_count
     if not n_layer or n_layer <= 0:
-        return AUTO_LAYERS if meta.size_bytes < free_bytes // 2 else 0
+        return ALL_LAYERS if meta.size_bytes < free_bytes // 2 else 0
     budget = free_bytes - HEADROOM_BYTES - int(free_bytes * HEADROOM_SHARE)
     per_layer = meta.size_bytes / (n_layer + 1)  # +1: embeddings and output head
     kv_per_layer = kv_cache_bytes(meta, n_ctx, kv_cache) / n_layer
     fit = int((budget - per_layer) // (per_layer + kv_per_layer)) if budget > per_layer else 0
     if fit >= n_layer:
-        return AUTO_LAYERS
+        return ALL_LAYERS
     return max(0, fit)
 
 
 def plan(requested: int, meta: ModelMetadata, n_ctx: int, *, supported: bool, gpus: list[Device],
          gpu_backends: list[str], kv_cache: str = "f16") -> Placement:
-    """The placement to try first for a model whose settings ask for `requested` layers."""
+    """The placement to try first for a model whose settings ask for `requested` layers
+    (`AUTO_GPU_LAYERS`: as many as fit)."""
     n_layer = meta.block_count
     if requested == 0:
         return cpu_placement("GPU off in this model's settings", n_layer)
@@ -87,7 +88,7 @@ def plan(requested: int, meta: ModelMetadata, n_ctx: int, *, supported: bool, gp
         return gpu_placement(requested, n_layer, gpus)
     free = sum(d.free_bytes for d in gpus)
     if not gpus or free <= 0:  # offload works, but the device API said nothing: trust llama.cpp
-        return gpu_placement(AUTO_LAYERS, n_layer, gpus)
+        return gpu_placement(ALL_LAYERS, n_layer, gpus)
     return gpu_placement(layers_that_fit(meta, n_ctx, free, kv_cache), n_layer, gpus)
 
 

@@ -45,8 +45,10 @@ import httpx
 from engine import __version__
 from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
 from engine.backends.openai_tools import CHARS_PER_TOKEN_CAP, ToolCallDeltas, wire_message
+from engine.backends.receipt import request_receipt
 from engine.errors import BackendError, ConfigError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
+from engine.network import guard as network_guard
 
 log = logging.getLogger("engine.openai_backend")  # a stable name for log filters
 
@@ -73,6 +75,7 @@ _ERROR_BODY_LIMIT = 4096  # bytes of an error response worth reading for its mes
 _MESSAGE_LIMIT = 300  # characters of server text quoted in one error line
 _CANCEL_POLL_S = 0.05
 _SSE_FIELDS = frozenset({"event", "id", "retry"})
+NETWORK_FEATURE = "remote server"  # the feature the network ledger names for these connections
 
 Redact = Callable[[str], str]
 
@@ -90,6 +93,12 @@ class _Failure(Exception):
 class _Server:
     base: str  # normalised base URL without a trailing slash
     host: str  # host[:port], the name every error message uses
+    hostname: str = ""
+    port: int | None = None  # the scheme's port when the URL names none
+
+    def require_allowed(self) -> None:
+        """Zero-egress mode's check before connecting: EgressRefused (one line) if not allowed."""
+        network_guard.require(self.hostname, self.port, NETWORK_FEATURE)
 
 
 def _parse_base_url(base_url: str) -> _Server:
@@ -106,7 +115,8 @@ def _parse_base_url(base_url: str) -> _Server:
     if url.port is not None and not 1 <= url.port <= 65535:
         raise ConfigError(f"bad server URL {base_url!r}: the port must be 1 to 65535, not {url.port}")
     host = f"{url.host}:{url.port}" if url.port else url.host
-    return _Server(base=str(url).rstrip("/"), host=host)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return _Server(base=str(url).rstrip("/"), host=host, hostname=url.host, port=port)
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -209,7 +219,7 @@ def _json_error_message(obj: object) -> str:
 def _error_detail(text: str) -> str:
     try:
         message = _json_error_message(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         # Plain text is worth quoting; an HTML error page is not.
         return "" if text.lstrip().startswith("<") else _one_line(text)
     return _one_line(message or text)
@@ -326,7 +336,7 @@ class _ChunkReader:
     def _parse(self, data: str) -> dict[str, object] | None:
         try:
             chunk = _as_dict(json.loads(data))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a chunk nested past what json parses
             chunk = None
         if chunk is None:
             self.junk(data)
@@ -416,11 +426,14 @@ class OpenAIBackend(PlainBackend):
         return self._server.base
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Generator[Piece, None, None]:
+        self._server.require_allowed()  # refused before any connection, and never retried
         body = self._body(request)
+        info.receipt = {"backend": "openai-compatible", "server": self._server.host, "model": {"name": self.model},
+                        **request_receipt(request, request.sampling.seed)}
         attempt = 0
         while True:
             if cancel.cancelled:
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             yielded = False
             try:
@@ -449,7 +462,8 @@ class OpenAIBackend(PlainBackend):
     def _attempt(self, body: dict[str, Any], cancel: CancelToken, info: StreamInfo) -> Generator[Piece, None, None]:
         """One HTTP request; transport errors become `_Failure`; the response always closes."""
         try:
-            with self._http().stream("POST", f"{self._server.base}/chat/completions", json=body) as response:
+            with network_guard.feature(NETWORK_FEATURE), \
+                    self._http().stream("POST", f"{self._server.base}/chat/completions", json=body) as response:
                 if response.status_code >= 300:
                     raise _status_failure(response, self._server.host)
                 forget = cancel.on_cancel(_hang_up(response))
@@ -459,7 +473,7 @@ class OpenAIBackend(PlainBackend):
                     forget()
         except httpx.RequestError as exc:
             if cancel.cancelled:  # our own hang-up, or a failure that no longer matters
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
@@ -492,18 +506,18 @@ class OpenAIBackend(PlainBackend):
         yield from reader.close_thinking()
         yield from reader.calls.pieces()  # the server's own parsed calls, as markup the guardrail parses
         if cancel.cancelled and not saw_done:
-            info.finish_reason = "cancelled"
+            info.finish_reason = FinishReason.CANCELLED
             return
         reader.finish(saw_done=saw_done or budget.spent)
         if reader.prompt_tokens is not None:
             info.prompt_tokens = reader.prompt_tokens
-        if budget.spent or reader.finish_reason == "length":
-            info.finish_reason = "length"
+        if budget.spent or reader.finish_reason == FinishReason.LENGTH:
+            info.finish_reason = FinishReason.LENGTH
             return
         if not saw_done and not reader.finish_reason:
             # Neither a finish reason nor [DONE]: the connection ended mid-reply.
             raise _Failure(f"{self._server.host} ended the stream without finishing the reply (cut off)")
-        info.finish_reason = "stop"
+        info.finish_reason = FinishReason.STOP
 
     def _body(self, request: Request) -> dict[str, Any]:
         s = request.sampling
@@ -624,9 +638,10 @@ def list_models(
     """The model ids a server offers (`GET {base}/models`), in the server's order."""
     _check_api_key(api_key)
     server = _parse_base_url(base_url)
+    server.require_allowed()
     redact = _redactor(api_key)
     try:
-        with _client(api_key, httpx.Timeout(timeout), transport) as client:
+        with network_guard.feature(NETWORK_FEATURE), _client(api_key, httpx.Timeout(timeout), transport) as client:
             with client.stream("GET", f"{server.base}/models") as response:
                 if response.status_code >= 300:
                     raise _status_failure(response, server.host)
@@ -641,7 +656,7 @@ def list_models(
 def _model_ids(text: str, host: str) -> list[str]:
     try:
         body = _as_dict(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if body is None:
         raise BackendError(f"{host} did not answer /models with a JSON object")

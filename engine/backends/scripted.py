@@ -7,6 +7,7 @@ Each model request consumes the next reply; running out raises `ScriptExhaustedE
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -14,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo
+from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo, ToolSpec
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
-from engine.events import Piece
+from engine.events import FinishReason, Piece
 from engine.json_files import read_json
 
 SCRIPT_MESSAGE_OVERHEAD = 3
@@ -110,7 +111,7 @@ class ScriptedBackend(PlainBackend):
 
     @property
     def n_ctx(self) -> int | None:
-        return self.capabilities.context_size or None
+        return self.capabilities.n_ctx or None
 
     @n_ctx.setter
     def n_ctx(self, value: int | None) -> None:
@@ -118,7 +119,7 @@ class ScriptedBackend(PlainBackend):
         # local model, so context policies can be tested without one; a prompt over it is refused.
         # (A subclass's own declaration is kept; only the counting part changes.)
         declared = type(self).capabilities
-        self.capabilities = declared if value is None else replace(declared, token_count=True, context_size=value)
+        self.capabilities = declared if value is None else replace(declared, token_count=True, n_ctx=value)
 
     @property
     def remaining(self) -> int:
@@ -136,33 +137,41 @@ class ScriptedBackend(PlainBackend):
         info.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
         n_ctx = self.n_ctx
         if n_ctx is not None:
-            info.prompt_tokens, info.context_size = self.count_prompt_tokens(request.messages), n_ctx
+            info.prompt_tokens = self.count_prompt_tokens(request.messages, request.tools)
+            info.n_ctx = n_ctx
             if info.prompt_tokens >= n_ctx:
                 raise ContextOverflowError(
                     f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context")
         emitted = 0
         for chunk in reply:
             if cancel.cancelled:
-                info.finish_reason = "cancelled"
+                info.finish_reason = FinishReason.CANCELLED
                 return
             if emitted >= request.max_tokens:
-                info.finish_reason = "length"
+                info.finish_reason = FinishReason.LENGTH
                 return
             if chunk.delay_ms:
                 time.sleep(chunk.delay_ms / 1000)
                 if cancel.cancelled:
-                    info.finish_reason = "cancelled"
+                    info.finish_reason = FinishReason.CANCELLED
                     return
             emitted += 1
             yield Piece(chunk.text, None, chunk.special, chunk.user_defined)
-        info.finish_reason = "stop"
+        info.finish_reason = FinishReason.STOP
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        """Words, plus a few tokens per message for the role markers a template would add."""
-        return sum(self.count_tokens(str(m.get("content") or "")) + SCRIPT_MESSAGE_OVERHEAD for m in messages) + 1
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        """Words, plus a few tokens per message for the role markers a template would add, and the tools' JSON."""
+        described = sum(self.count_tokens(json.dumps(t)) for t in tools or ())
+        return sum(self.count_tokens(_text(m)) + SCRIPT_MESSAGE_OVERHEAD for m in messages) + described + 1
 
     def close(self) -> None:
         pass
+
+
+def _text(message: Message) -> str:
+    """What a template would print of `message`: its content and any tool calls it made."""
+    calls = message.get("tool_calls")
+    return str(message.get("content") or "") + (" " + json.dumps(calls) if calls else "")

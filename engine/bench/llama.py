@@ -36,6 +36,7 @@ from engine.errors import BenchError
 from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
+from models.library.settings import AUTO_GPU_LAYERS
 
 BENCH_PROMPT = "Write a long story about a dragon who learns to bake bread."
 KV_REUSE = "none: llm.reset() before every run, so each run evaluates the full prompt"
@@ -244,7 +245,7 @@ def rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def load_probe(model: str, n_ctx: int, threads: int, gpu_layers: int = -1) -> dict[str, float]:
+def load_probe(model: str, n_ctx: int, threads: int, gpu_layers: int = AUTO_GPU_LAYERS) -> dict[str, float]:
     """Import llama.cpp, load the model as the app does, and read the memory it holds."""
     started = time.perf_counter()
     import llama_cpp  # noqa: F401  # pyright: ignore[reportUnusedImport]
@@ -276,7 +277,7 @@ def probe_main() -> None:
 
 
 def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], timeout_s: float = 300,
-                 gpu_layers: int = -1) -> dict[str, Any]:
+                 gpu_layers: int = AUTO_GPU_LAYERS) -> dict[str, Any]:
     """`load_probe` in a fresh interpreter, so nothing is already imported or mapped."""
     code = "from engine.bench.llama import probe_main; probe_main()"
     result = subprocess.run(
@@ -290,5 +291,5 @@ def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], tim
     return data
 
 
-def open_backend(model: Path, n_ctx: int, threads: int, gpu_layers: int = -1) -> LlamaBackend:
+def open_backend(model: Path, n_ctx: int, threads: int, gpu_layers: int = AUTO_GPU_LAYERS) -> LlamaBackend:
     return LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)

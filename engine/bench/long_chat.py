@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, ToolSpec, make_request
 from engine.backends.llama import LlamaBackend
 from engine.errors import BenchError
 from engine.events import ContentDelta, TurnDone, TurnError
@@ -47,8 +47,8 @@ class _Watched:
         self.infos.append(info)
         return self.inner.stream(request, cancel, info)
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
-        return self.inner.count_prompt_tokens(messages)
+    def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
+        return self.inner.count_prompt_tokens(messages, tools)
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)

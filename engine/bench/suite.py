@@ -30,10 +30,12 @@ import engine
 import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends.llama import LlamaBackend, default_threads
 from engine.backends.load_errors import precheck_model_file
+from engine.backends.offload import ALL_LAYERS
 from engine.bench import llama as bench_llama
 from engine.bench import speculative as bench_spec
 from engine.bench.native import NativeRun
 from engine.reply.scaffolding import bench_filter
+from models.library.settings import AUTO_GPU_LAYERS
 
 Progress = Callable[[str], None]
 
@@ -50,7 +52,7 @@ class BenchConfig:
     filter_bytes: int = 1_000_000
     history_messages: int = 10_000
     llama_bench: Path | None = None  # a built `llama-bench` binary, for the native figure
-    gpu_layers: int = -1  # as the app: -1 = as many as fit on the GPU, 0 = CPU only
+    gpu_layers: int = AUTO_GPU_LAYERS  # as the app: as many as fit on the GPU, 0 = CPU only
     draft_model: Path | None = None  # a draft model for `spec_draft_speedup`
     decode_extras: bool = True  # speculative decoding and the KV cache types
 
@@ -156,7 +158,7 @@ def native_runner(config: BenchConfig, model: Path, backend: LlamaBackend,
     """One native llama-bench tg run at Ember's settings and prompt depth, or None if not asked."""
     if config.llama_bench is None:
         return None
-    layers = -1 if backend.placement.n_gpu_layers < 0 else backend.n_gpu_layers
+    layers = ALL_LAYERS if backend.placement.n_gpu_layers == ALL_LAYERS else backend.n_gpu_layers
     return NativeRun(config.llama_bench, model, config.thread_count(), n_gen=config.max_tokens,
                      depth=bench_llama.prompt_depth(backend, work), flash_attn=backend.flash_attn_mode,
                      n_gpu_layers=layers)

@@ -24,10 +24,7 @@ from engine.events import SourceRef
 
 MAX_PASSAGES = 12  # retrieved passages offered at most (more rarely helps a small model)
 CHARS_PER_TOKEN_BOUND = 8  # text longer than budget × this never fits: skip counting it
-INSTRUCTION = (
-    "Answer the question using the numbered passages from the user's documents below. Cite each passage you use "
-    "by its number in square brackets, like [1]. If the passages do not contain the answer, say so."
-)
+INSTRUCTION = "Answer using these passages from my documents, and cite the ones you use by number, like [1]."
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,16 +3,16 @@
     recorder = TurnRecorder(store, conversation_id)
     with recorder:
         recorder.begin("Hello")                  # user message + turn record, committed now
-        messages = recorder.prompt_messages()    # the active branch, as model messages
-        for event in recorded(run_turn(messages), recorder):
+        for event in recorded(run_turn(request), recorder):
             show(event)
 
 Write discipline: the user's message and an open turn record are committed before
 generation starts; the assistant row appears with the first delta and is rewritten at
 most every `flush_interval_s` while it streams (so a crash loses about a second of
-text); the end of the turn writes the final text, status and audit record in one
-transaction. A reply cut off by a crash stays `streaming` until the next
-`HistoryStore` open marks it `interrupted`.
+text); the end of the turn writes the final text, its tool calls (under `"tools"` in the
+reply's stats: name, arguments, approval, result) and the audit record in one
+transaction. A reply cut off by a crash stays `streaming` until the next `HistoryStore`
+open marks it `interrupted`.
 
 A recorder serves one turn and is used from ONE thread: the one consuming the events
 (the GUI's event-loop thread, the CLI's main thread), never the model's worker thread.
@@ -27,21 +27,25 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Literal
 
-from engine.backends.base import Message
 from engine.events import (
     ContentDelta,
     Event,
+    FinishReason,
     Recovery,
     Sources,
     StructuredValue,
     ThinkingDelta,
+    ToolCall,
+    ToolDenied,
+    ToolResult,
     TurnDone,
     TurnError,
+    TurnErrorKind,
     TurnStats,
+    fenced_json,
 )
 from engine.history.store import HistoryStore, title_from_text
-from engine.history.types import HistoryError, Outcome, Status, TurnKind
-from engine.turns.structured import fenced_json
+from engine.history.types import TOOLS_STATS_KEY, HistoryError, Outcome, Status, TurnKind
 
 log = logging.getLogger("engine.history")
 
@@ -67,6 +71,7 @@ class TurnRecorder:
         self._fallback_leaf: int | None = None  # the leaf to show again if no reply is kept
         self._content: list[str] = []
         self._thinking: list[str] = []
+        self.tool_calls: list[dict[str, Any]] = []  # this turn's calls, in order (stored with the reply)
         self._sources: list[dict[str, Any]] = []  # the passages the prompt carried, kept with the reply
         self._dirty = False
         self._last_write: float | None = None  # None: nothing written (or tried) yet
@@ -121,13 +126,6 @@ class TurnRecorder:
         self.user_message_id = user_id
         self._fallback_leaf = fallback_leaf
 
-    def prompt_messages(self, *, system: str | None = None, join_roles: bool = True) -> list[Message]:
-        """The model messages for this turn: the branch ending at its user message."""
-        if self.user_message_id is None:
-            raise HistoryError("call begin() first")
-        return prompt_messages(self.store, self.conversation_id, upto=self.user_message_id, system=system,
-                               join_roles=join_roles)
-
     # -- streaming --------------------------------------------------------------------
 
     @property
@@ -167,12 +165,24 @@ class TurnRecorder:
                 # A structured turn's answer is its value, stored as the app shows it.
                 self._content[:] = [fenced_json(value)]
                 self._on_delta()
+            case ToolCall(id=call_id, name=name, arguments=arguments):
+                self.tool_calls.append({"id": call_id, "name": name, "arguments": arguments})
+            case ToolDenied(id=call_id):
+                self._tool_update(call_id, approval="denied")
+            case ToolResult(id=call_id, content=content, error=error, approval=approval):
+                self._tool_update(call_id, approval=str(approval), result=content, error=error)
             case TurnDone(stats=stats):
                 self._end_done(stats)
             case TurnError(kind=kind, message=message, stats=stats):
                 self._end_error(kind, message, stats)
             case _:
                 pass
+
+    def _tool_update(self, call_id: str, **fields: Any) -> None:
+        for record in reversed(self.tool_calls):
+            if record["id"] == call_id:
+                record.update(fields)
+                return
 
     def _on_delta(self) -> None:
         self._dirty = True
@@ -211,13 +221,13 @@ class TurnRecorder:
     # -- ending -----------------------------------------------------------------------
 
     def _end_done(self, stats: TurnStats) -> None:
-        stopped = stats.finish_reason == "cancelled"
+        stopped = stats.finish_reason == FinishReason.CANCELLED
         # A completed turn always gets its answer; a stop before any text leaves none.
         keep = not stopped or bool(self.content or self.thinking)
         self._end("stopped" if stopped else "completed", "stopped" if stopped else "complete", keep, stats)
 
     def _end_error(self, kind: str, message: str, stats: TurnStats) -> None:
-        if kind == "malformed_reply":
+        if kind == TurnErrorKind.MALFORMED_REPLY:
             # The user's message stays; no assistant message is written (or it is removed).
             self._end("malformed", "error", False, stats, kind, message)
         else:
@@ -235,6 +245,8 @@ class TurnRecorder:
         message_stats: dict[str, Any] | None = stats.to_dict() if stats is not None else None
         if message_stats is not None and error_kind:
             message_stats |= {"error_kind": error_kind, "error_message": error_message}
+        if self.tool_calls:  # with the answer, in the same transaction
+            message_stats = (message_stats or {}) | {TOOLS_STATS_KEY: self.tool_calls}
         if self._sources:
             message_stats = (message_stats or {}) | {"sources": self._sources}
         try:
@@ -278,27 +290,3 @@ def recorded(events: Iterable[Event], recorder: TurnRecorder) -> Iterator[Event]
     for event in events:
         recorder.on_event(event)
         yield event
-
-
-def prompt_messages(store: HistoryStore, conversation_id: int, *, upto: int | None = None,
-                    system: str | None = None, join_roles: bool = True) -> list[Message]:
-    """Model messages for a branch (the active one, or the one ending at `upto`).
-
-    The system prompt is `system`, else the conversation's `settings["system"]`. Thinking
-    is not sent back. Consecutive messages of one role (a question left unanswered by a
-    failed turn, then another) are joined, since many chat templates require roles to
-    alternate. With `join_roles=False` they stay apart, for a context policy that may drop
-    one (a too-long question a failed turn left behind) and joins what it keeps.
-    """
-    if system is None:
-        stored = store.conversation(conversation_id).settings.get("system")
-        system = stored if isinstance(stored, str) else None
-    out: list[Message] = [{"role": "system", "content": system}] if system else []
-    for msg in store.path(conversation_id, leaf_id=upto):
-        if msg.role == "assistant" and not msg.content.strip():
-            continue
-        if join_roles and out and out[-1]["role"] == msg.role:
-            out[-1] = {"role": msg.role, "content": f"{out[-1]['content']}\n\n{msg.content}"}
-        else:
-            out.append({"role": msg.role, "content": msg.content})
-    return out

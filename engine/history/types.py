@@ -20,6 +20,9 @@ TurnKind = Literal["send", "edit", "regenerate"]
 # view can escape the text first and then style the marked spans.
 HIGHLIGHT_START = "\x02"
 HIGHLIGHT_END = "\x03"
+# A reply's stats hold its tool calls under this key (name, arguments, approval, result), so
+# the JSON export carries them and a later turn with tools replays them.
+TOOLS_STATS_KEY = "tools"
 
 
 class HistoryError(EngineError):

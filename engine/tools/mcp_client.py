@@ -27,6 +27,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from engine.network import guard as network_guard
 from engine.tools.mcp_config import ServerConfig
 from engine.tools.registry import Tool, ToolError
 
@@ -56,6 +57,12 @@ class McpServer:
     @property
     def running(self) -> bool:
         return self._link is not None
+
+    @property
+    def network_note(self) -> str:
+        """Set while running when zero-egress mode could not be enforced for this server."""
+        link = self._link
+        return link.launch.note if link is not None else ""
 
     def tools(self) -> list[Tool]:
         """The server's tools, as Ember tools that call back into it."""
@@ -127,6 +134,9 @@ class _Link:
         self._scope: anyio.CancelScope | None = None
         self._closing = False
         self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
+        # Zero-egress mode: the server starts in a network namespace of its own where it can.
+        self.launch = network_guard.child_launch(f"MCP server {config.name}", f"mcp:{config.name}",
+                                                 config.command, tuple(config.args))
 
     @classmethod
     def start(cls, config: ServerConfig, timeout: float) -> _Link:
@@ -140,7 +150,9 @@ class _Link:
         except Exception as exc:
             link.close()
             raise ToolError(f"MCP server {config.name} could not start: {_one_line(exc)}") from exc
-        log.info("MCP server %s started", config.name)
+        if link.launch.note:
+            log.warning("%s", link.launch.note)
+        log.info("MCP server %s started%s", config.name, " without network access" if link.launch.isolated else "")
         return link
 
     def _main(self) -> None:
@@ -158,7 +170,8 @@ class _Link:
         # One anyio scope around the whole session, cancelled by close(): even a server stuck in
         # `initialize` then gets the SDK's shutdown (stdin closed, SIGTERM, SIGKILL to its whole
         # process group), instead of outliving Ember. A native task.cancel() could skip that.
-        params = StdioServerParameters(command=self.config.command, args=list(self.config.args),
+        launch = self.launch
+        params = StdioServerParameters(command=launch.command, args=list(launch.args),
                                        env=dict(self.config.env) or None)
         with anyio.CancelScope() as scope:
             self._scope = scope

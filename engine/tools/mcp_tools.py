@@ -56,6 +56,8 @@ class McpServers:
             except ToolError as exc:
                 warn(f"{exc}; continuing without its tools")
                 continue
+            if note := self.servers[name].network_note:
+                warn(note)
             for tool in listed:
                 unique = free_name(tool.name, name, used)
                 if unique != tool.name:

@@ -87,6 +87,12 @@ class MessageTooLongError(ContextOverflowError):
 
     def __init__(self, tokens: int, limit: int, n_ctx: int) -> None:
         self.tokens, self.limit, self.n_ctx = tokens, limit, n_ctx
+        if limit <= 0:  # the system prompt and the tools' descriptions alone fill it
+            super().__init__(
+                f"the model's {n_ctx:,}-token context has no room for this message: with room kept for the "
+                f"reply, the system prompt and the tools' descriptions already fill it; raise the context "
+                f"length or turn the tools off")
+            return
         super().__init__(
             f"this message needs {tokens:,} tokens, but with room kept for the reply the model's "
             f"{n_ctx:,}-token context holds at most {limit:,}; shorten it or raise the context length")
@@ -150,14 +156,16 @@ class _Split:
 
 
 def fit_messages(messages: Sequence[Message], policy: ContextPolicy, counter: TokenCounter, *, n_ctx: int,
-                 max_tokens: int, stable: bool = True) -> Fit:
+                 max_tokens: int, stable: bool = True, headroom: int = 0) -> Fit:
     """The part of `messages` the model sees under `policy`.
+
+    `headroom` tokens are kept free besides the reply's room (a recovery round's extra line).
 
     Raises `MessageTooLongError` when the newest turn does not fit even with only the
     system prompt, and `ContextFullError` under `stop` when the whole does not fit.
     """
     clean = [without_thinking(m) for m in messages]
-    budget = n_ctx - reply_reserve(n_ctx, max_tokens)
+    budget = n_ctx - reply_reserve(n_ctx, max_tokens) - headroom
     split = _split(clean)
     everything = _pick(clean, range(len(clean)))
     total = counter.prompt_tokens(everything)

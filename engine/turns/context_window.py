@@ -1,8 +1,12 @@
 """Applying a context policy with a real backend: its token counting, its context size.
 
+What is measured is the request a turn actually sends: its messages as the runner's first
+round sends them (`engine.turns.runner.sent_messages`) with the tools offered, their
+descriptions included; the recovery round's extra line is kept free as headroom.
+
 A backend that can count declares it in its capabilities: `token_count` (its
-``count_prompt_tokens(messages)``, through its chat template and tokenizer, and
-``count_tokens(text)`` are its own counts) and `context_size`. `LlamaBackend` counts exactly;
+``count_prompt_tokens(messages, tools)``, through its chat template and tokenizer, and
+``count_tokens(text)`` are its own counts) and `n_ctx`. `LlamaBackend` counts exactly;
 `ScriptedBackend` counts words when given a context size; a remote server declares neither (its
 context is unknown), so its conversations are sent whole, as before.
 
@@ -17,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.backends.base import Backend, Message
+from engine.backends.base import Backend, Message, Request, ToolSpec
 from engine.errors import ConfigError, ContextOverflowError
 from engine.turns.context_policy import (
     ContextPolicy,
@@ -28,26 +32,35 @@ from engine.turns.context_policy import (
     reply_reserve,
     unmeasured,
 )
-from engine.turns.runner import longest_turn_messages
+from engine.turns.runner import CORRECTION_LINE, sent_messages
 
 TextCache = OrderedDict[str, int]
 # Per backend, kept across turns; weak, so an unloaded model's cache goes with it.
 _CACHES: weakref.WeakKeyDictionary[Backend, TextCache] = weakref.WeakKeyDictionary()
 CACHE_SIZE = 8192  # texts whose token counts are remembered (the window's grid recounts every turn)
+RECOVERY_MARGIN = 4  # the blank line that joins the correction line, and a tokenizer's seams
 
 
 class BackendCounter:
-    """A `TokenCounter` over a counting backend, remembering the counts of texts it has seen."""
+    """A `TokenCounter` over a counting backend, remembering the counts of texts it has seen.
 
-    def __init__(self, backend: Backend, cache: TextCache | None = None) -> None:
+    It measures a prompt as the turn sends it: with the runner's own line folded into the
+    system message and with `tools` (the tools' descriptions count against the context too).
+    """
+
+    def __init__(self, backend: Backend, cache: TextCache | None = None,
+                 tools: tuple[ToolSpec, ...] | None = None) -> None:
         self.backend = backend
-        self.n_ctx = backend.capabilities.context_size
+        self.n_ctx = backend.capabilities.n_ctx
+        self.tools = tools or None
         self._texts: TextCache = OrderedDict() if cache is None else cache
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
-        # Measured as the turn sends it: with the runner's own lines folded into the system
-        # message (the recovery round's too, the longest prompt a turn can send).
-        return self.backend.count_prompt_tokens(longest_turn_messages(tuple(messages)))
+        return self.backend.count_prompt_tokens(sent_messages(tuple(messages), self.tools), self.tools)
+
+    def recovery_headroom(self) -> int:
+        """Tokens the recovery round may add to the prompt: its correction line, folded in."""
+        return self.text_tokens(CORRECTION_LINE) + RECOVERY_MARGIN
 
     def text_tokens(self, text: str) -> int:
         known = self._texts.get(text)
@@ -61,24 +74,35 @@ class BackendCounter:
         return count
 
 
-def counter_for(backend: Backend) -> BackendCounter | None:
-    """A counter for `backend`, or None when it cannot count or its context is unknown."""
+def counter_for(backend: Backend, tools: tuple[ToolSpec, ...] | None = None) -> BackendCounter | None:
+    """A counter for `backend` (offering `tools`), or None when it cannot count or its context is unknown."""
     caps = backend.capabilities
-    if not caps.token_count or caps.context_size <= 0:
+    if not caps.token_count or caps.n_ctx <= 0:
         return None
     try:
         cache = _CACHES.setdefault(backend, OrderedDict())
     except TypeError:  # not weakly referable: no shared cache, still correct
         cache = None
-    return BackendCounter(backend, cache)
+    return BackendCounter(backend, cache, tools)
 
 
-def fit_for(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> Fit:
+def fit_for(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int,
+            tools: tuple[ToolSpec, ...] | None = None) -> Fit:
     """`messages` fitted to `backend`'s context under `policy` (all of them when it cannot count)."""
-    counter = counter_for(backend)
+    counter = counter_for(backend, tools)
     if counter is None:
         return unmeasured(messages)
-    return fit_messages(messages, policy, counter, n_ctx=counter.n_ctx, max_tokens=max_tokens)
+    return fit_messages(messages, policy, counter, n_ctx=counter.n_ctx, max_tokens=max_tokens,
+                        headroom=counter.recovery_headroom())
+
+
+def fit_request(backend: Backend, request: Request, policy: ContextPolicy) -> tuple[Request, Fit]:
+    """`request` with its messages fitted to `backend`'s context: the request a turn sends.
+
+    Raises the policy's `ContextOverflowError`s (and `ConfigError` for a template that fails).
+    """
+    fit = fit_for(backend, request.messages, policy, request.max_tokens, request.tools)
+    return request.with_(messages=fit.messages), fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,37 +121,25 @@ class Meter:
 
 
 def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, policy: ContextPolicy,
-                  max_tokens: int) -> Meter | None:
+                  max_tokens: int, tools: tuple[ToolSpec, ...] | None = None) -> Meter | None:
     """The meter for `draft` typed after `messages`; None when the backend cannot count."""
-    counter = counter_for(backend)
+    counter = counter_for(backend, tools)
     if counter is None:
         return None
     n_ctx = counter.n_ctx
     reserve = reply_reserve(n_ctx, max_tokens)
+    headroom = counter.recovery_headroom()
     draft_tokens = counter.text_tokens(draft) if draft else 0
     candidate = [*messages, {"role": "user", "content": draft}] if draft.strip() else list(messages)
     if not candidate:
         return Meter(0, n_ctx, 0, reserve)
     try:
-        fit = fit_messages(candidate, policy, counter, n_ctx=n_ctx, max_tokens=max_tokens)
+        fit = fit_messages(candidate, policy, counter, n_ctx=n_ctx, max_tokens=max_tokens, headroom=headroom)
     except MessageTooLongError as exc:
         return Meter(exc.tokens, n_ctx, draft_tokens, reserve, str(exc))
     except (ContextOverflowError, ConfigError) as exc:  # full under stop, or a template that fails
         return Meter(_whole(counter, candidate), n_ctx, draft_tokens, reserve, str(exc))
     return Meter(fit.prompt_tokens, n_ctx, draft_tokens, reserve)
-
-
-def check_message(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int) -> str:
-    """Why the newest message in `messages` must be refused ("" when it may be sent).
-
-    Only a message that cannot fit even alone is refused here; a conversation that is full
-    under the stop policy is reported by the turn itself (with its action).
-    """
-    try:
-        fit_for(backend, messages, ContextPolicy.ROLLING if policy is ContextPolicy.STOP else policy, max_tokens)
-    except MessageTooLongError as exc:
-        return str(exc)
-    return ""
 
 
 def _whole(counter: TokenCounter, messages: Sequence[Message]) -> int:

@@ -1,11 +1,15 @@
-"""One turn of any kind, as events: `TurnRunner(backend).run(request, cancel)` on the model's thread.
+"""One turn of any kind, as events: `TurnRunner(backend, tools).run(request, cancel)` on the model's thread.
 
-Every turn ends with exactly one `TurnDone` or `TurnError`; the GUI, the CLI, the recorder
-and the tests consume the same events. A chat turn (`request.schema is None`) whose visible
-content is empty after the guardrail gets exactly one recovery request (the correction line
-folded into the system message, no tools, a fresh pipeline; a `Recovery` event tells a view
-to reset the reply), else it ends `MALFORMED_REPLY`. No model ever judges or repairs output.
-A structured turn (`request.schema` set) follows `engine.turns.structured`'s policy.
+Every turn ends with exactly one `TurnDone` or `TurnError` and one log line; the GUI, the
+CLI, the API server, the recorder and the tests consume the same events. A chat turn
+(`request.schema is None`) offers the tools it was given (`ToolUse`: rounds of approved
+calls, engine/turns/tool_loop.py); tools only named in `request.tools` are offered, not run,
+and their parsed calls end the turn as `ToolCall` events (the local API server's clients run
+them). When its visible content is empty after the guardrail it gets exactly one recovery
+request (the correction line folded into the system message, no tools, a fresh pipeline; a
+`Recovery` event tells a view to reset the reply), else it ends `MALFORMED_REPLY`. No model
+ever judges or repairs output. A structured turn (`request.schema` set) follows
+`engine.turns.structured`'s policy.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from engine.errors import (
     ScriptExhaustedError,
     StructuredOutputError,
 )
-from engine.events import Event, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.events import Event, FinishReason, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.tools.permissions import ToolUse
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.structured import structured_rounds
 from engine.turns.tally import Tally
+from engine.turns.tool_loop import ToolRounds, offered_round
 
 log = logging.getLogger("engine.turn")
 
@@ -46,10 +52,11 @@ CORRECTION_LINE = (
 )
 
 
-def longest_turn_messages(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    """`messages` as the longest request a chat turn can send: its recovery round, with the
-    runner's own system lines folded in. Context sizing measures this (engine/turns/context_window.py)."""
-    return fold_system(fold_system(messages, NO_TOOLS_LINE), CORRECTION_LINE)
+def sent_messages(messages: tuple[Message, ...], tools: object) -> tuple[Message, ...]:
+    """`messages` as a chat turn's first request sends them: with no tools offered, the
+    no-tools line is folded into the system message. Context sizing measures exactly this
+    (engine/turns/context_window.py), keeping room for the recovery round's correction line."""
+    return messages if tools else fold_system(messages, NO_TOOLS_LINE)
 
 
 @dataclass
@@ -63,7 +70,7 @@ class TurnEnd:
         """Yield `rounds`, then exactly one TurnDone, or one TurnError for an engine failure."""
         try:
             yield from rounds
-            self.outcome = "stopped" if tally.finish_reason == "cancelled" else "completed"
+            self.outcome = "stopped" if tally.finish_reason == FinishReason.CANCELLED else "completed"
             yield TurnDone(tally.stats())
         except (LLMError, ConfigError) as exc:
             kind = error_kind(exc)
@@ -73,20 +80,23 @@ class TurnEnd:
 
 
 class TurnRunner:
-    """Runs turns against one backend. Call `run` on the thread that owns the backend."""
+    """Runs turns against one backend, offering `tools` when given. Call `run` on the thread that owns the backend."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, tools: ToolUse | None = None) -> None:
         self.backend = backend
+        self.tools = tools if tools is not None and tools.tools else None  # no tool left: a plain turn
+        self._calls = 0
 
     def run(self, request: Request, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Yield the turn's events; always ends with exactly one TurnDone or TurnError."""
         cancel = cancel or CancelToken()
         tally = Tally()
         end = TurnEnd("completed")
+        self._calls = 0
         try:
             yield from end.after(self.events(request, cancel, tally), tally)
         finally:
-            _log_turn(tally.stats(), end.outcome, end.kind, request)
+            _log_turn(tally.stats(), end.outcome, end.kind, request, self._calls)
 
     def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
@@ -95,13 +105,22 @@ class TurnRunner:
         return self._chat_rounds(request, cancel, tally)
 
     def _chat_rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
-        if not request.tools:
-            request = request.with_(messages=fold_system(request.messages, NO_TOOLS_LINE))
-        visible = yield from self._round(request, cancel, tally)
+        if self.tools is not None:
+            rounds = ToolRounds(self.backend, self.tools)
+            try:
+                visible, last = yield from rounds.run(request.with_(tools=self.tools.tools.specs()), cancel, tally)
+            finally:
+                self._calls = rounds.calls
+        elif request.tools:  # offered, not run here: the calls are the answer (the API server)
+            last = request
+            visible = yield from offered_round(self.backend, request, cancel, tally)
+        else:
+            last = request.with_(messages=sent_messages(request.messages, None))
+            visible = yield from self._round(last, cancel, tally)
         if visible or cancel.cancelled:
             return
         yield Recovery("empty_reply")
-        retry = request.with_(messages=fold_system(request.messages, CORRECTION_LINE), tools=None)
+        retry = last.with_(messages=fold_system(last.messages, CORRECTION_LINE), tools=None, grammar=None)
         visible = yield from self._round(retry, cancel, tally)
         if not visible and not cancel.cancelled:
             raise MalformedReplyError()
@@ -128,12 +147,13 @@ def error_kind(exc: BaseException) -> TurnErrorKind:
     return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), TurnErrorKind.BACKEND)
 
 
-def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request) -> None:
+def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request, tool_calls: int) -> None:
     extra = f" error={kind}" if kind else ""
     structured = " structured=on" if request.schema is not None else ""
+    tools = f" tool_calls={tool_calls}" if tool_calls else ""
     log.info(
-        "turn outcome=%s%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
+        "turn outcome=%s%s%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
         "total_ms=%d retries=%d scaffold_stripped=%d",
-        outcome, extra, structured, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
+        outcome, extra, structured, tools, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
         stats.total_ms, stats.retries, stats.scaffold_stripped,
     )

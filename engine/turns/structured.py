@@ -41,7 +41,7 @@ from engine.backends.base import (
     make_request,
 )
 from engine.errors import ConfigError, StructuredOutputError
-from engine.events import Event, Notice, StructuredRetry, StructuredValue
+from engine.events import Event, FinishReason, Notice, StructuredRetry, StructuredValue
 from engine.json_files import read_json
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
@@ -202,11 +202,6 @@ def _describe(error: ValidationError) -> str:
 # -- the policy -----------------------------------------------------------------------------
 
 
-def fenced_json(value: Any) -> str:
-    """A value as the app shows and stores it: a fenced ```json block, pretty-printed."""
-    return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False) + "\n```"
-
-
 def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
     """The structured policy for `request` (its `schema` set); raises on failure, see the module."""
     assert request.schema is not None
@@ -226,7 +221,8 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
         try:
             value = parse_reply(content, validator)
         except ReplyError as exc:
-            error = f"{exc}; the reply was cut off at the length limit" if info.finish_reason == "length" else str(exc)
+            cut_off = info.finish_reason == FinishReason.LENGTH
+            error = f"{exc}; the reply was cut off at the length limit" if cut_off else str(exc)
             # The retry sees the failed reply and why it was refused (a shorter JSON, when cut off).
             feedback = FEEDBACK.format(error=error)
             thread += [{"role": "assistant", "content": content}, {"role": "user", "content": feedback}]

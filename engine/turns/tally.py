@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.backends.base import StreamInfo
-from engine.events import TurnStats
+from engine.events import FinishReason, TurnStats
 
 
 @dataclass
@@ -18,13 +19,14 @@ class Tally:
     tokens: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
-    context_size: int = 0
+    n_ctx: int = 0
     retries: int = 0
     stripped: int = 0
     attempts: int = 0
     drafted: int = 0
     accepted: int = 0
-    finish_reason: str = "stop"
+    finish_reason: str = FinishReason.STOP
+    receipt: dict[str, Any] | None = None  # the last request's: its reply is the one kept
 
     def mark_piece(self) -> None:
         if self.first_piece is None:
@@ -35,12 +37,14 @@ class Tally:
         self.tokens += info.completion_tokens or pieces
         self.prompt_tokens = info.prompt_tokens
         self.cached_tokens = info.cached_tokens
-        self.context_size = info.context_size
+        self.n_ctx = info.n_ctx
         self.retries += info.retries
         self.finish_reason = info.finish_reason
         self.stripped += stripped
         self.drafted += info.drafted
         self.accepted += info.accepted
+        if info.receipt:
+            self.receipt = dict(info.receipt)
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
@@ -52,6 +56,7 @@ class Tally:
             ttft_ms=round((first - self.started) * 1000, 1),
             tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
             scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens, context_size=self.context_size,
+            context_used=self.prompt_tokens + self.tokens, context_size=self.n_ctx,
             drafted=self.drafted, accepted=self.accepted,
+            receipt=self.receipt,
         )

@@ -108,10 +108,6 @@ class TensorInfo:
             n *= d
         return n
 
-    @property
-    def type_name(self) -> str:
-        return ggml_type_name(self.ggml_type)
-
 
 @dataclass(frozen=True, slots=True)
 class GGUFHeader:

@@ -68,7 +68,7 @@ class ModelMetadata:
     size_label: str | None  # general.size_label, else derived from `parameters`
     parameters: int  # summed over the tensors of every shard that could be read
     quantization: str  # "Q4_1", "F16", …
-    context_length: int | None  # training context
+    n_ctx_train: int | None  # the context the model was trained on (GGUF `<arch>.context_length`)
     block_count: int | None
     embedding_length: int | None
     head_count: int | None
@@ -117,7 +117,7 @@ class ModelMetadata:
             "size_label": self.size_label,
             "parameters": self.parameters,
             "quantization": self.quantization,
-            "context_length": self.context_length,
+            "context_length": self.n_ctx_train,
             "block_count": self.block_count,
             "embedding_length": self.embedding_length,
             "head_count": self.head_count,
@@ -347,7 +347,7 @@ def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
         size_label=size_label,
         parameters=params,
         quantization=_quantization(header),
-        context_length=_int(kv, f"{arch}.context_length"),
+        n_ctx_train=_int(kv, f"{arch}.context_length"),
         vocab_size=_vocab_size(header),
         tokenizer_model=_str(kv, "tokenizer.ggml.model"),
         file_size=header.file_size,

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 SETTINGS_FILENAME = "model_settings.json"
 FORMAT_VERSION = 1
-DEFAULT_CONTEXT_LENGTH = 4096
+DEFAULT_CONTEXT_LENGTH = 4096  # the runtime context (n_ctx) a model loads with unless its settings say otherwise
+AUTO_GPU_LAYERS = -1  # the setting "as many layers as fit on the GPU" (engine/backends/offload.py decides); 0 = CPU
 MIN_CONTEXT_LENGTH = 128
 MAX_SEED = 2**32 - 1
 # What a conversation sends once it outgrows the context (engine/turns/context_policy.py).
@@ -63,7 +64,7 @@ def _text(v: object) -> bool:
 # One check per field: used both to reject bad arguments and to skip bad stored values.
 _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "context_length": _int_in(MIN_CONTEXT_LENGTH, 1 << 24),
-    "gpu_layers": _int_in(-1),  # -1 = as many as fit
+    "gpu_layers": _int_in(AUTO_GPU_LAYERS),
     "threads": _optional(_int_in(1, 4096)),
     "temperature": _float_in(0.0, 5.0),
     "top_p": _float_in(0.0, 1.0),
@@ -85,7 +86,7 @@ class ModelSettings:
     """How to load and sample one model. Invalid values raise ValueError."""
 
     context_length: int = DEFAULT_CONTEXT_LENGTH
-    gpu_layers: int = -1  # -1 = as many layers as fit on the GPU (all, usually); 0 = CPU only
+    gpu_layers: int = AUTO_GPU_LAYERS  # as many layers as fit on the GPU (all, usually); 0 = CPU only
     threads: int | None = None  # None = the backend picks
     temperature: float = 0.7
     top_p: float = 0.95
@@ -99,6 +100,12 @@ class ModelSettings:
     kv_cache: str = "f16"  # the KV cache's type: f16, q8_0 or q4_0 (smaller, slightly less exact)
     prompt_lookup: bool = True  # speculative decoding by prompt lookup (same output, faster on repeats)
     draft_model: str | None = None  # a GGUF with the same vocabulary that drafts tokens ahead
+
+    @property
+    def reply_limit(self) -> int:
+        """A reply's token limit: `max_tokens`, or with no limit the context length (the
+        backend stops at the context's edge, so that never cuts a reply short)."""
+        return self.max_tokens or self.context_length
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():

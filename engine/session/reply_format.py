@@ -35,10 +35,6 @@ class ReplyFormat:
     schema_value: Mapping[str, Any] | None = None  # only for "schema"
 
     @property
-    def is_json(self) -> bool:
-        return self.kind != "text"
-
-    @property
     def schema(self) -> Mapping[str, Any] | None:
         """The JSON Schema replies must match; None for plain text."""
         if self.kind == "json":

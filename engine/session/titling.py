@@ -1,4 +1,4 @@
-"""Naming a conversation after its first exchange, in the background (no Qt).
+"""Naming a conversation after its first exchange, in the background.
 
 On a backend with the grammar capability the model writes the title (a structured turn
 from `engine.turns.titles.title_request`, run by the engine like any other turn); otherwise the title the store gave the
@@ -12,21 +12,22 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from desktop.core.history_session import HISTORY_ERRORS, HistorySession
 from engine.backends.base import CancelToken
 from engine.errors import EngineError
+from engine.history.types import HistoryError
 from engine.runtime import Engine
+from engine.session.session import ChatSession
 from engine.turns.titles import title_from, title_request
 
-log = logging.getLogger("desktop.controller")
+log = logging.getLogger("engine.session")
 
 
 class ConversationTitler:
     """Titles the open conversation once its first reply is in; `on_titled` runs after each title."""
 
-    def __init__(self, engine: Engine, history: HistorySession, on_titled: Callable[[], None]) -> None:
+    def __init__(self, engine: Engine, session: ChatSession, on_titled: Callable[[], None]) -> None:
         self.engine = engine
-        self.history = history
+        self.session = session
         self._on_titled = on_titled
         self._task: asyncio.Task[None] | None = None
         self._cancel = CancelToken()
@@ -39,12 +40,11 @@ class ConversationTitler:
         if backend is None or not backend.capabilities.grammar:
             return
         try:
-            exchange = self.history.first_exchange()
-        except HISTORY_ERRORS:
+            exchange = self.session.first_exchange()
+        except HistoryError:
             return
-        conversation_id = self.history.conversation_id
-        if exchange is not None and conversation_id is not None:
-            self._task = asyncio.ensure_future(self._title(conversation_id, *exchange))
+        if exchange is not None:
+            self._task = asyncio.ensure_future(self._title(*exchange))
 
     async def aclose(self) -> None:
         """Stop a title in progress and wait for it (before the engine shuts down)."""
@@ -55,8 +55,8 @@ class ConversationTitler:
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
         try:  # a turn like any other: the engine is busy while it runs
             events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
-            self.history.set_auto_title(conversation_id, title_from(events, question))
-        except (*HISTORY_ERRORS, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
+            self.session.store.set_auto_title(conversation_id, title_from(events, question))
+        except (HistoryError, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
             log.warning("no title saved: %s", exc)
             return
         self._on_titled()

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-EXIT_NO_DISPLAY = 2
 LDD_TIMEOUT_S = 10
 # Platforms that draw to a display server; anything else (offscreen, minimal, vnc, ...) needs none.
 DISPLAY_PLATFORMS = ("xcb", "wayland")
@@ -214,11 +213,3 @@ def doctor_line(env: Mapping[str, str] | None = None) -> tuple[bool, str]:
         return True, "window: the system's own platform plugin (nothing to install)"
     names = [n for n in _candidates(os.environ if env is None else env)]
     return True, f"window: Qt platform {' / '.join(names)} has the libraries it needs"
-
-
-def exit_if_no_window(env: Mapping[str, str] | None = None) -> None:
-    """Before QApplication: say in one line why no window can open, and exit with status 2."""
-    problem = platform_problem(env)
-    if problem is not None:
-        sys.stderr.write(problem.message + "\n")
-        raise SystemExit(EXIT_NO_DISPLAY)

@@ -1,0 +1,132 @@
+"""Re-running a recorded reply from its receipt, and saying whether it matches token for token.
+
+    result = reproduce(store, message_id, open_model)   # open_model(path, receipt) -> Backend
+
+The prompt is rebuilt from the history (the branch up to the reply's question) with the
+system message the receipt kept; the model file is found by its SHA-256 (the digest cache,
+the built-in model, the library), so a renamed or moved file still counts. The prompt's own
+digest is compared first: a conversation edited or trimmed to fit the context is reported
+as such, not as a model that changed its mind. Then the reply's token digest is compared.
+Greedy replies are deterministic on one build and device; a sampled one is re-run with the
+seed it used and usually matches there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.errors import EngineError
+from engine.history.store import HistoryStore
+from engine.session.messages import branch_messages
+from engine.turns.context_policy import join_runs
+from models.library.digests import file_sha256, known_files
+
+OpenModel = Callable[[Path, Mapping[str, Any]], Backend]
+
+
+class CannotReproduce(EngineError):
+    """The reply cannot be re-run here; the message says why in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reproduction:
+    message_id: int
+    matched: bool
+    prompt_matched: bool
+    recorded: Mapping[str, Any]  # {"tokens", "sha256"} of the recorded reply
+    reproduced: Mapping[str, Any]
+    text: str  # the re-run reply, as the model wrote it
+    line: str  # the verdict in one line
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "line"} | {"verdict": self.line}
+
+
+def receipt_of(store: HistoryStore, message_id: int) -> Mapping[str, Any]:
+    msg = store.message(message_id)
+    receipt = msg.stats.get("receipt") if msg.role == "assistant" else None
+    if not isinstance(receipt, dict):
+        what = "is not a reply" if msg.role != "assistant" else "has no receipt (recorded before receipts existed)"
+        raise CannotReproduce(f"message {message_id} {what}")
+    return cast(dict[str, Any], receipt)
+
+
+def reproduce(store: HistoryStore, message_id: int, open_model: OpenModel,
+              candidates: Callable[[], Iterator[Path]] = lambda: iter(())) -> Reproduction:
+    receipt = receipt_of(store, message_id)
+    _check_reproducible(receipt)
+    path = find_model(receipt, candidates())
+    request = _request(store, message_id, receipt)
+    backend = open_model(path, receipt)
+    try:
+        info = StreamInfo()
+        text = "".join(p.text for p in backend.stream(request, CancelToken(), info))
+    finally:
+        backend.close()
+    return _verdict(message_id, receipt, info.receipt, text)
+
+
+def _check_reproducible(receipt: Mapping[str, Any]) -> None:
+    if receipt.get("backend") != "llama.cpp":
+        raise CannotReproduce(f"the reply came from {receipt.get('backend', 'another backend')}; "
+                              "only replies of a local model can be re-run")
+    if receipt.get("tools") or receipt.get("grammar"):
+        raise CannotReproduce("the reply used tools or a JSON schema; its last prompt is not in the history")
+
+
+def find_model(receipt: Mapping[str, Any], candidates: Iterator[Path]) -> Path:
+    """The file whose SHA-256 is the receipt's: cached digests first, then `candidates` by name."""
+    model = _part(receipt, "model")
+    sha, name = model.get("sha256"), str(model.get("file", "?"))
+    if not isinstance(sha, str):
+        raise CannotReproduce(f"the receipt has no digest of {name}")
+    for path in known_files(sha):
+        if file_sha256(path) == sha:
+            return path
+    for path in candidates:
+        if path.is_file() and path.name == name and file_sha256(path) == sha:
+            return path
+    raise CannotReproduce(f"the model file {name} (sha256 {sha[:12]}…) is not on this machine")
+
+
+def _request(store: HistoryStore, message_id: int, receipt: Mapping[str, Any]) -> Request:
+    msg = store.message(message_id)
+    system = receipt.get("system")
+    path = store.path(msg.conversation_id, leaf_id=msg.parent_id)
+    messages = list(join_runs(branch_messages(path, system=system if isinstance(system, str) else "")))
+    known = {f.name for f in dataclasses.fields(Sampling)}
+    sampling: dict[str, Any] = {k: v for k, v in _part(receipt, "sampling").items() if k in known}
+    sampling["seed"] = receipt.get("seed")
+    return make_request(messages, sampling=Sampling(**sampling), max_tokens=int(receipt.get("max_tokens") or 1))
+
+
+def _part(receipt: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = receipt.get(key)
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _verdict(message_id: int, receipt: Mapping[str, Any], again: Mapping[str, Any], text: str) -> Reproduction:
+    recorded, reproduced = _part(receipt, "reply"), _part(again, "reply")
+    prompt_ok = _part(receipt, "prompt").get("sha256") == _part(again, "prompt").get("sha256")
+    matched = prompt_ok and bool(recorded.get("sha256")) and recorded.get("sha256") == reproduced.get("sha256")
+    n, m = reproduced.get("tokens", 0), recorded.get("tokens", 0)
+    if matched:
+        line = f"reply {message_id}: matches token for token ({n} tokens, reply sha256 {str(recorded['sha256'])[:12]}…)"
+    elif not prompt_ok:
+        line = (f"reply {message_id}: cannot compare: the rebuilt prompt differs from the recorded one "
+                "(the conversation was edited, or trimmed to fit the context)")
+    else:
+        line = f"reply {message_id}: DIFFERS: {n} tokens re-run vs {m} recorded{_why(receipt, again)}"
+    return Reproduction(message_id, matched, prompt_ok, recorded, reproduced, text, line)
+
+
+def _why(receipt: Mapping[str, Any], again: Mapping[str, Any]) -> str:
+    changed = [label for key, label in (("llama_cpp_python", "llama-cpp-python version"), ("device", "device"),
+                                        ("chat_template_sha256", "chat template"))
+               if receipt.get(key) != again.get(key)]
+    return f" (changed since: {', '.join(changed)})" if changed else ""

@@ -1,0 +1,446 @@
+"""One conversation, one turn: the Qt-free session every front end runs its turns through.
+
+The window (desktop/core/controller.py), `ember chat` (desktop/cli/cmd_chat.py) and the
+local API server all do the same, in the same order:
+
+    plan = session.prepare(Ask.send(text), settings, tools=toolset)   # reads the branch once
+    plan = plan.fit(backend)        # the request actually sent, fitted; refusal raised here
+    turn = session.begin(plan, model=name)                             # the question is stored
+    for event in turn.run(backend, cancel): show(event)                # recorded as it streams
+    # or, on an event loop:  async for event in turn.run_async(engine): show(event)
+
+`prepare` builds the request from the stored branch (the single source of the messages),
+with the system prompt, the replayed tool calls and results and the tools' descriptions:
+exactly what the runner's first round sends. `Plan.fit` measures that request through the
+model's own template and tokenizer (the backend remembers the rendering, so the stream
+does not render it again) and raises the context policy's refusal (`ContextOverflowError`)
+or a template's `ConfigError` before anything is stored. `begin` commits the question (or
+the edited question, or opens another answer) under the conversation's writer lock; the
+`Turn` records every event, tool calls included, and saves the "always allow" choices.
+
+A session without history (`ChatSession.unsaved()`) keeps its conversations in a scratch
+database that is removed on close, so there is one code path either way. The store
+belongs to the thread that opened it: every method here runs there, except `Plan.fit`
+(pure, it only counts) which may run on the engine's counting thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.errors import ConfigError, ContextOverflowError
+from engine.events import Event, Sources
+from engine.history.conversation_lock import ConversationBusy, ConversationLock
+from engine.history.recorder import TurnRecorder
+from engine.history.store import HistoryStore
+from engine.history.types import HistoryError, StoredMessage
+from engine.runtime import Engine
+from engine.session.messages import branch_messages
+from engine.session.settings import ConversationSettings, TurnSettings
+from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
+from engine.tools.registry import ToolSet
+from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
+from engine.turns.context_window import Meter, fit_request, measure_draft
+from engine.turns.runner import TurnRunner
+
+FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
+
+# Documents put their passages into the question before the fit: (messages, max_tokens) ->
+# (messages, the Sources event the turn starts with). Counting on the backend (`Documents`) or
+# on the engine's counting thread (`DocumentsAsync`).
+Documents = Callable[[Backend, list[Message], int], tuple[list[Message], Sources | None]]
+DocumentsAsync = Callable[[list[Message], int], Awaitable[tuple[list[Message], Sources | None]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the user asked for: a new message, another answer to a question, or an edited question."""
+
+    kind: Literal["send", "regenerate", "edit"]
+    text: str = ""
+    message_id: int | None = None  # regenerate: the answer (or its question); edit: the question
+
+    @classmethod
+    def send(cls, text: str) -> Ask:
+        return cls("send", text)
+
+    @classmethod
+    def regenerate(cls, message_id: int) -> Ask:
+        return cls("regenerate", message_id=message_id)
+
+    @classmethod
+    def edit(cls, message_id: int, text: str) -> Ask:
+        return cls("edit", text, message_id)
+
+
+@dataclass
+class Plan:
+    """A turn about to be stored and run: its request (fitted once `fit` ran), holding the writer lock."""
+
+    ask: Ask
+    request: Request
+    policy: ContextPolicy
+    tools: ToolSet | None
+    lock: ConversationLock | None
+    fitted: Fit | None = None
+    sources: Sources | None = None  # the documents' passages the question carries
+
+    def with_documents(self, messages: list[Message], sources: Sources | None) -> Plan:
+        """This plan with the question carrying its documents' passages (before the fit)."""
+        return replace(self, request=self.request.with_(messages=tuple(messages)), sources=sources)
+
+    def fit(self, backend: Backend) -> Plan:
+        """This plan with its request fitted to `backend`'s context (pure: it only counts).
+
+        Raises the policy's `ContextOverflowError` (the message must not be stored) or a
+        template's `ConfigError`.
+        """
+        request, fitted = fit_request(backend, self.request, self.policy)
+        return replace(self, request=request, fitted=fitted)
+
+    @property
+    def fit_result(self) -> Fit:
+        return self.fitted if self.fitted is not None else unmeasured(self.request.messages)
+
+    def release(self) -> None:
+        """Give the conversation back (the turn was refused before anything was stored)."""
+        if self.lock is not None:
+            self.lock.release()
+
+
+class ChatSession:
+    """The open conversation over one history store, and every turn in it."""
+
+    def __init__(self, store: HistoryStore, conversation_id: int | None = None, *, saved: bool = True,
+                 lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> None:
+        self.store = store
+        self.conversation_id = conversation_id  # None: a fresh conversation, stored at its first message
+        self.saved = saved  # False: history is off, the store is a scratch file
+        self.lock_wait_s = lock_wait_s  # the window never waits; `ember chat` waits for another writer
+        self.on_wait = on_wait
+        self._pending = ConversationSettings()  # a fresh conversation's settings, until it is stored
+        self._scratch: Path | None = None
+
+    @classmethod
+    def unsaved(cls, *, lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> ChatSession:
+        """A session whose conversations are not kept (history off): a scratch store, removed on close."""
+        folder = Path(tempfile.mkdtemp(prefix="ember-unsaved-"))
+        try:
+            store = HistoryStore(folder / "history.db")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        session = cls(store, saved=False, lock_wait_s=lock_wait_s, on_wait=on_wait)
+        session._scratch = folder
+        return session
+
+    def close(self) -> None:
+        self.store.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # -- the open conversation -----------------------------------------------------------
+
+    def new(self) -> None:
+        self.conversation_id = None
+        self._pending = ConversationSettings()
+
+    def open(self, conversation_id: int, *, reveal: int | None = None) -> None:
+        """Make `conversation_id` the open one (showing message `reveal`'s branch)."""
+        self.store.conversation(conversation_id)  # NotFoundError before anything changes
+        if reveal is not None:
+            self.store.switch_version(reveal)
+        self.conversation_id = conversation_id
+        self._pending = ConversationSettings()
+
+    def switch_version(self, message_id: int) -> None:
+        self.store.switch_version(message_id)
+
+    @property
+    def settings(self) -> ConversationSettings:
+        if self.conversation_id is None:
+            return self._pending
+        return ConversationSettings.from_stored(self.store.conversation(self.conversation_id).settings)
+
+    def update_settings(self, conversation_id: int | None = None, /, **changes: object) -> None:
+        """Change some of a conversation's settings (the open one's by default; the others are kept)."""
+        target = self.conversation_id if conversation_id is None else conversation_id
+        if target is None:
+            self._pending = self._pending.with_(**changes)
+            return
+        stored = ConversationSettings.from_stored(self.store.conversation(target).settings)
+        self.store.update_conversation(target, settings=stored.with_(**changes).to_stored())
+
+    def replace_settings(self, settings: ConversationSettings) -> None:
+        """Store `settings` as the open conversation's (a fresh one keeps them until it is stored)."""
+        if self.conversation_id is None:
+            self._pending = settings
+        else:
+            self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
+
+    def path(self, *, upto: int | None = None) -> list[StoredMessage]:
+        """The open conversation's active branch (or the one ending at `upto`), root first."""
+        if self.conversation_id is None:
+            return []
+        return self.store.path(self.conversation_id, leaf_id=upto)
+
+    def thread(self) -> list[Message]:
+        """The active branch as chat messages, without the system prompt (what a view shows)."""
+        return branch_messages(self.path())
+
+    def messages(self, settings: TurnSettings, *, replay_tools: bool = False, upto: int | None = None,
+                 path: list[StoredMessage] | None = None) -> list[Message]:
+        """The model messages of the branch ending at `upto`: the system prompt first."""
+        system = self.settings.system or settings.system_prompt
+        return branch_messages(self.path(upto=upto) if path is None else path, system=system,
+                               replay_tools=replay_tools)
+
+    def policy(self, settings: TurnSettings, override: ContextPolicy | None = None) -> ContextPolicy:
+        """The context policy in force: `override`, else the conversation's, else the model's."""
+        return override or self.settings.context_policy or settings.context_policy
+
+    # -- a turn --------------------------------------------------------------------------
+
+    def prepare(self, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
+                schema: Schema | None = None, policy: ContextPolicy | None = None) -> Plan:
+        """The request for `ask`, built from the stored branch (read once), not stored yet.
+
+        Holds the conversation's writer lock from here (HistoryError when another writer
+        keeps it past the wait), so nothing changes the branch between this read and `begin`.
+        """
+        lock = self._lock(self.conversation_id) if self.conversation_id is not None else None
+        try:
+            messages = self._messages_for(ask, settings, replay_tools=bool(tools))
+            specs = tuple(tools.specs()) if tools else None
+            request = make_request(messages, tools=specs, sampling=settings.sampling,
+                                   max_tokens=settings.max_tokens, schema=schema)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return Plan(ask, request, self.policy(settings, policy), tools or None, lock)
+
+    def _messages_for(self, ask: Ask, settings: TurnSettings, *, replay_tools: bool) -> list[Message]:
+        if ask.kind == "send":
+            head = self.messages(settings, replay_tools=replay_tools)
+            return [*head, {"role": "user", "content": ask.text}]
+        if ask.message_id is None or self.conversation_id is None:
+            raise HistoryError("no conversation is open")
+        target = self.store.message(ask.message_id)
+        if ask.kind == "edit":
+            if target.role != "user":
+                raise HistoryError(f"message {ask.message_id} is not a user message")
+            head = self.messages(settings, replay_tools=replay_tools, upto=target.parent_id) \
+                if target.parent_id is not None else self.messages(settings, path=[])
+            return [*head, {"role": "user", "content": ask.text}]
+        question = target.parent_id if target.role == "assistant" else target.id
+        if question is None:
+            raise HistoryError(f"message {ask.message_id} does not answer a user message")
+        return self.messages(settings, replay_tools=replay_tools, upto=question)
+
+    def begin(self, plan: Plan, *, model: str = "", approver: Approver = deny_all,
+              max_tool_rounds: int | None = None, ask_again: bool = False) -> Turn:
+        """Store the question of `plan` (or open another answer) and return the turn to run."""
+        try:
+            conversation_id = self._ensure_conversation(model)
+            lock = plan.lock or self._lock(conversation_id)
+        except BaseException:
+            plan.release()
+            raise
+        recorder = TurnRecorder(self.store, conversation_id, model=model)
+        try:
+            _start(recorder, plan.ask)
+        except BaseException:
+            lock.release()
+            raise
+        use, stored = None, frozenset[str]()
+        if plan.tools is not None:
+            stored = frozenset(self.settings.tools_always)
+            use = ToolUse(plan.tools, approver, ToolPermissions(() if ask_again else stored))
+            if max_tool_rounds is not None:
+                use.max_rounds = max_tool_rounds
+        return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources)
+
+    def open_turn(self, backend: Backend, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
+                  schema: Schema | None = None, policy: ContextPolicy | None = None, model: str = "",
+                  approver: Approver = deny_all, max_tool_rounds: int | None = None,
+                  ask_again: bool = False, documents: Documents | None = None) -> Turn:
+        """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
+
+        Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
+        `ConfigError`, or `HistoryError` (the conversation cannot be written now).
+        """
+        plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
+        try:
+            if documents is not None:
+                plan = plan.with_documents(*documents(backend, list(plan.request.messages), settings.max_tokens))
+            plan = plan.fit(backend)
+        except BaseException:
+            plan.release()
+            raise
+        return self.begin(plan, model=model, approver=approver, max_tool_rounds=max_tool_rounds,
+                          ask_again=ask_again)
+
+    async def open_turn_async(self, engine: Engine, ask: Ask, settings: TurnSettings, *,
+                              tools: ToolSet | None = None, schema: Schema | None = None, model: str = "",
+                              approver: Approver = deny_all, documents: DocumentsAsync | None = None) -> Turn:
+        """`open_turn` on an event loop: the fit runs on the engine's counting thread.
+
+        With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
+        measures it once the model is there.
+        """
+        plan = self.prepare(ask, settings, tools=tools, schema=schema)
+        try:
+            if documents is not None:
+                plan = plan.with_documents(*await documents(list(plan.request.messages), settings.max_tokens))
+            plan = await engine.measure(plan.fit) or plan
+        except BaseException:
+            plan.release()
+            raise
+        return self.begin(plan, model=model, approver=approver)
+
+    async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings) -> Meter | None:
+        """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count)."""
+        messages, policy = self.messages(settings), self.policy(settings)
+        return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens))
+
+    async def context_cut_async(self, engine: Engine, settings: TurnSettings,
+                                path: list[StoredMessage] | None = None) -> Fit | None:
+        """Where the model's view of the open conversation (its branch `path`) begins; None when unknown."""
+        messages = self.messages(settings, path=path)
+        if not messages:
+            return None
+        request, policy = make_request(messages, max_tokens=settings.max_tokens), self.policy(settings)
+        try:
+            return await engine.measure(lambda b: fit_request(b, request, policy)[1])
+        except (ContextOverflowError, ConfigError):
+            return None  # the next message reports it
+
+    def _lock(self, conversation_id: int) -> ConversationLock:
+        lock = ConversationLock(self.store.db_path, conversation_id, wait_s=self.lock_wait_s, on_wait=self.on_wait)
+        try:
+            lock.acquire()
+        except ConversationBusy as exc:
+            if self.lock_wait_s:
+                raise
+            raise HistoryError("another reply is being written in this conversation right now "
+                               "(`ember chat`); try again when it is done") from exc
+        return lock
+
+    def _ensure_conversation(self, model: str) -> int:
+        if self.conversation_id is None:
+            conv = self.store.create_conversation(model=model, settings=self._pending.to_stored())
+            self.conversation_id = conv.id
+            self._pending = ConversationSettings()
+        return self.conversation_id
+
+    # -- titles --------------------------------------------------------------------------
+
+    def first_exchange(self) -> tuple[int, str, str] | None:
+        """(conversation, question, answer) when the open conversation is one complete, auto-titled exchange."""
+        if self.conversation_id is None or not self.store.conversation(self.conversation_id).title_is_auto:
+            return None
+        path = self.store.path(self.conversation_id)
+        if [m.role for m in path] != ["user", "assistant"] or path[1].status != "complete":
+            return None
+        return self.conversation_id, path[0].content, path[1].content
+
+
+def _start(recorder: TurnRecorder, ask: Ask) -> None:
+    if ask.kind == "send":
+        recorder.begin(ask.text)
+    elif ask.kind == "edit":
+        assert ask.message_id is not None
+        recorder.begin_edit(ask.message_id, ask.text)
+    else:
+        assert ask.message_id is not None
+        recorder.begin_regenerate(ask.message_id)
+
+
+@dataclass
+class Turn:
+    """One stored question being answered: run it, and every event is recorded before it is shown."""
+
+    session: ChatSession
+    request: Request
+    fit: Fit
+    policy: ContextPolicy
+    recorder: TurnRecorder
+    lock: ConversationLock
+    tools: ToolUse | None = None
+    _always: frozenset[str] = field(default_factory=frozenset[str])  # the stored "always allow" list
+    sources: Sources | None = None  # the documents the question carries: the turn's first event
+
+    @property
+    def user_message_id(self) -> int | None:
+        return self.recorder.user_message_id
+
+    def run(self, backend: Backend, cancel: CancelToken | None = None) -> Iterator[Event]:
+        """Run the turn here (the CLI's thread owns the backend); events are recorded as they pass."""
+        try:
+            for event in self._with_sources(TurnRunner(backend, self.tools).run(self.request, cancel)):
+                self.recorder.on_event(event)
+                yield event
+        except KeyboardInterrupt:
+            self.close("stopped")
+            raise
+        finally:
+            self.close()
+
+    async def run_async(self, engine: Engine, cancel: CancelToken | None = None) -> AsyncIterator[Event]:
+        """Run the turn on `engine`'s model thread; events are recorded (and flushed each second) as they pass."""
+        events = engine.run_turn(self.request, cancel, tools=self.tools)
+        flusher = asyncio.ensure_future(self._flush_forever())
+        try:
+            if self.sources is not None:
+                self.recorder.on_event(self.sources)
+                yield self.sources
+            async for event in events:
+                self.recorder.on_event(event)
+                yield event
+        finally:
+            flusher.cancel()
+            await events.aclose()
+            self.close()
+
+    def _with_sources(self, events: Iterator[Event]) -> Iterator[Event]:
+        if self.sources is not None:
+            yield self.sources
+        yield from events
+
+    async def refit_async(self, engine: Engine) -> None:
+        """Fit a turn stored before a model was loaded; raises the refusal (the turn then records it)."""
+        if self.fit.measured:
+            return
+        fitted = await engine.measure(lambda b: fit_request(b, self.request, self.policy))
+        if fitted is not None:
+            self.request, self.fit = fitted
+
+    def record(self, event: Event) -> None:
+        """Record an event the front end made itself (no model, say)."""
+        self.recorder.on_event(event)
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY_S)
+            self.recorder.flush()
+
+    def close(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
+        """End the turn: an unfinished one is kept as `status`; new "always allow" choices are saved."""
+        try:
+            self.recorder.abandon(status)
+            if self.tools is not None and frozenset(self.tools.permissions.always) != self._always:
+                self._always = frozenset(self.tools.permissions.always)
+                with contextlib.suppress(HistoryError):  # the choice holds for this run either way
+                    self.session.update_settings(self.recorder.conversation_id,
+                                                 tools_always=tuple(sorted(self._always)))
+        finally:
+            self.lock.release()

@@ -1,0 +1,165 @@
+"""Settings: a model's saved settings + overrides → a turn's settings (one resolver for every front end),
+and a conversation's own settings (`ConversationSettings`, typed).
+
+The GUI passes the loaded model's saved settings (its dialog edits them); `ember chat` the
+same saved settings plus its flags. One set of defaults: `models.library.settings.ModelSettings`'s,
+which `engine.backends.base.Sampling` also takes. Qt-free; not in `models/`, as it builds `Sampling`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from engine.backends.base import Sampling
+from engine.errors import ConfigError
+from engine.session.reply_format import SETTINGS_KEY as REPLY_FORMAT_KEY
+from engine.session.reply_format import ReplyFormat
+from engine.turns.context_policy import DEFAULT_POLICY, ContextPolicy, parse_policy
+from engine.turns.context_policy import SETTINGS_KEY as POLICY_KEY
+from models.errors import EmberError
+from models.library.default_model import default_model_path
+from models.library.recommended import recommended_values
+from models.library.settings import ModelSettings, load_model_settings
+
+log = logging.getLogger("desktop.settings")
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Values given for this run (command-line flags); None keeps the saved value."""
+
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    context_length: int | None = None
+    gpu_layers: int | None = None
+    threads: int | None = None
+    system_prompt: str | None = None
+    kv_cache: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    """What a model loads with and what each turn sends."""
+
+    model: ModelSettings  # the effective settings: saved ones with the overrides applied
+    sampling: Sampling
+    max_tokens: int
+
+    @property
+    def system_prompt(self) -> str:
+        return self.model.system_prompt
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """The model's default policy (a conversation may choose its own)."""
+        return parse_policy(self.model.context_policy)
+
+
+def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = None) -> TurnSettings:
+    """The settings of a run; ConfigError (one line) for an override out of range."""
+    given = {k: v for k, v in dataclasses.asdict(overrides or Overrides()).items() if v is not None}
+    try:
+        s = dataclasses.replace(saved or ModelSettings(), **given)
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("invalid model setting ", "invalid value for ")) from exc
+    sampling = Sampling(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
+                        repeat_penalty=s.repeat_penalty, seed=s.seed)
+    return TurnSettings(s, sampling, s.reply_limit)
+
+
+def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:
+    """The file's saved settings, capped at its training context.
+
+    What was never saved comes from the model's own recommended sampling (and, for the
+    built-in model, a repetition penalty and a reply cap: `models.library.recommended`).
+    """
+    defaults = model_defaults(path)
+    try:
+        return load_model_settings(path, n_ctx_train=n_ctx_train, defaults=defaults)
+    except (OSError, ValueError) as exc:
+        log.warning("could not read the settings of %s: %s", path.name, exc)
+        return defaults
+
+
+def model_defaults(path: Path) -> ModelSettings:
+    """The defaults for `path` before anything is saved for it."""
+    try:
+        return dataclasses.replace(ModelSettings(), **recommended_values(path, builtin=is_builtin(path)))  # pyright: ignore[reportArgumentType]
+    except ValueError as exc:  # a recommendation out of range: the plain defaults
+        log.warning("ignoring the recommended sampling of %s: %s", path.name, exc)
+        return ModelSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSettings:
+    """One conversation's own settings, typed; stored as a JSON object with the conversation.
+
+    `from_stored` is tolerant (a stored value is never trusted: anything unusable reads as
+    unset) and keeps keys it does not know, so `to_stored` loses nothing a newer Ember wrote.
+    """
+
+    system: str = ""  # the conversation's own system prompt ("" : the model's)
+    context_policy: ContextPolicy | None = None  # None: the model's default
+    reply_format: ReplyFormat = field(default_factory=ReplyFormat)
+    tools_enabled: bool = False
+    tools_folders: tuple[str, ...] = ()
+    tools_mcp: tuple[str, ...] = ()
+    tools_always: tuple[str, ...] = ()  # tools the user chose to always allow here
+    extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any]) -> ConversationSettings:
+        system = stored.get(_SYSTEM)
+        policy = stored.get(_POLICY)
+        return cls(
+            system=system if isinstance(system, str) else "",
+            context_policy=parse_policy(policy, DEFAULT_POLICY) if isinstance(policy, str) and policy else None,
+            reply_format=ReplyFormat.from_settings(stored),
+            tools_enabled=stored.get(_ENABLED) is True,
+            tools_folders=_names(stored.get(_FOLDERS)),
+            tools_mcp=_names(stored.get(_MCP)),
+            tools_always=_names(stored.get(_ALWAYS)),
+            extra={k: v for k, v in stored.items() if k not in _KEYS},
+        )
+
+    def to_stored(self) -> dict[str, Any]:
+        out = dict(self.extra)
+        if self.system:
+            out[_SYSTEM] = self.system
+        if self.context_policy is not None:
+            out[_POLICY] = self.context_policy.value
+        fmt = self.reply_format.to_settings()
+        if fmt is not None:
+            out[REPLY_FORMAT_KEY] = fmt
+        if self.tools_enabled:
+            out[_ENABLED] = True
+        for key, names in ((_FOLDERS, self.tools_folders), (_MCP, self.tools_mcp), (_ALWAYS, self.tools_always)):
+            if names:
+                out[key] = list(names)
+        return out
+
+    def with_(self, **changes: Any) -> ConversationSettings:
+        return dataclasses.replace(self, **changes)
+
+
+_SYSTEM, _POLICY = "system", POLICY_KEY
+_ENABLED, _FOLDERS, _MCP, _ALWAYS = "tools_enabled", "tools_folders", "tools_mcp", "tools_always"
+_KEYS = frozenset({_SYSTEM, _POLICY, REPLY_FORMAT_KEY, _ENABLED, _FOLDERS, _MCP, _ALWAYS})
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A stored list of names; anything else reads as none."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(v) for v in cast(list[Any], value) if isinstance(v, str | int))
+def is_builtin(path: Path) -> bool:
+    try:
+        return path.resolve() == default_model_path().resolve()
+    except (EmberError, OSError):
+        return False

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Check what building and smoke-checking the frozen app needs; one line naming what is missing.
+#
+#   bash packaging/prereqs.sh        exit 0 when all is there, else 1 with one line on stderr
+#
+# Needed (Linux): uv; the xcb helper libraries the build bundles for Qt's xcb plugin; Xvfb,
+# xdotool and ImageMagick's `import` for the window check; timeout and ldd.
+set -uo pipefail
+
+missing=() packages=()
+need() {  # need NAME PACKAGE: a command
+  command -v "$1" >/dev/null 2>&1 || { missing+=("$1"); packages+=("$2"); }
+}
+need uv "uv (https://docs.astral.sh/uv/)"
+need timeout coreutils
+if [[ "$(uname -s)" == Linux ]]; then
+  need ldd libc-bin
+  need Xvfb xvfb
+  need xdotool xdotool
+  need import imagemagick
+  for lib in libxcb-cursor.so.0:libxcb-cursor0 libxcb-icccm.so.4:libxcb-icccm4 libxcb-keysyms.so.1:libxcb-keysyms1 \
+             libxcb-image.so.0:libxcb-image0 libxcb-render-util.so.0:libxcb-render-util0 \
+             libxcb-util.so.1:libxcb-util1 libxkbcommon-x11.so.0:libxkbcommon-x11-0; do
+    ldconfig -p 2>/dev/null | grep -q "${lib%%:*} " || { missing+=("${lib%%:*}"); packages+=("${lib#*:}"); }
+  done
+fi
+if ((${#missing[@]})); then
+  echo "prereqs.sh: the frozen-app build and smoke check need ${missing[*]}; on Debian/Ubuntu: apt-get install ${packages[*]}" >&2
+  exit 1
+fi
