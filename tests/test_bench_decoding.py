@@ -11,6 +11,7 @@ from engine.bench.suite import subprocess_env
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # a dozen prompt evaluations: over a minute on this shared machine
 def test_the_prompt_lookup_figures_come_from_identical_replies(smollm_path: Path) -> None:
     from engine.backends.llama import LlamaBackend
 

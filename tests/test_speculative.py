@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
-from engine.backends.speculative import Chained, DraftLength, PromptLookup
+from engine.backends.speculative import Chained, DraftPolicy, PromptLookup
 
 # -- the drafters ------------------------------------------------------------------------------
 
@@ -63,17 +63,31 @@ def test_chained_drafters_ask_the_next_only_without_a_guess() -> None:
     assert empty.closed and second.closed
 
 
-def test_the_draft_length_grows_on_success_and_shrinks_on_a_miss() -> None:
-    length = DraftLength(tokens=4, most=8)
-    length.update(4, 4)
-    assert length.tokens == 6
-    length.update(6, 6)
-    length.update(8, 8)
-    assert length.tokens == 8
-    length.update(8, 2)
-    assert length.tokens == 3
-    length.update(3, 0)
-    assert length.tokens == 1
+def test_the_policy_drafts_only_where_it_pays() -> None:
+    policy = DraftPolicy()
+    assert policy.length(10) == 0  # first a one-token decode, to measure it
+    policy.observe_decode(1, 0.010)
+    assert policy.length(10) == 4  # then a batch
+    # Each extra position costs as much as a whole token: drafting can never pay.
+    policy.observe_decode(5, 0.050)
+    policy.observe_draft(4, 4)
+    lengths = [policy.length(10) for _ in range(32)]
+    assert lengths.count(0) == 30 and lengths.count(1) == 2  # all but the exploring steps
+    # Cheap positions and good drafts: long drafts.
+    cheap = DraftPolicy(single_s=0.010, extra_s=0.001, accept=0.9)
+    assert cheap.length(16) >= 8
+    assert cheap.length(3) == 3
+    # Cheap positions but drafts that are always wrong: none.
+    wrong = DraftPolicy(single_s=0.010, extra_s=0.001, accept=0.9)
+    for _ in range(60):
+        wrong.observe_draft(4, 0)
+    assert wrong.accept < 0.05
+    assert [wrong.length(16) for _ in range(15)] == [0] * 15
+
+
+def test_a_fixed_policy_always_drafts() -> None:
+    assert DraftPolicy(fixed=6).length(10) == 6
+    assert DraftPolicy(fixed=6).length(2) == 2
 
 
 # -- the decode loop on SmolLM2 ----------------------------------------------------------------
@@ -111,9 +125,11 @@ def one_thread(smollm_path: Path) -> Iterator[object]:
 
 @pytest.fixture
 def lookup(one_thread) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    saved = one_thread.prompt_lookup
+    """Always drafting (the measured policy may decline on a busy machine): every path is exercised."""
+    saved = one_thread.prompt_lookup, one_thread.draft_policy
+    one_thread.draft_policy = DraftPolicy(fixed=6)
     yield one_thread
-    one_thread.prompt_lookup = saved
+    one_thread.prompt_lookup, one_thread.draft_policy = saved
 
 
 def _both(backend, request: Request) -> tuple[tuple[list[int], StreamInfo], tuple[list[int], StreamInfo]]:  # type: ignore[no-untyped-def]
@@ -221,6 +237,7 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_and_changes_nothing(looku
     drafted = LlamaBackend(smollm_path, n_ctx=2048, n_threads=1, draft_model=smollm_path)
     try:
         drafted.prompt_lookup = False
+        drafted.draft_policy = DraftPolicy(fixed=4)
         ids, info = _run(drafted, request)
     finally:
         drafted.close()

@@ -155,6 +155,7 @@ def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, sc
         return _print_turn(turn.run(backend, cancel), args)
     except KeyboardInterrupt:
         cancel.cancel()
+        turn.close("stopped")  # what streamed is kept, marked stopped
         if schema is None:
             sys.stdout.write("\n")
         return EXIT_INTERRUPTED

@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, Pie
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
-from engine.backends.speculative import Chained, Drafter, DraftLength, PromptLookup
+from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
 from engine.backends.tool_prompt import fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
@@ -96,6 +97,7 @@ class LlamaBackend:
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
         self._kv_trimmable = self._kv.can_trim()
+        self.draft_policy = DraftPolicy()  # measured costs and acceptance, kept across requests
         self._pieces = PieceReader(self._vocab)
         self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
         self._prompt_lock = threading.Lock()
@@ -416,14 +418,16 @@ class LlamaBackend:
                 yield token
                 self._decode_step(kv.append, token)
                 token = chain.sample(ctx)
-        history = list(prompt)
-        length, emitted = DraftLength(), 1
+        history, policy, emitted = list(prompt), self.draft_policy, 1
         try:
             while True:
                 yield token
                 history.append(token)
-                draft = drafter.draft(history, min(length.tokens, limit - emitted))
+                k = policy.length(limit - emitted)
+                started = time.perf_counter()  # drafting counts too: a draft model's decodes cost
+                draft = drafter.draft(history, k) if k else []
                 self._decode_step(kv.extend, [token, *draft])
+                policy.observe_decode(1 + len(draft), time.perf_counter() - started)
                 accepted = 0
                 for i, guess in enumerate(draft):
                     token = chain.sample(ctx, i)
@@ -440,7 +444,7 @@ class LlamaBackend:
                 if draft:
                     info.drafted += len(draft)
                     info.accepted += accepted
-                    length.update(len(draft), accepted)
+                    policy.observe_draft(len(draft), accepted)
         finally:
             drafter.close()
 
