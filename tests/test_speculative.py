@@ -284,4 +284,6 @@ def test_ember_chat_events_carry_the_draft_counts(ember_home: Path) -> None:
     assert result.returncode == 0, result.stderr
     done = json.loads(result.stdout.splitlines()[-1])
     assert done["type"] == "done"
-    assert done["stats"]["drafted"] > 0 and 0 <= done["stats"]["accepted"] <= done["stats"]["drafted"]
+    # Whether drafting pays is measured as it runs (DraftPolicy), so on a loaded machine it may draft
+    # nothing: the counts are there and consistent; drafting itself is tested on the backend above.
+    assert 0 <= done["stats"]["accepted"] <= done["stats"]["drafted"]
