@@ -103,6 +103,9 @@ def test_a_reply_through_ember_chat_lands_in_history(server_url: str, ember_home
     from models.library.paths import ember_paths
 
     env = {**os.environ, "EMBER_HOME": str(ember_home)}
+    # Zero-egress mode is on for a fresh home: the user allows the server first, as the README says.
+    hostport = server_url.split("//", 1)[1].split("/", 1)[0]
+    subprocess.run([sys.executable, "-m", "desktop", "network", "allow", hostport], env=env, check=True, timeout=60)
     result = subprocess.run(
         [sys.executable, "-m", "desktop", "chat", "--events", "--backend", f"openai:{server_url}",
          "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"],
