@@ -10,6 +10,7 @@ import pytest
 from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
 from engine.backends.offload import ALL_LAYERS, layers_that_fit
 from engine.errors import ConfigError, ModelLoadError
+from engine.events import Piece
 from engine.session.settings import Overrides, resolve
 from models.gguf.meta import read_metadata
 from models.library.memory import estimate_memory, kv_cache_bytes, kv_cache_problem
@@ -84,7 +85,7 @@ def test_smollm2_runs_with_a_q8_0_cache_and_a_bad_combination_is_refused(smollm_
     try:
         info = StreamInfo()
         request = make_request([{"role": "user", "content": "Hi"}], sampling=Sampling.greedy(), max_tokens=4)
-        text = "".join(p.text for p in backend.stream(request, CancelToken(), info))
+        text = "".join(p.text for p in backend.stream(request, CancelToken(), info) if isinstance(p, Piece))
         assert text and info.completion_tokens > 0
     finally:
         backend.close()

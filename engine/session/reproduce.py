@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
 from engine.errors import EngineError
+from engine.events import Piece
 from engine.history.store import HistoryStore
 from engine.session.messages import branch_messages
 from engine.turns.context_policy import join_runs
@@ -65,7 +66,7 @@ def reproduce(store: HistoryStore, message_id: int, open_model: OpenModel,
     backend = open_model(path, receipt)
     try:
         info = StreamInfo()
-        text = "".join(p.text for p in backend.stream(request, CancelToken(), info))
+        text = "".join(p.text for p in backend.stream(request, CancelToken(), info) if isinstance(p, Piece))
     finally:
         backend.close()
     return _verdict(message_id, receipt, info.receipt, text)
