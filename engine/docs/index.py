@@ -9,8 +9,8 @@ Search is hybrid: SQLite FTS5's BM25 always (no model needed; `engine.docs.bm25`
 common words out and lets SQLite cut the ranking off), plus cosine similarity over the
 collection's vectors when it has an embedding model (`engine.docs.vectors`: one contiguous
 float32 matrix read once, exact top-k by one matrix-vector product and argpartition), the two
-top-50 lists merged by reciprocal-rank fusion. Only passages of `ready` files are ever returned. Every sqlite3 error becomes a
-`DocsDatabaseError` (one line) at this boundary.
+top-50 lists merged by reciprocal-rank fusion. Only passages of `ready` files are ever
+returned. Every sqlite3 error becomes a `DocsDatabaseError` (one line) at this boundary.
 """
 
 from __future__ import annotations
