@@ -33,11 +33,14 @@ def test_a_common_word_is_left_out_when_the_question_has_selective_ones() -> Non
         _add(index, coll, "/a.md", [f"river passage {i}" for i in range(40)] + ["river walnut harbor"])
         words = _keywords(index, floor=2)
         # "river" is in all 41 passages, "walnut" in one, "zebra" in none.
-        assert words.match(1, "Where is the river walnut zebra?") == '"walnut"'
-        assert words.match(1, "the river passage") == '"river" AND "passage"'  # only common words: all of them
-        assert words.match(1, "zebra") == ""
-        # A small collection keeps every word (the default floor: 2,000 passages).
-        assert Keywords(index.conn).match(1, "river walnut") == '"river" OR "walnut"'
+        assert words.queries(1, "Where is the river walnut zebra?") == ['"walnut"']
+        assert words.queries(1, "the river passage") == ['"river" AND "passage"']  # only common words: all of them
+        assert words.queries(1, "zebra") == []
+        # A small collection keeps every word (the default floor: 2,000 passages), rarest first:
+        # the passages with both words, then those with either.
+        assert Keywords(index.conn).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut" OR "river"']
+        # Past the budget, the commonest selective words are ranked only among passages holding every word.
+        assert Keywords(index.conn, budget=30).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut"']
 
 
 def test_counts_are_remembered_until_the_database_changes() -> None:
@@ -46,10 +49,10 @@ def test_counts_are_remembered_until_the_database_changes() -> None:
         _add(index, coll, "/a.md", ["walnut"] * 3 + ["other"] * 30)
         words = _keywords(index, floor=2)
         version = index._version()  # pyright: ignore[reportPrivateUsage]
-        assert words.match(version, "walnut other") == '"walnut"'
+        assert words.queries(version, "walnut other") == ['"walnut"']
         _add(index, coll, "/b.md", ["walnut"] * 60 + ["filler"] * 300)  # 393 passages: walnut 63, other 30
         assert index._version() != version  # pyright: ignore[reportPrivateUsage]
-        assert words.match(index._version(), "walnut other") == '"other"'  # pyright: ignore[reportPrivateUsage]
+        assert words.queries(index._version(), "walnut other") == ['"other"']  # pyright: ignore[reportPrivateUsage]
 
 
 def test_the_best_passages_come_back_even_behind_another_collections() -> None:
@@ -72,10 +75,13 @@ def test_bm25_ranking_matches_sqlite_ranking_everything() -> None:
         _add(index, coll, "/z.md", texts)
         question = vocabulary.question(rng, texts[17])
         words = _keywords(index, floor=2_000)  # nothing left out: compare with the full ranking
-        match = words.match(index._version(), question)  # pyright: ignore[reportPrivateUsage]
-        full = [r[0] for r in index.conn.execute(
+        version = index._version()  # pyright: ignore[reportPrivateUsage]
+        every, some = words.queries(version, question)
+        full = {match: [r[0] for r in index.conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts), rowid", (match,))]
-        assert words.ranked(index._version(), coll.id, question, 10) == full[:10]  # pyright: ignore[reportPrivateUsage]
+            for match in (every, some)}
+        expected = list(dict.fromkeys(full[every] + full[some]))[:10]  # all the words first, then any
+        assert words.ranked(version, coll.id, question, 10) == expected
         assert any(h.text == texts[17] for h in index.search(coll, question, k=8))
 
 

@@ -1,12 +1,18 @@
 """Keyword search: SQLite FTS5's BM25 over the passages, ranked and cut off inside SQLite.
 
-A question's words are weighed before the search: stopwords go, and so does any word found in
-more than `COMMON` of all passages (in a 100k-passage collection such a word matches tens of
-thousands of passages, ranking them all took seconds, and its BM25 weight is small anyway).
-How many passages hold a word is counted only up to that threshold, and remembered until the
-database changes. FTS5 ranks the matches itself and hands back only the best (`ORDER BY rank
-LIMIT` on the virtual table); passages of another collection or of a file not yet `ready` are
-dropped after, fetching further down the ranking only when too few remain.
+FTS5 ranks the matches itself and hands back only the best (`ORDER BY rank LIMIT` on the
+virtual table); passages of another collection or of a file not yet `ready` are dropped after,
+reading further down the ranking only when too few remain.
+
+Ranking costs a few microseconds per matching passage (FTS5 reads each one's length for BM25),
+so a question's words are weighed first. Stopwords go, and so does a word found in more than
+`COMMON` of the passages (and in more than `COMMON_FLOOR`): in a 100k-passage collection such
+a word matches thousands of passages, ranking them all took seconds, and its BM25 weight is
+small anyway. The passages holding every remaining word are ranked first (few, and the best
+under BM25 too), then those holding any of the rarest words, kept until the passages they match
+add up to `BUDGET` (the words left out are commoner than every word kept, so weigh least).
+How many passages hold a word is counted only up to the threshold, and remembered until the
+database changes.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sqlite3
 
 COMMON = 0.1  # a word in more than this share of the passages is left out of the query…
 COMMON_FLOOR = 2000  # …once it is in more passages than this (a small collection keeps every word)
+BUDGET = 5000  # the rarest words are kept until the passages they match add up to this
 MAX_WORDS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset(
@@ -44,19 +51,28 @@ def _quoted(word: str) -> str:
 class Keywords:
     """BM25 over one database's passages; remembers word counts until the database changes."""
 
-    def __init__(self, conn: sqlite3.Connection, *, common: float = COMMON, floor: int = COMMON_FLOOR) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, common: float = COMMON, floor: int = COMMON_FLOOR,
+                 budget: int = BUDGET) -> None:
         self.conn = conn
         self.common = common
         self.floor = floor
+        self.budget = budget
         self._version = -1
         self._passages = 0
         self._counts: dict[str, int] = {}
 
     def ranked(self, version: int, collection_id: int, query: str, limit: int) -> list[int]:
         """The chunk ids of the collection's `limit` best passages for `query`, best first."""
-        match = self.match(version, query)
+        found: dict[int, None] = {}
+        for match in self.queries(version, query):
+            found.update(dict.fromkeys(self._ranked(match, collection_id, limit)))
+            if len(found) >= limit:
+                break
+        return list(found)[:limit]
+
+    def _ranked(self, match: str, collection_id: int, limit: int) -> list[int]:
         fetch = limit
-        while match and limit > 0:
+        while limit > 0:
             rows = self.conn.execute(_RANKED, (match, fetch, collection_id)).fetchall()
             ranked = [int(r[0]) for r in rows if r[1]]
             if len(ranked) >= limit or len(rows) < fetch:
@@ -64,18 +80,31 @@ class Keywords:
             fetch *= 4  # other collections' passages took places in the ranking: look further down
         return []
 
-    def match(self, version: int, query: str) -> str:
-        """The FTS5 query: any of the selective words, or, when every word is common, all of them."""
+    def queries(self, version: int, query: str) -> list[str]:
+        """The FTS5 queries ranked in turn until enough passages are found.
+
+        First the passages holding every selective word (few, so cheap to rank, and the best
+        under BM25 too), then those holding any of the rarest ones, within the budget. When
+        every word is common, only the passages holding them all.
+        """
         words = query_words(query)
         if not words:
-            return ""
+            return []
         self._refresh(version)
         most = max(int(self._passages * self.common), self.floor)
         counts = {w: self._count(w, most + 1) for w in words}
-        selective = [w for w in words if 0 < counts[w] <= most]
-        if selective:
-            return " OR ".join(map(_quoted, selective))
-        return " AND ".join(_quoted(w) for w in words if counts[w])
+        selective = sorted((w for w in words if 0 < counts[w] <= most), key=lambda w: counts[w])
+        if not selective:
+            common = [w for w in words if counts[w]]
+            return [" AND ".join(map(_quoted, common))] if common else []
+        kept, matched = selective[:1], counts[selective[0]]
+        for word in selective[1:]:
+            matched += counts[word]
+            if matched > self.budget:
+                break  # commoner than every word kept: the least BM25 weight, the most passages to rank
+            kept.append(word)
+        every, some = " AND ".join(map(_quoted, selective)), " OR ".join(map(_quoted, kept))
+        return [every, some] if len(selective) > 1 else [some]
 
     def _refresh(self, version: int) -> None:
         if version != self._version or len(self._counts) > 100_000:

@@ -20,7 +20,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,18 +298,11 @@ class DocIndex:
 
     @_translated
     def search(self, coll: Collection, query: str, k: int = 8, query_vector: Vector | None = None) -> list[Hit]:
-        """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector.
-
-        The two rankings run side by side: the matrix product on a thread (numpy lets go of the
-        GIL) while SQLite ranks the words on this one (so does sqlite3).
-        """
-        if query_vector is None:
-            return self._hits(fuse([self._bm25(coll, query, CANDIDATES)])[:k])
-        matrix = self._matrix(coll)
-        with ThreadPoolExecutor(1, thread_name_prefix="ember-docs-vectors") as pool:
-            nearest = pool.submit(matrix.nearest, query_vector, CANDIDATES)
-            words = self._bm25(coll, query, CANDIDATES)
-            return self._hits(fuse([words, nearest.result()])[:k])
+        """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector."""
+        rankings = [self._bm25(coll, query, CANDIDATES)]
+        if query_vector is not None:
+            rankings.append(self._matrix(coll).nearest(query_vector, CANDIDATES))
+        return self._hits(fuse(rankings)[:k])
 
     def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
         return self._keywords.ranked(self._version(), coll.id, query, limit)
