@@ -90,8 +90,7 @@ class Heartbeat(QObject):
 def slow_window(qtbot: QtBot, aloop: Any, tmp_path: Path) -> Iterator[tuple[MainWindow, ChatController, SlowStore]]:
     store = SlowStore(tmp_path / "history.db")
     engine = Engine(ScriptedBackend.from_texts("The first answer.", "The second answer."))
-    window = MainWindow()
-    qtbot.addWidget(window)
+    window = MainWindow()  # closed at the end, once its turn has ended
     controller = ChatController(engine, window, session=ChatSession(store))
     wire_window(window, controller)
     attach_history(window, controller)
@@ -100,6 +99,8 @@ def slow_window(qtbot: QtBot, aloop: Any, tmp_path: Path) -> Iterator[tuple[Main
     yield window, controller, store
     controller.stop()
     qtbot.waitUntil(lambda: not controller.busy, timeout=WAIT_MS)
+    window.close()
+    window.deleteLater()
     engine.close_sync()
     controller.session.close()
 
@@ -131,7 +132,7 @@ def test_a_slow_disk_never_holds_the_gui_thread(slow_window: tuple[MainWindow, C
     # and the list read again after.
     window.composer.set_text("A new question")
     window.composer.submit()
-    qtbot.waitUntil(lambda: window.last_reply() is not None and window.last_reply().finished, timeout=wait)
+    qtbot.waitUntil(lambda: (reply := window.last_reply()) is not None and reply.finished, timeout=wait)
     qtbot.waitUntil(lambda: not controller.busy and len(sidebar.list.conversation_ids()) == 2, timeout=wait)
     after_turn = len(store.reads)
     # A conversation switch, from the sidebar.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import shiboken6
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
@@ -119,7 +120,8 @@ class HistoryPresenter(QObject):
                 title = await history.session.io(partial(history.title, open_id))
             except HISTORY_ERRORS:
                 title = ""
-        if (history.conversation_id if history is not None else None) == open_id:  # not another one meanwhile
+        still_open = (history.conversation_id if history is not None else None) == open_id
+        if still_open and shiboken6.isValid(self.window):  # not another conversation, nor a closed window
             self.window.header.show_title(title)
 
     def show_reply_format(self, fmt: ReplyFormat) -> None:

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
@@ -176,11 +177,11 @@ class HistorySidebar(QFrame):
         try:
             rows: list[Any] = await self.session.io(read)
         except HISTORY_ERRORS as exc:
-            if ticket == self._reads:
+            if shiboken6.isValid(self) and ticket == self._reads:
                 self.show_message(f"Couldn't read the history: {exc}")
             return
-        if ticket != self._reads:
-            return  # a newer read is on its way
+        if not shiboken6.isValid(self) or ticket != self._reads:
+            return  # the window closed meanwhile, or a newer read is on its way
         if self.list.editing:
             self._stale = True  # the user began renaming while the rows were read
             return
@@ -211,7 +212,7 @@ class HistorySidebar(QFrame):
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't read the history: {exc}")
             return
-        if ticket != self._reads or self.list.editing or self.search.text().strip():
+        if not shiboken6.isValid(self) or ticket != self._reads or self.list.editing or self.search.text().strip():
             return  # the list was re-read (or is being edited or filtered) meanwhile: this page is stale
         self._page_limit += PAGE
         self._more = len(found) > PAGE

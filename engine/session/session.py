@@ -156,10 +156,16 @@ class ChatSession:
         """`fn()` (store work) on the history thread when the session has one, else here."""
         return fn() if self._thread is None else await self._thread.call(fn)
 
+    def submit(self, fn: Callable[[], object]) -> None:
+        """`fn()` on the history thread without waiting for it (in order with the rest), else here."""
+        if self._thread is None:
+            fn()
+        else:
+            self._thread.submit(fn)
+
     def close(self) -> None:
         if self._thread is not None:
-            self._thread.close()  # what was asked of it (a turn's last record) is written first
-            self._thread = None
+            self._thread.close()  # what was asked of it (a turn's last record) is written first; then none
         self.store.close()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
@@ -415,17 +421,18 @@ class Turn:
     async def run_async(self, engine: Engine, cancel: CancelToken | None = None) -> AsyncIterator[Event]:
         """Run the turn on `engine`'s model thread; events are recorded (and flushed each second) as they pass.
 
-        Recording goes through the session's `io` (its history thread, in order), and each
-        event is recorded before it is shown.
+        Each event is handed to the recorder before it is shown; on the session's history
+        thread (if it has one) it is written in order while the stream goes on, and the turn
+        ends once all of it is written.
         """
         events = engine.run_turn(self.request, cancel, tools=self.tools)
         flusher = asyncio.ensure_future(self._flush_forever())
         try:
             if self.sources is not None:
-                await self.session.io(partial(self.recorder.on_event, self.sources))
+                self.session.submit(partial(self.recorder.on_event, self.sources))
                 yield self.sources
             async for event in events:
-                await self.session.io(partial(self.recorder.on_event, event))
+                self.session.submit(partial(self.recorder.on_event, event))
                 yield event
         finally:
             flusher.cancel()
