@@ -12,7 +12,7 @@ import pytest
 
 from desktop.cli.cmd_bench import format_report, measure_gui
 from desktop.cli.main import main
-from engine.bench.llama import RunTiming, _rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
+from engine.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
 from engine.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
 from engine.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
 from engine.bench.suite import BenchConfig, cpu_name
@@ -165,7 +165,7 @@ def test_rounds_interleave_every_side_and_rotate_who_goes_first() -> None:
             return name
         return run
 
-    rounds = list(_rounds([side("raw"), side("engine"), side("native")], 3))
+    rounds = list(interleaved_rounds([side("raw"), side("engine"), side("native")], 3))
     assert rounds == [["raw", "engine", "native"]] * 3  # results always in side order
     assert order == ["raw", "engine", "native", "engine", "native", "raw", "native", "raw", "engine"]
 
