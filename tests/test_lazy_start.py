@@ -44,12 +44,27 @@ def _modules_after(args: list[str], home: Path) -> tuple[int, set[str], str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
-    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["tools", "--help"]],
+    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["tools", "--help"],
+     ["chat", "--help"], ["docs", "--help"], ["docs", "list"]],
 )
 def test_a_command_imports_only_what_it_uses(args: list[str], tmp_path: Path) -> None:
     status, roots, stdout = _modules_after(args, tmp_path)
     assert status in (0, None), stdout
     assert not roots & set(HEAVY), f"ember {' '.join(args)} imported {sorted(roots & set(HEAVY))}"
+
+
+@pytest.mark.slow
+def test_the_window_starts_without_llama_cpp_or_numpy(tmp_path: Path) -> None:
+    # Everything the window imports before its first paint (desktop.qt.app builds it, documents UI
+    # included); llama.cpp and numpy come with the model load or a search with vectors.
+    code = ("import json, sys\nimport desktop.qt.app\n"
+            "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n")
+    env = {**os.environ, "EMBER_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=120, check=True)
+    roots = set(json.loads(result.stdout.splitlines()[-1]))
+    assert "PySide6" in roots and "engine" in roots  # the check saw the window's imports
+    assert not roots & {"llama_cpp", "numpy"}, sorted(roots & {"llama_cpp", "numpy"})
 
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
@@ -114,3 +129,33 @@ def test_warm_up_imports_on_a_thread() -> None:
     thread = warm_up(("json", "no_such_module_for_ember"))
     thread.join(timeout=30)
     assert not thread.is_alive() and "json" in sys.modules
+
+
+WINDOW_LATE = ("httpx", "rich")  # the Add server dialog's (OpenAI-compatible servers): not at start
+
+WINDOW_RUN = (
+    "import json, sys\n"
+    "from desktop.qt import startup_probe\n"
+    "say = startup_probe._say\n"
+    "def noted(line):\n"
+    "    roots = sorted({name.split('.')[0] for name in sys.modules})\n"
+    "    sys.stderr.write('MODULES ' + json.dumps([line.split(' ')[0], roots]) + '\\n')\n"
+    "    say(line)\n"
+    "startup_probe._say = noted\n"
+    "raise SystemExit(startup_probe.main())\n"
+)
+
+
+@pytest.mark.slow
+def test_the_window_starts_without_the_server_dialogs_imports(tmp_path: Path) -> None:
+    # `ember` as a user starts it (offscreen, built-in model): at its first paint and once the
+    # model is ready, the HTTP client (and rich, which it pulls in) are not loaded.
+    env = {**os.environ, "EMBER_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-c", WINDOW_RUN], capture_output=True, text=True, cwd=ROOT,
+                            env=env, timeout=300, check=False)
+    moments = dict(json.loads(line.removeprefix("MODULES ")) for line in result.stderr.splitlines()
+                   if line.startswith("MODULES "))
+    assert set(moments) == {"painted", "ready"}, result.stderr[-2000:]
+    for moment, roots in moments.items():
+        assert not set(roots) & set(WINDOW_LATE), f"{moment}: {sorted(set(roots) & set(WINDOW_LATE))}"
+        assert "PySide6" in roots  # the check sees the window's own imports
