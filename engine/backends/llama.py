@@ -20,6 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from engine.backends.offload import Placement
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
-from engine.backends.tool_prompt import fallback_for
+from engine.backends.tool_prompt import call_markup, fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress
 from models.formats import prefill_opener
@@ -93,6 +94,7 @@ class LlamaBackend:
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
+        self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
         self._cancel: CancelToken | None = None
