@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPlainTextEdit,
     QPushButton,
+    QSizeGrip,
     QSplitter,
     QStatusBar,
     QTextEdit,
@@ -150,6 +151,7 @@ class StatusLine(QStatusBar):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._device = ""
         self.model = self._add("Model", "No model")
         self.device = self._add("Device", "")
         self.speed = self._add("Reply speed", "")
@@ -164,23 +166,50 @@ class StatusLine(QStatusBar):
 
     def show_model(self, info: ModelInfo | None) -> None:
         self.model.setText(info.label if info else "No model")
-        self.device.setText(info.device if info else "")
-        self.device.setToolTip(info.device_note if info else "")
+        self._device = info.device if info else ""
+        self.device.setToolTip(info.device_note or self._device if info else "")
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """In a narrow window drop what is said elsewhere, so the rest is never cut off.
+
+        First the model's name (the header's chip shows it), then the device's note (its
+        tooltip keeps it: "CPU · this build has no GPU support" becomes "CPU").
+        """
+        self.device.setText(self._device)
+        self.model.setVisible(True)
+        for step in (lambda: self.model.setVisible(False), lambda: self.device.setText(self._device.split(" · ")[0])):
+            if self._needed() <= self.width():
+                return
+            step()
+
+    def _needed(self) -> int:
+        # Its widgets: these labels, and the serve toggle and network indicator added later.
+        parts = self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        shown = [w for w in parts if not w.isHidden() and not isinstance(w, QSizeGrip)]
+        return sum(w.sizeHint().width() + SPACING // 2 for w in shown) + SPACING * 2
 
     def show_stats(self, stats: TurnStats) -> None:
         """A reply ended: its speed (the context figure is the meter's, `show_context`)."""
         self.speed.setText(speed_text(stats))
         self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
+        self._fit()
 
     def show_speed(self, tokens_per_s: float) -> None:
         """The live speed while a reply streams (none: cleared)."""
         self.speed.setText(f"{tokens_per_s:.1f} tok/s" if tokens_per_s > 0 else "")
         self.speed.setToolTip("")
+        self._fit()
 
     def show_context(self, text: str, tip: str) -> None:
         """The same figure as the composer's meter: one count for the chat on screen."""
         self.context.setText(f"Context {text}" if text else "")
         self.context.setToolTip(tip)
+        self._fit()
 
     def clear_stats(self) -> None:
         self.speed.clear()
@@ -421,8 +450,8 @@ class MainWindow(QMainWindow):
     def show_stats(self, stats: TurnStats) -> None:
         self.status.show_stats(stats)
 
-    def show_context_cut(self, resume_turn: int | None) -> None:
-        self.conversation.show_context_cut(resume_turn)
+    def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None:
+        self.conversation.show_context_cut(resume_turn, kept_head)
         self.context_meter.set_cut(resume_turn is not None and resume_turn > 0)
         self.context_meter.recount()
 
