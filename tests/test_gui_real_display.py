@@ -320,9 +320,9 @@ def test_the_status_bar_fits_at_800x600(make_chat: MakeChat, shown, tmp_path) ->
     indicator = install_network_indicator(window.status, guard)
     assert indicator is not None
     window.status.show_model(ModelInfo("SmolLM2 135M Instruct (built in)", "CPU · this build has no GPU support"))
+    bar = window.status
     for size, model_shown in (((1600, 1000), True), ((800, 600), False)):
         shown(chat, *size)
-        bar = window.status
         if not chat.window.conversation.message_widgets():
             chat.type_and_send("What is the capital of France?")
             chat.wait_reply_finished()
