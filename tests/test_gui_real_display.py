@@ -12,6 +12,7 @@ window and in a layout, and no button or label text wider than the room it is dr
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 
@@ -328,10 +329,16 @@ def test_the_status_bar_fits_at_800x600(make_chat: MakeChat, shown, tmp_path) ->
             chat.wait_reply_finished()
         bar.show_speed(12.5)
         chat.qtbot.waitUntil(lambda: bar.context.text().startswith("Context "), timeout=WAIT_MS)
-        for part in bar.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
-            if part.isVisible():
-                assert part.geometry().right() < bar.width(), part.accessibleName() or part
-                assert _text_overflow(part) == ""
+        chat.qtbot.waitUntil(lambda w=size[0]: bar.width() == window.width() <= w + 2, timeout=WAIT_MS)
+        chat.qtbot.wait(100)
+        parts = [p for p in bar.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+                 if p.isVisible()]
+        for part in parts:
+            assert part.geometry().right() < bar.width(), part.accessibleName() or part
+            assert _text_overflow(part) == ""
+        lefts = sorted(parts, key=lambda p: p.x())
+        for part, following in itertools.pairwise(lefts):  # none drawn over another (nor the grip)
+            assert part.geometry().right() < following.x(), (part.accessibleName(), following.accessibleName())
         assert indicator.isVisible() and indicator.text() == "Offline · 0 connections"
         # At 800 px the model's name, which the header's chip shows, gives way first.
         assert bar.model.isVisible() is model_shown

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPlainTextEdit,
     QPushButton,
-    QSizeGrip,
     QSplitter,
     QStatusBar,
     QTextEdit,
@@ -146,6 +145,11 @@ def speed_text(stats: TurnStats) -> str:
     return text
 
 
+def _room_for(label: QLabel, text: str) -> int:
+    margins = label.contentsMargins()
+    return label.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + SPACING // 2
+
+
 class StatusLine(QStatusBar):
     """Model, device, the last reply's speed and the context used."""
 
@@ -178,19 +182,24 @@ class StatusLine(QStatusBar):
         """In a narrow window drop what is said elsewhere, so the rest is never cut off.
 
         First the model's name (the header's chip shows it), then the device's note (its
-        tooltip keeps it: "CPU · this build has no GPU support" becomes "CPU").
+        tooltip keeps it: "CPU · this build has no GPU support" becomes "CPU"). Measured from
+        the texts, not by trying: showing a label to measure it would re-lay the bar each time.
         """
-        self.device.setText(self._device)
-        self.model.setVisible(True)
-        for step in (lambda: self.model.setVisible(False), lambda: self.device.setText(self._device.split(" · ")[0])):
-            if self._needed() <= self.width():
-                return
-            step()
+        room = (self.parentWidget() or self).width()
+        short = self._device.split(" · ")[0]
+        rest = self._needed(skip=(self.model, self.device))
+        with_model = rest + _room_for(self.model, self.model.text()) + _room_for(self.device, self._device)
+        full_device = rest + _room_for(self.device, self._device) <= room
+        if self.model.isHidden() != (with_model > room):
+            self.model.setVisible(with_model <= room)
+        text = self._device if full_device else short
+        if self.device.text() != text:
+            self.device.setText(text)
 
-    def _needed(self) -> int:
-        # Its widgets: these labels, and the serve toggle and network indicator added later.
+    def _needed(self, skip: tuple[QWidget, ...]) -> int:
+        # Its widgets: these labels, the serve toggle and network indicator added later, the grip.
         parts = self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
-        shown = [w for w in parts if not w.isHidden() and not isinstance(w, QSizeGrip)]
+        shown = [w for w in parts if not w.isHidden() and w not in skip]
         return sum(w.sizeHint().width() + SPACING // 2 for w in shown) + SPACING * 2
 
     def show_stats(self, stats: TurnStats) -> None:
