@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +18,11 @@ if TYPE_CHECKING:
     from sse_stub import StubServer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Machine-level verdicts (the llama.cpp CPU probe) go to one folder per test run, which child
+# processes inherit, never to the user's cache.
+if "EMBER_CACHE_DIR" not in os.environ:
+    os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["EMBER_CACHE_DIR"], True)
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,9 @@ def test_doctor_prints_backends_devices_and_the_gpu_verdict(capsys: pytest.Captu
     assert out.startswith("llama-cpp-python ") and "backends: " in out
     assert "  CPU: " in out  # every build has the CPU device
     assert sum(line.startswith("GPU offload: ") for line in out.splitlines()) == 1
+    # #24: the CPU variant in use and the probe's verdict (this machine runs the build).
+    assert sum(line.startswith("CPU variant: ") for line in out.splitlines()) == 1
+    assert any(line.startswith("CPU probe ") and line.endswith(": passed") for line in out.splitlines())
 
 
 def test_doctor_json_has_the_same_facts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,6 +36,7 @@ def test_doctor_json_has_the_same_facts(capsys: pytest.CaptureFixture[str]) -> N
     report = json.loads(capsys.readouterr().out)["llama"]
     assert "CPU" in report["backends"] and isinstance(report["gpu_offload"], bool)
     assert any(d["type"] == "CPU" and d["total_bytes"] > 0 for d in report["devices"])
+    assert report["cpu"]["probe"] == "passed" and report["cpu"]["line"].startswith("CPU variant: ")
 
 
 def test_the_verdict_names_the_gpu_or_says_why_not() -> None:

@@ -44,12 +44,27 @@ def _modules_after(args: list[str], home: Path) -> tuple[int, set[str], str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
-    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["tools", "--help"]],
+    [["--version"], ["--help"], ["history", "list"], ["history", "--help"], ["models", "--json"], ["tools", "--help"],
+     ["chat", "--help"], ["docs", "--help"], ["docs", "list"]],
 )
 def test_a_command_imports_only_what_it_uses(args: list[str], tmp_path: Path) -> None:
     status, roots, stdout = _modules_after(args, tmp_path)
     assert status in (0, None), stdout
     assert not roots & set(HEAVY), f"ember {' '.join(args)} imported {sorted(roots & set(HEAVY))}"
+
+
+@pytest.mark.slow
+def test_the_window_starts_without_llama_cpp_or_numpy(tmp_path: Path) -> None:
+    # Everything the window imports before its first paint (desktop.qt.app builds it, documents UI
+    # included); llama.cpp and numpy come with the model load or a search with vectors.
+    code = ("import json, sys\nimport desktop.qt.app\n"
+            "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n")
+    env = {**os.environ, "EMBER_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=120, check=True)
+    roots = set(json.loads(result.stdout.splitlines()[-1]))
+    assert "PySide6" in roots and "engine" in roots  # the check saw the window's imports
+    assert not roots & {"llama_cpp", "numpy"}, sorted(roots & {"llama_cpp", "numpy"})
 
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:

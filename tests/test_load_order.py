@@ -38,6 +38,9 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
         ("ember bench", "import desktop.cli.cmd_bench\n"),
         ("the bench's load probe", "import engine.bench.llama\n"),
         ("the engine's backend", "import engine.backends.llama\n"),
+        ("documents with vectors (an embedder, or a search given a query vector)",
+         "from engine.docs.index import DocIndex\nfrom engine.docs.embed import LlamaEmbedder\n"
+         "import engine.docs.vectors\n"),
         ("the window's model load (no Qt: the factory the model thread runs)",
          "from desktop.core.model_choice import choose_model\nimport engine.backends.llama\n"),
     ],

@@ -45,7 +45,22 @@ def llama_report() -> dict[str, Any]:
         ],
         "gpu_offload": llama_devices.gpu_offload_supported(),
         "system_info": llama_devices.system_info(),
+        "cpu": cpu_report(llama_devices.system_info()),
     }
+
+
+def cpu_report(system_info: str) -> dict[str, Any]:
+    """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
+    from engine.backends import cpu_check
+    from engine.errors import ModelLoadError
+
+    features, flags = cpu_check.build_features(system_info), cpu_check.cpu_flags()
+    try:
+        verdict = cpu_check.ensure_cpu_runs().detail
+    except ModelLoadError as exc:
+        verdict = str(exc)
+    return {"features": list(features), "unused": cpu_check.unused(features, flags),
+            "line": cpu_check.variant_line(features, flags), "probe": verdict}
 
 
 def window_report() -> dict[str, Any]:
@@ -103,6 +118,8 @@ def format_llama(r: dict[str, Any]) -> list[str]:
     ]
     if r["system_info"]:
         lines.append(f"build features: {r['system_info'].rstrip(' |')}")
+    lines += [r["cpu"]["line"], f"CPU probe (llama.cpp decoding in a child process, cached per machine): "
+                                f"{r['cpu']['probe']}"]
     return lines
 
 

@@ -1,10 +1,13 @@
 """`ember serve`: the model as a local OpenAI-compatible API until Ctrl+C.
 
     ember serve [--host 127.0.0.1] [--port 8080] [--model PATH|default] [--api-key-env VAR]
+                [--embedder GGUF|default]
 
 Loopback by default; any other address needs an API key (`--api-key-env VAR` names the
 variable holding it), else one line and exit 2. The address is checked and bound before
-the model loads, so a port in use fails at once. The server itself is `desktop/serve/`.
+the model loads, so a port in use fails at once. `--embedder` loads an embedding model
+beside the chat model for `/v1/embeddings` (without it that endpoint answers 501). The
+server itself is `desktop/serve/`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, threads_arg
@@ -21,11 +25,14 @@ from desktop.cli.cmd_history import open_store
 from desktop.cli.common import EXIT_OK, fail, open_backend, positive_int, run_settings, warn
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine
 from desktop.serve.app import ServeState
+from desktop.serve.embeddings import LlamaTextEmbedder, TextEmbedder
+from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.record import ApiHistory
 from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
 from engine.errors import ConfigError, EngineError
 from engine.runtime import Engine
+from models.library.default_model import DefaultModelMissing, default_model_path
 
 
 def register(sub: Any) -> None:
@@ -35,6 +42,8 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     p.add_argument("--model", default="default", help="GGUF path or 'default' (the built-in model)")
     p.add_argument("--backend", default="llama", help="llama (default) or script:FILE (a scripted demo)")
+    p.add_argument("--embedder", metavar="GGUF", default=None,
+                   help="embedding model for /v1/embeddings ('default': the built-in model); 501 without")
     p.add_argument("--api-key-env", metavar="VAR", help="require the API key held by this environment variable")
     p.add_argument("--queue", type=positive_int, default=DEFAULT_MAX_WAITING, metavar="N",
                    help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429")
@@ -65,21 +74,45 @@ def run(args: argparse.Namespace) -> int:
         sock = bind(args.host, args.port)
     except EngineError as exc:
         return fail(str(exc))
+    embedder: TextEmbedder | None = None
     try:
+        embedder = _embedder(args.embedder, args.threads)
         backend = open_backend(argparse.Namespace(**{**vars(args), "api_key_env": None}), settings)
     except EngineError as exc:
         sock.close()
+        if embedder is not None:
+            embedder.close()
         return fail(str(exc))
     engine = Engine(backend)
     state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, settings),
-                       api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None)
-    sys.stdout.write(f"Serving {backend.name} on {address(sock)} (Ctrl+C stops)\n")
+                       api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None,
+                       embedder=embedder)
+    also = f" (embeddings: {embedding_model_id(embedder)})" if embedder is not None else ""
+    sys.stdout.write(f"Serving {backend.name}{also} on {address(sock)} (Ctrl+C stops)\n")
     sys.stdout.flush()
     try:
         asyncio.run(_serve(state, sock))
     finally:
         engine.close_sync()
+        if embedder is not None:
+            embedder.close()
     return EXIT_OK
+
+
+def _embedder(spec: str | None, threads: int | None) -> TextEmbedder | None:
+    """The embedding model `--embedder` names (a GGUF path, or 'default': the built-in model)."""
+    if not spec:
+        return None
+    if spec == "default":
+        try:
+            path = default_model_path()
+        except DefaultModelMissing as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"embedding model not found: {spec}")
+    return LlamaTextEmbedder.load(path, n_threads=threads)
 
 
 def _api_key(variable: str | None) -> str | None:

@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ from starlette.routing import Route
 
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine, QueueFull
 from desktop.serve.completions import Envelope, Reply, TurnJob
+from desktop.serve.embeddings import EmbedCall, TextEmbedder, check_dimensions, embed_all, parse_embeddings
+from desktop.serve.embeddings import model_id as embedding_model_id
+from desktop.serve.embeddings import response as embedding_response
 from desktop.serve.errors import ApiError, turn_error
 from desktop.serve.record import ApiHistory
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
@@ -53,14 +57,19 @@ class ServeState:
     on_request: Callable[[], None] = lambda: None  # the window's request counter
     jobs: set[asyncio.Task[None]] = field(default_factory=lambda: set[asyncio.Task[None]]())
     history: ApiHistory | None = None  # `--record`: requests become conversations
+    embedder: TextEmbedder | None = None  # `--embedder`: `/v1/embeddings` answers
     requests: int = 0
 
 
 def build_app(state: ServeState) -> Starlette:
     async def models(request: Request) -> Response:
         _authorize(request, state)
+        ids = [state.model_id()]
+        if state.embedder is not None and embedding_model_id(state.embedder) not in ids:
+            ids.append(embedding_model_id(state.embedder))
+        created = int(time.time())
         return JSONResponse({"object": "list", "data": [
-            {"id": state.model_id(), "object": "model", "created": int(time.time()), "owned_by": "ember"}]})
+            {"id": i, "object": "model", "created": created, "owned_by": "ember"} for i in ids]})
 
     async def chat(request: Request) -> Response:
         _authorize(request, state)
@@ -71,8 +80,13 @@ def build_app(state: ServeState) -> Starlette:
 
     async def embeddings(request: Request) -> Response:
         _authorize(request, state)
-        raise ApiError(501, "this server has no embedding model: `ember serve` serves one chat model, and "
-                            "embeddings need an embedding model", code="embeddings_unavailable")
+        if state.embedder is None:
+            raise ApiError(501, "this server has no embedding model: start it with `ember serve --embedder GGUF` "
+                                "(or --embedder default)", code="embeddings_unavailable")
+        state.requests += 1
+        state.on_request()
+        call = parse_embeddings(parse_json(await read_body(request)))
+        return await _embed(request, state, state.embedder, call)
 
     routes = [Route("/v1/models", models, methods=["GET"]),
               Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -191,6 +205,44 @@ async def _complete(request: Request, state: ServeState, call: ChatCall) -> Resp
     if not reply.finished:
         raise _shutting_down()
     return JSONResponse(envelope.completion(reply))
+
+
+async def _embed(request: Request, state: ServeState, embedder: TextEmbedder, call: EmbedCall) -> Response:
+    """Embed in the model's line, on a thread; the line moves on only once that thread has finished."""
+    check_dimensions(call, embedder)
+    try:
+        await _or_disconnect(request, state.line.acquire())
+    except QueueFull as full:
+        raise ApiError(429, str(full), code="queue_full",
+                       headers={"Retry-After": str(full.retry_after_s)}) from None
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)
+    loop = asyncio.get_running_loop()
+    cancel = threading.Event()
+
+    def work() -> tuple[list[Any], int]:
+        try:
+            return embed_all(embedder, call.texts, cancel)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone anyway
+                loop.call_soon_threadsafe(state.line.release)
+
+    job = loop.run_in_executor(None, work)
+    try:
+        rows, tokens = await _or_disconnect(request, asyncio.shield(job))
+    except (ClientGone, asyncio.CancelledError) as exc:
+        cancel.set()  # the thread stops at its next batch
+        job.add_done_callback(_quiet)
+        if isinstance(exc, ClientGone):
+            return Response(status_code=CLIENT_GONE)
+        raise
+    return JSONResponse(embedding_response(call, embedding_model_id(embedder), rows, tokens))
+
+
+def _quiet(job: asyncio.Future[Any]) -> None:
+    """Collect an abandoned job's outcome (`Cancelled`, or an error nobody waits for)."""
+    if not job.cancelled():
+        job.exception()
 
 
 def _shutting_down() -> ApiError:

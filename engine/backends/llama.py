@@ -28,6 +28,7 @@ import llama_cpp.llama_cpp as ll
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends import llama_devices, llama_log, offload
 from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
+from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
@@ -83,6 +84,7 @@ class LlamaBackend:
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
         self.placement = self._place(n_gpu_layers)
+        ensure_cpu_runs()  # a build this CPU traps on is refused in one line, not a SIGILL
         self._llm: Any = self._load(flash_attn)
         self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).

@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
-
-# isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-import numpy as np
-import numpy.typing as npt
-# isort: on
+from typing import TYPE_CHECKING, Protocol
 
 from engine.errors import ModelLoadError
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    from engine.docs.vectors import Vector  # numpy: imported where vectors are made, not at start-up
 EMBED_CTX = 2048  # tokens per llama.cpp batch: several passages are embedded per decode
 
 
@@ -58,11 +53,11 @@ class LlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> Vector:
         import llama_cpp
 
+        from engine.docs.vectors import stack
+
         assert isinstance(self.llama, llama_cpp.Llama)
-        if not texts:
-            return np.zeros((0, self.llama.n_embd()), dtype=np.float32)
-        rows = self.llama.embed(list(texts), normalize=True, truncate=True)
-        return np.asarray(rows, dtype=np.float32)
+        rows = self.llama.embed(list(texts), normalize=True, truncate=True) if texts else []
+        return stack(rows, self.llama.n_embd())
 
     def close(self) -> None:
         close = getattr(self.llama, "close", None)

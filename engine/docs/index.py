@@ -23,16 +23,13 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
-
-# isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-import numpy as np
-import numpy.typing as npt
-# isort: on
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from engine.docs.chunk import Chunk
 from engine.docs.schema import DocsDatabaseError, migrate
+
+if TYPE_CHECKING:  # numpy (engine.docs.vectors) is imported only where vectors are used
+    from engine.docs.vectors import Matrix, Vector
 
 RRF_K = 60  # the constant of reciprocal-rank fusion (Cormack et al.): 1 / (RRF_K + rank)
 CANDIDATES = 50  # per ranking, before fusion
@@ -45,7 +42,6 @@ _STOPWORDS = frozenset(
 
 P = ParamSpec("P")
 R = TypeVar("R")
-Vector = npt.NDArray[np.float32]
 
 
 def _translated(method: Callable[Concatenate[DocIndex, P], R]) -> Callable[Concatenate[DocIndex, P], R]:
@@ -109,7 +105,7 @@ class DocIndex:
         self.conn = conn
         self.path = path
         self._lock = threading.RLock()
-        self._matrices: dict[int, tuple[int, npt.NDArray[np.int64], Vector]] = {}
+        self._matrices: dict[int, Matrix] = {}
         self._writes = 0
 
     @classmethod
@@ -259,14 +255,18 @@ class DocIndex:
     @_translated
     def add_chunks(self, file_id: int, chunks: Sequence[Chunk], vectors: Vector | None = None) -> None:
         """Write a batch of a file's passages (and their vectors), in one transaction."""
+        blobs: list[bytes] | None = None
+        if vectors is not None:  # numpy only when there are vectors
+            from engine.docs.vectors import blob
+
+            blobs = [blob(v) for v in vectors[:len(chunks)]]
         with self.transaction():
             for i, chunk in enumerate(chunks):
                 cur = self.conn.execute(
                     "INSERT INTO chunks (file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?)",
                     (file_id, chunk.page, chunk.start, chunk.end, chunk.text))
-                if vectors is not None:
-                    self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)",
-                                      (cur.lastrowid, np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes()))
+                if blobs is not None:
+                    self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)", (cur.lastrowid, blobs[i]))
 
     @_translated
     def finish_file(self, file_id: int, *, pages: int, chunks: int) -> None:
@@ -320,31 +320,21 @@ class DocIndex:
         return [int(r[0]) for r in rows]
 
     def _nearest(self, coll: Collection, query_vector: Vector, limit: int) -> list[int]:
-        ids, matrix = self._matrix(coll)
-        if not len(ids) or matrix.shape[1] != query_vector.shape[-1]:
-            return []
-        scores = matrix @ query_vector.astype(np.float32).reshape(-1)
-        top = min(limit, len(ids))
-        best = np.argpartition(-scores, top - 1)[:top]
-        best = best[np.argsort(-scores[best])]
-        return [int(ids[i]) for i in best]
+        return self._matrix(coll).nearest(query_vector, limit)
 
-    def _matrix(self, coll: Collection) -> tuple[npt.NDArray[np.int64], Vector]:
-        """The collection's vectors as one matrix, cached until the database changes."""
+    def _matrix(self, coll: Collection) -> Matrix:
+        """The collection's vectors as one matrix, read once and kept until the database changes."""
+        from engine.docs.vectors import Matrix
+
         version = int(self.conn.execute("PRAGMA data_version").fetchone()[0]) * 1_000_003 + self._writes
         cached = self._matrices.get(coll.id)
-        if cached is not None and cached[0] == version:
-            return cached[1], cached[2]
+        if cached is not None and cached.version == version:
+            return cached
         rows = self.conn.execute(
             "SELECT v.chunk_id, v.vec FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f "
-            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchall()
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if rows:
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        else:
-            matrix = np.zeros((0, 0), dtype=np.float32)
-        self._matrices[coll.id] = (version, ids, matrix)
-        return ids, matrix
+            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,))
+        matrix = self._matrices[coll.id] = Matrix.load(version, ((int(r[0]), bytes(r[1])) for r in rows))
+        return matrix
 
     def _hits(self, fused: list[tuple[int, float]]) -> list[Hit]:
         if not fused:

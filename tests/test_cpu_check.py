@@ -1,0 +1,72 @@
+"""The llama.cpp CPU probe: a build this CPU traps on is refused in one line, and cached."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.backends import cpu_check
+from engine.errors import ModelLoadError
+
+INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+        "AVX512 = 0 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+OLD_CPU = "processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 sse4_1 sse4_2 avx\n"  # no AVX2, FMA, F16C, BMI2
+NEW_CPU = ("flags\t\t: fpu pni ssse3 avx avx2 f16c fma bmi2 avx512f avx512_vnni amx_int8\n")
+TRAP = ("import os, signal\n"
+        f"print('features: {INFO}', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGILL)\n")
+
+
+def test_the_build_and_the_cpu_are_read_and_compared() -> None:
+    features = cpu_check.build_features(INFO)
+    assert features == ("SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2")
+    old, new = cpu_check.cpu_flags(OLD_CPU), cpu_check.cpu_flags(NEW_CPU)
+    assert cpu_check.missing(features, old) == ["AVX2", "F16C", "FMA", "BMI2"]
+    assert cpu_check.missing(features, new) == []
+    line = cpu_check.variant_line(features, new)
+    assert line.startswith("CPU variant: x86-64 SSE3 SSSE3 AVX AVX2 F16C FMA BMI2")
+    assert line.endswith("this CPU also has AVX512 AVX512_VNNI AMX_INT8, unused")
+    assert cpu_check.cpu_flags("no flags here") == frozenset()
+
+
+def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu_check, "_checked", {})
+    old = cpu_check.cpu_flags(OLD_CPU)
+    monkeypatch.setattr(cpu_check, "cpu_flags", lambda cpuinfo=None: old)  # this machine, an older CPU
+    with pytest.raises(ModelLoadError) as err:
+        cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", TRAP])
+    message = str(err.value)
+    assert "\n" not in message
+    assert "uses AVX2, F16C, FMA, BMI2, which this CPU lacks" in message
+    assert "SIGILL" in message and "uv sync --reinstall-package llama-cpp-python" in message
+    # Cached on disk: a new process (an empty in-memory table) refuses without probing again.
+    monkeypatch.setattr(cpu_check, "_checked", {})
+    with pytest.raises(ModelLoadError):
+        cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "raise SystemExit('must not run')"])
+    assert (tmp_path / cpu_check.CACHE_FILE).is_file()
+
+
+def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu_check, "_checked", {})
+    verdict = cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "import sys; sys.exit('no llama here')"])
+    assert verdict.runs is None and "no llama here" in verdict.detail
+    assert not (tmp_path / cpu_check.CACHE_FILE).exists()
+    hung = cpu_check.probe([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert hung.runs is None and "did not finish" in hung.detail
+
+
+@pytest.mark.slow
+def test_the_real_build_passes_its_probe_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               smollm_path: Path) -> None:
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu_check, "_checked", {})
+    verdict = cpu_check.ensure_cpu_runs(smollm_path)
+    assert verdict.runs is True and verdict.detail == "passed"
+    if "avx2" in cpu_check.cpu_flags():  # the portable x86-64 build uses it
+        assert "AVX2" in verdict.features
