@@ -102,8 +102,7 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
               history: bool = True) -> Chat:
         backend = backend if backend is not None else ScriptedBackend.from_texts(*replies)
         engine = Engine(None if no_model else backend)
-        window = MainWindow()
-        qtbot.addWidget(window)
+        window = MainWindow()  # closed below once its turn has ended (not by pytest-qt, before that)
         session = open_history()[0] if history else None  # in the test's own EMBER_HOME
         controller = ChatController(engine, window, session=session)
         models = wire_window(window, controller)
@@ -116,8 +115,12 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
 
     yield build
     for chat in chats:
+        # A turn still ending (its record, the branch read back) touches the window: stop it
+        # and let it end before the window goes, as the app's close does.
         chat.controller.stop()
         qtbot.waitUntil(lambda c=chat: not c.controller.busy, timeout=WAIT_MS)
+        chat.window.close()
+        chat.window.deleteLater()
         chat.engine.close_sync()
         chat.controller.session.close()
 

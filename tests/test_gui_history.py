@@ -50,6 +50,12 @@ def sidebar_of(chat: Chat) -> HistorySidebar:
     return sidebar
 
 
+def refreshed(qtbot: QtBot, sidebar: HistorySidebar) -> None:
+    """Re-read the list and wait until it is shown (the rows are read on the history thread)."""
+    read = sidebar.refresh()
+    qtbot.waitUntil(read.done, timeout=WAIT_MS)
+
+
 def shown(chat: Chat) -> list[tuple[str, str]]:
     """The conversation on screen as (role, text) pairs."""
     out: list[tuple[str, str]] = []
@@ -263,7 +269,7 @@ def test_sidebar_lists_newest_first_and_search_filters_it(make_chat: MakeChat, q
     bananas = add_conversation(store, "Bananas", ("and bananas?", "Bananas are yellow and curved."))
     cherries = add_conversation(store, "Cherries", ("cherries", "Small and red."))
     sidebar = sidebar_of(chat)
-    sidebar.refresh()
+    refreshed(qtbot, sidebar)
     assert sidebar.list.conversation_ids() == [cherries, bananas, apples]
     sidebar.search.setText("yellow")
     qtbot.waitUntil(lambda: sidebar.list.conversation_ids() == [bananas], timeout=WAIT_MS)
@@ -290,7 +296,7 @@ def test_clicking_a_conversation_loads_its_active_branch(make_chat: MakeChat, qt
     store.add_message(conv, "assistant", "It is **4**.", parent_id=question, thinking="2 and 2 make 4",
                       status="stopped", model="Old model")
     sidebar = sidebar_of(chat)
-    sidebar.refresh()
+    refreshed(qtbot, sidebar)
     click_item(qtbot, sidebar, sidebar.list.item(0))
     qtbot.waitUntil(lambda: len(shown(chat)) == 2, timeout=WAIT_MS)
     assert shown(chat) == [("user", "What is 2+2?"), ("assistant", "It is **4**.")]
@@ -324,7 +330,7 @@ def test_delete_asks_first_and_undo_restores(make_chat: MakeChat, qtbot: QtBot) 
     keep = add_conversation(store, "Keep", ("a", "b"))
     doomed = add_conversation(store, "Doomed", ("c", "d"))
     sidebar = sidebar_of(chat)
-    sidebar.refresh()
+    refreshed(qtbot, sidebar)
     asked: list[str] = []
     sidebar.confirm_delete = lambda title: asked.append(title) is None and len(asked) > 1  # no, then yes
     sidebar.list.setCurrentRow(0)
@@ -336,7 +342,7 @@ def test_delete_asks_first_and_undo_restores(make_chat: MakeChat, qtbot: QtBot) 
     assert [c.id for c in store.conversations(deleted=True)] == [doomed]
     assert sidebar.undo_bar.isVisible() and sidebar.undo_bar.action_button.text() == "Undo"
     qtbot.mouseClick(sidebar.undo_bar.action_button, Qt.MouseButton.LeftButton)
-    assert sidebar.list.conversation_ids() == [doomed, keep]
+    qtbot.waitUntil(lambda: sidebar.list.conversation_ids() == [doomed, keep], timeout=WAIT_MS)
     assert not sidebar.undo_bar.isVisible() and store.conversations(deleted=True) == []
 
 

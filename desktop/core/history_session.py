@@ -2,18 +2,18 @@
 
 The controller's `ChatSession` (engine/session) owns the open conversation and every turn;
 `HistorySession` gives the sidebar the store's list, search, rename, delete, export and
-import, and the open branch with each message's versions. Everything here runs on the GUI
-(event-loop) thread, the thread that opened the store.
+import, and the open branch with each message's versions. The calls are synchronous; the
+window makes its reads through `io` (the session's history thread), never on the GUI thread.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.history.export import export_json, export_markdown, import_json
 from engine.history.store import HistoryStore
@@ -25,6 +25,7 @@ from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.history")
+T = TypeVar("T")
 
 # What a failed history call can raise: the store's own error, SQLite's, the file system's.
 HISTORY_ERRORS = (HistoryError, OSError)  # the store translates sqlite3 errors
@@ -67,6 +68,10 @@ class HistorySession:
     @property
     def conversation_id(self) -> int | None:
         return self.session.conversation_id
+
+    async def io(self, fn: Callable[[], T]) -> T:
+        """`fn()` (calls on this object) on the session's history thread."""
+        return await self.session.io(fn)
 
     @property
     def settings(self) -> Mapping[str, Any]:

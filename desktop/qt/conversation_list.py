@@ -216,6 +216,18 @@ class ConversationList(QListWidget):
         finally:
             self.blockSignals(False)
 
+    def remove_conversation(self, conversation_id: int) -> None:
+        """Take one conversation's row out now (deleted), ahead of the list's next read."""
+        ids = [r[0] for r in self._shown]
+        if conversation_id in ids:
+            index = ids.index(conversation_id)
+            self.blockSignals(True)
+            try:
+                self.takeItem(index)
+                self._shown = self._shown[:index] + self._shown[index + 1:]
+            finally:
+                self.blockSignals(False)
+
     def _fill(self, rows: list[tuple[int, str, float, list[tuple[str, bool]] | None, int | None]],
               current: int | None, now: float | None) -> None:
         shown = [(cid, title or UNTITLED, relative_time(updated, now), snippet, message_id)
