@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from gui_helpers import WAIT_MS, Chat, shown_answer
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
-from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
+from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time, snippet_runs
 from desktop.qt.history_ui import attach_history
 from desktop.qt.message_view import AssistantMessage, UserMessage
 from desktop.qt.sidebar import HistorySidebar
@@ -485,3 +486,21 @@ def test_importing_a_bad_file_says_why(make_chat: MakeChat, tmp_path: Path) -> N
 def test_the_history_file_is_where_the_paths_say(make_chat: MakeChat) -> None:
     chat = make_chat()
     assert store_of(chat).db_path == ember_paths().history_db
+
+
+def test_a_search_snippet_keeps_its_matched_word_whole_in_a_narrow_sidebar(qtbot: QtBot) -> None:
+    font = QFont()
+    bold = QFont(font)
+    bold.setBold(True)
+    plain_m, bold_m = QFontMetrics(font), QFontMetrics(bold)
+    parts = [("…across twenty seven countries in Latin America; it is also home to numerous ", False),
+             ("museums", True), (" worldwide and more words after it", False)]
+    room = bold_m.horizontalAdvance("museums") + plain_m.horizontalAdvance("…home to numerous ") + 4
+    runs = snippet_runs(parts, plain_m, bold_m, room)
+    assert ("museums", True) in runs  # the match is drawn whole, not "muse…"
+    lead = runs[0][0]
+    assert lead.startswith("…") and lead.endswith("numerous ") and "Latin" not in lead  # context gave way
+    assert sum((bold_m if m else plain_m).horizontalAdvance(t) for t, m in runs) <= room
+    # With room to spare nothing is dropped before the match; the end is elided.
+    wide = snippet_runs(parts, plain_m, bold_m, plain_m.horizontalAdvance(parts[0][0]) + 200)
+    assert wide[0] == parts[0] and wide[1] == parts[1]
