@@ -47,8 +47,8 @@ for line in sys.stdin:
             "serverInfo": {"name": "hostile", "version": "1"}}})
     elif method == "tools/list" and MODE == "deep":
         schema = '{"type": "object", "x": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"
-        sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"tools": [{"name": "deep", "inputSchema": %s}]}}\n'
-                         % (json.dumps(rid), schema))
+        head = '{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"tools": [{"name": "deep", "inputSchema": '
+        sys.stdout.write(head + schema + "}]}}\n")
         sys.stdout.flush()
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS.get(MODE, [])}})
