@@ -81,6 +81,7 @@ class NoticeBanner(QFrame):
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.setAccessibleName("Notice details")
         self.details.hide()
+        self.lasting = False
         self.details_button = QPushButton("Details", self)
         self.details_button.setCheckable(True)
         self.details_button.setAccessibleName("Show the details")
@@ -107,8 +108,13 @@ class NoticeBanner(QFrame):
     def text(self) -> str:
         return self.label.text()
 
-    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False) -> None:
-        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away."""
+    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False, lasting: bool = False) -> None:
+        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away.
+
+        A `lasting` notice (history is not being saved) stays when a model loads; others are
+        about the model and go once one is ready.
+        """
+        self.lasting = lasting
         self.label.setText(text)
         self.details.setText(details)
         self.details_button.setChecked(False)
@@ -481,7 +487,8 @@ class MainWindow(QMainWindow):
         self.conversation.empty_state.show_model(info, getattr(self._controller, "choice", None))
         self.status.clearMessage()
         self.status.show_model(info)
-        self.notice.hide()
+        if not self.notice.lasting:
+            self.notice.hide()
         if self._controller is not None:
             self.context_meter.recount()  # a new model: a new tokenizer and context size
 
