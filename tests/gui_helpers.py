@@ -38,6 +38,7 @@ from desktop.qt.window import MainWindow
 from engine.backends.base import Backend
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
+from engine.session.session import ChatSession
 
 WAIT_MS = 5000
 
@@ -99,12 +100,12 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
     chats: list[Chat] = []
 
     def build(*replies: str | list[Any], backend: Backend | None = None, no_model: bool = False,
-              history: bool = True) -> Chat:
+              history: bool = True, session: ChatSession | None = None) -> Chat:
         backend = backend if backend is not None else ScriptedBackend.from_texts(*replies)
         engine = Engine(None if no_model else backend)
-        window = MainWindow()
-        qtbot.addWidget(window)
-        session = open_history()[0] if history else None  # in the test's own EMBER_HOME
+        window = MainWindow()  # closed below once its turn has ended (not by pytest-qt, before that)
+        if session is None and history:
+            session = open_history()[0]  # in the test's own EMBER_HOME
         controller = ChatController(engine, window, session=session)
         models = wire_window(window, controller)
         attach_history(window, controller)
@@ -116,8 +117,12 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
 
     yield build
     for chat in chats:
+        # A turn still ending (its record, the branch read back) touches the window: stop it
+        # and let it end before the window goes, as the app's close does.
         chat.controller.stop()
         qtbot.waitUntil(lambda c=chat: not c.controller.busy, timeout=WAIT_MS)
+        chat.window.close()
+        chat.window.deleteLater()
         chat.engine.close_sync()
         chat.controller.session.close()
 

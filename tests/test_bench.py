@@ -12,8 +12,9 @@ import pytest
 
 from desktop.cli.cmd_bench import format_report, measure_gui
 from desktop.cli.main import main
-from engine.bench.llama import RunTiming, _rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
-from engine.bench.native import NativeRun, parse_llama_bench
+from engine.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
+from engine.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
+from engine.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
 from engine.bench.suite import BenchConfig, cpu_name
 from engine.errors import BenchError
 
@@ -51,6 +52,7 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     assert report["filter_us_per_piece"] > 0 and report["load_ms"] > 0 and report["rss_mb"] > 0
     assert report["history_search_ms"] is not None
     assert report["long_chat_turns"] == 6 and report["long_chat_ttft_turn5_ms"] > 0  # long chat (#16)
+    assert report["long_chat_prompt_renders_per_turn"] >= 1 and report["long_chat_ttft_vs_native"] is None  # #23
     assert report["gui_open_2000_ms"] is not None and report["sidebar_5000_fill_ms"] is not None, report["notes"]
     if (ROOT / "desktop" / "stall_bench.py").is_file():
         assert report["ui_max_stall_ms"] is not None, report["notes"]
@@ -163,7 +165,7 @@ def test_rounds_interleave_every_side_and_rotate_who_goes_first() -> None:
             return name
         return run
 
-    rounds = list(_rounds([side("raw"), side("engine"), side("native")], 3))
+    rounds = list(interleaved_rounds([side("raw"), side("engine"), side("native")], 3))
     assert rounds == [["raw", "engine", "native"]] * 3  # results always in side order
     assert order == ["raw", "engine", "native", "engine", "native", "raw", "native", "raw", "engine"]
 
@@ -184,6 +186,31 @@ def test_the_native_run_matches_embers_settings(tmp_path: Path) -> None:
         assert cmd[cmd.index(flag) + 1] == value, flag
     cpu = NativeRun(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=8, depth=5, n_gpu_layers=0)
     assert cpu.command()[cpu.command().index("-ngl") + 1] == "0"
+
+
+def test_the_native_prompt_run_reads_the_same_tokens_at_the_same_depth(tmp_path: Path) -> None:
+    run = NativePrompt(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=1, flash_attn="on")
+    cmd = run.command(36, 1750)
+    for flag, value in (("-p", "36"), ("-n", "0"), ("-d", "1750"), ("-t", "1"), ("-fa", "on"), ("-ngl", "0")):
+        assert cmd[cmd.index(flag) + 1] == value, flag
+    rows = [{"n_prompt": 36, "n_gen": 0, "n_depth": 1750, "avg_ns": 480_000_000, "avg_ts": 75.0}]
+    assert prompt_ms(json.dumps(rows), 36) == 480.0
+    assert prompt_ms(json.dumps([{"n_prompt": 36, "n_gen": 0, "avg_ts": 72.0}]), 36) == 500.0  # no avg_ns
+    with pytest.raises(BenchError, match="pp36"):
+        prompt_ms(json.dumps([{"n_prompt": 0, "n_gen": 1, "avg_ts": 50.0}]), 36)
+
+
+def test_the_long_chat_reports_renders_and_the_native_ratio_per_turn() -> None:
+    rows = [{"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50, "renders": 1}
+            for _ in range(5)]
+    rows[-1] |= {"ttft_ms": 300.0, "depth": 1700, "renders": 3, "native_ms": 250.0}
+    rows[3] |= {"native_ms": 80.0}  # the early turn (4 here)
+    out = _report(rows, 2048, 5, 4)
+    assert out["long_chat_prompt_renders_per_turn"] == 1.4 and out["long_chat_prompt_renders_max"] == 3
+    assert out["long_chat_ttft_vs_native_turn5"] == 1.25 and out["long_chat_ttft_vs_native"] == 1.2
+    assert out["long_chat_depth_last_turn"] == 1700
+    del rows[3]["native_ms"]
+    assert _report(rows, 2048, 5, 4)["long_chat_ttft_vs_native"] is None  # no llama-bench: no ratio
 
 
 def test_a_bad_gpu_layer_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

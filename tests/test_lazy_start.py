@@ -129,3 +129,33 @@ def test_warm_up_imports_on_a_thread() -> None:
     thread = warm_up(("json", "no_such_module_for_ember"))
     thread.join(timeout=30)
     assert not thread.is_alive() and "json" in sys.modules
+
+
+WINDOW_LATE = ("httpx", "rich")  # the Add server dialog's (OpenAI-compatible servers): not at start
+
+WINDOW_RUN = (
+    "import json, sys\n"
+    "from desktop.qt import startup_probe\n"
+    "say = startup_probe._say\n"
+    "def noted(line):\n"
+    "    roots = sorted({name.split('.')[0] for name in sys.modules})\n"
+    "    sys.stderr.write('MODULES ' + json.dumps([line.split(' ')[0], roots]) + '\\n')\n"
+    "    say(line)\n"
+    "startup_probe._say = noted\n"
+    "raise SystemExit(startup_probe.main())\n"
+)
+
+
+@pytest.mark.slow
+def test_the_window_starts_without_the_server_dialogs_imports(tmp_path: Path) -> None:
+    # `ember` as a user starts it (offscreen, built-in model): at its first paint and once the
+    # model is ready, the HTTP client (and rich, which it pulls in) are not loaded.
+    env = {**os.environ, "EMBER_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-c", WINDOW_RUN], capture_output=True, text=True, cwd=ROOT,
+                            env=env, timeout=300, check=False)
+    moments = dict(json.loads(line.removeprefix("MODULES ")) for line in result.stderr.splitlines()
+                   if line.startswith("MODULES "))
+    assert set(moments) == {"painted", "ready"}, result.stderr[-2000:]
+    for moment, roots in moments.items():
+        assert not set(roots) & set(WINDOW_LATE), f"{moment}: {sorted(set(roots) & set(WINDOW_LATE))}"
+        assert "PySide6" in roots  # the check sees the window's own imports

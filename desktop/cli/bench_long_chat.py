@@ -1,7 +1,9 @@
 """The long-conversation part of `ember bench` (no Qt in this process).
 
 - long chat (in-process, `engine.bench.long_chat`): time to first token at turn 5 and at
-  turn 100 of one conversation on the benchmarked model at a 2,048-token context;
+  turn 100 of one conversation on the benchmarked model at a 2,048-token context, the
+  template renders per turn, and with `--llama-bench` native llama.cpp reading the same new
+  tokens at the same KV depth right after each of the two turns;
 - the window at scale (an offscreen child, `desktop.qt.scale_bench`): opening a
   2,000-message conversation, streaming into it, a sidebar of 5,000 conversations.
 """
@@ -15,7 +17,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from engine.bench.long_chat import measure_long_chat
+from engine.backends.llama import LlamaBackend
+from engine.backends.offload import ALL_LAYERS
+from engine.bench.long_chat import NativeTtft, measure_long_chat
+from engine.bench.native import NativePrompt
 from engine.bench.suite import BenchConfig, subprocess_env
 from engine.errors import BenchError
 
@@ -40,7 +45,7 @@ def collect(args: argparse.Namespace, config: BenchConfig, say: Callable[[str], 
     if turns > 0:
         say(f"long chat: {turns} turns at a {LONG_CHAT_CTX:,}-token context")
         out.update(measure_long_chat(config.model_path(), n_ctx=LONG_CHAT_CTX, turns=turns,
-                                     threads=config.threads, early_turn=min(5, turns)))
+                                     threads=config.threads, early_turn=min(5, turns), native=_native(config)))
     messages = args.scale_messages if args.scale_messages is not None else SCALE_MESSAGES
     if messages > 0:
         say(f"the window at scale: {messages:,} messages, {SCALE_CONVERSATIONS:,} conversations (offscreen)")
@@ -50,6 +55,20 @@ def collect(args: argparse.Namespace, config: BenchConfig, say: Callable[[str], 
         except (BenchError, subprocess.TimeoutExpired, ValueError) as exc:
             notes.append(f"window at scale: {exc}")
     return out
+
+
+def _native(config: BenchConfig) -> Callable[[LlamaBackend], NativeTtft] | None:
+    """llama-bench on the long chat's model, threads, layers and flash attention (`--llama-bench`)."""
+    binary = config.llama_bench
+    if binary is None:
+        return None
+
+    def for_backend(backend: LlamaBackend) -> NativeTtft:
+        layers = ALL_LAYERS if backend.placement.n_gpu_layers == ALL_LAYERS else backend.n_gpu_layers
+        return NativePrompt(binary, config.model_path(), config.thread_count(), flash_attn=backend.flash_attn_mode,
+                            n_gpu_layers=layers)
+
+    return for_backend
 
 
 def _scale_child(messages: int, conversations: int, compare_eager: bool) -> dict[str, Any]:
@@ -72,6 +91,13 @@ def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
         lines.append(row("long chat TTFT", f"turn 5 {r['long_chat_ttft_turn5_ms']} ms, turn {r['long_chat_turns']} "
                          f"{r['long_chat_ttft_last_turn_ms']} ms (x{r['long_chat_ttft_ratio']}; last 10 median "
                          f"{r['long_chat_ttft_last10_median_ms']} ms) at {r['long_chat_ctx']:,} tokens"))
+        lines.append(row("prompt renders", f"{r['long_chat_prompt_renders_per_turn']} per turn "
+                         f"(at most {r['long_chat_prompt_renders_max']})"))
+    if r.get("long_chat_ttft_vs_native") is not None:
+        lines.append(row("long chat vs native", f"turn 5 x{r['long_chat_ttft_vs_native_turn5']} "
+                         f"({r['long_chat_native_ttft_turn5_ms']} ms native at depth {r['long_chat_depth_turn5']}), "
+                         f"turn {r['long_chat_turns']} x{r['long_chat_ttft_vs_native']} "
+                         f"({r['long_chat_native_ttft_last_turn_ms']} ms at depth {r['long_chat_depth_last_turn']})"))
     if r.get("gui_open_2000_ms") is not None:
         eager = r.get("gui_open_2000_all_ms")
         lines.append(row("open 2,000 messages", f"{r['gui_open_2000_ms']} ms to first paint"

@@ -92,7 +92,7 @@ def measure_serve(config: BenchConfig, runs: int, client_tokens: int, notes: lis
                 sides.append(lambda: time_stream(llama_url, work, work.raw_messages))
             for side in sides:  # warm-up
                 side()
-            rounds = list(_rounds(sides, runs))
+            rounds = list(bench_llama.interleaved_rounds(sides, runs))
         report = summarize(rounds, has_llama=bool(llama_url))
         report["serve_32_clients_total_tps"] = asyncio.run(_many_clients(server.address, CLIENTS, client_tokens))
         report["serve_clients_tokens_each"] = client_tokens
@@ -116,15 +116,6 @@ def _wait_idle(engine: Engine) -> None:
         if time.monotonic() > deadline:
             raise BenchError("the engine is still busy between bench runs")
         time.sleep(0.005)
-
-
-def _rounds(sides: list[Callable[[], bench_llama.RunTiming]], runs: int) -> Iterator[list[bench_llama.RunTiming]]:
-    for i in range(runs):
-        results: list[Any] = [None] * len(sides)
-        for k in range(len(sides)):
-            j = (i + k) % len(sides)
-            results[j] = sides[j]()
-        yield results
 
 
 def _median(values: list[float]) -> float:

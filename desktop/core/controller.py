@@ -4,15 +4,20 @@ The window hands the controller a `ChatView` (the widgets implement it); the con
 turns gestures into calls on the one `ChatSession` (engine/session: the same turn as
 `ember chat`'s, from the check before anything is stored to the recorded answer) and
 shows the events it streams. `history_view`, when set, shows whole branches and keeps the
-sidebar in step; `tool_turns`, when set, offers tools and asks for approvals.
+sidebar in step; `tool_turns`, when set, offers tools and asks for approvals. The session's
+history work (the branch before and after a turn, the recorded events, opening a
+conversation) runs on its history thread (`ChatSession.io`): the GUI thread never waits on
+the disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from desktop.core.async_tasks import spawn
 from desktop.core.conversation_docs import ConversationDocs, SourcesSink, prepare_turn
 from desktop.core.failures import HISTORY_PROBLEM, FailureAction, TurnFailure, failure_for, refusal_kind
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
@@ -43,7 +48,7 @@ from engine.events import (
 from engine.runtime import Engine
 from engine.session.reply_format import ReplyFormat
 from engine.session.session import Ask, ChatSession, Turn
-from engine.session.settings import TurnSettings, resolve
+from engine.session.settings import ConversationSettings, TurnSettings, resolve
 from engine.session.titling import ConversationTitler
 from engine.tools.permissions import Approver, deny_all
 from engine.tools.registry import ToolSet
@@ -89,7 +94,7 @@ class ChatView(Protocol):
 class ContextView(Protocol):
     """A view that shows where the model's context begins (the window implements it)."""
 
-    def show_context_cut(self, resume_turn: int | None) -> None: ...
+    def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None: ...
 
 
 class HistoryView(Protocol):
@@ -97,7 +102,7 @@ class HistoryView(Protocol):
 
     def show_branch(self, branch: Branch) -> None: ...
     def tag_branch(self, branch: Branch) -> bool: ...
-    def conversations_changed(self) -> None: ...
+    async def conversations_changed(self) -> None: ...  # re-read the list and the title (off the GUI thread)
     def show_reply_format(self, fmt: ReplyFormat) -> None: ...
     def show_history_problem(self, text: str) -> None: ...
     def set_actions_enabled(self, enabled: bool) -> None: ...
@@ -111,6 +116,7 @@ class ChatController:
         self.engine = engine
         self.view = view
         self.session = session if session is not None else ChatSession.unsaved()
+        self.session.offload()  # its store work on a thread of its own, never on the GUI thread
         self.history = HistorySession(self.session) if self.session.saved else None  # the sidebar's
         self.history_view = history_view
         self.tool_turns = tool_turns
@@ -200,9 +206,9 @@ class ChatController:
         if turn is None:
             return False
         try:
-            branch = self._branch(upto=turn.user_message_id)
+            branch = await self._branch(upto=turn.user_message_id)
         except HISTORY_ERRORS as exc:
-            turn.close()
+            await turn.close_async()
             self._history_problem(f"Couldn't read the conversation: {exc}")
             return False
         self._show_branch(branch)
@@ -289,7 +295,7 @@ class ChatController:
 
     def _show_context(self, fit: Fit) -> None:
         if isinstance(self.view, ContextView):
-            self.view.show_context_cut(fit.resume_turn)
+            self.view.show_context_cut(fit.resume_turn, fit.kept_head)
 
     def _model_settings(self) -> ModelSettings | None:
         return self.choice.settings if self.choice is not None else None
@@ -334,11 +340,11 @@ class ChatController:
             if await self._ready_for(turn) and await self._reply(turn) and title:
                 self._titler.after_reply()
         finally:
-            turn.close()  # a turn cut off by an exception is recorded as interrupted
+            await turn.close_async()  # a turn cut off by an exception is recorded as interrupted
             if turn.tools is not None and self.tool_turns is not None:
                 self.tool_turns.turn_ended(turn.tools.tools)
             self._set_busy(False)
-            self._after_turn()
+            await self._after_turn()
 
     def _set_busy(self, busy: bool) -> None:
         self.view.set_busy(busy)
@@ -351,16 +357,16 @@ class ChatController:
             # current model answers while the next one loads.
             await asyncio.wait([self._loading])
         if self._stop_requested:
-            turn.close("stopped")
+            await turn.close_async("stopped")
             return False  # stopped while the model was still loading: nothing to show
         if self.engine.backend is None:
-            turn.record(TurnError(TurnErrorKind.NO_MODEL, self._load_error))
+            await turn.record_async(TurnError(TurnErrorKind.NO_MODEL, self._load_error))
             self._fail(failure_for(TurnErrorKind.NO_MODEL, self._load_error), turn)
             return False
         try:
             await turn.refit_async(self.engine)  # stored before a model was there to measure it
         except (ContextOverflowError, ConfigError) as exc:
-            turn.record(TurnError(error_kind(exc), str(exc)))
+            await turn.record_async(TurnError(error_kind(exc), str(exc)))
             self._fail(failure_for(refusal_kind(exc), str(exc)), turn)
             return False
         return True
@@ -379,7 +385,7 @@ class ChatController:
         except EngineError as exc:
             log.warning("turn failed: %s", exc)
             outcome = TurnError(error_kind(exc), str(exc))
-            turn.record(outcome)
+            await turn.record_async(outcome)
         return self._settle(outcome, sink, turn)
 
     def _show(self, event: Event, sink: ReplySink) -> TurnDone | TurnError | None:
@@ -444,17 +450,20 @@ class ChatController:
         if self.history is None:
             return False
         await self.stop_and_wait()
-        try:
+
+        def read() -> tuple[Branch, ConversationSettings]:
             self.session.open(conversation_id, reveal=reveal)
-            branch = self._branch()
-            fmt = self.session.settings.reply_format
+            return self._read_branch(), self.session.settings
+
+        try:
+            branch, settings = await self.session.io(read)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't open that conversation: {exc}")
             return False
         self._show_branch(branch)
-        self._show_format(fmt)
+        self._show_format(settings.reply_format)
         if self.documents is not None:
-            self.documents.load(self.session.settings.to_stored())
+            self.documents.load(settings.to_stored())
         self._list_changed()
         await self.refresh_context(branch)
         return True
@@ -463,9 +472,12 @@ class ChatController:
         """Show the branch through another version of a message (the ‹ n/m › navigator)."""
         if self.busy:
             return False
-        try:
+        def read() -> Branch:
             self.session.switch_version(message_id)
-            branch = self._branch()
+            return self._read_branch()
+
+        try:
+            branch = await self.session.io(read)
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't show that version: {exc}")
             return False
@@ -480,7 +492,10 @@ class ChatController:
         except HISTORY_ERRORS as exc:
             self._history_problem(f"Couldn't save the reply format: {exc}")
 
-    def _branch(self, *, upto: int | None = None) -> Branch:
+    async def _branch(self, *, upto: int | None = None) -> Branch:
+        return await self.session.io(partial(self._read_branch, upto=upto))
+
+    def _read_branch(self, *, upto: int | None = None) -> Branch:
         return HistorySession(self.session).branch(upto=upto)
 
     def _show_branch(self, branch: Branch) -> None:
@@ -501,18 +516,18 @@ class ChatController:
     def _model_name(self) -> str:
         return self.model.label if self.model is not None else ""
 
-    def _after_turn(self) -> None:
+    async def _after_turn(self) -> None:
         """Bring the message widgets' ids in step with what was stored."""
         if self.history_view is None:
             return
         try:
-            branch = self._branch()
+            branch = await self._branch()
         except HISTORY_ERRORS as exc:
             log.warning("history: could not read the conversation back: %s", exc)
             return
         if not self.history_view.tag_branch(branch):
             self._show_stored(branch)
-        self.history_view.conversations_changed()
+        await self.history_view.conversations_changed()
 
     def _show_stored(self, branch: Branch) -> None:
         """Show what was stored when the screen differs, keeping the failure banner under it.
@@ -528,8 +543,9 @@ class ChatController:
             self._retry_pending = retry
 
     def _list_changed(self) -> None:
+        """The sidebar and the title re-read in the background (the caller does not wait for them)."""
         if self.history_view is not None:
-            self.history_view.conversations_changed()
+            spawn(self.history_view.conversations_changed())
 
     def _history_problem(self, text: str) -> None:
         if self.history_view is not None:

@@ -2,18 +2,19 @@
 
 The controller's `ChatSession` (engine/session) owns the open conversation and every turn;
 `HistorySession` gives the sidebar the store's list, search, rename, delete, export and
-import, and the open branch with each message's versions. Everything here runs on the GUI
-(event-loop) thread, the thread that opened the store.
+import, and the open branch with each message's versions. The calls are synchronous; the
+window makes its reads through `io` (the session's history thread), never on the GUI thread.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.history.export import export_json, export_markdown, import_json
 from engine.history.store import HistoryStore
@@ -25,6 +26,7 @@ from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.history")
+T = TypeVar("T")
 
 # What a failed history call can raise: the store's own error, SQLite's, the file system's.
 HISTORY_ERRORS = (HistoryError, OSError)  # the store translates sqlite3 errors
@@ -47,14 +49,36 @@ def _versions(message: StoredMessage, siblings: dict[int | None, tuple[int, ...]
 
 
 def open_history(path: Path | None = None) -> tuple[ChatSession, str]:
-    """The session on the history database; when it cannot be used, an unsaved one and a one-line notice."""
+    """The session on the history database; when it cannot be used, an unsaved one and a one-line notice.
+
+    A folder Ember cannot write (a read-only mount, a full disk) is found before the first
+    message, not by it: the chat then lives in memory, so nothing the user types is refused.
+    """
     try:
         target = path or ember_paths().ensure().history_db
+        _check_writable(target.parent)
         store = HistoryStore(target)
+    except _ReadOnly as exc:
+        log.warning("history read-only: %s", exc)
+        return ChatSession.unsaved(), (f"History is read-only ({exc}): this chat is kept in memory "
+                                       "and will not be saved.")
     except HISTORY_ERRORS as exc:
         log.warning("history unavailable: %s", exc)
         return ChatSession.unsaved(), f"History is off for this session (conversations will not be saved): {exc}"
     return ChatSession(store), ""
+
+
+class _ReadOnly(Exception):
+    pass
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise `_ReadOnly` naming `folder` and why when a file cannot be created in it (as root too)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise _ReadOnly(f"{folder}: {exc.strerror or exc}") from exc
 
 
 class HistorySession:
@@ -67,6 +91,10 @@ class HistorySession:
     @property
     def conversation_id(self) -> int | None:
         return self.session.conversation_id
+
+    async def io(self, fn: Callable[[], T]) -> T:
+        """`fn()` (calls on this object) on the session's history thread."""
+        return await self.session.io(fn)
 
     @property
     def settings(self) -> Mapping[str, Any]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from functools import partial
 
+import shiboken6
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
 from desktop.core.citations import sources_from_stats
@@ -68,7 +69,6 @@ class HistoryPresenter(QObject):
                 entries.append(("assistant", partial(self._stored_reply, item)))
             # a system message is a setting, not part of the conversation on screen
         view.show_entries(entries)
-        self._show_title()
 
     def _stored_user(self, item: BranchItem) -> QWidget:
         widget = self.window.conversation.user_widget(item.message.content)
@@ -105,21 +105,24 @@ class HistoryPresenter(QObject):
                 widget.set_history(None, None)
         return pending is None
 
-    def conversations_changed(self) -> None:
+    async def conversations_changed(self) -> None:
+        """Re-read the sidebar's list and the open conversation's title (on the history thread)."""
         if self.sidebar is not None:
-            self.sidebar.refresh()
-        self._show_title()
+            await self.sidebar.refresh()
+        await self._show_title()
 
-    def _show_title(self) -> None:
+    async def _show_title(self) -> None:
         history = self.controller.history
         open_id = history.conversation_id if history is not None else None
         title = ""
         if history is not None and open_id is not None:
             try:
-                title = history.title(open_id)
+                title = await history.session.io(partial(history.title, open_id))
             except HISTORY_ERRORS:
                 title = ""
-        self.window.header.show_title(title)
+        still_open = (history.conversation_id if history is not None else None) == open_id
+        if still_open and shiboken6.isValid(self.window):  # not another conversation, nor a closed window
+            self.window.header.show_title(title)
 
     def show_reply_format(self, fmt: ReplyFormat) -> None:
         self.format_button.show_format(fmt)
@@ -179,8 +182,9 @@ def attach_history(window: MainWindow, controller: ChatController, *, notice: st
     place_reply_format(window, button)
     presenter = HistoryPresenter(window, controller, sidebar, button)
     controller.history_view = presenter
-    if notice:
-        window.statusBar().addWidget(_notice_label(notice))
+    if notice:  # once, in one line, at the top of the window: what is wrong, where, and what happens now
+        first, _, rest = notice.partition("\n")
+        window.notice.show_notice(first, rest.strip(), lasting=True)
     return presenter
 
 
@@ -220,11 +224,3 @@ def _name_action_buttons(edit: QLineEdit, names: dict[QAction | None, str]) -> N
             if isinstance(widget, QToolButton) and name:
                 widget.setAccessibleName(name)
                 widget.setToolTip(widget.toolTip() or name)
-
-
-def _notice_label(text: str) -> QLabel:
-    label = QLabel(text.splitlines()[0])
-    label.setObjectName("Muted")
-    label.setAccessibleName("History notice")
-    label.setToolTip(text)
-    return label

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -38,7 +39,6 @@ from desktop.core.async_tasks import spawn
 from desktop.core.model_choice import ModelChoice, remote_choice, same_model
 from desktop.core.model_rows import ModelRow, library_rows
 from desktop.qt.model_details import ModelDetails
-from desktop.qt.server_dialog import ServerDialog
 from desktop.qt.settings_dialog import ModelSettingsDialog, open_settings_dialog
 from desktop.qt.style import SPACING, muted_text, warning_border, warning_fill
 from models.errors import GGUFError
@@ -46,6 +46,9 @@ from models.gguf.diagnose import explain_load_failure
 from models.library.paths import resolve_model_file
 from models.library.scan import LibraryState, RemoteServer, load_library_state, save_library_state
 from models.library.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from desktop.qt.server_dialog import ServerDialog
 
 log = logging.getLogger("desktop.picker")
 
@@ -338,6 +341,8 @@ class ModelPicker(QDialog):
         await self.refresh()
 
     def open_server_dialog(self) -> ServerDialog:
+        from desktop.qt.server_dialog import ServerDialog  # httpx (and rich) load when it opens, not at start
+
         dialog = ServerDialog(self)
         dialog.saved.connect(self._on_server_saved)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

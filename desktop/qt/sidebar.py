@@ -1,6 +1,7 @@
 """The history sidebar: search, the conversation list, a menu (New, Export, Import) and Undo.
 
-Rename, delete, restore, export and import go straight to the `HistorySession`; opening a
+The list, its pages and searches are read on the session's history thread (`refresh` returns
+the read's task); rename, delete, restore, export and import go straight to the `HistorySession`; opening a
 conversation or starting a new one goes through the controller (a reply may be streaming),
 so those are signals. Deleting asks first, then offers Undo for a while: a deleted
 conversation sits in the trash, and `restore` brings it back.
@@ -8,10 +9,14 @@ conversation sits in the trash, and `restore` brings it back.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
@@ -27,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.core.async_tasks import spawn
 from desktop.core.history_session import HISTORY_ERRORS, HistorySession
 from desktop.qt.conversation_list import UNTITLED, ConversationList
 from desktop.qt.style import SPACING
@@ -77,6 +83,8 @@ class HistorySidebar(QFrame):
         self.list.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.list.itemDelegate().closeEditor.connect(self._on_editor_closed)
         self._stale = False
+        self._reads = 0  # the newest list read: an older one's rows arriving late are dropped
+        self.page_read: asyncio.Future[None] | None = None  # the next page being read, if one is
         self.undo_bar = UndoBar(self)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
@@ -149,24 +157,41 @@ class HistorySidebar(QFrame):
 
     # -- the list --------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Re-read the list (filtered by the search box), keeping the open conversation marked."""
+    def refresh(self) -> asyncio.Future[None]:
+        """Re-read the list (filtered by the search box), keeping the open conversation marked.
+
+        The rows are read on the history thread; the list changes when they are in (await the
+        returned task to know when).
+        """
+        return spawn(self._refresh())
+
+    async def _refresh(self) -> None:
         self._search_timer.stop()
         if self.list.editing:
             self._stale = True  # rebuilding now would throw away the title being typed
             return
         self._stale = False
-        query = self.search.text().strip()
-        current = self.session.conversation_id
+        self._reads += 1
+        ticket, query, limit = self._reads, self.search.text().strip(), self._page_limit
+        read = partial(self.session.search, query) if query else partial(self.session.conversations, limit=limit + 1)
         try:
-            if query:
-                self.list.show_hits(self.session.search(query), current)
-            else:
-                found = self.session.conversations(limit=self._page_limit + 1)
-                self._more = len(found) > self._page_limit  # more below: read when scrolled near
-                self.list.show_conversations(found[: self._page_limit], current)
+            rows: list[Any] = await self.session.io(read)
         except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't read the history: {exc}")
+            if shiboken6.isValid(self) and ticket == self._reads:
+                self.show_message(f"Couldn't read the history: {exc}")
+            return
+        if not shiboken6.isValid(self) or ticket != self._reads:
+            return  # the window closed meanwhile, or a newer read is on its way
+        if self.list.editing:
+            self._stale = True  # the user began renaming while the rows were read
+            return
+        current = self.session.conversation_id
+        if query:
+            self.list.show_hits(rows, current)
+        else:
+            self._page_limit = limit
+            self._more = len(rows) > limit  # more below: read when scrolled near
+            self.list.show_conversations(rows[:limit], current)
         empty = self.list.count() == 0
         self.empty_label.setText("No matches" if query else "No conversations yet.\nThey appear here as you chat.")
         self.empty_label.setVisible(empty)
@@ -175,17 +200,20 @@ class HistorySidebar(QFrame):
         bar = self.list.verticalScrollBar()
         if self._more and value >= bar.maximum() - bar.pageStep() and not self.search.text().strip():
             self._more = False  # until this page is read
-            QTimer.singleShot(0, self._read_next_page)  # after this scroll event, not inside it
+            self.page_read = spawn(self._read_next_page())  # read on the history thread; appended when in
 
-    def _read_next_page(self) -> None:
+    async def _read_next_page(self) -> None:
         """Append the next page of older conversations (only that page is read)."""
         if self.list.editing or self.search.text().strip():
             return
+        ticket, offset = self._reads, self._page_limit
         try:
-            found = self.session.conversations(limit=PAGE + 1, offset=self._page_limit)
+            found = await self.session.io(partial(self.session.conversations, limit=PAGE + 1, offset=offset))
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't read the history: {exc}")
             return
+        if not shiboken6.isValid(self) or ticket != self._reads or self.list.editing or self.search.text().strip():
+            return  # the list was re-read (or is being edited or filtered) meanwhile: this page is stale
         self._page_limit += PAGE
         self._more = len(found) > PAGE
         self.list.append_conversations(found[:PAGE])
@@ -223,6 +251,7 @@ class HistorySidebar(QFrame):
         except HISTORY_ERRORS as exc:
             self.show_message(f"Couldn't delete it: {exc}")
             return False
+        self.list.remove_conversation(conversation_id)  # gone at once; the re-read follows
         if conversation_id == self.session.conversation_id:
             self.newRequested.emit()
         self.refresh()

@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from desktop.serve.forced_calls import forced_calls
 from desktop.serve.stops import StopMatcher
 from desktop.serve.wire import ChatCall
 from engine.backends.base import CancelToken, Request
@@ -59,22 +60,27 @@ class TurnJob:
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
+            if call.forced is not None:
+                for event in await forced_calls(engine, request_for(call), call.forced, self.cancel,
+                                                    parallel=call.parallel_calls):
+                    self._put(event)
+                return
             # The request's tools are offered, not run: the turn's calls are the answer.
             async for event in engine.run_turn(request_for(call), self.cancel, apart=True):
-                self._queue.put_nowait(event)
-                if self._observer is not None:
-                    self._observer(event)
+                self._put(event)
         except EngineError as exc:  # e.g. no model loaded
-            error = TurnError(error_kind(exc), str(exc), TurnStats())
-            self._queue.put_nowait(error)
-            if self._observer is not None:
-                self._observer(error)
+            self._put(TurnError(error_kind(exc), str(exc), TurnStats()))
         except Exception as exc:  # a bug must still end the response, not hang it
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise
         finally:
             self._queue.put_nowait(_END)
             self._on_end()
+
+    def _put(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+        if self._observer is not None:
+            self._observer(event)
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """The turn's events; leaving early (a disconnect) cancels the turn."""
@@ -144,7 +150,8 @@ class Reply:
                 "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens}}
 
     def message(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
+        text = "".join(self.content)
+        out: dict[str, Any] = {"role": "assistant", "content": None if self.calls and not text.strip() else text}
         if not self.calls and out["content"] is None:
             out["content"] = ""
         if self.reasoning:

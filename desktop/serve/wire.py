@@ -45,6 +45,8 @@ class ChatCall:
     stops: tuple[str, ...] = ()
     tools: tuple[dict[str, Any], ...] | None = None
     schema: Schema | None = None
+    forced: str | None = None  # tool_choice "required", or the one function it names: the answer must call
+    parallel_calls: bool = False  # `parallel_tool_calls: true`: a forced answer may make several calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
     stream = bool(_opt(body, "stream", bool))
     options = _opt(body, "stream_options", dict) or {}
     include_usage = bool(_opt(options, "include_usage", bool, "stream_options.include_usage"))
-    tools, choice_line = _tools(body)
+    tools, choice_line, forced = _tools(body)
     schema = _response_format(body)
     if tools and schema is not None:
         raise bad_request("tools and response_format cannot be used together", "response_format")
@@ -87,7 +89,8 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         messages = fold_system(messages, choice_line)
     return ChatCall(model=model, messages=messages, sampling=_sampling(body, defaults.sampling),
                     max_tokens=_max_tokens(body, defaults), stream=stream, include_usage=include_usage,
-                    stops=_stops(body.get("stop")), tools=tools, schema=schema)
+                    stops=_stops(body.get("stop")), tools=tools, schema=schema, forced=forced,
+                    parallel_calls=bool(_opt(body, "parallel_tool_calls", bool)))
 
 
 # -- fields ------------------------------------------------------------------------------------
@@ -202,24 +205,27 @@ def _response_format(body: dict[str, Any]) -> Schema | None:
     return cast(Schema, schema)
 
 
-def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...] | None, str]:
-    """The offered tools (None when none, or tool_choice "none") and a line a tool_choice adds."""
+def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...] | None, str, str | None]:
+    """The offered tools (None when none, or tool_choice "none"), a line a tool_choice adds, and
+    what forces a call ("required", a function's name, or None)."""
     raw = _opt(body, "tools", list)
     if not raw:
-        _tool_choice(body.get("tool_choice"), [])
-        return None, ""
+        if _tool_choice(body.get("tool_choice"), []) == "required":
+            raise bad_request("'tool_choice' is required, but no 'tools' are offered", "tool_choice")
+        return None, "", None
     if len(raw) > MAX_TOOLS:
         raise bad_request(f"at most {MAX_TOOLS} tools", "tools")
     tools = [_tool(spec, i) for i, spec in enumerate(cast(list[Any], raw))]
     names = [t["function"]["name"] for t in tools]
     choice = _tool_choice(body.get("tool_choice"), names)
-    if choice == "none":
-        return None, ""
+    if choice == "none":  # the model is not told of any tool
+        return None, "", None
     if choice == "required":
-        return tuple(tools), "Answer by calling one or more of the offered tools."
+        return tuple(tools), "Answer by calling one or more of the offered tools.", choice
     if choice != "auto":  # one named function: offer only it
-        return tuple(t for t in tools if t["function"]["name"] == choice), f"Answer by calling the tool {choice}."
-    return tuple(tools), ""
+        only = tuple(t for t in tools if t["function"]["name"] == choice)
+        return only, f"Answer by calling the tool {choice}.", choice
+    return tuple(tools), "", None
 
 
 def _tool(spec: Any, i: int) -> dict[str, Any]:

@@ -133,6 +133,7 @@ class Capabilities:
     token_count: bool = False  # count_tokens/count_prompt_tokens are the model's own counts, not estimates
     n_ctx: int = 0  # tokens the loaded context holds (the runtime context size); 0 when unknown (a server)
     tools: bool = False  # the template renders Request.tools
+    tool_markup: str = ""  # the family (models.formats key) the model writes calls in, when known: "hermes"
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used
 

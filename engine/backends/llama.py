@@ -20,6 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 from engine.backends import llama_devices, llama_log, offload
 from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.cpu_check import ensure_cpu_runs
+from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
@@ -40,7 +42,7 @@ from engine.backends.offload import Placement
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
 from engine.backends.template import ChatTemplate, Segment
-from engine.backends.tool_prompt import fallback_for
+from engine.backends.tool_prompt import call_markup, fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress
 from models.formats import prefill_opener
@@ -55,10 +57,6 @@ PROMPT_CACHE_SIZE = 8  # rendered prompts remembered: a fit's candidates, then t
 
 def gpu_offload_supported() -> bool:
     return llama_devices.gpu_offload_supported()
-
-
-def default_threads() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 class LlamaBackend:
@@ -93,6 +91,7 @@ class LlamaBackend:
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
+        self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
         self._cancel: CancelToken | None = None

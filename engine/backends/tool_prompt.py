@@ -29,6 +29,12 @@ def template_renders_tools(source: str) -> bool:
     return bool(_USES_TOOLS.search(source))
 
 
+def call_markup(source: str) -> str:
+    """The tool-call markup a model with this template writes, when it is known: "hermes" (Qwen,
+    Hermes, and every template that ignores tools, whose models get `TOOLS_INTRO`), else ""."""
+    return "hermes" if not template_renders_tools(source) or "<tool_call>" in source else ""
+
+
 def fallback_for(source: str, messages: Sequence[Message],
                  tools: Sequence[dict[str, Any]] | None) -> tuple[list[Message], Sequence[dict[str, Any]] | None]:
     """`(messages, tools)` as this template should get them."""

@@ -145,7 +145,7 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 2) if values else 0.0
 
 
-def _rounds(sides: list[Callable[[], Any]], runs: int) -> Iterator[list[Any]]:
+def interleaved_rounds(sides: list[Callable[[], Any]], runs: int) -> Iterator[list[Any]]:
     """`runs` interleaved rounds of every side, rotating which goes first; results in side order."""
     for i in range(runs):
         results: list[Any] = [None] * len(sides)
@@ -181,7 +181,7 @@ def compare(backend: LlamaBackend, work: Workload, runs: int, *, warmup: bool = 
         raw()
         engine()
     sides: list[Callable[[], Any]] = [raw, engine] if native is None else [raw, engine, native]
-    rounds = list(_rounds(sides, max(1, runs)))
+    rounds = list(interleaved_rounds(sides, max(1, runs)))
     report = {**summarize([(r[0], r[1]) for r in rounds], work.request.max_tokens),
               "flash_attn": backend.flash_attn_mode, "where": backend.where}
     if native is not None:

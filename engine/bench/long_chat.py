@@ -6,13 +6,20 @@ CLI fit it, and reports the time to first token at turn 5 and at the last turn, 
 in the same run. Because the window moves in steps and its start (system prompt and first
 exchange) stays a stable prefix, llama.cpp reuses the KV cache for the part of the prompt
 the previous turn already evaluated; the per-turn evaluated token counts show it.
+
+`long_chat_prompt_renders_per_turn` counts the template renders (each with its
+tokenization) the backend did per turn: the fit's candidates, the stream and any recount
+share one rendering by content, so 1 is the target and a turn whose window moves costs one
+more per candidate tried. With `native` (a built `llama-bench`), each of the two turns is
+followed at once by native llama.cpp reading the same new tokens at the same KV depth
+(`-p N -n 0 -d D`): `long_chat_ttft_vs_native` is Ember's time to first token over that.
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,8 @@ from engine.events import ContentDelta, TurnDone, TurnError
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.context_window import fit_for
 from engine.turns.runner import TurnRunner
+
+NativeTtft = Callable[[int, int], float]  # (new prompt tokens, KV depth) -> native ms to first token
 
 SYSTEM = "You are a helpful assistant. Answer briefly."
 TOPICS = ("rivers", "bridges", "orchards", "comets", "glaciers", "lighthouses", "violins", "deserts")
@@ -61,20 +70,27 @@ class _Watched:
 
 
 def measure_long_chat(model: Path, *, n_ctx: int = 2048, turns: int = 100, max_tokens: int = 16,
-                      threads: int | None = None, early_turn: int = 5) -> dict[str, Any]:
-    """Run the conversation; figures are in milliseconds and tokens (keys start with `long_chat_`)."""
+                      threads: int | None = None, early_turn: int = 5,
+                      native: Callable[[LlamaBackend], NativeTtft] | None = None) -> dict[str, Any]:
+    """Run the conversation; figures are in milliseconds and tokens (keys start with `long_chat_`).
+
+    `native(backend)` gives the native time-to-first-token runner for the loaded model's settings.
+    """
     backend = _Watched(LlamaBackend(model, n_ctx=n_ctx, n_threads=threads))
     try:
-        rows = _converse(backend, turns, max_tokens)
+        runner = native(backend.inner) if native is not None else None
+        rows = _converse(backend, turns, max_tokens, frozenset({min(early_turn, turns), turns}), runner)
     finally:
         backend.close()
     return _report(rows, n_ctx, turns, early_turn)
 
 
-def _converse(backend: _Watched, turns: int, max_tokens: int) -> list[dict[str, float]]:
+def _converse(backend: _Watched, turns: int, max_tokens: int, compare_at: frozenset[int] = frozenset(),
+              native: NativeTtft | None = None) -> list[dict[str, float]]:
     history: list[Message] = [{"role": "system", "content": SYSTEM}]
     rows: list[dict[str, float]] = []
     for turn in range(1, turns + 1):
+        renders = backend.inner.renders
         history.append({"role": "user", "content": question(turn)})
         fit = fit_for(backend, history, ContextPolicy.TRUNCATE_MIDDLE, max_tokens)
         request = make_request(fit.messages, sampling=Sampling.greedy(), max_tokens=max_tokens)
@@ -88,7 +104,10 @@ def _converse(backend: _Watched, turns: int, max_tokens: int) -> list[dict[str, 
                 info = backend.infos[-1]
                 rows.append({"ttft_ms": event.stats.ttft_ms, "prompt": info.prompt_tokens,
                              "evaluated": info.prompt_tokens - info.cached_tokens, "sent": len(fit.messages),
-                             "dropped": len(fit.dropped)})
+                             "dropped": len(fit.dropped), "depth": info.cached_tokens})
+        rows[-1]["renders"] = backend.inner.renders - renders
+        if native is not None and turn in compare_at:  # interleaved: right after Ember's own turn
+            rows[-1]["native_ms"] = native(int(rows[-1]["evaluated"]), int(rows[-1]["depth"]))
         history.append({"role": "assistant", "content": "".join(answer) or "(no answer)"})
     return rows
 
@@ -110,4 +129,24 @@ def _report(rows: list[dict[str, float]], n_ctx: int, turns: int, early_turn: in
         "long_chat_prompt_last_turn": int(last["prompt"]),
         "long_chat_window_moves": moved,
         "long_chat_first_cut_turn": next((i + 1 for i, r in enumerate(rows) if r["dropped"]), None),
+        "long_chat_prompt_renders_per_turn": round(statistics.mean(r["renders"] for r in rows), 2),
+        "long_chat_prompt_renders_max": int(max(r["renders"] for r in rows)),
+        **_versus_native(early, last),
     }
+
+
+def _versus_native(early: dict[str, float], last: dict[str, float]) -> dict[str, Any]:
+    if "native_ms" not in early or "native_ms" not in last:
+        return {"long_chat_ttft_vs_native": None}
+    return {
+        "long_chat_native_ttft_turn5_ms": round(early["native_ms"], 1),
+        "long_chat_native_ttft_last_turn_ms": round(last["native_ms"], 1),
+        "long_chat_depth_turn5": int(early["depth"]),
+        "long_chat_depth_last_turn": int(last["depth"]),
+        "long_chat_ttft_vs_native_turn5": _ratio(early["ttft_ms"], early["native_ms"]),
+        "long_chat_ttft_vs_native": _ratio(last["ttft_ms"], last["native_ms"]),  # the long end: the target
+    }
+
+
+def _ratio(ember: float, native: float) -> float | None:
+    return round(ember / native, 2) if native else None

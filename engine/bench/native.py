@@ -86,3 +86,46 @@ class NativeRun:
             tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
         return float(parse_llama_bench(result.stdout, self.flash_attn)["native_tg_tps"])
+
+
+@dataclass(frozen=True, slots=True)
+class NativePrompt:
+    """`llama-bench -p N -n 0 -d D`: native llama.cpp reading N new prompt tokens after D in the KV cache.
+
+    That is a time to first token at the hardware's floor: the first token is sampled from
+    the prompt's last logits, so no decode step follows the prompt before it.
+    """
+
+    binary: Path
+    model: Path
+    threads: int
+    flash_attn: str = "on"
+    n_gpu_layers: int = 0  # -1 = all
+    reps: int = 3
+    timeout_s: float = 300
+
+    def command(self, n_prompt: int, depth: int) -> list[str]:
+        ngl = 99 if self.n_gpu_layers < 0 else self.n_gpu_layers
+        return [str(self.binary), "-m", str(self.model), "-p", str(n_prompt), "-n", "0", "-d", str(depth),
+                "-t", str(self.threads), "-ngl", str(ngl), "-fa", self.flash_attn, "-r", str(self.reps),
+                "-o", "json"]  # fmt: skip
+
+    def __call__(self, n_prompt: int, depth: int) -> float:
+        """Milliseconds to read the prompt (the mean of `reps` runs)."""
+        result = subprocess.run(self.command(n_prompt, depth), capture_output=True, text=True,
+                                timeout=self.timeout_s, check=False)
+        if result.returncode != 0:
+            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
+        return prompt_ms(result.stdout, n_prompt)
+
+
+def prompt_ms(stdout: str, n_prompt: int) -> float:
+    """The pp row's time for `n_prompt` tokens, in ms, from llama-bench's JSON."""
+    rows: list[dict[str, Any]] = json.loads(stdout)
+    for row in rows:
+        if int(row.get("n_prompt", 0)) == n_prompt and not int(row.get("n_gen", 0)):
+            if "avg_ns" in row:
+                return float(row["avg_ns"]) / 1e6
+            return n_prompt / float(row["avg_ts"]) * 1000
+    raise BenchError(f"llama-bench printed no prompt (pp{n_prompt}) result")

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.backends.base import Sampling, make_request
 from engine.backends.llama import LlamaBackend
-from engine.bench.llama import RunTiming, Workload, _rounds, rss_mb, time_engine  # pyright: ignore[reportPrivateUsage]
+from engine.bench.llama import RunTiming, Workload, interleaved_rounds, rss_mb, time_engine
 from engine.errors import BenchError
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
@@ -80,7 +80,7 @@ def compare_lookup(backend: LlamaBackend, work: Workload, runs: int, prefix: str
         _timed(backend, work, False, drafts)  # warm-up
         _timed(backend, work, True, drafts)
         drafts = {"drafted": 0, "accepted": 0}
-        pairs = list(_rounds([lambda: _timed(backend, work, False, drafts),
+        pairs = list(interleaved_rounds([lambda: _timed(backend, work, False, drafts),
                               lambda: _timed(backend, work, True, drafts)], max(1, runs)))
     finally:
         backend.prompt_lookup = saved
@@ -133,7 +133,7 @@ def measure_draft(model: Path, draft: Path, n_ctx: int, threads: int, runs: int,
             drafts["accepted"] += timing.accepted
             return timing
 
-        pairs = list(_rounds([lambda: time_engine(plain, work), spec], max(1, runs)))
+        pairs = list(interleaved_rounds([lambda: time_engine(plain, work), spec], max(1, runs)))
     finally:
         drafted.close()
         plain.close()
@@ -156,7 +156,7 @@ def compare_kv(model: Path, threads: int, runs: int, max_tokens: int, gpu_layers
             b.prompt_lookup = False
             time_engine(b, work)
         sides: list[Callable[[], RunTiming]] = [lambda b=b: time_engine(b, work) for b in backends.values()]
-        rounds = list(_rounds(sides, max(1, runs)))
+        rounds = list(interleaved_rounds(sides, max(1, runs)))
     finally:
         for b in backends.values():
             b.close()

@@ -10,9 +10,10 @@ Messages form a tree per conversation: each message has a parent, siblings are v
 active branch. `path()` is that branch, `versions()` a message's place among its
 siblings, `switch_version()` makes another branch active. Nothing is destroyed by an edit.
 
-A store belongs to the thread that opened it (sqlite3's own check enforces that); other
-threads and processes open their own store on the same file, and WAL lets them read
-while this one writes.
+A store may be used from more than one thread (the window does its history work on a
+thread of its own and a few small writes on the GUI thread): one lock serializes its calls
+and transactions. Other processes open their own store on the same file, and WAL lets
+them read while this one writes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import logging
 import re
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
@@ -99,6 +101,7 @@ class HistoryStore:
         self._writers_dir = self.db_path.with_name(self.db_path.name + ".writers")
         self._writer: WriterLock | None = None
         self._depth = 0
+        self._lock = threading.RLock()  # one call or transaction at a time, whichever thread makes it
         if read_only:  # a read-only disk, a backup, a snapshot: list, show and export still work
             self._conn = self._connect_read_only()
             return
@@ -120,7 +123,8 @@ class HistoryStore:
     def _connect(self) -> sqlite3.Connection:
         try:
             # Autocommit mode: the only transactions are the explicit ones in transaction().
-            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)  # `_lock` serializes
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open the history database {self.db_path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
@@ -141,7 +145,8 @@ class HistoryStore:
         failure: sqlite3.Error | None = None
         for options in ("mode=ro", "mode=ro&immutable=1"):
             try:
-                conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                       check_same_thread=False)
             except sqlite3.Error as exc:
                 failure = exc
                 continue
@@ -184,7 +189,11 @@ class HistoryStore:
 
     @contextmanager
     def transaction(self) -> Generator[sqlite3.Connection]:
-        """One write transaction; nested uses join the outer one."""
+        """One write transaction; nested uses join the outer one (no other thread's call runs meanwhile)."""
+        with self._lock:
+            yield from self._transaction()
+
+    def _transaction(self) -> Generator[sqlite3.Connection]:
         if self._depth:
             self._depth += 1
             try:
@@ -593,8 +602,9 @@ def _as_history_error(db_path: Path | None = None) -> Generator[None]:
 def _translated(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        store = args[0] if args else None
-        with _as_history_error(store.db_path if isinstance(store, HistoryStore) else None):
+        store = args[0]
+        assert isinstance(store, HistoryStore)
+        with store._lock, _as_history_error(store.db_path):  # pyright: ignore[reportPrivateUsage]
             return method(*args, **kwargs)
 
     return call

@@ -19,9 +19,10 @@ the edited question, or opens another answer) under the conversation's writer lo
 `Turn` records every event, tool calls included, and saves the "always allow" choices.
 
 A session without history (`ChatSession.unsaved()`) keeps its conversations in a scratch
-database that is removed on close, so there is one code path either way. The store
-belongs to the thread that opened it: every method here runs there, except `Plan.fit`
-(pure, it only counts) which may run on the engine's counting thread.
+database that is removed on close, so there is one code path either way. The methods here
+run on the caller's thread; the async ones (the window's) do their store work through
+`io`, on the session's history thread once `offload()` gave it one, so the event loop never
+waits on the disk. `Plan.fit` (pure, it only counts) runs on the engine's counting thread.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError
@@ -43,6 +45,7 @@ from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
 from engine.runtime import Engine
+from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
 from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
@@ -51,6 +54,7 @@ from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
 from engine.turns.context_window import Meter, WithDocuments, fit_request, measure_draft
 from engine.turns.runner import TurnRunner
 
+T = TypeVar("T")
 FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
 
 # Documents put their passages into the question before the fit: (messages, max_tokens) ->
@@ -128,6 +132,7 @@ class ChatSession:
         self.on_wait = on_wait
         self._pending = ConversationSettings()  # a fresh conversation's settings, until it is stored
         self._scratch: Path | None = None
+        self._thread: HistoryThread | None = None
 
     @classmethod
     def unsaved(cls, *, lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> ChatSession:
@@ -142,7 +147,25 @@ class ChatSession:
         session._scratch = folder
         return session
 
+    def offload(self) -> None:
+        """Do the async methods' history work on a thread of its own from now on (the window's session)."""
+        if self._thread is None:
+            self._thread = HistoryThread()
+
+    async def io(self, fn: Callable[[], T]) -> T:
+        """`fn()` (store work) on the history thread when the session has one, else here."""
+        return fn() if self._thread is None else await self._thread.call(fn)
+
+    def submit(self, fn: Callable[[], object]) -> None:
+        """`fn()` on the history thread without waiting for it (in order with the rest), else here."""
+        if self._thread is None:
+            fn()
+        else:
+            self._thread.submit(fn)
+
     def close(self) -> None:
+        if self._thread is not None:
+            self._thread.close()  # what was asked of it (a turn's last record) is written first; then none
         self.store.close()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
@@ -297,7 +320,7 @@ class ChatSession:
         With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
         measures it once the model is there.
         """
-        plan = self.prepare(ask, settings, tools=tools, schema=schema)
+        plan = await self.io(partial(self.prepare, ask, settings, tools=tools, schema=schema))
         try:
             if documents is not None:
                 plan = plan.with_documents(*await documents(list(plan.request.messages), settings.max_tokens))
@@ -305,23 +328,23 @@ class ChatSession:
         except BaseException:
             plan.release()
             raise
-        return self.begin(plan, model=model, approver=approver)
+        return await self.io(partial(self.begin, plan, model=model, approver=approver))
 
     async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings,
                           documents: WithDocuments | None = None) -> Meter | None:
         """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count);
         `documents` adds the next message's documents as the turn will."""
-        messages, policy = self.messages(settings), self.policy(settings)
+        messages, policy = await self.io(lambda: (self.messages(settings), self.policy(settings)))
         return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens,
                                                             documents=documents))
 
     async def context_cut_async(self, engine: Engine, settings: TurnSettings,
                                 path: list[StoredMessage] | None = None) -> Fit | None:
         """Where the model's view of the open conversation (its branch `path`) begins; None when unknown."""
-        messages = self.messages(settings, path=path)
+        messages, policy = await self.io(lambda: (self.messages(settings, path=path), self.policy(settings)))
         if not messages:
             return None
-        request, policy = make_request(messages, max_tokens=settings.max_tokens), self.policy(settings)
+        request = make_request(messages, max_tokens=settings.max_tokens)
         try:
             return await engine.measure(lambda b: fit_request(b, request, policy)[1])
         except (ContextOverflowError, ConfigError):
@@ -399,20 +422,25 @@ class Turn:
             self.close()
 
     async def run_async(self, engine: Engine, cancel: CancelToken | None = None) -> AsyncIterator[Event]:
-        """Run the turn on `engine`'s model thread; events are recorded (and flushed each second) as they pass."""
+        """Run the turn on `engine`'s model thread; events are recorded (and flushed each second) as they pass.
+
+        Each event is handed to the recorder before it is shown; on the session's history
+        thread (if it has one) it is written in order while the stream goes on, and the turn
+        ends once all of it is written.
+        """
         events = engine.run_turn(self.request, cancel, tools=self.tools)
         flusher = asyncio.ensure_future(self._flush_forever())
         try:
             if self.sources is not None:
-                self.recorder.on_event(self.sources)
+                self.session.submit(partial(self.recorder.on_event, self.sources))
                 yield self.sources
             async for event in events:
-                self.recorder.on_event(event)
+                self.session.submit(partial(self.recorder.on_event, event))
                 yield event
         finally:
             flusher.cancel()
             await events.aclose()
-            self.close()
+            await self.close_async()
 
     def _with_sources(self, events: Iterator[Event]) -> Iterator[Event]:
         if self.sources is not None:
@@ -431,10 +459,17 @@ class Turn:
         """Record an event the front end made itself (no model, say)."""
         self.recorder.on_event(event)
 
+    async def record_async(self, event: Event) -> None:
+        await self.session.io(partial(self.record, event))
+
+    async def close_async(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
+        """`close` through the session's `io`; it runs to its end even when the caller is cancelled."""
+        await asyncio.shield(self.session.io(partial(self.close, status)))
+
     async def _flush_forever(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_EVERY_S)
-            self.recorder.flush()
+            await self.session.io(self.recorder.flush)
 
     def close(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
         """End the turn: an unfinished one is kept as `status`; new "always allow" choices are saved."""

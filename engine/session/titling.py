@@ -39,12 +39,7 @@ class ConversationTitler:
         # scripted backend would spend a scripted reply on it); the store's title stays.
         if backend is None or not backend.capabilities.grammar:
             return
-        try:
-            exchange = self.session.first_exchange()
-        except HistoryError:
-            return
-        if exchange is not None:
-            self._task = asyncio.ensure_future(self._title(*exchange))
+        self._task = asyncio.ensure_future(self._title_first_exchange())
 
     async def aclose(self) -> None:
         """Stop a title in progress and wait for it (before the engine shuts down)."""
@@ -52,10 +47,19 @@ class ConversationTitler:
         if self._task is not None:
             await asyncio.wait([self._task])
 
+    async def _title_first_exchange(self) -> None:
+        try:
+            exchange = await self.session.io(self.session.first_exchange)
+        except HistoryError:
+            return
+        if exchange is not None:
+            await self._title(*exchange)
+
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
         try:  # a turn like any other: the engine is busy while it runs
             events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
-            self.session.store.set_auto_title(conversation_id, title_from(events, question))
+            title = title_from(events, question)
+            await self.session.io(lambda: self.session.store.set_auto_title(conversation_id, title))
         except (HistoryError, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
             log.warning("no title saved: %s", exc)
             return
