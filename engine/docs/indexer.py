@@ -11,8 +11,9 @@
   in files, pages and passages.
 - Bounded memory: text is streamed in 1 MiB blocks and passages are written in small batches,
   so a 1 GB text file never sits in memory whole.
-- Overlapped: a file is read and chunked on a worker thread a few batches ahead of the writes
-  (`engine.docs.read_ahead`), so PDFium's extraction and SQLite's FTS5 inserts run side by side.
+- Overlapped: a file is read on a worker thread two blocks (PDF pages) ahead of the chunking and
+  writes (`engine.docs.read_ahead`), so PDFium's extraction and SQLite's FTS5 inserts can run
+  side by side.
 
 A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
 fatal: the other files are indexed) and retried only when it changes.
@@ -188,7 +189,7 @@ def _count_unchanged(row: FileRow, report: IndexReport) -> None:
 def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], bool]], Iterator[Block]],
                     embedder: Embedder | None, state: Progress, stop: Callable[[], bool],
                     progress: Callable[[Progress], None] | None) -> tuple[int, int]:
-    """Write a file's passages: read and chunked on a worker thread, written (and embedded) on this one."""
+    """Write a file's passages: read on a worker thread, chunked, written (and embedded) on this one."""
     pages: set[int] = set()
     written = 0
 
@@ -199,23 +200,29 @@ def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], 
                 state.pages += 1
             yield block
 
-    def batches(gone: Callable[[], bool]) -> Iterator[list[Chunk]]:
-        batch: list[Chunk] = []
-        for chunk in chunk_blocks(counted(read(lambda: gone() or stop()))):
-            batch.append(chunk)
-            if len(batch) >= BATCH:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-
-    for batch in ReadAhead(batches, name="ember-docs-read"):
+    def flush(batch: list[Chunk]) -> None:
+        nonlocal written
         if stop():
             raise Cancelled
         vectors = embedder.embed([c.text for c in batch]) if embedder is not None else None
         index.add_chunks(file_id, batch, vectors)
         written += len(batch)
         state.chunks += len(batch)
+        batch.clear()
         if progress:
             progress(state)
+
+    # Only the reading (PDFium, the UTF-8 decoder) runs on the worker: it is the longest part and
+    # the one that lets go of the GIL. Two blocks ahead: a PDF page or 1 MiB of text each.
+    reader = ReadAhead(lambda gone: counted(read(lambda: gone() or stop())), depth=2, name="ember-docs-read")
+    try:
+        batch: list[Chunk] = []
+        for chunk in chunk_blocks(iter(reader)):
+            batch.append(chunk)
+            if len(batch) >= BATCH:
+                flush(batch)
+        if batch:
+            flush(batch)
+    finally:
+        reader.close()
     return len(pages), written
