@@ -492,7 +492,8 @@ def test_export_and_import_round_trip(make_chat: MakeChat, qtbot: QtBot, tmp_pat
     assert finished(qtbot, sidebar.export_conversation(conv, tmp_path / "c.json", "json"))
     imported = finished(qtbot, sidebar.import_conversation(tmp_path / "c.json"))
     assert imported is not None and imported != conv
-    qtbot.waitUntil(lambda: current_id(chat) == imported, timeout=WAIT_MS)
+    old_ids = {m.id for m in store_of(chat).messages(conv)}  # the screens look alike: wait for the new widgets
+    qtbot.waitUntil(lambda: current_id(chat) == imported and chat.reply().message_id not in old_ids, timeout=WAIT_MS)
     assert shown(chat) == [("user", "one"), ("assistant", "Second.")]
     reply = chat.reply()
     assert reply.nav.position == (2, 2)  # both versions came along

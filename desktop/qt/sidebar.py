@@ -91,11 +91,11 @@ class HistorySidebar(QFrame):
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
         self._search_timer.setInterval(SEARCH_DELAY_MS)
-        self._search_timer.timeout.connect(self.refresh)
+        self._search_timer.timeout.connect(self._refresh_if_shown)
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self._tick = QTimer(self)
         self._tick.setInterval(TICK_MS)
-        self._tick.timeout.connect(self.refresh)
+        self._tick.timeout.connect(self._refresh_if_shown)
         self._tick.start()
         self._lay_out()
         self.refresh()
@@ -222,7 +222,12 @@ class HistorySidebar(QFrame):
 
     def _on_editor_closed(self) -> None:
         if self._stale:
-            QTimer.singleShot(0, self.refresh)  # once the view has left its editing state
+            QTimer.singleShot(0, self._refresh_if_shown)  # once the view has left its editing state
+
+    def _refresh_if_shown(self) -> None:
+        # A timer's refresh, not once the window is closing (its editors close then too).
+        if shiboken6.isValid(self) and self.window().isVisible():
+            self.refresh()
 
     def show_message(self, text: str) -> None:
         self.undo_bar.show_message(text)
