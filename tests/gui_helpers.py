@@ -38,6 +38,7 @@ from desktop.qt.window import MainWindow
 from engine.backends.base import Backend
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
+from engine.session.session import ChatSession
 
 WAIT_MS = 5000
 
@@ -99,11 +100,12 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
     chats: list[Chat] = []
 
     def build(*replies: str | list[Any], backend: Backend | None = None, no_model: bool = False,
-              history: bool = True) -> Chat:
+              history: bool = True, session: ChatSession | None = None) -> Chat:
         backend = backend if backend is not None else ScriptedBackend.from_texts(*replies)
         engine = Engine(None if no_model else backend)
         window = MainWindow()  # closed below once its turn has ended (not by pytest-qt, before that)
-        session = open_history()[0] if history else None  # in the test's own EMBER_HOME
+        if session is None and history:
+            session = open_history()[0]  # in the test's own EMBER_HOME
         controller = ChatController(engine, window, session=session)
         models = wire_window(window, controller)
         attach_history(window, controller)

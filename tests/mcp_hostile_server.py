@@ -4,7 +4,8 @@
 
 `dup`: lists the tool `file` twice (the second would be renamed to a taken name) and echoes
 every call; `noinit`: never answers `initialize`, never reads again, ignores stdin EOF and
-SIGTERM; `escapes`: tool names and descriptions with newlines and terminal escapes.
+SIGTERM; `escapes`: tool names and descriptions with newlines and terminal escapes; `deep`:
+a tool whose input schema nests 5,000 levels (written by hand: json.dumps would recurse).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
             "serverInfo": {"name": "hostile", "version": "1"}}})
+    elif method == "tools/list" and MODE == "deep":
+        schema = '{"type": "object", "x": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"
+        head = '{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"tools": [{"name": "deep", "inputSchema": '
+        sys.stdout.write(head + schema + "}]}}\n")
+        sys.stdout.flush()
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS.get(MODE, [])}})
     elif method == "tools/call":

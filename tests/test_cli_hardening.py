@@ -125,6 +125,7 @@ def test_any_numeric_flag_value_is_accepted_or_one_line(flag: str, value: str, t
     {"text": "a", "delay_ms": "slow"}, {"text": "a", "delay_ms": -5}, {"text": "a", "delay_ms": float("nan")},
     {"text": "a", "delay_ms": 1e309}, {"text": "a", "delay_ms": True}, {"text": "a", "special": "false"},
     {"text": "a", "user_defined": 1}, {"text": 5}, ["nested"],
+    {"progress": [5, 1]}, {"progress": [1]}, {"progress": [True, 2]}, {"progress": "half"}, {"progress": [-1, 2]},
 ])
 def test_malformed_script_values_are_config_errors(chunk: Any) -> None:
     with pytest.raises(ConfigError) as info:
@@ -135,7 +136,8 @@ def test_malformed_script_values_are_config_errors(chunk: Any) -> None:
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["text", "special", "user_defined", "delay_ms", "replies", "x"]), inner, max_size=4),
+        st.sampled_from(["text", "special", "user_defined", "delay_ms", "progress", "replies",
+                         "x"]), inner, max_size=4),
     max_leaves=12,
 )
 
@@ -152,6 +154,7 @@ def test_any_json_is_a_script_or_a_config_error(data: Any) -> None:
     for reply in replies:
         for chunk in reply:
             assert isinstance(chunk.special, bool) and 0 <= chunk.delay_ms <= 60_000
+            assert chunk.progress is None or 0 <= chunk.progress[0] <= chunk.progress[1]
 
 
 @pytest.mark.parametrize("content", [b'{"replies": [["\xff"]]}', b"[" * 100_000, b'{"replies": ' * 50_000])

@@ -9,13 +9,15 @@ from typing import Any, TypeVar
 import pytest
 from gui_helpers import WAIT_MS, Chat, shown_answer
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
 from desktop.core.async_tasks import spawn
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
-from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time
+from desktop.core.model_choice import ModelInfo
+from desktop.qt.conversation_list import MESSAGE_ROLE, SNIPPET_ROLE, relative_time, snippet_runs
 from desktop.qt.history_ui import attach_history
 from desktop.qt.message_view import AssistantMessage, UserMessage
 from desktop.qt.sidebar import HistorySidebar
@@ -263,10 +265,39 @@ def test_without_a_usable_database_the_window_still_chats(
     chat = make_chat("Still here.", history=False)
     window = chat.window
     attach_history(window, ChatController(Engine(), window), notice=notice)  # how the app shows it
-    labels = [w for w in window.statusBar().findChildren(QLabel) if w.accessibleName() == "History notice"]
-    assert labels and "\n" not in labels[0].text()
+    assert window.notice.isVisible() and "\n" not in window.notice.text()
     assert send_and_wait(chat, "anyone?").answer_text() == "Still here."
     assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still here."}
+
+
+def test_a_read_only_history_folder_keeps_the_chat_in_memory_and_says_so_once(
+        make_chat: MakeChat, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import tempfile
+
+    folder = ember_paths().ensure().data_dir
+
+    def read_only(*args: object, **kwargs: object) -> object:  # what a read-only mount answers (root too)
+        raise OSError(errno.EROFS, "Read-only file system", str(kwargs.get("dir")))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "TemporaryFile", read_only)
+        session, notice = open_history()
+    assert not session.saved
+    assert notice == (f"History is read-only ({folder}: Read-only file system): this chat is kept in memory "
+                      "and will not be saved.")
+    chat = make_chat("Kept.", "Still kept.", session=session)
+    window = chat.window
+    attach_history(window, chat.controller, notice=notice)  # as run_session does
+    assert window.notice.isVisible() and window.notice.text() == notice
+    assert [w for w in window.findChildren(QLabel) if w.text() == notice] == [window.notice.label]  # said once
+    window.model_ready(ModelInfo("SmolLM2", "CPU"))  # a model loading later does not take it away
+    assert send_and_wait(chat, "first").answer_text() == "Kept."
+    assert send_and_wait(chat, "second").answer_text() == "Still kept."
+    texts = [m.text() for m in window.conversation.message_widgets() if isinstance(m, UserMessage)]
+    assert texts == ["first", "second"]  # nothing the user typed was refused
+    assert window.notice.isVisible()  # it lasts past the model's load and the replies
+    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still kept."}
 
 
 # -- the sidebar -------------------------------------------------------------------------
@@ -516,3 +547,21 @@ def test_importing_a_bad_file_says_why(make_chat: MakeChat, qtbot: QtBot, tmp_pa
 def test_the_history_file_is_where_the_paths_say(make_chat: MakeChat) -> None:
     chat = make_chat()
     assert store_of(chat).db_path == ember_paths().history_db
+
+
+def test_a_search_snippet_keeps_its_matched_word_whole_in_a_narrow_sidebar(qtbot: QtBot) -> None:
+    font = QFont()
+    bold = QFont(font)
+    bold.setBold(True)
+    plain_m, bold_m = QFontMetrics(font), QFontMetrics(bold)
+    parts = [("…across twenty seven countries in Latin America; it is also home to numerous ", False),
+             ("museums", True), (" worldwide and more words after it", False)]
+    room = bold_m.horizontalAdvance("museums") + plain_m.horizontalAdvance("…home to numerous ") + 4
+    runs = snippet_runs(parts, plain_m, bold_m, room)
+    assert ("museums", True) in runs  # the match is drawn whole, not "muse…"
+    lead = runs[0][0]
+    assert lead.startswith("…") and lead.endswith("numerous ") and "Latin" not in lead  # context gave way
+    assert sum((bold_m if m else plain_m).horizontalAdvance(t) for t, m in runs) <= room
+    # With room to spare nothing is dropped before the match; the end is elided.
+    wide = snippet_runs(parts, plain_m, bold_m, plain_m.horizontalAdvance(parts[0][0]) + 200)
+    assert wide[0] == parts[0] and wide[1] == parts[1]

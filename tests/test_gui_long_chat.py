@@ -9,7 +9,7 @@ from collections.abc import Callable
 from gui_helpers import WAIT_MS, Chat
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.conversation_view import LAZY_BATCH, ContextDivider
+from desktop.qt.conversation_view import HEAD_DIVIDER_TEXT, LAZY_BATCH, RESUME_DIVIDER_TEXT, ContextDivider
 from desktop.qt.message_view import UserMessage
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
@@ -78,25 +78,46 @@ def test_a_message_too_long_for_the_context_is_refused_not_stored_and_the_draft_
     qtbot.waitUntil(lambda: meter.meter is not None and bool(meter.meter.problem), timeout=WAIT_MS)
 
 
-def test_the_divider_shows_above_the_first_turn_the_model_still_sees(make_chat: MakeChat, qtbot: QtBot) -> None:
-    answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
-    chat = make_chat(backend=counting(*answers, n_ctx=400))
-    for i in range(8):
-        send(chat, (f"question {i} " + "more " * 10).strip())
-    divider = chat.window.conversation.divider
-    assert isinstance(divider, ContextDivider) and divider.text() == DIVIDER_TEXT
-    qtbot.waitUntil(divider.isVisible, timeout=WAIT_MS)
-    # The divider sits right above the first question after the gap, and that question is
-    # the first the backend received after the kept first exchange.
+def _below(chat: Chat, divider: ContextDivider) -> UserMessage:
     layout = chat.window.conversation._layout  # pyright: ignore[reportPrivateUsage]
     item = layout.itemAt(layout.indexOf(divider) + 1)
     assert item is not None
     below = item.widget()
     assert isinstance(below, UserMessage)
+    return below
+
+
+def test_the_divider_shows_above_the_first_turn_the_model_still_sees(make_chat: MakeChat, qtbot: QtBot) -> None:
+    answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
+    chat = make_chat(backend=counting(*answers, n_ctx=400))
+    for i in range(8):
+        send(chat, (f"question {i} " + "more " * 10).strip())
+    view = chat.window.conversation
+    divider = view.divider
+    qtbot.waitUntil(divider.isVisible, timeout=WAIT_MS)
+    # The divider sits right above the first question after the gap, and that question is
+    # the first the backend received after the kept first exchange.
     assert isinstance(chat.backend, ScriptedBackend)
     last = chat.backend.requests[-1].messages
     assert last[1]["content"] == ("question 0 " + "more " * 10).strip()  # truncate-middle keeps the first
-    assert below.text() == str(last[3]["content"]).strip()
+    assert _below(chat, divider).text() == str(last[3]["content"]).strip()
+    assert divider.text() == RESUME_DIVIDER_TEXT
+    # The kept first exchange is marked too: a second line right under it opens the left-out span.
+    assert view.head_divider.isVisible() and view.head_divider.text() == HEAD_DIVIDER_TEXT
+    assert _below(chat, view.head_divider).text() == ("question 1 " + "more " * 10).strip()
+
+
+def test_a_rolling_window_has_one_divider(make_chat: MakeChat, qtbot: QtBot) -> None:
+    answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
+    chat = make_chat(backend=counting(*answers, n_ctx=400))
+    chat.controller.set_context_policy(ContextPolicy.ROLLING)
+    for i in range(8):
+        send(chat, (f"question {i} " + "more " * 10).strip())
+    view = chat.window.conversation
+    qtbot.waitUntil(view.divider.isVisible, timeout=WAIT_MS)
+    assert view.divider.text() == DIVIDER_TEXT and not view.head_divider.isVisible()
+    assert isinstance(chat.backend, ScriptedBackend)
+    assert _below(chat, view.divider).text() == str(chat.backend.requests[-1].messages[1]["content"]).strip()
 
 
 def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(

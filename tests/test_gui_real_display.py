@@ -12,6 +12,7 @@ window and in a layout, and no button or label text wider than the room it is dr
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 
@@ -30,9 +31,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.qt.message_view import AssistantMessage
+from desktop.core.model_choice import ModelInfo
+from desktop.qt.message_view import AssistantMessage, UserMessage
+from desktop.qt.network_indicator import install_network_indicator
+from desktop.qt.serve_toggle import install_serve
 from desktop.qt.tool_card import ToolCallCard, install_tools
+from engine.backends.scripted import ScriptedBackend
+from engine.network.guard import Guard
+from engine.network.ledger import Ledger
+from engine.network.policy import EgressPolicy, PolicyView
 from engine.tools.permissions import Decision
+from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
 pytestmark = [
@@ -263,3 +272,74 @@ def test_the_model_picker_and_settings_labels_fit(make_chat: MakeChat, shown, la
         picker.close()
     finally:
         chat.window.theme.reset_zoom()
+
+
+def _top(widget: QWidget, window: QWidget) -> int:
+    return widget.mapTo(window, QPoint(0, 0)).y()
+
+
+def _bottom(widget: QWidget, window: QWidget) -> int:
+    return _top(widget, window) + widget.height()
+
+
+@pytest.mark.parametrize("larger", [0, 3], ids=["1x", "ctrl-plus-3"])
+def test_messages_follow_each_other_without_wide_gaps(make_chat: MakeChat, shown, larger: int) -> None:  # type: ignore[no-untyped-def]
+    chat = make_chat("Paris is the capital of France.", "Rain on the roof.\nA quiet afternoon.")
+    for _ in range(larger):
+        chat.qtbot.keyClick(chat.window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+    shown(chat, 1040, 780)
+    try:
+        for question in ("What is the capital of France?", "Write a haiku about rain."):
+            chat.type_and_send(question)
+            chat.wait_reply_finished()
+        chat.qtbot.wait(200)
+        window = chat.window
+        messages = window.conversation.message_widgets()
+        assert [type(m) for m in messages] == [UserMessage, AssistantMessage] * 2
+        line = window.conversation.fontMetrics().lineSpacing()
+        for question, reply in zip(messages[::2], messages[1::2], strict=True):
+            assert isinstance(question, UserMessage) and isinstance(reply, AssistantMessage)
+            # Nothing hidden under a question: its answer starts right after its bubble.
+            assert _bottom(question, window) == _bottom(question.bubble, window)
+            assert _top(reply.role, window) - _bottom(question.bubble, window) <= 1.5 * line
+            # Under an answer only its action row (Copy, Regenerate: one line of icons).
+            assert _bottom(reply, window) - _bottom(reply.answer, window) <= 2.5 * line
+        first_reply, next_question = messages[1], messages[2]
+        assert isinstance(next_question, UserMessage)
+        assert _top(next_question.bubble, window) - _bottom(first_reply, window) <= 1.5 * line
+    finally:
+        chat.window.theme.reset_zoom()
+
+
+def test_the_status_bar_fits_at_800x600(make_chat: MakeChat, shown, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    backend = ScriptedBackend.from_texts("Paris.")
+    backend.n_ctx = 4096  # it counts tokens, so the status bar has a context figure
+    chat = make_chat(backend=backend)
+    window = chat.window
+    install_serve(window, chat.controller)
+    guard = Guard(EgressPolicy.fixed(PolicyView(True, ()), ember_paths()), Ledger(tmp_path / "ledger.jsonl"))
+    indicator = install_network_indicator(window.status, guard)
+    assert indicator is not None
+    window.status.show_model(ModelInfo("SmolLM2 135M Instruct (built in)", "CPU · this build has no GPU support"))
+    bar = window.status
+    for size, model_shown in (((1600, 1000), True), ((800, 600), False)):
+        shown(chat, *size)
+        if not chat.window.conversation.message_widgets():
+            chat.type_and_send("What is the capital of France?")
+            chat.wait_reply_finished()
+        bar.show_speed(12.5)
+        chat.qtbot.waitUntil(lambda: bar.context.text().startswith("Context "), timeout=WAIT_MS)
+        chat.qtbot.waitUntil(lambda w=size[0]: bar.width() == window.width() <= w + 2, timeout=WAIT_MS)
+        chat.qtbot.wait(100)
+        parts = [p for p in bar.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+                 if p.isVisible()]
+        for part in parts:
+            assert part.geometry().right() < bar.width(), part.accessibleName() or part
+            assert _text_overflow(part) == ""
+        lefts = sorted(parts, key=lambda p: p.x())
+        for part, following in itertools.pairwise(lefts):  # none drawn over another (nor the grip)
+            assert part.geometry().right() < following.x(), (part.accessibleName(), following.accessibleName())
+        assert indicator.isVisible() and indicator.text() == "Offline · 0 connections"
+        # At 800 px the model's name, which the header's chip shows, gives way first.
+        assert bar.model.isVisible() is model_shown
+        assert bar.device.toolTip()  # the whole device note stays in the tooltip

@@ -113,3 +113,12 @@ def test_plain_output_leaves_progress_out(capsys: pytest.CaptureFixture[str]) ->
     assert _print_turn(TurnRunner(_Reading()).run(_request("x")), args) == 0
     out = capsys.readouterr()
     assert out.out == "Hello\n" and out.err == ""
+
+
+def test_a_script_can_report_reading_a_long_prompt() -> None:
+    from engine.backends.scripted import ScriptedBackend, parse_script
+    script = {"replies": [[{"progress": [0, 1600]}, {"progress": [720, 1600]}, "Read."]]}
+    events: list[Event] = list(TurnRunner(ScriptedBackend(parse_script(script))).run(_request("x")))
+    assert events[:2] == [PromptProgress(0, 1600), PromptProgress(720, 1600)]
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.stats.tokens == 1  # progress is not a token

@@ -1,4 +1,5 @@
-"""The window's serve toggle: start on a port, count requests, stop; a port in use is one line."""
+"""The window's serve toggle: start on a port (the next free one when 8080 is busy), count requests, stop;
+the chosen port remembered; no free port is one line."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ import httpx
 from PySide6.QtWidgets import QStatusBar
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.serve_toggle import ServeToggle
+from desktop.qt.serve_toggle import PORT_TRIES, PREFS_FILE, ServeToggle
+from desktop.serve.server import DEFAULT_PORT
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
+from models.library.paths import ember_paths
 
 
-def _toggle(qtbot: QtBot, engine: Engine, port: int = 0) -> tuple[ServeToggle, QStatusBar]:
+def _toggle(qtbot: QtBot, engine: Engine, port: int | None = 0,
+            tries: int = PORT_TRIES) -> tuple[ServeToggle, QStatusBar]:
     bar = QStatusBar()
     qtbot.addWidget(bar)
     controller = SimpleNamespace(engine=engine, choice=None)
-    toggle = ServeToggle(controller, bar, port=port)  # type: ignore[arg-type]
+    toggle = ServeToggle(controller, bar, port=port, tries=tries)  # type: ignore[arg-type]
     bar.addPermanentWidget(toggle)
     return toggle, bar
 
@@ -52,15 +56,66 @@ def test_the_toggle_serves_counts_and_stops(qtbot: QtBot) -> None:
         engine.close_sync()
 
 
-def test_a_port_in_use_is_said_in_the_status_bar(qtbot: QtBot) -> None:
+def test_when_no_port_is_free_it_is_said_in_the_status_bar(qtbot: QtBot) -> None:
     engine = Engine(ScriptedBackend.from_texts("x"))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
-        toggle, bar = _toggle(qtbot, engine, port=taken.getsockname()[1])
+        toggle, bar = _toggle(qtbot, engine, port=taken.getsockname()[1], tries=1)
         try:
             assert not toggle.start()
             assert "in use" in toggle.problem and "in use" in bar.currentMessage()
             assert toggle.text() == "Serve"
         finally:
             engine.close_sync()
+
+
+def _occupy(port: int) -> socket.socket | None:
+    """A socket listening on `port`, or None when something else already holds it (busy either way)."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        return None
+    sock.listen(1)
+    return sock
+
+
+def test_8080_busy_serves_on_the_next_free_port_and_shows_it(qtbot: QtBot) -> None:
+    engine = Engine(ScriptedBackend.from_texts("From the next port."))
+    taken = _occupy(DEFAULT_PORT)
+    toggle, bar = _toggle(qtbot, engine, port=None)  # the default: 8080, unless the user chose another
+    try:
+        assert toggle.port == DEFAULT_PORT
+        assert toggle.start() and toggle.server is not None
+        real = toggle.server.port
+        assert DEFAULT_PORT < real < DEFAULT_PORT + PORT_TRIES
+        assert toggle.server.address == f"http://127.0.0.1:{real}/v1"
+        assert toggle.text() == f"Serving :{real} · 0"
+        assert bar.currentMessage() == f"Port 8080 is in use: serving on http://127.0.0.1:{real}/v1"
+        toggle._fill_menu()
+        assert toggle.server.address in [a.text() for a in toggle.menu().actions()]
+        reply = httpx.post(f"{toggle.server.address}/chat/completions", timeout=20,
+                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert reply.json()["choices"][0]["message"]["content"] == "From the next port."
+    finally:
+        toggle.stop()
+        engine.close_sync()
+        if taken is not None:
+            taken.close()
+
+
+def test_the_chosen_port_is_remembered(qtbot: QtBot) -> None:
+    engine = Engine(ScriptedBackend.from_texts("x"))
+    try:
+        toggle, _ = _toggle(qtbot, engine, port=None)
+        toggle._fill_menu()
+        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…"]
+        toggle.set_port(9123)
+        again, _ = _toggle(qtbot, engine, port=None)
+        assert again.port == 9123 and "localhost:9123" in again.toolTip()
+        (ember_paths().config_dir / PREFS_FILE).write_text('{"port": "lots"}')
+        assert _toggle(qtbot, engine, port=None)[0].port == DEFAULT_PORT  # a bad file: the default
+    finally:
+        engine.close_sync()

@@ -224,6 +224,21 @@ def test_the_cli_runs_the_builtin_not_the_impostor(tmp_path: Path, capsys: pytes
     assert [r["content"] for r in results if r["type"] == "tool_result"] == ["hello from the file"]
 
 
+@pytest.mark.slow
+def test_a_schema_nested_5000_levels_is_named_as_too_deep_not_silent() -> None:
+    pool = McpServers({"deep": ServerConfig("deep", sys.executable, (HOSTILE, "deep"))}, start_timeout_s=30.0)
+    warnings: list[str] = []
+    start = time.monotonic()
+    try:
+        assert pool.tools_for(["deep"], warn=warnings.append) == []
+    finally:
+        pool.close()
+    assert time.monotonic() - start < 25  # not the 30 s listing timeout: said as soon as the line arrives
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert "MCP server deep sent a reply nested too deeply to read" in warnings[0], warnings
+    assert "while listing tools" in warnings[0] and "did not answer" not in warnings[0]
+
+
 def _alive(pattern: str) -> bool:
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
     return bool(found.stdout.strip())

@@ -94,7 +94,7 @@ class ChatView(Protocol):
 class ContextView(Protocol):
     """A view that shows where the model's context begins (the window implements it)."""
 
-    def show_context_cut(self, resume_turn: int | None) -> None: ...
+    def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None: ...
 
 
 class HistoryView(Protocol):
@@ -294,7 +294,7 @@ class ChatController:
 
     def _show_context(self, fit: Fit) -> None:
         if isinstance(self.view, ContextView):
-            self.view.show_context_cut(fit.resume_turn)
+            self.view.show_context_cut(fit.resume_turn, fit.kept_head)
 
     def _model_settings(self) -> ModelSettings | None:
         return self.choice.settings if self.choice is not None else None

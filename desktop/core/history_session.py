@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +49,36 @@ def _versions(message: StoredMessage, siblings: dict[int | None, tuple[int, ...]
 
 
 def open_history(path: Path | None = None) -> tuple[ChatSession, str]:
-    """The session on the history database; when it cannot be used, an unsaved one and a one-line notice."""
+    """The session on the history database; when it cannot be used, an unsaved one and a one-line notice.
+
+    A folder Ember cannot write (a read-only mount, a full disk) is found before the first
+    message, not by it: the chat then lives in memory, so nothing the user types is refused.
+    """
     try:
         target = path or ember_paths().ensure().history_db
+        _check_writable(target.parent)
         store = HistoryStore(target)
+    except _ReadOnly as exc:
+        log.warning("history read-only: %s", exc)
+        return ChatSession.unsaved(), (f"History is read-only ({exc}): this chat is kept in memory "
+                                       "and will not be saved.")
     except HISTORY_ERRORS as exc:
         log.warning("history unavailable: %s", exc)
         return ChatSession.unsaved(), f"History is off for this session (conversations will not be saved): {exc}"
     return ChatSession(store), ""
+
+
+class _ReadOnly(Exception):
+    pass
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise `_ReadOnly` naming `folder` and why when a file cannot be created in it (as root too)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise _ReadOnly(f"{folder}: {exc.strerror or exc}") from exc
 
 
 class HistorySession:

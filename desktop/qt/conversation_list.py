@@ -75,6 +75,35 @@ def relative_time(ts: float, now: float | None = None) -> str:
     return f"{then.day} {then.strftime('%b')} {then.year}"
 
 
+def snippet_runs(parts: list[tuple[str, bool]], plain: QFontMetrics, bold: QFontMetrics,
+                 room: int) -> list[tuple[str, bool]]:
+    """The runs of a snippet that fit in `room` pixels, with its first matched word whole.
+
+    In a narrow sidebar the words before the match can fill the line, so the match itself
+    would be cut; the leading words give way to "…" first, then the end is elided.
+    """
+    def width(runs: list[tuple[str, bool]]) -> int:
+        return sum((bold if match else plain).horizontalAdvance(text) for text, match in runs)
+
+    first = next((i for i, (_text, match) in enumerate(parts) if match), None)
+    runs = list(parts)
+    if first and width(runs[:first + 1]) > room:
+        before = "".join(text for text, _match in runs[:first]).removeprefix("…")
+        while before and width([("…" + before, False), runs[first]]) > room:
+            before = before.lstrip().partition(" ")[2]  # drop the first word
+        runs = [("…" + before, False), *runs[first:]]
+    shown: list[tuple[str, bool]] = []
+    left = room
+    for text, match in runs:
+        metrics = bold if match else plain
+        if metrics.horizontalAdvance(text) > left:
+            shown.append((metrics.elidedText(text, Qt.TextElideMode.ElideRight, left), match))
+            break
+        shown.append((text, match))
+        left -= metrics.horizontalAdvance(text)
+    return shown
+
+
 class ConversationDelegate(QStyledItemDelegate):
     """Paints a row: title (elided) with the time on the right; a snippet line under a search hit."""
 
@@ -126,18 +155,12 @@ class ConversationDelegate(QStyledItemDelegate):
         bold = QFont(font)
         bold.setBold(True)
         painter.setPen(color)
-        x, right = rect.left(), rect.right()
-        for text, match in parts:
+        x = rect.left()
+        for text, match in snippet_runs(parts, QFontMetrics(font), QFontMetrics(bold), rect.width()):
             painter.setFont(bold if match else font)
-            metrics = QFontMetrics(painter.font())
-            width = metrics.horizontalAdvance(text)
-            if x + width > right:
-                text = metrics.elidedText(text, Qt.TextElideMode.ElideRight, right - x)
-            painter.drawText(QRect(x, rect.top(), right - x, rect.height()),
+            painter.drawText(QRect(x, rect.top(), rect.right() - x, rect.height()),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
-            x += width
-            if x > right:
-                break
+            x += QFontMetrics(painter.font()).horizontalAdvance(text)
 
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index: _Index) -> None:
         # The title editor sits where the title is drawn, not over the whole row.

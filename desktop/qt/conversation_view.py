@@ -9,6 +9,8 @@ as the reader nears the top, keeping what they were reading where it was. So a 2
 conversation opens as fast as a short one and nothing is built that is never looked at.
 
 A quiet divider marks where the model's context begins when earlier messages fall outside it.
+When truncate-middle keeps the first exchange, a second divider under it marks where the
+left-out span starts, so the kept exchange reads as part of what the model sees.
 """
 
 from __future__ import annotations
@@ -33,17 +35,25 @@ _W = TypeVar("_W", bound=QWidget)
 FOLLOW_SLACK_PX = 24  # "at the bottom" includes being within this of it
 LAZY_BATCH = 16  # message widgets built at a time (at open, and per step while scrolling up)
 LOAD_OLDER_PX = 400  # within this of the top, the next older batch is built
+# Between messages. A reply's action row (Copy, Regenerate) already sits under its text and
+# separates it from the next question, so the gap itself stays small.
+MESSAGE_GAP_PX = SPACING + 2
 FILL_CHECK_MS = 300  # once the layout has settled: does the newest batch fill the view?
 
 # A not-yet-built stored message: its role (for counting turns) and how to build it.
 Entry = tuple[Literal["user", "assistant"], Callable[[], QWidget]]
 
 
+# With the first exchange kept (truncate-middle), the left-out span has a line at each end.
+HEAD_DIVIDER_TEXT = "The messages below are outside the model's context; the first exchange above is kept"
+RESUME_DIVIDER_TEXT = "The model's context resumes here"
+
+
 class ContextDivider(QLabel):
     """"Earlier messages are outside the model's context", above the first message it still sees."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(DIVIDER_TEXT, parent)
+    def __init__(self, parent: QWidget | None = None, text: str = DIVIDER_TEXT) -> None:
+        super().__init__(text, parent)
         self.setObjectName("ContextDivider")
         self.setAccessibleName("Context divider")
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)  # styled by desktop/qt/stylesheet.py
@@ -80,9 +90,12 @@ class ConversationView(QScrollArea):
         self._backlog: list[Entry] = []  # older stored messages without widgets yet, oldest first
         self._anchor: tuple[QWidget, int] | None = None  # kept in place while older ones are built
         self._cut_turn: int | None = None
+        self._kept_head = 0  # turns kept at the start (truncate-middle's first exchange)
         self._column, self._layout = self._make_column()
         self.divider = ContextDivider(self._column)
         self.divider.hide()
+        self.head_divider = ContextDivider(self._column, HEAD_DIVIDER_TEXT)
+        self.head_divider.hide()
         self._empty = self.empty_state = EmptyState(self._column)
         self._empty.promptChosen.connect(self.promptChosen)
         self._layout.insertWidget(0, self._empty)
@@ -97,7 +110,7 @@ class ConversationView(QScrollArea):
         column.setMaximumWidth(CONTENT_MAX_WIDTH)
         layout = QVBoxLayout(column)
         layout.setContentsMargins(SPACING * 2, SPACING * 2, SPACING * 2, SPACING * 2)
-        layout.setSpacing(SPACING * 3 // 2)
+        layout.setSpacing(MESSAGE_GAP_PX)
         layout.addStretch(1)
         row = QHBoxLayout(outer)
         row.setContentsMargins(0, 0, 0, 0)
@@ -143,6 +156,9 @@ class ConversationView(QScrollArea):
         self._backlog = list(entries[:split])
         for _role, build in entries[split:]:
             self._append(build())
+        replies = [m for m in self._messages if isinstance(m, AssistantMessage)]
+        if replies:
+            replies[-1].reveal.pin(True)  # as after a send: the newest answer's actions show
         self._place_divider()
         # Short messages may not fill the view, and then there is nothing to scroll up with.
         if self._backlog:
@@ -181,9 +197,14 @@ class ConversationView(QScrollArea):
         self._place_divider()
         return len(widgets)
 
-    def show_context_cut(self, resume_turn: int | None) -> None:
-        """Put the divider above turn `resume_turn` (0 = the first question); None hides it."""
+    def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None:
+        """Put the divider above turn `resume_turn` (0 = the first question); None hides it.
+
+        `kept_head` turns at the start are still seen (truncate-middle): the left-out span
+        then gets a second divider above its first turn.
+        """
         self._cut_turn = resume_turn
+        self._kept_head = kept_head if resume_turn is not None else 0
         self._place_divider()
 
     def start_reply(self, role_label: str) -> AssistantMessage:
@@ -271,12 +292,18 @@ class ConversationView(QScrollArea):
 
     def _place_divider(self) -> None:
         target = self._turn_widget(self._cut_turn) if self._cut_turn is not None else None
-        if target is None:
-            self.divider.hide()
+        head = self._turn_widget(self._kept_head) if target is not None and self._kept_head > 0 else None
+        self.divider.setText(RESUME_DIVIDER_TEXT if self._kept_head > 0 else DIVIDER_TEXT)
+        self._put(self.divider, target)
+        self._put(self.head_divider, head)
+
+    def _put(self, divider: ContextDivider, above: QWidget | None) -> None:
+        if above is None:
+            divider.hide()
             return
-        self._layout.removeWidget(self.divider)
-        self._layout.insertWidget(self._layout.indexOf(target), self.divider)
-        self.divider.show()
+        self._layout.removeWidget(divider)
+        self._layout.insertWidget(self._layout.indexOf(above), divider)
+        divider.show()
 
     def _turn_widget(self, turn: int) -> QWidget | None:
         """The question that starts turn `turn`, if it has a widget (turns count every question)."""

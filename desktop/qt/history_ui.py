@@ -13,7 +13,7 @@ from functools import partial
 import shiboken6
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QLineEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QLineEdit, QToolButton, QWidget
 from qasync import asyncSlot
 
 from desktop.core.citations import sources_from_stats
@@ -182,8 +182,9 @@ def attach_history(window: MainWindow, controller: ChatController, *, notice: st
     place_reply_format(window, button)
     presenter = HistoryPresenter(window, controller, sidebar, button)
     controller.history_view = presenter
-    if notice:
-        window.statusBar().addWidget(_notice_label(notice))
+    if notice:  # once, in one line, at the top of the window: what is wrong, where, and what happens now
+        first, _, rest = notice.partition("\n")
+        window.notice.show_notice(first, rest.strip(), lasting=True)
     return presenter
 
 
@@ -223,11 +224,3 @@ def _name_action_buttons(edit: QLineEdit, names: dict[QAction | None, str]) -> N
             if isinstance(widget, QToolButton) and name:
                 widget.setAccessibleName(name)
                 widget.setToolTip(widget.toolTip() or name)
-
-
-def _notice_label(text: str) -> QLabel:
-    label = QLabel(text.splitlines()[0])
-    label.setObjectName("Muted")
-    label.setAccessibleName("History notice")
-    label.setToolTip(text)
-    return label

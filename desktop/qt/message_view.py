@@ -51,7 +51,7 @@ SPEED_MIN_S = 0.5  # live tok/s shows once this much of the reply streamed
 SPEED_EVERY_S = 0.5  # and is refreshed this often
 RENDER_COST_FACTOR = 4  # the Markdown render gets at most ~1/(1+4) of the GUI thread
 USER_BUBBLE_MAX_FRACTION = 0.8
-BUBBLE_MAX_CHARS = 4_000  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
+BUBBLE_MAX_CHARS = 1_500  # of a huge message, what its bubble shows (a wrapped label lays out slowly)
 BUBBLE_SLACK_PX = 8  # the style sheet's 2 px focus border on each side, and rounding
 _prewarmed = False
 ACTION_LABELS = {FailureAction.RETRY: "Try again", FailureAction.NEW_CONVERSATION: "New conversation",
@@ -136,18 +136,21 @@ class UserMessage(QFrame):
         self._build_layout()
 
     def _build_layout(self) -> None:
+        # Edit sits beside the bubble, not under it: a row under every question would add a
+        # line of blank space between each question and its answer.
         self._row = QWidget(self)
         row = QHBoxLayout(self._row)
         row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
         row.addStretch(1)
+        actions = _action_row(self, [self.edit_button], right=True)
+        row.addWidget(actions, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self._bubble)
-        footer = QHBoxLayout()
+        self.reveal = HoverReveal(self, actions, [self.edit_button])
+        footer = QHBoxLayout()  # only the ‹ n/m › navigator, so it takes no room without versions
         footer.setContentsMargins(0, 0, 0, 0)
         footer.addStretch(1)
         footer.addWidget(self.nav)
-        actions = _action_row(self, [self.edit_button], right=True)
-        footer.addWidget(actions)
-        self.reveal = HoverReveal(self, actions, [self.edit_button])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -156,6 +159,11 @@ class UserMessage(QFrame):
 
     def text(self) -> str:
         return self._text
+
+    @property
+    def bubble(self) -> QLabel:
+        """The bubble that shows the text (where the question visibly starts and ends)."""
+        return self._bubble
 
     def set_history(self, message_id: int | None, versions: Versions | None) -> None:
         """The stored message this bubble shows (None: not stored), and its versions."""
@@ -364,15 +372,14 @@ class AssistantMessage(QFrame):
         footer.addWidget(self.nav)
         footer.addWidget(self.status)
         footer.addStretch(1)
+        self._body = QVBoxLayout()
+        self._body.setSpacing(6)
+        for part in (self.role, self.waiting, self.thinking, self.tools, self.answer, self.sources_row):
+            self._body.addWidget(part)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
-        layout.addWidget(self.role)
-        layout.addWidget(self.waiting)
-        layout.addWidget(self.thinking)
-        layout.addWidget(self.tools)
-        layout.addWidget(self.answer)
-        layout.addWidget(self.sources_row)
+        layout.setSpacing(2)  # the actions' own padding already sets them off from the text
+        layout.addLayout(self._body)
         layout.addLayout(footer)
 
     # -- what tests and Copy read ----------------------------------------------------------
@@ -574,9 +581,7 @@ class AssistantMessage(QFrame):
             self._bulk = BulkTextView(self)
             self.answer.reset()
             self.answer.hide()
-            layout = self.layout()
-            if isinstance(layout, QVBoxLayout):
-                layout.insertWidget(layout.indexOf(self.answer) + 1, self._bulk)
+            self._body.insertWidget(self._body.indexOf(self.answer) + 1, self._bulk)
         self._bulk.set_text(text)
         return True
 

@@ -78,7 +78,9 @@ def _script() -> dict[str, object]:
     answer: list[object] = [{"text": "<think>"}, THINKING, {"text": "</think>"}]
     answer += [ANSWER[i:i + 40] for i in range(0, len(ANSWER), 40)]
     tool: list[object] = ["I'll use the calculator. ", TOOL_CALL]
-    slow: list[object] = [{"text": "Reading…", "delay_ms": 4000}, " done."]
+    # A long prompt being read: the progress the decode loop reports between batches.
+    slow: list[object] = [{"progress": [0, 1600]}, {"progress": [720, 1600], "delay_ms": 200},
+                          {"text": "Reading…", "delay_ms": 4000}, " done."]
     return {"replies": [answer, tool, [TOOL_ANSWER], slow, scaffolding, scaffolding, answer]}
 
 
@@ -187,7 +189,7 @@ async def capture(out: Path) -> list[Path]:
         await _until(lambda: window.last_reply() is not None and controller.busy)
         reading = window.last_reply()
         assert isinstance(reading, AssistantMessage)
-        reading.progress(720, 1600)  # what the decode loop reports between batches of a long prompt
+        await _until(lambda: reading.waiting.text().endswith("45 %"))  # through engine and controller
         await _settle()
         shoot(window, "reading-prompt")
         controller.stop()
@@ -197,7 +199,7 @@ async def capture(out: Path) -> list[Path]:
         if history is not None:
             long_id = _long_conversation(ember_paths().history_db)
             await controller.open_conversation(long_id)
-            window.show_context_cut(10)  # a small context keeps the last two days
+            window.show_context_cut(10, 1)  # truncate-middle in a small context: day 1 and the last two
             await _settle(0.6)
             shoot(window, "long-conversation-divider")
             window.resize(*SMALL_SIZE)

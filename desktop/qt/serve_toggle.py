@@ -1,7 +1,10 @@
 """The window's "Serve on localhost:PORT" toggle: a status-bar button with a small menu.
 
-Off, the menu offers "Serve on localhost:PORT". On, the button reads "Serving :PORT · N" and
-the menu shows the address (copyable), the request count and "Stop serving". The server
+Off, the menu offers "Serve on localhost:PORT" and "Port…" (the port the user prefers, kept in
+`serve.json` in the config folder; 8080 until set). When that port is taken (another server, a
+second Ember), the next free one of `PORT_TRIES` is used and the status bar says so. On, the
+button reads "Serving :PORT · N" with the real port, and the menu shows the address (copyable),
+the request count and "Stop serving". The server
 (`desktop/serve/`) runs on its own thread and loop and shares the window's engine, so the
 window's own replies and API requests take turns on the one model; it stops with the window.
 """
@@ -12,31 +15,53 @@ import logging
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMenu, QStatusBar, QToolButton, QWidget
+from PySide6.QtWidgets import QInputDialog, QMenu, QStatusBar, QToolButton, QWidget
 
 from desktop.core.controller import ChatController
 from desktop.serve.app import ServeState
-from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, ServerThread, bind
+from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, ServerThread, bind_near
 from desktop.serve.state import defaults_for, model_id_for
 from engine.errors import ConfigError
 from engine.session.settings import resolve
+from models.library.jsonstore import load_json_object, write_json_atomic
+from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.serve_toggle")
 
 REFRESH_MS = 500  # how often the request count is read while serving
+PORT_TRIES = 20  # the preferred port, then the next 19: 8080 busy → 8081 …
+PREFS_FILE = "serve.json"
+
+
+def saved_port() -> int:
+    """The port the user chose in the window (8080 until then; a bad file means the default)."""
+    port = load_json_object(ember_paths().config_dir / PREFS_FILE, {}).get("port")
+    return port if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 else DEFAULT_PORT
+
+
+def save_port(port: int) -> None:
+    try:
+        write_json_atomic(ember_paths().config_dir / PREFS_FILE, {"port": port})
+    except OSError as exc:  # a read-only config folder: the choice lasts this run
+        log.warning("could not save the serve port: %s", exc)
 
 
 class ServeToggle(QToolButton):
-    """Starts and stops the local API server on `port` for `controller`'s engine."""
+    """Starts and stops the local API server on `port` (or the next free one) for `controller`'s engine.
 
-    def __init__(self, controller: ChatController, parent: QWidget | None = None, *, port: int = DEFAULT_PORT) -> None:
+    `port` None: the user's saved choice; 0: any free port (tests).
+    """
+
+    def __init__(self, controller: ChatController, parent: QWidget | None = None, *, port: int | None = None,
+                 tries: int = PORT_TRIES) -> None:
         super().__init__(parent)
         self.setObjectName("ServeToggle")
         self.setAccessibleName("Local API server")
         self.setAutoRaise(True)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.controller = controller
-        self.port = port
+        self.port = saved_port() if port is None else port
+        self.tries = tries
         self.server: ServerThread | None = None
         self.problem = ""
         self._menu = QMenu(self)
@@ -61,7 +86,7 @@ class ServeToggle(QToolButton):
             return True
         engine = self.controller.engine
         try:
-            sock = bind(DEFAULT_HOST, self.port)
+            sock = bind_near(DEFAULT_HOST, self.port, tries=self.tries)
         except ConfigError as exc:
             self._show_problem(str(exc))
             return False
@@ -69,6 +94,8 @@ class ServeToggle(QToolButton):
         self.server = ServerThread(state, sock)
         self.server.start()
         self.problem = ""
+        if self.port and self.server.port != self.port:
+            self._show_message(f"Port {self.port} is in use: serving on {self.server.address}")
         log.info("serving on %s", self.server.address)
         self._timer.start()
         self._refresh()
@@ -86,8 +113,23 @@ class ServeToggle(QToolButton):
         choice = self.controller.choice
         return resolve(choice.settings if choice is not None else None)
 
+    def set_port(self, port: int) -> None:
+        """The port to serve on from now on (remembered); takes effect at the next start."""
+        self.port = port
+        save_port(port)
+        self._refresh()
+
+    def _ask_port(self) -> None:
+        port, ok = QInputDialog.getInt(self.window(), "Local API port", "Serve on localhost, port:",
+                                       self.port or DEFAULT_PORT, 1024, 65535)
+        if ok:
+            self.set_port(port)
+
     def _show_problem(self, text: str) -> None:
         self.problem = text
+        self._show_message(text)
+
+    def _show_message(self, text: str) -> None:
         bar = self.parentWidget()
         if isinstance(bar, QStatusBar):
             bar.showMessage(text, 8000)
@@ -108,6 +150,7 @@ class ServeToggle(QToolButton):
         menu.clear()
         if self.server is None:
             menu.addAction(f"Serve on localhost:{self.port}", self.start)
+            menu.addAction("Port…", self._ask_port)
             return
         address = self.server.address
         menu.addAction(address).setEnabled(False)

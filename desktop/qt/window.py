@@ -81,6 +81,7 @@ class NoticeBanner(QFrame):
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.setAccessibleName("Notice details")
         self.details.hide()
+        self.lasting = False
         self.details_button = QPushButton("Details", self)
         self.details_button.setCheckable(True)
         self.details_button.setAccessibleName("Show the details")
@@ -107,8 +108,13 @@ class NoticeBanner(QFrame):
     def text(self) -> str:
         return self.label.text()
 
-    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False) -> None:
-        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away."""
+    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False, lasting: bool = False) -> None:
+        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away.
+
+        A `lasting` notice (history is not being saved) stays when a model loads; others are
+        about the model and go once one is ready.
+        """
+        self.lasting = lasting
         self.label.setText(text)
         self.details.setText(details)
         self.details_button.setChecked(False)
@@ -145,11 +151,17 @@ def speed_text(stats: TurnStats) -> str:
     return text
 
 
+def _room_for(label: QLabel, text: str) -> int:
+    margins = label.contentsMargins()
+    return label.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + SPACING // 2
+
+
 class StatusLine(QStatusBar):
     """Model, device, the last reply's speed and the context used."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._device = ""
         self.model = self._add("Model", "No model")
         self.device = self._add("Device", "")
         self.speed = self._add("Reply speed", "")
@@ -164,23 +176,55 @@ class StatusLine(QStatusBar):
 
     def show_model(self, info: ModelInfo | None) -> None:
         self.model.setText(info.label if info else "No model")
-        self.device.setText(info.device if info else "")
-        self.device.setToolTip(info.device_note if info else "")
+        self._device = info.device if info else ""
+        self.device.setToolTip(info.device_note or self._device if info else "")
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """In a narrow window drop what is said elsewhere, so the rest is never cut off.
+
+        First the model's name (the header's chip shows it), then the device's note (its
+        tooltip keeps it: "CPU · this build has no GPU support" becomes "CPU"). Measured from
+        the texts, not by trying: showing a label to measure it would re-lay the bar each time.
+        """
+        room = (self.parentWidget() or self).width()
+        short = self._device.split(" · ")[0]
+        rest = self._needed(skip=(self.model, self.device))
+        with_model = rest + _room_for(self.model, self.model.text()) + _room_for(self.device, self._device)
+        full_device = rest + _room_for(self.device, self._device) <= room
+        if self.model.isHidden() != (with_model > room):
+            self.model.setVisible(with_model <= room)
+        text = self._device if full_device else short
+        if self.device.text() != text:
+            self.device.setText(text)
+
+    def _needed(self, skip: tuple[QWidget, ...]) -> int:
+        # Its widgets: these labels, the serve toggle and network indicator added later, the grip.
+        parts = self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        shown = [w for w in parts if not w.isHidden() and w not in skip]
+        return sum(w.sizeHint().width() + SPACING // 2 for w in shown) + SPACING * 2
 
     def show_stats(self, stats: TurnStats) -> None:
         """A reply ended: its speed (the context figure is the meter's, `show_context`)."""
         self.speed.setText(speed_text(stats))
         self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
+        self._fit()
 
     def show_speed(self, tokens_per_s: float) -> None:
         """The live speed while a reply streams (none: cleared)."""
         self.speed.setText(f"{tokens_per_s:.1f} tok/s" if tokens_per_s > 0 else "")
         self.speed.setToolTip("")
+        self._fit()
 
     def show_context(self, text: str, tip: str) -> None:
         """The same figure as the composer's meter: one count for the chat on screen."""
         self.context.setText(f"Context {text}" if text else "")
         self.context.setToolTip(tip)
+        self._fit()
 
     def clear_stats(self) -> None:
         self.speed.clear()
@@ -421,8 +465,8 @@ class MainWindow(QMainWindow):
     def show_stats(self, stats: TurnStats) -> None:
         self.status.show_stats(stats)
 
-    def show_context_cut(self, resume_turn: int | None) -> None:
-        self.conversation.show_context_cut(resume_turn)
+    def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None:
+        self.conversation.show_context_cut(resume_turn, kept_head)
         self.context_meter.set_cut(resume_turn is not None and resume_turn > 0)
         self.context_meter.recount()
 
@@ -443,7 +487,8 @@ class MainWindow(QMainWindow):
         self.conversation.empty_state.show_model(info, getattr(self._controller, "choice", None))
         self.status.clearMessage()
         self.status.show_model(info)
-        self.notice.hide()
+        if not self.notice.lasting:
+            self.notice.hide()
         if self._controller is not None:
             self.context_meter.recount()  # a new model: a new tokenizer and context size
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 
@@ -47,11 +49,33 @@ def check_exposure(host: str, api_key: str | None) -> None:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port; ConfigError (one line) when that is not possible."""
+    return bind_near(host, port, tries=1)
+
+
+def bind_near(host: str, port: int, *, tries: int) -> socket.socket:
+    """A listening socket on `port`, or on the next free one of `tries` ports (the window: 8080 busy → 8081).
+
+    ConfigError (one line) when none is free or the address cannot be used at all.
+    """
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise ConfigError(f"cannot serve on {host}: {exc.strerror}") from None
     family, kind, proto, _, address = infos[0]
+    last = min(port + max(tries, 1) - 1, 65535) if port else port
+    for candidate in range(port, last + 1):
+        try:
+            return _listen(family, kind, proto, (address[0], candidate, *address[2:]))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigError(f"cannot serve on {host}:{candidate}: {exc.strerror}") from None
+    ports = f"{port}" if last == port else f"{port} to {last}"
+    if last == port:
+        raise ConfigError(f"cannot serve on {host}:{port}: the port is in use (choose another with --port)")
+    raise ConfigError(f"cannot serve on {host}: ports {ports} are all in use")
+
+
+def _listen(family: int, kind: int, proto: int, address: tuple[Any, ...]) -> socket.socket:
     # The protocol must be IPPROTO_TCP (not 0): asyncio sets TCP_NODELAY on accepted sockets only
     # then, and without it every response waits ~40 ms for a delayed ACK.
     sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
@@ -59,10 +83,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(128)
-    except OSError as exc:
+    except OSError:
         sock.close()
-        reason = "the port is in use (choose another with --port)" if exc.errno == 98 else exc.strerror
-        raise ConfigError(f"cannot serve on {host}:{port}: {reason}") from None
+        raise
     sock.setblocking(False)
     return sock
 

@@ -30,6 +30,7 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 from engine.backends import llama_devices, llama_log, offload
 from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.cpu_check import ensure_cpu_runs
+from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
@@ -56,10 +57,6 @@ PROMPT_CACHE_SIZE = 8  # rendered prompts remembered: a fit's candidates, then t
 
 def gpu_offload_supported() -> bool:
     return llama_devices.gpu_offload_supported()
-
-
-def default_threads() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 class LlamaBackend:

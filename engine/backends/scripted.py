@@ -1,7 +1,9 @@
 """A backend that replays a JSON script: deterministic tests and demos.
 
 Script shape: ``{"replies": [[chunk, ...], ...]}`` where a chunk is a string or
-``{"text": "...", "special": bool, "user_defined": bool, "delay_ms": N}``.
+``{"text": "...", "special": bool, "user_defined": bool, "delay_ms": N}``, or
+``{"progress": [done, total], "delay_ms": N}``: the prompt-reading progress a local model
+reports between batches of a long prompt (`PromptProgress`), for demos of that state.
 Each model request consumes the next reply; running out raises `ScriptExhaustedError`.
 """
 
@@ -17,7 +19,7 @@ from typing import Any, cast
 
 from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo, ToolSpec
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
-from engine.events import FinishReason, Piece
+from engine.events import FinishReason, Piece, PromptProgress
 from engine.json_files import read_json
 
 SCRIPT_MESSAGE_OVERHEAD = 3
@@ -30,6 +32,7 @@ class ScriptChunk:
     special: bool = False
     user_defined: bool = False
     delay_ms: float = 0.0
+    progress: tuple[int, int] | None = None  # a PromptProgress(done, total) instead of text
 
 
 MAX_DELAY_MS = 60_000  # a scripted pause longer than a minute is a mistake
@@ -47,6 +50,9 @@ def _parse_chunk(raw: Any, where: str) -> ScriptChunk:
             user_defined=_flag(obj, "user_defined", where),
             delay_ms=_delay(obj.get("delay_ms", 0), where),
         )
+    if "progress" in obj:
+        progress = _progress(obj["progress"], where)
+        return ScriptChunk("", delay_ms=_delay(obj.get("delay_ms", 0), where), progress=progress)
     raise ConfigError(f"{where}: a chunk must be a string or an object with 'text', got {_short(raw)}")
 
 
@@ -56,6 +62,14 @@ def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where}: '{key}' must be true or false, got {_short(value)}")
     return value
+
+
+def _progress(value: Any, where: str) -> tuple[int, int]:
+    pair = cast(list[Any], value) if isinstance(value, list) else []
+    if len(pair) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in pair) \
+            and 0 <= pair[0] <= pair[1]:
+        return pair[0], pair[1]
+    raise ConfigError(f"{where}: 'progress' must be [done, total] with 0 <= done <= total, got {_short(value)}")
 
 
 def _delay(value: Any, where: str) -> float:
@@ -125,7 +139,7 @@ class ScriptedBackend(PlainBackend):
     def remaining(self) -> int:
         return len(self._replies) - self._next
 
-    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
         with self._lock:
             self.requests.append(request)
             if self._next >= len(self._replies):
@@ -155,6 +169,9 @@ class ScriptedBackend(PlainBackend):
                 if cancel.cancelled:
                     info.finish_reason = FinishReason.CANCELLED
                     return
+            if chunk.progress is not None:
+                yield PromptProgress(*chunk.progress)
+                continue
             emitted += 1
             yield Piece(chunk.text, None, chunk.special, chunk.user_defined)
         info.finish_reason = FinishReason.STOP

@@ -28,7 +28,8 @@ from typing import Any, cast
 
 import engine
 import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends.llama import LlamaBackend, default_threads
+from engine.backends.cpu_threads import default_threads
+from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
 from engine.bench import llama as bench_llama

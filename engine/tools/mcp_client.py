@@ -101,6 +101,8 @@ class McpServer:
             return link.run(make(link.session), timeout + grace_s)
         except FutureTimeout:
             self._fail(link, f"MCP server {self.name} did not answer within {timeout:.0f} s while {what}")
+        except _Unreadable as exc:
+            self._fail(link, f"{exc} while {what}")
         except ToolError as exc:
             self._fail(link, str(exc))
         except Exception as exc:
@@ -123,6 +125,16 @@ class McpServer:
             return self._link
 
 
+class _Unreadable(ToolError):
+    """The server's reply could not be read at all (nested deeper than the JSON parser goes)."""
+
+
+def _too_deep(fault: Exception) -> bool:
+    # pydantic's JSON parser stops at a fixed depth; the SDK hands the error to the session
+    # and drops the line, so the request would otherwise wait for its timeout.
+    return "recursion limit" in str(fault).lower()
+
+
 class _Link:
     """A running server: the loop thread, the SDK session, and a way to stop both."""
 
@@ -133,6 +145,7 @@ class _Link:
         self.session: ClientSession = cast("ClientSession", None)
         self._scope: anyio.CancelScope | None = None
         self._closing = False
+        self._too_deep = asyncio.Event()  # a reply nested too deeply to parse arrived
         self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
         # Zero-egress mode: the server starts in a network namespace of its own where it can.
         self.launch = network_guard.child_launch(f"MCP server {config.name}", f"mcp:{config.name}",
@@ -183,18 +196,38 @@ class _Link:
             self._scope = scope
             if self._closing:
                 scope.cancel()
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            async with stdio_client(params, errlog=errlog) as (read, write), \
+                    ClientSession(read, write, message_handler=self._on_message) as session:
                 await session.initialize()
                 self.ready.set_result(session)
                 await anyio.sleep_forever()
         if not self.ready.done():
             self.ready.set_exception(ToolError(f"MCP server {self.config.name} was stopped while starting"))
 
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception) and _too_deep(message):
+            self._too_deep.set()
+
     def run(self, coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
         if not self._thread.is_alive():
             coro.close()
             raise ToolError(f"MCP server {self.config.name} is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(self._unless_unreadable(coro), self.loop).result(timeout)
+
+    async def _unless_unreadable(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """`coro`, or `_Unreadable` at once when a reply too deep to parse arrives meanwhile."""
+        self._too_deep.clear()
+        request = asyncio.ensure_future(coro)
+        unreadable = asyncio.ensure_future(self._too_deep.wait())
+        try:
+            await asyncio.wait({request, unreadable}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            unreadable.cancel()
+        if not request.done():
+            request.cancel()
+            raise _Unreadable(f"MCP server {self.config.name} sent a reply nested too deeply to read "
+                              "(a tool's schema or result deeper than the JSON parser's limit)")
+        return request.result()
 
     def close(self) -> None:
         self._closing = True

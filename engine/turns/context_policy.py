@@ -148,6 +148,11 @@ class Fit:
         """The turn right after the dropped span (where the divider goes); None when nothing was cut."""
         return self.dropped_turns[-1] + 1 if self.dropped_turns else None
 
+    @property
+    def kept_head(self) -> int:
+        """Turns kept before the dropped span (truncate-middle's first exchange); 0 when none."""
+        return self.dropped_turns[0] if self.dropped_turns else 0
+
 
 @dataclass(frozen=True, slots=True)
 class _Split:

@@ -55,7 +55,10 @@ def _hermes(tools: Sequence[dict[str, Any]], max_calls: int) -> str:
         raise ValueError("the schema refers to itself")
     body = _ROOT.sub("call ::=", body)
     more = f' ("\\n" tool-call){{0,{max_calls - 1}}}' if max_calls > 1 else ""
-    # A thinking model may think first (llama.cpp allows it too); the call must follow.
+    # A thinking model may think first (llama.cpp allows it too); the call must follow. The block
+    # must open with "<think>": with free text allowed first, a small model rambles to max_tokens
+    # (SmolLM2 did). A template that prefills "<think>" (Qwen3) thus gets no call under the grammar,
+    # and the caller's one retry without it.
     return (f"root ::= think? tool-call{more}\n"
             f'tool-call ::= "<tool_call>\\n" call "\\n</tool_call>"\n{_THINK}\n{body}')
 
