@@ -277,8 +277,9 @@ class ChatController:
 
     async def measure_draft(self, draft: str) -> Meter | None:
         """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
+        documents = await self.documents.counted() if self.documents is not None else None
         try:
-            return await self.session.meter_async(self.engine, draft, self._turn_settings())
+            return await self.session.meter_async(self.engine, draft, self._turn_settings(), documents)
         except HISTORY_ERRORS:
             return None
 

@@ -51,7 +51,7 @@ from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
-from engine.turns.context_window import Meter, fit_request, measure_draft
+from engine.turns.context_window import Meter, WithDocuments, fit_request, measure_draft
 from engine.turns.runner import TurnRunner
 
 T = TypeVar("T")
@@ -345,10 +345,13 @@ class ChatSession:
             raise
         return await self.io(partial(self.begin, plan, model=model, approver=approver))
 
-    async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings) -> Meter | None:
-        """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count)."""
+    async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings,
+                          documents: WithDocuments | None = None) -> Meter | None:
+        """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count);
+        `documents` adds the next message's documents as the turn will."""
         messages, policy = await self.io(lambda: (self.messages(settings), self.policy(settings)))
-        return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens))
+        return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens,
+                                                            documents=documents))
 
     async def context_cut_async(self, engine: Engine, settings: TurnSettings,
                                 path: list[StoredMessage] | None = None) -> Fit | None:
