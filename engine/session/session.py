@@ -31,11 +31,11 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError
@@ -215,6 +215,28 @@ class ChatSession:
         self.store.update_conversation(target, settings=stored.to_stored())
         if target == self.conversation_id:
             self._known = (target, stored)
+
+    def update_settings_soon(self, **changes: object) -> Coroutine[Any, Any, None] | None:
+        """Change the open conversation's settings as this session knows them now; the write to await.
+
+        The write (through `io`, on the history thread when there is one) goes to the
+        conversation open at the call, even if another opens meanwhile. None when there is
+        nothing to write: a fresh conversation keeps its settings until it is stored.
+        """
+        target = self.conversation_id
+        if target is None:
+            self._pending = self._pending.with_(**changes)
+            return None
+        self._known = (target, self.settings.with_(**changes))
+
+        async def write() -> None:
+            try:
+                await self.io(partial(self.update_settings, target, **changes))
+            except BaseException:
+                self._known = None  # read them again: this change may not be stored
+                raise
+
+        return write()
 
     def replace_settings(self, settings: ConversationSettings) -> None:
         """Store `settings` as the open conversation's (a fresh one keeps them until it is stored)."""
