@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from doc_fixtures import filler, write_pdf, write_scanned_pdf, write_zip_bomb_docx
 
-from engine.docs.index import DocIndex, fts_query, fuse
+from engine.docs.bm25 import query_words
+from engine.docs.index import DocIndex, fuse
 from engine.docs.indexer import Progress, index_collection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ def test_a_pdf_collection_cites_pages(tmp_path: Path) -> None:
 
 
 def test_query_building_and_fusion() -> None:
-    assert fts_query('What is "the" AND vault-code?') == '"vault" OR "code"'
-    assert fts_query("the") == '"the"'
+    assert query_words('What is "the" AND vault-code?') == ["vault", "code"]
+    assert query_words("the") == ["the"]
     fused = fuse([[1, 2, 3], [3, 1]])
     assert [i for i, _ in fused] == [1, 3, 2]

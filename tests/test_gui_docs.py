@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from doc_fixtures import write_pdf
 from gui_helpers import WAIT_MS, Chat
-from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtWidgets import QToolTip
 from pytestqt.qtbot import QtBot
 
@@ -137,3 +137,38 @@ def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
     assert "Manuals" in button.text()
     with DocIndex.open(tmp_path / "docs.sqlite3") as index:
         assert index.search(index.collection("Manuals"), "button 3")[0].path.endswith("m3.md")
+
+
+def test_the_token_meter_counts_the_documents_attached_to_the_next_message(make_chat: MakeChat,
+                                                                            tmp_path: Path) -> None:
+    note = tmp_path / "minutes.md"
+    note.write_text("# Minutes\n\n" + " ".join(f"item{i}" for i in range(300)) + "\n")
+    backend = ScriptedBackend.from_texts("Noted [1].")
+    backend.n_ctx = 4096  # the scripted backend counts words, through the same meter
+    chat = make_chat(backend=backend)
+    button = _with_docs(chat, tmp_path)
+    meter = chat.window.context_meter
+
+    def documents() -> int:
+        return meter.meter.documents if meter.meter is not None else -1
+
+    chat.qtbot.waitUntil(lambda: meter.meter is not None, timeout=WAIT_MS)
+    empty = meter.meter.used  # type: ignore[union-attr]
+    _drop(chat, note)  # nothing typed yet: the file alone already counts
+    chat.qtbot.waitUntil(lambda: documents() >= 300, timeout=WAIT_MS)
+    assert meter.meter is not None and meter.meter.used >= empty + 300
+    assert "attached documents" in meter.toolTip() and meter.meter.draft == 0
+    chat.window.composer.edit.setPlainText("What was decided?")
+    chat.qtbot.waitUntil(lambda: meter.meter is not None and meter.meter.draft == 3, timeout=WAIT_MS)
+    with_note = meter.meter.used
+    button._detach(note.resolve())  # pyright: ignore[reportPrivateUsage]  (the menu's "✕ minutes.md")
+    chat.qtbot.waitUntil(lambda: documents() == 0, timeout=WAIT_MS)
+    assert meter.meter is not None and meter.meter.used <= with_note - 300
+    _drop(chat, note)
+    chat.qtbot.waitUntil(lambda: documents() >= 300, timeout=WAIT_MS)
+    assert meter.meter is not None and meter.meter.used == with_note
+    chat.qtbot.keyClick(chat.window.composer.edit, Qt.Key.Key_Return)
+    chat.wait_reply_finished()
+    sent = backend.requests[0]
+    assert "item299" in sent.messages[-1]["content"]
+    assert backend.count_prompt_tokens(sent.messages, sent.tools) == with_note  # the meter counted what was sent

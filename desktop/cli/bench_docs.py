@@ -39,10 +39,10 @@ def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
         lines.append(row("docs: index a PDF", f"{r['docs_index_pdf_pages_per_s']} pages/s vs pypdfium2 "
                          f"{r['docs_pdfium_pages_per_s']}/s (x{r['docs_pdf_vs_pdfium_ratio']}; "
                          f"{r['docs_pdf_pages']} pages)"))
-    searches = [f"{key.removeprefix('docs_search_ms_')} {value} ms" for key, value in r.items()
+    searches = [_search(r, key.removeprefix("docs_search_ms_")) for key, value in r.items()
                 if key.startswith("docs_search_ms_") and value is not None]
     if searches:
-        lines.append(row("docs: hybrid search", ", ".join(searches) + " (median, BM25 + vectors)"))
+        lines.append(row("docs: hybrid search", "; ".join(searches) + " (BM25 + 384-d vectors, Zipf corpus)"))
     if r.get("docs_needle_recall_at_5") is not None:
         vectors = r.get("docs_needle_recall_at_5_vectors")
         lines.append(row("docs: needle recall@5", f"{r['docs_needle_recall_at_5']} BM25 alone"
@@ -53,3 +53,15 @@ def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
                          f"{r['docs_big_file_mb']:,} MB of text ({r['docs_big_file_s']} s, "
                          f"{r['docs_big_file_chunks']:,} passages)"))
     return lines
+
+
+def _search(r: dict[str, Any], size: str) -> str:
+    """One corpus size's search figures: median and p90 latency, and how often the passage asked about came back."""
+    text = f"{size} passages {r[f'docs_search_ms_{size}']} ms median"
+    if r.get(f"docs_search_p90_ms_{size}") is not None:
+        text += f", p90 {r[f'docs_search_p90_ms_{size}']} ms"
+    if r.get(f"docs_search_bm25_ms_{size}") is not None:
+        text += f" (BM25 alone {r[f'docs_search_bm25_ms_{size}']} ms)"
+    if r.get(f"docs_search_found_at_8_{size}") is not None:
+        text += f", source in top 8: {r[f'docs_search_found_at_8_{size}']}"
+    return text

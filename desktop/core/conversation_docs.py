@@ -5,6 +5,8 @@ belong to the conversation (remembered in its settings, like `ember chat`'s), so
 are answered from them too. `prepare` reads what is new on a worker thread (extraction and
 indexing never block the window), then puts the passages that fit into the turn's last user
 message, measured by the backend, and returns the `Sources` event the turn starts with.
+The composer's token meter counts the same documents (`counted`), reading them as soon as they
+are attached; the message then reuses that reading.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from desktop.core.documents import (
 )
 from desktop.core.history_session import HISTORY_ERRORS, HistorySession
 from engine.backends.base import Message
+from engine.errors import EngineError
 from engine.events import SourceRef, Sources
 from engine.history.recorder import TurnRecorder
 from engine.runtime import Engine
+from engine.turns.context_window import WithDocuments
 
 log = logging.getLogger("desktop.documents")
 
@@ -47,6 +51,8 @@ class ConversationDocs:
         self.collection: str | None = None
         self._docs: TurnDocuments | None = None
         self._key: tuple[tuple[Path, ...], str | None] | None = None
+        self._problems: list[str] = []  # files of `_docs` that could not be read
+        self._opening = asyncio.Lock()
         self.on_change: Callable[[], None] | None = None  # the window's paperclip refreshes itself
 
     def _changed(self) -> None:
@@ -98,14 +104,8 @@ class ConversationDocs:
         """
         if not self.active:
             return Prepared(list(messages), None)
-        wanted = (tuple(self.attached + self.pending), self.collection)
-        problems: list[str] = []
-        if self._docs is None or self._key != wanted:
-            self.close()
-            self._docs, problems = await asyncio.to_thread(
-                TurnDocuments.open, list(wanted[0]), self.collection, index_path=self.index_path)
-            self._key = wanted
-        docs = self._docs
+        docs = await self._opened()
+        problems, self._problems = self._problems, []  # reported with the message that sent them
         self.attached = list(docs.attached)
         self.pending.clear()
         self._key = (tuple(self.attached), self.collection)
@@ -117,11 +117,39 @@ class ConversationDocs:
             return Prepared(list(messages), None, problems)
         return Prepared(applied[0], applied[1], problems)
 
+    async def counted(self) -> WithDocuments | None:
+        """What the token meter adds for the next message's documents (None: it has none, or they fail).
+
+        The files are read once, off the UI thread, and the turn that sends them reuses the reading.
+        """
+        if not self.active:
+            return None
+        try:
+            docs = await self._opened()
+        except EngineError as exc:  # an unknown collection, an embedder that fails: the turn says so
+            log.info("documents not counted: %s", exc)
+            return None
+        if not docs:
+            return None
+        return lambda backend, messages, max_tokens: docs.apply(backend, messages, max_tokens)[0]
+
+    async def _opened(self) -> TurnDocuments:
+        """The documents for the files and collection chosen now, read on a worker thread when they changed."""
+        async with self._opening:  # the meter and a turn may ask at once: read once
+            wanted = (tuple(self.attached + self.pending), self.collection)
+            if self._docs is None or self._key != wanted:
+                self.close()
+                self._docs, self._problems = await asyncio.to_thread(
+                    TurnDocuments.open, list(wanted[0]), self.collection, index_path=self.index_path)
+                self._key = wanted
+            return self._docs
+
     def close(self) -> None:
         if self._docs is not None:
             self._docs.close()
         self._docs = None
         self._key = None
+        self._problems = []
 
 
 
@@ -141,7 +169,7 @@ async def prepare_turn(docs: ConversationDocs | None, engine: Engine, messages: 
     prepared = await docs.prepare(engine, messages, max_tokens)
     if history is not None and history.conversation_id is not None:
         try:
-            history.update_settings(docs.settings_with(history.settings))
+            await history.io(lambda: history.update_settings(docs.settings_with(history.settings)))
         except HISTORY_ERRORS as exc:
             log.warning("history: could not remember the conversation's documents: %s", exc)
     return prepared

@@ -1,7 +1,8 @@
 """The token meter beside the composer: "1,240 / 4,096", counted with the model's own tokenizer.
 
 It counts what the next message would send: the conversation as the context policy keeps it,
-plus the draft. Typing restarts a short timer; when it fires, the count runs on the engine's
+plus the draft, with the passages of the documents attached to it as the turn will put them in
+(`ConversationDocs.counted`). Typing restarts a short timer; when it fires, the count runs on the engine's
 counting thread (`ChatController.measure_draft`), never on the UI thread, and only the newest
 draft's result is shown. Its menu chooses the conversation's context policy.
 """
@@ -131,7 +132,8 @@ class ContextMeter(QToolButton):
         self.setText(text)
         outside = "\nEarlier messages are outside the context; the count is of what the model still sees." \
             if self._cut else ""
-        tip = (f"Next request: {meter.used:,} of {meter.n_ctx:,} tokens (draft {meter.draft:,}; "
+        documents = f"attached documents {meter.documents:,}; " if meter.documents else ""
+        tip = (f"Next request: {meter.used:,} of {meter.n_ctx:,} tokens (draft {meter.draft:,}; {documents}"
                f"{meter.reserve:,} kept for the reply).{outside}\n"
                f"Context policy: {self.controller.context_policy.label}")
         self.setToolTip(f"{meter.problem}\n\n{tip}" if meter.problem else tip)

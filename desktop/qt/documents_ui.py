@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from desktop.core.controller import ChatController
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.qt.appearance import current_palette
+from desktop.qt.context_meter import ContextMeter
 from desktop.qt.icons import set_icon
 from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection
@@ -379,4 +380,7 @@ def install_documents(window: QWidget, controller: ChatController, index_path: P
     docs.on_change = button.refresh
     composer.add_tool(button)
     composer.edit.filesDropped.connect(button.attach)
+    meter = getattr(window, "context_meter", None)
+    if isinstance(meter, ContextMeter):  # attached documents count towards the next message
+        button.changed.connect(meter.recount)
     return button

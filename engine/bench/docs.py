@@ -4,7 +4,9 @@
   vectors), against raw llama-cpp-python embedding the very same passages, interleaved;
 - `docs_index_pdf_pages_per_s`: a generated PDF indexed (BM25), against pypdfium2's own text
   extraction of the same pages;
-- `docs_search_ms_10k` / `_100k`: one hybrid query (BM25 + vectors, fused) over that many passages;
+- `docs_search_ms_10k` / `_100k`: one hybrid query (BM25 + vectors, fused) over that many passages
+  of a Zipf-distributed vocabulary (so a question's words are selective, as in real text), with
+  its p90, BM25 alone, and how often the passage a question was made from is in the top 8;
 - `docs_needle_recall_at_5`: 200 generated files each hiding one fact; the share of questions
   whose file is in the top 5, with BM25 alone and with vectors;
 - `docs_index_peak_rss_mb`: peak resident memory of a child indexing one large text file (1 GB
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 import numpy as np
 # isort: on
 
-from engine.bench.docs_corpus import needle_corpus, prose, write_pdf
+from engine.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder
 from engine.docs.index import Collection, DocIndex
 from engine.docs.indexer import index_collection
@@ -125,42 +128,66 @@ def measure_pdf(tmp: Path, pages: int, runs: int) -> dict[str, Any]:
 # -- search latency -----------------------------------------------------------------------------
 
 
-def synthetic_index(path: Path, passages: int, dim: int = SEARCH_DIM, seed: int = 3) -> tuple[DocIndex, Collection]:
-    """An index of `passages` generated passages with random unit vectors (written directly, no model)."""
+@dataclass(frozen=True, slots=True)
+class SearchCorpus:
+    index: DocIndex
+    coll: Collection
+    questions: list[tuple[str, str]]  # (question, the passage it was asked about)
+
+
+def synthetic_index(path: Path, passages: int, questions: int = 20, dim: int = SEARCH_DIM,
+                    seed: int = 3) -> SearchCorpus:
+    """`passages` Zipf-distributed passages (~1,000 characters) with random unit vectors, written
+    directly (no model), and `questions` asked about passages picked at random."""
     from engine.docs.chunk import Chunk
 
     rng = random.Random(seed)
+    vocabulary = ZipfVocabulary.build()
     vectors = np.random.default_rng(seed).standard_normal((1000, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    asked = set(rng.sample(range(passages), min(questions, passages)))
+    asked_about: list[tuple[str, str]] = []
     index = DocIndex.open(path)
     coll = index.create_collection("bench", "synthetic")
     per_file = 500
     for f in range(0, passages, per_file):
         file_id = index.begin_file(coll, f"/bench/file-{f // per_file:04d}.md", "h", 0, 0)
         n = min(per_file, passages - f)
-        chunks = [Chunk(prose(rng, 150), None, i * 1000, i * 1000 + 900) for i in range(n)]
+        texts = [vocabulary.passage(rng, 170) for _ in range(n)]
+        asked_about += [(vocabulary.question(rng, texts[i]), texts[i]) for i in range(n) if f + i in asked]
+        chunks = [Chunk(text, None, i * 1000, i * 1000 + len(text)) for i, text in enumerate(texts)]
         index.add_chunks(file_id, chunks, vectors[np.arange(f, f + n) % len(vectors)])
         index.finish_file(file_id, pages=0, chunks=n)
-    return index, coll
+    return SearchCorpus(index, coll, asked_about)
 
 
 def measure_search(tmp: Path, sizes: tuple[int, ...], queries: int = 20) -> dict[str, Any]:
+    """Median latency of one hybrid query, and how often the passage asked about is in the top 8."""
     out: dict[str, Any] = {}
-    rng = random.Random(4)
     qvecs = np.random.default_rng(9).standard_normal((queries, SEARCH_DIM)).astype(np.float32)
     for size in sizes:
-        index, coll = synthetic_index(tmp / f"search-{size}.sqlite3", size)
+        corpus = synthetic_index(tmp / f"search-{size}.sqlite3", size, queries)
+        index, coll = corpus.index, corpus.coll
         try:
-            texts = [" ".join(rng.choice(prose(rng, 30).split()) for _ in range(6)) for _ in range(queries)]
-            index.search(coll, texts[0], 8, qvecs[0])  # warm: the vectors load once, as in the app
+            index.search(coll, corpus.questions[0][0], 8, qvecs[0])  # warm: the vectors load once, as in the app
             timings: list[float] = []
-            for text, vector in zip(texts, qvecs, strict=True):
+            words_only: list[float] = []
+            found = 0
+            for (question, passage), vector in zip(corpus.questions, qvecs, strict=False):
                 started = time.perf_counter()
-                index.search(coll, text, 8, vector)
+                hits = index.search(coll, question, 8, vector)
                 timings.append((time.perf_counter() - started) * 1000)
+                found += any(h.text == passage for h in hits)
+                started = time.perf_counter()
+                index.search(coll, question, 8)  # BM25 alone, interleaved: the same load for both
+                words_only.append((time.perf_counter() - started) * 1000)
         finally:
             index.close()
-        out[f"docs_search_ms_{size // 1000}k"] = round(statistics.median(timings), 2)
+        label = f"{size // 1000}k"
+        out[f"docs_search_ms_{label}"] = round(statistics.median(timings), 2)
+        out[f"docs_search_bm25_ms_{label}"] = round(statistics.median(words_only), 2)
+        out[f"docs_search_p90_ms_{label}"] = round(sorted(timings)[int(0.9 * (len(timings) - 1))], 2)
+        out[f"docs_search_found_at_8_{label}"] = round(found / len(timings), 3)
     return out
 
 

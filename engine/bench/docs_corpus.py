@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import itertools
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,55 @@ def prose(rng: random.Random, words: int) -> str:
         if i % 60 == 59:
             out[-1] += "\n\n"
     return " ".join(out).replace("\n\n ", "\n\n")
+
+
+# The commonest English words, most frequent first: the head of the Zipf vocabulary below.
+FUNCTION_WORDS = ("the of and to a in is that for it was on with as be by at this are from or have an not but "
+                  "they which one you were all we her she there their been has would more if will can when who "
+                  "what so up out about into than them only other its some could these two may then do first "
+                  "any my now such like our over man me even most made after also did many before must through "
+                  "back years where much your way well down should because each just those people how too "
+                  "little state good very make world still own see men work long get here between both life "
+                  "being under never day same another know while last might us great old year off come since "
+                  "against go came right used take three").split()
+
+
+@dataclass(frozen=True, slots=True)
+class ZipfVocabulary:
+    """A deterministic vocabulary whose word frequencies follow Zipf's law, as natural text does.
+
+    The word of rank r is drawn with probability proportional to 1 / r: a few words ("the",
+    "of") are in nearly every passage, most are rare, so a question's content words match a
+    few passages, not all of them (the search benchmark's corpus; no download, same every run).
+    """
+
+    words: tuple[str, ...]
+    cum_weights: tuple[float, ...]
+
+    @classmethod
+    def build(cls, size: int = 30_000, seed: int = 21) -> ZipfVocabulary:
+        rng = random.Random(seed)
+        words = list(dict.fromkeys(FUNCTION_WORDS))
+        seen = set(words)
+        while len(words) < size:
+            word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.choice((2, 3, 3, 4))))
+            if word not in seen:
+                seen.add(word)
+                words.append(word)
+        return cls(tuple(words), tuple(itertools.accumulate(1.0 / rank for rank in range(1, size + 1))))
+
+    def passage(self, rng: random.Random, words: int) -> str:
+        """`words` words drawn by frequency, in sentences of twelve."""
+        drawn = rng.choices(self.words, cum_weights=self.cum_weights, k=words)
+        sentences = (" ".join(drawn[i:i + 12]).capitalize() + "." for i in range(0, words, 12))
+        return " ".join(sentences)
+
+    def question(self, rng: random.Random, passage: str) -> str:
+        """A question about `passage`: three of its less common words, in a sentence of common ones."""
+        common = set(self.words[:len(FUNCTION_WORDS)])
+        content = sorted({w for w in passage.lower().replace(".", " ").split() if w not in common})
+        picked = rng.sample(content, min(3, len(content)))
+        return f"What is the {' '.join(picked[:2])} of {' '.join(picked[2:])}?"
 
 
 def name(rng: random.Random) -> str:

@@ -5,17 +5,17 @@
     index.add_roots(coll, [folder])          # then engine.docs.indexer.index_collection(...)
     hits = index.search(coll, "question", k=8, query_vector=None)
 
-Search is hybrid: SQLite FTS5's BM25 always (no model needed), plus cosine similarity over
-the collection's vectors when it has an embedding model (numpy brute force: one
-matrix-vector product, fine to about 100k passages), merged by reciprocal-rank fusion. Only
-passages of `ready` files are ever returned. Every sqlite3 error becomes a
-`DocsDatabaseError` (one line) at this boundary.
+Search is hybrid: SQLite FTS5's BM25 always (no model needed; `engine.docs.bm25` leaves very
+common words out and lets SQLite cut the ranking off), plus cosine similarity over the
+collection's vectors when it has an embedding model (`engine.docs.vectors`: one contiguous
+float32 matrix read once, exact top-k by one matrix-vector product and argpartition), the two
+top-50 lists merged by reciprocal-rank fusion. Only passages of `ready` files are ever
+returned. Every sqlite3 error becomes a `DocsDatabaseError` (one line) at this boundary.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 import threading
 import time
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from engine.docs.bm25 import Keywords
 from engine.docs.chunk import Chunk
 from engine.docs.schema import DocsDatabaseError, migrate
 
@@ -33,12 +34,6 @@ if TYPE_CHECKING:  # numpy (engine.docs.vectors) is imported only where vectors 
 
 RRF_K = 60  # the constant of reciprocal-rank fusion (Cormack et al.): 1 / (RRF_K + rank)
 CANDIDATES = 50  # per ranking, before fusion
-_WORD = re.compile(r"\w+", re.UNICODE)
-_STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have how i in is it its of on or that the this to was were what "
-    "when where which who why will with you your does do did can could should would about into than then there "
-    "these those they them he she we our us my me not no yes so if".split()
-)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -106,6 +101,7 @@ class DocIndex:
         self.path = path
         self._lock = threading.RLock()
         self._matrices: dict[int, Matrix] = {}
+        self._keywords = Keywords(conn)
         self._writes = 0
 
     @classmethod
@@ -305,28 +301,21 @@ class DocIndex:
         """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector."""
         rankings = [self._bm25(coll, query, CANDIDATES)]
         if query_vector is not None:
-            rankings.append(self._nearest(coll, query_vector, CANDIDATES))
-        fused = fuse(rankings)[:k]
-        return self._hits(fused)
+            rankings.append(self._matrix(coll).nearest(query_vector, CANDIDATES))
+        return self._hits(fuse(rankings)[:k])
 
     def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
-        match = fts_query(query)
-        if not match:
-            return []
-        rows = self.conn.execute(
-            "SELECT c.id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
-            "WHERE chunks_fts MATCH ? AND f.collection_id = ? AND f.status = 'ready' "
-            "ORDER BY bm25(chunks_fts) LIMIT ?", (match, coll.id, limit))
-        return [int(r[0]) for r in rows]
+        return self._keywords.ranked(self._version(), coll.id, query, limit)
 
-    def _nearest(self, coll: Collection, query_vector: Vector, limit: int) -> list[int]:
-        return self._matrix(coll).nearest(query_vector, limit)
+    def _version(self) -> int:
+        """Changes whenever the database does (another connection's commits, or this one's)."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0]) * 1_000_003 + self._writes
 
     def _matrix(self, coll: Collection) -> Matrix:
         """The collection's vectors as one matrix, read once and kept until the database changes."""
         from engine.docs.vectors import Matrix
 
-        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0]) * 1_000_003 + self._writes
+        version = self._version()
         cached = self._matrices.get(coll.id)
         if cached is not None and cached.version == version:
             return cached
@@ -370,17 +359,6 @@ class DocIndex:
             "SELECT c.id, c.text FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection_id = ? AND "
             "f.status = 'ready' ORDER BY c.id", (coll.id,))
         return [(int(r[0]), str(r[1])) for r in rows]
-
-
-def fts_query(text: str) -> str:
-    """An FTS5 query matching any of the question's words (quoted, so no word is read as syntax)."""
-    words: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if word not in _STOPWORDS and word not in words:
-            words.append(word)
-    if not words:  # a question made only of common words still searches for them
-        words = list(dict.fromkeys(_WORD.findall(text.lower())))
-    return " OR ".join(f'"{w}"' for w in words[:64])
 
 
 def fuse(rankings: Sequence[Sequence[int]]) -> list[tuple[int, float]]:

@@ -48,7 +48,9 @@ class Matrix:
         query = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if not len(self.ids) or limit <= 0 or self.rows.shape[1] != query.shape[0]:
             return []
-        scores = self.rows @ query
+        # One core's loop, not `rows @ query`: OpenBLAS splits a matrix-vector product over its
+        # threads, which costs far more than it saves on a busy machine (10k × 384: 20 ms, not 1.3).
+        scores = np.einsum("ij,j->i", self.rows, query)
         top = min(limit, len(scores))
         best = np.argpartition(scores, len(scores) - top)[len(scores) - top:]  # O(n), not a full sort
         best = best[np.argsort(-scores[best], kind="stable")]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.backends.base import Backend, Message, Request, ToolSpec
@@ -105,6 +105,10 @@ def fit_request(backend: Backend, request: Request, policy: ContextPolicy) -> tu
     return request.with_(messages=fit.messages), fit
 
 
+# Puts documents into the last (user) message, measured by the backend: (backend, messages, max_tokens).
+WithDocuments = Callable[[Backend, list[Message], int], list[Message]]
+
+
 @dataclass(frozen=True, slots=True)
 class Meter:
     """What the composer's token meter shows: the next prompt's size against the context."""
@@ -114,6 +118,7 @@ class Meter:
     draft: int  # tokens of the draft alone
     reserve: int  # kept free for the reply
     problem: str = ""  # why the draft would be refused (empty: it would be sent)
+    documents: int = 0  # tokens the attached documents' passages add to the draft
 
     @property
     def text(self) -> str:
@@ -121,8 +126,13 @@ class Meter:
 
 
 def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, policy: ContextPolicy,
-                  max_tokens: int, tools: tuple[ToolSpec, ...] | None = None) -> Meter | None:
-    """The meter for `draft` typed after `messages`; None when the backend cannot count."""
+                  max_tokens: int, tools: tuple[ToolSpec, ...] | None = None,
+                  documents: WithDocuments | None = None) -> Meter | None:
+    """The meter for `draft` typed after `messages`; None when the backend cannot count.
+
+    `documents` puts the files attached to the next message (and its collection's passages)
+    into the draft as the turn will, so they are counted too, even before anything is typed.
+    """
     counter = counter_for(backend, tools)
     if counter is None:
         return None
@@ -130,16 +140,21 @@ def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, pol
     reserve = reply_reserve(n_ctx, max_tokens)
     headroom = counter.recovery_headroom()
     draft_tokens = counter.text_tokens(draft) if draft else 0
-    candidate = [*messages, {"role": "user", "content": draft}] if draft.strip() else list(messages)
+    with_draft = draft.strip() or documents is not None
+    candidate = [*messages, {"role": "user", "content": draft}] if with_draft else list(messages)
     if not candidate:
         return Meter(0, n_ctx, 0, reserve)
+    doc_tokens = 0
     try:
+        if documents is not None:
+            candidate = documents(backend, candidate, max_tokens)
+            doc_tokens = max(0, counter.text_tokens(str(candidate[-1]["content"])) - draft_tokens)
         fit = fit_messages(candidate, policy, counter, n_ctx=n_ctx, max_tokens=max_tokens, headroom=headroom)
     except MessageTooLongError as exc:
-        return Meter(exc.tokens, n_ctx, draft_tokens, reserve, str(exc))
+        return Meter(exc.tokens, n_ctx, draft_tokens, reserve, str(exc), doc_tokens)
     except (ContextOverflowError, ConfigError) as exc:  # full under stop, or a template that fails
-        return Meter(_whole(counter, candidate), n_ctx, draft_tokens, reserve, str(exc))
-    return Meter(fit.prompt_tokens, n_ctx, draft_tokens, reserve)
+        return Meter(_whole(counter, candidate), n_ctx, draft_tokens, reserve, str(exc), doc_tokens)
+    return Meter(fit.prompt_tokens, n_ctx, draft_tokens, reserve, documents=doc_tokens)
 
 
 def _whole(counter: TokenCounter, messages: Sequence[Message]) -> int:

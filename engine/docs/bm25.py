@@ -1,0 +1,122 @@
+"""Keyword search: SQLite FTS5's BM25 over the passages, ranked and cut off inside SQLite.
+
+FTS5 ranks the matches itself and hands back only the best (`ORDER BY rank LIMIT` on the
+virtual table); passages of another collection or of a file not yet `ready` are dropped after,
+reading further down the ranking only when too few remain.
+
+Ranking costs a few microseconds per matching passage (FTS5 reads each one's length for BM25),
+so a question's words are weighed first. Stopwords go, and so does a word found in more than
+`COMMON` of the passages (and in more than `COMMON_FLOOR`): in a 100k-passage collection such
+a word matches thousands of passages, ranking them all took seconds, and its BM25 weight is
+small anyway. The passages holding every remaining word are ranked first (few, and the best
+under BM25 too), then those holding any of the rarest words, kept until the passages they match
+add up to `BUDGET` (the words left out are commoner than every word kept, so weigh least).
+How many passages hold a word is counted only up to the threshold, and remembered until the
+database changes.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+COMMON = 0.1  # a word in more than this share of the passages is left out of the query…
+COMMON_FLOOR = 2000  # …once it is in more passages than this (a small collection keeps every word)
+BUDGET = 5000  # the rarest words are kept until the passages they match add up to this
+MAX_WORDS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have how i in is it its of on or that the this to was were what "
+    "when where which who why will with you your does do did can could should would about into than then there "
+    "these those they them he she we our us my me not no yes so if".split()
+)
+_RANKED = (
+    "WITH m AS (SELECT rowid AS id, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) "
+    "SELECT m.id, coalesce(f.collection_id = ? AND f.status = 'ready', 0) FROM m LEFT JOIN chunks c ON c.id = m.id "
+    "LEFT JOIN files f ON f.id = c.file_id ORDER BY m.rank"
+)
+
+
+def query_words(text: str) -> list[str]:
+    """The question's distinct words without stopwords (all of them when it has nothing else)."""
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    kept = [w for w in words if w not in _STOPWORDS] or words
+    return kept[:MAX_WORDS]
+
+
+def _quoted(word: str) -> str:
+    return f'"{word}"'  # a phrase: no word is read as FTS5 syntax (AND, NEAR, column filters)
+
+
+class Keywords:
+    """BM25 over one database's passages; remembers word counts until the database changes."""
+
+    def __init__(self, conn: sqlite3.Connection, *, common: float = COMMON, floor: int = COMMON_FLOOR,
+                 budget: int = BUDGET) -> None:
+        self.conn = conn
+        self.common = common
+        self.floor = floor
+        self.budget = budget
+        self._version = -1
+        self._passages = 0
+        self._counts: dict[str, int] = {}
+
+    def ranked(self, version: int, collection_id: int, query: str, limit: int) -> list[int]:
+        """The chunk ids of the collection's `limit` best passages for `query`, best first."""
+        found: dict[int, None] = {}
+        for match in self.queries(version, query):
+            found.update(dict.fromkeys(self._ranked(match, collection_id, limit)))
+            if len(found) >= limit:
+                break
+        return list(found)[:limit]
+
+    def _ranked(self, match: str, collection_id: int, limit: int) -> list[int]:
+        fetch = limit
+        while limit > 0:
+            rows = self.conn.execute(_RANKED, (match, fetch, collection_id)).fetchall()
+            ranked = [int(r[0]) for r in rows if r[1]]
+            if len(ranked) >= limit or len(rows) < fetch:
+                return ranked[:limit]
+            fetch *= 4  # other collections' passages took places in the ranking: look further down
+        return []
+
+    def queries(self, version: int, query: str) -> list[str]:
+        """The FTS5 queries ranked in turn until enough passages are found.
+
+        First the passages holding every selective word (few, so cheap to rank, and the best
+        under BM25 too), then those holding any of the rarest ones, within the budget. When
+        every word is common, only the passages holding them all.
+        """
+        words = query_words(query)
+        if not words:
+            return []
+        self._refresh(version)
+        most = max(int(self._passages * self.common), self.floor)
+        counts = {w: self._count(w, most + 1) for w in words}
+        selective = sorted((w for w in words if 0 < counts[w] <= most), key=lambda w: counts[w])
+        if not selective:
+            common = [w for w in words if counts[w]]
+            return [" AND ".join(map(_quoted, common))] if common else []
+        kept, matched = selective[:1], counts[selective[0]]
+        for word in selective[1:]:
+            matched += counts[word]
+            if matched > self.budget:
+                break  # commoner than every word kept: the least BM25 weight, the most passages to rank
+            kept.append(word)
+        every, some = " AND ".join(map(_quoted, selective)), " OR ".join(map(_quoted, kept))
+        return [every, some] if len(selective) > 1 else [some]
+
+    def _refresh(self, version: int) -> None:
+        if version != self._version or len(self._counts) > 100_000:
+            self._version = version
+            self._passages = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._counts.clear()
+
+    def _count(self, word: str, cap: int) -> int:
+        """How many passages hold `word`, counted no further than `cap` (a common word costs no more)."""
+        count = self._counts.get(word)
+        if count is None:
+            count = self._counts[word] = int(self.conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
+                (_quoted(word), cap)).fetchone()[0])
+        return count

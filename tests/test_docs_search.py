@@ -1,0 +1,118 @@
+"""Search at scale: common words left out of BM25, ranking cut off in SQLite, vectors as one matrix."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.bench.docs_corpus import ZipfVocabulary
+from engine.docs.bm25 import Keywords
+from engine.docs.chunk import Chunk
+from engine.docs.index import Collection, DocIndex
+from engine.docs.vectors import Matrix
+
+
+def _add(index: DocIndex, coll: Collection, path: str, texts: Sequence[str], vectors: np.ndarray | None = None,
+         *, ready: bool = True) -> None:
+    file_id = index.begin_file(coll, path, "h", 0, 0)
+    index.add_chunks(file_id, [Chunk(t, None, i * 100, i * 100 + len(t)) for i, t in enumerate(texts)], vectors)
+    if ready:
+        index.finish_file(file_id, pages=0, chunks=len(texts))
+
+
+def _keywords(index: DocIndex, floor: int) -> Keywords:
+    return Keywords(index.conn, floor=floor)
+
+
+def test_a_common_word_is_left_out_when_the_question_has_selective_ones() -> None:
+    with DocIndex.memory() as index:
+        coll = index.create_collection("c")
+        _add(index, coll, "/a.md", [f"river passage {i}" for i in range(40)] + ["river walnut harbor"])
+        words = _keywords(index, floor=2)
+        # "river" is in all 41 passages, "walnut" in one, "zebra" in none.
+        assert words.queries(1, "Where is the river walnut zebra?") == ['"walnut"']
+        assert words.queries(1, "the river passage") == ['"river" AND "passage"']  # only common words: all of them
+        assert words.queries(1, "zebra") == []
+        # A small collection keeps every word (the default floor: 2,000 passages), rarest first:
+        # the passages with both words, then those with either.
+        assert Keywords(index.conn).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut" OR "river"']
+        # Past the budget, the commonest selective words are ranked only among passages holding every word.
+        assert Keywords(index.conn, budget=30).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut"']
+
+
+def test_counts_are_remembered_until_the_database_changes() -> None:
+    with DocIndex.memory() as index:
+        coll = index.create_collection("c")
+        _add(index, coll, "/a.md", ["walnut"] * 3 + ["other"] * 30)
+        words = _keywords(index, floor=2)
+        version = index._version()  # pyright: ignore[reportPrivateUsage]
+        assert words.queries(version, "walnut other") == ['"walnut"']
+        _add(index, coll, "/b.md", ["walnut"] * 60 + ["filler"] * 300)  # 393 passages: walnut 63, other 30
+        assert index._version() != version  # pyright: ignore[reportPrivateUsage]
+        assert words.queries(index._version(), "walnut other") == ['"other"']  # pyright: ignore[reportPrivateUsage]
+
+
+def test_the_best_passages_come_back_even_behind_another_collections() -> None:
+    # The other collection's 200 passages rank above ours; the ranking is read further down for ours.
+    with DocIndex.memory() as index:
+        other, ours = index.create_collection("other"), index.create_collection("ours")
+        _add(index, other, "/other.md", ["walnut walnut walnut"] * 200)
+        _add(index, ours, "/ours.md", [f"walnut and {w}" for w in ("harbor", "candle", "meadow")])
+        _add(index, ours, "/half.md", ["walnut walnut"], ready=False)  # still indexing: never served
+        hits = index.search(ours, "walnut", k=8)
+        assert sorted(h.text for h in hits) == ["walnut and candle", "walnut and harbor", "walnut and meadow"]
+
+
+def test_bm25_ranking_matches_sqlite_ranking_everything() -> None:
+    rng = random.Random(2)
+    vocabulary = ZipfVocabulary.build(size=3000)
+    texts = [vocabulary.passage(rng, 60) for _ in range(600)]
+    with DocIndex.memory() as index:
+        coll = index.create_collection("c")
+        _add(index, coll, "/z.md", texts)
+        question = vocabulary.question(rng, texts[17])
+        words = _keywords(index, floor=2_000)  # nothing left out: compare with the full ranking
+        version = index._version()  # pyright: ignore[reportPrivateUsage]
+        every, some = words.queries(version, question)
+        full = {match: [r[0] for r in index.conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts), rowid", (match,))]
+            for match in (every, some)}
+        expected = list(dict.fromkeys(full[every] + full[some]))[:10]  # all the words first, then any
+        assert words.ranked(version, coll.id, question, 10) == expected
+        assert any(h.text == texts[17] for h in index.search(coll, question, k=8))
+
+
+def test_nearest_rows_are_the_exact_top_k() -> None:
+    rows = np.random.default_rng(1).standard_normal((500, 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    matrix = Matrix.load(1, ((1000 + i, rows[i].tobytes()) for i in range(500)))
+    query = rows[42] + 0.1
+    expected = [1000 + int(i) for i in np.argsort(-(rows @ query))[:20]]
+    assert matrix.nearest(query, 20) == expected
+    assert matrix.nearest(query, 1000) == [1000 + int(i) for i in np.argsort(-(rows @ query))]
+    assert matrix.rows.flags.c_contiguous and matrix.rows.dtype == np.float32
+    assert matrix.nearest(np.ones(8, dtype=np.float32), 5) == []  # another model's width: no vector ranking
+
+
+def test_a_vector_of_another_width_is_skipped_not_fatal() -> None:
+    good = np.ones(4, dtype=np.float32).tobytes()
+    matrix = Matrix.load(1, [(1, good), (2, np.ones(3, dtype=np.float32).tobytes()), (3, good)])
+    assert matrix.ids.tolist() == [1, 3] and matrix.rows.shape == (2, 4)
+    assert Matrix.load(1, []).nearest(np.ones(4, dtype=np.float32), 3) == []
+
+
+def test_hybrid_search_finds_by_meaning_what_no_word_matches(tmp_path: Path) -> None:
+    vectors = np.eye(4, dtype=np.float32)
+    with DocIndex.open(tmp_path / "d.sqlite3") as index:
+        coll = index.create_collection("c", "synthetic")
+        _add(index, coll, "/v.md", ["harbor lights", "candle wax", "meadow grass", "copper wire"], vectors)
+        hits = index.search(coll, "metal conductor", k=2, query_vector=np.array([0, 0, 0.1, 1], dtype=np.float32))
+        assert [h.text for h in hits] == ["copper wire", "meadow grass"]
+        both = index.search(coll, "candle", k=1, query_vector=np.array([0, 1, 0, 0], dtype=np.float32))
+        assert both[0].text == "candle wax"  # first in both rankings
+        _add(index, coll, "/w.md", ["wire"], np.array([[0, 0, 0, 1]], dtype=np.float32))
+        again = index.search(coll, "wire", k=2, query_vector=np.array([0, 0, 0, 1], dtype=np.float32))
+        assert {h.text for h in again} == {"copper wire", "wire"}  # the matrix was read again after the write
