@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,11 @@ if TYPE_CHECKING:
     from sse_stub import StubServer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# A test run started in the background (`cmd &`, nohup) inherits SIGINT ignored, and so would
+# the `ember` processes the Ctrl+C tests start (an ignored signal stays ignored across exec);
+# those tests are about a terminal's Ctrl+C, so the run takes SIGINT back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Machine-level verdicts (the llama.cpp CPU probe) go to one folder per test run, which child
 # processes inherit, never to the user's cache.
 if "EMBER_CACHE_DIR" not in os.environ:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from gui_helpers import WAIT_MS, Chat, shown_answer
@@ -12,6 +13,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QLineEdit, QListWidgetItem
 from pytestqt.qtbot import QtBot
 
+from desktop.core.async_tasks import spawn
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelInfo
@@ -24,6 +26,7 @@ from engine.backends.scripted import ScriptedBackend
 from engine.errors import BackendError
 from engine.events import Piece
 from engine.history.store import HistoryStore
+from engine.history.types import HistoryError
 from engine.runtime import Engine
 from engine.session import session as session_module
 from models.library.paths import ember_paths
@@ -31,6 +34,7 @@ from models.library.paths import ember_paths
 pytest_plugins = ["gui_helpers"]
 
 MakeChat = Callable[..., Chat]
+T = TypeVar("T")
 # Scaffolding only: nothing visible is left, so the turn recovers once and then fails.
 MALFORMED_REPLY = [{"text": "<|tool_call_start|>", "special": True}, "[x()]",
                    {"text": "<|tool_call_end|>", "special": True}]
@@ -49,6 +53,13 @@ def sidebar_of(chat: Chat) -> HistorySidebar:
     sidebar = chat.window.sidebar
     assert isinstance(sidebar, HistorySidebar)
     return sidebar
+
+
+def finished(qtbot: QtBot, work: Coroutine[Any, Any, T]) -> T:
+    """Run a sidebar coroutine (its disk work is on the history thread) to its end; its result."""
+    task = spawn(work)
+    qtbot.waitUntil(task.done, timeout=WAIT_MS)
+    return task.result()
 
 
 def refreshed(qtbot: QtBot, sidebar: HistorySidebar) -> None:
@@ -368,12 +379,31 @@ def test_delete_asks_first_and_undo_restores(make_chat: MakeChat, qtbot: QtBot) 
     qtbot.keyClick(sidebar.list, Qt.Key.Key_Delete)
     assert asked == ["Doomed"] and sidebar.list.conversation_ids() == [doomed, keep]
     qtbot.keyClick(sidebar.list, Qt.Key.Key_Delete)
-    assert sidebar.list.conversation_ids() == [keep]
+    assert sidebar.list.conversation_ids() == [keep]  # at once; the write follows on the history thread
+    assert sidebar.deleting is not None
+    qtbot.waitUntil(sidebar.deleting.done, timeout=WAIT_MS)
     assert [c.id for c in store.conversations(deleted=True)] == [doomed]
     assert sidebar.undo_bar.isVisible() and sidebar.undo_bar.action_button.text() == "Undo"
     qtbot.mouseClick(sidebar.undo_bar.action_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: sidebar.list.conversation_ids() == [doomed, keep], timeout=WAIT_MS)
     assert not sidebar.undo_bar.isVisible() and store.conversations(deleted=True) == []
+
+
+def test_a_delete_that_cannot_be_written_puts_the_row_back(make_chat: MakeChat, qtbot: QtBot,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    chat = make_chat()
+    kept = add_conversation(store_of(chat), "Kept", ("a", "b"))
+    sidebar = sidebar_of(chat)
+    refreshed(qtbot, sidebar)
+
+    def locked(_conversation_id: int) -> None:
+        raise HistoryError("history database error: database is locked")
+
+    monkeypatch.setattr(sidebar.session, "delete", locked)
+    sidebar.confirm_delete = lambda _title: True
+    assert sidebar.delete(kept) and sidebar.list.conversation_ids() == []
+    qtbot.waitUntil(lambda: sidebar.list.conversation_ids() == [kept], timeout=WAIT_MS)
+    assert "Couldn't delete it: history database error: database is locked" in sidebar.undo_bar.label.text()
 
 
 def test_deleting_the_open_conversation_starts_a_fresh_one(make_chat: MakeChat, qtbot: QtBot) -> None:
@@ -487,13 +517,14 @@ def test_export_and_import_round_trip(make_chat: MakeChat, qtbot: QtBot, tmp_pat
     chat.wait_idle()
     conv = current_id(chat)
     sidebar = sidebar_of(chat)
-    assert sidebar.export_conversation(conv, tmp_path / "c.md", "md")
+    assert finished(qtbot, sidebar.export_conversation(conv, tmp_path / "c.md", "md"))
     markdown = (tmp_path / "c.md").read_text(encoding="utf-8")
     assert "## You\n\none" in markdown and "Second." in markdown
-    assert sidebar.export_conversation(conv, tmp_path / "c.json", "json")
-    imported = sidebar.import_conversation(tmp_path / "c.json")
+    assert finished(qtbot, sidebar.export_conversation(conv, tmp_path / "c.json", "json"))
+    imported = finished(qtbot, sidebar.import_conversation(tmp_path / "c.json"))
     assert imported is not None and imported != conv
-    qtbot.waitUntil(lambda: current_id(chat) == imported, timeout=WAIT_MS)
+    old_ids = {m.id for m in store_of(chat).messages(conv)}  # the screens look alike: wait for the new widgets
+    qtbot.waitUntil(lambda: current_id(chat) == imported and chat.reply().message_id not in old_ids, timeout=WAIT_MS)
     assert shown(chat) == [("user", "one"), ("assistant", "Second.")]
     reply = chat.reply()
     assert reply.nav.position == (2, 2)  # both versions came along
@@ -503,12 +534,12 @@ def test_export_and_import_round_trip(make_chat: MakeChat, qtbot: QtBot, tmp_pat
     assert sorted(sidebar.list.conversation_ids()) == sorted([conv, imported])
 
 
-def test_importing_a_bad_file_says_why(make_chat: MakeChat, tmp_path: Path) -> None:
+def test_importing_a_bad_file_says_why(make_chat: MakeChat, qtbot: QtBot, tmp_path: Path) -> None:
     chat = make_chat()
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}', encoding="utf-8")
     sidebar = sidebar_of(chat)
-    assert sidebar.import_conversation(bad) is None
+    assert finished(qtbot, sidebar.import_conversation(bad)) is None
     assert sidebar.undo_bar.isVisible() and "not an Ember conversation" in sidebar.undo_bar.label.text()
     assert store_of(chat).conversations() == []
 

@@ -1,7 +1,7 @@
 """The window's history work runs off the GUI thread: a slow disk never stalls the window.
 
 A store whose every read takes SLOW_S stands in for a slow or busy disk. While a turn runs,
-another conversation opens and the sidebar re-reads, a QTimer heartbeat on the GUI thread
+another conversation opens, the sidebar re-reads and a conversation is exported, a QTimer heartbeat on the GUI thread
 must keep ticking: a single read on the GUI thread would hold it for SLOW_S. The reads are
 also checked by the thread that made them, which does not depend on the machine's load.
 """
@@ -19,11 +19,14 @@ from gui_helpers import WAIT_MS
 from PySide6.QtCore import QObject, Qt, QTimer
 from pytestqt.qtbot import QtBot
 
+from desktop.core.async_tasks import spawn
 from desktop.core.controller import ChatController
 from desktop.qt.app import wire_window
+from desktop.qt.documents_ui import install_documents
 from desktop.qt.history_ui import attach_history
 from desktop.qt.message_view import UserMessage
 from desktop.qt.sidebar import HistorySidebar
+from desktop.qt.tool_card import install_tools
 from desktop.qt.window import MainWindow
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
@@ -94,6 +97,8 @@ def slow_window(qtbot: QtBot, aloop: Any, tmp_path: Path) -> Iterator[tuple[Main
     controller = ChatController(engine, window, session=ChatSession(store))
     wire_window(window, controller)
     attach_history(window, controller)
+    install_tools(window, controller)  # as the app does: their per-conversation settings are read each turn
+    install_documents(window, controller)
     window.show()
     qtbot.waitExposed(window)
     yield window, controller, store
@@ -115,7 +120,7 @@ def _user_texts(window: MainWindow) -> list[str]:
 
 
 def test_a_slow_disk_never_holds_the_gui_thread(slow_window: tuple[MainWindow, ChatController, SlowStore],
-                                                qtbot: QtBot) -> None:
+                                                qtbot: QtBot, tmp_path: Path) -> None:
     window, controller, store = slow_window
     older = store.create_conversation(title="Older")
     question = store.add_message(older.id, "user", "an older question", parent_id=None)
@@ -143,11 +148,16 @@ def test_a_slow_disk_never_holds_the_gui_thread(slow_window: tuple[MainWindow, C
     # A sidebar refresh (as after every turn, and every minute).
     read = sidebar.refresh()
     qtbot.waitUntil(read.done, timeout=wait)
+    after_refresh = len(store.reads)
+    # An export (the conversation read, the file written).
+    export = spawn(sidebar.export_conversation(older.id, tmp_path / "older.md", "md"))
+    qtbot.waitUntil(export.done, timeout=wait)
+    assert export.result() and "an older answer" in (tmp_path / "older.md").read_text(encoding="utf-8")
 
     store.watching = False
     heartbeat.stop()
     names = {name for name, _thread in store.reads}
-    assert 0 < after_turn < after_open < len(store.reads)  # each of the three read the store
+    assert 0 < after_turn < after_open < after_refresh < len(store.reads)  # each of them read the store
     assert {"path", "conversations", "conversation"} <= names
     on_gui = [name for name, thread in store.reads if thread == threading.main_thread().name]
     assert on_gui == [], f"read on the GUI thread: {on_gui}"

@@ -7,7 +7,9 @@ is refused before anything is stored; the answer and its tool calls are stored t
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -198,3 +200,38 @@ def test_a_real_tool_turn_is_fitted_to_what_is_sent_and_rendered_once(smollm_pat
     finally:
         session.close()
         backend.close()
+
+
+def test_settings_change_at_once_and_are_written_on_the_history_thread(session: ChatSession) -> None:
+    backend = ScriptedBackend.from_texts("a", "b")
+    one_turn(session, backend, "first")
+    first = session.conversation_id
+    session.new()
+    one_turn(session, backend, "second")
+    second = session.conversation_id
+    assert first is not None and second is not None
+    session.offload()
+    writers: list[str] = []
+    store_update = session.store.update_conversation
+
+    def noted(*args: Any, **kwargs: Any) -> None:
+        writers.append(threading.current_thread().name)
+        store_update(*args, **kwargs)
+
+    session.store.update_conversation = noted  # type: ignore[method-assign]
+
+    async def main() -> None:
+        write = session.update_settings_soon(context_policy=ContextPolicy.ROLLING)
+        assert write is not None
+        assert session.settings.context_policy is ContextPolicy.ROLLING  # at once, before any write
+        await session.io(lambda: session.open(first))  # another conversation opens meanwhile
+        await write
+
+    asyncio.run(main())
+    assert writers and all(name.startswith("ember-history") for name in writers)
+    stored = {cid: ConversationSettings.from_stored(session.store.conversation(cid).settings).context_policy
+              for cid in (first, second)}
+    assert stored == {first: None, second: ContextPolicy.ROLLING}  # the one open when it was asked
+    session.new()
+    assert session.update_settings_soon(context_policy=ContextPolicy.STOP) is None  # fresh: kept until stored
+    assert session.settings.context_policy is ContextPolicy.STOP

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -218,6 +219,7 @@ class ChatController:
     async def _open(self, ask: Ask) -> Turn | None:
         """The turn for `ask`: checked against the context and stored; None (the reason shown) when refused."""
         self._opening = True
+        self._stop_requested = False  # from here: a stop while it is stored (history thread) still counts
         try:
             return await self._checked_and_stored(ask)
         finally:
@@ -270,10 +272,19 @@ class ChatController:
 
     def set_context_policy(self, policy: ContextPolicy) -> None:
         """Use `policy` for this conversation from its next message (saved in its settings)."""
+        self._save_settings("Couldn't save the context policy", context_policy=policy)
+
+    def _save_settings(self, failure: str, **changes: object) -> None:
+        """The open conversation's settings change now; they are written on the history thread."""
+        write = self.session.update_settings_soon(**changes)
+        if write is not None:
+            spawn(self._saved(write, failure))
+
+    async def _saved(self, write: Awaitable[None], failure: str) -> None:
         try:
-            self.session.update_settings(context_policy=policy)
+            await write
         except HISTORY_ERRORS as exc:
-            self._history_problem(f"Couldn't save the context policy: {exc}")
+            self._history_problem(f"{failure}: {exc}")
 
     async def measure_draft(self, draft: str) -> Meter | None:
         """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
@@ -333,7 +344,6 @@ class ChatController:
         task.result()  # a bug in the turn code surfaces in the caller's slot
 
     async def _run_turn(self, turn: Turn, title: bool) -> None:
-        self._stop_requested = False
         self._last_failure = None
         self._set_busy(True)
         try:
@@ -487,10 +497,7 @@ class ChatController:
     def set_reply_format(self, fmt: ReplyFormat) -> None:
         """Use `fmt` for this conversation's next replies (saved in its settings)."""
         self.reply_format = fmt
-        try:
-            self.session.update_settings(reply_format=fmt)
-        except HISTORY_ERRORS as exc:
-            self._history_problem(f"Couldn't save the reply format: {exc}")
+        self._save_settings("Couldn't save the reply format", reply_format=fmt)
 
     async def _branch(self, *, upto: int | None = None) -> Branch:
         return await self.session.io(partial(self._read_branch, upto=upto))

@@ -169,7 +169,7 @@ async def prepare_turn(docs: ConversationDocs | None, engine: Engine, messages: 
     prepared = await docs.prepare(engine, messages, max_tokens)
     if history is not None and history.conversation_id is not None:
         try:
-            history.update_settings(docs.settings_with(history.settings))
+            await history.io(lambda: history.update_settings(docs.settings_with(history.settings)))
         except HISTORY_ERRORS as exc:
             log.warning("history: could not remember the conversation's documents: %s", exc)
     return prepared

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from desktop.core.async_tasks import spawn
 from engine.events import ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
 from engine.history.types import HistoryError
 from engine.session.session import ChatSession
@@ -115,10 +116,10 @@ class ToolTurns:
             return ConversationSettings()
 
     def _save(self, **changes: Any) -> None:
-        try:
-            self.session.update_settings(**changes)
-        except HistoryError as exc:
-            log.warning("history: could not save the tool settings: %s", exc)
+        """The settings change now; they are written on the session's history thread."""
+        write = self.session.update_settings_soon(**changes)
+        if write is not None:
+            spawn(_logged(write))
 
     @property
     def enabled(self) -> bool:
@@ -198,3 +199,10 @@ class ToolTurns:
     def _notice_threadsafe(self, text: str) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self.prompter.show_notice, text)
+
+
+async def _logged(write: Awaitable[None]) -> None:
+    try:
+        await write
+    except HistoryError as exc:
+        log.warning("history: could not save the tool settings: %s", exc)

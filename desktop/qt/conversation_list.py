@@ -216,6 +216,10 @@ class ConversationList(QListWidget):
         finally:
             self.blockSignals(False)
 
+    def title_of(self, conversation_id: int) -> str | None:
+        """The title shown for a listed conversation (None when it is not listed)."""
+        return next((row[1] for row in self._shown if row[0] == conversation_id), None)
+
     def remove_conversation(self, conversation_id: int) -> None:
         """Take one conversation's row out now (deleted), ahead of the list's next read."""
         ids = [r[0] for r in self._shown]

@@ -1,7 +1,8 @@
 """The history sidebar: search, the conversation list, a menu (New, Export, Import) and Undo.
 
-The list, its pages and searches are read on the session's history thread (`refresh` returns
-the read's task); rename, delete, restore, export and import go straight to the `HistorySession`; opening a
+The list, its pages and searches are read, and rename, delete, restore, export and import
+written, on the session's history thread (`HistorySession.io`): the window never waits on the
+disk, and the list changes when a read is in (`refresh` returns its task). Opening a
 conversation or starting a new one goes through the controller (a reply may be streaming),
 so those are signals. Deleting asks first, then offers Undo for a while: a deleted
 conversation sits in the trash, and `restore` brings it back.
@@ -85,15 +86,16 @@ class HistorySidebar(QFrame):
         self._stale = False
         self._reads = 0  # the newest list read: an older one's rows arriving late are dropped
         self.page_read: asyncio.Future[None] | None = None  # the next page being read, if one is
+        self.deleting: asyncio.Future[None] | None = None  # the last delete being written
         self.undo_bar = UndoBar(self)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
         self._search_timer.setInterval(SEARCH_DELAY_MS)
-        self._search_timer.timeout.connect(self.refresh)
+        self._search_timer.timeout.connect(self._refresh_if_shown)
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self._tick = QTimer(self)
         self._tick.setInterval(TICK_MS)
-        self._tick.timeout.connect(self.refresh)
+        self._tick.timeout.connect(self._refresh_if_shown)
         self._tick.start()
         self._lay_out()
         self.refresh()
@@ -220,50 +222,79 @@ class HistorySidebar(QFrame):
 
     def _on_editor_closed(self) -> None:
         if self._stale:
-            QTimer.singleShot(0, self.refresh)  # once the view has left its editing state
+            QTimer.singleShot(0, self._refresh_if_shown)  # once the view has left its editing state
+
+    def _refresh_if_shown(self) -> None:
+        # A timer's refresh, not once the window is closing (its editors close then too).
+        if shiboken6.isValid(self) and self.window().isVisible():
+            self.refresh()
 
     def show_message(self, text: str) -> None:
         self.undo_bar.show_message(text)
 
     def _title_of(self, conversation_id: int) -> str:
+        listed = self.list.title_of(conversation_id)  # on screen already: no read
+        if listed is not None:
+            return listed
         try:
             return self.session.title(conversation_id) or UNTITLED
         except HISTORY_ERRORS:
             return UNTITLED
 
-    # -- rename, delete, undo --------------------------------------------------------------
+    # -- rename, delete, undo (written on the history thread) ------------------------------
 
-    def rename(self, conversation_id: int, title: str) -> None:
-        try:
-            self.session.rename(conversation_id, title)
-        except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't rename it: {exc}")
+    def rename(self, conversation_id: int, title: str) -> asyncio.Future[None]:
         self._stale = True  # the in-place editor is still closing: refresh right after it
-        self._on_editor_closed()
+        return spawn(self._rename(conversation_id, title))
+
+    async def _rename(self, conversation_id: int, title: str) -> None:
+        try:
+            await self.session.io(partial(self.session.rename, conversation_id, title))
+        except HISTORY_ERRORS as exc:
+            if shiboken6.isValid(self):
+                self.show_message(f"Couldn't rename it: {exc}")
+        if shiboken6.isValid(self):
+            self._stale = True
+            self._on_editor_closed()
 
     def delete(self, conversation_id: int) -> bool:
-        """Ask, move the conversation to the trash, and offer Undo; False when not deleted."""
+        """Ask, move the conversation to the trash (on the history thread) and offer Undo; False when not asked to."""
         title = self._title_of(conversation_id)
         if not self.confirm_delete(title):
             return False
+        self.list.remove_conversation(conversation_id)  # gone at once; the re-read follows the write
+        self.deleting = spawn(self._delete(conversation_id, title))
+        return True
+
+    async def _delete(self, conversation_id: int, title: str) -> None:
         try:
-            self.session.delete(conversation_id)
+            await self.session.io(partial(self.session.delete, conversation_id))
         except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't delete it: {exc}")
-            return False
-        self.list.remove_conversation(conversation_id)  # gone at once; the re-read follows
+            if shiboken6.isValid(self):
+                self.show_message(f"Couldn't delete it: {exc}")
+                self.refresh()  # its row comes back
+            return
+        if not shiboken6.isValid(self):
+            return
         if conversation_id == self.session.conversation_id:
             self.newRequested.emit()
         self.refresh()
-        self.undo_bar.show_message(f"Deleted “{title}”.", "Undo", lambda: self.restore(conversation_id))
-        return True
+        self.undo_bar.show_message(f"Deleted “{title}”.", "Undo", partial(self._undo_delete, conversation_id))
 
-    def restore(self, conversation_id: int) -> None:
+    def _undo_delete(self, conversation_id: int) -> None:
+        self.restore(conversation_id)
+
+    def restore(self, conversation_id: int) -> asyncio.Future[None]:
+        return spawn(self._restore(conversation_id))
+
+    async def _restore(self, conversation_id: int) -> None:
         try:
-            self.session.restore(conversation_id)
+            await self.session.io(partial(self.session.restore, conversation_id))
         except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't restore it: {exc}")
-        self.refresh()
+            if shiboken6.isValid(self):
+                self.show_message(f"Couldn't restore it: {exc}")
+        if shiboken6.isValid(self):
+            self.refresh()
 
     def _ask_delete(self, title: str) -> bool:
         box = QMessageBox(QMessageBox.Icon.Question, "Delete conversation",
@@ -288,25 +319,29 @@ class HistorySidebar(QFrame):
 
     # -- export, import --------------------------------------------------------------------
 
-    def export_conversation(self, conversation_id: int, path: Path, fmt: str) -> bool:
-        """Write the conversation to `path` as Markdown ("md") or JSON ("json")."""
+    async def export_conversation(self, conversation_id: int, path: Path, fmt: str) -> bool:
+        """Write the conversation to `path` as Markdown ("md") or JSON ("json"), on the history thread."""
         try:
-            self.session.export_file(conversation_id, path, fmt)
+            await self.session.io(partial(self.session.export_file, conversation_id, path, fmt))
         except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't export to {path.name}: {exc}")
+            if shiboken6.isValid(self):
+                self.show_message(f"Couldn't export to {path.name}: {exc}")
             return False
-        self.show_message(f"Exported to {path.name}.")
+        if shiboken6.isValid(self):
+            self.show_message(f"Exported to {path.name}.")
         return True
 
-    def import_conversation(self, path: Path) -> int | None:
-        """Import an Ember JSON export as a new conversation and open it; its id, or None."""
+    async def import_conversation(self, path: Path) -> int | None:
+        """Import an Ember JSON export (read and stored on the history thread) and open it; its id, or None."""
         try:
-            conversation = self.session.import_file(path)
+            conversation = await self.session.io(partial(self.session.import_file, path))
         except HISTORY_ERRORS as exc:
-            self.show_message(f"Couldn't import {path.name}: {exc}")
+            if shiboken6.isValid(self):
+                self.show_message(f"Couldn't import {path.name}: {exc}")
             return None
-        self.refresh()
-        self.openRequested.emit(conversation.id, None)
+        if shiboken6.isValid(self):
+            self.refresh()
+            self.openRequested.emit(conversation.id, None)
         return conversation.id
 
     def _export_open(self, fmt: str) -> None:
@@ -320,9 +355,9 @@ class HistorySidebar(QFrame):
         path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / name),
                                               EXPORT_FILTERS[fmt])
         if path:
-            self.export_conversation(conversation_id, Path(path), fmt)
+            spawn(self.export_conversation(conversation_id, Path(path), fmt))
 
     def _import_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Import conversation", str(Path.home()), EXPORT_FILTERS["json"])
         if path:
-            self.import_conversation(Path(path))
+            spawn(self.import_conversation(Path(path)))

@@ -31,11 +31,11 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.errors import ConfigError, ContextOverflowError
@@ -133,6 +133,10 @@ class ChatSession:
         self._pending = ConversationSettings()  # a fresh conversation's settings, until it is stored
         self._scratch: Path | None = None
         self._thread: HistoryThread | None = None
+        # The open conversation's settings as read when it opened or last written here: a
+        # front end asks for them often (tools on? which policy?), and the window must not
+        # read the disk for that on its GUI thread.
+        self._known: tuple[int, ConversationSettings] | None = None
 
     @classmethod
     def unsaved(cls, *, lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> ChatSession:
@@ -175,23 +179,31 @@ class ChatSession:
     def new(self) -> None:
         self.conversation_id = None
         self._pending = ConversationSettings()
+        self._known = None
 
     def open(self, conversation_id: int, *, reveal: int | None = None) -> None:
-        """Make `conversation_id` the open one (showing message `reveal`'s branch)."""
-        self.store.conversation(conversation_id)  # NotFoundError before anything changes
+        """Make `conversation_id` the open one (showing message `reveal`'s branch); its settings are read now."""
+        conversation = self.store.conversation(conversation_id)  # NotFoundError before anything changes
         if reveal is not None:
             self.store.switch_version(reveal)
         self.conversation_id = conversation_id
         self._pending = ConversationSettings()
+        self._known = (conversation_id, ConversationSettings.from_stored(conversation.settings))
 
     def switch_version(self, message_id: int) -> None:
         self.store.switch_version(message_id)
 
     @property
     def settings(self) -> ConversationSettings:
-        if self.conversation_id is None:
+        """The open conversation's settings: as read when it opened or last written here."""
+        open_id, known = self.conversation_id, self._known
+        if open_id is None:
             return self._pending
-        return ConversationSettings.from_stored(self.store.conversation(self.conversation_id).settings)
+        if known is not None and known[0] == open_id:
+            return known[1]
+        settings = ConversationSettings.from_stored(self.store.conversation(open_id).settings)
+        self._known = (open_id, settings)
+        return settings
 
     def update_settings(self, conversation_id: int | None = None, /, **changes: object) -> None:
         """Change some of a conversation's settings (the open one's by default; the others are kept)."""
@@ -199,8 +211,32 @@ class ChatSession:
         if target is None:
             self._pending = self._pending.with_(**changes)
             return
-        stored = ConversationSettings.from_stored(self.store.conversation(target).settings)
-        self.store.update_conversation(target, settings=stored.with_(**changes).to_stored())
+        stored = ConversationSettings.from_stored(self.store.conversation(target).settings).with_(**changes)
+        self.store.update_conversation(target, settings=stored.to_stored())
+        if target == self.conversation_id:
+            self._known = (target, stored)
+
+    def update_settings_soon(self, **changes: object) -> Coroutine[Any, Any, None] | None:
+        """Change the open conversation's settings as this session knows them now; the write to await.
+
+        The write (through `io`, on the history thread when there is one) goes to the
+        conversation open at the call, even if another opens meanwhile. None when there is
+        nothing to write: a fresh conversation keeps its settings until it is stored.
+        """
+        target = self.conversation_id
+        if target is None:
+            self._pending = self._pending.with_(**changes)
+            return None
+        self._known = (target, self.settings.with_(**changes))
+
+        async def write() -> None:
+            try:
+                await self.io(partial(self.update_settings, target, **changes))
+            except BaseException:
+                self._known = None  # read them again: this change may not be stored
+                raise
+
+        return write()
 
     def replace_settings(self, settings: ConversationSettings) -> None:
         """Store `settings` as the open conversation's (a fresh one keeps them until it is stored)."""
@@ -208,6 +244,7 @@ class ChatSession:
             self._pending = settings
         else:
             self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
+            self._known = (self.conversation_id, settings)
 
     def path(self, *, upto: int | None = None) -> list[StoredMessage]:
         """The open conversation's active branch (or the one ending at `upto`), root first."""
@@ -365,6 +402,7 @@ class ChatSession:
         if self.conversation_id is None:
             conv = self.store.create_conversation(model=model, settings=self._pending.to_stored())
             self.conversation_id = conv.id
+            self._known = (conv.id, ConversationSettings.from_stored(conv.settings))
             self._pending = ConversationSettings()
         return self.conversation_id
 
