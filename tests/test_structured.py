@@ -253,7 +253,7 @@ def test_bad_schema_files_are_one_line_config_errors(tmp_path: Any, content: str
 
 
 def make_title(backend: Any, question: str, answer: str) -> str:
-    return title_from(TurnRunner(backend).run(title_request(question, answer)), question)
+    return title_from(TurnRunner(backend).run(title_request(question, answer)), question, answer)
 
 
 def test_a_title_comes_from_the_model_greedily() -> None:
@@ -269,6 +269,17 @@ def test_a_failed_title_falls_back_to_the_first_words() -> None:
     backend = ScriptedBackend.from_texts("nope", '{"title": ""}', '{"name": "x"}')
     title = make_title(backend, question, "Start with a starter.")
     assert title == title_from_text(question) == "How do I bake a really…"
+
+
+def test_a_title_that_copies_the_reply_or_runs_long_gives_way_to_the_question() -> None:
+    question, answer = "What is the capital of France?", "The capital of France is Paris, capital city of Europe."
+    copied = ScriptedBackend.from_texts('{"title": "The capital of France is Paris"}')
+    assert make_title(copied, question, answer) == title_from_text(question)
+    rambling = ScriptedBackend.from_texts('{"title": "A very long title that goes on and on past eight words"}')
+    assert make_title(rambling, question, answer) == title_from_text(question)
+    short = ScriptedBackend.from_texts('{"title": "The capital of France"}')  # a copy, but a title too
+    assert make_title(short, question, answer) == "The capital of France"
+    assert make_title(ScriptedBackend.from_texts('{"title": "French capital"}'), question, answer) == "French capital"
 
 
 @pytest.mark.slow

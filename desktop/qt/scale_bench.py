@@ -19,6 +19,7 @@ window on it and reports, in milliseconds:
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import tempfile
 import time
@@ -57,6 +58,8 @@ def measure_scale(messages: int = 2000, conversations: int = 5000, stream_tokens
         finally:
             loop.close()
             asyncio.set_event_loop(None)
+            del loop
+            gc.collect()  # the loop's Qt timer object freed on this thread (see stall_bench.measure_ui_stall)
     return result
 
 

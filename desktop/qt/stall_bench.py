@@ -9,6 +9,7 @@ calls this; tests call it with a small `n_tokens` and never assert timings.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import os
 import sys
@@ -162,6 +163,12 @@ def measure_ui_stall(n_tokens: int = 20000, tokens_per_s: int = 2000,
     finally:
         loop.close()
         asyncio.set_event_loop(None)
+        # Free the loop's Qt timer object here, on the GUI thread: left to a later cyclic
+        # collection it can be freed on whatever thread triggers it (a history or counting
+        # worker), and Qt then fires a timer of a deleted object ("Timers cannot be stopped
+        # from another thread", then a segfault in the next test).
+        del loop
+        gc.collect()
 
 
 async def run_stall_bench(n_tokens: int, tokens_per_s: int, *, pieces: list[str] | None = None) -> dict[str, float]:

@@ -256,13 +256,14 @@ class DocIndex:
             from engine.docs.vectors import blob
 
             blobs = [blob(v) for v in vectors[:len(chunks)]]
+        insert = "INSERT INTO chunks (file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?)"
         with self.transaction():
-            for i, chunk in enumerate(chunks):
-                cur = self.conn.execute(
-                    "INSERT INTO chunks (file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?)",
-                    (file_id, chunk.page, chunk.start, chunk.end, chunk.text))
-                if blobs is not None:
-                    self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)", (cur.lastrowid, blobs[i]))
+            if blobs is None:  # one call for the batch
+                self.conn.executemany(insert, [(file_id, c.page, c.start, c.end, c.text) for c in chunks])
+                return
+            for chunk, vec in zip(chunks, blobs, strict=False):
+                cur = self.conn.execute(insert, (file_id, chunk.page, chunk.start, chunk.end, chunk.text))
+                self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)", (cur.lastrowid, vec))
 
     @_translated
     def finish_file(self, file_id: int, *, pages: int, chunks: int) -> None:

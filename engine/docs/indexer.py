@@ -11,6 +11,9 @@
   in files, pages and passages.
 - Bounded memory: text is streamed in 1 MiB blocks and passages are written in small batches,
   so a 1 GB text file never sits in memory whole.
+- Overlapped: a file is read on a worker thread two blocks (PDF pages) ahead of the chunking and
+  writes (`engine.docs.read_ahead`), so PDFium's extraction and SQLite's FTS5 inserts can run
+  side by side.
 
 A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
 fatal: the other files are indexed) and retried only when it changes.
@@ -29,6 +32,7 @@ from engine.docs.embed import Embedder
 from engine.docs.errors import DocumentError
 from engine.docs.extract import Block, extract, kind_of
 from engine.docs.index import Collection, DocIndex, FileRow
+from engine.docs.read_ahead import ReadAhead
 
 BATCH = 64  # passages per write (and per embedding call)
 HASH_BYTES = 1 << 20
@@ -161,7 +165,8 @@ def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | Non
         return
     file_id = index.begin_file(coll, str(path), digest, st.st_size, st.st_mtime_ns)
     try:
-        pages, chunks = _write_passages(index, file_id, extract(path, stop), embedder, state, stop, progress)
+        pages, chunks = _write_passages(index, file_id, lambda cancel: extract(path, cancel), embedder, state, stop,
+                                        progress)
     except DocumentError as exc:
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
         report.failed.append((str(path), str(exc)))
@@ -181,12 +186,12 @@ def _count_unchanged(row: FileRow, report: IndexReport) -> None:
         report.unchanged += 1
 
 
-def _write_passages(index: DocIndex, file_id: int, blocks: Iterator[Block], embedder: Embedder | None,
-                    state: Progress, stop: Callable[[], bool],
+def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], bool]], Iterator[Block]],
+                    embedder: Embedder | None, state: Progress, stop: Callable[[], bool],
                     progress: Callable[[Progress], None] | None) -> tuple[int, int]:
+    """Write a file's passages: read on a worker thread, chunked, written (and embedded) on this one."""
     pages: set[int] = set()
     written = 0
-    batch: list[Chunk] = []
 
     def counted(blocks: Iterator[Block]) -> Iterator[Block]:
         for block in blocks:
@@ -195,7 +200,7 @@ def _write_passages(index: DocIndex, file_id: int, blocks: Iterator[Block], embe
                 state.pages += 1
             yield block
 
-    def flush() -> None:
+    def flush(batch: list[Chunk]) -> None:
         nonlocal written
         if stop():
             raise Cancelled
@@ -207,10 +212,17 @@ def _write_passages(index: DocIndex, file_id: int, blocks: Iterator[Block], embe
         if progress:
             progress(state)
 
-    for chunk in chunk_blocks(counted(blocks)):
-        batch.append(chunk)
-        if len(batch) >= BATCH:
-            flush()
-    if batch:
-        flush()
+    # Only the reading (PDFium, the UTF-8 decoder) runs on the worker: it is the longest part and
+    # the one that lets go of the GIL. Two blocks ahead: a PDF page or 1 MiB of text each.
+    reader = ReadAhead(lambda gone: counted(read(lambda: gone() or stop())), depth=2, name="ember-docs-read")
+    try:
+        batch: list[Chunk] = []
+        for chunk in chunk_blocks(iter(reader)):
+            batch.append(chunk)
+            if len(batch) >= BATCH:
+                flush(batch)
+        if batch:
+            flush(batch)
+    finally:
+        reader.close()
     return len(pages), written

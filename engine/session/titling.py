@@ -58,7 +58,7 @@ class ConversationTitler:
     async def _title(self, conversation_id: int, question: str, answer: str) -> None:
         try:  # a turn like any other: the engine is busy while it runs
             events = [e async for e in self.engine.run_turn(title_request(question, answer), self._cancel)]
-            title = title_from(events, question)
+            title = title_from(events, question, answer)
             await self.session.io(lambda: self.session.store.set_auto_title(conversation_id, title))
         except (HistoryError, EngineError, RuntimeError) as exc:  # RuntimeError: the engine shut down meanwhile
             log.warning("no title saved: %s", exc)
