@@ -12,7 +12,7 @@ import pytest
 
 from desktop.cli.cmd_bench import format_report, measure_gui
 from desktop.cli.main import main
-from engine.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native  # pyright: ignore[reportPrivateUsage]
+from engine.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native
 from engine.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
 from engine.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
 from engine.bench.suite import BenchConfig, cpu_name

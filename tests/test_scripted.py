@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,21 @@ import pytest
 from engine.backends.base import CancelToken, StreamInfo, make_request
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError, ScriptExhaustedError
-from engine.events import Piece
+from engine.events import Piece, PromptProgress
 
 
 def _stream(backend: ScriptedBackend, text: str = "hi", cancel: CancelToken | None = None) -> list[Piece]:
     request = make_request([{"role": "user", "content": text}])
-    return list(backend.stream(request, cancel or CancelToken(), StreamInfo()))
+    return _pieces(backend.stream(request, cancel or CancelToken(), StreamInfo()))
+
+
+def _pieces(stream: Iterable[Piece | PromptProgress]) -> list[Piece]:
+    """The pieces of a stream; a script's progress steps are checked where they are tested."""
+    return [p for p in stream if isinstance(p, Piece)]
+
+
+def _pieces_as_they_come(stream: Iterable[Piece | PromptProgress]) -> Iterator[Piece]:
+    return (p for p in stream if isinstance(p, Piece))
 
 
 def test_replays_chunks_exactly(tmp_path: Path) -> None:
@@ -62,7 +72,7 @@ def test_cancel_between_delayed_chunks() -> None:
     info = StreamInfo()
     got: list[Piece] = []
     request = make_request([{"role": "user", "content": "x"}])
-    for piece in backend.stream(request, cancel, info):
+    for piece in _pieces_as_they_come(backend.stream(request, cancel, info)):
         got.append(piece)
         if len(got) == 3:
             threading.Timer(0.01, cancel.cancel).start()
@@ -74,5 +84,5 @@ def test_max_tokens_limits_the_reply() -> None:
     backend = ScriptedBackend.from_texts(["a", "b", "c", "d"])
     request = make_request([{"role": "user", "content": "x"}], max_tokens=2)
     info = StreamInfo()
-    assert [p.text for p in backend.stream(request, CancelToken(), info)] == ["a", "b"]
+    assert [p.text for p in _pieces(backend.stream(request, CancelToken(), info))] == ["a", "b"]
     assert info.finish_reason == "length"
