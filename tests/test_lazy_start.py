@@ -131,7 +131,9 @@ def test_warm_up_imports_on_a_thread() -> None:
     assert not thread.is_alive() and "json" in sys.modules
 
 
-WINDOW_LATE = ("httpx", "rich")  # the Add server dialog's (OpenAI-compatible servers): not at start
+# The Add server dialog's HTTP client (OpenAI-compatible servers) and the Serve toggle's ASGI
+# stack: loaded when they are used, not at start.
+WINDOW_LATE = ("httpx", "rich", "uvicorn", "starlette", "sse_starlette")
 
 WINDOW_RUN = (
     "import json, sys\n"
@@ -149,7 +151,7 @@ WINDOW_RUN = (
 @pytest.mark.slow
 def test_the_window_starts_without_the_server_dialogs_imports(tmp_path: Path) -> None:
     # `ember` as a user starts it (offscreen, built-in model): at its first paint and once the
-    # model is ready, the HTTP client (and rich, which it pulls in) are not loaded.
+    # model is ready, the HTTP client (and rich, which it pulls in) and the API server's stack are not loaded.
     env = {**os.environ, "EMBER_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
     result = subprocess.run([sys.executable, "-c", WINDOW_RUN], capture_output=True, text=True, cwd=ROOT,
                             env=env, timeout=300, check=False)

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QStatusBar
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.serve_toggle import PORT_TRIES, PREFS_FILE, ServeToggle
-from desktop.serve.server import DEFAULT_PORT
+from desktop.serve import DEFAULT_PORT
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
 from models.library.paths import ember_paths

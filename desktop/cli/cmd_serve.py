@@ -23,12 +23,13 @@ from typing import Any
 from desktop.cli.arg_checks import ctx_arg, threads_arg
 from desktop.cli.cmd_history import open_store
 from desktop.cli.common import EXIT_OK, fail, open_backend, positive_int, run_settings, warn
+from desktop.serve import DEFAULT_HOST, DEFAULT_PORT
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine
 from desktop.serve.app import ServeState
 from desktop.serve.embeddings import LlamaTextEmbedder, TextEmbedder
 from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.record import ApiHistory
-from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, address, bind, check_exposure, serve
+from desktop.serve.server import address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
 from engine.errors import ConfigError, EngineError
 from engine.runtime import Engine

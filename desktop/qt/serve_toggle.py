@@ -12,19 +12,21 @@ window's own replies and API requests take turns on the one model; it stops with
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QInputDialog, QMenu, QStatusBar, QToolButton, QWidget
 
 from desktop.core.controller import ChatController
-from desktop.serve.app import ServeState
-from desktop.serve.server import DEFAULT_HOST, DEFAULT_PORT, ServerThread, bind_near
-from desktop.serve.state import defaults_for, model_id_for
+from desktop.serve import DEFAULT_HOST, DEFAULT_PORT
 from engine.errors import ConfigError
 from engine.session.settings import resolve
 from models.library.jsonstore import load_json_object, write_json_atomic
 from models.library.paths import ember_paths
+
+if TYPE_CHECKING:
+    from desktop.serve.server import ServerThread
 
 log = logging.getLogger("desktop.serve_toggle")
 
@@ -84,6 +86,11 @@ class ServeToggle(QToolButton):
         """Serve on localhost:port; False (and `problem` says why, in one line) when it cannot."""
         if self.serving:
             return True
+        # The ASGI stack loads on the first Serve, not before the window's first paint (#23).
+        from desktop.serve.app import ServeState
+        from desktop.serve.server import ServerThread, bind_near
+        from desktop.serve.state import defaults_for, model_id_for
+
         engine = self.controller.engine
         try:
             sock = bind_near(DEFAULT_HOST, self.port, tries=self.tries)

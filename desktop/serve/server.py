@@ -26,8 +26,6 @@ from engine.errors import ConfigError
 
 log = logging.getLogger("desktop.serve")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
 _SHUTDOWN_S = 10  # longest wait for replies in progress when the server stops
 
 
