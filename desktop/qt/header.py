@@ -184,8 +184,9 @@ class HeaderBar(QFrame):
     def _fit_chip(self) -> None:
         """The model's name, elided in the middle (file names differ at their ends) to the chip's room."""
         metrics = self.model_button.fontMetrics()
-        # The chip gets at most a third of the header, never more than its cap.
-        room = min(self.MODEL_BUTTON_MAX_WIDTH, max(120, self.width() // 3))
+        # The chip gets at most two fifths of the header, never more than its cap: a third
+        # elided the built-in model's name at the default size with the header half empty.
+        room = min(self.MODEL_BUTTON_MAX_WIDTH, max(120, self.width() * 2 // 5))
         icon = self.model_button.iconSize().width()
         text_room = max(40, room - icon - 48)
         shown = metrics.elidedText(self._label, Qt.TextElideMode.ElideMiddle, text_room)
