@@ -168,13 +168,20 @@ class ClientGone(Exception):
 CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
 
 
-async def _complete(request: Request, state: ServeState, call: ChatCall) -> Response:
+async def _take_turn_in_line(request: Request, state: ServeState) -> bool:
+    """Wait for the model's line (429 when it is full); False when the client left meanwhile."""
     try:
         await _or_disconnect(request, state.line.acquire())
     except QueueFull as full:
         raise ApiError(429, str(full), code="queue_full",
                        headers={"Retry-After": str(full.retry_after_s)}) from None
     except ClientGone:
+        return False
+    return True
+
+
+async def _complete(request: Request, state: ServeState, call: ChatCall) -> Response:
+    if not await _take_turn_in_line(request, state):
         return Response(status_code=CLIENT_GONE)
     observer = state.history.begin(call, state.model_id()) if state.history is not None else None
     job = TurnJob(state.engine, call, state.line.release, observer)
@@ -210,12 +217,7 @@ async def _complete(request: Request, state: ServeState, call: ChatCall) -> Resp
 async def _embed(request: Request, state: ServeState, embedder: TextEmbedder, call: EmbedCall) -> Response:
     """Embed in the model's line, on a thread; the line moves on only once that thread has finished."""
     check_dimensions(call, embedder)
-    try:
-        await _or_disconnect(request, state.line.acquire())
-    except QueueFull as full:
-        raise ApiError(429, str(full), code="queue_full",
-                       headers={"Retry-After": str(full.retry_after_s)}) from None
-    except ClientGone:
+    if not await _take_turn_in_line(request, state):
         return Response(status_code=CLIENT_GONE)
     loop = asyncio.get_running_loop()
     cancel = threading.Event()
