@@ -377,7 +377,7 @@ def test_cancel_during_backoff_stops_without_error() -> None:
     threading.Timer(0.1, cancel.cancel).start()
     started = time.monotonic()
     assert list(backend.stream(_request(), cancel, info)) == []
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 2.5  # before the 3 s backoff ends: not a timing target
     assert info.finish_reason == "cancelled"
     assert info.retries == 0
 
