@@ -7,6 +7,8 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.bench.docs_corpus import prose
+
 WORDS = ("river stone window garden market ledger harbor candle meadow copper lantern orchard violet thunder "
          "pepper saddle timber velvet anchor bridge cellar falcon glacier hammer island jacket kettle ladder "
          "magnet needle oyster pillar quartz ribbon signal tunnel umbrella valley walnut yarrow zephyr basket "
@@ -15,15 +17,7 @@ WORDS = ("river stone window garden market ledger harbor candle meadow copper la
 
 def filler(rng: random.Random, words: int) -> str:
     """Deterministic prose-like text: sentences of common words, paragraphs every ~60 words."""
-    out: list[str] = []
-    for i in range(words):
-        word = rng.choice(WORDS)
-        out.append(word.capitalize() if i % 12 == 0 else word)
-        if i % 12 == 11:
-            out[-1] += "."
-        if i % 60 == 59:
-            out[-1] += "\n\n"
-    return " ".join(out).replace("\n\n ", "\n\n")
+    return prose(rng, words, WORDS)
 
 
 def write_pdf(path: Path, pages: Sequence[str]) -> Path:

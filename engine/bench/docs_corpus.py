@@ -23,11 +23,11 @@ WORDS = ("river stone window garden market ledger harbor candle meadow copper la
 _SYLLABLES = "ka lo mi ru te za po ve shi dra quo fen bal tor wix yun gar hel nym ost".split()
 
 
-def prose(rng: random.Random, words: int) -> str:
-    """Sentences of common words, a paragraph break every ~60 words."""
+def prose(rng: random.Random, words: int, vocabulary: Sequence[str] = WORDS) -> str:
+    """Sentences of `vocabulary`'s words, a paragraph break every ~60 words."""
     out: list[str] = []
     for i in range(words):
-        word = rng.choice(WORDS)
+        word = rng.choice(vocabulary)
         out.append(word.capitalize() if i % 12 == 0 else word)
         if i % 12 == 11:
             out[-1] += "."
