@@ -35,6 +35,7 @@ def llama_report() -> dict[str, Any]:
     from engine.backends import llama_devices
 
     devices = llama_devices.devices()
+    system_info = llama_devices.system_info()
     return {
         "llama_cpp_python": str(getattr(llama_cpp, "__version__", "?")),
         "backends": llama_devices.backend_names(),
@@ -44,8 +45,8 @@ def llama_report() -> dict[str, Any]:
             for d in devices
         ],
         "gpu_offload": llama_devices.gpu_offload_supported(),
-        "system_info": llama_devices.system_info(),
-        "cpu": cpu_report(llama_devices.system_info()),
+        "system_info": system_info,
+        "cpu": cpu_report(system_info),
     }
 
 

@@ -15,7 +15,6 @@ CPU features it leaves unused.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -25,8 +24,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
+from engine.backends.cpu_threads import read_cpuinfo
 from engine.errors import ModelLoadError
+from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
 
@@ -67,10 +69,7 @@ class Verdict:
 def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where there is none: not Linux)."""
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return frozenset()
+        cpuinfo = read_cpuinfo()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
@@ -201,21 +200,20 @@ def refusal(verdict: Verdict, flags: frozenset[str]) -> str:
 
 
 def _read_cache(key: str) -> Verdict | None:
-    try:
-        data = json.loads((cache_dir() / CACHE_FILE).read_text(encoding="utf-8"))
-        entry = data[key]
-        return Verdict(bool(entry["runs"]), tuple(str(f) for f in entry["features"]), str(entry["detail"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    entry = load_json_object(cache_dir() / CACHE_FILE, {}).get(key)
+    if not isinstance(entry, dict):
         return None
+    entry = cast(dict[str, Any], entry)
+    features, detail = entry.get("features"), entry.get("detail")
+    if not isinstance(features, list) or not isinstance(detail, str):
+        return None
+    return Verdict(bool(entry.get("runs")), tuple(str(f) for f in cast(list[Any], features)), detail)
 
 
 def _write_cache(key: str, verdict: Verdict) -> None:
     path = cache_dir() / CACHE_FILE
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"runs": verdict.runs, "features": list(verdict.features), "detail": verdict.detail}
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({key: entry}), encoding="utf-8")
-        os.replace(tmp, path)  # one machine, one entry: a newer library or CPU replaces the old verdict
+    entry = {"runs": verdict.runs, "features": list(verdict.features), "detail": verdict.detail}
+    try:  # one machine, one entry: a newer library or CPU replaces the old verdict
+        write_json_atomic(path, {key: entry})
     except OSError as exc:
         log.info("could not cache the CPU probe's verdict in %s: %s", path, exc)

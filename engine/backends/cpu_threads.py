@@ -15,13 +15,18 @@ import os
 from pathlib import Path
 
 
+def read_cpuinfo() -> str:
+    """/proc/cpuinfo's text; empty where there is none (not Linux)."""
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def physical_cores(cpuinfo: str | None = None) -> int | None:
     """Distinct (physical id, core id) pairs in /proc/cpuinfo; None where it does not say."""
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        cpuinfo = read_cpuinfo()
     cores: set[tuple[str, str]] = set()
     package = core = ""
     for line in [*cpuinfo.splitlines(), ""]:
