@@ -81,11 +81,7 @@ class NativeRun:
 
     def __call__(self) -> float:
         """Run it once; its tg tokens/s."""
-        result = subprocess.run(self.command(), capture_output=True, text=True, timeout=self.timeout_s, check=False)
-        if result.returncode != 0:
-            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
-        return float(parse_llama_bench(result.stdout, self.flash_attn)["native_tg_tps"])
+        return float(parse_llama_bench(_run(self.command(), self.timeout_s), self.flash_attn)["native_tg_tps"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +108,16 @@ class NativePrompt:
 
     def __call__(self, n_prompt: int, depth: int) -> float:
         """Milliseconds to read the prompt (the mean of `reps` runs)."""
-        result = subprocess.run(self.command(n_prompt, depth), capture_output=True, text=True,
-                                timeout=self.timeout_s, check=False)
-        if result.returncode != 0:
-            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
-        return prompt_ms(result.stdout, n_prompt)
+        return prompt_ms(_run(self.command(n_prompt, depth), self.timeout_s), n_prompt)
+
+
+def _run(command: list[str], timeout_s: float) -> str:
+    """llama-bench's stdout; BenchError with its last error line when it fails."""
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
+    return result.stdout
 
 
 def prompt_ms(stdout: str, n_prompt: int) -> float:
