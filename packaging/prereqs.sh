@@ -24,6 +24,14 @@ if [[ "$(uname -s)" == Linux ]]; then
     ldconfig -p 2>/dev/null | grep -q "${lib%%:*} " || { missing+=("${lib%%:*}"); packages+=("${lib#*:}"); }
   done
 fi
+# A library whose versioned file is there but whose loader link is not: ldconfig was never run.
+for name in "${missing[@]}"; do
+  for versioned in /usr/lib/*-linux-gnu/"$name".* /lib/*-linux-gnu/"$name".*; do
+    [[ -e "$versioned" ]] || continue
+    echo "prereqs.sh: $versioned is installed but the loader cannot find $name: run ldconfig as root" >&2
+    exit 1
+  done
+done
 if ((${#missing[@]})); then
   echo "prereqs.sh: the frozen-app build and smoke check need ${missing[*]}; on Debian/Ubuntu: apt-get install ${packages[*]}" >&2
   exit 1
