@@ -26,7 +26,7 @@ def test_needles_are_unique_and_in_their_files(tmp_path: Path) -> None:
 
 
 def test_pdf_search_recall_and_big_file_rows(tmp_path: Path) -> None:
-    out = measure_pdf(tmp_path, pages=5, runs=1)
+    out = measure_pdf(tmp_path, pages=5, runs=2)
     out |= measure_search(tmp_path, (2000,), queries=3)
     out |= measure_recall(tmp_path, None, None, files=20)
     out |= measure_big_file(tmp_path, 2)
