@@ -191,11 +191,13 @@ def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixtu
     llama_log.on_log(4, b"llama_model_load: error loading model\n", None)
     llama_log.on_log(5, b"  (continued)\n", None)
     llama_log.on_log(3, b"a warning\n", None)
+    llama_log.on_log(3, b"llama_context: model default pooling_type is [-1], but [1] was specified\n", None)
     levels = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "engine.llama_cpp"]
     assert levels == [
         (logging.ERROR, "llama_model_load: error loading model"),
         (logging.ERROR, "  (continued)"),
         (logging.WARNING, "a warning"),
+        (logging.DEBUG, "llama_context: model default pooling_type is [-1], but [1] was specified"),
     ]
     assert "a warning" in llama_log.recent_messages()
 

@@ -18,6 +18,10 @@ log = logging.getLogger("engine.llama_cpp")
 # ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
 _LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ERROR}
 
+# Warnings about what Ember asked for on purpose, kept at DEBUG so they do not reach a user's
+# terminal: an embedder asks for mean pooling on models (SmolLM2) that declare none.
+_ASKED_FOR = ("default pooling_type is",)
+
 _recent: deque[tuple[int, str]] = deque(maxlen=64)
 _lock = threading.Lock()
 _installed: list[Any] = []  # keeps the ctypes callback alive for the life of the process
@@ -28,6 +32,8 @@ def on_log(level: int, text: bytes | None, _user_data: Any) -> None:
     global _last_level
     msg = (text or b"").decode("utf-8", "replace").rstrip("\n")
     py_level = _last_level if level == 5 else _LEVELS.get(level, logging.DEBUG)
+    if py_level == logging.WARNING and any(part in msg for part in _ASKED_FOR):
+        py_level = logging.DEBUG
     _last_level = py_level
     if not msg:
         return

@@ -39,8 +39,11 @@ class LlamaEmbedder:
     def load(cls, path: Path, *, n_threads: int | None = None) -> LlamaEmbedder:
         import llama_cpp
 
+        from engine.backends import llama_log
+
         if not path.is_file():
             raise ModelLoadError(f"embedding model not found: {path}")
+        llama_log.install()  # llama.cpp's lines go to logging, not straight to the terminal
         try:
             llama = llama_cpp.Llama(
                 model_path=str(path), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
