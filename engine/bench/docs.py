@@ -33,6 +33,7 @@ import numpy as np
 # isort: on
 
 from engine.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
+from engine.bench.llama import interleaved_rounds
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder
 from engine.docs.index import Collection, DocIndex
 from engine.docs.indexer import index_collection
@@ -105,15 +106,11 @@ def measure_pdf(tmp: Path, pages: int, runs: int) -> dict[str, Any]:
     rng = random.Random(8)
     pdf = tmp / "bench.pdf"
     write_pdf(pdf, (prose(rng, 400) for _ in range(pages)))
-    ember_rates: list[float] = []
-    raw_rates: list[float] = []
-    for run in range(runs):
-        if run % 2 == 0:
-            raw_rates.append(_pdfium_pages_per_s(pdf))
-            ember_rates.append(_ember_pdf_pages_per_s(tmp, pdf, run))
-        else:
-            ember_rates.append(_ember_pdf_pages_per_s(tmp, pdf, run))
-            raw_rates.append(_pdfium_pages_per_s(pdf))
+    runs_done = iter(range(runs))  # each Ember run indexes into a fresh database of its own
+    rounds = list(interleaved_rounds([lambda: _pdfium_pages_per_s(pdf),
+                                      lambda: _ember_pdf_pages_per_s(tmp, pdf, next(runs_done))], runs))
+    raw_rates = [raw for raw, _ in rounds]
+    ember_rates = [ember for _, ember in rounds]
     ratios = [ember / raw for ember, raw in zip(ember_rates, raw_rates, strict=True)]
     return {"docs_index_pdf_pages_per_s": round(statistics.median(ember_rates), 1),
             "docs_pdfium_pages_per_s": round(statistics.median(raw_rates), 1),
