@@ -31,6 +31,7 @@ from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.qt.app import wire_window
 from desktop.qt.history_ui import attach_history
+from desktop.qt.markdown_view import AnswerView
 from desktop.qt.message_view import AssistantMessage
 from desktop.qt.model_picker import FilePrompts, ModelPicker
 from desktop.qt.model_switch import ModelSwitcher
@@ -150,8 +151,13 @@ def _own_texts(widget: QWidget) -> list[str]:
 
 def shown_answer(reply: AssistantMessage) -> str:
     """The answer as its widgets display it (rendered text and code)."""
+    return shown_text(reply.answer)
+
+
+def shown_text(view: AnswerView) -> str:
+    """What an answer view's widgets display (rendered text and code)."""
     parts = []
-    for widget in reply.answer.part_widgets():
+    for widget in view.part_widgets():
         parts.append(widget.toPlainText() if isinstance(widget, QTextEdit) else widget.code)
     return "\n".join(parts)
 

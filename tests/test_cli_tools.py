@@ -82,7 +82,7 @@ def test_calls_approvals_and_results_are_recorded_and_exported(tmp_path: Path,
         replies = [m for m in store.path(conv.id) if m.role == "assistant"]
         tools = [m.stats["tools"] for m in replies]
         assert tools[0] == [{"id": "call_1", "name": "calculator", "arguments": {"expression": "6 * 7"},
-                             "approval": "approved_always", "result": "42", "error": False}]
+                             "at": 0, "approval": "approved_always", "result": "42", "error": False}]
         assert tools[1][0]["approval"] == "always"
         exported = export_json(store, conv.id)
         assert exported["messages"][1]["stats"]["tools"] == tools[0]

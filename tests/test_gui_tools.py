@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gui_helpers import WAIT_MS, Chat
+from gui_helpers import WAIT_MS, Chat, shown_text
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
+from desktop.qt.message_view import AssistantMessage
 from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
 from engine.events import ToolCall
 from engine.history.store import HistoryStore
@@ -116,6 +118,40 @@ def test_a_reopened_conversation_redraws_its_tool_calls(make_chat: Callable[...,
     (card,) = chat.reply().tool_cards()
     assert isinstance(card, ToolCallCard) and card.summary.full_text() == "Used calculator → 42"
     assert not card.asking
+
+
+def _top(reply: AssistantMessage, widget: QWidget) -> int:
+    return widget.mapTo(reply, widget.rect().topLeft()).y()
+
+
+def _reading_order(chat: Chat) -> tuple[str, str, int, int, int]:
+    """The reply's lead text, its answer text, and the tops of lead, first card and answer."""
+    reply = chat.reply()
+    chat.qtbot.waitUntil(lambda: reply.answer.isVisible() and reply.lead.isVisible(), timeout=WAIT_MS)
+    card = reply.tool_cards()[0]
+    tops = (_top(reply, reply.lead), _top(reply, card), _top(reply, reply.answer))
+    return (shown_text(reply.lead), shown_text(reply.answer), *tops)
+
+
+def test_text_before_a_tool_call_stays_above_its_card_live_and_reopened(make_chat: Callable[..., Chat]) -> None:
+    chat, area = tool_chat(make_chat, "Let me calculate that. " + CALC, "It is 42.", "Hi.")
+    chat.type_and_send("what is 6*7?")
+    chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_Y)
+    reply = chat.wait_reply_finished()
+    assert reply.answer_text() == "Let me calculate that. \n\nIt is 42."  # Copy takes the whole answer
+    lead, rest, lead_y, card_y, answer_y = _reading_order(chat)
+    assert (lead.strip(), rest.strip()) == ("Let me calculate that.", "It is 42.")
+    assert lead_y < card_y < answer_y  # in the order they were written
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    first = history.conversation_id
+    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
+    chat.wait_idle()
+    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
+    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+    lead, rest, lead_y, card_y, answer_y = _reading_order(chat)
+    assert (lead.strip(), rest.strip()) == ("Let me calculate that.", "It is 42.")
+    assert lead_y < card_y < answer_y
 
 
 def test_a_denied_call_never_runs(make_chat: Callable[..., Chat]) -> None:

@@ -127,7 +127,7 @@ def test_the_answer_and_its_tool_calls_are_stored_together_and_always_allow_is_k
     answer = session.path()[-1]
     assert answer.content == "It said hi." and answer.status == "complete"
     assert answer.stats["tools"] == [{"id": "call_1", "name": "echo", "arguments": {"text": "hi"},
-                                      "approval": "approved_always", "result": "echo: hi", "error": False}]
+                                      "at": 0, "approval": "approved_always", "result": "echo: hi", "error": False}]
     assert session.settings.tools_always == ("echo",)
 
 

@@ -74,7 +74,7 @@ def test_an_approved_call_runs_and_its_result_goes_back_as_a_tool_message() -> N
     assert calls == [{"text": "ping"}]
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.id, result.content) == (call.id, "echo: ping")
-    assert content(events) == "Let me see.It said ping."
+    assert content(events) == "Let me see.\n\nIt said ping."  # a new paragraph after the tool, not one run-on line
     assert "tool_call" not in content(events)
     assert isinstance(events[-1], TurnDone)
     # The first request offered the tools; the second carries the call and the result.
@@ -84,6 +84,14 @@ def test_an_approved_call_runs_and_its_result_goes_back_as_a_tool_message() -> N
     assert assistant["role"] == "assistant" and assistant["content"] == "Let me see."
     assert assistant["tool_calls"][0]["function"] == {"name": "echo", "arguments": {"text": "ping"}}
     assert tool == {"role": "tool", "tool_call_id": call.id, "name": "echo", "content": "echo: ping"}
+
+
+def test_text_after_a_tool_round_starts_a_new_paragraph_once() -> None:
+    backend = ScriptedBackend(
+        [["Checking.", hermes("echo", text="a")], ["\n", " ", " Done", " now."]])
+    events = turn(backend, echo_tools(), Approver(Decision.APPROVE))
+    assert content(events) == "Checking.\n\nDone now."
+    assert backend.requests[1].messages[-2]["content"] == "Checking."  # the model's own words go back as written
 
 
 def test_a_call_runs_only_after_approval_and_a_denied_call_never_runs() -> None:

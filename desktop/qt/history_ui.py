@@ -25,7 +25,7 @@ from desktop.qt.format_picker import ReplyFormatButton
 from desktop.qt.icons import set_icon, themed_icon
 from desktop.qt.message_view import UserMessage
 from desktop.qt.sidebar import DEFAULT_WIDTH, HistorySidebar
-from desktop.qt.tool_card import stored_tool_cards
+from desktop.qt.tool_card import stored_call_offset, stored_tool_cards
 from desktop.qt.window import MainWindow
 from engine.history.types import TOOLS_STATS_KEY
 from engine.session.reply_format import ReplyFormat
@@ -79,8 +79,10 @@ class HistoryPresenter(QObject):
         msg = item.message
         widget = self.window.conversation.stored_reply_widget(msg.model or self._model_label(), msg.content,
                                                               msg.thinking, msg.status)
-        for card in stored_tool_cards(msg.stats.get(TOOLS_STATS_KEY)):  # "Used calculator → 42", folded
-            widget.add_tool_widget(card)
+        records = msg.stats.get(TOOLS_STATS_KEY)
+        at = stored_call_offset(records)
+        for card in stored_tool_cards(records):  # "Used calculator → 42", folded, after the text before it
+            widget.add_stored_tool_widget(card, at)
         widget.set_history(msg.id, item.versions)
         widget.set_sources(sources_from_stats(msg.stats))
         receipt = msg.stats.get("receipt")

@@ -342,6 +342,11 @@ class AssistantMessage(QFrame):
         self._stop_asked = False
         self._first_delta = 0.0
         self._speed_shown = 0.0
+        # The text written before the turn's first tool call, shown above its card (`add_tool_widget`).
+        self.lead = AnswerView(self)
+        self.lead.setObjectName("ReplyLead")
+        self.lead.hide()
+        self._lead_chars = 0  # how much of the content `lead` shows; `answer` shows the rest
         self.answer = AnswerView(self)
         self.sources_row = SourcesRow(self.answer.citations, self)
         self.status = _label("", "Muted", self)
@@ -374,7 +379,7 @@ class AssistantMessage(QFrame):
         footer.addStretch(1)
         self._body = QVBoxLayout()
         self._body.setSpacing(6)
-        for part in (self.role, self.waiting, self.thinking, self.tools, self.answer, self.sources_row):
+        for part in (self.role, self.waiting, self.thinking, self.lead, self.tools, self.answer, self.sources_row):
             self._body.addWidget(part)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -431,6 +436,7 @@ class AssistantMessage(QFrame):
     def set_sources(self, sources: tuple[SourceRef, ...]) -> None:
         """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
         actions = CitationActions(sources)
+        self.lead.set_sources(actions)
         self.answer.set_sources(actions)
         self.sources_row.citations = actions
         self.sources_row.show_sources(sources)
@@ -453,12 +459,28 @@ class AssistantMessage(QFrame):
             self.status.setText("Stopping…")
 
     def add_tool_widget(self, widget: QWidget) -> None:
-        """A tool call's card (or a note about the tools), in the order they came."""
+        """A tool call's card (or a note about the tools), in the order they came, below the text before it."""
+        self.add_stored_tool_widget(widget, sum(map(len, self._content)))
+
+    def add_stored_tool_widget(self, widget: QWidget, at: int | None) -> None:
+        """A card whose call came after `at` characters of the answer (None: not known, an older reply)."""
         self.waiting.stop()
         layout = self.tools.layout()
         assert layout is not None
+        if layout.count() == 0 and at:
+            self._split_lead(at)
         layout.addWidget(widget)
         self.tools.show()
+
+    def _split_lead(self, at: int) -> None:
+        """Show the first `at` characters above the tool cards and the rest below them."""
+        text = "".join(self._content)
+        if self._bulk is not None or not text[:at].strip():
+            return
+        self._lead_chars = at
+        self.lead.show_text(text[:at], final=True)
+        self.lead.show()
+        self._render_answer(final=self._finished)
 
     def tool_cards(self) -> list[QWidget]:
         layout = self.tools.layout()
@@ -514,6 +536,9 @@ class AssistantMessage(QFrame):
         self._content_dirty = False
         self.thinking.reset()
         self.thinking.hide()
+        self._lead_chars = 0
+        self.lead.reset()
+        self.lead.hide()
         self.answer.reset()
         self._drop_bulk()
         self.status.setText("Retrying…")
@@ -561,7 +586,7 @@ class AssistantMessage(QFrame):
 
     def _render_answer(self, final: bool) -> None:
         started = time.perf_counter()
-        text = "".join(self._content)
+        text = "".join(self._content)[self._lead_chars:]
         if not self._show_bulk(text):
             self.answer.show_text(text, final=final)
         self._content_dirty = False
@@ -597,6 +622,7 @@ class AssistantMessage(QFrame):
 
     def refresh_style(self) -> None:
         """The theme or text size changed: re-render what draws its own colours."""
+        self.lead.refresh_style()
         self.answer.refresh_style()
         self.thinking.refresh_style()
 

@@ -288,6 +288,13 @@ def stored_tool_cards(records: object, parent: QWidget | None = None) -> list[To
     return cards
 
 
+def stored_call_offset(records: object) -> int | None:
+    """How much of a stored answer came before its first tool call (None: an older reply, not recorded)."""
+    first: object = records[0] if isinstance(records, list) and records else None  # pyright: ignore[reportUnknownVariableType]
+    at = cast(dict[str, Any], first).get("at") if isinstance(first, dict) else None
+    return at if isinstance(at, int) and at >= 0 else None
+
+
 def _plain_label(text: str, parent: QWidget) -> QLabel:
     label = QLabel(text, parent)
     label.setTextFormat(Qt.TextFormat.PlainText)  # names and results come from the model or a tool

@@ -166,7 +166,9 @@ class TurnRecorder:
                 self._content[:] = [fenced_json(value)]
                 self._on_delta()
             case ToolCall(id=call_id, name=name, arguments=arguments):
-                self.tool_calls.append({"id": call_id, "name": name, "arguments": arguments})
+                # "at": how much of the answer came before the call, so a stored reply shows its card there
+                self.tool_calls.append({"id": call_id, "name": name, "arguments": arguments,
+                                        "at": sum(map(len, self._content))})
             case ToolDenied(id=call_id):
                 self._tool_update(call_id, approval="denied")
             case ToolResult(id=call_id, content=content, error=error, approval=approval):

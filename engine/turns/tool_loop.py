@@ -28,12 +28,12 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import Approval, Event, Notice, ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.events import Approval, ContentDelta, Event, Notice, ToolCall, ToolDenied, ToolLimit, ToolResult
 from engine.reply.tool_call_parsers import ParsedCall
 from engine.reply.tool_calls import ToolCallCollector
 from engine.tools.permissions import DENIED_TEXT, Decision, ToolUse, cut_result
 from engine.tools.registry import ToolError
-from engine.turns.rounds import stream_round
+from engine.turns.rounds import Round, stream_round
 from engine.turns.tally import Tally
 
 log = logging.getLogger("engine.turn")
@@ -55,11 +55,13 @@ class ToolRounds:
     def run(self, request: Request, cancel: CancelToken, tally: Tally) -> Generator[Event, None, tuple[bool, Request]]:
         """Stream the rounds; return whether the turn is answered (or stopped) and its last request."""
         messages = list(request.messages)
+        wrote = False  # whether an earlier round showed text
         for round_no in range(self.use.max_rounds + 1):
             this = request.with_(messages=tuple(messages), grammar=request.grammar if round_no == 0 else None)
             collector = ToolCallCollector(self.use.tools.names)
-            pipeline, info = yield from stream_round(self.backend, this, cancel, tally, collector)
+            pipeline, info = yield from _apart(stream_round(self.backend, this, cancel, tally, collector), wrote)
             content = pipeline.content if pipeline is not None else ""
+            wrote = wrote or bool(content.strip())
             if cancel.cancelled:
                 return True, this
             if not collector.calls:
@@ -128,6 +130,31 @@ class ToolRounds:
             free = info.n_ctx - info.prompt_tokens - info.completion_tokens - request.max_tokens
             budget = min(budget, max(0, free) * CHARS_PER_TOKEN // max(1, n_calls))
         return max(budget, 200)  # even a full context gets a line saying what happened
+
+
+def _apart(round_: Round, after_text: bool) -> Round:
+    """A round's text, as a new paragraph when an earlier round showed text.
+
+    Each round's text goes on the one answer, so "I'll use the calculator." and, after the
+    result, "12 × 34 = 408." would otherwise run together on one line. Blank deltas before the
+    round's first words are dropped: the paragraph break stands for them.
+    """
+    if not after_text:
+        return (yield from round_)
+    try:
+        while True:
+            try:
+                event = next(round_)
+            except StopIteration as done:
+                return done.value
+            if isinstance(event, ContentDelta):
+                if not event.text.strip():
+                    continue
+                yield ContentDelta("\n\n" + event.text.lstrip())
+                return (yield from round_)
+            yield event
+    finally:
+        round_.close()  # a turn closed early (a stop, an error) still ends the model's stream
 
 
 def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
