@@ -33,7 +33,12 @@ if TYPE_CHECKING:  # numpy (engine.docs.vectors) is imported only where vectors 
     from engine.docs.vectors import Matrix, Vector
 
 RRF_K = 60  # the constant of reciprocal-rank fusion (Cormack et al.): 1 / (RRF_K + rank)
-CANDIDATES = 50  # per ranking, before fusion
+# Each ranking's top WINDOW (or top k, if more) go into the fusion, as Elasticsearch's RRF
+# retriever does by default (its rank window is the result size). Deeper windows let passages
+# that sit low in both rankings outrank the best of either: with SmolLM2's mean-pooled vectors
+# (no better than chance alone) needle recall@5 on 50 files was 1.0 with a window of 10,
+# 0.36 with 16 and 0.56 with 50; BM25 alone, 1.0 (docs/performance.md).
+WINDOW = 10
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -300,9 +305,10 @@ class DocIndex:
     @_translated
     def search(self, coll: Collection, query: str, k: int = 8, query_vector: Vector | None = None) -> list[Hit]:
         """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector."""
-        rankings = [self._bm25(coll, query, CANDIDATES)]
+        window = max(k, WINDOW)
+        rankings = [self._bm25(coll, query, window)]
         if query_vector is not None:
-            rankings.append(self._matrix(coll).nearest(query_vector, CANDIDATES))
+            rankings.append(self._matrix(coll).nearest(query_vector, window))
         return self._hits(fuse(rankings)[:k])
 
     def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
