@@ -200,17 +200,21 @@ def test_the_native_prompt_run_reads_the_same_tokens_at_the_same_depth(tmp_path:
         prompt_ms(json.dumps([{"n_prompt": 0, "n_gen": 1, "avg_ts": 50.0}]), 36)
 
 
-def test_the_long_chat_reports_renders_and_the_native_ratio_per_turn() -> None:
-    rows = [{"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50, "renders": 1}
-            for _ in range(5)]
-    rows[-1] |= {"ttft_ms": 300.0, "depth": 1700, "renders": 3, "native_ms": 250.0}
-    rows[3] |= {"native_ms": 80.0}  # the early turn (4 here)
-    out = _report(rows, 2048, 5, 4)
-    assert out["long_chat_prompt_renders_per_turn"] == 1.4 and out["long_chat_prompt_renders_max"] == 3
-    assert out["long_chat_ttft_vs_native_turn5"] == 1.25 and out["long_chat_ttft_vs_native"] == 1.2
-    assert out["long_chat_depth_last_turn"] == 1700
-    del rows[3]["native_ms"]
-    assert _report(rows, 2048, 5, 4)["long_chat_ttft_vs_native"] is None  # no llama-bench: no ratio
+def test_the_long_chat_reports_renders_and_the_native_ratio_as_medians_of_five_turns_at_each_end() -> None:
+    rows = [{"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50.0 * t,
+             "renders": 1} for t in range(1, 13)]
+    for turn, (ember, native) in zip(range(2, 7), [(100, 80), (90, 80), (700, 80), (110, 90), (100, 70)], strict=True):
+        rows[turn - 1] |= {"ttft_ms": float(ember), "native_ms": float(native)}  # one outlier: 700 ms
+    for turn in range(8, 13):
+        rows[turn - 1] |= {"ttft_ms": 300.0, "native_ms": 250.0, "renders": 3}
+    out = _report(rows, 2048, 12, 2)
+    assert out["long_chat_prompt_renders_per_turn"] == 1.83 and out["long_chat_prompt_renders_max"] == 3
+    assert out["long_chat_ttft_vs_native_turn5"] == 1.25  # median 100 over median 80: the outlier does not count
+    assert out["long_chat_ttft_vs_native"] == 1.2 and out["long_chat_native_turns_compared"] == 10
+    assert (out["long_chat_depth_turn5"], out["long_chat_depth_last_turn"]) == (100, 600)
+    for row in rows[7:]:
+        del row["native_ms"]
+    assert _report(rows, 2048, 12, 2)["long_chat_ttft_vs_native"] is None  # no llama-bench: no ratio
 
 
 def test_a_bad_gpu_layer_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
