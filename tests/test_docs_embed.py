@@ -6,6 +6,7 @@ import random
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from doc_fixtures import filler
@@ -22,6 +23,16 @@ def embedder(smollm_path: Path):  # type: ignore[no-untyped-def]
     e = LlamaEmbedder.load(smollm_path, n_threads=2)
     yield e
     e.close()
+
+
+def test_the_embedder_reads_batches_with_the_threads_it_was_given(smollm_path: Path) -> None:
+    # llama-cpp-python's own batch default is every logical CPU; embedding is all batch work.
+    e = LlamaEmbedder.load(smollm_path, n_threads=1)
+    try:
+        params: Any = getattr(e.llama, "context_params")  # noqa: B009  (untyped llama_cpp)
+        assert (params.n_threads, params.n_threads_batch) == (1, 1)
+    finally:
+        e.close()
 
 
 def _consistent(index: DocIndex) -> None:

@@ -32,6 +32,7 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 import numpy as np
 # isort: on
 
+from engine.backends.cpu_threads import default_threads
 from engine.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
 from engine.bench.llama import interleaved_rounds
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder
@@ -64,11 +65,13 @@ def measure_embed_index(model: Path, tmp: Path, files: int, runs: int, threads: 
     rng = random.Random(5)
     for i in range(files):
         (folder / f"doc-{i:03d}.md").write_text(f"# Document {i}\n\n{prose(rng, 700)}\n", encoding="utf-8")
+    threads = threads or default_threads()  # both sides: the embedder's own default
     embedder = LlamaEmbedder.load(model, n_threads=threads)
     import llama_cpp
 
     raw = llama_cpp.Llama(model_path=str(model), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                          n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads, verbose=False)
+                          n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
+                          n_threads_batch=threads, verbose=False)
     ember_rates: list[float] = []
     raw_rates: list[float] = []
     chunks = 0

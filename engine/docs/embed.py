@@ -40,14 +40,19 @@ class LlamaEmbedder:
         import llama_cpp
 
         from engine.backends import llama_log
+        from engine.backends.cpu_threads import default_threads
 
         if not path.is_file():
             raise ModelLoadError(f"embedding model not found: {path}")
         llama_log.install()  # llama.cpp's lines go to logging, not straight to the terminal
+        # Embedding is all batch work: n_threads_batch is the one that counts (llama-cpp-python's
+        # default is every logical CPU, which stalls on a busy machine; the chat model's is used).
+        threads = n_threads or default_threads()
         try:
             llama = llama_cpp.Llama(
                 model_path=str(path), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=n_threads, verbose=False,
+                n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
+                n_threads_batch=threads, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"cannot load the embedding model {path.name}: {exc}") from exc
