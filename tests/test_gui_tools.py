@@ -74,6 +74,17 @@ def test_enter_presses_the_focused_button(qtbot: QtBot) -> None:
     assert signal.args == [Decision.DENY]
 
 
+def reopen_after_new_chat(chat: Chat) -> None:
+    """Start a new chat, then open the conversation that was on screen again from history."""
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    first = history.conversation_id
+    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
+    chat.wait_idle()
+    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
+    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+
+
 def test_an_approved_call_runs_and_the_answer_streams(make_chat: Callable[..., Chat]) -> None:
     chat, area = tool_chat(make_chat, CALC, "It is 42.")
     chat.type_and_send("what is 6*7?")
@@ -108,13 +119,7 @@ def test_a_reopened_conversation_redraws_its_tool_calls(make_chat: Callable[...,
     chat.type_and_send("what is 6*7?")
     chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_Y)
     chat.wait_reply_finished()
-    history = chat.controller.history
-    assert history is not None and history.conversation_id is not None
-    first = history.conversation_id
-    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
-    chat.wait_idle()
-    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
-    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+    reopen_after_new_chat(chat)
     (card,) = chat.reply().tool_cards()
     assert isinstance(card, ToolCallCard) and card.summary.full_text() == "Used calculator → 42"
     assert not card.asking
@@ -142,13 +147,7 @@ def test_text_before_a_tool_call_stays_above_its_card_live_and_reopened(make_cha
     lead, rest, lead_y, card_y, answer_y = _reading_order(chat)
     assert (lead.strip(), rest.strip()) == ("Let me calculate that.", "It is 42.")
     assert lead_y < card_y < answer_y  # in the order they were written
-    history = chat.controller.history
-    assert history is not None and history.conversation_id is not None
-    first = history.conversation_id
-    chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
-    chat.wait_idle()
-    opening = asyncio.ensure_future(chat.controller.open_conversation(first))
-    chat.qtbot.waitUntil(opening.done, timeout=WAIT_MS)
+    reopen_after_new_chat(chat)
     lead, rest, lead_y, card_y, answer_y = _reading_order(chat)
     assert (lead.strip(), rest.strip()) == ("Let me calculate that.", "It is 42.")
     assert lead_y < card_y < answer_y
