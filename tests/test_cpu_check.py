@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_check
+from engine.backends import cpu_check, cpu_variants
 from engine.errors import ModelLoadError
 
 INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
@@ -31,6 +31,13 @@ def test_the_build_and_the_cpu_are_read_and_compared() -> None:
     assert cpu_check.cpu_flags("no flags here") == frozenset()
 
 
+@pytest.fixture
+def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build with its CPU backend built in (no run-time variants): the one build is probed."""
+    monkeypatch.setattr(cpu_variants, "ensure_backends", lambda model=None: None)
+
+
+@pytest.mark.usefixtures("one_variant")
 def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
@@ -50,6 +57,7 @@ def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
     assert (tmp_path / cpu_check.CACHE_FILE).is_file()
 
 
+@pytest.mark.usefixtures("one_variant")
 def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
@@ -66,7 +74,7 @@ def test_the_real_build_passes_its_probe_here(tmp_path: Path, monkeypatch: pytes
                                                smollm_path: Path) -> None:
     monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cpu_check, "_checked", {})
-    verdict = cpu_check.ensure_cpu_runs(smollm_path)
+    verdict = cpu_check.ensure_cpu_runs(smollm_path)  # the one build, or the variant chosen here
     assert verdict.runs is True and verdict.detail == "passed"
     if "avx2" in cpu_check.cpu_flags():  # the portable x86-64 build uses it
         assert "AVX2" in verdict.features

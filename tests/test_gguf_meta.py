@@ -215,6 +215,9 @@ def test_the_header_of_a_multi_gb_150k_vocab_model_is_read(tmp_path: Path) -> No
 def test_tiny_llama_loads_in_llama_cpp(tmp_path: Path) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     path = gf.write_tiny_llama(tmp_path / "tiny.gguf", gf.QWEN3_THINKING, gf.QWEN3_TOKENS, eos="<|im_end|>")
+    from engine.backends.cpu_variants import ensure_backends
+
+    ensure_backends()  # a build with run-time CPU variants registers none until one is chosen
     llm = llama_cpp.Llama(str(path), n_ctx=128, verbose=False)
     try:
         assert llm.tokenize(b"<think>", add_bos=False, special=True) == [read_metadata(path).markers[0].token_id]

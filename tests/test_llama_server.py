@@ -15,6 +15,7 @@ import pytest
 from sse_stub import free_port
 
 from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.cpu_variants import module_command
 from engine.backends.openai import OpenAIBackend, list_models
 from engine.errors import BackendError
 from engine.events import Piece
@@ -63,7 +64,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(f"default model unavailable: {exc}")
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+    cmd = module_command("llama_cpp.server", "--model", str(model))
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)

@@ -20,7 +20,6 @@ import json
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,6 +32,7 @@ from desktop.serve.server import ServerThread, bind
 from desktop.serve.state import model_id_for
 from desktop.serve.wire import Defaults
 from engine.backends.base import Sampling
+from engine.backends.cpu_variants import module_command
 from engine.bench import llama as bench_llama
 from engine.bench.suite import BenchConfig, subprocess_env
 from engine.errors import BenchError
@@ -211,9 +211,9 @@ def _llama_cpp_server(config: BenchConfig, threads: int, notes: list[str]) -> It
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(config.model_path()), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", str(config.n_ctx), "--n_threads", str(threads),
-               "--n_gpu_layers", str(config.gpu_layers), "--verbose", "False"]
+    command = module_command("llama_cpp.server", "--model", str(config.model_path()), "--host", "127.0.0.1",
+                             "--port", str(port), "--n_ctx", str(config.n_ctx), "--n_threads", str(threads),
+                             "--n_gpu_layers", str(config.gpu_layers), "--verbose", "False")
     proc = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     url = f"http://127.0.0.1:{port}/v1"

@@ -185,10 +185,21 @@ def _native_rows(r: dict[str, Any]) -> list[str]:
                  f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
 
 
+def _variant_rows(r: dict[str, Any]) -> list[str]:
+    if r.get("default_vs_portable_tps_ratio") is None:
+        return [_row("CPU variant", str(r.get("cpu_variant", "?")))]
+    return [_row("CPU variant", f"{r['cpu_variant']} ({r.get('cpu_variant_how', '?')}; "
+                 f"{r.get('cpu_variants_built', '?')} built) against AVX2-only haswell: decode "
+                 f"x{_num(r['default_vs_portable_tps_ratio'], digits=3)} ({_num(r.get('portable_tg_tps'))} → "
+                 f"{_num(r.get('cpu_variant_tg_tps'))}), prompt "
+                 f"x{_num(r.get('default_vs_portable_pp_ratio'), digits=3)} "
+                 f"({_num(r.get('portable_pp_tps'))} → {_num(r.get('cpu_variant_pp_tps'))} tokens/s)")]
+
+
 def _decode_rows(r: dict[str, Any]) -> list[str]:
     if r.get("spec_lookup_speedup") is None:
-        return []
-    rows = [
+        return _variant_rows(r)
+    rows = [*_variant_rows(r),
         _row("prompt lookup, code edit", f"x{_num(r['spec_lookup_speedup'], digits=3)} tokens/s "
              f"({_num(r['spec_lookup_plain_tps'])} → {_num(r['spec_lookup_tps'])}; acceptance "
              f"{_num(r['spec_lookup_acceptance_rate'], digits=3)}; "

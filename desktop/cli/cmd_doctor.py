@@ -52,7 +52,9 @@ def llama_report() -> dict[str, Any]:
 
 def cpu_report(system_info: str) -> dict[str, Any]:
     """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
-    from engine.backends import cpu_check
+    from dataclasses import asdict
+
+    from engine.backends import cpu_check, cpu_variants
     from engine.errors import ModelLoadError
 
     features, flags = cpu_check.build_features(system_info), cpu_check.cpu_flags()
@@ -60,8 +62,11 @@ def cpu_report(system_info: str) -> dict[str, Any]:
         verdict = cpu_check.ensure_cpu_runs().detail
     except ModelLoadError as exc:
         verdict = str(exc)
-    return {"features": list(features), "unused": cpu_check.unused(features, flags),
-            "line": cpu_check.variant_line(features, flags), "probe": verdict}
+    choice = cpu_variants.loaded()
+    line = cpu_check.chosen_line(choice, flags) if choice else cpu_check.variant_line(features, flags)
+    return {"features": list(features), "unused": cpu_check.unused(features, flags), "line": line,
+            "probe": verdict, "variant": choice.chosen if choice else None,
+            "variants": [asdict(p) for p in choice.probes] if choice else []}
 
 
 def window_report() -> dict[str, Any]:

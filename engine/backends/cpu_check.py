@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from engine.backends import cpu_variants
 from engine.backends.cpu_threads import read_cpuinfo
 from engine.errors import ModelLoadError
 from models.library.jsonstore import load_json_object, write_json_atomic
@@ -36,7 +37,8 @@ CACHE_ENV = "EMBER_CACHE_DIR"  # where machine-level verdicts live (tests point 
 SKIP_ENV = "EMBER_CPU_CHECK"  # "0" skips the probe (a machine known to be fine, or a debugger)
 CACHE_FILE = "cpu-check.json"
 PROBE_TIMEOUT_S = 180.0  # a loaded 2-core machine takes seconds; a hung probe is "unknown", not a refusal
-REBUILD = "CMAKE_ARGS=\"-DGGML_NATIVE=ON\" uv sync --reinstall-package llama-cpp-python"
+REBUILD = ("CMAKE_ARGS=\"-DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=ON\" "
+                    "uv sync --reinstall-package llama-cpp-python")
 
 # ggml's names in `llama_print_system_info()` -> the flag /proc/cpuinfo uses for the same feature.
 FEATURE_FLAGS = {
@@ -108,6 +110,21 @@ def variant_line(features: Sequence[str], flags: frozenset[str]) -> str:
     return line + (f"; this CPU also has {' '.join(extra)}, unused" if extra else "")
 
 
+def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
+    """`CPU variant: icelake (x86-64 …), chosen at run time from 14; skipped: sapphirerapids (…)`."""
+    chosen = choice.probe(choice.chosen)
+    if chosen is None:
+        return f"CPU variant: none chosen ({choice.how})"
+    features = " ".join(chosen.features) or "features not reported"
+    speed = f", {chosen.tps:g} tok/s in its probe" if chosen.tps else ""
+    line = (f"CPU variant: {chosen.name} (x86-64 {features}), chosen at run time from "
+            f"{len(choice.probes)} ({choice.how}{speed})")
+    skipped = [f"{p.name} ({p.detail})" for p in choice.skipped if p.detail]
+    line += f"; skipped: {', '.join(skipped)}" if skipped else ""
+    extra = unused(chosen.features, flags) if chosen.features else []
+    return line + (f"; this CPU also has {' '.join(extra)}, unused" if extra else "")
+
+
 def probe(command: Sequence[str] | None = None, model: Path | None = None,
           timeout: float = PROBE_TIMEOUT_S) -> Verdict:
     """Run the build in a child process; `command` replaces the default child (tests)."""
@@ -176,6 +193,9 @@ _lock = threading.Lock()
 def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = None) -> Verdict:
     """The cached verdict for this machine, probing first if there is none; a build that
     traps raises ModelLoadError (one line) instead of letting the process die."""
+    choice = cpu_variants.ensure_backends(model)
+    if choice is not None:  # a build with run-time CPU variants: one was chosen (and loaded)
+        return variant_verdict(choice)
     if os.environ.get(SKIP_ENV) == "0":
         return Verdict(None, (), f"skipped ({SKIP_ENV}=0)")
     flags = cpu_flags()
@@ -191,6 +211,29 @@ def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = N
     if verdict.runs is False:
         raise ModelLoadError(refusal(verdict, flags))
     return verdict
+
+
+def variant_verdict(choice: cpu_variants.Choice) -> Verdict:
+    """The chosen variant as a verdict; no variant that runs is refused in one line."""
+    chosen = choice.probe(choice.chosen)
+    if choice.chosen is None and choice.how == "measured":
+        tried = _tried(choice)
+        raise ModelLoadError(f"no llama.cpp CPU variant runs on this CPU ({tried}); "
+                             f"rebuild it for this machine: {REBUILD}")
+    if chosen is None or chosen.runs is None:  # forced, or llama.cpp's own pick: not probed
+        return Verdict(None, chosen.features if chosen else (), choice.how)
+    return Verdict(True, chosen.features, chosen.detail)
+
+
+def _tried(choice: cpu_variants.Choice) -> str:
+    """What the variants did, short: one line however many were tried."""
+    tried = [p for p in choice.probes if p.score > 0 or p.runs is False]
+    details = {p.detail for p in tried}
+    if not tried:
+        return "none loads"
+    if len(details) == 1:
+        return f"{len(tried)} tried, each: {details.pop()}"
+    return "; ".join(f"{p.name}: {p.detail}" for p in tried[:4]) + ("; …" if len(tried) > 4 else "")
 
 
 def refusal(verdict: Verdict, flags: frozenset[str]) -> str:

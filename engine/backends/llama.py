@@ -81,8 +81,8 @@ class LlamaBackend:
         n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
+        ensure_cpu_runs()  # loads the CPU variant that runs here; one that traps is refused, not a SIGILL
         self.placement = self._place(n_gpu_layers)
-        ensure_cpu_runs()  # a build this CPU traps on is refused in one line, not a SIGILL
         self._llm: Any = self._load(flash_attn)
         self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).

@@ -60,12 +60,22 @@ def _library_dirs() -> list[Path]:
     return dirs
 
 
+def _ready() -> None:
+    """A build with run-time CPU variants registers no backend until one is loaded (cpu_variants)."""
+    from engine.backends.cpu_variants import ensure_backends
+
+    ensure_backends()
+
+
 @cache
 def _ggml() -> Any:
     """The ggml library with the device functions declared, or None if it cannot be found."""
+    _ready()
+    from engine.backends.cpu_variants import ggml_library_path
+
     for folder in _library_dirs():
-        for name in _library_names():
-            path = folder / name
+        own = ggml_library_path(folder)  # the copy libllama uses: its registry is llama.cpp's
+        for path in [*([own] if own else []), *(folder / name for name in _library_names())]:
             if not path.is_file():
                 continue
             try:
@@ -133,6 +143,7 @@ def gpu_offload_supported() -> bool:
     """llama.cpp's own answer: a GPU backend is built in AND a device is present."""
     import llama_cpp as lc
 
+    _ready()
     return bool(lc.llama_supports_gpu_offload())
 
 
@@ -140,4 +151,5 @@ def system_info() -> str:
     """llama.cpp's one-line build summary (`CPU : SSE3 = 1 | AVX2 = 1 | …`)."""
     import llama_cpp as lc
 
+    _ready()
     return _text(lc.llama_print_system_info()).strip()

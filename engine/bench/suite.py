@@ -29,11 +29,13 @@ from typing import Any, cast
 import engine
 import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends.cpu_threads import default_threads
+from engine.backends.cpu_variants import ensure_backends
 from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
 from engine.bench import llama as bench_llama
 from engine.bench import speculative as bench_spec
+from engine.bench.cpu_variant import compare_variants
 from engine.bench.native import NativeRun
 from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
@@ -181,9 +183,17 @@ def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memo
     else:
         report["spec_draft_speedup"] = None
     report.update(bench_spec.compare_kv(model, threads, config.runs, config.max_tokens, layers))
+    if layers == 0:  # the CPU variant decides only what runs on the CPU
+        report.update(compare_variants(model, threads, config.runs, subprocess_env()))
     if memory:
         report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
     return report
+
+
+def cpu_variant_row() -> dict[str, Any]:
+    """The variant in use, without measuring (every report has it)."""
+    choice = ensure_backends()
+    return {"cpu_variant": choice.chosen if choice else "built in (one variant)"}
 
 
 def measure_filter(n_bytes: int) -> dict[str, Any]:
@@ -246,6 +256,8 @@ def run_engine_bench(config: BenchConfig, progress: Progress | None = None) -> d
     report.update(measure_filter(config.filter_bytes))
     say(f"history search over {config.history_messages} messages")
     report.update(measure_history(config.history_messages, notes))
+    for key, value in cpu_variant_row().items():
+        report.setdefault(key, value)
     report["notes"] = notes
     return report
 

@@ -40,11 +40,13 @@ class LlamaEmbedder:
         import llama_cpp
 
         from engine.backends import llama_log
+        from engine.backends.cpu_check import ensure_cpu_runs
         from engine.backends.cpu_threads import default_threads
 
         if not path.is_file():
             raise ModelLoadError(f"embedding model not found: {path}")
         llama_log.install()  # llama.cpp's lines go to logging, not straight to the terminal
+        ensure_cpu_runs()  # the CPU variant that runs here, loaded (or a one-line refusal)
         # Embedding is all batch work: n_threads_batch is the one that counts (llama-cpp-python's
         # default is every logical CPU, which stalls on a busy machine; the chat model's is used).
         threads = n_threads or default_threads()

@@ -1,0 +1,140 @@
+"""llama.cpp's CPU variants chosen at run time: a trapping variant is skipped, speed can overrule
+the feature score, the choice is cached per machine, and the real build loads one that runs."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.backends import cpu_check, cpu_variants
+from engine.backends.cpu_variants import Choice, Probe
+from engine.errors import ModelLoadError
+
+INFO = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | OPENMP = 1 |"
+SCORES = {"x64": 1, "haswell": 50, "icelake": 80, "zen4": 90, "sapphirerapids": 99, "broken": 95}
+
+# Children that speak the real ones' protocol. `broken` traps while merely loading (the score
+# child), `sapphirerapids` while decoding (its probe): both die of a real SIGILL.
+FAKE_SCORE = f"""
+import os, signal, sys
+from pathlib import Path
+SCORES = {SCORES!r}
+for path in sys.argv[1:]:
+    print("trying", path, flush=True)
+    name = Path(path).name.removeprefix("libggml-cpu-").removesuffix(".so")
+    if name == "broken":
+        os.kill(os.getpid(), signal.SIGILL)
+    print("score", SCORES.get(name, 0), path, flush=True)
+"""
+FAKE_PROBE = """
+import os, signal, sys
+from pathlib import Path
+SPEED = {"zen4": 50.0, "icelake": 52.0, "haswell": 70.0, "x64": 10.0}
+name = Path(sys.argv[1]).name.removeprefix("libggml-cpu-").removesuffix(".so")
+print("features: CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 |", flush=True)
+if name == "sapphirerapids":
+    os.kill(os.getpid(), signal.SIGILL)
+print("tps:", SPEED[name], flush=True)
+print("decoded", flush=True)
+"""
+
+
+def _variants(folder: Path, *names: str) -> dict[str, Path]:
+    for name in names:
+        (folder / f"libggml-cpu-{name}.so").write_bytes(b"\x7fELF")
+    return cpu_variants.variant_files(folder)
+
+
+def test_variant_and_backend_files_are_told_apart(tmp_path: Path) -> None:
+    for name in ("libggml.so", "libggml-base.so", "libggml-base.so.0", "libggml-cuda.so", "libllama.so",
+                 "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "libggml-cpu-haswell.so.0", "readme.txt"):
+        (tmp_path / name).write_bytes(b"")
+    assert list(cpu_variants.variant_files(tmp_path)) == ["armv8.2_1", "haswell"]
+    assert [p.name for p in cpu_variants.other_backend_files(tmp_path)] == ["libggml-cuda.so"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "libggml-cpu.so").write_bytes(b"")  # the CPU backend built in: no variant
+    assert cpu_variants.variant_files(tmp_path / "one") == {}
+    assert cpu_variants.variant_files(tmp_path / "missing") == {}
+
+
+def test_a_variant_that_traps_is_skipped_with_a_log_line_and_the_next_best_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    files = _variants(tmp_path, *SCORES)
+    choice = cpu_variants.choose(files, None, score_code=FAKE_SCORE, probe_code=FAKE_PROBE)
+    by_name = {p.name: p for p in choice.probes}
+    assert by_name["broken"].runs is False and by_name["broken"].detail == "died of SIGILL while loading"
+    assert by_name["sapphirerapids"].runs is False
+    assert by_name["sapphirerapids"].detail == "died of SIGILL while decoding"
+    # zen4 and icelake ran (MEASURED = 2); icelake is not clearly faster (52 vs 50), so the score wins.
+    assert choice.chosen == "zen4" and by_name["icelake"].runs is True
+    assert by_name["haswell"].runs is None and "not probed" in by_name["haswell"].detail
+    assert [p.name for p in choice.skipped] == ["sapphirerapids", "broken"]
+    line = cpu_check.chosen_line(choice, frozenset({"avx2", "avx512f", "amx_int8"}))
+    assert line.startswith("CPU variant: zen4 (x86-64 SSE3 AVX AVX2 AVX512), chosen at run time from 6 (measured")
+    assert "sapphirerapids (died of SIGILL while decoding)" in line and line.endswith("AMX_INT8, unused")
+    # What the app does with it: the skipped trap is logged once, the choice cached for this machine.
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: choice)
+    with caplog.at_level(logging.WARNING, logger="engine.llama"):
+        assert cpu_variants._decide(files, None) is choice  # pyright: ignore[reportPrivateUsage]
+    assert "llama.cpp CPU variant sapphirerapids skipped: died of SIGILL while decoding" in caplog.text
+    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("probed again"))
+    cached = cpu_variants._decide(files, None)  # pyright: ignore[reportPrivateUsage]
+    assert cached.chosen == "zen4" and cached.probes == choice.probes and "cached" in cached.how
+
+
+def test_a_lower_scored_variant_that_decodes_clearly_faster_is_taken() -> None:
+    probes = [Probe("zen4", 90, True, 50.0), Probe("icelake", 80, True, 52.0), Probe("haswell", 50, True, 70.0)]
+    assert cpu_variants.pick(probes) == "haswell"  # 70 > 50 x 1.10: the features misled
+    assert cpu_variants.pick(probes[:2]) == "zen4"  # within the noise: the best-scored
+    assert cpu_variants.pick([Probe("zen4", 90, False)]) is None
+
+
+def test_no_variant_that_runs_is_one_line_and_loads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = Choice(None, "measured", (Probe("haswell", 50, False, detail="died of SIGILL while decoding"),
+                                     Probe("x64", 1, False, detail="died of SIGBUS while decoding")))
+    monkeypatch.setattr(cpu_variants, "ensure_backends", lambda model=None: dead)
+    with pytest.raises(ModelLoadError) as err:
+        cpu_check.ensure_cpu_runs()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("no llama.cpp CPU variant runs on this CPU")
+    assert "haswell: died of SIGILL while decoding" in message and "-DGGML_BACKEND_DL=OFF" in message
+
+
+def test_a_probe_that_cannot_tell_is_not_cached_and_a_forced_variant_is_used_unprobed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _variants(tmp_path, "haswell", "x64")
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
+    unsure = Choice(None, "measured", (Probe("haswell", 50, None, detail="the probe did not finish in 180 s"),))
+    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: unsure)
+    cpu_variants._decide(files, None)  # pyright: ignore[reportPrivateUsage]
+    assert not (tmp_path / "cache" / cpu_variants.CACHE_FILE).exists()
+    monkeypatch.setenv(cpu_variants.FORCE_ENV, "x64")
+    forced = cpu_variants._decide(files, None)  # pyright: ignore[reportPrivateUsage]
+    assert forced.chosen == "x64" and forced.how == "forced by EMBER_CPU_VARIANT"
+    monkeypatch.setenv(cpu_variants.FORCE_ENV, "nonesuch")  # a typo is a warning, then a normal choice
+    assert cpu_variants._decide(files, None) is unsure  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_hung_score_child_skips_that_variant_without_calling_it_a_trap(tmp_path: Path) -> None:
+    files = _variants(tmp_path, "haswell")
+    hang = "import sys, time\nprint('trying', sys.argv[1], flush=True)\ntime.sleep(30)\n"
+    probes = cpu_variants.read_scores(files, sys.executable, hang, timeout=1.0)
+    assert [(p.name, p.runs) for p in probes] == [("haswell", None)]
+
+
+@pytest.mark.slow
+def test_the_real_build_loads_a_variant_that_runs_here(smollm_path: Path) -> None:
+    choice = cpu_variants.ensure_backends(smollm_path)
+    if choice is None or choice.chosen is None:
+        pytest.skip("this llama.cpp build has its CPU backend built in (no run-time variants)")
+    chosen = choice.probe(choice.chosen)
+    assert chosen is not None and choice.chosen in cpu_variants.variant_files(cpu_variants.lib_dir())
+    if chosen.runs is not None:  # probed here (not forced): it decoded in its child, and was timed
+        assert chosen.tps and chosen.tps > 0
+    if "avx2" in cpu_check.cpu_flags() and chosen.features:
+        assert "AVX2" in chosen.features  # this CPU runs at least the portable level
+    assert cpu_check.ensure_cpu_runs().runs in (True, None)
