@@ -78,7 +78,7 @@ def test_a_variant_that_traps_is_skipped_with_a_log_line_and_the_next_best_runs(
     # What the app does with it: the skipped trap is logged once, the choice cached for this machine.
     monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: choice)
-    with caplog.at_level(logging.WARNING, logger="engine.llama"):
+    with caplog.at_level(logging.INFO, logger="engine.llama"):
         assert cpu_variants._decide(files, None) is choice  # pyright: ignore[reportPrivateUsage]
     assert "llama.cpp CPU variant sapphirerapids skipped: died of SIGILL while decoding" in caplog.text
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("probed again"))
@@ -138,3 +138,19 @@ def test_the_real_build_loads_a_variant_that_runs_here(smollm_path: Path) -> Non
     if "avx2" in cpu_check.cpu_flags() and chosen.features:
         assert "AVX2" in chosen.features  # this CPU runs at least the portable level
     assert cpu_check.ensure_cpu_runs().runs in (True, None)
+
+
+@pytest.mark.slow
+def test_the_bench_compares_the_chosen_variant_with_the_avx2_one(smollm_path: Path) -> None:
+    from engine.bench.cpu_variant import PORTABLE, compare_variants
+    from engine.bench.suite import subprocess_env
+
+    choice = cpu_variants.ensure_backends(smollm_path)
+    report = compare_variants(smollm_path, 1, 1, subprocess_env())
+    if choice is None or choice.chosen is None or "avx2" not in cpu_check.cpu_flags():
+        assert report["default_vs_portable_tps_ratio"] is None
+        return
+    assert report["cpu_variant"] == choice.chosen and report["cpu_variants_built"] >= 2
+    assert PORTABLE in cpu_variants.variant_files(cpu_variants.lib_dir())
+    for row in ("default_vs_portable_tps_ratio", "default_vs_portable_pp_ratio"):
+        assert report[row] > 0  # each side's child ran its own variant (measure_variant checks it)

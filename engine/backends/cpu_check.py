@@ -1,15 +1,14 @@
-"""Will this llama.cpp build run on this CPU? Probed once per machine, in a child process.
+"""Will llama.cpp run on this CPU? Answered once per machine, in child processes, before a model loads.
 
-The default build is portable x86-64 with AVX2, FMA and F16C (pyproject: `-DGGML_NATIVE=OFF`),
-so on an x86-64 CPU without AVX2 (older laptops, some VMs) the first decode traps (SIGILL)
-and the whole app dies without a word; a CPU may also report a feature it traps on (AMX on
-the VM this was written on). llama-cpp-python builds one CPU variant and cannot load others
-at run time (docs/performance.md, "CPU variants"), so this is the nearest equivalent of
-llama.cpp's own variant pick: the one build is probed in a child process (llama.cpp loaded,
-two tokens decoded on the built-in model) before the first model loads, and the verdict is
-cached per machine (CPU flags, library file). A build that traps is refused in one line that
-names what the CPU lacks and how to rebuild; `ember doctor` names the variant in use and the
-CPU features it leaves unused.
+The project's build has every x86-64 CPU variant as a module, and `cpu_variants` chooses and loads
+the fastest one that runs here; `ensure_cpu_runs` is the one call the loaders make, and refuses in
+one line when no variant runs. A build with its CPU backend built in (a rebuild with
+`-DGGML_BACKEND_DL=OFF`, e.g. `-DGGML_NATIVE=ON`) has one variant only: on an x86-64 CPU without
+what it was built for, or one that reports a feature it traps on (AMX on the VM this was written
+on), its first decode dies of SIGILL with no word. So that one build is probed in a child process
+(llama.cpp loaded, two tokens decoded on the built-in model), the verdict cached per machine (CPU
+flags, library file), and a build that traps refused in one line naming what the CPU lacks and
+how to rebuild. `ember doctor` names the variant in use and the CPU features it leaves unused.
 """
 
 from __future__ import annotations

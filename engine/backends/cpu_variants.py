@@ -281,8 +281,8 @@ def _decide(files: dict[str, Path], model: Path | None) -> Choice:
     if choice is None:
         choice = choose(files, model or _probe_model())
         for p in choice.probes:
-            if p.runs is False:
-                log.warning("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
+            if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
+                log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
         if any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
             write_cached(cache_dir() / CACHE_FILE, key, choice)
     return choice

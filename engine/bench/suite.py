@@ -183,8 +183,8 @@ def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memo
     else:
         report["spec_draft_speedup"] = None
     report.update(bench_spec.compare_kv(model, threads, config.runs, config.max_tokens, layers))
-    if layers == 0:  # the CPU variant decides only what runs on the CPU
-        report.update(compare_variants(model, threads, config.runs, subprocess_env()))
+    # Both sides on the CPU (n_gpu_layers=0 in the children): the variant decides only what runs there.
+    report.update(compare_variants(model, threads, config.runs, subprocess_env()))
     if memory:
         report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
     return report
