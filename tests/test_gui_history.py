@@ -264,10 +264,12 @@ def test_without_a_usable_database_the_window_still_chats(
     session.close()
     chat = make_chat("Still here.", history=False)
     window = chat.window
-    attach_history(window, ChatController(Engine(), window), notice=notice)  # how the app shows it
+    shown_by = ChatController(Engine(), window)
+    attach_history(window, shown_by, notice=notice)  # how the app shows it
     assert window.notice.isVisible() and "\n" not in window.notice.text()
     assert send_and_wait(chat, "anyone?").answer_text() == "Still here."
     assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still here."}
+    shown_by.session.close()  # its scratch store (history off) goes with it
 
 
 def test_a_read_only_history_folder_keeps_the_chat_in_memory_and_says_so_once(

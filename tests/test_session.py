@@ -235,3 +235,26 @@ def test_settings_change_at_once_and_are_written_on_the_history_thread(session: 
     session.new()
     assert session.update_settings_soon(context_policy=ContextPolicy.STOP) is None  # fresh: kept until stored
     assert session.settings.context_policy is ContextPolicy.STOP
+
+
+def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next_unsaved_session(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from engine.session import scratch
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    left = tmp_path / f"{scratch.PREFIX}{dead.stdout.strip()}-abc"  # its process has ended: no close ran
+    left.mkdir()
+    (left / "history.db").write_bytes(b"a conversation with history off")
+    mine = tmp_path / f"{scratch.PREFIX}{os.getpid()}-def"  # a live process's (this one): kept
+    mine.mkdir()
+    other = tmp_path / f"{scratch.PREFIX}notapid"  # not a name the sweep made: left alone
+    other.mkdir()
+    if os.name != "posix":
+        assert scratch.sweep(tmp_path) == 0
+        return
+    assert scratch.sweep(tmp_path) == 1
+    assert not left.exists() and mine.exists() and other.exists()

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -47,6 +46,7 @@ from engine.history.types import HistoryError, StoredMessage
 from engine.runtime import Engine
 from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
+from engine.session.scratch import make_scratch
 from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
@@ -141,7 +141,7 @@ class ChatSession:
     @classmethod
     def unsaved(cls, *, lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> ChatSession:
         """A session whose conversations are not kept (history off): a scratch store, removed on close."""
-        folder = Path(tempfile.mkdtemp(prefix="ember-unsaved-"))
+        folder = make_scratch()  # removed on close; one a killed process left is swept by the next
         try:
             store = HistoryStore(folder / "history.db")
         except BaseException:
