@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,14 @@ def test_the_bench_compares_the_chosen_variant_with_the_avx2_one(smollm_path: Pa
     assert PORTABLE in cpu_variants.variant_files(cpu_variants.lib_dir())
     for row in ("default_vs_portable_tps_ratio", "default_vs_portable_pp_ratio"):
         assert report[row] > 0  # each side's child ran its own variant (measure_variant checks it)
+
+
+def test_hung_probes_share_one_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _variants(tmp_path, "zen4", "icelake", "haswell")
+    monkeypatch.setattr(cpu_variants, "PROBE_TIMEOUT_S", 1.5)
+    hang = "import time\ntime.sleep(30)\n"
+    started = time.monotonic()
+    choice = cpu_variants.choose(files, None, score_code=FAKE_SCORE, probe_code=hang)
+    assert time.monotonic() - started < 10  # not three full limits, and never the 30 s hang
+    assert choice.chosen is None and all(p.runs is None for p in choice.probes)
+    assert "limit" in choice.probes[0].detail

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ log = logging.getLogger("engine.llama")
 
 FORCE_ENV = "EMBER_CPU_VARIANT"  # a variant's name: used as is, unprobed (the bench's AVX2-only side)
 CACHE_FILE = "cpu-variants.json"
-PROBE_TIMEOUT_S = 180.0  # a loaded 2-core machine takes seconds; a hung child is "unknown", not a trap
+PROBE_TIMEOUT_S = 180.0  # for all probes together: seconds on a loaded 2-core machine; a hang is "unknown"
 NOT_PROBED = "not probed: better-scored variants run"
 TIMED_OUT = 124  # the return code a killed, hung child is given (as timeout(1) does)
 MEASURED = 2  # variants that must survive their probe before the fastest of them is taken
@@ -217,14 +218,16 @@ def probe_variant(name: str, path: Path, score: int, model: Path | None, python:
 def choose(files: dict[str, Path], model: Path | None, *, python: str = sys.executable,
            score_code: str = SCORE_CODE, probe_code: str = PROBE_CODE) -> Choice:
     """Probe the best-scored variants until MEASURED of them run; take the best of those."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S  # all probes together: hung children cannot add up
     scored = sorted(read_scores(files, python, score_code), key=lambda p: -p.score)
     probes: list[Probe] = []
     for p in scored:
-        if p.score <= 0 or p.runs is False or sum(q.runs is True for q in probes) >= MEASURED:
+        left = deadline - time.monotonic()
+        if p.score <= 0 or p.runs is False or sum(q.runs is True for q in probes) >= MEASURED or left <= 0:
             probes.append(p if p.score <= 0 or p.runs is False else
                           Probe(p.name, p.score, detail=NOT_PROBED))
             continue
-        probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_code))
+        probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_code, timeout=left))
     return Choice(pick(probes), "measured", tuple(probes))
 
 
