@@ -37,7 +37,7 @@ SKIP_ENV = "EMBER_CPU_CHECK"  # "0" skips the probe (a machine known to be fine,
 CACHE_FILE = "cpu-check.json"
 PROBE_TIMEOUT_S = 180.0  # a loaded 2-core machine takes seconds; a hung probe is "unknown", not a refusal
 REBUILD = ("CMAKE_ARGS=\"-DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=ON\" "
-                    "uv sync --reinstall-package llama-cpp-python")
+           "uv sync --reinstall-package llama-cpp-python")
 
 # ggml's names in `llama_print_system_info()` -> the flag /proc/cpuinfo uses for the same feature.
 FEATURE_FLAGS = {
@@ -105,8 +105,12 @@ def variant_line(features: Sequence[str], flags: frozenset[str]) -> str:
     if not features:
         return "CPU variant: no x86 features reported (another architecture, or an unknown build)"
     line = f"CPU variant: x86-64 {' '.join(features)} (one variant, chosen when llama.cpp was built)"
+    return line + _unused_tail(features, flags)
+
+
+def _unused_tail(features: Sequence[str], flags: frozenset[str]) -> str:
     extra = unused(features, flags)
-    return line + (f"; this CPU also has {' '.join(extra)}, unused" if extra else "")
+    return f"; this CPU also has {' '.join(extra)}, unused" if extra else ""
 
 
 def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
@@ -120,8 +124,7 @@ def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
             f"{len(choice.probes)} ({choice.how}{speed})")
     skipped = [f"{p.name} ({p.detail})" for p in choice.skipped if p.detail]
     line += f"; skipped: {', '.join(skipped)}" if skipped else ""
-    extra = unused(chosen.features, flags) if chosen.features else []
-    return line + (f"; this CPU also has {' '.join(extra)}, unused" if extra else "")
+    return line + (_unused_tail(chosen.features, flags) if chosen.features else "")
 
 
 def probe(command: Sequence[str] | None = None, model: Path | None = None,

@@ -253,6 +253,8 @@ _lock = threading.Lock()
 def ensure_backends(model: Path | None = None) -> Choice | None:
     """Load the chosen CPU variant and the GPU modules once per process (None: no variants)."""
     global _loaded
+    if _loaded is not None:  # chosen and loaded in this process already: no listing, no lock
+        return _loaded
     folder = lib_dir()
     files = variant_files(folder)
     if not files or folder is None:

@@ -17,7 +17,6 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 from engine.backends import llama_log
-from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.llama_decode import DecodeError, KvCache
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file
 from engine.errors import ConfigError, ModelLoadError
@@ -109,7 +108,6 @@ def _load(path: Path, **kwargs: Any) -> Any:
     import llama_cpp as lc
 
     precheck_model_file(path)
-    ensure_cpu_runs()  # loaded with the target model already; a no-op then
     llama_log.clear_recent()
     n_ctx = kwargs["n_ctx"]
     try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -41,14 +40,6 @@ class Device:
         return self.kind in ("GPU", "iGPU")
 
 
-def _library_names() -> list[str]:
-    if sys.platform == "win32":
-        return ["ggml.dll", "ggml-base.dll"]
-    if sys.platform == "darwin":
-        return ["libggml.dylib", "libggml-base.dylib"]
-    return ["libggml.so", "libggml-base.so"]
-
-
 def _library_dirs() -> list[Path]:
     import llama_cpp
 
@@ -74,17 +65,16 @@ def _ggml() -> Any:
     from engine.backends.cpu_variants import ggml_library_path
 
     for folder in _library_dirs():
-        own = ggml_library_path(folder)  # the copy libllama uses: its registry is llama.cpp's
-        for path in [*([own] if own else []), *(folder / name for name in _library_names())]:
-            if not path.is_file():
-                continue
-            try:
-                lib = ctypes.CDLL(str(path))
-                _declare(lib)
-            except (OSError, AttributeError) as exc:
-                log.debug("ggml device API not usable from %s: %s", path, exc)
-                continue
-            return lib
+        path = ggml_library_path(folder)  # the copy libllama uses: its registry is llama.cpp's
+        if path is None:
+            continue
+        try:
+            lib = ctypes.CDLL(str(path))
+            _declare(lib)
+        except (OSError, AttributeError) as exc:
+            log.debug("ggml device API not usable from %s: %s", path, exc)
+            continue
+        return lib
     return None
 
 

@@ -27,25 +27,32 @@ import json, sys, time
 from engine.backends.cpu_variants import ensure_backends
 choice = ensure_backends()
 from llama_cpp import Llama
-threads = int(sys.argv[2])
-llm = Llama(model_path=sys.argv[1], n_ctx=512, n_batch=256, n_ubatch=256, n_threads=threads,
-            n_threads_batch=threads, n_gpu_layers=0, verbose=False)
-prompt = llm.tokenize(b"The quick brown fox jumps over the lazy dog, then naps in the sun. " * 40)[:256]
+threads, n_prompt, n_gen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+llm = Llama(model_path=sys.argv[1], n_ctx=512, n_batch=n_prompt, n_ubatch=n_prompt,
+            n_threads=threads, n_threads_batch=threads, n_gpu_layers=0, verbose=False)
+prompt = llm.tokenize(b"The quick brown fox jumps over the lazy dog, then naps in the sun. " * 40)[:n_prompt]
 start = time.perf_counter()
 llm.eval(prompt)
 pp = len(prompt) / (time.perf_counter() - start)
 token = llm.tokenize(b" the", add_bos=False)[0]
 start = time.perf_counter()
-for _ in range(64):
+for _ in range(n_gen):
     llm.eval([token])
-tg = 64 / (time.perf_counter() - start)
+tg = n_gen / (time.perf_counter() - start)
 print(json.dumps({"variant": choice.chosen if choice else None, "pp": pp, "tg": tg}))
 """
 
 
+def in_use() -> str | None:
+    """The CPU variant this process runs on, by name (every bench report has it)."""
+    choice = ensure_backends()
+    return choice.chosen if choice else "built in (one variant)"
+
+
 def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
     """One child on the named variant: {"variant", "pp", "tg"} (tokens per second)."""
-    done = subprocess.run([sys.executable, "-c", MEASURE_CODE, str(model), str(threads)],
+    argv = [sys.executable, "-c", MEASURE_CODE, str(model), str(threads), str(N_PROMPT), str(N_GEN)]
+    done = subprocess.run(argv,
                           env={**env, FORCE_ENV: name}, capture_output=True, text=True, timeout=TIMEOUT_S,
                           check=False, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
@@ -62,7 +69,7 @@ def compare_variants(model: Path, threads: int, rounds: int, env: dict[str, str]
     """`cpu_variant` and `default_vs_portable_{tg,pp}_ratio` (None where there is nothing to compare)."""
     choice = ensure_backends()
     files = variant_files(lib_dir())
-    out: dict[str, Any] = {"cpu_variant": choice.chosen if choice else "built in (one variant)",
+    out: dict[str, Any] = {"cpu_variant": in_use(),
                            "cpu_variant_how": choice.how if choice else "chosen when llama.cpp was built",
                            "cpu_variants_built": len(files), "default_vs_portable_tps_ratio": None,
                            "default_vs_portable_pp_ratio": None}

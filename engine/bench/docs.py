@@ -32,7 +32,6 @@ import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnused
 import numpy as np
 # isort: on
 
-from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.cpu_threads import default_threads
 from engine.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
 from engine.bench.llama import interleaved_rounds
@@ -70,7 +69,6 @@ def measure_embed_index(model: Path, tmp: Path, files: int, runs: int, threads: 
     embedder = LlamaEmbedder.load(model, n_threads=threads)
     import llama_cpp
 
-    ensure_cpu_runs()  # loaded by the embedder already: both sides use the same CPU variant
     raw = llama_cpp.Llama(model_path=str(model), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
                           n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
                           n_threads_batch=threads, verbose=False)

@@ -29,13 +29,13 @@ from typing import Any, cast
 import engine
 import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends.cpu_threads import default_threads
-from engine.backends.cpu_variants import ensure_backends
 from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
 from engine.bench import llama as bench_llama
 from engine.bench import speculative as bench_spec
 from engine.bench.cpu_variant import compare_variants
+from engine.bench.cpu_variant import in_use as variant_in_use
 from engine.bench.native import NativeRun
 from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
@@ -190,12 +190,6 @@ def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memo
     return report
 
 
-def cpu_variant_row() -> dict[str, Any]:
-    """The variant in use, without measuring (every report has it)."""
-    choice = ensure_backends()
-    return {"cpu_variant": choice.chosen if choice else "built in (one variant)"}
-
-
 def measure_filter(n_bytes: int) -> dict[str, Any]:
     return {"filter_us_per_piece": round(bench_filter(n_bytes), 3), "filter_bytes": n_bytes}
 
@@ -256,8 +250,7 @@ def run_engine_bench(config: BenchConfig, progress: Progress | None = None) -> d
     report.update(measure_filter(config.filter_bytes))
     say(f"history search over {config.history_messages} messages")
     report.update(measure_history(config.history_messages, notes))
-    for key, value in cpu_variant_row().items():
-        report.setdefault(key, value)
+    report.setdefault("cpu_variant", variant_in_use())  # measured above, or named without measuring
     report["notes"] = notes
     return report
 
