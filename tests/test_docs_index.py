@@ -67,6 +67,31 @@ def test_changes_are_picked_up_and_nothing_else_is_redone(tmp_path: Path) -> Non
         assert index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')") is not None
 
 
+def test_a_first_version_database_is_upgraded_and_keeps_its_passages(tmp_path: Path) -> None:
+    """Version 1 added passages to FTS5 with an insert trigger; with it left in, every passage
+    written now would be indexed twice (and the index would fail its integrity check)."""
+    folder = tmp_path / "docs"
+    _corpus(folder, 3, 1, "The lighthouse keeper feeds eleven cormorants.")
+    db = tmp_path / "docs.sqlite3"
+    with DocIndex.open(db) as index:
+        coll = index.create_collection("c")
+        index.add_roots(coll, [folder])
+        index_collection(index, coll)
+        index.conn.executescript(
+            "CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN "
+            "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END; PRAGMA user_version = 1;")
+    (folder / "later.md").write_text("# Later\n\nThe harbour bell rings thirteen times at dusk.\n")
+    with DocIndex.open(db) as index:
+        assert index.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert index.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'chunks_fts_insert'").fetchone()[0] \
+            == 0
+        coll = index.collection("c")
+        assert index_collection(index, coll).indexed == [str(folder / "later.md")]
+        assert index.search(coll, "cormorants lighthouse")[0].path.endswith("note-001.md")
+        assert index.search(coll, "harbour bell thirteen")[0].path.endswith("later.md")
+        index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+
+
 def test_unreadable_files_are_reported_once_and_the_rest_indexed(tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -261,14 +261,18 @@ class DocIndex:
             from engine.docs.vectors import blob
 
             blobs = [blob(v) for v in vectors[:len(chunks)]]
-        insert = "INSERT INTO chunks (file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?)"
         with self.transaction():
-            if blobs is None:  # one call for the batch
-                self.conn.executemany(insert, [(file_id, c.page, c.start, c.end, c.text) for c in chunks])
-                return
-            for chunk, vec in zip(chunks, blobs, strict=False):
-                cur = self.conn.execute(insert, (file_id, chunk.page, chunk.start, chunk.end, chunk.text))
-                self.conn.execute("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)", (cur.lastrowid, vec))
+            # Ids are given, so the batch's text goes to FTS5 in one statement (see engine.docs.schema).
+            first = int(self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+            ids = range(first, first + len(chunks))
+            self.conn.executemany(
+                "INSERT INTO chunks (id, file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?, ?)",
+                [(i, file_id, c.page, c.start, c.end, c.text) for i, c in zip(ids, chunks, strict=True)])
+            self.conn.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
+                                  [(i, c.text) for i, c in zip(ids, chunks, strict=True)])
+            if blobs is not None:
+                self.conn.executemany("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)",
+                                      list(zip(ids, blobs, strict=False)))
 
     @_translated
     def finish_file(self, file_id: int, *, pages: int, chunks: int) -> None:

@@ -1,6 +1,6 @@
 """An iterator run on a worker thread a few items ahead of its consumer.
 
-The indexer reads and chunks a file on the worker while the caller writes the previous batch
+The indexer reads a file on the worker while the caller chunks and writes the previous batch
 to SQLite: PDFium (through ctypes) and sqlite3 both let go of the GIL, so extraction and the
 database writes overlap instead of taking turns. The queue is short, so memory stays bounded;
 the worker's exceptions are raised in the consumer; closing the consumer early (cancel, an

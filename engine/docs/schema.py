@@ -5,8 +5,15 @@ has one row with its content hash and a status. A file is `indexing` from the mo
 passages are dropped until its last passage is written, and only `ready` files are ever
 searched, so a crash or a kill mid-file never leaves a half-indexed file in use: the next run
 sees it is not ready and indexes it again. Passages live in `chunks`, their text indexed by an
-external-content FTS5 table kept in step by triggers, their vectors (when the collection has an
-embedding model) in `vectors`, in the same file.
+external-content FTS5 table, their vectors (when the collection has an embedding model) in
+`vectors`, in the same file.
+
+New passages are added to the FTS5 table by the writer (`DocIndex.add_chunks`), one statement
+per batch, not by a trigger: FTS5 writes its pending terms out at the start of every statement
+(its savepoint), and a trigger runs one statement per row, so an insert trigger wrote one index
+segment per passage and made indexing three times as slow (0.093 s against 0.030 s for 900
+passages). Deletes stay with a trigger, so a cascade (a file or a collection removed) can never
+leave a passage's terms behind.
 """
 
 from __future__ import annotations
@@ -64,11 +71,6 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
     """
-    CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
-        INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
-    END
-    """,
-    """
     CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
         INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
     END
@@ -80,7 +82,9 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
 )
-SCHEMA_VERSION = 1
+# Each step takes a database from the version before it: version 1 had the insert trigger.
+UPGRADES: dict[int, tuple[str, ...]] = {2: ("DROP TRIGGER IF EXISTS chunks_fts_insert",)}
+SCHEMA_VERSION = 2
 
 
 class DocsDatabaseError(EngineError):
@@ -88,7 +92,7 @@ class DocsDatabaseError(EngineError):
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Create the schema in a new database; refuse one written by a newer Ember."""
+    """Create the schema in a new database, bring an older one up to date; refuse one from a newer Ember."""
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
         raise DocsDatabaseError(f"the documents database has schema version {version}, newer than this Ember "
@@ -97,11 +101,16 @@ def migrate(conn: sqlite3.Connection) -> None:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == 0:
-            for statement in SCHEMA:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # another process may have done it
+        if version < SCHEMA_VERSION:
+            for statement in SCHEMA if version == 0 else _upgrades(version):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _upgrades(version: int) -> list[str]:
+    return [statement for v in range(version + 1, SCHEMA_VERSION + 1) for statement in UPGRADES[v]]
