@@ -61,6 +61,13 @@ def test_a_code_fence_is_not_cut_at_its_blank_lines() -> None:
     assert "```\nline one\n\nline two\n```" in texts
 
 
+def test_only_headings_at_a_line_start_begin_a_passage() -> None:
+    text = ("# Title\n\nPrices rose by #3 and the #tag stayed.\n## Costs\nRent.\n#nospace line\n"
+            "   # indented\n####### seven\n###### Six\nEnd.")
+    starts = [text[s:e].split("\n")[0] for s, e in chunk_spans(text, target=1000, overlap=0)]
+    assert starts == ["# Title", "## Costs", "###### Six"]
+
+
 @pytest.mark.parametrize(("make", "says"), [
     (lambda p: write_scanned_pdf(p / "scan.pdf"), "scan.pdf: has no text layer"),
     (lambda p: write_encrypted_pdf(p / "locked.pdf"), "locked.pdf: is encrypted"),
