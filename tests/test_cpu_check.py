@@ -69,6 +69,15 @@ def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
     assert hung.runs is None and "did not finish" in hung.detail
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_probe_killed_by_a_signal_python_does_not_name_is_a_trap_not_a_crash() -> None:
+    # 40 is a real-time signal: signal.Signals has no name for it (naming it raised ValueError).
+    died = cpu_check.probe([sys.executable, "-c", "import os; os.kill(os.getpid(), 40)"])
+    assert died.runs is False and died.detail == "the probe died of signal 40 while decoding"
+    trapped = cpu_check.probe([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    assert trapped.detail == "the probe died of SIGILL while decoding"
+
+
 @pytest.mark.slow
 def test_the_real_build_passes_its_probe_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                smollm_path: Path) -> None:

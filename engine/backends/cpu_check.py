@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -142,8 +141,7 @@ def probe(command: Sequence[str] | None = None, model: Path | None = None,
     if done.returncode == 0 and "decoded" in done.stdout:
         return Verdict(True, features, "passed")
     if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        return Verdict(False, features, f"the probe died of {name} while decoding")
+        return Verdict(False, features, f"the probe {cpu_variants.ending(done)} while decoding")
     last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
     return Verdict(None, features, f"the probe failed (exit {done.returncode}): {last}")
 
@@ -168,12 +166,9 @@ def machine_key(library: Path | None, flags: frozenset[str]) -> str:
 
 def _library() -> Path | None:
     """llama.cpp's CPU library, found without loading it (the key must not need the probe)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or spec.origin is None:
+    lib = cpu_variants.lib_dir()
+    if lib is None:
         return None
-    lib = Path(spec.origin).resolve().parent / "lib"
     found = sorted(lib.glob("libggml-cpu*")) or sorted(lib.glob("*ggml-cpu*")) or sorted(lib.glob("*llama*"))
     return found[0] if found else None
 

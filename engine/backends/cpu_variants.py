@@ -190,7 +190,7 @@ def read_scores(files: dict[str, Path], python: str = sys.executable, code: str 
         scored = {p.name for p in probes}
         if by_path[tried] not in scored:  # it died (or hung) loading this one: skip it, go on after it
             trapped = done is not None and done.returncode < 0
-            probes.append(Probe(by_path[tried], 0, False if trapped else None, detail=f"{_ending(done)} while loading"))
+            probes.append(Probe(by_path[tried], 0, False if trapped else None, detail=f"{ending(done)} while loading"))
         remaining = remaining[remaining.index(tried) + 1:]
     return probes
 
@@ -203,14 +203,14 @@ def probe_variant(name: str, path: Path, score: int, model: Path | None, python:
     argv = [python, "-c", code, str(path), str(TIMED_TOKENS), *([str(model)] if model else [])]
     done = _run(argv, timeout)
     if done is None or done.returncode == TIMED_OUT:
-        return Probe(name, score, None, detail=f"{_ending(done)} (the probe's limit is {timeout:.0f} s)")
+        return Probe(name, score, None, detail=f"{ending(done)} (the probe's limit is {timeout:.0f} s)")
     out = done.stdout.splitlines()
     features = next((build_features(ln) for ln in out if ln.startswith("features:")), ())
     tps = next((_float(ln.split(":", 1)[1]) for ln in out if ln.startswith("tps:")), None)
     if done.returncode == 0 and "decoded" in out:
         return Probe(name, score, True, tps, features, "passed")
     if done.returncode < 0:
-        return Probe(name, score, False, None, features, f"{_ending(done)} while decoding")
+        return Probe(name, score, False, None, features, f"{ending(done)} while decoding")
     last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
     return Probe(name, score, None, None, features, f"the probe failed (exit {done.returncode}): {last}")
 
@@ -388,7 +388,8 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str] | 
         return None
 
 
-def _ending(done: subprocess.CompletedProcess[str] | None) -> str:
+def ending(done: subprocess.CompletedProcess[str] | None) -> str:
+    """How a child ended, for a one-line detail: `died of SIGILL`, `exited with 1`, …"""
     if done is None:
         return "the child could not start"
     if done.returncode == TIMED_OUT:
