@@ -6,7 +6,8 @@
 #
 # Each check has a time limit. On a copy of the folder in a temporary directory:
 #   --version (its cold start is measured), --help (lists every command), every module of
-#   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), `chat --events` on the
+#   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), a PDF helper process
+#   reads pages for the app (`-c` in the frozen app), `chat --events` on the
 #   built-in model ends with a done event, `doctor`, `tools` (an MCP server is started through
 #   the SDK), `history list` (shows the chat), `models --json`, `doctor --network --json`
 #   (zero-egress on, no connection made by any of the above), every bundled library resolves
@@ -107,6 +108,35 @@ sys.exit(1 if bad or n < 100 else 0)
 PY
 out=$(run 120 -c "$IMPORTS" 2>&1); rc=$?
 if [[ $rc -eq 0 ]]; then pass "imports: $out (every module of desktop, engine, models; MCP SDK, llama.cpp, Qt)"; else fail "imports (exit $rc): $(tail -c 2000 <<<"$out")"; fi
+
+# a long PDF's pages are read by a helper process too: the frozen app answers `-c` for it
+read -r -d '' PDF_HELPER <<'PY'
+import os, sys, tempfile, time
+from engine.docs import pdf_pages
+from engine.docs.pdf_child import pypdfium2
+pdfium = pypdfium2()
+path = os.path.join(tempfile.mkdtemp(), "blank.pdf")
+doc = pdfium.PdfDocument.new()
+for _ in range(64):
+    doc.new_page(612, 792)
+doc.save(path)
+doc.close()
+asked, ask, read = [], pdf_pages._Helper._ask, pdf_pages.page_text
+def counted(self, stdin, stdout, group):
+    pages = ask(self, stdin, stdout, group)
+    asked.append(group)
+    return pages
+def slow_until_helped(pdf, index):  # this thread reads slowly until the helper has answered
+    time.sleep(0 if asked else 0.05)
+    return read(pdf, index)
+pdf_pages.HELP_AFTER_S, pdf_pages._Helper._ask, pdf_pages.page_text = 0.0, counted, slow_until_helped
+pdf = pdfium.PdfDocument(path)
+pages = [i for i, _ in pdf_pages.page_texts(pdf, path, lambda: False, 1)]
+print(f"{len(pages)} pages in order, {len(asked)} of 4 groups read by the helper")
+sys.exit(0 if pages == list(range(64)) and asked else 1)
+PY
+out=$(run 60 -c "$PDF_HELPER" 2>&1); rc=$?
+if [[ $rc -eq 0 ]]; then pass "PDF helper process: $out"; else fail "PDF helper process (exit $rc): $(tail -c 1500 <<<"$out")"; fi
 
 # chat on the built-in model
 t0=$(ms_now)

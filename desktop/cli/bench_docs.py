@@ -36,9 +36,12 @@ def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
                          f"{r['docs_raw_embed_chunks_per_s']}/s (x{r['docs_index_vs_raw_embed_ratio']}; "
                          f"{r['docs_embed_chunks']} passages, {r['docs_embed_model']})"))
     if r.get("docs_index_pdf_pages_per_s") is not None:
+        helpers = r.get("docs_pdf_helpers", 0)
         lines.append(row("docs: index a PDF", f"{r['docs_index_pdf_pages_per_s']} pages/s vs pypdfium2 "
                          f"{r['docs_pdfium_pages_per_s']}/s (x{r['docs_pdf_vs_pdfium_ratio']}; "
-                         f"{r['docs_pdf_pages']} pages)"))
+                         f"{r['docs_pdf_pages']} pages, {helpers} helper process{'es' * (helpers != 1)}); "
+                         f"one core alone {r['docs_index_pdf_one_core_pages_per_s']}/s "
+                         f"(x{r['docs_pdf_one_core_vs_pdfium_ratio']})"))
     searches = [_search(r, key.removeprefix("docs_search_ms_")) for key, value in r.items()
                 if key.startswith("docs_search_ms_") and value is not None]
     if searches:

@@ -8,7 +8,8 @@
 - HTML: the standard library's `html.parser`, fed piece by piece; scripts and styles dropped,
   block elements become paragraph breaks;
 - PDF: `pypdfium2` (PDFium), one page at a time (page numbers kept, each page closed before
-  the next); a PDF with no text layer or one that needs a password is refused in one line;
+  the next), a long one on more than one core (`engine.docs.pdf_pages`); a PDF with no text
+  layer or one that needs a password is refused in one line;
 - DOCX: `python-docx`, after the zip's declared sizes are checked (a zip bomb is refused
   before anything is inflated); headings become Markdown headings so chunking can follow them.
 
@@ -20,15 +21,15 @@ A file that cannot be read raises `DocumentError` naming it, in one line.
 from __future__ import annotations
 
 import codecs
-import importlib
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 from engine.docs.errors import DocumentError
+from engine.docs.pdf_child import PageUnreadable, pypdfium2
+from engine.docs.pdf_pages import default_helpers, page_texts
 
 READ_BYTES = 1 << 20  # text is read and handed on in pieces of about this size
 SNIFF_BYTES = 8192
@@ -85,8 +86,12 @@ def _sniff(path: Path) -> str | None:
     return "text"
 
 
-def extract(path: Path, cancel: Cancel | None = None) -> Iterator[Block]:
-    """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read."""
+def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = None) -> Iterator[Block]:
+    """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read.
+
+    `pdf_helpers`: how many helper processes may read a long PDF's pages alongside this thread
+    (`engine.docs.pdf_pages`); None: one per spare core.
+    """
     if not path.is_file():
         raise DocumentError(path, "not found" if not path.exists() else "not a file")
     kind = kind_of(path)
@@ -97,7 +102,7 @@ def extract(path: Path, cancel: Cancel | None = None) -> Iterator[Block]:
         case "html":
             return _checked_text(path, _html_blocks(path, stop))
         case "pdf":
-            return _pdf_blocks(path, stop)
+            return _pdf_blocks(path, stop, default_helpers() if pdf_helpers is None else pdf_helpers)
         case "docx":
             return _checked_text(path, _docx_blocks(path))
         case _:
@@ -224,48 +229,26 @@ def _tidy(text: str) -> str:
 # -- PDF ---------------------------------------------------------------------------------
 
 
-def _pdfium() -> Any:
-    """pypdfium2 (untyped; a native library, loaded only when a PDF is read)."""
-    return importlib.import_module("pypdfium2")
-
-
-def _pdf_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
-    pdfium = _pdfium()
+def _pdf_blocks(path: Path, stop: Cancel, helpers: int) -> Iterator[Block]:
+    pdfium = pypdfium2()
     try:
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
         raise DocumentError(path, _pdf_open_reason(str(exc))) from exc
     try:
-        pages, texts = len(pdf), 0
-        for index in range(pages):
-            if stop():
-                return
-            text = _pdf_page_text(pdf, index, path)
+        texts = 0
+        for index, text in page_texts(pdf, path, stop, helpers):
+            if isinstance(text, PageUnreadable):
+                raise DocumentError(path, f"page {index + 1} cannot be read ({text})")
             if text.strip():
                 texts += 1
                 yield Block(text, index + 1, 0)
-        if pages and not texts:
+        if len(pdf) and not texts and not stop():
+            pages = len(pdf)
             raise DocumentError(path, f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
                                       "scan); Ember does not read text from images")
     finally:
         pdf.close()
-
-
-def _pdf_page_text(pdf: Any, index: int, path: Path) -> str:
-    pdfium = _pdfium()
-    try:
-        page = pdf[index]
-    except pdfium.PdfiumError as exc:
-        raise DocumentError(path, f"page {index + 1} cannot be read ({exc})") from exc
-    try:
-        textpage = page.get_textpage()
-        try:
-            text = textpage.get_text_bounded()
-        finally:
-            textpage.close()
-    finally:
-        page.close()
-    return str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
 def _pdf_open_reason(message: str) -> str:

@@ -13,7 +13,8 @@
   so a 1 GB text file never sits in memory whole.
 - Overlapped: a file is read on a worker thread up to two groups of blocks (16 PDF pages each)
   ahead of the chunking and writes (`engine.docs.read_ahead`), so PDFium's extraction and
-  SQLite's FTS5 inserts can run side by side.
+  SQLite's FTS5 inserts can run side by side; a long PDF's pages are also read by helper
+  processes on the spare cores (`engine.docs.pdf_pages`).
 
 A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
 fatal: the other files are indexed) and retried only when it changes.
@@ -119,8 +120,11 @@ def prune(index: DocIndex, coll: Collection, paths: list[Path] | None = None) ->
 
 def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | None = None,
                      progress: Callable[[Progress], None] | None = None,
-                     cancel: Callable[[], bool] | None = None) -> IndexReport:
-    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel."""
+                     cancel: Callable[[], bool] | None = None, pdf_helpers: int | None = None) -> IndexReport:
+    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel.
+
+    `pdf_helpers`: processes that may read a long PDF's pages alongside (None: one per spare core).
+    """
     stop = cancel or (lambda: False)
     report = IndexReport()
     paths, missing = find_files(index.roots(coll))
@@ -135,7 +139,8 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
             state.current = str(path)
             if progress:
                 progress(state)
-            _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress)
+            _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress,
+                       pdf_helpers)
             state.files_done += 1
     except Cancelled:
         report.cancelled = True
@@ -147,7 +152,7 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
 
 def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | None, embedder: Embedder | None,
                state: Progress, report: IndexReport, stop: Callable[[], bool],
-               progress: Callable[[Progress], None] | None) -> None:
+               progress: Callable[[Progress], None] | None, pdf_helpers: int | None) -> None:
     try:
         st = path.stat()
     except OSError as exc:
@@ -168,8 +173,8 @@ def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | Non
         return
     file_id = index.begin_file(coll, str(path), digest, st.st_size, st.st_mtime_ns)
     try:
-        pages, chunks = _write_passages(index, file_id, lambda cancel: extract(path, cancel), embedder, state, stop,
-                                        progress)
+        pages, chunks = _write_passages(index, file_id, lambda cancel: extract(path, cancel, pdf_helpers), embedder,
+                                        state, stop, progress)
     except DocumentError as exc:
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
         report.failed.append((str(path), str(exc)))

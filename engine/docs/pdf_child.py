@@ -1,0 +1,96 @@
+"""Reading a PDF page's text, in this process or in a helper process that reads pages for it.
+
+`page_text` is the one way Ember turns a PDF page into text, so pages read by a helper
+(`engine.docs.pdf_pages`) are exactly the pages this process would have read. `serve` is the
+helper's whole life: it opens the PDF named on its command line, checks it has the pages the
+parent counted (the file was not replaced in between), says it is ready, then answers requests
+for runs of pages on stdin with their texts on stdout until stdin closes.
+
+    parent → child   b"<first> <count>\\n"            (0-based page numbers)
+    child → parent   b"R"                             once, after the PDF opened
+                     b"T" + <u32 length> + UTF-8      one per page asked for, in order
+                     b"E" + <u32 length> + UTF-8      a page PDFium could not load (its error)
+
+It imports nothing but pypdfium2 and the standard library: it starts in about 0.15 s.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+import sys
+from typing import Any, BinaryIO
+
+READY = b"R"
+TEXT = b"T"
+ERROR = b"E"
+LENGTH = struct.Struct("<I")
+CHILD_CODE = "from engine.docs.pdf_child import serve; raise SystemExit(serve())"
+# Text from PDFium can hold lone surrogates (a broken ToUnicode map); they cross the pipe as they are.
+ENCODING_ERRORS = "surrogatepass"
+
+
+def pypdfium2() -> Any:
+    """pypdfium2 (untyped; a native library, loaded only when a PDF is read)."""
+    return importlib.import_module("pypdfium2")
+
+
+class PageUnreadable(Exception):
+    """PDFium could not load a page (the message is PDFium's)."""
+
+
+def page_text(pdf: Any, index: int) -> str:
+    """Page `index` (0-based) of an open `pypdfium2.PdfDocument` as text, line ends normalised."""
+    pdfium = pypdfium2()
+    try:
+        page = pdf[index]
+    except pdfium.PdfiumError as exc:
+        raise PageUnreadable(str(exc)) from exc
+    try:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_bounded()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    return str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+
+
+def serve() -> int:
+    """The helper's main loop (see the module's doc): `-c CODE PATH PAGES`.
+
+    0 when stdin closes, 2 when the PDF won't open or no longer has PAGES pages (the parent then
+    reads every page itself).
+    """
+    pdfium = pypdfium2()
+    out = sys.stdout.buffer
+    try:
+        path, pages = sys.argv[1], int(sys.argv[2])
+        pdf = pdfium.PdfDocument(path)
+    except (pdfium.PdfiumError, IndexError, ValueError, OSError):
+        return 2
+    try:
+        if len(pdf) != pages:
+            return 2
+        out.write(READY)
+        out.flush()
+        for line in sys.stdin.buffer:
+            first, count = (int(n) for n in line.split())
+            for index in range(first, first + count):
+                _answer(out, pdf, index)
+            out.flush()
+    except (BrokenPipeError, ValueError):
+        return 0  # the parent went away or sent nonsense: nothing to answer
+    finally:
+        pdf.close()
+    return 0
+
+
+def _answer(out: BinaryIO, pdf: Any, index: int) -> None:
+    try:
+        kind, data = TEXT, page_text(pdf, index).encode("utf-8", ENCODING_ERRORS)
+    except PageUnreadable as exc:
+        kind, data = ERROR, str(exc).encode("utf-8", "replace")
+    out.write(kind + LENGTH.pack(len(data)))
+    out.write(data)
