@@ -18,6 +18,7 @@ from desktop.qt.documents_ui import CollectionsDialog, DocumentsButton, install_
 from desktop.qt.markdown_view import TextSegment
 from desktop.qt.message_view import AssistantMessage
 from engine.backends.scripted import ScriptedBackend
+from engine.docs import pdf_pages
 from engine.docs.index import DocIndex
 from engine.events import SourceRef, TurnStats
 
@@ -137,6 +138,36 @@ def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
     assert "Manuals" in button.text()
     with DocIndex.open(tmp_path / "docs.sqlite3") as index:
         assert index.search(index.collection("Manuals"), "button 3")[0].path.endswith("m3.md")
+
+
+def test_the_dialog_indexes_a_long_pdf_with_a_helper_process_and_leaves_none_behind(
+        make_chat: MakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if pdf_pages.default_helpers() == 0:
+        pytest.skip("one core here: no helper process starts")
+    monkeypatch.setattr(pdf_pages, "HELP_AFTER_S", 0.0)  # a helper for any PDF over one group
+    helpers: list[pdf_pages._Helper] = []
+    init = pdf_pages._Helper.__init__
+
+    def kept(self: pdf_pages._Helper, path: Path, board: pdf_pages._Board) -> None:
+        init(self, path, board)
+        helpers.append(self)
+
+    monkeypatch.setattr(pdf_pages._Helper, "__init__", kept)
+    pdf = write_pdf(tmp_path / "handbook.pdf", [f"Handbook page {i + 1} about rule {i + 1}." for i in range(100)])
+    chat = make_chat(backend=ScriptedBackend.from_texts("ok"))
+    dialog = _with_docs(chat, tmp_path).open_collections()
+    assert isinstance(dialog, CollectionsDialog)
+    chat.qtbot.addWidget(dialog)
+    dialog.create_collection("Handbook")
+    dialog.add_paths([pdf])
+    chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 4)
+    assert "1 indexed" in dialog.detail.text()
+    assert len(helpers) == pdf_pages.default_helpers()
+    assert all(h._proc is None or h._proc.poll() is not None for h in helpers)
+    with DocIndex.open(tmp_path / "docs.sqlite3") as index:
+        coll = index.collection("Handbook")
+        assert index.info(coll).chunks >= 100
+        assert index.search(coll, "rule 87")[0].page == 87
 
 
 def test_the_token_meter_counts_the_documents_attached_to_the_next_message(make_chat: MakeChat,
