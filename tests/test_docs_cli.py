@@ -127,6 +127,7 @@ def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert report["pages"] == 2 and report["failed"] == []
     listed = json.loads(_run(capsys, "docs", "list", "--json")[1])
     assert [(c["name"], c["ready"], c["embedder"]) for c in listed] == [("Tax 2026", 2, None)]
+    assert _run(capsys, "docs", "list")[1] == f"Tax 2026: 2 files, {listed[0]['passages']} passages (BM25)\n"
     found = json.loads(_run(capsys, "docs", "search", "Tax 2026", "plumber invoice", "--json")[1])
     assert found[0]["n"] == 1 and Path(found[0]["path"]).name == "receipts.md"
     again = json.loads(_run(capsys, "docs", "reindex", "Tax 2026", "--json")[1])
@@ -163,6 +164,14 @@ def test_the_real_model_answers_from_an_attached_pdf(tmp_path: Path, ember_home:
     assert events[0]["type"] == "sources" and events[0]["sources"][0]["page"] == 1
     assert "".join(e["text"] for e in events if e["type"] == "content").strip()
     assert events[-1]["type"] == "done"
+
+
+def test_one_file_and_one_passage_are_counted_in_the_singular(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("The spare key is under the blue pot.\n")
+    assert _run(capsys, "docs", "add", "Keys", str(note))[0] == 0
+    assert _run(capsys, "docs", "list")[1] == "Keys: 1 file, 1 passage (BM25)\n"
 
 
 def test_removing_a_root_drops_its_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -159,9 +159,14 @@ def test_the_dialog_indexes_a_long_pdf_with_a_helper_process_and_leaves_none_beh
     assert isinstance(dialog, CollectionsDialog)
     chat.qtbot.addWidget(dialog)
     dialog.create_collection("Handbook")
+    width = dialog.width()
     dialog.add_paths([pdf])
+    assert dialog.buttons["cancel"].isVisible() and dialog.progress.isVisible()
     chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 4)
     assert "1 indexed" in dialog.detail.text()
+    assert dialog.width() == width  # the Cancel button beside the progress bar did not widen it
+    item = dialog.list.currentItem()
+    assert item is not None and item.text().startswith("Handbook — 1 file, ")
     assert len(helpers) == pdf_pages.default_helpers()
     assert all(h._proc is None or h._proc.poll() is not None for h in helpers)
     with DocIndex.open(tmp_path / "docs.sqlite3") as index:

@@ -217,8 +217,8 @@ def _list(index: DocIndex, args: argparse.Namespace) -> int:
         vectors = " + vectors" if i.collection.embedder else ""
         failed = f", {i.failed} unreadable" if i.failed else ""
         pending = f", {i.indexing} not finished (reindex)" if i.indexing else ""
-        sys.stdout.write(f"{i.collection.name}: {i.ready} files, {i.chunks:,} passages (BM25{vectors})"
-                         f"{failed}{pending}\n")
+        sys.stdout.write(f"{i.collection.name}: {i.ready} file{'s' * (i.ready != 1)}, "
+                         f"{i.chunks:,} passage{'s' * (i.chunks != 1)} (BM25{vectors}){failed}{pending}\n")
     return EXIT_OK
 
 

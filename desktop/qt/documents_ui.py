@@ -189,14 +189,20 @@ class CollectionsDialog(QDialog):
             button = QPushButton(text, self)
             button.clicked.connect(slot)
             self.buttons[key] = button
-            row.addWidget(button)
+            if key != "cancel":
+                row.addWidget(button)
+        # Cancel sits beside the progress bar, both shown only while indexing: in the row of
+        # buttons it widened the dialog when it appeared, and the dialog stayed wide after.
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.progress, 1)
+        progress_row.addWidget(self.buttons["cancel"])
         self.buttons["cancel"].hide()
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         close.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.detail)
-        layout.addWidget(self.progress)
+        layout.addLayout(progress_row)
         layout.addLayout(row)
         layout.addWidget(close)
         self.list.currentItemChanged.connect(lambda *_: self._show_detail())
@@ -220,8 +226,8 @@ class CollectionsDialog(QDialog):
         for info in infos:
             pending = f", {info.indexing} unfinished" if info.indexing else ""
             failed = f", {info.failed} unreadable" if info.failed else ""
-            item = QListWidgetItem(f"{info.collection.name} — {info.ready} files, {info.chunks:,} passages"
-                                   f"{failed}{pending}")
+            item = QListWidgetItem(f"{info.collection.name} — {info.ready} file{'s' * (info.ready != 1)}, "
+                                   f"{info.chunks:,} passage{'s' * (info.chunks != 1)}{failed}{pending}")
             item.setData(Qt.ItemDataRole.UserRole, info.collection.name)
             self.list.addItem(item)
             if info.collection.name == current:
