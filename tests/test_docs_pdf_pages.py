@@ -163,6 +163,17 @@ def test_no_reader_runs_more_than_the_window_ahead() -> None:
     assert board.claim(wait=False) == WINDOW
 
 
+def test_no_new_group_is_taken_while_much_text_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pdf_pages, "AHEAD_CHARS", 1000)
+    board = _Board(pages=GROUP * 4)
+    assert (board.claim(wait=False), board.claim(wait=False)) == (0, 1)
+    board.put(1, [(GROUP, "x" * 1000)])  # a huge page, read ahead of group 0
+    assert board.claim(wait=False) is None
+    board.put(0, [(0, "a")])
+    assert [i for i, _ in board.ready_pages()] == [0, GROUP]
+    assert board.claim(wait=False) == 2
+
+
 def test_a_group_given_back_is_read_next() -> None:
     board = _Board(pages=GROUP * 4)
     first, second = board.claim(wait=False), board.claim(wait=False)

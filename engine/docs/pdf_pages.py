@@ -4,7 +4,8 @@ PDFium serves one thread per process, so a PDF of hundreds of pages is read by t
 once the pages left look worth it, by helper processes too (`engine.docs.pdf_child`, started
 with `python -c`; the frozen app answers `-c` the same way). Every reader takes the next group
 of pages from one board; the board hands the groups on in order and lets no reader run more
-than a few groups ahead of the consumer, so memory stays bounded however long the PDF.
+than a few groups (or 8 MiB of text) ahead of the consumer, so memory stays bounded however
+long the PDF and however large its pages.
 
     for index, text in page_texts(pdf, path, stop, helpers=1):   # text: str or PageUnreadable
         ...
@@ -28,7 +29,8 @@ from typing import IO, Any
 from engine.docs.pdf_child import CHILD_CODE, ENCODING_ERRORS, ERROR, LENGTH, READY, TEXT, PageUnreadable, page_text
 
 GROUP = 16  # pages a reader takes at a time
-WINDOW = 6  # groups read at most ahead of the one the consumer waits for
+WINDOW = 6  # groups read at most ahead of the one the consumer waits for…
+AHEAD_CHARS = 8 << 20  # …and no new group taken while this much text waits (a hostile PDF's huge pages)
 # Helpers start only when the pages left would take this long here: twice the ~0.2 s a helper
 # takes to start (Python, then PDFium), so a short PDF never waits on one.
 HELP_AFTER_S = 0.4
@@ -97,6 +99,7 @@ class _Board:
         self._next_claim = 0
         self._returned: list[int] = []  # groups a dead helper gave back
         self._read: dict[int, list[Page]] = {}
+        self._ahead_chars = 0  # text in groups read and not yet handed on
         self._next_out = 0
         self._read_here = 0  # pages this thread read, for the estimate in worth_help
         self._closed = False
@@ -112,7 +115,7 @@ class _Board:
                     return self._returned.pop()
                 if self._next_claim >= self.groups:
                     return None
-                if self._next_claim < self._next_out + WINDOW:
+                if self._next_claim < self._next_out + WINDOW and self._ahead_chars < AHEAD_CHARS:
                     self._next_claim += 1
                     return self._next_claim - 1
                 if not wait:
@@ -123,6 +126,7 @@ class _Board:
     def put(self, group: int, pages: list[Page]) -> None:
         with self._change:
             self._read[group] = pages
+            self._ahead_chars += _chars(pages)
             self._change.notify_all()
 
     def give_back(self, group: int) -> None:
@@ -137,6 +141,7 @@ class _Board:
                 pages = self._read.pop(self._next_out, None)
                 if pages is None:
                     return
+                self._ahead_chars -= _chars(pages)
                 self._next_out += 1
                 self._change.notify_all()
             yield from pages
@@ -164,6 +169,10 @@ class _Board:
         with self._change:
             self._closed = True
             self._change.notify_all()
+
+
+def _chars(pages: list[Page]) -> int:
+    return sum(len(text) for _, text in pages if isinstance(text, str))
 
 
 class _Helper:
