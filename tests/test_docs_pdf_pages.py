@@ -206,6 +206,5 @@ def test_a_short_pdf_or_one_core_starts_no_helper(long_pdf: Path, monkeypatch: p
     monkeypatch.setattr(_Helper, "__init__", lambda self, path, board: started.append(1))
     _read(long_pdf, helpers=1)  # ~80 small pages: far under HELP_AFTER_S on one core
     assert not started
-    monkeypatch.setattr(pdf_pages.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(pdf_pages.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(pdf_pages, "usable_cpus", lambda: 1)
     assert pdf_pages.default_helpers() == 0

@@ -257,7 +257,6 @@ from pathlib import Path
 import engine.backends.llama_first
 from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
-from engine.docs.pdf_pages import default_helpers
 index = DocIndex.open(Path(sys.argv[1]))
 coll = index.create_collection("big")
 index.add_roots(coll, [Path(sys.argv[2])])

@@ -243,8 +243,8 @@ def _pdf_blocks(path: Path, stop: Cancel, helpers: int) -> Iterator[Block]:
             if text.strip():
                 texts += 1
                 yield Block(text, index + 1, 0)
-        if len(pdf) and not texts and not stop():
-            pages = len(pdf)
+        pages = len(pdf)
+        if pages and not texts and not stop():
             raise DocumentError(path, f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
                                       "scan); Ember does not read text from images")
     finally:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from engine.backends.cpu_threads import usable_cpus
 from engine.docs.pdf_child import CHILD_CODE, ENCODING_ERRORS, ERROR, LENGTH, READY, TEXT, PageUnreadable, page_text
 
 GROUP = 16  # pages a reader takes at a time
@@ -42,18 +43,14 @@ Page = tuple[int, "str | PageUnreadable"]
 
 def default_helpers() -> int:
     """Helper processes worth starting here: one per core beyond the first, at most MAX_HELPERS."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        cores = os.cpu_count() or 1
-    return max(0, min(MAX_HELPERS, cores - 1))
+    return max(0, min(MAX_HELPERS, usable_cpus() - 1))
 
 
 def page_texts(pdf: Any, path: Path, stop: Callable[[], bool], helpers: int) -> Iterator[Page]:
     """Every page of the open `pdf` (the file at `path`) as (0-based index, text), in order."""
     board = _Board(pages=len(pdf))
     team: list[_Helper] = []
-    reading_s = 0.0  # time spent reading here, not waiting on a slow consumer (e.g. an embedder)
+    reading_s, read_here = 0.0, 0  # time spent reading here (not waiting on a slow consumer), pages read
     try:
         while not stop():
             for page in board.ready_pages():
@@ -67,9 +64,11 @@ def page_texts(pdf: Any, path: Path, stop: Callable[[], bool], helpers: int) -> 
                 board.wait_for_change()
                 continue
             started = time.perf_counter()
-            board.put(group, _read_group(pdf, board, group, stop))
+            pages = _read_group(pdf, board, group, stop)
+            board.put(group, pages)
             reading_s += time.perf_counter() - started
-            if helpers and not team and board.worth_help(reading_s):
+            read_here += len(pages)
+            if helpers and not team and read_here and board.worth_help(reading_s / read_here):
                 team = [_Helper(path, board) for _ in range(helpers)]
     finally:
         board.close()
@@ -101,7 +100,6 @@ class _Board:
         self._read: dict[int, list[Page]] = {}
         self._ahead_chars = 0  # text in groups read and not yet handed on
         self._next_out = 0
-        self._read_here = 0  # pages this thread read, for the estimate in worth_help
         self._closed = False
 
     def page_range(self, group: int) -> range:
@@ -155,15 +153,14 @@ class _Board:
             if self._next_out not in self._read and not self._returned:
                 self._change.wait(_WAIT_S)
 
-    def worth_help(self, reading_s: float) -> bool:
-        """Whether the pages not yet taken would take HELP_AFTER_S more at this thread's pace so far.
+    def worth_help(self, s_per_page: float) -> bool:
+        """Whether the pages not yet taken would take HELP_AFTER_S more at `s_per_page`.
 
         Behind a slow consumer (an embedder) a helper reads its few groups ahead, then waits idle.
         """
         with self._change:
-            self._read_here += GROUP
             left = self.pages - self._next_claim * GROUP
-            return left > 0 and reading_s / self._read_here * left > HELP_AFTER_S
+            return left > 0 and s_per_page * left > HELP_AFTER_S
 
     def close(self) -> None:
         with self._change:
