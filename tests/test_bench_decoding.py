@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.bench import speculative as bench_spec
-from engine.bench.suite import subprocess_env
+from engine.child_env import child_env
 
 
 @pytest.mark.slow
@@ -34,6 +34,6 @@ def test_the_kv_cache_types_are_compared_side_by_side(smollm_path: Path) -> None
 
 @pytest.mark.slow
 def test_a_q8_0_cache_holds_less_memory_than_f16(smollm_path: Path) -> None:
-    out = bench_spec.measure_kv_memory(smollm_path, 1, 0, subprocess_env(), kinds=("f16", "q8_0"))
+    out = bench_spec.measure_kv_memory(smollm_path, 1, 0, child_env(), kinds=("f16", "q8_0"))
     assert out["kv_context"] == 4096
     assert 0 < out["kv_q8_0_rss_mb"] < out["kv_f16_rss_mb"]

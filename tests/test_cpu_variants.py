@@ -144,10 +144,10 @@ def test_the_real_build_loads_a_variant_that_runs_here(smollm_path: Path) -> Non
 @pytest.mark.slow
 def test_the_bench_compares_the_chosen_variant_with_the_avx2_one(smollm_path: Path) -> None:
     from engine.bench.cpu_variant import PORTABLE, compare_variants
-    from engine.bench.suite import subprocess_env
+    from engine.child_env import child_env
 
     choice = cpu_variants.ensure_backends(smollm_path)
-    report = compare_variants(smollm_path, 1, 1, subprocess_env())
+    report = compare_variants(smollm_path, 1, 1, child_env())
     if choice is None or choice.chosen is None or "avx2" not in cpu_check.cpu_flags():
         assert report["default_vs_portable_tps_ratio"] is None
         return

@@ -21,7 +21,8 @@ from engine.backends.llama import LlamaBackend
 from engine.backends.offload import ALL_LAYERS
 from engine.bench.long_chat import NativeTtft, measure_long_chat
 from engine.bench.native import NativePrompt
-from engine.bench.suite import BenchConfig, subprocess_env
+from engine.bench.suite import BenchConfig
+from engine.child_env import child_env
 from engine.errors import BenchError
 
 LONG_CHAT_TURNS, LONG_CHAT_TURNS_QUICK, LONG_CHAT_CTX = 100, 30, 2048
@@ -78,7 +79,7 @@ def _scale_child(messages: int, conversations: int, compare_eager: bool) -> dict
         f"compare_eager={compare_eager})))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                          env=subprocess_env(QT_QPA_PLATFORM="offscreen"), timeout=900)
+                          env=child_env(QT_QPA_PLATFORM="offscreen"), timeout=900)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchError(f"the scale child failed ({done.returncode}): {tail}")

@@ -34,7 +34,8 @@ from desktop.serve.wire import Defaults
 from engine.backends.base import Sampling
 from engine.backends.cpu_variants import module_command
 from engine.bench import llama as bench_llama
-from engine.bench.suite import BenchConfig, subprocess_env
+from engine.bench.suite import BenchConfig
+from engine.child_env import child_env
 from engine.errors import BenchError
 from engine.runtime import Engine
 
@@ -214,7 +215,7 @@ def _llama_cpp_server(config: BenchConfig, threads: int, notes: list[str]) -> It
     command = module_command("llama_cpp.server", "--model", str(config.model_path()), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(config.n_ctx), "--n_threads", str(threads),
                              "--n_gpu_layers", str(config.gpu_layers), "--verbose", "False")
-    proc = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(command, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.bench.suite import subprocess_env
+from engine.child_env import child_env
 from engine.errors import BenchError
 
 ENTRY = "from desktop.cli.main import main; raise SystemExit(main())"  # what the `ember` script runs
@@ -48,7 +48,7 @@ def _process_ms(args: list[str]) -> float:
     with tempfile.TemporaryDirectory(prefix="ember-startup-") as home:
         start = time.perf_counter()
         done = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=False, timeout=120,
-                              env=subprocess_env(EMBER_HOME=home))
+                              env=child_env(EMBER_HOME=home))
         elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
         raise BenchError(f"{' '.join(args[2:]) or 'python'} failed ({done.returncode}): "
@@ -60,7 +60,7 @@ def _window_ms() -> tuple[float, float]:
     """(first paint, model ready), in ms from the process's start."""
     seen: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ember-startup-") as home:
-        env = subprocess_env(EMBER_HOME=home, QT_QPA_PLATFORM="offscreen")
+        env = child_env(EMBER_HOME=home, QT_QPA_PLATFORM="offscreen")
         start = time.perf_counter()
         with subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) as child:

@@ -18,13 +18,13 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any, cast
 
+from engine.child_env import child_env
 from models.library.json_input import JsonInputError, read_json_input
 from models.library.paths import ember_paths
 
@@ -84,11 +84,9 @@ def _llama_version() -> str:
 
 def _check_in_child(model_path: Path, gbnf: str) -> str:
     cmd = [sys.executable, "-c", _CHILD_CODE, str(model_path)]
-    root = Path(__file__).resolve().parents[2]  # the child imports this package from the same tree
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     try:
         done = subprocess.run(cmd, input=gbnf.encode("utf-8"), capture_output=True, timeout=CHECK_TIMEOUT_S,
-                              env=env, check=False)
+                              env=child_env(), check=False)
     except subprocess.TimeoutExpired:
         return f"llama.cpp took over {CHECK_TIMEOUT_S:.0f} s to build the grammar"
     except OSError as exc:

@@ -26,8 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-import engine
-import engine.backends.llama_first  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends.cpu_threads import default_threads
 from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
@@ -37,6 +36,7 @@ from engine.bench import speculative as bench_spec
 from engine.bench.cpu_variant import compare_variants
 from engine.bench.cpu_variant import in_use as variant_in_use
 from engine.bench.native import NativeRun
+from engine.child_env import child_env
 from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
 
@@ -112,20 +112,11 @@ def load_average() -> float | None:
         return None
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for a measuring child: this checkout first on its import path."""
-    env = dict(os.environ)
-    root = str(Path(engine.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    env.update(extra)
-    return env
-
-
 # -- the steps -----------------------------------------------------------------------------
 
 
 def measure_load(config: BenchConfig, model: Path) -> dict[str, Any]:
-    return bench_llama.measure_load(model, config.n_ctx, config.thread_count(), subprocess_env(),
+    return bench_llama.measure_load(model, config.n_ctx, config.thread_count(), child_env(),
                                     gpu_layers=config.gpu_layers)
 
 
@@ -184,9 +175,9 @@ def measure_decoding(config: BenchConfig, model: Path, notes: list[str], *, memo
         report["spec_draft_speedup"] = None
     report.update(bench_spec.compare_kv(model, threads, config.runs, config.max_tokens, layers))
     # Both sides on the CPU (n_gpu_layers=0 in the children): the variant decides only what runs there.
-    report.update(compare_variants(model, threads, config.runs, subprocess_env()))
+    report.update(compare_variants(model, threads, config.runs, child_env()))
     if memory:
-        report.update(bench_spec.measure_kv_memory(model, threads, layers, subprocess_env()))
+        report.update(bench_spec.measure_kv_memory(model, threads, layers, child_env()))
     return report
 
 

@@ -17,7 +17,6 @@ the speed. Closing the iterator (cancel, an error while writing) kills the helpe
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.backends.cpu_threads import usable_cpus
+from engine.child_env import child_env
 from engine.docs.pdf_child import CHILD_CODE, ENCODING_ERRORS, ERROR, LENGTH, READY, TEXT, PageUnreadable, page_text
 
 GROUP = 16  # pages a reader takes at a time
@@ -196,15 +196,13 @@ class _Helper:
             self._board.put(group, pages)
 
     def _start(self, path: Path) -> subprocess.Popen[bytes] | None:
-        root = Path(__file__).resolve().parents[2]  # the child imports this package from the same tree
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
         with self._lock:
             if self._closed:
                 return None
             try:
                 self._proc = subprocess.Popen([sys.executable, "-c", CHILD_CODE, str(path), str(self._board.pages)],
                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL, env=env)
+                                              stderr=subprocess.DEVNULL, env=child_env())
             except OSError:
                 return None
             return self._proc
