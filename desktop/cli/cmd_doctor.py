@@ -9,11 +9,11 @@ here: the window check reads Qt's plugin files without importing Qt.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from models.library.json_schema import strict_dumps
 from models.library.paths import ember_paths
 
 Check = Callable[[], dict[str, Any]]
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return _network(args.json)
     report = {name: check() for name, check in CHECKS}
     if args.json:
-        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
+        sys.stdout.write(strict_dumps(report, ensure_ascii=False) + "\n")
         return EXIT_OK
     lines = format_llama(report["llama"])
     lines.extend(str(value.get("line", value)) for name, value in report.items() if name != "llama")
@@ -147,7 +147,7 @@ def _network(as_json: bool) -> int:
 
     report = network_report(ember_paths())
     if as_json:
-        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
+        sys.stdout.write(strict_dumps(report, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write("\n".join(report_lines(report)) + "\n")
     return EXIT_OK

@@ -7,7 +7,6 @@ Also the history side of `ember chat` (`--no-history`, `-c/--continue`, `--conve
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from engine.history.times import as_datetime
 from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
 from engine.session.session import ChatSession
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
+from models.library.json_schema import strict_dumps
 from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(strict_dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
 def _local(ts: float) -> str:
@@ -181,7 +181,7 @@ def _highlighted(snippet: str, bold: str, plain: str) -> str:
 
 def _export(store: HistoryStore, args: argparse.Namespace) -> int:
     if args.format == "json":
-        text = json.dumps(export_json(store, args.id), ensure_ascii=False, indent=2) + "\n"
+        text = strict_dumps(export_json(store, args.id), ensure_ascii=False, indent=2) + "\n"
     else:
         text = export_markdown(store, args.id)
     if args.output:

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -17,6 +16,7 @@ from desktop.cli.common import EXIT_OK, fail
 from engine.errors import ConfigError
 from engine.network.policy import NetworkSettings, check_entry, load_settings, save_settings, settings_file
 from engine.network.report import network_report, report_lines
+from models.library.json_schema import strict_dumps
 from models.library.paths import ember_paths
 
 ACTIONS = ("allow", "remove", "on", "off")
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     paths = ember_paths()
     if args.action is None:
         report = network_report(paths)
-        text = json.dumps(report, ensure_ascii=False) if args.json else "\n".join(report_lines(report))
+        text = strict_dumps(report, ensure_ascii=False) if args.json else "\n".join(report_lines(report))
         sys.stdout.write(text + "\n")
         return EXIT_OK
     settings = load_settings(paths)

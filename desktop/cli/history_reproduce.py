@@ -7,7 +7,6 @@ Exit status 0 when it matches token for token, 1 when it differs, 2 when it cann
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +18,8 @@ from engine.errors import EngineError
 from engine.history.store import HistoryStore
 from engine.session.reproduce import CannotReproduce, reproduce
 from models.errors import EmberError
+from models.library.json_schema import strict_dumps
+from models.library.memory import KV_CACHE_TYPES
 from models.library.settings import DEFAULT_CONTEXT_LENGTH
 
 
@@ -41,7 +42,7 @@ def run_reproduce(store: HistoryStore, conversation_id: int, args: argparse.Name
     except (EngineError, EmberError) as exc:
         return fail(f"re-running reply {target} failed: {exc}", EXIT_FAILED)
     if args.json:
-        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(strict_dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(result.line + "\n")
     return EXIT_OK if result.matched else EXIT_FAILED
@@ -56,8 +57,14 @@ def _open_model(path: Path, receipt: Mapping[str, Any]) -> Backend:
     from engine.backends.llama import LlamaBackend
 
     on_cpu = str(receipt.get("device", "")).startswith("CPU")  # the same kind of device: same arithmetic
-    n_ctx = int(receipt.get("context_size") or DEFAULT_CONTEXT_LENGTH)
-    return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=0 if on_cpu else -1)
+    n_ctx = int(receipt.get("context_size") or DEFAULT_CONTEXT_LENGTH)  # checked by check_receipt
+    cache = receipt.get("kv_cache")
+    kv_type = cache.get("type") if isinstance(cache, dict) else None
+    backend = LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=0 if on_cpu else -1,
+                           kv_cache=kv_type if isinstance(kv_type, str) and kv_type in KV_CACHE_TYPES else "f16")
+    if isinstance(receipt.get("prompt_lookup"), bool):  # drafting verifies tokens in batches: same as recorded
+        backend.prompt_lookup = bool(receipt["prompt_lookup"])
+    return backend
 
 
 def _library_files() -> Iterator[Path]:

@@ -8,7 +8,6 @@ window makes its reads through `io` (the session's history thread), never on the
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ from engine.history.types import Conversation, HistoryError, SearchHit, StoredMe
 from engine.session.session import ChatSession
 from engine.session.settings import ConversationSettings
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
+from models.library.json_schema import strict_dumps
 from models.library.jsonstore import write_text_atomic
 from models.library.paths import ember_paths
 
@@ -136,7 +136,7 @@ class HistorySession:
     def export_text(self, conversation_id: int, fmt: str) -> str:
         """The conversation as Markdown ("md") or as Ember's JSON export ("json")."""
         if fmt == "json":
-            return json.dumps(export_json(self.store, conversation_id), ensure_ascii=False, indent=2) + "\n"
+            return strict_dumps(export_json(self.store, conversation_id), ensure_ascii=False, indent=2) + "\n"
         return export_markdown(self.store, conversation_id)
 
     def export_file(self, conversation_id: int, path: Path, fmt: str) -> None:

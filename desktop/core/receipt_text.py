@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from models.library.json_schema import is_int, is_number
+
 
 def _short(sha: object) -> str:
     return f"{sha[:16]}…" if isinstance(sha, str) else "not recorded"
@@ -14,9 +16,9 @@ def receipt_lines(receipt: Mapping[str, Any] | None) -> list[str]:
     """`Model: NAME`, `Model SHA-256: …`, `Sampling: …`, `Seed: N`, … ([] when there is none)."""
     if not receipt:
         return []
-    model = cast(dict[str, Any], receipt.get("model") or {})
-    sampling = cast(dict[str, Any], receipt.get("sampling") or {})
-    greedy = float(sampling.get("temperature", 1.0)) <= 0.0
+    model, sampling = _part(receipt, "model"), _part(receipt, "sampling")  # an import may hold anything
+    temperature = sampling.get("temperature", 1.0)
+    greedy = is_number(temperature) and temperature <= 0.0
     lines = [f"Backend: {receipt.get('backend', '?')}" + (f" on {receipt['server']}" if receipt.get("server") else "")]
     if model.get("file"):
         lines += [f"Model file: {model['file']}", f"Model SHA-256: {_short(model.get('sha256'))}"]
@@ -27,9 +29,18 @@ def receipt_lines(receipt: Mapping[str, Any] | None) -> list[str]:
     settings = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sampling.items())
     lines.append(f"Sampling: {'greedy; ' if greedy else ''}{settings}")
     lines.append(f"Seed: {receipt.get('seed') if receipt.get('seed') is not None else 'server default'}")
-    reply = cast(dict[str, Any], receipt.get("reply") or {})
+    reply = _part(receipt, "reply")
     if reply:
         lines.append(f"Reply: {reply.get('tokens', 0)} tokens, SHA-256 {_short(reply.get('sha256'))}")
     if receipt.get("device"):
         lines.append(f"Ran on: {receipt['device']}")
+    cache = _part(receipt, "kv_cache")
+    if is_int(warm := cache.get("warm_tokens")):
+        lines.append(f"KV cache: {f'warm ({warm} prompt tokens reused)' if warm else 'cold'}"
+                     + (f", {cache['type']}" if isinstance(cache.get("type"), str) else ""))
     return lines
+
+
+def _part(receipt: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = receipt.get(key)
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}

@@ -212,6 +212,8 @@ def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = N
 
 def variant_verdict(choice: cpu_variants.Choice) -> Verdict:
     """The chosen variant as a verdict; no variant that runs is refused in one line."""
+    if choice.refused:  # a forced variant (or a re-measured one) llama.cpp would not load here
+        raise ModelLoadError(choice.refused)
     chosen = choice.probe(choice.chosen)
     if choice.chosen is None and choice.how == "measured":
         tried = _tried(choice)

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from models.library.json_schema import is_bool, is_int, is_number, is_text
 from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
@@ -99,6 +100,7 @@ class Choice:
     chosen: str | None
     how: str  # "measured", "forced by EMBER_CPU_VARIANT", …
     probes: tuple[Probe, ...] = field(default_factory=tuple)
+    refused: str = ""  # why llama.cpp would not load `chosen` here (one line); "" when it did
 
     def probe(self, name: str | None) -> Probe | None:
         return next((p for p in self.probes if p.name == name), None)
@@ -265,8 +267,17 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
     llama_log.install()  # llama.cpp's "loaded CPU backend from …" goes to the log, not the terminal
     with _lock:
         if _loaded is None:
-            _loaded = _decide(files, model)
-            _register(files, folder, _loaded)
+            choice = _decide(files, model)
+            ok = _register(files, folder, choice)
+            if not ok and choice.how == CACHED:
+                # A cache copied from a host that runs the variant, a changed VM: measure again
+                # rather than fail every load until someone deletes the cache.
+                log.warning("llama.cpp refused the cached CPU variant %s; choosing again", choice.chosen)
+                choice = _measure(files, model, machine_key(files))
+                ok = _register(files, folder, choice)
+            if not ok:
+                choice = _refused(choice)
+            _loaded = choice
         return _loaded
 
 
@@ -282,33 +293,45 @@ def _decide(files: dict[str, Path], model: Path | None) -> Choice:
     if os.environ.get(SKIP_ENV) == "0":
         return Choice(None, f"llama.cpp's own pick by score ({SKIP_ENV}=0: not probed)")
     key = machine_key(files)
-    choice = read_cached(cache_dir() / CACHE_FILE, key)
-    if choice is None:
-        choice = choose(files, model or _probe_model())
-        for p in choice.probes:
-            if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
-                log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
-        if any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
-            write_cached(cache_dir() / CACHE_FILE, key, choice)
+    return read_cached(cache_dir() / CACHE_FILE, key, files) or _measure(files, model, key)
+
+
+def _measure(files: dict[str, Path], model: Path | None, key: str) -> Choice:
+    from engine.backends.cpu_check import cache_dir
+
+    choice = choose(files, model or _probe_model())
+    for p in choice.probes:
+        if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
+            log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
+    if any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
+        write_cached(cache_dir() / CACHE_FILE, key, choice)
     return choice
 
 
-def _register(files: dict[str, Path], folder: Path, choice: Choice) -> None:
+def _refused(choice: Choice) -> Choice:
+    why = (f"CPU variant {choice.chosen} cannot run here (llama.cpp refused to load it on this CPU)"
+           + (f"; unset {FORCE_ENV} or name another" if choice.how.startswith("forced") else ""))
+    return Choice(choice.chosen, choice.how, choice.probes, refused=why)
+
+
+def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
+    """Load `choice`'s variant and the GPU modules; False when llama.cpp refused the variant."""
     lib = ggml_library()
     if int(lib.ggml_backend_reg_count()) > 0:  # loaded already (llama.cpp's own load_all found them)
         log.info("llama.cpp backends were loaded before Ember chose a CPU variant")
-        return
+        return True
     if choice.chosen is None and choice.how.startswith("llama.cpp's own"):
         lib.ggml_backend_load_all_from_path(str(folder).encode())
-        return
+        return True
     if choice.chosen is not None:
         if not lib.ggml_backend_load(str(files[choice.chosen]).encode()):
             log.error("llama.cpp could not load its CPU variant %s", files[choice.chosen])
-        else:
-            log.info("llama.cpp CPU variant: %s (%s)", choice.chosen, choice.how)
+            return False
+        log.info("llama.cpp CPU variant: %s (%s)", choice.chosen, choice.how)
     for path in other_backend_files(folder):
         if not lib.ggml_backend_load(str(path).encode()):
             log.warning("llama.cpp could not load the backend %s", path.name)
+    return True
 
 
 def module_command(module: str, *args: str) -> list[str]:
@@ -350,19 +373,36 @@ def machine_key(files: dict[str, Path]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def read_cached(path: Path, key: str) -> Choice | None:
+CACHED = "measured on this machine earlier (cached)"
+
+
+def read_cached(path: Path, key: str, files: dict[str, Path]) -> Choice | None:
+    """The cached choice for `key`; None (measure again) unless every field has its type and
+    the chosen variant is one of this build's `files` (a hand edit could name `../../x`)."""
     entry = load_json_object(path, {}).get(key)
     if not isinstance(entry, dict):
         return None
     entry = cast(dict[str, Any], entry)
-    try:
-        probes = tuple(Probe(str(p["name"]), int(p["score"]), p.get("runs"), p.get("tps"),
-                             tuple(str(f) for f in p.get("features", ())), str(p.get("detail", "")))
-                       for p in cast(list[dict[str, Any]], entry["probes"]))
-        chosen = entry.get("chosen")
-        return Choice(str(chosen) if chosen else None, "measured on this machine earlier (cached)", probes)
-    except (KeyError, TypeError, ValueError):
+    chosen, raw = entry.get("chosen"), entry.get("probes")
+    if not (chosen is None or (isinstance(chosen, str) and chosen in files)) or not isinstance(raw, list):
+        log.info("the CPU variant cache %s names %r, which this build lacks; measuring again", path, chosen)
         return None
+    probes = [_cached_probe(p) for p in cast(list[object], raw)]
+    if any(p is None for p in probes):
+        return None
+    return Choice(chosen, CACHED, tuple(p for p in probes if p is not None))
+
+
+def _cached_probe(data: object) -> Probe | None:
+    if not isinstance(data, dict):
+        return None
+    p = cast(dict[str, Any], data)
+    name, score, runs, tps = p.get("name"), p.get("score"), p.get("runs"), p.get("tps")
+    features, detail = p.get("features", []), p.get("detail", "")
+    if not (is_text(name) and is_int(score) and (runs is None or is_bool(runs)) and (tps is None or is_number(tps))
+            and isinstance(features, list) and is_text(detail)):
+        return None
+    return Probe(name, score, runs, tps, tuple(str(f) for f in cast(list[object], features)), detail)
 
 
 def write_cached(path: Path, key: str, choice: Choice) -> None:

@@ -102,6 +102,7 @@ class LlamaBackend:
         self._pieces = PieceReader(self._vocab)
         self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
         self._prompt_lock = threading.Lock()
+        self._cache_state: dict[str, Any] = {"type": kv_cache, "warm_tokens": 0, "shifted_tokens": 0}
         self.renders = 0  # prompts rendered and tokenized (not served from the cache): for benches and tests
         if draft_model is not None:
             self._draft = self._load_draft(Path(draft_model), flash_attn)
@@ -318,8 +319,9 @@ class LlamaBackend:
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
         tokens, prefilled = self.prompt_tokens(request)
         info.prompt_tokens = len(tokens)
-        reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
+        shifted = reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
         info.cached_tokens = self._kv.reusable(tokens)
+        self._cache_state = {"type": self.kv_cache, "warm_tokens": info.cached_tokens, "shifted_tokens": shifted}
         info.n_ctx = self.n_ctx
         info.prefilled_thinking = prefilled
         room = self.n_ctx - len(tokens)
@@ -363,6 +365,10 @@ class LlamaBackend:
             "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None},
             "chat_template_sha256": text_sha256(self._template.source),
             **request_receipt(request, seed), "prompt": TokenDigest(tokens).to_json(),
+            # What changes llama.cpp's arithmetic without changing the prompt: a warm KV cache (the
+            # prefix was decoded in other batches), its type, drafting (tokens verified in batches).
+            "kv_cache": dict(self._cache_state), "prompt_lookup": self.prompt_lookup,
+            "draft_model": self._draft is not None, "cpu_variant": _cpu_variant(),
         }
 
     def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> Generator[PromptProgress, None, bool]:
@@ -514,3 +520,10 @@ def _decode_failure(exc: DecodeError) -> Exception:
 
 def _adds_bos(meta: dict[str, str]) -> bool:
     return meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"
+
+
+def _cpu_variant() -> str | None:
+    from engine.backends.cpu_variants import loaded
+
+    choice = loaded()
+    return choice.chosen if choice is not None else None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import re
 import shutil
@@ -49,6 +48,7 @@ from engine.history.types import (
     TurnRecord,
     Versions,
 )
+from models.library.json_schema import strict_dumps
 
 log = logging.getLogger("engine.history")
 _P = ParamSpec("_P")
@@ -88,7 +88,7 @@ def title_from_text(text: str) -> str:
 
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(dict(value), ensure_ascii=False, sort_keys=True)
+    return None if value is None else strict_dumps(dict(value), ensure_ascii=False, sort_keys=True)
 
 
 class HistoryStore:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from engine.errors import EngineError
+from models.library.json_input import JsonInputError, parse_json_input
 
 Role = Literal["system", "user", "assistant"]
 # streaming: being written now (or cut off by a crash until the next start marks it interrupted).
@@ -37,12 +37,13 @@ class NotFoundError(HistoryError, KeyError):
 
 
 def load_json(text: str | None) -> dict[str, Any]:
-    """A stored JSON object column; anything unreadable reads as empty rather than failing."""
+    """A stored JSON object column; anything unreadable (not JSON, nested past MAX_DEPTH) reads
+    as empty rather than failing, so one bad row never hides its conversation."""
     if not text:
         return {}
     try:
-        value: Any = json.loads(text)
-    except json.JSONDecodeError:
+        value: Any = parse_json_input(text)
+    except JsonInputError:
         return {}
     return dict(value) if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownArgumentType]
 

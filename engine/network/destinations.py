@@ -32,8 +32,8 @@ def parse_destination(text: str) -> Destination:
     raw = text.strip()
     if not raw or any(c.isspace() for c in raw):
         raise ConfigError(f"not a destination: {text!r} (expected host, host:port or a URL)")
-    url = urlsplit(raw if "://" in raw else f"//{raw}")
-    try:
+    try:  # urlsplit itself raises on `[::1` (an unclosed bracket), .port on a bad port
+        url = urlsplit(raw if "://" in raw else f"//{raw}")
         host, port = url.hostname, url.port
     except ValueError as exc:
         raise ConfigError(f"not a destination: {text!r} ({exc})") from exc
@@ -61,3 +61,11 @@ def is_loopback_name(host: str) -> bool:
         return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
     except ValueError:
         return False
+
+
+def answered_locally(host: str) -> bool:
+    """A name whose lookup never reaches a resolver: `localhost` itself (the hosts file) or an
+    IP literal. `x.localhost` is loopback by RFC 6761, but with `hosts: files dns` glibc asks
+    DNS for it, so a lookup of `secret-data.localhost` would carry data off the machine."""
+    name = host.lower().rstrip(".")
+    return name in ("localhost", "localhost.localdomain") or is_ip_literal(name)

@@ -6,8 +6,9 @@ once per process (audit hooks cannot be removed), asks the active `Guard`: an In
 destination the policy does not permit is refused by raising `EgressRefused` (a
 PermissionError, so code that handles network failures handles it) and recorded in the
 ledger with the feature that asked (`feature("remote server")` around a request names it).
-Loopback names and IP literals are looked up without asking (no query leaves the machine);
-connecting to them is still checked. Unix sockets and listening sockets are not egress.
+`localhost` and IP literals are looked up without asking (no query leaves the machine);
+connecting to them is still checked. Other `*.localhost` names are asked about like any
+name: glibc may send them to DNS. Unix sockets and listening sockets are not egress.
 
 Backends also call `require(host, port, feature)` before they connect, so a refusal ends a
 request with the one-line message at once instead of as a transport failure to retry.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from engine.errors import BackendError
-from engine.network.destinations import MCP_PREFIX, Destination, is_ip_literal, is_loopback_name
+from engine.network.destinations import MCP_PREFIX, Destination, answered_locally, is_ip_literal, is_loopback_name
 from engine.network.ledger import LEDGER_FILE, Attempt, Ledger
 from engine.network.policy import EgressPolicy, PolicyView
 from engine.network.sandbox import isolation, without_network
@@ -108,7 +109,7 @@ class Guard:
     def _on_lookup(self, host: Any) -> None:
         if isinstance(host, bytes):
             host = host.decode("ascii", "replace")
-        if not isinstance(host, str) or not host or is_loopback_name(host) or is_ip_literal(host):
+        if not isinstance(host, str) or not host or answered_locally(host):
             return
         if not self.view().names_allowed(host):
             self._refuse(host.lower(), "lookup", None)

@@ -11,6 +11,7 @@ in the window applies to a running app at its next connection.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -19,8 +20,11 @@ from typing import Any, cast
 
 from engine.errors import ConfigError
 from engine.network.destinations import MCP_PREFIX, Destination, parse_destination
+from models.library.json_schema import is_bool, is_text
 from models.library.jsonstore import load_json_object, write_json_atomic
 from models.library.paths import EmberPaths
+
+log = logging.getLogger("engine.network")
 
 NETWORK_FILE = "network.json"
 
@@ -62,12 +66,14 @@ def settings_file(paths: EmberPaths) -> Path:
     return paths.config_dir / NETWORK_FILE
 
 
+# `allow` keeps its good entries when others are bad: a list of anything is checked item by item.
+_SCHEMA = {"zero_egress": is_bool, "allow": lambda v: isinstance(v, list)}
+
+
 def load_settings(paths: EmberPaths) -> NetworkSettings:
-    data = load_json_object(settings_file(paths), NetworkSettings().to_json())
-    on = data.get("zero_egress", True)
-    raw = data.get("allow", [])
-    allow = [a for a in cast(list[Any], raw) if isinstance(a, str)] if isinstance(raw, list) else []
-    return NetworkSettings(zero_egress=on is not False, allow=tuple(allow))
+    data = load_json_object(settings_file(paths), NetworkSettings().to_json(), _SCHEMA)
+    allow = [a for a in cast(list[Any], data["allow"]) if is_text(a)]
+    return NetworkSettings(zero_egress=data["zero_egress"] is not False, allow=tuple(allow))
 
 
 def save_settings(paths: EmberPaths, settings: NetworkSettings) -> None:
@@ -93,8 +99,9 @@ def view_of(settings: NetworkSettings, paths: EmberPaths) -> PolicyView:
             continue
         try:
             allowed.append(Allowed(parse_destination(entry), NETWORK_FILE))
-        except ConfigError:
-            continue  # `ember network allow` checks entries; a hand-edited bad one is skipped
+        except ConfigError as exc:  # `ember network allow` checks entries; a hand-edited bad one is skipped
+            log.warning("%s: ignoring the allow entry: %s", NETWORK_FILE, exc)
+            continue
     from models.library.scan import load_library_state  # only when a connection is checked
 
     for server in load_library_state(paths).remote_servers:

@@ -36,7 +36,7 @@ def network_report(paths: EmberPaths, limit: int = LEDGER_LINES) -> dict[str, An
         "mcp_with_network": sorted(view.mcp_network),
         "enforcement": {
             "in_process": "a Python audit hook refuses socket connections and name lookups before they happen",
-            "child_processes": {"enforced": iso.available, "how": iso.how},
+            "child_processes": {"enforced": iso.available, "how": iso.how, "still_reachable": iso.reachable},
         },
         "ledger_file": str(paths.data_dir / LEDGER_FILE),
         "totals": {"allowed": sum(e.allowed for e in entries), "refused": sum(not e.allowed for e in entries)},
@@ -58,6 +58,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"in this process: {report['enforcement']['in_process']}")
     if child["enforced"]:
         lines.append(f"MCP servers Ember starts: without network access, in {child['how']}")
+        lines.append(f"  still reachable from them: {child['still_reachable']}")
     else:
         lines.append(f"MCP servers Ember starts: NOT enforced — {child['how']}")
     shown: list[dict[str, Any]] = report["ledger"]

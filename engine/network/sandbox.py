@@ -2,10 +2,18 @@
 
 On Linux a child started through `unshare --net` (in a new user namespace, so no privileges
 are needed) gets its own network namespace holding only a loopback interface that is down:
-every connection it tries fails, whatever language it is written in. Kernels or containers
-that forbid unprivileged user namespaces make the probe fail; elsewhere (macOS, Windows)
-there is no such tool. There `isolation()` says so and the caller tells the user that
-zero-egress is not enforced for the programs Ember starts.
+every connection it tries fails, whatever language it is written in, and abstract Unix
+sockets (which belong to the network namespace) are out of reach too. Unix sockets that are
+files are not: the system D-Bus leads to systemd-resolved (a DNS query on request), and any
+relay on the file system forwards whatever it is sent. So where the kernel allows it the
+child also gets a mount namespace (`unshare -m`) in which `LAUNCHER` mounts an empty tmpfs
+over `/run` (and `/var/run` where it is a folder of its own), unsets the D-Bus addresses and
+`XDG_RUNTIME_DIR`, and drops every capability for good (bounding set, ambient set, securebits)
+before it starts the program, so the program cannot unmount what hides the sockets.
+
+Kernels or containers that forbid unprivileged user namespaces make the probe fail; elsewhere
+(macOS, Windows) there is no such tool. There `isolation()` says so and the caller tells the
+user that zero-egress is not enforced for the programs Ember starts.
 """
 
 from __future__ import annotations
@@ -17,6 +25,36 @@ import sys
 from dataclasses import dataclass
 
 PROBE_TIMEOUT_S = 5.0
+HIDDEN = ("/run", "/var/run")  # where a system's service sockets live (D-Bus, resolved, docker, the user's)
+STILL_REACHABLE = "Unix sockets outside /run and /var/run (in /tmp or the home folder) stay reachable"
+
+# Runs inside the new namespaces, then becomes the program (argv[1:]). Standard library only,
+# started with -I, so nothing in the current folder or the environment is imported.
+LAUNCHER = r"""
+import ctypes, os, shutil, sys
+libc = ctypes.CDLL(None, use_errno=True)
+program = shutil.which(sys.argv[1]) or sys.argv[1]
+program = os.path.realpath(program)  # found before /run is hidden (NixOS keeps its PATH under /run)
+for folder in ("/run", "/var/run"):
+    if os.path.isdir(folder) and not os.path.islink(folder):
+        if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 2 | 4 | 8, b"size=1m,mode=755") != 0:
+            sys.exit("ember: cannot hide the sockets in %s (%s)" % (folder, os.strerror(ctypes.get_errno())))
+        os.mkdir(folder + "/lock")  # what programs expect of /run that holds no socket
+        os.chmod(folder + "/lock", 0o1777)
+        if os.path.isdir("/dev/shm"):
+            os.symlink("/dev/shm", folder + "/shm")
+for name in ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "XDG_RUNTIME_DIR"):
+    os.environ.pop(name, None)
+# No capability survives the exec, not even for uid 0 in the namespace: SECBIT_NOROOT (+ locked),
+# no ambient capabilities, an empty bounding set, and no way to gain privileges back.
+ok = libc.prctl(28, 3, 0, 0, 0) == 0 and libc.prctl(47, 4, 0, 0, 0) == 0
+for cap in range(64):
+    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
+        ok = False
+if not ok or libc.prctl(38, 1, 0, 0, 0) != 0:
+    sys.exit("ember: cannot drop the sandbox's capabilities (%s)" % os.strerror(ctypes.get_errno()))
+os.execv(program, [sys.argv[1], *sys.argv[2:]])
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +62,16 @@ class Isolation:
     available: bool
     prefix: tuple[str, ...] = ()  # the command line to put in front of the program's
     how: str = ""  # how it is done, or why it cannot be
+    hides_sockets: bool = False  # whether /run's sockets are hidden too (a mount namespace)
+
+    @property
+    def reachable(self) -> str:
+        """What an isolated program can still reach, in words (for `ember doctor --network`)."""
+        if not self.available:
+            return "everything"
+        if self.hides_sockets:
+            return STILL_REACHABLE
+        return "every Unix socket on the file system (the system D-Bus and systemd-resolved can make DNS queries)"
 
 
 @functools.cache
@@ -34,7 +82,14 @@ def isolation() -> Isolation:
     unshare = shutil.which("unshare")
     if unshare is None:
         return Isolation(False, how="the unshare command (util-linux) is not installed")
-    # -c keeps the user's own id inside the namespace (util-linux 2.38+); -r maps it to root.
+    launcher = (sys.executable, "-I", "-c", LAUNCHER)
+    # -c keeps the user's own id inside the namespace (util-linux 2.38+) and --keep-caps lets the
+    # launcher mount before it drops everything; -r maps the user to root instead.
+    for flags in (("-cnm", "--keep-caps"), ("-rnm",)):
+        prefix = (unshare, *flags, "--", *launcher)
+        if _works([*prefix, "true"]):
+            return Isolation(True, prefix, f"new network and mount namespaces (unshare {' '.join(flags)}), "
+                             "with /run's sockets hidden", hides_sockets=True)
     for flag in ("-cn", "-rn"):
         if _works([unshare, flag, "--", "true"]):
             return Isolation(True, (unshare, flag, "--"), f"a new network namespace (unshare {flag})")

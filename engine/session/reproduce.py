@@ -9,6 +9,13 @@ digest is compared first: a conversation edited or trimmed to fit the context is
 as such, not as a model that changed its mind. Then the reply's token digest is compared.
 Greedy replies are deterministic on one build and device; a sampled one is re-run with the
 seed it used and usually matches there too.
+
+A receipt may come from an import, so it is checked like any input (`check_receipt`): each
+field Ember uses must have its type and range, or the re-run is refused in one line; a
+prompt that cannot fit the receipt's context, counted in characters before anything is
+tokenized, is refused too. The re-run starts with a cold KV cache. A reply made with part of
+its prompt already in the cache was computed in other batch shapes, so its float results
+(and a greedy choice between near-equal tokens) can differ: the verdict says so by name.
 """
 
 from __future__ import annotations
@@ -26,6 +33,21 @@ from engine.history.store import HistoryStore
 from engine.session.messages import branch_messages
 from engine.turns.context_policy import join_runs
 from models.library.digests import file_sha256, known_files
+from models.library.json_schema import describe, holds, is_int, is_number, is_text, optional
+
+MAX_CONTEXT = 1 << 24  # the largest context a model setting allows
+CHARS_PER_TOKEN = 32  # no tokenizer packs more characters into one token: a prompt longer cannot fit
+
+# Each field `reproduce` reads, and what it must be; anything else in a receipt is not used.
+_FIELDS = {
+    "context_size": (optional(lambda v: is_int(v) and 1 <= v <= MAX_CONTEXT), "a context size (1 to 16777216 tokens)"),
+    "max_tokens": (optional(lambda v: is_int(v) and v >= 1), "a token count"),
+    "seed": (optional(is_int), "a seed (an integer)"),
+    "system": (optional(is_text), "text"),
+    "device": (optional(is_text), "text"),
+}
+_SAMPLING = {"temperature": is_number, "top_p": is_number, "min_p": is_number, "repeat_penalty": is_number,
+             "top_k": is_int}
 
 OpenModel = Callable[[Path, Mapping[str, Any]], Backend]
 
@@ -61,8 +83,10 @@ def reproduce(store: HistoryStore, message_id: int, open_model: OpenModel,
               candidates: Callable[[], Iterator[Path]] = lambda: iter(())) -> Reproduction:
     receipt = receipt_of(store, message_id)
     _check_reproducible(receipt)
-    path = find_model(receipt, candidates())
+    check_receipt(receipt)
     request = _request(store, message_id, receipt)
+    _check_fits(request, receipt)
+    path = find_model(receipt, candidates())
     backend = open_model(path, receipt)
     try:
         info = StreamInfo()
@@ -78,6 +102,28 @@ def _check_reproducible(receipt: Mapping[str, Any]) -> None:
                               "only replies of a local model can be re-run")
     if receipt.get("tools") or receipt.get("grammar"):
         raise CannotReproduce("the reply used tools or a JSON schema; its last prompt is not in the history")
+
+
+def check_receipt(receipt: Mapping[str, Any]) -> None:
+    """CannotReproduce (one line) naming the first field `reproduce` uses that has a wrong type or range."""
+    for name, (check, what) in _FIELDS.items():
+        if not holds(check, receipt.get(name)):
+            raise CannotReproduce(f"the receipt's {name} ({describe(receipt.get(name))}) is not {what}")
+    sampling = receipt.get("sampling", {})
+    if not isinstance(sampling, dict):
+        raise CannotReproduce(f"the receipt's sampling ({describe(sampling)}) is not a set of sampling settings")
+    for name, check in _SAMPLING.items():
+        value = cast(dict[str, Any], sampling).get(name)
+        if value is not None and not holds(check, value):
+            raise CannotReproduce(f"the receipt's sampling.{name} ({describe(value)}) is not a number")
+
+
+def _check_fits(request: Request, receipt: Mapping[str, Any]) -> None:
+    n_ctx = receipt.get("context_size") or MAX_CONTEXT
+    chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+    if chars > n_ctx * CHARS_PER_TOKEN:
+        raise CannotReproduce(f"the rebuilt prompt ({chars:,} characters) cannot fit the receipt's "
+                              f"{n_ctx:,}-token context")
 
 
 def find_model(receipt: Mapping[str, Any], candidates: Iterator[Path]) -> Path:
@@ -127,7 +173,26 @@ def _verdict(message_id: int, receipt: Mapping[str, Any], again: Mapping[str, An
 
 
 def _why(receipt: Mapping[str, Any], again: Mapping[str, Any]) -> str:
-    changed = [label for key, label in (("llama_cpp_python", "llama-cpp-python version"), ("device", "device"),
-                                        ("chat_template_sha256", "chat template"))
-               if receipt.get(key) != again.get(key)]
-    return f" (changed since: {', '.join(changed)})" if changed else ""
+    """What differed between the recorded run and the re-run, by name (older receipts lack some fields)."""
+    changed = [label for key, label in (("llama_cpp_python", "llama-cpp-python version"),
+                                        ("chat_template_sha256", "chat template"),
+                                        ("cpu_variant", "CPU variant"), ("prompt_lookup", "prompt-lookup drafting"),
+                                        ("draft_model", "draft model"))
+               if key in receipt and receipt.get(key) != again.get(key)]
+    if device_kind(receipt.get("device")) != device_kind(again.get("device")):
+        changed.insert(0, "device")
+    cache, cache_again = _part(receipt, "kv_cache"), _part(again, "kv_cache")
+    if "type" in cache and cache.get("type") != cache_again.get("type"):
+        changed.append("KV cache type")
+    warm = cache.get("warm_tokens")
+    if is_int(warm) and warm > 0 and warm != cache_again.get("warm_tokens"):
+        changed.append(f"the reply reused {warm} prompt tokens from a warm KV cache; the re-run started cold")
+    if changed:
+        return f" (changed since: {', '.join(changed)})"
+    return " (nothing the receipt records changed)"
+
+
+def device_kind(device: object) -> str:
+    """The device itself: `CPU`, or the GPU line with its layers and name; not the note on why."""
+    text = str(device or "")
+    return "CPU" if text.startswith("CPU") else text

@@ -4,12 +4,15 @@ Every such file goes through `read_json_input`, which refuses before parsing wha
 or exhaust the machine — a FIFO, socket or device (opened non-blocking, checked with
 `fstat`), a file over `max_bytes` (read at most `max_bytes + 1`) — and after parsing anything
 nested deeper than `max_depth` (Python's own recursion limit stops the parser first on
-absurd depths; both come back as the same one-line `JsonInputError`).
+absurd depths; both come back as the same one-line `JsonInputError`). Numbers JSON has
+no room for (`NaN`, `Infinity`, `1e400`) are read as null. What each file may hold is its
+schema (`models/library/json_schema.py`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -72,16 +75,29 @@ def parse_json_input(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value of `data` (UTF-8 bytes or text), depth-checked; JsonInputError otherwise."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        value: Any = json.loads(text)
+        value: Any = json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
     except UnicodeDecodeError as exc:
         raise JsonInputError(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise JsonInputError(f"it is not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})") from exc
     except RecursionError as exc:
         raise JsonInputError(f"it is nested too deeply (more than {max_depth} levels)") from exc
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise JsonInputError(f"it is not valid JSON ({exc})") from exc
     if json_depth(value) > max_depth:
         raise JsonInputError(f"it is nested too deeply (more than {max_depth} levels)")
     return value
+
+
+def _not_finite(_name: str) -> None:
+    # NaN, Infinity and -Infinity are not JSON (Python writes them; strict parsers refuse them):
+    # read as null, so no non-finite number gets into Ember's data.
+    return None
+
+
+def _finite_float(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None  # 1e400 overflows to inf: null too
 
 
 def json_depth(value: Any) -> int:

@@ -9,7 +9,6 @@ not parse is kept aside as `<name>.corrupt-<time>` for the user and replaced by 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import stat
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import cast
 
 from models.library.json_input import SETTINGS_MAX_BYTES, JsonInputError, read_json_input
+from models.library.json_schema import Schema, conform, strict_dumps
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def write_json_atomic(path: Path, data: object) -> None:
     The file ends up readable by its owner only (mkstemp's mode 0600 survives the replace).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_with(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", mode=None)
+    _replace_with(path, strict_dumps(data, indent=2, ensure_ascii=False) + "\n", mode=None)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -97,8 +97,11 @@ def _back_up(path: Path) -> Path | None:
     return backup
 
 
-def load_json_object(path: Path, defaults: Mapping[str, object]) -> dict[str, object]:
+def load_json_object(path: Path, defaults: Mapping[str, object], schema: Schema | None = None) -> dict[str, object]:
     """The JSON object in `path`; `defaults` when the file is missing or unusable.
+
+    `schema` (the file's fields and their checks) sets aside each field of the wrong type or
+    value with a warning; `defaults` then supplies it. Unknown fields are kept.
 
     The file goes through the bounded reader (no pipes or devices, at most
     `SETTINGS_MAX_BYTES`, nested at most `MAX_DEPTH`). One that cannot be parsed or is not a
@@ -116,7 +119,10 @@ def load_json_object(path: Path, defaults: Mapping[str, object]) -> dict[str, ob
         return _replace_corrupt(path, defaults, str(exc))
     if not isinstance(data, dict):
         return _replace_corrupt(path, defaults, "not a JSON object")
-    return string_keys(cast(dict[object, object], data))
+    found = string_keys(cast(dict[object, object], data))
+    if schema is None:
+        return found
+    return {**defaults, **conform(found, schema, str(path))}
 
 
 def string_keys(data: Mapping[object, object]) -> dict[str, object]:

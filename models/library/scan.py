@@ -22,6 +22,7 @@ from models.errors import GGUFError
 from models.gguf.header import read_header, read_magic
 from models.gguf.meta import ModelMetadata, read_metadata, shard_info, shard_paths
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
+from models.library.json_schema import is_url
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
 
@@ -161,6 +162,9 @@ def _servers(value: object) -> Iterator[RemoteServer]:
         d = string_keys(cast(dict[object, object], item))
         name, url, model = d.get("name"), d.get("base_url"), d.get("model")
         if isinstance(name, str) and isinstance(url, str) and name and url:
+            if not is_url(url):  # a hand edit such as `http://[fe80::1/v1` would fail every use
+                log.warning("%s: ignoring the saved server %r (%r is not a URL)", LIBRARY_FILENAME, name, url[:200])
+                continue
             yield RemoteServer(name, url, model if isinstance(model, str) else None)
 
 

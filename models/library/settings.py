@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, cast
 
 from models.errors import GGUFError
+from models.library.json_schema import describe, holds
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.library.memory import KV_CACHE_TYPES
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
@@ -74,8 +75,8 @@ _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "seed": _optional(_int_in(0, MAX_SEED)),
     "system_prompt": _text,
     "max_tokens": _optional(_int_in(1)),
-    "context_policy": lambda v: v in CONTEXT_POLICIES,
-    "kv_cache": lambda v: v in KV_CACHE_TYPES,
+    "context_policy": lambda v: isinstance(v, str) and v in CONTEXT_POLICIES,
+    "kv_cache": lambda v: isinstance(v, str) and v in KV_CACHE_TYPES,
     "prompt_lookup": lambda v: isinstance(v, bool),
     "draft_model": _optional(lambda v: isinstance(v, str) and 0 < len(v) <= 4096),
 }
@@ -110,7 +111,7 @@ class ModelSettings:
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
             value = getattr(self, name)
-            if not check(value):
+            if not holds(check, value):
                 raise ValueError(f"invalid model setting {name}={value!r}")
 
     def capped(self, n_ctx_train: int | None) -> ModelSettings:
@@ -134,10 +135,10 @@ class ModelSettings:
             value = data[name]
             if _is_int(value) and name in _FLOAT_FIELDS:
                 value = float(value)
-            if check(value):
+            if holds(check, value):
                 good[name] = value
             else:
-                log.warning("ignoring model setting %s=%r (invalid); using the default", name, value)
+                log.warning("ignoring model setting %s=%s (invalid); using the default", name, describe(value))
         return dataclasses.replace(base, **cast(dict[str, Any], good)) if base is not None \
             else cls(**cast(dict[str, Any], good))
 
@@ -161,8 +162,11 @@ def _defaults() -> dict[str, object]:
     return {"version": FORMAT_VERSION, "models": {}}
 
 
+_SCHEMA = {"version": lambda v: isinstance(v, int), "models": lambda v: isinstance(v, dict)}
+
+
 def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
-    data = load_json_object(settings_file(paths), _defaults())
+    data = load_json_object(settings_file(paths), _defaults(), _SCHEMA)
     models = data.get("models")
     if not isinstance(models, dict):
         return {}
