@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from engine.errors import ConfigError
 from engine.network.destinations import MCP_PREFIX, Destination, parse_destination
-from models.library.json_schema import is_bool, is_text
+from models.library.json_schema import Schema, is_bool, is_list, is_text
 from models.library.jsonstore import load_json_object, write_json_atomic
 from models.library.paths import EmberPaths
 
@@ -67,7 +67,7 @@ def settings_file(paths: EmberPaths) -> Path:
 
 
 # `allow` keeps its good entries when others are bad: a list of anything is checked item by item.
-_SCHEMA = {"zero_egress": is_bool, "allow": lambda v: isinstance(v, list)}
+_SCHEMA: Schema = {"zero_egress": is_bool, "allow": is_list}
 
 
 def load_settings(paths: EmberPaths) -> NetworkSettings:

@@ -33,15 +33,15 @@ from engine.history.store import HistoryStore
 from engine.session.messages import branch_messages
 from engine.turns.context_policy import join_runs
 from models.library.digests import file_sha256, known_files
-from models.library.json_schema import describe, holds, is_int, is_number, is_text, optional
+from models.library.json_schema import describe, holds, int_in, is_int, is_number, is_text, optional
 
 MAX_CONTEXT = 1 << 24  # the largest context a model setting allows
 CHARS_PER_TOKEN = 32  # no tokenizer packs more characters into one token: a prompt longer cannot fit
 
 # Each field `reproduce` reads, and what it must be; anything else in a receipt is not used.
 _FIELDS = {
-    "context_size": (optional(lambda v: is_int(v) and 1 <= v <= MAX_CONTEXT), "a context size (1 to 16777216 tokens)"),
-    "max_tokens": (optional(lambda v: is_int(v) and v >= 1), "a token count"),
+    "context_size": (optional(int_in(1, MAX_CONTEXT)), "a context size (1 to 16777216 tokens)"),
+    "max_tokens": (optional(int_in(1)), "a token count"),
     "seed": (optional(is_int), "a seed (an integer)"),
     "system": (optional(is_text), "text"),
     "device": (optional(is_text), "text"),
@@ -119,7 +119,7 @@ def check_receipt(receipt: Mapping[str, Any]) -> None:
 
 
 def _check_fits(request: Request, receipt: Mapping[str, Any]) -> None:
-    n_ctx = receipt.get("context_size") or MAX_CONTEXT
+    n_ctx = int(receipt.get("context_size") or MAX_CONTEXT)  # checked by check_receipt
     chars = sum(len(str(m.get("content") or "")) for m in request.messages)
     if chars > n_ctx * CHARS_PER_TOKEN:
         raise CannotReproduce(f"the rebuilt prompt ({chars:,} characters) cannot fit the receipt's "

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 from urllib.parse import urlsplit
 
 from models.library.json_input import MAX_DEPTH
@@ -57,20 +57,32 @@ def describe(value: object) -> str:
 
 # --- checks used by more than one file ---------------------------------------------------------
 
-def is_text(v: object) -> bool:
+def is_text(v: object) -> TypeGuard[str]:
     return isinstance(v, str)
 
 
-def is_bool(v: object) -> bool:
+def is_bool(v: object) -> TypeGuard[bool]:
     return isinstance(v, bool)
 
 
-def is_int(v: object) -> bool:
+def is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def is_number(v: object) -> bool:
+def is_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def is_object(v: object) -> bool:
+    return isinstance(v, dict)
+
+
+def is_list(v: object) -> bool:
+    return isinstance(v, list)
+
+
+def int_in(lo: int, hi: int | None = None) -> Check:
+    return lambda v: is_int(v) and lo <= v and (hi is None or v <= hi)
 
 
 def one_of(*choices: str) -> Check:

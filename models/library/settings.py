@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, cast
 
 from models.errors import GGUFError
-from models.library.json_schema import describe, holds
+from models.library.json_schema import Schema, describe, holds, is_int, is_object
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.library.memory import KV_CACHE_TYPES
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
@@ -162,7 +162,7 @@ def _defaults() -> dict[str, object]:
     return {"version": FORMAT_VERSION, "models": {}}
 
 
-_SCHEMA = {"version": lambda v: isinstance(v, int), "models": lambda v: isinstance(v, dict)}
+_SCHEMA: Schema = {"version": is_int, "models": is_object}
 
 
 def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
