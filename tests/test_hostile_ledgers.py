@@ -14,6 +14,7 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +166,23 @@ def test_stats_with_nan_are_stored_as_strict_json() -> None:
         _strict(json.dumps(export_json(store, conv.id)))
     finally:
         store.close()
+
+
+def test_the_windows_network_report_opens_over_a_hostile_ledger(qtbot: Any) -> None:
+    from PySide6.QtWidgets import QStatusBar
+
+    from desktop.qt.network_indicator import install_network_indicator
+    from engine.network.guard import Guard
+    from engine.network.policy import EgressPolicy, PolicyView
+
+    _ledger_path().write_text("\n".join(_hostile_lines()) + "\n", encoding="utf-8")
+    status = QStatusBar()
+    qtbot.addWidget(status)
+    guard = Guard(EgressPolicy.fixed(PolicyView(True), ember_paths()), Ledger(None))
+    guard.ledger.record(Attempt(float("nan"), "evil:1\nforged", "connect", False, "x"))
+    indicator = install_network_indicator(status, guard)
+    assert indicator is not None
+    assert "forged" in indicator.toolTip() and "\nforged" not in indicator.toolTip()
+    box = indicator.show_report()  # NW-13: raised ValueError (NaN) or RecursionError (deep)
+    assert "good:1" in box.text()
+    box.close()
