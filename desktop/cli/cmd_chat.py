@@ -22,7 +22,6 @@ cannot be sent is refused (exit 3) before anything is stored.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -69,6 +68,7 @@ from engine.session.settings import ConversationSettings, TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
+from models.library.json_schema import strict_dumps
 from models.library.memory import KV_CACHE_TYPES
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
@@ -224,7 +224,7 @@ def _emit_text(event: Event, args: argparse.Namespace, thinking: ThinkingPrinter
             sys.stderr.write(f"ember: the reply was not valid: {error}; asking again "
                              f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
         case StructuredValue(value=value):
-            sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(strict_dumps(value, indent=2, ensure_ascii=False) + "\n")
         case ToolResult(content=content, error=error):
             sys.stderr.write(f"ember: {'tool failed' if error else 'tool result'}: {result_preview(content)}\n")
         case ToolDenied():

@@ -8,7 +8,6 @@ with status 2 after describing the others. No Qt here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from engine.backends.template_probe import template_problem
 from models.errors import GGUFError
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
+from models.library.json_schema import strict_dumps
 from models.library.memory import estimate_memory, format_bytes
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
@@ -142,7 +142,7 @@ def _error(path: Path, reason: str) -> None:
 
 
 def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(strict_dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 # --- the library ----------------------------------------------------------------------------

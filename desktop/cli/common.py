@@ -7,11 +7,12 @@ Parsed arguments are read, never rewritten: the settings a run uses come back fr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from models.library.json_schema import strict_dumps
 
 if TYPE_CHECKING:  # the helpers below import what they use: `ember --version` imports this module too
     from engine.backends.base import Backend
@@ -38,7 +39,7 @@ def warn(message: str) -> None:
 
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.write(strict_dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 
