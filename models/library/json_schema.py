@@ -18,7 +18,6 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard, cast
-from urllib.parse import urlsplit
 
 from models.library.json_input import MAX_DEPTH
 
@@ -99,6 +98,8 @@ def list_of(check: Check) -> Check:
 
 def is_url(v: object) -> bool:
     """A string `urllib` can split into scheme, host and port (`http://[fe80::1` cannot)."""
+    from urllib.parse import urlsplit  # here: `ember --version` imports this module
+
     if not isinstance(v, str) or not v.strip():
         return False
     try:
