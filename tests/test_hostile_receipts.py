@@ -125,7 +125,7 @@ def test_a_differing_cpu_reply_does_not_blame_the_device(tmp_path: Path, model: 
 def test_a_warm_cache_reply_says_so_when_it_differs(tmp_path: Path, model: Path) -> None:
     receipt = _receipt(model, kv_cache={"type": "f16", "warm_tokens": 85, "shifted_tokens": 0})
     result, _ = _run(tmp_path, receipt, answer="Red.")
-    assert "reused 85 prompt tokens from a warm KV cache; the re-run started cold" in result.line
+    assert result.line.endswith("(the reply reused 85 prompt tokens from a warm KV cache and the re-run started cold)")
     assert "device" not in result.line
 
 

@@ -184,12 +184,11 @@ def _why(receipt: Mapping[str, Any], again: Mapping[str, Any]) -> str:
     cache, cache_again = _part(receipt, "kv_cache"), _part(again, "kv_cache")
     if "type" in cache and cache.get("type") != cache_again.get("type"):
         changed.append("KV cache type")
+    notes = [f"changed since: {', '.join(changed)}"] if changed else []
     warm = cache.get("warm_tokens")
     if is_int(warm) and warm > 0 and warm != cache_again.get("warm_tokens"):
-        changed.append(f"the reply reused {warm} prompt tokens from a warm KV cache; the re-run started cold")
-    if changed:
-        return f" (changed since: {', '.join(changed)})"
-    return " (nothing the receipt records changed)"
+        notes.append(f"the reply reused {warm} prompt tokens from a warm KV cache and the re-run started cold")
+    return f" ({'; '.join(notes or ['nothing the receipt records changed'])})"
 
 
 def device_kind(device: object) -> str:
