@@ -29,7 +29,7 @@ HIDDEN = ("/run", "/var/run")  # where a system's service sockets live (D-Bus, r
 STILL_REACHABLE = "Unix sockets outside /run and /var/run (in /tmp or the home folder) stay reachable"
 
 # Runs inside the new namespaces, then becomes the program (argv[1:]). Standard library only,
-# started with -I, so nothing in the current folder or the environment is imported.
+# started with -I (isolated mode), so nothing in the current folder or the environment is imported.
 LAUNCHER = r"""
 import ctypes, os, shutil, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -82,7 +82,9 @@ def isolation() -> Isolation:
     unshare = shutil.which("unshare")
     if unshare is None:
         return Isolation(False, how="the unshare command (util-linux) is not installed")
-    launcher = (sys.executable, "-I", "-c", LAUNCHER)
+    # The frozen app runs `-c CODE` itself (packaging/ember_main.py); an interpreter gets -I too.
+    launcher = (sys.executable, "-c", LAUNCHER) if getattr(sys, "frozen", False) else \
+        (sys.executable, "-I", "-c", LAUNCHER)
     # -c keeps the user's own id inside the namespace (util-linux 2.38+) and --keep-caps lets the
     # launcher mount before it drops everything; -r maps the user to root instead.
     for flags in (("-cnm", "--keep-caps"), ("-rnm",)):
