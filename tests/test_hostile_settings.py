@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +132,29 @@ def test_numbers_json_has_no_room_for_are_read_as_null_and_never_written() -> No
         {"a": None, "b": None, "c": None, "d": None, "e": 1.5}
     text = strict_dumps({"a": float("nan"), "b": [float("inf")], "c": 1.5})
     assert json.loads(text, parse_constant=lambda c: pytest.fail(c)) == {"a": None, "b": [None], "c": 1.5}
+
+
+@pytest.mark.slow
+def test_the_window_starts_with_every_hand_edited_value_at_once(smollm_path: Path, ember_home: Path) -> None:
+    """SP-03 and NW-20 together: the window died with status 1 at every start."""
+    paths = ember_paths().ensure()
+    _write(model_settings_file(), {"version": 1, "models": {str(smollm_path.resolve()): {"kv_cache": ["q8_0"]}}})
+    _write(settings_file(paths), {"allow": ["[::1", "127.0.0.1:18312"]})
+    _write(paths.config_dir / "library.json", {"remote_servers": [{"name": "lan", "base_url": "http://[fe80::1/v1"}]})
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "EMBER_HOME": str(ember_home)}
+    proc = subprocess.Popen([sys.executable, "-m", "desktop"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    log = ember_home / "logs" / "ember.log"
+    try:
+        deadline = time.monotonic() + 60
+        while "window shown" not in (log.read_text() if log.exists() else ""):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the window never came up"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and b"Traceback" not in err, err
