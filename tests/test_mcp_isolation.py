@@ -136,3 +136,21 @@ def test_a_localhost_subdomain_lookup_is_asked_about(tmp_path: Path) -> None:
         socket.getaddrinfo("localhost", 80)  # the hosts file answers: no query, no question
         socket.getaddrinfo("127.0.0.1", 80)
     assert [(a.action, a.destination) for a in guard.ledger.entries()] == [("lookup", "secret-data.localhost")]
+
+
+@pytest.mark.slow
+def test_without_a_mount_namespace_the_socket_addresses_are_still_unset(relay: Relay,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    works = sandbox._works  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(sandbox, "_works", lambda command: "-cnm" not in command and "-rnm" not in command
+                        and works(command))
+    sandbox.isolation.cache_clear()
+    try:
+        iso = sandbox.isolation()
+        if not iso.available:
+            pytest.skip(iso.how)
+        assert not iso.hides_sockets
+        assert "every Unix socket" in iso.reachable
+        assert "dbus: None runtime: None" in _run(list(iso.prefix), relay)
+    finally:
+        sandbox.isolation.cache_clear()

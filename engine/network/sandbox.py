@@ -26,14 +26,16 @@ from dataclasses import dataclass
 
 PROBE_TIMEOUT_S = 5.0
 HIDDEN = ("/run", "/var/run")  # where a system's service sockets live (D-Bus, resolved, docker, the user's)
+SCRUBBED = ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "XDG_RUNTIME_DIR")  # addresses of sockets
 STILL_REACHABLE = "Unix sockets outside /run and /var/run (in /tmp or the home folder) stay reachable"
 
-# Runs inside the new namespaces, then becomes the program (argv[1:]). Standard library only,
-# started with -I (isolated mode), so nothing in the current folder or the environment is imported.
+# Runs inside the new namespaces, unsets the variables named in argv[1] (comma-separated), then
+# becomes the program (argv[2:]). Standard library only, started with -I (isolated mode), so
+# nothing in the current folder or the environment is imported.
 LAUNCHER = r"""
 import ctypes, os, shutil, sys
 libc = ctypes.CDLL(None, use_errno=True)
-program = shutil.which(sys.argv[1]) or sys.argv[1]
+program = shutil.which(sys.argv[2]) or sys.argv[2]
 program = os.path.realpath(program)  # found before /run is hidden (NixOS keeps its PATH under /run)
 for folder in ("/run", "/var/run"):
     if os.path.isdir(folder) and not os.path.islink(folder):
@@ -43,7 +45,7 @@ for folder in ("/run", "/var/run"):
         os.chmod(folder + "/lock", 0o1777)
         if os.path.isdir("/dev/shm"):
             os.symlink("/dev/shm", folder + "/shm")
-for name in ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "XDG_RUNTIME_DIR"):
+for name in sys.argv[1].split(","):
     os.environ.pop(name, None)
 # No capability survives the exec, not even for uid 0 in the namespace: SECBIT_NOROOT (+ locked),
 # no ambient capabilities, an empty bounding set, and no way to gain privileges back.
@@ -53,7 +55,7 @@ for cap in range(64):
         ok = False
 if not ok or libc.prctl(38, 1, 0, 0, 0) != 0:
     sys.exit("ember: cannot drop the sandbox's capabilities (%s)" % os.strerror(ctypes.get_errno()))
-os.execv(program, [sys.argv[1], *sys.argv[2:]])
+os.execv(program, sys.argv[2:])
 """
 
 
@@ -88,13 +90,15 @@ def isolation() -> Isolation:
     # -c keeps the user's own id inside the namespace (util-linux 2.38+) and --keep-caps lets the
     # launcher mount before it drops everything; -r maps the user to root instead.
     for flags in (("-cnm", "--keep-caps"), ("-rnm",)):
-        prefix = (unshare, *flags, "--", *launcher)
+        prefix = (unshare, *flags, "--", *launcher, ",".join(SCRUBBED))
         if _works([*prefix, "true"]):
             return Isolation(True, prefix, f"new network and mount namespaces (unshare {' '.join(flags)}), "
                              "with /run's sockets hidden", hides_sockets=True)
+    # Without a mount namespace the sockets stay in view; at least the addresses that name them go.
+    scrub = ("env", *(f"--unset={name}" for name in SCRUBBED))
     for flag in ("-cn", "-rn"):
-        if _works([unshare, flag, "--", "true"]):
-            return Isolation(True, (unshare, flag, "--"), f"a new network namespace (unshare {flag})")
+        if _works([unshare, flag, "--", *scrub, "true"]):
+            return Isolation(True, (unshare, flag, "--", *scrub), f"a new network namespace (unshare {flag})")
     return Isolation(False, how="this kernel or container does not allow unprivileged network namespaces")
 
 
