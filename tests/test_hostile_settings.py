@@ -96,6 +96,16 @@ def test_a_saved_server_with_a_broken_url_is_set_aside() -> None:
     assert remote_label(None, servers[0].base_url) == "Remote model at 127.0.0.1:8080"
 
 
+def test_library_fields_of_the_wrong_types_are_set_aside(caplog: pytest.LogCaptureFixture) -> None:
+    paths = ember_paths()
+    _write(paths.config_dir / "library.json", {"folders": "x", "recent": {"a": 1}, "last_used": 5,
+                                               "remote_servers": {"name": "lan"}, "last_used_server": ["s"]})
+    with caplog.at_level(logging.WARNING):
+        state = load_library_state(paths)
+    assert (state.folders, state.recent, state.last_used, state.remote_servers) == ((), (), None, ())
+    assert "library.json: ignoring 'last_used' (5)" in caplog.text
+
+
 @pytest.mark.parametrize("argv", [("network", "allow", "[::1"), ("network", "remove", "[::1"),
                                   ("network", "allow", "http://[fe80::1/v1")])
 def test_network_allow_of_a_broken_destination_is_one_line(argv: tuple[str, ...],

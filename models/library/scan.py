@@ -22,7 +22,7 @@ from models.errors import GGUFError
 from models.gguf.header import read_header, read_magic
 from models.gguf.meta import ModelMetadata, read_metadata, shard_info, shard_paths
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
-from models.library.json_schema import is_url
+from models.library.json_schema import Schema, is_list, is_text, is_url, optional
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
 
@@ -172,8 +172,13 @@ def library_file(paths: EmberPaths | None = None) -> Path:
     return (paths or ember_paths()).config_dir / LIBRARY_FILENAME
 
 
+# Lists are kept when some items are bad: `from_json` checks them one by one.
+_SCHEMA: Schema = {"folders": is_list, "recent": is_list, "remote_servers": is_list,
+                   "last_used": optional(is_text), "last_used_server": optional(is_text)}
+
+
 def load_library_state(paths: EmberPaths | None = None) -> LibraryState:
-    return LibraryState.from_json(load_json_object(library_file(paths), LibraryState().to_json()))
+    return LibraryState.from_json(load_json_object(library_file(paths), LibraryState().to_json(), _SCHEMA))
 
 
 def save_library_state(state: LibraryState, paths: EmberPaths | None = None) -> None:
