@@ -186,3 +186,17 @@ def test_the_windows_network_report_opens_over_a_hostile_ledger(qtbot: Any) -> N
     box = indicator.show_report()  # NW-13: raised ValueError (NaN) or RecursionError (deep)
     assert "good:1" in box.text()
     box.close()
+
+
+def test_an_import_with_nan_stats_exports_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """IM-03: the import was accepted and `history export --format json` then wrote NaN."""
+    doc = {"format": "ember.conversation", "version": 1, "conversation": {"title": "t"},
+           "messages": [{"id": 0, "role": "user", "content": "hi"},
+                        {"id": 1, "parent": 0, "role": "assistant", "content": "hello",
+                         "stats": {"tokens": float("nan"), "tokens_per_s": float("inf")}}]}
+    source = tmp_path / "conv.json"
+    source.write_text(json.dumps(doc), encoding="utf-8")  # Python writes NaN and Infinity
+    assert _ember("history", "import", str(source)) == 0
+    capsys.readouterr()
+    assert _ember("history", "export", "1", "--format", "json") == 0
+    _strict(capsys.readouterr().out)
