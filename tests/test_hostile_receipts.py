@@ -97,7 +97,7 @@ def model(tmp_path: Path) -> Path:
     ("system", {"a": 1}, "system (dict) is not text"),
     ("sampling", "hot", "sampling ('hot') is not a set of sampling settings"),
     ("sampling", {"temperature": "hot"}, "sampling.temperature ('hot') is not a number"),  # RC-05
-    ("sampling", {"top_k": 1.5}, "sampling.top_k (1.5) is not a number"),
+    ("sampling", {"top_k": 1.5}, "sampling.top_k (1.5) is not an integer"),
 ])
 def test_a_receipt_field_of_the_wrong_type_or_range_is_one_line(tmp_path: Path, model: Path, field: str,
                                                                 value: object, words: str) -> None:

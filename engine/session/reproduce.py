@@ -115,7 +115,8 @@ def check_receipt(receipt: Mapping[str, Any]) -> None:
     for name, check in _SAMPLING.items():
         value = cast(dict[str, Any], sampling).get(name)
         if value is not None and not holds(check, value):
-            raise CannotReproduce(f"the receipt's sampling.{name} ({describe(value)}) is not a number")
+            kind = "an integer" if check is is_int else "a number"
+            raise CannotReproduce(f"the receipt's sampling.{name} ({describe(value)}) is not {kind}")
 
 
 def _check_fits(request: Request, receipt: Mapping[str, Any]) -> None:
