@@ -146,7 +146,7 @@ class FakeHub:
 
     def _sibling(self, repo: str, path: str, blobs: bool) -> dict[str, Any]:
         e = self.entry(repo, path, blobs)
-        out = {"rfilename": path}
+        out: dict[str, Any] = {"rfilename": path}
         if blobs:
             out.update(size=e["size"], blobId=e["blobId"], lfs={k: e["lfs"][k] for k in ("sha256", "size",
                                                                                            "pointerSize")})

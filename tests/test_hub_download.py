@@ -63,10 +63,12 @@ def test_search_and_list_through_huggingface_hub(hub: FakeHub, smollm_path: Path
     assert file.quant == "Q4_1"
     # The fake answers the tree and paths-info calls as the real client makes them, too.
     from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
 
     api = HfApi(endpoint=hub.url, token=False)
     [entry] = list(api.list_repo_tree(REPO, expand=True))
     [info] = api.get_paths_info(REPO, [NAME])
+    assert isinstance(entry, RepoFile) and isinstance(info, RepoFile)
     assert entry.lfs is not None and info.lfs is not None
     assert entry.lfs.sha256 == info.lfs.sha256 == file.sha256
 
@@ -287,9 +289,26 @@ def test_zero_egress_refuses_until_allowed_and_the_ledger_shows_the_download(hub
     assert any(d.endswith(f":{cdn_port}") for d in allowed)
     assert {a.feature for a in ledger} == {"model download"}
     # The file server was allowed for that download only: nothing else may connect to it now.
+    import socket
+
     from engine.network.guard import EgressRefused
 
     with enforced(guard_for(paths)), pytest.raises(EgressRefused):
-        import socket
-
         socket.create_connection(("127.0.0.1", int(cdn_port)), timeout=2)
+
+
+def test_the_download_bench_row_measures_against_curl_or_says_why_not(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    import shutil
+
+    from engine.bench.download import measure_download
+
+    notes: list[str] = []
+    if shutil.which("curl"):
+        row = measure_download(size_mb=4, runs=1, notes=notes)
+        assert row["download_vs_curl_ratio"] > 0 and row["hash_overhead_pct"] > 0
+        assert row["download_file_mb"] == 4 and notes == []
+    monkeypatch.setenv("PATH", str(tmp_path))  # no curl on this PATH
+    row = measure_download(size_mb=4, runs=1, notes=notes)
+    assert row["download_vs_curl_ratio"] is None
+    assert notes == ["download: curl is not installed; the download row is skipped"]

@@ -33,7 +33,6 @@ from models.library.origins import Origin, origins
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
 
-
 ACTIONS = ("search", "pull", "add", "rm")
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
+from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
 from desktop.core.terminal_text import safe_cell
 from engine.hub.client import HubClient
 from engine.hub.consent import allow_downloads, consent_question, downloads_allowed, refusal_line

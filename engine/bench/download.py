@@ -1,6 +1,9 @@
 """The download benchmark: Ember's download (hashing while it streams) against `curl` on one loopback URL.
 
     download_vs_curl_ratio  curl's median time / Ember's median time for the same file (1.0 = as fast)
+    download_vs_curl_synced_ratio  the same with curl's file synced to disk after it (Ember syncs each
+                            file before it takes its final name, so that a power cut never leaves a
+                            half-written model under it; curl leaves it to the kernel)
     hash_overhead_pct       the share of Ember's download time its SHA-256 costs (hashing the same
                             bytes from memory, over Ember's median download time)
 
@@ -31,7 +34,8 @@ from engine.network.destinations import Destination
 from engine.network.guard import granted
 from models.library.paths import EmberPaths
 
-FIELDS = ("download_vs_curl_ratio", "hash_overhead_pct", "download_mb_per_s", "curl_mb_per_s", "download_file_mb")
+FIELDS = ("download_vs_curl_ratio", "download_vs_curl_synced_ratio", "hash_overhead_pct", "download_mb_per_s",
+          "curl_mb_per_s", "download_file_mb")
 _BLOCK = 1 << 20
 
 
@@ -49,23 +53,25 @@ def measure_download(size_mb: int = 100, runs: int = 3, notes: list[str] | None 
         with _FileServer(source) as server:
             if say is not None:
                 say(f"download: {size_mb} MB from a loopback server, Ember (hashing) and curl, {runs} rounds each")
-            ember_s, curl_s = _interleaved(root, server, source, sha, curl, runs)
+            ember_s, curl_s, synced_s = _interleaved(root, server, source, sha, curl, runs)
         hash_s = _hash_time(source)
     size = size_mb * _BLOCK
     ember, curl_t = statistics.median(ember_s), statistics.median(curl_s)
     out.update(download_vs_curl_ratio=round(curl_t / ember, 3), hash_overhead_pct=round(100 * hash_s / ember, 1),
+               download_vs_curl_synced_ratio=round(statistics.median(synced_s) / ember, 3),
                download_mb_per_s=round(size / ember / 1e6, 1), curl_mb_per_s=round(size / curl_t / 1e6, 1),
                download_file_mb=size_mb)
     return out
 
 
 def _interleaved(root: Path, server: _FileServer, source: Path, sha: str, curl: str,
-                 runs: int) -> tuple[list[float], list[float]]:
+                 runs: int) -> tuple[list[float], list[float], list[float]]:
     client = HubClient(endpoint=server.url, token="")
     file = HubFile("bench/download", source.name, source.stat().st_size, sha, "0" * 40)
     paths = EmberPaths(root / "config", root / "data", root / "logs")
     ember_s: list[float] = []
     curl_s: list[float] = []
+    synced_s: list[float] = []
     with granted(Destination("127.0.0.1", server.port), "download benchmark"):
         for i in range(runs):
             dest = root / f"ember-{i}"
@@ -77,8 +83,14 @@ def _interleaved(root: Path, server: _FileServer, source: Path, sha: str, curl: 
             started = time.perf_counter()
             subprocess.run([curl, "-sSf", "-o", str(out), client.resolve_url(file)], check=True, timeout=300)
             curl_s.append(time.perf_counter() - started)
+            fd = os.open(out, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            synced_s.append(time.perf_counter() - started)
             out.unlink()
-    return ember_s, curl_s
+    return ember_s, curl_s, synced_s
 
 
 def _write_random(path: Path, size: int) -> str:

@@ -12,9 +12,9 @@ resolve URL with the bytes or with a redirect to its file servers: the redirect 
 hand so the token never leaves the Hub's host and the guard permits the file server to this
 download alone (`engine.network.guard.granted`). The bytes come through `http.client`, read
 into one reused 1 MiB buffer (httpx, used for the metadata, moves bodies in 64 KiB pieces
-through its parser, and was a third of curl's speed here; this is on par with curl). The `.part` is locked while it is written, so
-two pulls of one file never interleave. Verified files stay `.part` until the caller has the
-whole item and renames them (`engine.hub.download`).
+through its parser, at a third of curl's speed here; this is on par with curl). The `.part` is
+locked while it is written, so two pulls of one file never interleave. Verified files stay
+`.part` until the caller has the whole item and renames them (`engine.hub.download`).
 """
 
 from __future__ import annotations
