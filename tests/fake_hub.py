@@ -82,8 +82,8 @@ class FakeHub:
     # -- running -------------------------------------------------------------------------
 
     def start(self) -> FakeHub:
-        for host in ("127.0.0.1", "127.0.0.1"):  # the Hub, and the CDN it redirects to
-            server = ThreadingHTTPServer((host, 0), _handler(self))
+        for _ in ("hub", "cdn"):  # the CDN is reached as `localhost`: another host name than the Hub's
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, name="fake-hub", daemon=True).start()
             self._servers.append(server)

@@ -312,3 +312,41 @@ def test_the_download_bench_row_measures_against_curl_or_says_why_not(monkeypatc
     row = measure_download(size_mb=4, runs=1, notes=notes)
     assert row["download_vs_curl_ratio"] is None
     assert notes == ["download: curl is not installed; the download row is skipped"]
+
+
+def test_file_names_from_the_hub_never_leave_the_models_folder(tmp_path: Path) -> None:
+    for bad in ("../../evil.gguf", "/etc/evil.gguf", "a\\..\\evil.gguf"):
+        with pytest.raises(DownloadError, match="refusing the file name"):
+            target_path(tmp_path, HubFile("o/r", bad, 1, None, COMMIT))
+    assert target_path(tmp_path, HubFile("o/r", "Q4/m.gguf", 1, None, COMMIT)) == tmp_path / "o" / "r" / "Q4" / "m.gguf"
+
+
+def test_a_second_pull_of_the_same_file_waits_for_nothing_and_says_why(hub: FakeHub, paths: EmberPaths) -> None:
+    client = HubClient(timeout=2.0)
+    files = _files(client)
+    hub.stall_at = 0.3
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            download(files, default_models_dir(paths), client=client)
+        except DownloadError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    part = part_path(target_path(default_models_dir(paths), files[0]))
+    try:
+        assert wait_for_size(part, files[0].size // 5)
+        with pytest.raises(DownloadError, match="is already being downloaded by another Ember process"):
+            download(files, default_models_dir(paths), client=client)
+    finally:
+        thread.join(30)
+    assert errors and "stopped sending" in str(errors[0])  # the first one kept its .part
+    assert part.stat().st_size > files[0].size // 5
+
+
+def wait_for_size(path: Path, size: int) -> bool:
+    from fake_hub import wait_for
+
+    return wait_for(lambda: path.exists() and path.stat().st_size >= size, 30)
