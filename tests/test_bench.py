@@ -27,7 +27,8 @@ REQUIRED = (
 )  # fmt: skip
 TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
         "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60", "--no-docs",
-        "--skip-decoding", "--serve-runs", "0"]  # fmt: skip  (ember serve's rows: test_serve_bench.py)
+        "--skip-decoding", "--serve-runs", "0",  # ember serve's rows: test_serve_bench.py
+        "--download-mb", "4"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -54,6 +55,7 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     assert report["long_chat_turns"] == 6 and report["long_chat_ttft_turn5_ms"] > 0  # long chat (#16)
     assert report["long_chat_prompt_renders_per_turn"] >= 1 and report["long_chat_ttft_vs_native"] is None  # #23
     assert report["gui_open_2000_ms"] is not None and report["sidebar_5000_fill_ms"] is not None, report["notes"]
+    assert report["download_vs_curl_ratio"] is None or report["download_vs_curl_ratio"] > 0  # None without curl
     if (ROOT / "desktop" / "stall_bench.py").is_file():
         assert report["ui_max_stall_ms"] is not None, report["notes"]
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_docs, bench_long_chat, bench_serve, bench_startup
+from desktop.cli import bench_docs, bench_download, bench_long_chat, bench_serve, bench_startup
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench
 from engine.child_env import child_env
@@ -53,6 +53,7 @@ def register(sub: Any) -> None:
     bench_long_chat.add_arguments(p)
     bench_serve.add_arguments(p)
     bench_docs.add_arguments(p)
+    bench_download.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -247,6 +248,7 @@ def format_report(r: dict[str, Any]) -> str:
              + bench_long_chat.report_rows(r, _row) + bench_serve.report_rows(r, _row))
     lines += bench_startup.report_rows(r, _row)
     lines += bench_docs.report_rows(r, _row)
+    lines += bench_download.report_rows(r, _row)
     lines += [f"note: {n}" for n in r.get("notes", [])]
     return "\n".join(lines)
 
@@ -268,6 +270,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     report.update(bench_serve.collect(args, config_from(args), say, report["notes"]))
     report.update(_startup(args, say, report["notes"]))
     report.update(bench_docs.collect(args, config_from(args), say, report["notes"]))
+    report.update(bench_download.collect(args, say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

@@ -1,5 +1,12 @@
 """`ember models [--json] [PATH ...]`: list the model library, or describe GGUF files.
 
+    ember models search TEXT             GGUF repositories on the Hub (desktop/cli/models_hub.py)
+    ember models pull REPO[:FILE|QUANT]  download one into Ember's models folder (resumable, verified)
+    ember models add PATH                put a GGUF file you have into the library
+    ember models rm NAME|PATH            delete a model Ember downloaded (desktop/cli/models_manage.py)
+
+(A file named like one of those words is described as `./search`.)
+
 Reads headers only (never weights), so it is fast even for multi-GB models. A file that
 cannot be used prints one line, `ember: <path>: <reason>`, on stderr and the command exits
 with status 2 after describing the others. No Qt here.
@@ -8,12 +15,13 @@ with status 2 after describing the others. No Qt here.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from desktop.cli.common import EXIT_OK, EXIT_USAGE
+from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
 from models.errors import GGUFError
@@ -21,22 +29,50 @@ from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
 from models.library.json_schema import strict_dumps
 from models.library.memory import estimate_memory, format_bytes
+from models.library.origins import Origin, origins
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
 
+ACTIONS = ("search", "pull", "add", "rm")
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("models", help="list the model library, or describe GGUF files")
-    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="GGUF files to describe")
+    p = sub.add_parser("models", help="list, search, pull, add or remove models, or describe GGUF files")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="GGUF files to describe; or search TEXT, pull REPO[:FILE|QUANT], add PATH, rm NAME|PATH")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--allow", action="store_true",
+                   help="search/pull: allow downloads from the Hub's host (asked once otherwise)")
+    p.add_argument("--limit", type=positive_int, default=30, metavar="N", help="search: at most N repositories")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    paths: list[Path] = args.paths
-    if paths:
-        return _describe(paths, as_json=args.json)
+    words: list[str] = args.paths
+    if words and words[0] in ACTIONS:
+        return _action(words[0], words[1:], args)
+    if words:
+        return _describe([Path(w) for w in words], as_json=args.json)
     return _list_library(as_json=args.json)
+
+
+def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
+    if action == "search":
+        from desktop.cli.models_hub import search
+
+        return search(" ".join(rest), as_json=args.json, allow=args.allow, limit=args.limit)
+    if len(rest) != 1:
+        what = {"pull": "REPO[:FILE|QUANT]", "add": "PATH", "rm": "NAME|PATH"}[action]
+        return fail(f"ember models {action} takes one {what}")
+    if action == "pull":
+        from desktop.cli.models_hub import pull
+
+        return pull(rest[0], as_json=args.json, allow=args.allow)
+    from desktop.cli import models_manage
+
+    if action == "add":
+        return models_manage.add(Path(rest[0]), as_json=args.json)
+    return models_manage.rm(rest[0], as_json=args.json)
 
 
 # --- describing files ---------------------------------------------------------------------
@@ -164,6 +200,11 @@ def _row(entry: LibraryEntry) -> tuple[str, ...]:
     return (name, params, meta.quantization, ctx, size, str(meta.template_family), str(entry.source), path)
 
 
+def _origin_json(known: dict[Path, Origin], path: Path) -> dict[str, object] | None:
+    origin = known.get(Path(os.path.normcase(os.path.abspath(path))))
+    return origin.to_json() if origin is not None else None
+
+
 def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS) -> str:
     """Columns padded to their widest cell; the last column is left ragged."""
     table = [tuple(header), *(tuple(safe_cell(c) for c in r) for r in rows)]  # one line per item
@@ -175,8 +216,9 @@ def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS
 def _list_library(*, as_json: bool) -> int:
     entries = library_entries()
     if as_json:
-        _print_json([e.to_json() | {"template_problem": _template_problem(e.metadata) if e.metadata else None}
-                     for e in entries])
+        known = origins()
+        _print_json([e.to_json() | {"template_problem": _template_problem(e.metadata) if e.metadata else None,
+                                    "origin": _origin_json(known, e.path)} for e in entries])
     elif entries:
         print(format_table([_row(e) for e in entries]))
     else:

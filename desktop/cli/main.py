@@ -28,7 +28,7 @@ from engine import __version__
 # matches what the subcommand's own `register` says).
 SUBCOMMANDS: dict[str, str] = {
     "chat": "send one message and stream the reply",
-    "models": "list the model library, or describe GGUF files",
+    "models": "list, search, pull, add or remove models, or describe GGUF files",
     "history": "list, search, export and import recorded conversations",
     "bench": "measure speed against raw llama-cpp-python, and the GUI under load",
     "tools": "list the built-in tools and the MCP servers' tools",

@@ -22,6 +22,8 @@ def receipt_lines(receipt: Mapping[str, Any] | None) -> list[str]:
     lines = [f"Backend: {receipt.get('backend', '?')}" + (f" on {receipt['server']}" if receipt.get("server") else "")]
     if model.get("file"):
         lines += [f"Model file: {model['file']}", f"Model SHA-256: {_short(model.get('sha256'))}"]
+        if model.get("source"):
+            lines.append(f"Model source: {model['source']}")
     elif model.get("name"):
         lines.append(f"Model: {model['name']}")
     if receipt.get("chat_template_sha256"):

@@ -47,6 +47,7 @@ from engine.errors import BackendError, ConfigError, ContextOverflowError, Model
 from engine.events import FinishReason, Piece, PromptProgress
 from models.formats import prefill_opener
 from models.library.digests import DigestJob
+from models.library.origins import origin_of
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 log = logging.getLogger("engine.llama")
@@ -94,6 +95,8 @@ class LlamaBackend:
         self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
+        origin = origin_of(self.path)  # where a downloaded file came from (repo@revision/path), for the receipt
+        self._source = origin.source if origin is not None else None
         self._cancel: CancelToken | None = None
         self._abort_cb = self._make_abort_callback()
         self._kv = KvCache(self._llm.ctx, min(512, self.n_ctx))
@@ -362,7 +365,8 @@ class LlamaBackend:
         return {
             "backend": "llama.cpp", "llama_cpp_python": str(getattr(lc, "__version__", "?")), "device": self.where,
             "context_size": self.n_ctx,
-            "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None},
+            "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None}
+            | ({"source": self._source} if self._source else {}),
             "chat_template_sha256": text_sha256(self._template.source),
             **request_receipt(request, seed), "prompt": TokenDigest(tokens).to_json(),
             # What changes llama.cpp's arithmetic without changing the prompt: a warm KV cache (the

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import socket
 import sys
@@ -34,7 +35,7 @@ from typing import Any, cast
 from engine.errors import BackendError
 from engine.network.destinations import MCP_PREFIX, Destination, answered_locally, is_ip_literal, is_loopback_name
 from engine.network.ledger import LEDGER_FILE, Attempt, Ledger
-from engine.network.policy import EgressPolicy, PolicyView
+from engine.network.policy import Allowed, EgressPolicy, PolicyView
 from engine.network.sandbox import isolation, without_network
 from models.library.paths import EmberPaths
 
@@ -47,6 +48,7 @@ _SENDS = frozenset({"socket.sendto", "socket.sendmsg"})
 _EVENTS = frozenset({"socket.connect", *_LOOKUPS, *_SENDS})
 
 _feature: contextvars.ContextVar[str] = contextvars.ContextVar("ember_network_feature", default=UNNAMED_FEATURE)
+_granted: contextvars.ContextVar[tuple[Allowed, ...]] = contextvars.ContextVar("ember_network_granted", default=())
 _busy = threading.local()  # set while the guard resolves an allowed name itself
 _active: Guard | None = None
 _hook_installed = False
@@ -78,6 +80,22 @@ def feature(name: str) -> Generator[None]:
             _feature.reset(token)
 
 
+@contextlib.contextmanager
+def granted(destination: Destination, why: str) -> Generator[None]:
+    """Permit `destination` to the code inside the block, in this context (thread) only.
+
+    For a connection the user's permission implies without naming it: a model download from
+    an allowed Hub is redirected to the Hub's file servers (a CDN host that changes), and only
+    that download, while it runs, may follow it there. The ledger records each connection.
+    """
+    token = _granted.set((*_granted.get(), Allowed(destination, why)))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            _granted.reset(token)
+
+
 class Guard:
     """Checks attempts against a policy and records them in a ledger."""
 
@@ -87,7 +105,8 @@ class Guard:
         self._names: dict[tuple[str, int | None], tuple[float, frozenset[str]]] = {}
 
     def view(self) -> PolicyView:
-        return self.policy.view()
+        view, extra = self.policy.view(), _granted.get()
+        return dataclasses.replace(view, allowed=view.allowed + extra) if extra and view.zero_egress else view
 
     def require(self, host: str, port: int | None, feature_name: str | None = None, action: str = "connect") -> None:
         """Raise EgressRefused (recorded) unless the policy permits `host:port`; nothing is recorded if it does."""

@@ -58,6 +58,11 @@ def file_sha256(path: Path, paths: EmberPaths | None = None) -> str:
         while block := f.read(_CHUNK):
             digest.update(block)
     sha = digest.hexdigest()
+    _store(name, stamp, sha, paths)
+    return sha
+
+
+def _store(name: str, stamp: str, sha: str, paths: EmberPaths | None) -> None:
     with _lock:
         cache = load_json_object(_cache_file(paths), {})
         cache[name] = {"stamp": stamp, "sha256": sha}
@@ -65,7 +70,12 @@ def file_sha256(path: Path, paths: EmberPaths | None = None) -> str:
             write_json_atomic(_cache_file(paths), cache)
         except OSError as exc:  # the digest is still right; it is only hashed again next time
             log.warning("could not save the model digest cache: %s", exc)
-    return sha
+
+
+def remember_sha256(path: Path, sha256: str, paths: EmberPaths | None = None) -> None:
+    """Cache a digest computed elsewhere (a download hashes as it writes), so it is never read again."""
+    name, stamp = _key(path)
+    _store(name, stamp, sha256, paths)
 
 
 def known_files(sha256: str, paths: EmberPaths | None = None) -> Iterator[Path]:

@@ -24,7 +24,7 @@ from models.library.json_schema import Schema, conform, strict_dumps
 log = logging.getLogger(__name__)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     # Makes the rename itself durable on POSIX; Windows cannot open directories.
     if os.name != "posix":
         return
@@ -79,7 +79,7 @@ def _replace_with(path: Path, text: str, *, mode: int | None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _umask() -> int:

@@ -1,0 +1,166 @@
+"""`ember models search TEXT` and `ember models pull REPO[:FILE|QUANT]`: the Hub from the command line.
+
+    ember models search qwen2.5 7b instruct        # GGUF repositories, most downloaded first
+    ember models pull bartowski/Qwen2.5-7B-Instruct-GGUF:Q4_K_M
+    ember models pull REPO --json                  # progress on stderr, one JSON object on stdout
+
+Zero-egress mode stays on: the first search or pull asks once whether downloads from the
+Hub's host may be allowed (`--allow` says yes up front; without a terminal and without
+`--allow` it explains and exits with status 2). A pull shows a bar with speed and time left
+on stderr; Ctrl+C cancels and keeps the `.part` files, and the same pull resumes them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from desktop.core.terminal_text import safe_cell
+from engine.hub.client import HubClient
+from engine.hub.consent import allow_downloads, consent_question, downloads_allowed, refusal_line
+from engine.hub.download import Progress, default_models_dir, download
+from engine.hub.errors import HubError
+from engine.hub.files import HubFile, parse_spec, pick_files, total_size
+from models.library.paths import EmberPaths, ember_paths
+
+BAR_WIDTH = 24
+
+
+def search(text: str, *, as_json: bool, allow: bool, limit: int) -> int:
+    paths, client = ember_paths(), HubClient()
+    if not _consented(paths, client, allow):
+        return fail(refusal_line(client))
+    try:
+        repos = client.search(text, limit=limit)
+    except HubError as exc:
+        return fail(str(exc), EXIT_FAILED)
+    if as_json:
+        rows = [{"repo": r.repo, "downloads": r.downloads, "likes": r.likes, "gated": r.gated} for r in repos]
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
+    elif repos:
+        from desktop.cli.cmd_models import format_table
+
+        rows = [(r.repo, f"{r.downloads:,}", f"{r.likes:,}", "gated" if r.gated else "") for r in repos]
+        print(format_table(rows, ("REPOSITORY", "DOWNLOADS", "LIKES", "ACCESS")))
+    else:
+        print(f"No GGUF repositories match {text!r}.")
+    return EXIT_OK
+
+
+def pull(spec: str, *, as_json: bool, allow: bool) -> int:
+    paths, client = ember_paths(), HubClient()
+    try:
+        repo, selector = parse_spec(spec)
+    except HubError as exc:
+        return fail(str(exc))
+    if not _consented(paths, client, allow):
+        return fail(refusal_line(client))
+    bar = _Bar(sys.stderr.isatty())
+    try:
+        files = pick_files(client.list_gguf(repo), selector)
+        _say(f"{repo}: {', '.join(f.path for f in files)} ({_size(total_size(files))}) "
+             f"into {default_models_dir(paths)}")
+        saved = download(files, default_models_dir(paths), client=client, progress=bar.show)
+    except KeyboardInterrupt:
+        bar.clear()
+        return fail(f"cancelled; the part downloaded is kept, and `ember models pull {spec}` resumes it",
+                    EXIT_INTERRUPTED)
+    except HubError as exc:
+        bar.clear()
+        return fail(str(exc), EXIT_FAILED)
+    bar.clear()
+    _report(files, saved, as_json)
+    return EXIT_OK
+
+
+def _consented(paths: EmberPaths, client: HubClient, allow: bool) -> bool:
+    """Whether the Hub may be reached: allowed before, `--allow`, or a yes typed at the terminal."""
+    if downloads_allowed(paths, client):
+        return True
+    if not allow:
+        sys.stderr.write(f"ember: {consent_question(client)}\n")
+        if not sys.stdin.isatty():
+            return False
+        sys.stderr.write("Allow? [y/N] ")
+        sys.stderr.flush()
+        try:
+            answer = input().strip().lower()
+        except EOFError:
+            return False
+        if answer not in ("y", "yes"):
+            return False
+    allow_downloads(paths, client)
+    _say(f"downloads from {client.host} are allowed (ember network remove {client.destination} takes it back)")
+    return True
+
+
+def _report(files: list[HubFile], saved: list[Path], as_json: bool) -> None:
+    model = next((p for f, p in zip(files, saved, strict=True) if not f.is_projector), saved[0])
+    if as_json:
+        out: dict[str, Any] = {
+            "repo": files[0].repo, "revision": files[0].revision, "model": str(model),
+            "files": [{"path": str(p), "file": f.path, "size": f.size, "sha256": f.sha256}
+                      for f, p in zip(files, saved, strict=True)],
+        }
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return
+    print(f"saved {model} ({_size(total_size(files))}, SHA-256 checked)")
+    print(f"chat with it: ember chat --model {safe_cell(str(model))}")
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"ember: {text}\n")
+    sys.stderr.flush()
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+class _Bar:
+    """The progress bar on stderr: rewritten in place on a terminal, a line per tenth otherwise."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self._shown = False
+        self._tenth = -1
+        self._last = 0.0
+
+    def show(self, p: Progress) -> None:
+        fraction = p.done / p.total if p.total else 1.0
+        line = _bar_line(p, fraction)
+        if self.tty:
+            now = time.monotonic()
+            if now - self._last >= 0.1 or p.done >= p.total:
+                self._last = now
+                sys.stderr.write(f"\r\x1b[K{line}")
+                sys.stderr.flush()
+                self._shown = True
+        elif int(fraction * 10) > self._tenth:
+            self._tenth = int(fraction * 10)
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self._shown = False
+
+
+def _bar_line(p: Progress, fraction: float) -> str:
+    filled = int(fraction * BAR_WIDTH)
+    speed = f"{p.bytes_per_s / 1e6:.1f} MB/s" if p.bytes_per_s > 0 else "-- MB/s"
+    return (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {_size(p.done)} of {_size(p.total)}  "
+            f"{speed}  {_left(p.seconds_left)}  {safe_cell(p.file)[:40]}")
+
+
+def _left(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:-- left"
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d} left" if s >= 3600 else f"{s // 60}:{s % 60:02d} left"
