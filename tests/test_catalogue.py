@@ -118,13 +118,13 @@ def test_a_model_without_checked_figures_gets_a_high_guess_from_its_size() -> No
 def test_on_a_big_gpu_a_4b_model_runs_on_the_gpu() -> None:
     free = FreeMemory(ram_bytes=64 * GB, gpu_bytes=80 * GB, gpu_name="Test GPU")
     verdict = fit_file(entry("qwen3-4b"), entry("qwen3-4b").default_file, free)
-    assert verdict.fit is Fit.GPU and "Test GPU has 80.0 GB free" in verdict.reason
+    assert verdict.fit is Fit.GPU and "of the 80.0 GB free on Test GPU" in verdict.reason
 
 
 def test_without_a_gpu_small_models_run_on_the_cpu_and_big_ones_are_too_big() -> None:
     free = FreeMemory(ram_bytes=8 * GB)
     small = fit_file(entry("qwen3-4b"), entry("qwen3-4b").default_file, free)
-    assert small.fit is Fit.CPU and "of 8.0 GB free memory" in small.reason
+    assert small.fit is Fit.CPU and "of the 8.0 GB free memory" in small.reason
     big = fit_file(entry("phi-4"), entry("phi-4").default_file, free)
     assert big.fit is Fit.TOO_BIG and "only 8.0 GB is free" in big.reason and not big.fits
 

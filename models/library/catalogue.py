@@ -99,7 +99,7 @@ class CatalogueEntry:
 
 def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = obj.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise CatalogueError(f"{where}: '{key}' is missing or not a {getattr(kind, '__name__', kind)}")
     return value
 

@@ -77,10 +77,10 @@ class Need:
     def total(self) -> int:
         return self.weights + self.kv_cache + self.compute
 
-    def describe(self) -> str:
-        return (f"about {format_bytes(self.total)} at a {self.context:,}-token context (model "
-                f"{format_bytes(self.weights)} + context {format_bytes(self.kv_cache)} + work space "
-                f"{format_bytes(self.compute)})")
+    def parts(self) -> str:
+        """'model 2.5 GB + context 604.0 MB + work space 536.9 MB'."""
+        return (f"model {format_bytes(self.weights)} + context {format_bytes(self.kv_cache)} + work space "
+                f"{format_bytes(self.compute)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,30 +115,33 @@ def ram_budget(ram_free: int) -> int:
 
 def judge(need: Need, free: FreeMemory) -> Verdict:
     """The mark for `need` on a machine with `free` memory, with its reason in words."""
-    size = need.describe()
+    total, parts = format_bytes(need.total), need.parts()
     if free.gpu_bytes is not None:
         budget = gpu_budget(free.gpu_bytes)
         gpu = free.gpu_name or "the GPU"
         if need.total <= budget:
-            return Verdict(Fit.GPU, f"Needs {size}; {gpu} has {format_bytes(free.gpu_bytes)} free.", need)
+            return Verdict(Fit.GPU, f"Needs about {total} of the {format_bytes(free.gpu_bytes)} free on {gpu} "
+                           f"({parts}).", need)
         spill = need.total - max(budget, 0)
         if budget > need.compute and (free.ram_bytes is None or spill <= ram_budget(free.ram_bytes)):
             share = round(100 * (budget - need.compute) / max(1, need.weights + need.kv_cache))
-            return Verdict(Fit.PARTIAL, f"Needs {size}; about {share}% of it fits on {gpu} "
-                           f"({format_bytes(free.gpu_bytes)} free), the rest runs from memory, slower.", need)
+            return Verdict(Fit.PARTIAL, f"Needs about {total}; about {share}% of it fits on {gpu} "
+                           f"({format_bytes(free.gpu_bytes)} free), the rest runs from memory, slower ({parts}).",
+                           need)
     return _on_cpu(need, free)
 
 
 def _on_cpu(need: Need, free: FreeMemory) -> Verdict:
-    size = need.describe()
-    why_cpu = "" if free.gpu_bytes is None else " (too big for the GPU)"
+    total, parts = format_bytes(need.total), need.parts()
+    why_cpu = "" if free.gpu_bytes is None else ", too big for the GPU"
     if free.ram_bytes is None:
-        return Verdict(Fit.CPU, f"Needs {size}; how much memory is free is unknown here.", need)
+        return Verdict(Fit.CPU, f"Needs about {total} ({parts}); how much memory is free is unknown here.", need)
     if need.total > ram_budget(free.ram_bytes):
-        return Verdict(Fit.TOO_BIG, f"Needs {size} but only {format_bytes(free.ram_bytes)} is free; "
-                       "choose a smaller model or file.", need)
+        return Verdict(Fit.TOO_BIG, f"Needs about {total} but only {format_bytes(free.ram_bytes)} is free "
+                       f"({parts}); choose a smaller model or file.", need)
     slow = " Expect a few words a second." if need.weights > SLOW_ON_CPU_BYTES else ""
-    return Verdict(Fit.CPU, f"Needs {size} of {format_bytes(free.ram_bytes)} free memory{why_cpu}.{slow}", need)
+    return Verdict(Fit.CPU, f"Needs about {total} of the {format_bytes(free.ram_bytes)} free memory "
+                   f"({parts}{why_cpu}).{slow}", need)
 
 
 def context_for(entry: CatalogueEntry, n_ctx: int) -> int:
