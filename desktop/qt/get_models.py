@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import shiboken6
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
@@ -180,12 +180,12 @@ class GetModelsDialog(QDialog):
         self.list_layout = QVBoxLayout(self.list_host)
         self.list_layout.setContentsMargins(0, 0, 0, 0)
         self.list_layout.setSpacing(SPACE_SM)
-        self.scroll = QScrollArea(self)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setWidget(self.list_host)
-        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.list_area = QScrollArea(self)
+        self.list_area.setWidgetResizable(True)
+        self.list_area.setWidget(self.list_host)
+        self.list_area.setFrameShape(QScrollArea.Shape.NoFrame)
         # Rows wrap their words; they never scroll sideways.
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.message = QLabel(self)
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.PlainText)
@@ -211,7 +211,7 @@ class GetModelsDialog(QDialog):
         head.addStretch(1)
         head.addWidget(self.more)
         layout.addLayout(head)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.list_area, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.message, 1)
         bottom.addWidget(self.close_button)
@@ -360,9 +360,9 @@ class GetModelsDialog(QDialog):
         if isinstance(result, EmberError):
             self.say(str(result))
             return
-        assert isinstance(result, list)
+        found = cast(list[ModelOffer], result) if isinstance(result, list) else []
         known = {o.repo for o in self.offers}
-        self.hub_results = [o for o in result if o.repo not in known]  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        self.hub_results = [o for o in found if o.repo not in known]
         self.say(f"{len(self.hub_results)} repositories with GGUF files on Hugging Face."
                  if self.hub_results else "Hugging Face has no other GGUF repositories for that.")
         self.show_rows()
@@ -397,8 +397,9 @@ class GetModelsDialog(QDialog):
         row = self.row(key)
         if row is None or not shiboken6.isValid(row):
             return
-        if isinstance(result, list) and result:
-            path = Path(str(result[0]))  # pyright: ignore[reportUnknownArgumentType]
+        paths = cast(list[Path], result) if isinstance(result, list) else []
+        if paths:
+            path = Path(paths[0])
             row.finish(path, f"Downloaded to {path.parent}.")
         elif job.cancel.is_set():
             row.finish(None, "Download cancelled.")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from models.errors import EmberError
 from models.formats import BY_KEY
@@ -104,12 +104,16 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where
     return value
 
 
+def _object(raw: object) -> dict[str, Any] | None:
+    return cast(dict[str, Any], raw) if isinstance(raw, dict) else None
+
+
 def _architecture(raw: object, where: str) -> Architecture | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict):
+    obj = _object(raw)
+    if obj is None:
         raise CatalogueError(f"{where}: 'architecture' is not an object")
-    obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
     figures = [_need(obj, k, int, where) for k in ("layers", "kv_heads", "head_dim", "embedding")]
     if min(figures) <= 0:
         raise CatalogueError(f"{where}: architecture figures must be positive")
@@ -117,9 +121,9 @@ def _architecture(raw: object, where: str) -> Architecture | None:
 
 
 def _file(raw: object, where: str) -> CatalogueFile:
-    if not isinstance(raw, dict):
+    obj = _object(raw)
+    if obj is None:
         raise CatalogueError(f"{where}: a file is not an object")
-    obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
     name = _need(obj, "name", str, where)
     if not name.endswith(".gguf") or "/" in name:
         raise CatalogueError(f"{where}: file name {name!r} is not a .gguf file name")
@@ -130,22 +134,23 @@ def _file(raw: object, where: str) -> CatalogueFile:
 
 
 def _strings(raw: object, where: str, key: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):  # pyright: ignore[reportUnknownVariableType]
+    items = cast(list[object], raw) if isinstance(raw, list) else None
+    if items is None or not all(isinstance(s, str) for s in items):
         raise CatalogueError(f"{where}: '{key}' is not a list of strings")
-    return tuple(raw)  # pyright: ignore[reportUnknownArgumentType]
+    return tuple(str(s) for s in items)
 
 
 def parse_entry(raw: object, index: int) -> CatalogueEntry:
     """One entry from its JSON object; CatalogueError (one line) for anything malformed."""
-    if not isinstance(raw, dict):
+    obj = _object(raw)
+    if obj is None:
         raise CatalogueError(f"entry {index} is not an object")
-    obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
     where = f"entry {obj.get('key', index)!s}"
     tool_calls = obj.get("tool_calls")
     if tool_calls is not None and tool_calls not in BY_KEY:
         raise CatalogueError(f"{where}: tool-call family {tool_calls!r} is not in models.formats")
-    files = obj.get("files")
-    if not isinstance(files, list) or not files:
+    files = cast(list[object], obj["files"]) if isinstance(obj.get("files"), list) else []
+    if not files:
         raise CatalogueError(f"{where}: 'files' is missing or empty")
     checked = _strings(obj.get("checked_against"), where, "checked_against")
     if not checked:
@@ -166,19 +171,20 @@ def parse_entry(raw: object, index: int) -> CatalogueEntry:
         thinks=_need(obj, "thinks", bool, where),
         tool_calls=tool_calls,
         architecture=_architecture(obj.get("architecture"), where),
-        files=tuple(_file(f, where) for f in files),  # pyright: ignore[reportUnknownVariableType]
+        files=tuple(_file(f, where) for f in files),
         checked_against=checked,
         unchecked=_strings(obj.get("unchecked", []), where, "unchecked"),
     )
 
 
 def parse_catalogue(data: object) -> tuple[CatalogueEntry, ...]:
-    if not isinstance(data, dict) or data.get("version") != CATALOGUE_VERSION:  # pyright: ignore[reportUnknownMemberType]
+    obj = _object(data)
+    if obj is None or obj.get("version") != CATALOGUE_VERSION:
         raise CatalogueError(f"not a version {CATALOGUE_VERSION} catalogue")
-    models = data.get("models")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    models = obj.get("models")
     if not isinstance(models, list):
         raise CatalogueError("'models' is not a list")
-    entries = tuple(parse_entry(raw, i) for i, raw in enumerate(models))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    entries = tuple(parse_entry(raw, i) for i, raw in enumerate(cast(list[object], models)))
     keys = [e.key for e in entries]
     if len(set(keys)) != len(keys):
         raise CatalogueError("two entries share a key")
