@@ -202,7 +202,7 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(make_chat, qtbo
     qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
     click(qtbot, tiny.action)  # "Use this model": loads it through the window's model switch
     qtbot.waitUntil(lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_FILE,
-                    timeout=WAIT_MS * 2)
+                    timeout=WAIT_MS * 6)  # the first llama.cpp load of a run picks its CPU variant
     from engine.backends.llama import LlamaBackend
 
     backend = chat.engine.backend
