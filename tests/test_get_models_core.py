@@ -14,11 +14,13 @@ from desktop.core.get_models import (
     default_offers,
     files_to_fetch,
     hub_offer,
+    measure_free_memory,
     progress_text,
     quant_of,
 )
 from models.library.catalogue import shipped_catalogue
 from models.library.fit import Fit, FreeMemory
+from models.library.memory import format_bytes
 
 
 def listing(*names_sizes: tuple[str, int]) -> list[FakeHubFile]:
@@ -84,3 +86,13 @@ def test_progress_and_the_better_model_line_in_words() -> None:
     line = better_model_line(shipped_catalogue(), FreeMemory(ram_bytes=8 * GB))
     assert line == "Qwen3 4B, which runs on the CPU here"
     assert better_model_line(shipped_catalogue(), FreeMemory(ram_bytes=100_000_000)) is None
+
+
+def test_this_machines_free_memory_is_measured_through_llama_cpp() -> None:
+    free = measure_free_memory()
+    assert free.ram_bytes is not None and free.ram_bytes > 0
+    from engine.backends.llama_devices import gpu_devices
+
+    gpus = gpu_devices()
+    assert (free.gpu_bytes is None) == (not gpus)  # no GPU in llama.cpp's list: no GPU figure
+    assert free.describe().startswith(f"{format_bytes(free.ram_bytes)} free memory")

@@ -27,6 +27,7 @@ from hub_fakes import (
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from desktop.core.model_choice import ModelInfo, local_choice
 from desktop.qt.empty_state import EmptyState
 from desktop.qt.get_models import GetModelsDialog
 from desktop.qt.offer_row import OfferRow
@@ -166,6 +167,14 @@ def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_
     assert not middle.ready
 
 
+def test_searching_the_hub_needs_words(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
+    prompts = Prompts(True)
+    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, Gate(), prompts,
+                                           FreeMemory(ram_bytes=8 * GB)))
+    click(qtbot, page.hub_button)
+    assert page.message.text().startswith("Type what to look for") and prompts.asked == [] and hub.calls == []
+
+
 def test_no_hub_client_in_this_build_says_so_and_the_catalogue_still_works(qtbot: QtBot, entries) -> None:
     page = open_page(qtbot, services=lambda: "Downloads are not available in this build of Ember.",
                      entries=entries, free_memory=lambda: FreeMemory(8 * GB), quick_memory=lambda: FreeMemory(8 * GB))
@@ -217,6 +226,10 @@ def test_the_empty_chat_names_a_better_model_and_links_to_the_page(make_chat, qt
                                             FreeMemory(ram_bytes=8 * GB))
     empty: EmptyState = chat.window.conversation.empty_state
     assert empty.better.isHidden()  # a scripted model is no small built-in one
+    empty.show_model(ModelInfo("SmolLM2", "CPU"), local_choice(tmp_path / "own.gguf"))
+    assert empty.better.isHidden()  # nor is the user's own file
+    empty.show_model(ModelInfo("SmolLM2", "CPU"), local_choice(None))  # the built-in model
+    assert not empty.better.isHidden()
     empty.show_model(None)
     assert not empty.better.isHidden() and empty.better.text().startswith("A better model: ")
     assert "Get models…" in empty.better.text()

@@ -339,7 +339,11 @@ class GetModelsDialog(QDialog):
 
     def search_hub(self) -> Job | None:
         text = self.search_box.text().strip()
-        if not text or SEARCH in self.jobs:
+        if not text:
+            self.say("Type what to look for on Hugging Face, then press Enter.")
+            self.search_box.setFocus()
+            return None
+        if SEARCH in self.jobs:
             return None
         services = self._gate()
         if services is None:
