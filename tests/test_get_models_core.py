@@ -65,6 +65,8 @@ def test_a_hub_result_offers_its_models_not_projectors_nor_later_parts(tmp_path:
     assert offer.facts == "Hugging Face · 1,234 downloads · 5 likes"
     assert hub_offer(FakeHubRepo("o/x", 1, 1, False, None), listing(("mmproj-x.gguf", 1)), FreeMemory(GB),
                      tmp_path) is None
+    gated = hub_offer(FakeHubRepo("o/g", 1, 1, True, None), files, FreeMemory(GB), tmp_path)
+    assert gated is not None and gated.gated and gated.facts.endswith("gated: needs a Hugging Face token (HF_TOKEN)")
 
 
 def test_catalogue_rows_come_best_first_and_know_what_is_on_disk(tmp_path: Path) -> None:

@@ -175,6 +175,8 @@ def hub_offer(repo: HubRepoLike, files: Sequence[HubFileLike], free: FreeMemory,
     fitting = [i for i, o in enumerate(offered) if o.verdict.fits]
     default = next((i for i in fitting if offered[i].quant.startswith("Q4")), fitting[-1] if fitting else 0)
     facts = f"Hugging Face · {repo.downloads:,} downloads · {repo.likes:,} likes"
+    if repo.gated:
+        facts += " · gated: needs a Hugging Face token (HF_TOKEN)"
     downloaded = existing_file(models_dir, Path(offered[default].name).name)
     return ModelOffer(f"hub:{repo.repo}", repo.repo.split("/", 1)[-1], repo.repo, facts, "see the model card",
                       f"https://huggingface.co/{repo.repo}", tuple(offered), default, gated=repo.gated,
