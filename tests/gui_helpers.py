@@ -30,6 +30,7 @@ from pytestqt.qtbot import QtBot
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.qt.app import wire_window
+from desktop.qt.get_models import ModelsPrompts
 from desktop.qt.history_ui import attach_history
 from desktop.qt.markdown_view import AnswerView
 from desktop.qt.message_view import AssistantMessage
@@ -200,3 +201,22 @@ def row_named(picker: ModelPicker, name: str) -> int:
     names = [row.name for row in picker.rows]
     assert name in names, f"{name!r} not in {names}"
     return names.index(name)
+
+
+# --- the "Get models" page ----------------------------------------------------------------
+
+
+class FakeModelsPrompts(ModelsPrompts):
+    """Canned answers to "Allow downloads from HOST?"; records the questions and the links opened."""
+
+    def __init__(self, *answers: bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+        self.links: list[str] = []
+
+    def allow_downloads(self, parent: QWidget, host: str) -> bool:
+        self.asked.append(host)
+        return self.answers.pop(0) if self.answers else False
+
+    def open_link(self, url: str) -> None:
+        self.links.append(url)

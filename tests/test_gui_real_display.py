@@ -16,8 +16,10 @@ import itertools
 import os
 from collections.abc import Callable
 
+import gguf_factory as gf
 import pytest
-from gui_helpers import WAIT_MS, Chat
+from gui_helpers import WAIT_MS, Chat, FakeModelsPrompts
+from hub_fakes import GB, TINY_FILE, FakeDownloader, Gate, page_options, small_catalogue, small_hub
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -41,6 +43,7 @@ from engine.network.guard import Guard
 from engine.network.ledger import Ledger
 from engine.network.policy import EgressPolicy, PolicyView
 from engine.tools.permissions import Decision
+from models.library.fit import FreeMemory
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
@@ -343,3 +346,52 @@ def test_the_status_bar_fits_at_800x600(make_chat: MakeChat, shown, tmp_path) ->
         # At 800 px the model's name, which the header's chip shows, gives way first.
         assert bar.model.isVisible() is model_shown
         assert bar.device.toolTip()  # the whole device note stays in the tooltip
+
+
+@pytest.mark.parametrize("size", [(1040, 780), (800, 600)], ids=["1040x780", "800x600"])
+def test_get_models_search_download_cancel_use_by_keyboard_and_mouse(make_chat: MakeChat, shown,  # type: ignore[no-untyped-def]
+                                                                    size, tmp_path) -> None:
+    tiny = gf.write_tiny_llama(tmp_path / "source.gguf", name="Tiny chat").read_bytes()
+    downloader = FakeDownloader(chunk=max(1, len(tiny) // 8), pause=True)
+    chat = make_chat("x")
+    models = tmp_path / "models"
+    chat.models.page_options = page_options(small_catalogue(len(tiny)), small_hub(tiny), downloader, models, Gate(),
+                                            FakeModelsPrompts(True), FreeMemory(ram_bytes=8 * GB))
+    shown(chat, *size)
+    picker = chat.models.open_picker()
+    chat.qtbot.waitUntil(lambda: not picker.busy, timeout=WAIT_MS * 4)
+    chat.qtbot.mouseClick(picker.get_models, Qt.MouseButton.LeftButton)
+    page = chat.models.get_models
+    assert page is not None
+    chat.qtbot.waitUntil(lambda: page.isActiveWindow() and _focused() is page.search_box, timeout=WAIT_MS)
+    assert page.width() <= chat.window.width() and page.height() <= chat.window.height()
+    chat.qtbot.waitUntil(lambda: "measure" not in page.jobs, timeout=WAIT_MS)
+    chat.qtbot.keyClicks(_focused(), "tiny")  # type: ignore[arg-type]
+    assert [r.offer.key for r in page.rows] == ["tiny-chat"]
+    row = page.rows[0]
+    chat.qtbot.wait(100)
+    _check_geometry(page)
+    assert row.mark.text() == "✓ Runs on the CPU"
+
+    # Download with the mouse: progress in place, then Cancel with the mouse.
+    chat.qtbot.mouseClick(row.action, Qt.MouseButton.LeftButton)
+    assert downloader.reached.wait(5)
+    chat.qtbot.waitUntil(lambda: row.progress.value() > 0, timeout=WAIT_MS)
+    chat.qtbot.wait(100)
+    assert _inside(row.progress, page) and _inside(row.cancel, page)
+    _check_geometry(page)
+    chat.qtbot.mouseClick(row.cancel, Qt.MouseButton.LeftButton)
+    downloader.resume.set()
+    chat.qtbot.waitUntil(lambda: not row.downloading, timeout=WAIT_MS)
+    assert row.note.text() == "Download cancelled." and not (models / TINY_FILE).exists()
+
+    # Again, to the end; then "Use this model" from the keyboard loads it.
+    downloader.pause = False
+    chat.qtbot.mouseClick(row.action, Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: row.ready, timeout=WAIT_MS)
+    row.action.setFocus()
+    chat.qtbot.keyClick(row.action, Qt.Key.Key_Space)
+    # A generous bound: the first llama.cpp load of a run picks its CPU variant first.
+    chat.qtbot.waitUntil(lambda: chat.controller.choice is not None
+                         and chat.controller.choice.path == models / TINY_FILE, timeout=WAIT_MS * 6)
+    assert not page.isVisible()

@@ -1,21 +1,28 @@
 """What a new, empty chat shows: the loaded model, three example prompts, the shortcuts.
 
-A prompt button fills the composer (it does not send: the user may edit it first).
+A prompt button fills the composer (it does not send: the user may edit it first). With the
+small built-in model (or none) loaded, a line names a better catalogue model that fits this
+machine's free memory and links to the "Get models" page.
 
 Signals:
     promptChosen(str): an example prompt was clicked.
+    getModelsRequested(): the "Get models" link was followed.
 """
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from desktop.core.get_models import better_model_line, quick_free_memory
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.icons import themed_icon
 from desktop.qt.theme import SPACE_LG, SPACE_SM, SPACE_XL
+from models.errors import EmberError
+from models.library.catalogue import shipped_catalogue
 
 EXAMPLE_PROMPTS = (
     "Explain what a GGUF file is, in two sentences.",
@@ -25,6 +32,7 @@ EXAMPLE_PROMPTS = (
 SHORTCUTS = (("Enter", "send"), ("Shift+Enter", "new line"), ("Esc", "stop"), ("Ctrl+N", "new chat"),
              ("Ctrl+M", "models"), ("Ctrl+= / Ctrl+-", "text size"))
 NO_MODEL_TEXT = "No model loaded yet"
+GET_MODELS_LINK = "get-models"
 
 
 def human_size(n_bytes: int) -> str:
@@ -56,6 +64,7 @@ class EmptyState(QWidget):
     """A new chat's welcome: model line, example prompts, shortcut hints."""
 
     promptChosen = Signal(str)
+    getModelsRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,6 +77,16 @@ class EmptyState(QWidget):
         self.model_line.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.model_line.setAccessibleName("Loaded model")
         self.model_line.setWordWrap(True)
+        self.better = QLabel(self)
+        self.better.setObjectName("BetterModel")
+        self.better.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.better.setWordWrap(True)
+        self.better.setTextFormat(Qt.TextFormat.RichText)
+        self.better.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                            | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
+        self.better.setAccessibleName("A better model")
+        self.better.linkActivated.connect(lambda _link: self.getModelsRequested.emit())
+        self.better.hide()
         self.prompt_buttons = [self._prompt_button(text, i) for i, text in enumerate(EXAMPLE_PROMPTS, start=1)]
         self.hints = QLabel(self._hint_text(), self)
         self.hints.setObjectName("ShortcutHints")
@@ -97,6 +116,7 @@ class EmptyState(QWidget):
         layout.addStretch(1)
         layout.addWidget(title)
         layout.addWidget(self.model_line)
+        layout.addWidget(self.better)
         layout.addSpacing(SPACE_LG)
         grid = QGridLayout()
         grid.setSpacing(SPACE_SM)
@@ -111,6 +131,22 @@ class EmptyState(QWidget):
         model_file = getattr(choice, "model_file", None)
         self.model_line.setText(model_summary(info, model_file if isinstance(model_file, Path) else None))
         self.model_line.setToolTip(info.device_note if info is not None else "")
+        kind = getattr(getattr(choice, "spec", None), "kind", "")
+        builtin = kind == "llama" and getattr(choice, "path", True) is None
+        self.show_better_model(info is None or builtin)
+
+    def show_better_model(self, wanted: bool) -> None:
+        """The "A better model: …" line, naming the best catalogue model for this machine's free memory."""
+        if not wanted:
+            self.better.hide()
+            return
+        try:
+            line = better_model_line(shipped_catalogue(), quick_free_memory())
+        except EmberError:
+            line = None
+        named = html.escape(line) if line else "see which models fit this machine"
+        self.better.setText(f'A better model: {named}. <a href="{GET_MODELS_LINK}">Get models…</a>')
+        self.better.show()
 
     def refresh_style(self) -> None:
         from desktop.qt.appearance import ThemeManager  # the running app's colours

@@ -85,11 +85,13 @@ class ModelPicker(QDialog):
         chosen(object): load this `ModelChoice`.
         settingsSaved(object): a model's settings were saved (its `ModelChoice`, updated).
         scanned(): the list was (re)read.
+        getModelsRequested(): "Get models…" was pressed (the window opens that page).
     """
 
     chosen = Signal(object)
     settingsSaved = Signal(object)
     scanned = Signal()
+    getModelsRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None, *, current: Callable[[], ModelChoice | None] = lambda: None,
                  prompts: FilePrompts | None = None) -> None:
@@ -128,6 +130,8 @@ class ModelPicker(QDialog):
         self.open_file = QPushButton("Open GGUF file…", self)
         self.add_folder = QPushButton("Add folder…", self)
         self.add_server = QPushButton("Add server…", self)
+        self.get_models = QPushButton("Get models…", self)
+        self.get_models.setToolTip("Download a catalogue model that fits this machine")
         self.scanning = QProgressBar(self)
         self.scanning.setRange(0, 0)
         self.scanning.setTextVisible(False)
@@ -168,7 +172,7 @@ class ModelPicker(QDialog):
 
     def _lay_out(self) -> None:
         top = QHBoxLayout()
-        for w in (self.open_file, self.add_folder, self.add_server):
+        for w in (self.get_models, self.open_file, self.add_folder, self.add_server):
             top.addWidget(w)
         top.addStretch(1)
         top.addWidget(self.scanning)
@@ -192,6 +196,7 @@ class ModelPicker(QDialog):
         self.open_file.clicked.connect(self._on_open_file)
         self.add_folder.clicked.connect(self._on_add_folder)
         self.add_server.clicked.connect(self.open_server_dialog)
+        self.get_models.clicked.connect(self.getModelsRequested.emit)
         self.table.currentItemChanged.connect(self._on_current_changed)
         self.table.itemDoubleClicked.connect(self._on_load)
         self.settings.clicked.connect(self._on_settings)

@@ -1,4 +1,5 @@
-"""Switching models from the window: the header's buttons, the picker and the settings dialog.
+"""Switching models from the window: the header's buttons, the picker, the settings dialog and
+the "Get models" page (whose "Use this model" loads the downloaded file here).
 
 Loading goes through `ChatController.load_model`, so the engine's worker thread does it
 and the current model stays loaded (and selected) until the new one is ready; a failure
@@ -13,16 +14,18 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QWidget
 from qasync import asyncSlot
 
 from desktop.core.async_tasks import spawn
 from desktop.core.controller import ChatController
-from desktop.core.model_choice import ModelChoice, same_model
+from desktop.core.model_choice import ModelChoice, local_choice, same_model
+from desktop.qt.get_models import GetModelsDialog
 from desktop.qt.header import HeaderBar
 from desktop.qt.model_picker import FilePrompts, ModelPicker
 from desktop.qt.settings_dialog import ModelSettingsDialog, open_settings_dialog
@@ -75,6 +78,10 @@ class ModelSwitcher(QObject):
         self._controller = controller
         self.prompts = prompts or FilePrompts()  # tests swap in canned answers
         self.picker: ModelPicker | None = None
+        self.get_models: GetModelsDialog | None = None
+        # The "Get models" page's keyword arguments (its Hub services, prompts, catalogue, memory
+        # figures): tests swap in fakes.
+        self.page_options: dict[str, Any] = {}
         self.settings_dialog: ModelSettingsDialog | None = None
         header.model_button.clicked.connect(self.open_picker)
         header.settings_action.triggered.connect(self._on_settings)
@@ -90,8 +97,29 @@ class ModelSwitcher(QObject):
             self.picker = ModelPicker(self._window, current=lambda: self.current, prompts=self.prompts)
             self.picker.chosen.connect(self._on_chosen)
             self.picker.settingsSaved.connect(self.apply_settings)
+            self.picker.getModelsRequested.connect(self._from_picker)
         self.picker.show_and_refresh()
         return self.picker
+
+    def _from_picker(self) -> None:
+        if self.picker is not None and shiboken6.isValid(self.picker):
+            self.picker.reject()
+        self.open_get_models()
+
+    def open_get_models(self) -> GetModelsDialog:
+        """The "Get models" page; kept while the window lives (closing it cancels a download)."""
+        if self.get_models is None or not shiboken6.isValid(self.get_models):
+            self.get_models = GetModelsDialog(self._window, **self.page_options)
+            self.get_models.setWindowModality(Qt.WindowModality.NonModal)
+            self.get_models.useModel.connect(self._on_use_downloaded)
+        self.get_models.show()
+        self.get_models.raise_()
+        self.get_models.activateWindow()
+        return self.get_models
+
+    @asyncSlot(object)
+    async def _on_use_downloaded(self, path: Path) -> None:
+        await self.load(local_choice(path))
 
     @asyncSlot(object)
     async def _on_chosen(self, choice: ModelChoice) -> None:

@@ -365,6 +365,7 @@ class MainWindow(QMainWindow):
         """Build the parts that work on `controller` and connect everything, once."""
         self._controller = controller
         self.models = ModelSwitcher(self, self.header, self.notice.show_notice, controller)
+        self.conversation.empty_state.getModelsRequested.connect(self.models.open_get_models)
         self.context_meter = ContextMeter(controller, self.composer)
         self.composer.add_tool(self.context_meter)
         self._connect_signals()

@@ -3,7 +3,9 @@
 The estimate is deliberately simple and errs high: weights are the file size (llama.cpp
 maps them whole), the KV cache is K and V of the chosen cache type (f16 unless the model's
 settings say q8_0 or q4_0) for every attention layer at the full context (sliding-window
-layers would need less), and compute buffers are left out.
+layers would need less). `compute_buffer_bytes` is an allowance for llama.cpp's compute
+buffers (the "fits this machine" marks of the model catalogue add it; `estimate_memory`,
+which the picker shows, leaves it out).
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ KV_BYTES_PER_VALUE = 2  # f16, llama.cpp's default cache type
 # 34 bytes, q4_0: 32 in 18). A quantized cache needs head sizes divisible by 32.
 KV_CACHE_TYPES: dict[str, float] = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 KV_BLOCK = 32
+# Compute buffers (the graph's scratch, the logits, a batch of activations): a floor plus a
+# share per context position. Measured at a few hundred MiB for 1-8B models at 4k context
+# (engine/backends/offload.py keeps the same margin on a GPU); this errs high.
+COMPUTE_FLOOR_BYTES = 256 * 1024 * 1024
+COMPUTE_BYTES_PER_POSITION = 64 * 1024
 _MEMINFO = Path("/proc/meminfo")
 
 
@@ -68,6 +75,11 @@ def kv_cache_bytes(meta: ModelMetadata, n_ctx: int, kv_cache: str = "f16") -> in
         return 0
     kv_heads = sum(meta.head_count_kv_layers)
     return int(n_ctx * kv_heads * (sizes[0] + sizes[1]) * KV_CACHE_TYPES[kv_cache])
+
+
+def compute_buffer_bytes(n_ctx: int) -> int:
+    """The allowance for llama.cpp's compute buffers at a context of `n_ctx` positions."""
+    return COMPUTE_FLOOR_BYTES + max(0, n_ctx) * COMPUTE_BYTES_PER_POSITION
 
 
 def kv_cache_problem(meta: ModelMetadata, kv_cache: str, flash_attn: bool = True) -> str | None:

@@ -1,0 +1,262 @@
+"""What the "Get models" page shows, as plain values; no Qt here.
+
+A row (`ModelOffer`) is a catalogue entry, or a repository found on the Hub, with the files
+it offers, each with its size and its "fits this machine" mark (models.library.fit), the one
+to offer by default, and whether it is already in the models folder. Catalogue rows come
+ranked best first for this machine; the default list is the best few that fit.
+
+Also here: the free memory measured for the marks (RAM always, the GPU through llama.cpp's
+device list when it has one), the file(s) a download fetches from a repository's listing,
+and the words for a download's progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from desktop.core.hub_seam import HubFileLike, HubRepoLike
+from models.errors import EmberError
+from models.library.catalogue import CatalogueEntry, CatalogueFile
+from models.library.fit import (
+    FreeMemory,
+    Suggestion,
+    Verdict,
+    estimate_need,
+    fit_file,
+    judge,
+    ranked,
+    short_list,
+)
+from models.library.memory import available_memory, format_bytes
+from models.library.settings import DEFAULT_CONTEXT_LENGTH
+
+log = logging.getLogger("desktop.get_models")
+
+SHORT_LIST = 5
+HUB_ROWS = 8  # Hub results listed with their files (each needs one listing request)
+_QUANT = re.compile(r"(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=[-_.]|$)", re.IGNORECASE)
+_SHARD = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+
+
+class DownloadChoiceError(EmberError):
+    """The file a row offers is not in the repository's listing; one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedFile:
+    name: str
+    quant: str
+    size: int
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        """'Q4_K_M · 2.5 GB' for the file menu."""
+        return f"{self.quant} · {format_bytes(self.size)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOffer:
+    """One row of the page."""
+
+    key: str  # the catalogue key, or "hub:owner/name"
+    title: str
+    repo: str
+    facts: str
+    licence: str
+    licence_url: str
+    files: tuple[OfferedFile, ...]
+    default_index: int = 0
+    entry: CatalogueEntry | None = None
+    gated: bool = False
+    downloaded: Path | None = None
+
+    @property
+    def default_file(self) -> OfferedFile:
+        return self.files[self.default_index]
+
+
+def quant_of(name: str) -> str:
+    """The quantisation named in a GGUF file name ('Qwen3-4B-Q4_K_M.gguf' -> 'Q4_K_M'), else '?'."""
+    found = _QUANT.findall(name.removesuffix(".gguf"))
+    return found[-1].upper() if found else "?"
+
+
+def facts_line(entry: CatalogueEntry) -> str:
+    """'4B parameters · thinks · tool calls · 40,960-token context'."""
+    parts = [f"{entry.parameters} parameters"]
+    if entry.thinks:
+        parts.append("thinks")
+    if entry.tool_calls:
+        parts.append("tool calls")
+    parts.append(f"{entry.context_length:,}-token context")
+    return " · ".join(parts)
+
+
+def existing_file(models_dir: Path, name: str) -> Path | None:
+    """`name` in the models folder, when a complete copy is there."""
+    path = models_dir / name
+    try:
+        return path if path.is_file() and path.stat().st_size > 0 else None
+    except OSError:
+        return None
+
+
+def _offered(file: CatalogueFile, verdict: Verdict) -> OfferedFile:
+    return OfferedFile(file.name, file.quant, file.size, verdict)
+
+
+def offer_from_suggestion(suggestion: Suggestion, free: FreeMemory, models_dir: Path, *,
+                          n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> ModelOffer:
+    entry = suggestion.entry
+    files = tuple(_offered(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files)
+    default = entry.files.index(suggestion.file)
+    # A file of this entry already downloaded is the one to use, whatever the default.
+    downloaded = next(((i, p) for i, f in enumerate(entry.files) if (p := existing_file(models_dir, f.name))), None)
+    if downloaded is not None:
+        default = downloaded[0]
+    return ModelOffer(entry.key, entry.name, entry.repo, facts_line(entry), entry.licence, entry.licence_url,
+                      files, default, entry, downloaded=downloaded[1] if downloaded else None)
+
+
+def catalogue_offers(entries: Sequence[CatalogueEntry], free: FreeMemory, models_dir: Path, *,
+                     n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> list[ModelOffer]:
+    """Every entry as a row, best first for this machine."""
+    return [offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache)
+            for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache)]
+
+
+def default_offers(offers: Sequence[ModelOffer], limit: int = SHORT_LIST) -> list[ModelOffer]:
+    """The short default list: the best `limit` rows that fit (downloaded ones always shown)."""
+    fitting = [o for o in offers if o.default_file.verdict.fits or o.downloaded is not None]
+    return fitting[:limit]
+
+
+def best_suggestion(entries: Sequence[CatalogueEntry], free: FreeMemory) -> Suggestion | None:
+    found = short_list(ranked(entries, free), limit=1)
+    return found[0] if found else None
+
+
+def _main_files(files: Sequence[HubFileLike]) -> list[HubFileLike]:
+    """The model files a user chooses among: no projectors, one line per split model (its first part)."""
+    out: list[HubFileLike] = []
+    for f in files:
+        name = Path(f.path).name
+        if name.casefold().startswith("mmproj"):
+            continue
+        shard = _SHARD.match(name)
+        if shard and shard["no"] != "00001":
+            continue
+        out.append(f)
+    return out
+
+
+def _split_size(files: Sequence[HubFileLike], first: HubFileLike) -> int:
+    shard = _SHARD.match(Path(first.path).name)
+    if not shard:
+        return first.size
+    return sum(f.size for f in files if (m := _SHARD.match(Path(f.path).name)) and m["base"] == shard["base"])
+
+
+def hub_offer(repo: HubRepoLike, files: Sequence[HubFileLike], free: FreeMemory, models_dir: Path, *,
+              n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> ModelOffer | None:
+    """A Hub search result as a row (None when it has no GGUF model file)."""
+    offered: list[OfferedFile] = []
+    for f in _main_files(files):
+        need = estimate_need(_split_size(files, f), n_ctx, kv_cache=kv_cache)
+        offered.append(OfferedFile(f.path, quant_of(f.path), need.weights, judge(need, free)))
+    if not offered:
+        return None
+    offered.sort(key=lambda o: o.size)
+    fitting = [i for i, o in enumerate(offered) if o.verdict.fits]
+    default = next((i for i in fitting if offered[i].quant.startswith("Q4")), fitting[-1] if fitting else 0)
+    facts = f"Hugging Face · {repo.downloads:,} downloads · {repo.likes:,} likes"
+    if repo.gated:
+        facts += " · gated: needs a Hugging Face token (HF_TOKEN)"
+    downloaded = existing_file(models_dir, Path(offered[default].name).name)
+    return ModelOffer(f"hub:{repo.repo}", repo.repo.split("/", 1)[-1], repo.repo, facts, "see the model card",
+                      f"https://huggingface.co/{repo.repo}", tuple(offered), default, gated=repo.gated,
+                      downloaded=downloaded)
+
+
+def hub_offers(repos: Sequence[HubRepoLike], listings: Mapping[str, Sequence[HubFileLike]], free: FreeMemory,
+               models_dir: Path) -> list[ModelOffer]:
+    offers = [hub_offer(r, listings.get(r.repo) or r.gguf_files or (), free, models_dir) for r in repos]
+    return [o for o in offers if o is not None]
+
+
+def files_to_fetch(listing: Sequence[HubFileLike], wanted: str) -> list[HubFileLike]:
+    """The file(s) to download for `wanted`: that file, or every part of a split model.
+
+    Falls back to the one file of the same quantisation when the repository renamed it.
+    DownloadChoiceError (one line) when there is no such file.
+    """
+    name = Path(wanted).name
+    exact = [f for f in listing if Path(f.path).name == name]
+    shard = _SHARD.match(name)
+    if shard:
+        parts = [f for f in listing if (m := _SHARD.match(Path(f.path).name)) and m["base"] == shard["base"]]
+        if parts:
+            return sorted(parts, key=lambda f: f.path)
+    if exact:
+        return exact[:1]
+    quant = quant_of(name)
+    same = [f for f in _main_files(listing) if quant != "?" and quant_of(f.path) == quant]
+    if len(same) == 1:
+        return files_to_fetch(listing, same[0].path)
+    raise DownloadChoiceError(f"{name} is not in the repository any more; search the Hub for another file")
+
+
+# --- measuring and wording -----------------------------------------------------------------
+
+
+def measure_free_memory() -> FreeMemory:
+    """Free RAM now and, when llama.cpp can use a GPU, its free memory. Slow the first time
+    (llama.cpp loads): call it off the GUI thread."""
+    ram = available_memory()
+    try:
+        from engine.backends.llama_devices import gpu_devices
+
+        gpus = gpu_devices()
+    except Exception as exc:
+        log.debug("no GPU figures for the model catalogue: %s", exc)
+        gpus = []
+    if not gpus:
+        return FreeMemory(ram)
+    names = sorted({g.description or g.name for g in gpus})
+    return FreeMemory(ram, sum(g.free_bytes for g in gpus), " + ".join(names))
+
+
+def quick_free_memory() -> FreeMemory:
+    """Free RAM only (no llama.cpp): cheap enough for the GUI thread."""
+    return FreeMemory(available_memory())
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def progress_text(done: int, total: int, bytes_per_s: float, seconds_left: float | None) -> str:
+    """'1.2 GB of 4.7 GB · 12.3 MB/s · about 5 min left'."""
+    parts = [f"{format_bytes(done)} of {format_bytes(total)}" if total > 0 else format_bytes(done)]
+    if bytes_per_s > 0:
+        parts.append(f"{format_bytes(int(bytes_per_s))}/s")
+    if seconds_left is not None and seconds_left >= 0:
+        parts.append(f"about {duration_text(seconds_left)} left")
+    return " · ".join(parts)
+
+
+def better_model_line(entries: Sequence[CatalogueEntry], free: FreeMemory) -> str | None:
+    """'Qwen3 4B, which runs on the CPU here' for the empty chat's "A better model" line, or None."""
+    best = best_suggestion(entries, free)
+    if best is None:
+        return None
+    return f"{best.entry.name}, which {best.verdict.fit.value} here"
