@@ -115,8 +115,9 @@ class FakeDownloader:
         out: list[Path] = []
         for f in files:
             data = client.blob(f)
-            final = dest_dir / Path(f.path).name
+            final = dest_dir.joinpath(*f.repo.split("/"), *Path(f.path).parts)  # as engine.hub lands it
             part = final.with_name(final.name + ".part")
+            final.parent.mkdir(parents=True, exist_ok=True)
             with part.open("wb") as fh:
                 for start in range(0, len(data), self.chunk):
                     if cancel is not None and cancel.is_set():
@@ -160,6 +161,7 @@ def fake_services(client: FakeHubClient, downloader: FakeDownloader, models_dir:
 GB = 1_000_000_000
 TINY_REPO = "test/tiny-chat-GGUF"
 TINY_FILE = "tiny-chat-Q4_K_M.gguf"
+TINY_TARGET = Path(*TINY_REPO.split("/"), TINY_FILE)  # where a download of it lands in the models folder
 
 
 def catalogue_entry(key: str, repo: str, name: str, size: int, quality: int, **extra: Any) -> CatalogueEntry:

@@ -11,12 +11,14 @@ from typing import Any
 
 import gguf_factory as gf
 import pytest
+from fake_hub import FakeHub, sha256_of
 from gui_helpers import WAIT_MS, Chat, click, open_picker, widget_texts
 from gui_helpers import FakeModelsPrompts as Prompts
 from hub_fakes import (
     GB,
     TINY_FILE,
     TINY_REPO,
+    TINY_TARGET,
     FakeDownloader,
     FakeHubClient,
     Gate,
@@ -27,6 +29,7 @@ from hub_fakes import (
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from desktop.core.hub_seam import default_services
 from desktop.core.model_choice import ModelInfo, local_choice
 from desktop.qt.empty_state import EmptyState
 from desktop.qt.get_models import GetModelsDialog
@@ -131,12 +134,12 @@ def test_download_shows_progress_in_place_then_offers_use(qtbot: QtBot, entries,
     assert "left" in tiny.progress_label.text()
     downloader.resume.set()
     qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
-    assert (models / TINY_FILE).read_bytes() == tiny_bytes
+    assert (models / TINY_TARGET).read_bytes() == tiny_bytes
     assert not list(models.glob("*.part")) and not tiny.progress.isVisible()
     assert f"Downloaded to {models}" in tiny.note.text()
     with qtbot.waitSignal(page.useModel, timeout=WAIT_MS) as used:
         click(qtbot, tiny.action)
-    assert used.args == [models / TINY_FILE]
+    assert used.args == [models / TINY_TARGET]
 
 
 def test_cancel_stops_the_download_and_keeps_no_part(qtbot: QtBot, entries, hub, tmp_path: Path,
@@ -154,7 +157,7 @@ def test_cancel_stops_the_download_and_keeps_no_part(qtbot: QtBot, entries, hub,
     qtbot.waitUntil(lambda: not tiny.downloading, timeout=WAIT_MS)
     assert tiny.note.text() == "Download cancelled."
     assert tiny.action.isVisible() and tiny.action.text().startswith("Download")
-    assert list(models.iterdir()) == []
+    assert [p for p in models.rglob("*") if p.is_file()] == []
 
 
 def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
@@ -175,19 +178,11 @@ def test_searching_the_hub_needs_words(qtbot: QtBot, entries, hub, tmp_path: Pat
     assert page.message.text().startswith("Type what to look for") and prompts.asked == [] and hub.calls == []
 
 
-def test_no_hub_client_in_this_build_says_so_and_the_catalogue_still_works(qtbot: QtBot, entries) -> None:
-    page = open_page(qtbot, services=lambda: "Downloads are not available in this build of Ember.",
-                     entries=entries, free_memory=lambda: FreeMemory(8 * GB), quick_memory=lambda: FreeMemory(8 * GB))
-    click(qtbot, row(page, "tiny-chat").action)
-    assert page.message.text() == "Downloads are not available in this build of Ember."
-    assert page.rows
-
-
 def test_a_file_already_in_the_models_folder_is_ready_to_use(qtbot: QtBot, entries, hub, tmp_path: Path,
                                                             tiny_bytes: bytes) -> None:
     models = tmp_path / "models"
-    models.mkdir()
-    (models / TINY_FILE).write_bytes(tiny_bytes)
+    (models / TINY_TARGET).parent.mkdir(parents=True)
+    (models / TINY_TARGET).write_bytes(tiny_bytes)
     page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), models, Gate(), Prompts(),
                                            FreeMemory(ram_bytes=8 * GB)))
     assert row(page, "tiny-chat").ready
@@ -210,12 +205,12 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(make_chat, qtbo
     click(qtbot, tiny.action)
     qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
     click(qtbot, tiny.action)  # "Use this model": loads it through the window's model switch
-    qtbot.waitUntil(lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_FILE,
-                    timeout=WAIT_MS * 6)  # the first llama.cpp load of a run picks its CPU variant
+    qtbot.waitUntil(lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
+                    timeout=WAIT_MS * 24)  # the first llama.cpp load of a run may probe CPU variants
     from engine.backends.llama import LlamaBackend
 
     backend = chat.engine.backend
-    assert isinstance(backend, LlamaBackend) and backend.path == models / TINY_FILE
+    assert isinstance(backend, LlamaBackend) and backend.path == models / TINY_TARGET
     assert chat.window.header.model_label == TINY_FILE and not page.isVisible()
 
 
@@ -237,3 +232,30 @@ def test_the_empty_chat_names_a_better_model_and_links_to_the_page(make_chat, qt
     page = chat.models.get_models
     assert page is not None and page.isVisible()
     assert any("Best for this machine" in t for t in widget_texts(page))
+
+
+def test_the_page_searches_and_downloads_through_the_real_client_and_the_loopback_hub(
+        qtbot: QtBot, smollm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real engine.hub services (default_services) against tests/fake_hub.py: the consent
+    lands in network.json, search and download go over loopback, the file is verified and ready."""
+    repo, name = "ember-test/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # never the user's saved token
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with FakeHub({repo: {name: smollm_path}}) as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        services = default_services()
+        prompts = Prompts(True)
+        page = open_page(qtbot, services=lambda: services, prompts=prompts, entries=[],
+                         free_memory=lambda: FreeMemory(8 * GB), quick_memory=lambda: FreeMemory(8 * GB))
+        qtbot.keyClicks(page.search_box, "SmolLM2")
+        qtbot.keyClick(page.search_box, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: "search" not in page.jobs, timeout=WAIT_MS)
+        assert prompts.asked == [services.client.host] and services.allowed()
+        found = row(page, f"hub:{repo}")
+        click(qtbot, found.action)
+        qtbot.waitUntil(lambda: found.ready, timeout=WAIT_MS * 3)
+    target = services.models_dir / repo.split("/")[0] / repo.split("/")[1] / name
+    assert sha256_of(target) == sha256_of(smollm_path) and not list(target.parent.glob("*.part"))
+    with qtbot.waitSignal(page.useModel, timeout=WAIT_MS) as used:
+        click(qtbot, found.action)
+    assert used.args == [target]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import gguf_factory as gf
 import pytest
 from gui_helpers import WAIT_MS, Chat, FakeModelsPrompts
-from hub_fakes import GB, TINY_FILE, FakeDownloader, Gate, page_options, small_catalogue, small_hub
+from hub_fakes import GB, TINY_TARGET, FakeDownloader, Gate, page_options, small_catalogue, small_hub
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -383,7 +383,7 @@ def test_get_models_search_download_cancel_use_by_keyboard_and_mouse(make_chat: 
     chat.qtbot.mouseClick(row.cancel, Qt.MouseButton.LeftButton)
     downloader.resume.set()
     chat.qtbot.waitUntil(lambda: not row.downloading, timeout=WAIT_MS)
-    assert row.note.text() == "Download cancelled." and not (models / TINY_FILE).exists()
+    assert row.note.text() == "Download cancelled." and not (models / TINY_TARGET).exists()
 
     # Again, to the end; then "Use this model" from the keyboard loads it.
     downloader.pause = False
@@ -393,5 +393,5 @@ def test_get_models_search_download_cancel_use_by_keyboard_and_mouse(make_chat: 
     chat.qtbot.keyClick(row.action, Qt.Key.Key_Space)
     # A generous bound: the first llama.cpp load of a run picks its CPU variant first.
     chat.qtbot.waitUntil(lambda: chat.controller.choice is not None
-                         and chat.controller.choice.path == models / TINY_FILE, timeout=WAIT_MS * 6)
+                         and chat.controller.choice.path == models / TINY_TARGET, timeout=WAIT_MS * 6)
     assert not page.isVisible()

@@ -97,9 +97,10 @@ def facts_line(entry: CatalogueEntry) -> str:
     return " · ".join(parts)
 
 
-def existing_file(models_dir: Path, name: str) -> Path | None:
-    """`name` in the models folder, when a complete copy is there."""
-    path = models_dir / name
+def existing_file(models_dir: Path, repo: str, name: str) -> Path | None:
+    """`repo`'s file `name` where a download puts it (`models/<owner>/<name>/<file>`, as
+    `engine.hub.download.target_path` does), when a complete copy is there."""
+    path = models_dir.joinpath(*repo.split("/"), *Path(name).parts)
     try:
         return path if path.is_file() and path.stat().st_size > 0 else None
     except OSError:
@@ -116,7 +117,8 @@ def offer_from_suggestion(suggestion: Suggestion, free: FreeMemory, models_dir: 
     files = tuple(_offered(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files)
     default = entry.files.index(suggestion.file)
     # A file of this entry already downloaded is the one to use, whatever the default.
-    downloaded = next(((i, p) for i, f in enumerate(entry.files) if (p := existing_file(models_dir, f.name))), None)
+    downloaded = next(((i, p) for i, f in enumerate(entry.files)
+                       if (p := existing_file(models_dir, entry.repo, f.name))), None)
     if downloaded is not None:
         default = downloaded[0]
     return ModelOffer(entry.key, entry.name, entry.repo, facts_line(entry), entry.licence, entry.licence_url,
@@ -177,7 +179,7 @@ def hub_offer(repo: HubRepoLike, files: Sequence[HubFileLike], free: FreeMemory,
     facts = f"Hugging Face · {repo.downloads:,} downloads · {repo.likes:,} likes"
     if repo.gated:
         facts += " · gated: needs a Hugging Face token (HF_TOKEN)"
-    downloaded = existing_file(models_dir, Path(offered[default].name).name)
+    downloaded = existing_file(models_dir, repo.repo, offered[default].name)
     return ModelOffer(f"hub:{repo.repo}", repo.repo.split("/", 1)[-1], repo.repo, facts, "see the model card",
                       f"https://huggingface.co/{repo.repo}", tuple(offered), default, gated=repo.gated,
                       downloaded=downloaded)

@@ -2,19 +2,21 @@
 
 The page needs a client (host, search, list of a repository's GGUF files), a download
 function, the models folder, and the zero-egress gate (are downloads allowed; allow them).
-`HubServices` carries them; `default_services()` builds the real ones from `engine.hub`,
-imported lazily (and by name: the package arrives with its own branch), and says in one line
-why downloads are unavailable when it cannot. Tests pass fakes (tests/hub_fakes.py).
+`HubServices` carries them; `default_services()` builds the real ones from `engine.hub`.
+Tests pass fakes (tests/hub_fakes.py) or the real client against the loopback fake Hub.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from engine.hub.client import HubClient
+from engine.hub.download import allow_downloads, default_models_dir, download, downloads_allowed
+from models.library.paths import ember_paths
 
 
 class HubFileLike(Protocol):
@@ -80,26 +82,16 @@ class HubServices:
     allow: Callable[[], None]
 
 
-UNAVAILABLE = "Downloads are not available in this build of Ember."
 
-
-def default_services() -> HubServices | str:
-    """The real services from `engine.hub`, or the one-line reason they cannot be had.
-
-    Building the client touches no network; only a search, a listing or a download does.
-    """
-    try:
-        client_mod = importlib.import_module("engine.hub.client")
-        download_mod = importlib.import_module("engine.hub.download")
-        paths_mod = importlib.import_module("models.library.paths")
-    except ImportError:
-        return UNAVAILABLE
-    paths = paths_mod.ember_paths()
-    client = client_mod.HubClient()
+def default_services() -> HubServices:
+    """The real services from `engine.hub`. Building the client touches no network; only a
+    search, a listing or a download does (each behind the zero-egress gate)."""
+    paths = ember_paths()
+    client = HubClient()
     return HubServices(
         client=client,
-        download=download_mod.download,
-        models_dir=Path(download_mod.default_models_dir(paths)),
-        allowed=lambda: bool(download_mod.downloads_allowed(paths, client)),
-        allow=lambda: download_mod.allow_downloads(paths, client),
+        download=download,
+        models_dir=default_models_dir(paths),
+        allowed=lambda: downloads_allowed(paths, client),
+        allow=lambda: allow_downloads(paths, client),
     )

@@ -56,7 +56,6 @@ from desktop.qt.theme import SPACE_MD, SPACE_SM
 from models.errors import EmberError, one_line
 from models.library.catalogue import CatalogueEntry, CatalogueError, search, shipped_catalogue
 from models.library.fit import FreeMemory
-from models.library.paths import ember_paths
 from models.library.settings import DEFAULT_CONTEXT_LENGTH
 
 log = logging.getLogger("desktop.get_models")
@@ -119,7 +118,7 @@ class GetModelsDialog(QDialog):
     useModel = Signal(object)
 
     def __init__(self, parent: QWidget | None = None, *,
-                 services: Callable[[], HubServices | str] = default_services,
+                 services: Callable[[], HubServices] = default_services,
                  prompts: ModelsPrompts | None = None,
                  entries: Sequence[CatalogueEntry] | None = None,
                  free_memory: Callable[[], FreeMemory] = measure_free_memory,
@@ -130,7 +129,7 @@ class GetModelsDialog(QDialog):
         self._fit_to(parent)
         self.prompts = prompts or ModelsPrompts()
         self._services_factory = services
-        self._services: HubServices | str | None = None
+        self._services: HubServices | None = None
         self._free_memory = free_memory
         self.free = quick_memory()
         self.entries, catalogue_problem = _entries(entries)
@@ -222,22 +221,18 @@ class GetModelsDialog(QDialog):
 
     # -- the services (the Hub side) --------------------------------------------------------
 
-    def services(self) -> HubServices | str:
+    def services(self) -> HubServices:
         if self._services is None:
             self._services = self._services_factory()
         return self._services
 
     @property
     def models_dir(self) -> Path:
-        found = self.services()
-        return found.models_dir if isinstance(found, HubServices) else ember_paths().models_dir
+        return self.services().models_dir
 
     def _gate(self) -> HubServices | None:
         """The services once downloads are allowed (asking once), else None with the reason said."""
         found = self.services()
-        if isinstance(found, str):
-            self.say(found)
-            return None
         if not found.allowed():
             if not self.prompts.allow_downloads(self, found.client.host):
                 self.say(f"Downloads from {found.client.host} stay off; nothing was fetched.")
