@@ -175,7 +175,7 @@ def test_a_collection_name_with_controls_or_absurd_length_is_refused_in_one_line
     huge = ember("docs", "add", "n" * 100_000, str(folder), home=ember_home)
     assert huge.returncode == 2 and huge.stderr == "ember: a collection name is at most 200 characters " \
         "(this one has 100,000)\n"
-    assert ember("docs", "list", home=ember_home).stdout == "no collections yet (ember docs add NAME FILE_OR_FOLDER …)\n"
+    assert ember("docs", "list", home=ember_home).stdout.startswith("no collections yet")
     with DocIndex.memory() as index:
         for name in ("tab\there", "esc\x1b[2J", "bidi\u2067x", "sep\u2028x"):
             with pytest.raises(CollectionNameError):

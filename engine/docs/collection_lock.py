@@ -11,7 +11,7 @@ message's attachments) belongs to one caller and takes no lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ class CollectionBusy(DocsDatabaseError):
 
 
 @contextmanager
-def collection_lock(index: DocIndex, coll: Collection) -> Iterator[None]:
+def collection_lock(index: DocIndex, coll: Collection) -> Generator[None]:
     if index.path == ":memory:":
         yield
         return

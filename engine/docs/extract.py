@@ -123,7 +123,7 @@ def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = 
         raise DocumentError(path, reason)
     kind = kind_of(path, follow=follow)
     stop = cancel or (lambda: False)
-    told = note or (lambda _: None)
+    told: Note = note or _unheard
     match kind:
         case "text":
             return _checked_text(path, _text_blocks(path, stop, follow))
@@ -137,6 +137,10 @@ def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = 
         case _:
             raise DocumentError(path, f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
                                       "Markdown, source code, HTML, PDF and DOCX")
+
+
+def _unheard(_: str) -> None:
+    """Where notes go when nobody listens."""
 
 
 def _checked_text(path: Path, blocks: Iterator[Block]) -> Iterator[Block]:
@@ -338,7 +342,7 @@ def _bad_pages(bad: list[tuple[int, str]]) -> str:
 def _runs(pages: list[int]) -> list[str]:
     runs: list[str] = []
     first = last = pages[0]
-    for page in pages[1:] + [0]:
+    for page in [*pages[1:], 0]:
         if page == last + 1:
             last = page
             continue
