@@ -105,3 +105,30 @@ def test_stored_sources_are_bounded_when_read_back() -> None:
     assert len(refs) == MAX_STORED_SOURCES and refs[-1].n == MAX_STORED_SOURCES
     huge = sources_from_stats({"sources": [{"n": 1, "path": "p" * 10**6, "text": "t" * 10**7}]})
     assert len(huge[0].path) <= 4096 and len(huge[0].text) <= 20_000
+
+
+@pytest.mark.slow
+def test_the_llama_backend_never_tokenizes_a_text_too_long_to_fit(smollm: object,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second guard: whatever reaches SmolLM2's backend, nothing too long goes to llama.cpp's tokenizer."""
+    from engine.backends.base import CancelToken, Request, StreamInfo
+    from engine.backends.llama import LlamaBackend
+    from engine.errors import ContextOverflowError
+
+    assert isinstance(smollm, LlamaBackend)
+    llm = smollm._llm  # pyright: ignore[reportPrivateUsage]
+    tokenize = llm.tokenize
+    seen: list[int] = []
+
+    def spy(text: bytes, *args: object, **kwargs: object) -> list[int]:
+        seen.append(len(text))
+        return tokenize(text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(llm, "tokenize", spy)
+    huge = "a" * (smollm.n_ctx * MAX_CHARS_PER_TOKEN + 1)
+    assert smollm.count_tokens(huge) > smollm.n_ctx
+    request = Request(messages=({"role": "user", "content": huge},), max_tokens=4)
+    with pytest.raises(ContextOverflowError, match="characters long, far more than"):
+        list(smollm.stream(request, CancelToken(), StreamInfo()))
+    assert all(n <= smollm.n_ctx * MAX_CHARS_PER_TOKEN for n in seen)
+    assert smollm.count_tokens("hello world") == 2

@@ -320,7 +320,7 @@ class LlamaBackend:
 
     def count_tokens(self, text: str) -> int:
         if len(text) > self.n_ctx * MAX_CHARS_PER_TOKEN:  # more than fits, whatever its exact count
-            return len(text) // MAX_CHARS_PER_TOKEN
+            return len(text) // MAX_CHARS_PER_TOKEN + 1
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:
