@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -70,15 +71,30 @@ def test_an_unexpected_error_in_the_worker_ends_in_one_line(make_chat: MakeChat,
     assert not dialog.progress.isVisible() and dialog.buttons["reindex"].isEnabled()
 
 
-@pytest.mark.parametrize("step", ["reading", "extracting"])
+class SlowEmbedder:
+    """An embedding model that takes a while per batch (a large GGUF on a slow CPU)."""
+
+    name = "slow"
+
+    def embed(self, texts: Sequence[str]) -> object:
+        import numpy as np
+
+        time.sleep(0.2)
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+@pytest.mark.parametrize("step", ["reading", "extracting", "embedding"])
 def test_cancel_stops_indexing_at_every_step(make_chat: MakeChat, tmp_path: Path, step: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "big"
     folder.mkdir()
     if step == "reading":  # hashing and decoding a large text file
         (folder / "big.txt").write_text("harbor lantern words\n" * 3_000_000)
-    else:  # PDFium's pages
+    elif step == "extracting":  # PDFium's pages
         write_pdf(folder / "long.pdf", [f"Page {i} about rule {i}." for i in range(400)])
+    else:  # batches of passages through an embedding model
+        for i in range(40):
+            (folder / f"n{i}.md").write_text(f"note {i} " * 2_000)
     seen: list[Progress] = []
     chat = make_chat(backend=ScriptedBackend.from_texts("ok"))
     dialog = _dialog(chat, tmp_path)
@@ -89,11 +105,13 @@ def test_cancel_stops_indexing_at_every_step(make_chat: MakeChat, tmp_path: Path
         def both(p: Progress) -> None:
             seen.append(p)
             progress(p)
+        if step == "embedding":
+            kwargs["embedder"] = SlowEmbedder()
         return real(*args, progress=both, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(documents_ui, "index_collection", watched)
     dialog.add_paths([folder])
-    chat.qtbot.waitUntil(lambda: bool(seen), timeout=WAIT_MS)
+    chat.qtbot.waitUntil(lambda: bool(seen) and (step != "embedding" or seen[-1].chunks > 0), timeout=WAIT_MS)
     dialog.buttons["cancel"].click()
     chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS)
     assert "stopped; Re-index goes on from here" in dialog.detail.text()

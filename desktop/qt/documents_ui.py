@@ -267,7 +267,7 @@ class CollectionsDialog(QDialog):
             self.detail.setText(str(exc))
             return
         lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]
-        lines += [f.error for f in failed[:5]]
+        lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
         if len(failed) > 5:
             lines.append(f"… and {len(failed) - 5} more unreadable files")
         self.detail.setText("\n".join(lines))
