@@ -72,24 +72,34 @@ def page_text(pdf: Any, index: int) -> str:
 
 def _drop_offpage_text(page: Any) -> None:
     """Refuse a page with too many objects; switch off text objects that lie off the page."""
-    raw = importlib.import_module("pypdfium2.raw")
-    count = int(raw.FPDFPage_CountObjects(page.raw))
+    raw = _raw()
+    handle = page.raw
+    count = int(raw.FPDFPage_CountObjects(handle))
     if count > MAX_PAGE_OBJECTS:
         raise PageUnreadable(f"too large to read: {count:,} objects, at most {MAX_PAGE_OBJECTS:,}")
     page_left, page_bottom, page_right, page_top = page.get_bbox()  # what get_text_bounded reads
     width, height = page_right - page_left, page_top - page_bottom
     margin = 72.0  # an inch: a glyph's box can reach past its object's bounds
     box = [ctypes.c_float() for _ in range(4)]
+    refs = [ctypes.byref(b) for b in box]
+    left, bottom, right, top = box
+    get_object, get_type, get_bounds, text = raw.FPDFPage_GetObject, raw.FPDFPageObj_GetType, \
+        raw.FPDFPageObj_GetBounds, raw.FPDF_PAGEOBJ_TEXT
     for i in range(count):
-        obj = raw.FPDFPage_GetObject(page.raw, i)
-        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_TEXT or not raw.FPDFPageObj_GetBounds(obj, *box):
+        obj = get_object(handle, i)
+        if get_type(obj) != text or not get_bounds(obj, *refs):
             continue
-        left, bottom, right, top = (b.value for b in box)
         # Wholly off the page (its text is never returned), or one run spread over more than
         # three pages' width or height (millions of glyphs, of which a line or two would show).
-        if right < page_left - margin or left > page_right + margin or top < page_bottom - margin \
-                or bottom > page_top + margin or right - left > 3 * width or top - bottom > 3 * height:
+        if right.value < page_left - margin or left.value > page_right + margin \
+                or top.value < page_bottom - margin or bottom.value > page_top + margin \
+                or right.value - left.value > 3 * width or top.value - bottom.value > 3 * height:
             raw.FPDFPageObj_SetIsActive(obj, False)
+
+
+def _raw() -> Any:
+    """pypdfium2's raw PDFium functions (untyped ctypes bindings)."""
+    return importlib.import_module("pypdfium2.raw")
 
 
 def serve() -> int:
