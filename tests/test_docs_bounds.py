@@ -138,3 +138,17 @@ def test_an_unclosed_script_past_the_limit_is_still_never_indexed(tmp_path: Path
     page.write_text("<p>visible words</p><script>" + "secretvalue = 1; " * 200_000)
     text = "".join(b.text for b in extract(page))
     assert "visible words" in text and "secretvalue" not in text
+
+
+def test_text_of_one_pdf_is_cut_at_the_per_file_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per file: at most MAX_FILE_CHARS characters of a PDF or DOCX, said in a note (here 2,000)."""
+    from doc_fixtures import write_pdf
+
+    from engine.docs import extract as extract_module
+
+    monkeypatch.setattr(extract_module, "MAX_FILE_CHARS", 2_000)
+    pdf = write_pdf(tmp_path / "long.pdf", [f"page {i} " + "lantern " * 100 for i in range(10)])
+    notes: list[str] = []
+    blocks = list(extract(pdf, pdf_helpers=0, note=notes.append))
+    assert sum(len(b.text) for b in blocks) == 2_000 and blocks[-1].page == 3
+    assert notes == ["long.pdf: only the first 2,000 characters of text were read"]
