@@ -149,3 +149,12 @@ def test_a_reply_with_twenty_thousand_stored_sources_shows_a_bounded_row(make_ch
     chat.qtbot.waitUntil(opened.done, timeout=WAIT_MS * 4)
     row = chat.reply().sources_row.text()
     assert row.count('href="cite:') == MAX_STORED_SOURCES and f"[{MAX_STORED_SOURCES}] " in row
+
+
+def test_a_passage_tooltip_shows_its_path_escaped() -> None:
+    """DC-22 in the window's tooltip: a bidi override in a folder's name cannot reorder the line."""
+    from desktop.qt.citations import passage_tooltip
+    from engine.events import SourceRef
+
+    tip = passage_tooltip(SourceRef(1, "/docs/evil\u202e/gnp.md", None, 0, 5, 0.0, "hello"))
+    assert "\u202e" not in tip and "evil\\u202e/gnp.md" in tip
