@@ -19,6 +19,7 @@ from pathlib import Path
 from desktop.cli.common import warn
 from desktop.core.documents import TurnDocuments, attachments_for, collection_for
 from engine.docs.context import label
+from engine.docs.names import shown
 from engine.events import Sources
 
 
@@ -43,4 +44,4 @@ def print_sources(event: Sources) -> None:
     """The sources after a plain-text answer, on stderr (stdout keeps the answer alone)."""
     sys.stdout.flush()  # the answer's last line first, on a terminal showing both
     for ref in event.sources:
-        sys.stderr.write(f"[{ref.n}] {label(ref)} ({ref.path}, characters {ref.start}-{ref.end})\n")
+        sys.stderr.write(f"[{ref.n}] {label(ref)} ({shown(ref.path)}, characters {ref.start}-{ref.end})\n")

@@ -9,7 +9,9 @@
 
 `--json` on every subcommand. Indexing shows progress on stderr (files, pages, passages);
 Ctrl+C stops it at the next batch, keeping every file already indexed (`reindex` goes on).
-A file that cannot be read is one line naming it; the others are indexed.
+A file that cannot be read is one line naming it; the others are indexed. File and collection
+names are shown escaped (`engine.docs.names.shown`): a newline or an undecodable byte in a name
+cannot forge or break a line; in JSON, only the bytes that are not UTF-8 are escaped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from engine.docs.context import label, numbered
 from engine.docs.embed import LlamaEmbedder
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection, prune
+from engine.docs.names import json_text, shown
 from engine.docs.sources import CollectionSource
 from engine.errors import EngineError
 from models.library.default_model import DefaultModelMissing, default_model_path
@@ -100,7 +103,7 @@ def _add(index: DocIndex, args: argparse.Namespace) -> int:
     roots = [p.expanduser().resolve() for p in args.paths]
     for root in roots:
         if not root.exists():
-            return fail(f"{root.name}: not found ({root})")
+            return fail(f"{shown(root.name)}: not found ({shown(str(root))})")
     coll = index.create_collection(args.name, _embedder_path(args.embedder))
     index.add_roots(coll, roots)
     if args.no_index:
@@ -121,14 +124,18 @@ def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int
         printer.clear()
         if embedder is not None:
             embedder.close()
-    for _, reason in report.failed:
+    for _, reason in report.failed + report.notes:
         warn(reason)
+    if report.repaired:
+        warn(f"{report.repaired} file{'s' * (report.repaired != 1)} had duplicate passages (from two indexers at "
+             "once) and were indexed again")
     if args.json:
-        _emit({"collection": coll.name, "seconds": round(time.monotonic() - started, 3), **report.to_json()})
+        _emit(json_text({"collection": coll.name, "seconds": round(time.monotonic() - started, 3),
+                         **report.to_json()}))
     else:
         sys.stdout.write(_summary(coll, report) + "\n")
     if report.cancelled:
-        warn(f"indexing stopped; files already indexed are kept (`ember docs reindex {coll.name}` goes on)")
+        warn(f"indexing stopped; files already indexed are kept (`ember docs reindex {shown(coll.name)}` goes on)")
         return EXIT_INTERRUPTED
     return EXIT_OK
 
@@ -139,7 +146,7 @@ def _summary(coll: Collection, report: IndexReport) -> str:
         parts.append(f"{report.removed} removed")
     if report.failed:
         parts.append(f"{len(report.failed)} could not be read")
-    return f"{coll.name}: " + ", ".join(parts) + f" ({report.chunks:,} passages, {report.pages:,} pages)"
+    return f"{shown(coll.name)}: " + ", ".join(parts) + f" ({report.chunks:,} passages, {report.pages:,} pages)"
 
 
 class _ProgressLine:
@@ -155,7 +162,7 @@ class _ProgressLine:
         if not self.tty or now - self._last < 0.1:
             return
         self._last = now
-        name = Path(p.current).name[:40]
+        name = shown(Path(p.current).name)[:40]
         sys.stderr.write(f"\r\x1b[Kindexing {p.files_done}/{p.files_total} files · {p.pages:,} pages · "
                          f"{p.chunks:,} passages · {name}")
         sys.stderr.flush()
@@ -201,15 +208,15 @@ def _list(index: DocIndex, args: argparse.Namespace) -> int:
         rows = [{"path": f.path, "status": f.status, "error": f.error or None, "pages": f.pages,
                  "passages": f.chunks, "size": f.size} for f in files]
         if args.json:
-            _emit({**_info_json(index.info(coll)), "file_list": rows})
+            _emit(json_text({**_info_json(index.info(coll)), "file_list": rows}))
             return EXIT_OK
         for r in rows:
-            extra = f"  {r['error']}" if r["error"] else f"  {r['passages']} passages"
-            sys.stdout.write(f"{r['status']:<9} {r['path']}{extra}\n")
+            extra = f"  {shown(str(r['error']))}" if r["error"] else f"  {r['passages']} passages"
+            sys.stdout.write(f"{r['status']:<9} {shown(str(r['path']))}{extra}\n")
         return EXIT_OK
     infos = [index.info(c) for c in index.collections()]
     if args.json:
-        _emit([_info_json(i) for i in infos])
+        _emit(json_text([_info_json(i) for i in infos]))
         return EXIT_OK
     if not infos:
         sys.stdout.write("no collections yet (ember docs add NAME FILE_OR_FOLDER …)\n")
@@ -217,7 +224,7 @@ def _list(index: DocIndex, args: argparse.Namespace) -> int:
         vectors = " + vectors" if i.collection.embedder else ""
         failed = f", {i.failed} unreadable" if i.failed else ""
         pending = f", {i.indexing} not finished (reindex)" if i.indexing else ""
-        sys.stdout.write(f"{i.collection.name}: {i.ready} file{'s' * (i.ready != 1)}, "
+        sys.stdout.write(f"{shown(i.collection.name)}: {i.ready} file{'s' * (i.ready != 1)}, "
                          f"{i.chunks:,} passage{'s' * (i.chunks != 1)} (BM25{vectors}){failed}{pending}\n")
     return EXIT_OK
 
@@ -231,10 +238,11 @@ def _remove(index: DocIndex, args: argparse.Namespace) -> int:
         return EXIT_OK
     missing = [str(p) for p in args.paths if not index.remove_root(coll, p.expanduser().resolve())]
     for path in missing:
-        warn(f"{Path(path).name}: not in collection {coll.name!r} (its roots: `ember docs list {coll.name}`)")
+        warn(f"{shown(Path(path).name)}: not in collection '{shown(coll.name)}' (its roots: "
+             f"`ember docs list {shown(coll.name)}`)")
     removed = prune(index, coll)
     if args.json:
-        _emit({"collection": coll.name, "removed_files": removed, "not_found": missing})
+        _emit(json_text({"collection": coll.name, "removed_files": removed, "not_found": missing}))
     return EXIT_FAILED if missing else EXIT_OK
 
 
@@ -248,7 +256,7 @@ def _search(index: DocIndex, args: argparse.Namespace) -> int:
             embedder.close()
     refs = numbered(refs)
     if args.json:
-        _emit([r.to_json() for r in refs])
+        _emit(json_text([r.to_json() for r in refs]))
         return EXIT_OK
     if not refs:
         sys.stdout.write("no passage matches\n")

@@ -39,7 +39,9 @@ def warn(message: str) -> None:
 
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
-    sys.stdout.write(strict_dumps(obj, ensure_ascii=False) + "\n")
+    from engine.docs.names import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8
+
+    sys.stdout.write(strict_dumps(json_text(obj), ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

@@ -15,6 +15,9 @@ from typing import Any, cast
 from engine.events import SourceRef
 
 CITE_SCHEME = "cite"
+MAX_STORED_SOURCES = 64  # sources read back per stored reply (a reply is given at most 12)
+MAX_SOURCE_CHARS = 20_000  # of each one's passage text (a passage is about 1,500 characters)
+MAX_PATH_CHARS = 4_096  # of its path (PATH_MAX on Linux)
 _REFERENCE = re.compile(r"\[(\d{1,4})\]")
 _CODE = re.compile(r"(<code\b.*?</code>|<pre\b.*?</pre>|<a\b.*?</a>|<[^>]*>)", re.DOTALL | re.IGNORECASE)
 
@@ -35,18 +38,22 @@ def _link(match: re.Match[str], numbers: Collection[int]) -> str:
 
 
 def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:
-    """The sources a stored reply kept (malformed entries are skipped)."""
+    """The sources a stored reply kept (malformed entries are skipped), at most MAX_STORED_SOURCES.
+
+    A reply carries at most MAX_PASSAGES; an imported one can hold any number (20,000 stalled the
+    window 3.9 s when the conversation was opened), so only the first ones are read.
+    """
     raw = stats.get("sources")
     out: list[SourceRef] = []
-    for item in cast(list[Any], raw) if isinstance(raw, list) else []:
+    for item in cast(list[Any], raw)[:MAX_STORED_SOURCES] if isinstance(raw, list) else []:
         if not isinstance(item, dict):
             continue
         d = cast(dict[str, Any], item)
         try:
             page = d.get("page")
-            out.append(SourceRef(int(d["n"]), str(d["path"]), None if page is None else int(page),
+            out.append(SourceRef(int(d["n"]), str(d["path"])[:MAX_PATH_CHARS], None if page is None else int(page),
                                  int(d.get("start", 0)), int(d.get("end", 0)), float(d.get("score", 0.0)),
-                                 str(d.get("text", ""))))
+                                 str(d.get("text", ""))[:MAX_SOURCE_CHARS]))
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(out)

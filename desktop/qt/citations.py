@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QLabel, QToolTip, QWidget
 
 from desktop.core.citations import CITE_SCHEME
 from engine.docs.context import label
+from engine.docs.names import shown
 from engine.events import SourceRef
 
 TOOLTIP_CHARS = 700
@@ -45,7 +46,7 @@ def passage_tooltip(ref: SourceRef) -> str:
     text = " ".join(ref.text.split())
     if len(text) > TOOLTIP_CHARS:
         text = text[:TOOLTIP_CHARS] + "…"
-    where = html.escape(f"{ref.path} · characters {ref.start}–{ref.end}")
+    where = html.escape(f"{shown(ref.path)} · characters {ref.start}–{ref.end}")
     return (f"<p><b>[{ref.n}] {html.escape(label(ref))}</b><br><small>{where}</small></p>"
             f"<p>{html.escape(text)}</p>")
 

@@ -5,10 +5,13 @@ the collection this conversation searches, and opens the collections dialog. Fil
 or pasted into the composer are attached the same way. The dialog (`CollectionsDialog`) creates
 collections, adds files and folders, re-indexes and removes, indexing on a worker thread with a
 progress bar and Cancel; a file that cannot be read is listed with its one-line reason.
+File and collection names are shown escaped (`engine.docs.names.shown`): a newline, a bidi
+override or a byte that is not UTF-8 in a name shows as an escape, never as layout.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +41,10 @@ from desktop.qt.context_meter import ContextMeter
 from desktop.qt.icons import set_icon
 from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection
+from engine.docs.names import shown
 from engine.errors import EngineError
+
+log = logging.getLogger("desktop.documents")
 
 FILE_FILTER = ("Documents (*.pdf *.docx *.md *.markdown *.txt *.html *.htm *.rst *.csv *.json *.py *.js *.ts "
                "*.c *.cpp *.h *.java *.go *.rs *.rb);;All files (*)")
@@ -79,12 +85,12 @@ class DocumentsButton(QToolButton):
         files = self.docs.pending + self.docs.attached
         parts = [f"{len(files)} file{'s' * (len(files) != 1)}"] if files else []
         if self.docs.collection:
-            parts.append(self.docs.collection)
+            parts.append(shown(self.docs.collection))
         self.setText(" · ".join(parts))
         tip = ["Attach files (or drop them on the message box)"]
-        tip += [f"Attached: {p.name}" for p in files]
+        tip += [f"Attached: {shown(p.name)}" for p in files]
         if self.docs.collection:
-            tip.append(f"Searching collection: {self.docs.collection}")
+            tip.append(f"Searching collection: {shown(self.docs.collection)}")
         self.setToolTip("\n".join(tip))
 
     def _fill_menu(self) -> None:
@@ -95,13 +101,13 @@ class DocumentsButton(QToolButton):
         if files:
             menu.addSection("Attached (click to remove)")
             for path in files:
-                menu.addAction(f"✕  {path.name}", lambda p=path: self._detach(p))
+                menu.addAction(f"✕  {shown(path.name)}", lambda p=path: self._detach(p))
         sub = menu.addMenu("Search a collection")
         none = sub.addAction("None", lambda: self._choose(None))
         none.setCheckable(True)
         none.setChecked(self.docs.collection is None)
         for name in self._collection_names():
-            action = sub.addAction(name, lambda n=name: self._choose(n))
+            action = sub.addAction(shown(name), lambda n=name: self._choose(n))
             action.setCheckable(True)
             action.setChecked(name == self.docs.collection)
         menu.addAction("Manage collections…", self.open_collections)
@@ -152,6 +158,9 @@ class _Worker(QObject):
             report: object = self._job(self._progress, self.cancelled.is_set)
         except EngineError as exc:
             report = exc
+        except Exception as exc:  # never a silent dead worker: the dialog would spin for ever
+            log.exception("indexing failed")
+            report = EngineError(f"indexing stopped: {shown(str(exc)) or type(exc).__name__}")
         self.finished.emit(report)
 
     def _progress(self, p: Progress) -> None:
@@ -226,7 +235,7 @@ class CollectionsDialog(QDialog):
         for info in infos:
             pending = f", {info.indexing} unfinished" if info.indexing else ""
             failed = f", {info.failed} unreadable" if info.failed else ""
-            item = QListWidgetItem(f"{info.collection.name} — {info.ready} file{'s' * (info.ready != 1)}, "
+            item = QListWidgetItem(f"{shown(info.collection.name)} — {info.ready} file{'s' * (info.ready != 1)}, "
                                    f"{info.chunks:,} passage{'s' * (info.chunks != 1)}{failed}{pending}")
             item.setData(Qt.ItemDataRole.UserRole, info.collection.name)
             self.list.addItem(item)
@@ -257,8 +266,8 @@ class CollectionsDialog(QDialog):
         except EngineError as exc:
             self.detail.setText(str(exc))
             return
-        lines = ["Folders and files: " + (", ".join(str(r) for r in roots) or "none")]
-        lines += [f.error for f in failed[:5]]
+        lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]
+        lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
         if len(failed) > 5:
             lines.append(f"… and {len(failed) - 5} more unreadable files")
         self.detail.setText("\n".join(lines))
@@ -329,7 +338,7 @@ class CollectionsDialog(QDialog):
         self.progress.setRange(0, max(1, total))
         self.progress.setValue(done)
         self.progress.setFormat(f"{done}/{total} files · {pages:,} pages · {chunks:,} passages")
-        self.detail.setText(f"Indexing {Path(current).name}…" if current else "")
+        self.detail.setText(f"Indexing {shown(Path(current).name)}…" if current else "")
 
     def _on_finished(self, report: object) -> None:
         self.worker = None
@@ -342,7 +351,7 @@ class CollectionsDialog(QDialog):
             said = f"{len(report.indexed)} indexed, {report.unchanged} unchanged"
             if report.cancelled:
                 said += " — stopped; Re-index goes on from here"
-            lines = [said] + [reason for _, reason in report.failed[:5]]
+            lines = [said] + [reason for _, reason in (report.failed + report.notes)[:5]]
             self.detail.setText("\n".join(lines))
 
     def _cancel(self) -> None:

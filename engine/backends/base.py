@@ -19,6 +19,11 @@ Schema = Mapping[str, Any] | bool  # a JSON Schema
 
 
 _DEFAULTS = ModelSettings()
+# Text longer than a context of n tokens × this, in characters, is taken never to fit it, without
+# tokenizing it: llama.cpp's tokenizer holds several times the text in memory (a 600 MB message
+# aborted it with std::bad_alloc). Tokens average 3 to 5 characters; 32 leaves room for runs of
+# spaces or symbols that some vocabularies take as one long token.
+MAX_CHARS_PER_TOKEN = 32
 DEFAULT_MAX_TOKENS = _DEFAULTS.reply_limit
 
 

@@ -28,7 +28,16 @@ import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends import llama_devices, llama_log, offload
-from engine.backends.base import CancelToken, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
+from engine.backends.base import (
+    MAX_CHARS_PER_TOKEN,
+    CancelToken,
+    Capabilities,
+    Message,
+    Request,
+    StreamInfo,
+    ToolSpec,
+    prompt_key,
+)
 from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
@@ -295,6 +304,10 @@ class LlamaBackend:
 
     def _render(self, request: Request) -> tuple[list[int], str]:
         self.renders += 1
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        if chars > self.n_ctx * MAX_CHARS_PER_TOKEN:  # never handed to the template and tokenizer
+            raise ContextOverflowError(f"the prompt is {chars:,} characters long, far more than the model's "
+                                       f"{self.n_ctx:,}-token context can hold; shorten it")
         # A template that ignores tools gets them described in the system message instead.
         messages, tools = fallback_for(self._template.source, request.messages, request.tools)
         segments = self._template.segments(messages, tools=tools)
@@ -310,6 +323,8 @@ class LlamaBackend:
         return list(self._llm.tokenize(seg.text.encode("utf-8"), add_bos=False, special=seg.trusted))
 
     def count_tokens(self, text: str) -> int:
+        if len(text) > self.n_ctx * MAX_CHARS_PER_TOKEN:  # more than fits, whatever its exact count
+            return len(text) // MAX_CHARS_PER_TOKEN + 1
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def count_prompt_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.docs.index import RRF_K
+from engine.docs.names import shown
 from engine.docs.sources import DocSource
 from engine.events import SourceRef
 
@@ -35,7 +36,8 @@ class DocContext:
 
 
 def label(ref: SourceRef) -> str:
-    name = Path(ref.path).name
+    """"report.pdf, page 2": the file's name escaped (a newline or RLO in it cannot forge a line)."""
+    name = shown(Path(ref.path).name)
     return f"{name}, page {ref.page}" if ref.page is not None else name
 
 

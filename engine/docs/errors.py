@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.docs.names import shown
 from engine.errors import EngineError
 
 
@@ -13,4 +14,5 @@ class DocumentError(EngineError):
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = str(path)
         self.reason = reason
-        super().__init__(f"{Path(path).name}: {reason}")
+        # The name escaped: a newline or an undecodable byte in it must not forge or break the line.
+        super().__init__(f"{shown(Path(path).name)}: {reason}")

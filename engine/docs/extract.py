@@ -9,9 +9,18 @@
   block elements become paragraph breaks;
 - PDF: `pypdfium2` (PDFium), one page at a time (page numbers kept, each page closed before
   the next), a long one on more than one core (`engine.docs.pdf_pages`); a PDF with no text
-  layer or one that needs a password is refused in one line;
+  layer or one that needs a password is refused in one line; a page that cannot be read (damaged,
+  or too large: `engine.docs.pdf_child`) is named in a note and the other pages are used;
 - DOCX: `python-docx`, after the zip's declared sizes are checked (a zip bomb is refused
-  before anything is inflated); headings become Markdown headings so chunking can follow them.
+  before anything is inflated) and every part is inflated a piece at a time, counting the bytes
+  that come out (a part that lies about its size gets no more than it declared); headings become
+  Markdown headings so chunking can follow them.
+
+Only regular files are read (`engine.docs.regular`): a pipe, a device or a socket is refused
+before it is opened, and a file found in a folder (`follow=False`) is never a symbolic link.
+Text produced is bounded per file by what comes out, not by declared sizes (docs/hardening.md):
+at most MAX_FILE_CHARS characters of a PDF or a DOCX (formats whose text can be far larger than
+the file); an HTML tag or other unparsed run past HTML_MAX_PENDING characters is dropped.
 
 `start` is the block's character offset in its page's text (PDF) or in the document's text
 (every other format), so a passage's offsets point back into what was extracted.
@@ -21,20 +30,28 @@ A file that cannot be read raises `DocumentError` naming it, in one line.
 from __future__ import annotations
 
 import codecs
+import io
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from engine.docs.errors import DocumentError
+from engine.docs.names import shown
 from engine.docs.pdf_child import PageUnreadable, pypdfium2
 from engine.docs.pdf_pages import default_helpers, page_texts
+from engine.docs.regular import NotRegular, not_regular, open_regular
 
 READ_BYTES = 1 << 20  # text is read and handed on in pieces of about this size
 SNIFF_BYTES = 8192
 DOCX_MAX_PART = 64 << 20  # declared size of word/document.xml (a long book is a few MB)
 DOCX_MAX_TOTAL = 256 << 20  # every part together (python-docx reads them all into memory)
+MAX_FILE_CHARS = 256 << 20  # characters of text taken from one PDF or DOCX at most
+HTML_MAX_PENDING = 128 << 10  # an unclosed tag, comment or script this long is dropped
+HTML_FEED_CHARS = 64 << 10  # fed to the parser at a time (each feed scans what is pending again)
+BAD_PAGES_SHOWN = 10  # pages named in a PDF's note at most (then "and N more")
 
 TEXT_SUFFIXES = frozenset(
     ".txt .text .md .markdown .mdx .rst .adoc .org .tex .csv .tsv .log .json .jsonl .yaml .yml .toml .ini .cfg "
@@ -46,6 +63,7 @@ HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 KNOWN_NAMES = frozenset({"readme", "license", "makefile", "dockerfile", "changelog", "authors", "notice"})
 
 Cancel = Callable[[], bool]
+Note = Callable[[str], None]  # a one-line note about a file that was read in part
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +73,13 @@ class Block:
     start: int  # offset of text[0] in the page's text (PDF) or the document's text
 
 
-def kind_of(path: Path) -> str | None:
+def kind_of(path: Path, *, follow: bool = True) -> str | None:
     """'text', 'html', 'pdf' or 'docx' by name, else by the first bytes; None: not a document."""
+    return kind_by_name(path) or _sniff(path, follow)
+
+
+def kind_by_name(path: Path) -> str | None:
+    """The kind a file's name says, without opening it; None when the name does not say."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
         return "pdf"
@@ -66,14 +89,14 @@ def kind_of(path: Path) -> str | None:
         return "html"
     if suffix in TEXT_SUFFIXES or path.name.lower() in KNOWN_NAMES:
         return "text"
-    return _sniff(path)
+    return None
 
 
-def _sniff(path: Path) -> str | None:
+def _sniff(path: Path, follow: bool) -> str | None:
     try:
-        with path.open("rb") as f:
+        with open_regular(path, follow=follow) as f:
             head = f.read(SNIFF_BYTES)
-    except OSError:
+    except (OSError, ValueError):
         return None
     if head.startswith(b"%PDF-"):
         return "pdf"
@@ -86,43 +109,74 @@ def _sniff(path: Path) -> str | None:
     return "text"
 
 
-def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = None) -> Iterator[Block]:
+def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = None, *,
+            follow: bool = True, note: Note | None = None) -> Iterator[Block]:
     """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read.
 
     `pdf_helpers`: how many helper processes may read a long PDF's pages alongside this thread
-    (`engine.docs.pdf_pages`); None: one per spare core.
+    (`engine.docs.pdf_pages`); None: one per spare core. `follow=False`: a symbolic link is
+    refused (a file found in a folder). `note` hears of a file read only in part (a PDF's
+    unreadable pages, text cut at MAX_FILE_CHARS).
     """
-    if not path.is_file():
-        raise DocumentError(path, "not found" if not path.exists() else "not a file")
-    kind = kind_of(path)
+    reason = not_regular(path, follow=follow)
+    if reason:
+        raise DocumentError(path, reason)
+    kind = kind_of(path, follow=follow)
     stop = cancel or (lambda: False)
+    told: Note = note or _unheard
     match kind:
         case "text":
-            return _checked_text(path, _text_blocks(path, stop))
+            return _checked_text(path, _text_blocks(path, stop, follow))
         case "html":
-            return _checked_text(path, _html_blocks(path, stop))
+            return _checked_text(path, _html_blocks(path, stop, follow))
         case "pdf":
-            return _pdf_blocks(path, stop, default_helpers() if pdf_helpers is None else pdf_helpers)
+            return _capped(path, _pdf_blocks(path, stop, default_helpers() if pdf_helpers is None else pdf_helpers,
+                                             told), told)
         case "docx":
-            return _checked_text(path, _docx_blocks(path))
+            return _capped(path, _checked_text(path, _docx_blocks(path, follow)), told)
         case _:
             raise DocumentError(path, f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
                                       "Markdown, source code, HTML, PDF and DOCX")
 
 
+def _unheard(_: str) -> None:
+    """Where notes go when nobody listens."""
+
+
 def _checked_text(path: Path, blocks: Iterator[Block]) -> Iterator[Block]:
     try:
         yield from blocks
+    except NotRegular as exc:
+        raise DocumentError(path, str(exc)) from exc
     except OSError as exc:
         raise DocumentError(path, f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def _capped(path: Path, blocks: Iterator[Block], note: Note) -> Iterator[Block]:
+    """At most MAX_FILE_CHARS characters of `blocks` (the rest is not read; a note says so)."""
+    left = MAX_FILE_CHARS
+    try:
+        for block in blocks:
+            if len(block.text) >= left:
+                if block.text[:left].strip():
+                    yield Block(block.text[:left], block.page, block.start)
+                note(f"{shown(path.name)}: only the first {MAX_FILE_CHARS:,} characters of "
+                     "text were read")
+                return
+            left -= len(block.text)
+            yield block
+    finally:
+        close = getattr(blocks, "close", None)
+        if callable(close):
+            close()
 
 
 # -- plain text --------------------------------------------------------------------------
 
 
-def _decoded_pieces(path: Path, stop: Cancel) -> Iterator[str]:
+def _decoded_pieces(path: Path, stop: Cancel, follow: bool) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    with path.open("rb") as f:
+    with open_regular(path, follow=follow) as f:
         first = True
         while not stop():
             raw = f.read(READ_BYTES)
@@ -138,8 +192,8 @@ def _decoded_pieces(path: Path, stop: Cancel) -> Iterator[str]:
                 return
 
 
-def _text_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
-    yield from _split_pieces(_decoded_pieces(path, stop))
+def _text_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
+    yield from _split_pieces(_decoded_pieces(path, stop, follow))
 
 
 def _split_pieces(pieces: Iterator[str]) -> Iterator[Block]:
@@ -203,12 +257,26 @@ class _TextOfHtml(HTMLParser):
         text, self.parts = "".join(self.parts), []
         return text
 
+    def give_up_on_pending(self) -> None:
+        """Drop an unparsed run past HTML_MAX_PENDING characters: an unclosed tag, comment or script.
 
-def _html_blocks(path: Path, stop: Cancel) -> Iterator[Block]:
+        `html.parser` keeps an unfinished construct in `rawdata` and matches it again at every
+        `feed`, with a regex whose memory grows with the attributes (about 150 bytes a character
+        of tag), then builds all the attributes at once: one unclosed 18 MB tag took 68 s and
+        2.4 GB. What is dropped is markup a browser would not show as text either; what follows
+        it is parsed afresh.
+        """
+        if len(self.rawdata) > HTML_MAX_PENDING:
+            self.rawdata = ""
+
+
+def _html_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
     def pieces() -> Iterator[str]:
         parser = _TextOfHtml()
-        for raw in _decoded_pieces(path, stop):
-            parser.feed(raw)
+        for raw in _decoded_pieces(path, stop, follow):
+            for at in range(0, len(raw), HTML_FEED_CHARS):
+                parser.feed(raw[at:at + HTML_FEED_CHARS])
+                parser.give_up_on_pending()
             yield _tidy(parser.take())
         parser.close()
         yield _tidy(parser.take())
@@ -229,7 +297,7 @@ def _tidy(text: str) -> str:
 # -- PDF ---------------------------------------------------------------------------------
 
 
-def _pdf_blocks(path: Path, stop: Cancel, helpers: int) -> Iterator[Block]:
+def _pdf_blocks(path: Path, stop: Cancel, helpers: int, note: Note) -> Iterator[Block]:
     pdfium = pypdfium2()
     try:
         pdf = pdfium.PdfDocument(str(path))
@@ -237,18 +305,50 @@ def _pdf_blocks(path: Path, stop: Cancel, helpers: int) -> Iterator[Block]:
         raise DocumentError(path, _pdf_open_reason(str(exc))) from exc
     try:
         texts = 0
+        bad: list[tuple[int, str]] = []  # pages that cannot be read: named, the others used
         for index, text in page_texts(pdf, path, stop, helpers):
             if isinstance(text, PageUnreadable):
-                raise DocumentError(path, f"page {index + 1} cannot be read ({text})")
-            if text.strip():
+                bad.append((index + 1, str(text)))
+            elif text.strip():
                 texts += 1
                 yield Block(text, index + 1, 0)
         pages = len(pdf)
-        if pages and not texts and not stop():
+        if bad and (texts or len(bad) < pages):
+            note(f"{shown(path.name)}: {_bad_pages(bad)}; the other {pages - len(bad):,} pages were read")
+        elif bad:
+            raise DocumentError(path, _bad_pages(bad))
+        if pages and not texts and not bad and not stop():
             raise DocumentError(path, f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
                                       "scan); Ember does not read text from images")
     finally:
         pdf.close()
+
+
+def _bad_pages(bad: list[tuple[int, str]]) -> str:
+    """"pages 20-33 cannot be read (Failed to load page.)": runs of pages, each reason once."""
+    reasons: dict[str, list[int]] = {}
+    for page, reason in bad:
+        reasons.setdefault(reason, []).append(page)
+    parts: list[str] = []
+    for reason, pages in reasons.items():
+        runs = _runs(pages)
+        shown_runs = ", ".join(runs[:BAD_PAGES_SHOWN]) + (f" and {len(runs) - BAD_PAGES_SHOWN:,} more"
+                                                          if len(runs) > BAD_PAGES_SHOWN else "")
+        word = "page" if len(pages) == 1 else "pages"
+        parts.append(f"{word} {shown_runs} cannot be read ({shown(reason)})")
+    return "; ".join(parts)
+
+
+def _runs(pages: list[int]) -> list[str]:
+    runs: list[str] = []
+    first = last = pages[0]
+    for page in [*pages[1:], 0]:
+        if page == last + 1:
+            last = page
+            continue
+        runs.append(str(first) if first == last else f"{first}-{last}")
+        first = last = page
+    return runs
 
 
 def _pdf_open_reason(message: str) -> str:
@@ -263,13 +363,9 @@ def _pdf_open_reason(message: str) -> str:
 # -- DOCX --------------------------------------------------------------------------------
 
 
-def _check_docx_zip(path: Path) -> None:
-    """Refuse a DOCX whose parts would inflate beyond the limits (a zip bomb) before reading it."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise DocumentError(path, "is not a readable DOCX (not a zip archive)") from exc
+def _check_docx_zip(path: Path, archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """Refuse a DOCX whose parts say they would inflate beyond the limits, before inflating anything."""
+    infos = archive.infolist()
     names = {info.filename: info for info in infos}
     main = names.get("word/document.xml")
     if main is None:
@@ -277,15 +373,59 @@ def _check_docx_zip(path: Path) -> None:
     total = sum(info.file_size for info in infos)
     if main.file_size > DOCX_MAX_PART or total > DOCX_MAX_TOTAL:
         raise DocumentError(path, f"would inflate to {total / (1 << 20):,.0f} MB (a zip bomb?); refused")
+    return infos
 
 
-def _docx_blocks(path: Path) -> Iterator[Block]:
-    _check_docx_zip(path)
+def _inflated_docx(path: Path, follow: bool) -> io.BytesIO:
+    """The DOCX's parts inflated a piece at a time into a new stored (uncompressed) zip in memory.
+
+    The pieces are counted as they come out: `zipfile` inflates a whole member in one call when
+    asked for all of it, so a part that declared 1 KB and held 2 GB took 2.1 GB before its size
+    was ever seen. Read READ_BYTES at a time, a member gives at most the size it declared
+    (`zipfile` stops there), and python-docx then reads only these bytes.
+    """
+    out = io.BytesIO()
+    try:
+        with open_regular(path, follow=follow) as f:
+            try:
+                archive = zipfile.ZipFile(f)
+            except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+                raise DocumentError(path, "is not a readable DOCX (not a zip archive)") from exc
+            with archive, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as copy:
+                total = 0
+                for info in _check_docx_zip(path, archive):
+                    if not info.is_dir():
+                        data = _inflated_part(path, archive, info, DOCX_MAX_TOTAL - total)
+                        total += len(data)
+                        copy.writestr(info.filename, data)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, RuntimeError,
+            zlib.error, ValueError) as exc:
+        raise DocumentError(path, f"is not a readable DOCX ({shown(str(exc))})") from exc
+    out.seek(0)
+    return out
+
+
+def _inflated_part(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int) -> bytes:
+    limit = min(budget, DOCX_MAX_PART) if info.filename == "word/document.xml" else budget
+    pieces: list[bytes] = []
+    size = 0
+    with archive.open(info) as member:
+        while piece := member.read(READ_BYTES):
+            size += len(piece)
+            if size > limit:
+                raise DocumentError(path, f"inflates past its limit ({info.filename}: over {limit >> 20} MB; a zip "
+                                          "bomb?); refused")
+            pieces.append(piece)
+    return b"".join(pieces)
+
+
+def _docx_blocks(path: Path, follow: bool) -> Iterator[Block]:
+    inflated = _inflated_docx(path, follow)
     import docx  # python-docx
     from docx.table import Table
 
     try:
-        document = docx.Document(str(path))
+        document = docx.Document(inflated)
         paragraphs: list[str] = []
         for item in document.iter_inner_content():
             if isinstance(item, Table):

@@ -11,6 +11,9 @@ collection's vectors when it has an embedding model (`engine.docs.vectors`: one 
 float32 matrix read once, exact top-k by one matrix-vector product and argpartition), the two
 top-50 lists merged by reciprocal-rank fusion. Only passages of `ready` files are ever
 returned. Every sqlite3 error becomes a `DocsDatabaseError` (one line) at this boundary.
+
+Paths are stored as text when they are UTF-8 and as the file system's bytes when not
+(`engine.docs.names.db_path`), and always come back as the `str` Python uses for them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from engine.docs.bm25 import Keywords
 from engine.docs.chunk import Chunk
+from engine.docs.names import check_collection_name, db_path, path_of
 from engine.docs.schema import DocsDatabaseError, migrate
 
 if TYPE_CHECKING:  # numpy (engine.docs.vectors) is imported only where vectors are used
@@ -166,9 +170,8 @@ class DocIndex:
 
     @_translated
     def create_collection(self, name: str, embedder: str = "") -> Collection:
-        name = name.strip()
-        if not name:
-            raise DocsDatabaseError("a collection needs a name")
+        """The collection `name` (made if new); CollectionNameError for a name with controls or too long."""
+        name = check_collection_name(name)
         with self.transaction():
             self.conn.execute("INSERT OR IGNORE INTO collections (name, embedder, created_at) VALUES (?, ?, ?)",
                               (name, embedder, time.time()))
@@ -194,7 +197,7 @@ class DocIndex:
 
     @_translated
     def info(self, coll: Collection) -> CollectionInfo:
-        roots = tuple(r[0] for r in self.conn.execute(
+        roots = tuple(path_of(r[0]) for r in self.conn.execute(
             "SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,)))
         counts = self.conn.execute(
             "SELECT count(*), coalesce(sum(status = 'ready'), 0), coalesce(sum(status = 'failed'), 0), "
@@ -215,19 +218,20 @@ class DocIndex:
     def add_roots(self, coll: Collection, paths: Iterable[Path]) -> None:
         with self.transaction():
             self.conn.executemany("INSERT OR IGNORE INTO roots (collection_id, path) VALUES (?, ?)",
-                                  [(coll.id, str(p)) for p in paths])
+                                  [(coll.id, db_path(str(p))) for p in paths])
 
     @_translated
     def remove_root(self, coll: Collection, path: Path) -> bool:
         """Forget a root (its files go at the next index run); False when it was not a root."""
         with self.transaction():
-            cur = self.conn.execute("DELETE FROM roots WHERE collection_id = ? AND path = ?", (coll.id, str(path)))
+            cur = self.conn.execute("DELETE FROM roots WHERE collection_id = ? AND path = ?",
+                                    (coll.id, db_path(str(path))))
         return cur.rowcount > 0
 
     @_translated
     def roots(self, coll: Collection) -> list[Path]:
         rows = self.conn.execute("SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,))
-        return [Path(r[0]) for r in rows]
+        return [Path(path_of(r[0])) for r in rows]
 
     # -- files and passages (the indexer's side) ---------------------------------------
 
@@ -236,7 +240,15 @@ class DocIndex:
         rows = self.conn.execute(
             "SELECT id, path, hash, size, mtime_ns, status, error, pages, chunks FROM files WHERE collection_id = ?",
             (coll.id,))
-        return {r["path"]: FileRow(*r) for r in rows}
+        return {path_of(r["path"]): FileRow(r[0], path_of(r[1]), *r[2:]) for r in rows}
+
+    @_translated
+    def miscounted_files(self, coll: Collection) -> list[str]:
+        """Ready files whose passages disagree with their recorded count (two indexers wrote them)."""
+        rows = self.conn.execute(
+            "SELECT f.path FROM files f WHERE f.collection_id = ? AND f.status = 'ready' AND f.chunks != "
+            "(SELECT count(*) FROM chunks c WHERE c.file_id = f.id)", (coll.id,))
+        return [path_of(r[0]) for r in rows]
 
     @_translated
     def begin_file(self, coll: Collection, path: str, digest: str, size: int, mtime_ns: int) -> int:
@@ -246,9 +258,9 @@ class DocIndex:
                 "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status) VALUES (?, ?, ?, ?, ?, "
                 "'indexing') ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
                 "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'indexing', error = '', pages = 0, "
-                "chunks = 0", (coll.id, path, digest, size, mtime_ns))
+                "chunks = 0", (coll.id, db_path(path), digest, size, mtime_ns))
             file_id = int(self.conn.execute("SELECT id FROM files WHERE collection_id = ? AND path = ?",
-                                            (coll.id, path)).fetchone()[0])
+                                            (coll.id, db_path(path))).fetchone()[0])
             self.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
         self._matrices.pop(coll.id, None)
         return file_id
@@ -289,9 +301,9 @@ class DocIndex:
                 "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status, error) VALUES (?, ?, ?, ?, ?, "
                 "'failed', ?) ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
                 "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'failed', error = excluded.error, "
-                "pages = 0, chunks = 0", (coll.id, path, digest, size, mtime_ns, error))
+                "pages = 0, chunks = 0", (coll.id, db_path(path), digest, size, mtime_ns, error))
             self.conn.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? "
-                              "AND path = ?)", (coll.id, path))
+                              "AND path = ?)", (coll.id, db_path(path)))
 
     @_translated
     def touch_file(self, file_id: int, mtime_ns: int) -> None:
@@ -344,7 +356,7 @@ class DocIndex:
             f"SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
             f"ON f.id = c.file_id WHERE c.id IN ({marks})", [i for i, _ in fused])
         by_id: dict[int, Any] = {int(r[0]): r for r in rows}
-        return [Hit(i, by_id[i][1], by_id[i][2], by_id[i][3], by_id[i][4], by_id[i][5], round(score, 6))
+        return [Hit(i, path_of(by_id[i][1]), by_id[i][2], by_id[i][3], by_id[i][4], by_id[i][5], round(score, 6))
                 for i, score in fused if i in by_id]
 
     @_translated
@@ -361,7 +373,7 @@ class DocIndex:
             "SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
             "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready' "
             "ORDER BY f.path, c.page, c.start_off", (coll.id,))
-        return [Hit(int(r[0]), r[1], r[2], r[3], r[4], r[5], 0.0) for r in rows]
+        return [Hit(int(r[0]), path_of(r[1]), r[2], r[3], r[4], r[5], 0.0) for r in rows]
 
     @_translated
     def chunk_texts(self, coll: Collection) -> list[tuple[int, str]]:

@@ -18,6 +18,15 @@
 
 A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
 fatal: the other files are indexed) and retried only when it changes.
+
+In a folder only regular files are taken: a symbolic link is never followed (the file tools'
+rule: a link could lead anywhere, e.g. to a private key), and a pipe, device or socket is never
+opened (a FIFO blocks, `/dev/zero` never ends); each is listed with its reason. Names that are
+not UTF-8 are kept as the file system's bytes (`engine.docs.names`) and shown escaped.
+
+One indexer per collection at a time (`engine.docs.collection_lock`): a second one, in this
+process or another, is refused in one line. A file whose passages disagree with its recorded
+count (duplicates an older Ember's concurrent indexers left) is indexed again.
 """
 
 from __future__ import annotations
@@ -25,16 +34,19 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.docs.chunk import Chunk, chunk_blocks
+from engine.docs.collection_lock import collection_lock
 from engine.docs.embed import Embedder
 from engine.docs.errors import DocumentError
-from engine.docs.extract import Block, extract, kind_of
+from engine.docs.extract import Block, extract, kind_by_name, kind_of
 from engine.docs.index import Collection, DocIndex, FileRow
 from engine.docs.read_ahead import ReadAhead
+from engine.docs.regular import NotRegular, kind_reason, open_regular
 
 BATCH = 64  # passages per write (and per embedding call)
 GROUP_BLOCKS = 16  # blocks handed from the reading thread at a time (PDF pages)…
@@ -58,13 +70,17 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, one-line reason)
+    notes: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # files read in part
+    repaired: int = 0  # files indexed again because their passages disagreed with their count
     cancelled: bool = False
     chunks: int = 0
     pages: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {"indexed": self.indexed, "unchanged": self.unchanged, "removed": self.removed,
-                "failed": [{"path": p, "error": e} for p, e in self.failed], "cancelled": self.cancelled,
+                "failed": [{"path": p, "error": e} for p, e in self.failed],
+                "notes": [{"path": p, "note": n} for p, n in self.notes], "repaired": self.repaired,
+                "cancelled": self.cancelled,
                 "chunks": self.chunks, "pages": self.pages}
 
 
@@ -73,36 +89,63 @@ class Cancelled(Exception):
 
 
 def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Every document under the roots (a file root is taken as given) and the roots that are missing."""
+    """Every document under the roots (a file root is taken as given) and the ones left out, with why.
+
+    Nothing is opened but what a regular file's name does not explain (sniffed for text).
+    """
     found: dict[str, Path] = {}
-    missing: list[tuple[str, str]] = []
+    left_out: list[tuple[str, str]] = []
     for root in roots:
-        if root.is_file():
-            found.setdefault(str(root), root)
-        elif root.is_dir():
-            for path in _walk(root):
+        try:
+            mode = os.stat(root).st_mode
+        except (OSError, ValueError):
+            left_out.append((str(root), str(DocumentError(root, "not found"))))
+            continue
+        if stat.S_ISDIR(mode):
+            for path, reason in _walk(root):
+                if reason:
+                    left_out.append((str(path), str(DocumentError(path, reason))))
+                    continue
                 found.setdefault(str(path), path)
                 if len(found) >= MAX_FILES:
                     break
+        elif stat.S_ISREG(mode):
+            found.setdefault(str(root), root)
         else:
-            missing.append((str(root), f"{root.name}: not found"))
-    return sorted(found.values()), missing
+            left_out.append((str(root), str(DocumentError(root, kind_reason(mode)))))
+    return sorted(found.values()), left_out
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path) -> Iterator[tuple[Path, str]]:
+    """(path, '') for each document found below `root`; (path, reason) for one left out that says why.
+
+    Links are looked at, never followed: a link to a folder is not entered (os.walk), and a link
+    to a file is left out, listed when its name says it is a document.
+    """
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
         for name in sorted(files):
+            if name.startswith("."):
+                continue
             path = Path(folder) / name
-            # In a folder, only what Ember can read is taken (named files are tried and reported).
-            if not name.startswith(".") and kind_of(path) is not None:
-                yield path
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # gone meanwhile
+            if stat.S_ISREG(mode):
+                # In a folder, only what Ember can read is taken (named files are tried and reported).
+                if kind_of(path, follow=False) is not None:
+                    yield path, ""
+            elif not stat.S_ISLNK(mode) or kind_by_name(path) is not None:
+                yield path, kind_reason(mode)
 
 
-def file_digest(path: Path) -> str:
+def file_digest(path: Path, follow: bool = True, stop: Callable[[], bool] | None = None) -> str:
     h = hashlib.blake2b(digest_size=20)
-    with path.open("rb") as f:
+    with open_regular(path, follow=follow) as f:
         while chunk := f.read(HASH_BYTES):
+            if stop is not None and stop():
+                raise Cancelled
             h.update(chunk)
     return h.hexdigest()
 
@@ -127,23 +170,30 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
     """
     stop = cancel or (lambda: False)
     report = IndexReport()
-    paths, missing = find_files(index.roots(coll))
-    report.failed.extend(missing)
-    report.removed = prune(index, coll, paths)
-    known = index.files(coll)
-    state = Progress(files_total=len(paths))
-    try:
-        for path in paths:
-            if stop():
-                raise Cancelled
-            state.current = str(path)
-            if progress:
-                progress(state)
-            _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress,
-                       pdf_helpers)
-            state.files_done += 1
-    except Cancelled:
-        report.cancelled = True
+    with collection_lock(index, coll):
+        roots = index.roots(coll)
+        named = {str(r) for r in roots}  # files the user named are opened as named (links followed)
+        paths, left_out = find_files(roots)
+        report.failed.extend(left_out)
+        report.removed = prune(index, coll, paths)
+        known = index.files(coll)
+        for path in index.miscounted_files(coll):  # duplicates left by older Embers' concurrent runs
+            if path in known:
+                known.pop(path)
+                report.repaired += 1
+        state = Progress(files_total=len(paths))
+        try:
+            for path in paths:
+                if stop():
+                    raise Cancelled
+                state.current = str(path)
+                if progress:
+                    progress(state)
+                _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress,
+                           pdf_helpers, follow=str(path) in named)
+                state.files_done += 1
+        except Cancelled:
+            report.cancelled = True
     state.current = ""
     if progress:
         progress(state)
@@ -152,20 +202,26 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
 
 def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | None, embedder: Embedder | None,
                state: Progress, report: IndexReport, stop: Callable[[], bool],
-               progress: Callable[[Progress], None] | None, pdf_helpers: int | None) -> None:
+               progress: Callable[[Progress], None] | None, pdf_helpers: int | None, *, follow: bool) -> None:
     try:
-        st = path.stat()
+        st = os.stat(path, follow_symlinks=follow)
     except OSError as exc:
-        report.failed.append((str(path), f"{path.name}: cannot be read ({exc.strerror or exc})"))
+        report.failed.append((str(path), str(DocumentError(path, f"cannot be read ({exc.strerror or exc})"))))
+        return
+    if not stat.S_ISREG(st.st_mode):  # replaced since it was found
+        report.failed.append((str(path), str(DocumentError(path, kind_reason(st.st_mode)))))
         return
     if row is not None and row.status in ("ready", "failed") and row.size == st.st_size \
             and row.mtime_ns == st.st_mtime_ns:
         _count_unchanged(row, report)
         return
     try:
-        digest = file_digest(path)
+        digest = file_digest(path, follow, stop)
+    except NotRegular as exc:
+        report.failed.append((str(path), str(DocumentError(path, str(exc)))))
+        return
     except OSError as exc:
-        report.failed.append((str(path), f"{path.name}: cannot be read ({exc.strerror or exc})"))
+        report.failed.append((str(path), str(DocumentError(path, f"cannot be read ({exc.strerror or exc})"))))
         return
     if row is not None and row.status in ("ready", "failed") and row.hash == digest:
         index.touch_file(row.id, st.st_mtime_ns)  # touched, not changed
@@ -173,8 +229,10 @@ def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | Non
         return
     file_id = index.begin_file(coll, str(path), digest, st.st_size, st.st_mtime_ns)
     try:
-        pages, chunks = _write_passages(index, file_id, lambda cancel: extract(path, cancel, pdf_helpers), embedder,
-                                        state, stop, progress)
+        pages, chunks = _write_passages(
+            index, file_id, lambda cancel: extract(path, cancel, pdf_helpers, follow=follow,
+                                                   note=lambda line: report.notes.append((str(path), line))),
+            embedder, state, stop, progress)
     except DocumentError as exc:
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
         report.failed.append((str(path), str(exc)))

@@ -9,6 +9,7 @@ one line naming it and left out, the others still used.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +18,8 @@ from engine.docs.chunk import OVERLAP_CHARS, TARGET_CHARS
 from engine.docs.embed import Embedder
 from engine.docs.index import Collection, DocIndex, Hit
 from engine.docs.indexer import index_collection
+from engine.docs.names import shown
+from engine.docs.regular import kind_reason
 from engine.events import SourceRef
 
 MAX_ATTACH_BYTES = 256 << 20  # larger files belong in a collection (indexed once, kept)
@@ -77,6 +80,7 @@ class Attachments:
             self.index.add_roots(self.coll, ok)
             report = index_collection(self.index, self.coll, cancel=cancel)
             problems.extend(reason for _, reason in report.failed)
+            problems.extend(note for _, note in report.notes)
             failed = {p for p, _ in report.failed}
             self.paths.extend(p for p in ok if str(p) not in failed and p not in self.paths)
         return problems
@@ -101,14 +105,17 @@ class Attachments:
 
 
 def _attach_problem(path: Path) -> str:
+    name = shown(path.name)
     try:
-        size = path.stat().st_size
-    except OSError:
-        return f"{path.name}: not found"
-    if path.is_dir():
-        return f"{path.name}: is a folder; add folders to a collection (ember docs add)"
-    if size > MAX_ATTACH_BYTES:
-        return (f"{path.name}: too large to attach ({size / (1 << 20):,.0f} MB); add it to a collection "
+        st = path.stat()
+    except (OSError, ValueError):
+        return f"{name}: not found"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{name}: is a folder; add folders to a collection (ember docs add)"
+    if not stat.S_ISREG(st.st_mode):  # a pipe, a device, a socket: never opened
+        return f"{name}: {kind_reason(st.st_mode)}"
+    if st.st_size > MAX_ATTACH_BYTES:
+        return (f"{name}: too large to attach ({st.st_size / (1 << 20):,.0f} MB); add it to a collection "
                 "instead (ember docs add), which indexes it once")
     return ""
 

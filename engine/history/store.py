@@ -88,7 +88,14 @@ def title_from_text(text: str) -> str:
 
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else strict_dumps(dict(value), ensure_ascii=False, sort_keys=True)
+    if value is None:
+        return None
+    text = strict_dumps(dict(value), ensure_ascii=False, sort_keys=True)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): "\udcff" escapes round-trip
+        text = strict_dumps(dict(value), ensure_ascii=True, sort_keys=True)
+    return text
 
 
 class HistoryStore:

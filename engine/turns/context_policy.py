@@ -23,6 +23,10 @@ fixed by the conversation's own turns (`_stable_start`): most turns then extend 
 prompt the previous turn sent, so the model's KV cache is reused and the time to first
 token stays flat, instead of the whole middle being re-evaluated on every turn.
 
+A message longer than the context could hold at MAX_CHARS_PER_TOKEN characters a token is
+never measured (tokenizing a 600 MB message aborted llama.cpp): the newest turn is refused in
+one line, an older one is left out of the window (under `stop`, the conversation is full).
+
 Pure and Qt-free: no I/O, no model; everything is measured through the counter.
 """
 
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from engine.backends.base import Message
+from engine.backends.base import MAX_CHARS_PER_TOKEN, Message
 from engine.errors import ContextOverflowError
 
 
@@ -96,6 +100,16 @@ class MessageTooLongError(ContextOverflowError):
         super().__init__(
             f"this message needs {tokens:,} tokens, but with room kept for the reply the model's "
             f"{n_ctx:,}-token context holds at most {limit:,}; shorten it or raise the context length")
+
+
+class MessageTooLargeError(MessageTooLongError):
+    """The newest message is so long in characters that it was not even measured."""
+
+    def __init__(self, chars: int, limit: int, n_ctx: int) -> None:
+        ContextOverflowError.__init__(
+            self, f"this message is {chars:,} characters long, far more than the model's {n_ctx:,}-token context "
+                  f"can hold; shorten it (or attach it as a file: it is then searched, not sent whole)")
+        self.tokens, self.limit, self.n_ctx = chars // MAX_CHARS_PER_TOKEN, limit, n_ctx
 
 
 class SystemPromptTooLongError(MessageTooLongError):
@@ -172,10 +186,16 @@ def fit_messages(messages: Sequence[Message], policy: ContextPolicy, counter: To
     clean = [without_thinking(m) for m in messages]
     budget = n_ctx - reply_reserve(n_ctx, max_tokens) - headroom
     split = _split(clean)
+    floor = _first_measurable(clean, split, budget, n_ctx)
     everything = _pick(clean, range(len(clean)))
-    total = counter.prompt_tokens(everything)
-    if total <= budget or not split.turns:
-        return Fit(everything, total, budget, turns=len(split.turns))
+    if floor == 0:
+        total = counter.prompt_tokens(everything)
+        if total <= budget or not split.turns:
+            return Fit(everything, total, budget, turns=len(split.turns))
+    else:  # an older turn can never fit: it is not measured, and the window starts after it
+        total = _chars(clean, range(len(clean))) // MAX_CHARS_PER_TOKEN
+        if policy is ContextPolicy.STOP:
+            raise ContextFullError(total, budget, n_ctx)
     newest = split.turns[-1]
     alone = counter.prompt_tokens(_pick(clean, split.system + newest))
     if alone > budget:
@@ -185,8 +205,29 @@ def fit_messages(messages: Sequence[Message], policy: ContextPolicy, counter: To
         raise MessageTooLongError(alone - overhead, max(0, budget - overhead), n_ctx)
     if policy is ContextPolicy.STOP:
         raise ContextFullError(total, budget, n_ctx)
-    head = _head(clean, split, policy, counter, budget)
-    return _window(clean, split, head, counter, budget, stable, total)
+    head = _head(clean, split, policy, counter, budget) if floor == 0 else []
+    return _window(clean, split, head, counter, budget, stable, total, floor)
+
+
+def _first_measurable(clean: list[Message], split: _Split, budget: int, n_ctx: int) -> int:
+    """The first turn after the last one holding a message too long to measure (0: none is).
+
+    Raises MessageTooLargeError when that is the newest turn, or the system prompt.
+    """
+    most = max(1, budget) * MAX_CHARS_PER_TOKEN
+    if split.system and _chars(clean, split.system) > most:
+        raise SystemPromptTooLongError(_chars(clean, split.system) // MAX_CHARS_PER_TOKEN, budget, n_ctx)
+    floor = 0
+    for t, turn in enumerate(split.turns):
+        if _chars(clean, turn) > most:
+            if t == len(split.turns) - 1:
+                raise MessageTooLargeError(_chars(clean, turn), budget, n_ctx)
+            floor = t + 1
+    return floor
+
+
+def _chars(messages: Sequence[Message], indexes: Sequence[int]) -> int:
+    return sum(len(str(messages[i].get("content") or "")) for i in indexes)
 
 
 def unmeasured(messages: Sequence[Message]) -> Fit:
@@ -207,9 +248,9 @@ def _head(clean: list[Message], split: _Split, policy: ContextPolicy, counter: T
 
 
 def _window(clean: list[Message], split: _Split, head: list[int], counter: TokenCounter, budget: int,
-            stable: bool, total: int) -> Fit:
+            stable: bool, total: int, floor: int = 0) -> Fit:
     turns = split.turns
-    first = 1 if head else 0  # the first turn the window may start at
+    first = max(floor, 1 if head else 0)  # the first turn the window may start at
 
     def indexes(start: int) -> list[int]:
         return split.system + head + [i for turn in turns[start:] for i in turn]
@@ -221,15 +262,19 @@ def _window(clean: list[Message], split: _Split, head: list[int], counter: Token
     # that fits is first estimated from the turns' own sizes, then confirmed by rendering (it
     # fits and the one before does not): about two renders where a bisection over all turns
     # takes log2(turns) — 7 at 100 turns — on every turn of a long chat.
-    texts = [counter.text_tokens(str(m.get("content") or "")) for m in clean]
+    # Turns before `floor` are never measured (one of them is too long to), only dropped.
+    unmeasured = {i for turn in turns[:floor] for i in turn}
+    texts = [0 if i in unmeasured else counter.text_tokens(str(m.get("content") or "")) for i, m in enumerate(clean)]
+    if floor:
+        total = counter.prompt_tokens(_pick(clean, split.system + [i for turn in turns[floor:] for i in turn]))
     # The template's markup a message, from the exact total: the estimate is then near exact.
-    markup = max(0.0, (total - sum(texts)) / len(clean))
+    markup = max(0.0, (total - sum(texts)) / max(1, len(clean) - len(unmeasured)))
     estimate = [sum(texts[i] for i in turn) + markup * len(turn) for turn in turns]
     lo = _smallest(fits, _estimated_start(estimate, first, total, budget), first, len(turns) - 1)
     grid = [sum(texts[i] for i in turn) + MESSAGE_OVERHEAD * len(turn) for turn in turns]
     start = _stable_start(grid, first, lo, budget) if stable else lo
     kept = _pick(clean, indexes(start))
-    dropped_turns = tuple(range(first, start))
+    dropped_turns = tuple(range(1 if head else 0, start))
     dropped = tuple(i for t in dropped_turns for i in turns[t])
     return Fit(kept, counter.prompt_tokens(kept), budget, dropped, dropped_turns, len(turns))
 

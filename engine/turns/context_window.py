@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.backends.base import Backend, Message, Request, ToolSpec
+from engine.backends.base import MAX_CHARS_PER_TOKEN, Backend, Message, Request, ToolSpec
 from engine.errors import ConfigError, ContextOverflowError
 from engine.turns.context_policy import (
     ContextPolicy,
@@ -153,11 +153,14 @@ def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, pol
     except MessageTooLongError as exc:
         return Meter(exc.tokens, n_ctx, draft_tokens, reserve, str(exc), doc_tokens)
     except (ContextOverflowError, ConfigError) as exc:  # full under stop, or a template that fails
-        return Meter(_whole(counter, candidate), n_ctx, draft_tokens, reserve, str(exc), doc_tokens)
+        return Meter(_whole(counter, candidate, n_ctx), n_ctx, draft_tokens, reserve, str(exc), doc_tokens)
     return Meter(fit.prompt_tokens, n_ctx, draft_tokens, reserve, documents=doc_tokens)
 
 
-def _whole(counter: TokenCounter, messages: Sequence[Message]) -> int:
+def _whole(counter: TokenCounter, messages: Sequence[Message], n_ctx: int) -> int:
+    chars = sum(len(str(m.get("content") or "")) for m in messages)
+    if chars > n_ctx * MAX_CHARS_PER_TOKEN:  # too long to measure (see context_policy)
+        return chars // MAX_CHARS_PER_TOKEN
     try:
         return counter.prompt_tokens(messages)
     except ConfigError:

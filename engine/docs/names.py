@@ -1,0 +1,91 @@
+"""File and collection names as Ember shows and stores them, whatever bytes they hold.
+
+A file name is whatever bytes the file system allows: a newline (which forges a line of output),
+ESC, a bidi override, or bytes that are not UTF-8 (Python hands those over as lone surrogates,
+`os.fsdecode`'s surrogateescape). Ember keeps the real name to open the file, and shows an escaped
+one everywhere a person reads it:
+
+- `shown(text)`: controls, line breaks, bidi marks and lone surrogates escaped (`\\n`, `\\u202e`,
+  `\\xff` for an undecodable byte), so one name is always one visible run of text;
+- `db_path(path)` / `path_of(value)`: how a path goes into SQLite (text when it is valid UTF-8, the
+  file system's bytes otherwise; SQLite text must be UTF-8) and comes back as the same `str`.
+
+Collection names are chosen by the user and kept as text: `check_collection_name` refuses control
+characters and names past NAME_MAX_CHARS in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, cast
+
+from engine.errors import EngineError
+
+NAME_MAX_CHARS = 200
+# C0 and C1 controls (newline and tab included), DEL, line/paragraph separators, bidi marks and
+# overrides, and lone surrogates (an undecodable byte, or a broken source).
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the original byte
+        return f"\\x{code - 0xDC00:02x}"
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def shown(text: str) -> str:
+    """`text` as one safe visible run: every control, break, bidi mark and undecodable byte escaped."""
+    return _UNSHOWN.sub(_escape, text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(value: Any) -> Any:
+    """`value` (JSON-shaped) with lone surrogates in its strings escaped, so it can be written as UTF-8.
+
+    Only those: JSON output keeps every other character of a path exactly (JSON escapes controls).
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {json_text(k): json_text(v) for k, v in cast(dict[Any, Any], value).items()}
+    if isinstance(value, list | tuple):
+        return [json_text(v) for v in cast(list[Any], value)]
+    return value
+
+
+def db_path(path: str) -> str | bytes:
+    """A path as SQLite can hold it: text when valid UTF-8, else the file system's bytes."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path)
+    return path
+
+
+def path_of(value: str | bytes) -> str:
+    """A path read back from SQLite (see `db_path`)."""
+    return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+class CollectionNameError(EngineError):
+    """A collection name that cannot be used (one line)."""
+
+
+def check_collection_name(name: str) -> str:
+    """The name, stripped; CollectionNameError for an empty, too long or control-holding one."""
+    name = name.strip()
+    if not name:
+        raise CollectionNameError("a collection needs a name")
+    if len(name) > NAME_MAX_CHARS:
+        raise CollectionNameError(f"a collection name is at most {NAME_MAX_CHARS} characters "
+                                  f"(this one has {len(name):,})")
+    if _UNSHOWN.search(name):
+        raise CollectionNameError(f"a collection name cannot hold control characters, line breaks or bidi marks "
+                                  f"({shown(name)})")
+    return name
