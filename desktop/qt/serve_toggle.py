@@ -88,16 +88,19 @@ class ServeToggle(QToolButton):
             return True
         # The ASGI stack loads on the first Serve, not before the window's first paint (#23).
         from desktop.serve.app import ServeState
+        from desktop.serve.origins import OriginPolicy
         from desktop.serve.server import ServerThread, bind_near
         from desktop.serve.state import defaults_for, model_id_for
 
         engine = self.controller.engine
         try:
+            origins = OriginPolicy.build()  # loopback pages, and EMBER_ORIGINS (never `*`: no key here)
             sock = bind_near(DEFAULT_HOST, self.port, tries=self.tries)
         except ConfigError as exc:
             self._show_problem(str(exc))
             return False
-        state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, self._settings))
+        state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, self._settings),
+                           origins=origins)
         self.server = ServerThread(state, sock)
         self.server.start()
         self.problem = ""
