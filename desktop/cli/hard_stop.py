@@ -92,8 +92,12 @@ def stop_on_signals(request_stop: Callable[[], None], grace_s: float) -> Iterato
 def _start_watchdog(read_end: int, grace_s: float) -> subprocess.Popen[bytes] | None:
     if os.name != "posix":  # no fd passing nor SIGKILL: stops work unless a thread holds the GIL
         return None
+    # -I: nothing from the current folder or the environment is imported. The frozen app runs
+    # `-c` itself (packaging/ember_main.py) and imports nothing from the current folder anyway.
+    isolated = [] if getattr(sys, "frozen", False) else ["-I"]
     try:
-        return subprocess.Popen([sys.executable, "-I", "-c", _WATCHDOG, str(os.getpid()), str(read_end), str(grace_s)],
+        return subprocess.Popen([sys.executable, *isolated, "-c", _WATCHDOG, str(os.getpid()), str(read_end),
+                                 str(grace_s)],
                                 pass_fds=(read_end,), cwd=os.path.abspath(os.sep), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # never holds a pipe open
                                 start_new_session=True, close_fds=True)

@@ -55,8 +55,8 @@ class BrowserGate:
     def _refusal(self, scope: Scope, headers: Headers) -> ApiError | None:
         hosts = headers.getlist("host")
         if self.hosts is not None and (len(hosts) > 1 or any(not self.hosts.allows(h) for h in hosts)):
-            return ApiError(403, "this server answers only to localhost (the Host header names another site)",
-                            code="host_not_allowed")
+            return ApiError(403, "the Host header names another site: this server answers only to localhost and "
+                                 "the address it listens on", code="host_not_allowed")
         origins = headers.getlist("origin")
         if len(origins) > 1 or any(not self.origins.allows(o) for o in origins):
             return ApiError(403, "this origin may not call the server (allow it with ember serve --allow-origin "
