@@ -160,3 +160,31 @@ def test_a_slow_client_is_evicted_for_a_newcomer_from_the_same_address() -> None
         first.close()
     finally:
         s.close()
+
+
+def test_a_client_that_stops_reading_its_reply_is_cut_off() -> None:
+    backend = EchoBackend(repeat=60)  # one 100 KB word, 60 times: a 6 MB reply
+    s = serve(backend, limits=ConnectionLimits(stalled_read_s=0.5))
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window fills at once
+        sock.connect(("127.0.0.1", s.server.port))
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * 100_000}]}).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        deadline = time.monotonic() + 30
+        while (backend.pieces < 60 or s.state.jobs) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the reply is made; not reading, the server's buffer fills and it waits on us
+        time.sleep(2)
+        sock.settimeout(10)
+        received = 0
+        try:
+            while chunk := sock.recv(1 << 16):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass
+        sock.close()
+        assert received < 6_000_000  # cut off, not delivered whole
+        assert _normal(s).status_code == 200
+    finally:
+        s.close()

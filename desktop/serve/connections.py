@@ -4,12 +4,13 @@ uvicorn alone has no deadline for reading a request's headers, and it answers 50
 everyone once `limit_concurrency` connections are open, so 300 clients sending one header
 byte a second lock every other client out (slowloris). Here each connection must deliver
 its headers within `header_timeout_s` and its body within `body_timeout_s` (then it is
-closed with a 408), and when a client (or the server) is at its connection limit, a new
-connection evicts the one that has waited longest without delivering a full request
-(still sending headers or body, or idle between requests) instead of being refused. A
-connection whose request is being answered is never evicted; only when every connection
-is busy is the newcomer refused with 503. On loopback, attacker and user share one
-address, so eviction (not the per-address cap) is what keeps the user served.
+closed with a 408), and a client that stops reading its reply for `stalled_read_s` is cut
+off. When a client (or the server) is at its connection limit, a new connection evicts the
+one that has waited longest without delivering a full request (still sending headers or
+body, or idle between requests) instead of being refused. A connection whose request is
+being answered is never evicted; only when every connection is busy is the newcomer
+refused with 503. On loopback, attacker and user share one address, so eviction (not the
+per-address cap) is what keeps the user served.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ConnectionLimits:
     per_client: int = 64
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
+    stalled_read_s: float = 60.0  # a client that stops reading its reply this long is cut off
 
     @classmethod
     def for_line(cls, max_waiting: int) -> ConnectionLimits:
@@ -108,6 +110,7 @@ class GuardedH11Protocol(H11Protocol):
         self.closed = False
         self.client_key = ""
         self._deadline: asyncio.TimerHandle | None = None
+        self._stalled: asyncio.TimerHandle | None = None
         self._admitted = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -123,6 +126,9 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._disarm()
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
         if self._admitted:
             self.book.leave(self)
             self._admitted = False
@@ -135,6 +141,24 @@ class GuardedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._follow()
+
+    def pause_writing(self) -> None:
+        """The client has stopped reading (its window is full): a connection being answered is never
+        evicted, so one that would hold its reply for ever is cut off instead."""
+        super().pause_writing()
+        if self._stalled is None and not self.closed:
+            self._stalled = self.loop.call_later(self.book.limits.stalled_read_s, self._stalled_out)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _stalled_out(self) -> None:
+        self._stalled = None
+        self.book.timed_out += 1
+        self.transport.abort()  # not close(): that would still wait to hand over the whole buffer
 
     def _follow(self) -> None:
         if self.closed or not self._admitted:
