@@ -111,7 +111,8 @@ def test_the_chosen_port_is_remembered(qtbot: QtBot) -> None:
     try:
         toggle, _ = _toggle(qtbot, engine, port=None)
         toggle._fill_menu()
-        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…"]
+        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…",
+                                                            "Web pages allowed…"]
         toggle.set_port(9123)
         again, _ = _toggle(qtbot, engine, port=None)
         assert again.port == 9123 and "localhost:9123" in again.toolTip()
