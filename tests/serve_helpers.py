@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from desktop.serve.admission import ModelLine
 from desktop.serve.app import ServeState
+from desktop.serve.connections import ConnectionLimits
 from desktop.serve.embeddings import TextEmbedder
+from desktop.serve.origins import OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.server import ServerThread, bind
 from desktop.serve.state import model_id_for
@@ -47,12 +49,14 @@ class Served:
 
 
 def serve(backend: Backend, *, api_key: str | None = None, max_waiting: int = 32, max_tokens: int = 256,
-          context_size: int = 0, history: ApiHistory | None = None, embedder: TextEmbedder | None = None) -> Served:
+          context_size: int = 0, history: ApiHistory | None = None, embedder: TextEmbedder | None = None,
+          origins: OriginPolicy | None = None, limits: ConnectionLimits | None = None) -> Served:
     engine = Engine(backend)
     state = ServeState(engine, model_id=model_id_for(engine),
                        defaults=lambda: Defaults(Sampling.greedy(), max_tokens, context_size),
-                       api_key=api_key, line=ModelLine(max_waiting), history=history, embedder=embedder)
-    server = ServerThread(state, bind("127.0.0.1", 0))
+                       api_key=api_key, line=ModelLine(max_waiting), history=history, embedder=embedder,
+                       origins=origins or OriginPolicy.default())
+    server = ServerThread(state, bind("127.0.0.1", 0), limits)
     server.start()
     return Served(server, engine)
 

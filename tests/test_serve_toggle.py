@@ -111,11 +111,33 @@ def test_the_chosen_port_is_remembered(qtbot: QtBot) -> None:
     try:
         toggle, _ = _toggle(qtbot, engine, port=None)
         toggle._fill_menu()
-        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…"]
+        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…",
+                                                            "Web pages allowed…"]
         toggle.set_port(9123)
         again, _ = _toggle(qtbot, engine, port=None)
         assert again.port == 9123 and "localhost:9123" in again.toolTip()
         (ember_paths().config_dir / PREFS_FILE).write_text('{"port": "lots"}')
         assert _toggle(qtbot, engine, port=None)[0].port == DEFAULT_PORT  # a bad file: the default
     finally:
+        engine.close_sync()
+
+
+def test_web_pages_allowed_in_the_window_are_remembered_and_checked(qtbot: QtBot) -> None:
+    engine = Engine(ScriptedBackend.from_texts("One.", "Two."))
+    toggle, _ = _toggle(qtbot, engine)
+    try:
+        assert not toggle.set_origins(["*"]) and "API key" in toggle.problem  # no key in the window
+        assert not toggle.set_origins(["chat.example.com"]) and "not an origin" in toggle.problem
+        assert toggle.set_origins(["https://chat.example.com"])
+        assert ServeToggle(toggle.controller, port=0).origins == ["https://chat.example.com"]  # remembered
+        assert toggle.start() and toggle.server is not None
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        url = f"{toggle.server.address}/chat/completions"
+        allowed = httpx.post(url, json=body, timeout=20, headers={"origin": "https://chat.example.com"})
+        assert allowed.status_code == 200
+        assert allowed.headers["access-control-allow-origin"] == "https://chat.example.com"
+        assert httpx.post(url, json=body, timeout=20, headers={"origin": "https://evil.example"}).status_code == 403
+        assert httpx.post(url, json=body, timeout=20, headers={"origin": "http://localhost:3000"}).status_code == 200
+    finally:
+        toggle.stop()
         engine.close_sync()

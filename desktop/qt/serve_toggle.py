@@ -1,7 +1,9 @@
 """The window's "Serve on localhost:PORT" toggle: a status-bar button with a small menu.
 
-Off, the menu offers "Serve on localhost:PORT" and "Port…" (the port the user prefers, kept in
-`serve.json` in the config folder; 8080 until set). When that port is taken (another server, a
+Off, the menu offers "Serve on localhost:PORT", "Port…" (the port the user prefers, kept in
+`serve.json` in the config folder; 8080 until set) and "Web pages allowed…" (origins whose pages
+may call the server besides loopback ones, kept there too; `EMBER_ORIGINS` adds more; never `*`,
+as the window's server has no key). When that port is taken (another server, a
 second Ember), the next free one of `PORT_TRIES` is used and the status bar says so. On, the
 button reads "Serving :PORT · N" with the real port, and the menu shows the address (copyable),
 the request count and "Stop serving". The server
@@ -12,7 +14,7 @@ window's own replies and API requests take turns on the one model; it stops with
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
@@ -33,19 +35,35 @@ log = logging.getLogger("desktop.serve_toggle")
 REFRESH_MS = 500  # how often the request count is read while serving
 PORT_TRIES = 20  # the preferred port, then the next 19: 8080 busy → 8081 …
 PREFS_FILE = "serve.json"
+MAX_ORIGINS = 64
+
+
+def _prefs() -> dict[str, Any]:
+    return load_json_object(ember_paths().config_dir / PREFS_FILE, {})
 
 
 def saved_port() -> int:
     """The port the user chose in the window (8080 until then; a bad file means the default)."""
-    port = load_json_object(ember_paths().config_dir / PREFS_FILE, {}).get("port")
+    port = _prefs().get("port")
     return port if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 else DEFAULT_PORT
 
 
+def saved_origins() -> list[str]:
+    """The origins the user allowed in the window (none until then; anything but strings is dropped)."""
+    origins = _prefs().get("origins")
+    items = cast(list[Any], origins)[:MAX_ORIGINS] if isinstance(origins, list) else []
+    return [o for o in items if isinstance(o, str) and len(o) <= 512]
+
+
 def save_port(port: int) -> None:
+    _save(port=port)
+
+
+def _save(**changes: Any) -> None:
     try:
-        write_json_atomic(ember_paths().config_dir / PREFS_FILE, {"port": port})
+        write_json_atomic(ember_paths().config_dir / PREFS_FILE, {**_prefs(), **changes})
     except OSError as exc:  # a read-only config folder: the choice lasts this run
-        log.warning("could not save the serve port: %s", exc)
+        log.warning("could not save the serve settings: %s", exc)
 
 
 class ServeToggle(QToolButton):
@@ -63,6 +81,7 @@ class ServeToggle(QToolButton):
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.controller = controller
         self.port = saved_port() if port is None else port
+        self.origins = saved_origins()
         self.tries = tries
         self.server: ServerThread | None = None
         self.problem = ""
@@ -88,16 +107,19 @@ class ServeToggle(QToolButton):
             return True
         # The ASGI stack loads on the first Serve, not before the window's first paint (#23).
         from desktop.serve.app import ServeState
+        from desktop.serve.origins import OriginPolicy
         from desktop.serve.server import ServerThread, bind_near
         from desktop.serve.state import defaults_for, model_id_for
 
         engine = self.controller.engine
         try:
+            origins = OriginPolicy.build(self.origins)  # loopback pages, EMBER_ORIGINS, the saved ones; never `*`
             sock = bind_near(DEFAULT_HOST, self.port, tries=self.tries)
         except ConfigError as exc:
             self._show_problem(str(exc))
             return False
-        state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, self._settings))
+        state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, self._settings),
+                           origins=origins)
         self.server = ServerThread(state, sock)
         self.server.start()
         self.problem = ""
@@ -125,6 +147,27 @@ class ServeToggle(QToolButton):
         self.port = port
         save_port(port)
         self._refresh()
+
+    def set_origins(self, origins: list[str]) -> bool:
+        """Allow pages from `origins` from the next start (remembered); False (and `problem`) for a bad one."""
+        from desktop.serve.origins import OriginPolicy
+
+        try:
+            OriginPolicy.build(origins, environ={})
+        except ConfigError as exc:
+            self._show_problem(str(exc))
+            return False
+        self.origins = origins
+        _save(origins=origins)
+        return True
+
+    def _ask_origins(self) -> None:
+        text, ok = QInputDialog.getText(self.window(), "Web pages allowed",
+                                        "Besides pages on localhost, pages from these origins may use the model\n"
+                                        "(comma-separated, e.g. https://chat.example.com):",
+                                        text=", ".join(self.origins))
+        if ok:
+            self.set_origins([o.strip() for o in text.split(",") if o.strip()])
 
     def _ask_port(self) -> None:
         port, ok = QInputDialog.getInt(self.window(), "Local API port", "Serve on localhost, port:",
@@ -158,6 +201,7 @@ class ServeToggle(QToolButton):
         if self.server is None:
             menu.addAction(f"Serve on localhost:{self.port}", self.start)
             menu.addAction("Port…", self._ask_port)
+            menu.addAction("Web pages allowed…", self._ask_origins)
             return
         address = self.server.address
         menu.addAction(address).setEnabled(False)

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -33,6 +34,8 @@ from desktop.serve.embeddings import EmbedCall, TextEmbedder, check_dimensions, 
 from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.embeddings import response as embedding_response
 from desktop.serve.errors import ApiError, turn_error
+from desktop.serve.gate import BrowserGate
+from desktop.serve.origins import HostPolicy, OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
 from engine.events import Event, TurnError
@@ -55,13 +58,16 @@ class ServeState:
     api_key: str | None = None
     line: ModelLine = field(default_factory=lambda: ModelLine(DEFAULT_MAX_WAITING))
     on_request: Callable[[], None] = lambda: None  # the window's request counter
-    jobs: set[asyncio.Task[None]] = field(default_factory=lambda: set[asyncio.Task[None]]())
+    jobs: set[TurnJob] = field(default_factory=lambda: set[TurnJob]())  # turns in progress
     history: ApiHistory | None = None  # `--record`: requests become conversations
     embedder: TextEmbedder | None = None  # `--embedder`: `/v1/embeddings` answers
+    origins: OriginPolicy = field(default_factory=OriginPolicy.default)  # browser pages that may call
     requests: int = 0
 
 
-def build_app(state: ServeState) -> Starlette:
+def build_app(state: ServeState, hosts: HostPolicy | None = None) -> Starlette:
+    """The routes behind the browser gate; `hosts` None: any Host header (in-process tests of the app alone)."""
+
     async def models(request: Request) -> Response:
         _authorize(request, state)
         ids = [state.model_id()]
@@ -93,7 +99,8 @@ def build_app(state: ServeState) -> Starlette:
               Route("/v1/embeddings", embeddings, methods=["POST"])]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    gate = Middleware(BrowserGate, origins=state.origins, hosts=hosts)
+    return Starlette(routes=routes, exception_handlers=handlers, middleware=[gate])
 
 
 async def _api_error(_request: Request, exc: Exception) -> Response:
@@ -128,10 +135,13 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _too_large(limit)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise _too_large(limit)
+    except ClientDisconnect:  # the client left, or was cut off for sending too slowly: nobody reads this
+        raise ApiError(408, "the request body did not arrive in time", code="request_timeout") from None
     return bytes(body)
 
 
@@ -185,8 +195,8 @@ async def _complete(request: Request, state: ServeState, call: ChatCall) -> Resp
         return Response(status_code=CLIENT_GONE)
     observer = state.history.begin(call, state.model_id()) if state.history is not None else None
     job = TurnJob(state.engine, call, state.line.release, observer)
-    state.jobs.add(job.task)
-    job.task.add_done_callback(state.jobs.discard)
+    state.jobs.add(job)
+    job.task.add_done_callback(lambda _: state.jobs.discard(job))
     reply = Reply(call, job.cancel)
     envelope = Envelope(state.model_id())
     events = job.events()

@@ -82,6 +82,16 @@ class TurnJob:
         if self._observer is not None:
             self._observer(event)
 
+    def abandon(self) -> None:
+        """The server is stopping: end `events()` now and cancel the turn, without waiting for the model.
+
+        Cancelling the task alone is not enough: the engine waits for its worker to reach a
+        cancel check, which a long step (a 60 s pause, a stuck C call) never does in time.
+        """
+        self.cancel.cancel()
+        self._queue.put_nowait(_END)
+        self.task.cancel()
+
     async def events(self) -> AsyncGenerator[Event, None]:
         """The turn's events; leaving early (a disconnect) cancels the turn."""
         try:

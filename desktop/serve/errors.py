@@ -15,7 +15,7 @@ from engine.events import TurnError, TurnErrorKind
 INVALID = "invalid_request_error"
 SERVER = "server_error"
 
-_TYPES = {401: "authentication_error", 404: INVALID, 413: INVALID, 429: "rate_limit_error",
+_TYPES = {401: "authentication_error", 403: "permission_error", 404: INVALID, 413: INVALID, 429: "rate_limit_error",
           501: "not_implemented_error", 503: "service_unavailable"}
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import uvicorn
 
 from desktop.serve.app import ServeState, build_app
+from desktop.serve.connections import ConnectionLimits, guarded_protocol
+from desktop.serve.origins import HostPolicy
 from engine.errors import ConfigError
 
 log = logging.getLogger("desktop.serve")
@@ -101,16 +103,24 @@ class _Server(uvicorn.Server):
         yield
 
 
-def make_server(state: ServeState, *, limit_concurrency: int | None = None) -> uvicorn.Server:
-    config = uvicorn.Config(build_app(state), log_config=None, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=_SHUTDOWN_S, limit_concurrency=limit_concurrency,
-                            server_header=False)
+def make_server(state: ServeState, hosts: HostPolicy, limits: ConnectionLimits,
+                grace_s: int = _SHUTDOWN_S) -> uvicorn.Server:
+    """uvicorn on Ember's guarded protocol: the connection limits replace uvicorn's `limit_concurrency`."""
+    protocol, _ = guarded_protocol(limits)
+    config = uvicorn.Config(build_app(state, hosts), http=protocol, log_config=None, access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=grace_s, server_header=False)
     return _Server(config)
 
 
-async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event | None = None) -> None:
-    """Serve on `sock` until `stop` is set (or the task is cancelled); then end every reply."""
-    server = make_server(state, limit_concurrency=max(256, 4 * state.line.max_waiting))
+async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event | None = None,
+                limits: ConnectionLimits | None = None, host: str = "", grace_s: int = _SHUTDOWN_S) -> None:
+    """Serve on `sock` until `stop` is set (or the task is cancelled); then end every reply.
+
+    `host` is the address as the user gave it (a name the `Host` header may carry besides the
+    bound address); `grace_s` is how long replies in progress may take to end once stopping.
+    """
+    hosts = HostPolicy.for_bind(host, str(sock.getsockname()[0]))
+    server = make_server(state, hosts, limits or ConnectionLimits.for_line(state.line.max_waiting), grace_s)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
         if stop is None:
@@ -122,7 +132,7 @@ async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event |
     finally:
         server.should_exit = True
         for job in list(state.jobs):
-            job.cancel()
+            job.abandon()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sock.close()
@@ -133,8 +143,9 @@ async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event |
 class ServerThread:
     """The server on its own thread and event loop (the window's); `stop()` ends it."""
 
-    def __init__(self, state: ServeState, sock: socket.socket) -> None:
+    def __init__(self, state: ServeState, sock: socket.socket, limits: ConnectionLimits | None = None) -> None:
         self.state = state
+        self._limits = limits
         self.address = address(sock)
         self.port: int = sock.getsockname()[1]
         self._sock = sock
@@ -152,7 +163,7 @@ class ServerThread:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             self._ready.set()
-            await serve(self.state, self._sock, stop=self._stop)
+            await serve(self.state, self._sock, stop=self._stop, limits=self._limits)
 
         try:
             asyncio.run(main())

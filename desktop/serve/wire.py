@@ -59,15 +59,53 @@ class Defaults:
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 saying why not."""
+    """The body as a JSON object, or a 400 saying why not.
+
+    The body must be UTF-8 (RFC 8259), and no string in it may hold a lone surrogate
+    (`"\\ud800"` is valid JSON but no text: it cannot be encoded for the model or the history).
+    """
     try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad_request(f"the request body is not UTF-8 (byte {exc.start} is not valid UTF-8)") from None
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise bad_request("the request body is not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # besides JSONDecodeError: an integer of more than 4,300 digits
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number has too many digits"
         raise bad_request(f"the request body is not valid JSON ({reason})") from None
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
+    where = _lone_surrogate(body)
+    if where is not None:
+        raise bad_request(f"'{where}' holds a lone surrogate (\\ud800-\\udfff), which is not text", where)
     return cast(dict[str, Any], body)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(body: Any) -> str | None:
+    """The path of the first string (key or value) holding a lone surrogate; None when there is none.
+
+    Iterative: json.loads already bounded the depth, but a recursive walk would need the stack again.
+    """
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return path or "body"
+        elif isinstance(value, dict):
+            for key, item in reversed(cast(dict[str, Any], value).items()):
+                inner = f"{path}.{key}" if path else key
+                if _SURROGATE.search(key):
+                    return path or "body"
+                stack.append((inner, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(cast(list[Any], value)))))
+    return None
 
 
 def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
