@@ -166,8 +166,12 @@ def _reply(backend: LlamaBackend, request: Request) -> tuple[str, StreamInfo]:
 
 
 def test_a_plain_transcript_end_to_end(tmp_path: Path) -> None:
-    """No template, no markers in the vocabulary: a plain transcript, stopped at the next label."""
-    backend = LlamaBackend(gf.write_tiny_llama(tmp_path / "base.gguf", None, ()), n_ctx=512)
+    """No template and an architecture Ember has no built-in format for (llama.cpp runs xverse with
+    llama's tensors): a plain transcript, stopped at the next label, even with ChatML's markers and
+    a chat model's name."""
+    path = gf.write_tiny_llama(tmp_path / "base.gguf", None, gf.CHATML_TOKENS, name="Xverse Chat",
+                               architecture="xverse")
+    backend = LlamaBackend(path, n_ctx=512)
     try:
         assert backend.capabilities.base_model
         ids, _ = backend.prompt_tokens(make_request(HELLO))
