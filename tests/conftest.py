@@ -62,3 +62,11 @@ def stubs() -> Iterator[list[StubServer]]:
     yield started
     for stub in started:
         stub.stop()
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """Gemma 3 270M Q4_K_M, a base model without a chat template (tests/real_models.py)."""
+    from real_models import gemma_file
+
+    return gemma_file()

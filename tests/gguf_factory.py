@@ -175,15 +175,17 @@ def write_tiny_llama(
     seed: int = 0,
     extra: Mapping[str, Any] | None = None,
     split_max_tensors: int = 0,
+    architecture: str = "llama",
 ) -> Path:
     """Write a tiny llama model llama.cpp can load; returns `path` (the first shard if split).
 
     `tokens` are extra special tokens (CONTROL unless given as `(text, type)`); `eos` names
     one of them as EOS (default `</s>`). `extra` adds metadata (str/int/float/bool values).
     `split_max_tensors` > 0 writes shards `stem-0000N-of-0000M.gguf` next to `path`.
+    `architecture` names another one with the same tensors (llama.cpp loads only some).
     """
     vocab, scores, types = _spm_vocab(tokens)
-    w = gguf.GGUFWriter(path, "llama", split_max_tensors=split_max_tensors)
+    w = gguf.GGUFWriter(path, architecture, split_max_tensors=split_max_tensors)
     w.add_type("model")
     if name:
         w.add_name(name)

@@ -21,6 +21,7 @@ from engine.backends import llama as llama_backend
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.library import memory
 from models.library.memory import format_bytes
 from models.library.scan import load_library_state, note_opened
@@ -362,3 +363,21 @@ def test_after_a_failed_load_the_notices_choose_model_button_opens_the_picker(
     assert chat.models.picker is None
     click(qtbot, notice.choose_button)
     qtbot.waitUntil(lambda: chat.models.picker is not None and chat.models.picker.isVisible(), timeout=WAIT_MS)
+
+
+def test_a_base_model_says_so_once_loaded_and_in_the_picker(make_chat, qtbot: QtBot, tmp_path: Path) -> None:
+    base = gf.write_tiny_llama(tmp_path / "base.gguf", None, (), name="Tiny base")
+    chat: Chat = make_chat("hi")
+    load = asyncio.ensure_future(chat.models.load(local_choice(base)))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
+    assert load.result() and chat.window.notice.isVisible()
+    assert chat.window.notice.text() == BASE_MODEL_NOTE
+    picker = open_picker(chat)  # the loaded file is in the library now, as an opened file
+    item = picker.table.topLevelItem(row_named(picker, "base.gguf"))
+    assert item is not None and item.text(0) == "base.gguf\nTiny base · base model"
+    assert BASE_MODEL_NOTE in item.toolTip(0)
+    picker.close()
+    # A chat model afterwards: the notice goes with the model it was about.
+    load = asyncio.ensure_future(chat.models.load(local_choice(gf.write_tiny_llama(tmp_path / "chat.gguf"))))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
+    assert load.result() and not chat.window.notice.isVisible()

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from desktop.serve.admission import ModelLine, QueueFull
 from desktop.serve.errors import ApiError
-from desktop.serve.stops import StopMatcher
 from desktop.serve.wire import Defaults, parse_chat
 from engine.backends.base import Sampling
+from engine.backends.stops import StopMatcher
 
 
 def _run(matcher: StopMatcher, chunks: list[str]) -> str:

@@ -37,6 +37,7 @@ from desktop.cli.common import (
     EXIT_USAGE,
     emit_json,
     fail,
+    note_base_model,
     open_backend,
     positive_int,
     run_settings,
@@ -122,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         docs = open_docs(args, session.settings.to_stored())
         backend = open_backend(args, settings)
         note_clamped_context(settings.model.context_length, backend)
+        note_base_model(backend)
         return _chat(args, backend, settings, schema, session, tools, docs)
     except EngineError as exc:
         return fail(str(exc))

@@ -25,6 +25,7 @@ from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
 from models.errors import GGUFError
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
 from models.library.json_schema import strict_dumps
@@ -115,11 +116,13 @@ def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
         ("heads / KV heads", f"{_opt(meta.head_count)} / {_opt(meta.head_count_kv)}"),
         ("vocabulary", f"{_opt(meta.vocab_size)} ({meta.tokenizer_model or '?'})"),
         ("size", _size_text(meta.size_bytes, meta.shard_count)),
-        ("template", f"{meta.template_family}" + (", pre-fills <think>" if meta.thinking_prefill else "")),
+        ("template", _template_text(meta)),
         ("BOS / EOS", f"{meta.bos_token or '-'} / {meta.eos_token or '-'}"),
         ("marker tokens", markers),
         ("memory", f"{format_bytes(_int(mem['total_bytes']))} at {mem['context_length']} tokens of context"),
     ]
+    if meta.base_model:
+        rows.append(("note", BASE_MODEL_NOTE))
     problem = metadata_problem(meta)
     if problem:
         rows.append(("problem", problem))
@@ -129,6 +132,20 @@ def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
     if mem["warning"]:
         rows.append(("warning", str(mem["warning"])))
     return rows
+
+
+def _template_text(meta: ModelMetadata) -> str:
+    if meta.base_model:
+        how = f"llama.cpp's built-in {meta.builtin_template} format" if meta.builtin_template else "a plain transcript"
+        return f"none in the file ({how} is used)"
+    return f"{meta.template_family}" + (", pre-fills <think>" if meta.thinking_prefill else "")
+
+
+def template_cell(meta: ModelMetadata) -> str:
+    """The library table's TEMPLATE column: the family, or what a base model gets instead."""
+    if meta.base_model:
+        return f"none: {meta.builtin_template or 'plain'}, base model"
+    return str(meta.template_family)
 
 
 def _int(value: object) -> int:
@@ -197,7 +214,7 @@ def _row(entry: LibraryEntry) -> tuple[str, ...]:
     params = meta.size_label or format_parameters(meta.parameters)
     ctx = _opt(meta.n_ctx_train)
     size = _size_text(entry.size_bytes, entry.shard_count)
-    return (name, params, meta.quantization, ctx, size, str(meta.template_family), str(entry.source), path)
+    return (name, params, meta.quantization, ctx, size, template_cell(meta), str(entry.source), path)
 
 
 def _origin_json(known: dict[Path, Origin], path: Path) -> dict[str, object] | None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, threads_arg
 from desktop.cli.cmd_history import open_store
-from desktop.cli.common import EXIT_OK, fail, open_backend, positive_int, run_settings, warn
+from desktop.cli.common import EXIT_OK, fail, note_base_model, open_backend, positive_int, run_settings, warn
 from desktop.cli.hard_stop import StopRequest, stop_on_signals
 from desktop.serve import DEFAULT_HOST, DEFAULT_PORT
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if embedder is not None:
             embedder.close()
         return fail(str(exc))
+    note_base_model(backend)
     engine = Engine(backend)
     state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, settings),
                        api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None,

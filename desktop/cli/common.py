@@ -37,6 +37,14 @@ def warn(message: str) -> None:
     sys.stderr.write(f"ember: {message}\n")
 
 
+def note_base_model(backend: Backend) -> None:
+    """Say once, at the start, that the loaded file has no chat template (a base model, likely)."""
+    from models.gguf.builtin_templates import BASE_MODEL_NOTE
+
+    if backend.capabilities.base_model:
+        warn(BASE_MODEL_NOTE)
+
+
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
     from engine.docs.names import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8

@@ -23,6 +23,7 @@ from engine.backends.factory import BackendSpec, make_backend, parse_backend_spe
 from engine.errors import ModelLoadError
 from engine.session.settings import saved_settings
 from models.errors import GGUFError
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
 from models.library.paths import resolve_model_file
 from models.library.remote_keys import load_api_key
@@ -118,6 +119,7 @@ class ModelInfo:
     label: str
     device: str  # CPU | GPU | Scripted | Remote
     device_note: str = ""
+    note: str = ""  # one line the window shows once the model is loaded (a base model's)
 
 
 # --- building choices ---------------------------------------------------------------------
@@ -203,4 +205,5 @@ def remember_model(choice: ModelChoice) -> None:
 def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
     """What the header and status bar say, from what the backend declares."""
     caps = backend.capabilities
-    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note)
+    note = BASE_MODEL_NOTE if caps.base_model else ""
+    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note, note)

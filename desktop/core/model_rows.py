@@ -13,6 +13,7 @@ from pathlib import Path
 
 from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
 from models.formats import MarkerKind
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata
 from models.library.default_model import DEFAULT_NAME
@@ -28,6 +29,7 @@ SOURCE_NAMES = {
 }
 SERVER_SOURCE = "Server"
 UNKNOWN = "—"
+BASE_MODEL_MARK = "base model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,17 @@ class ModelRow:
     @property
     def loadable(self) -> bool:
         return self.error is None
+
+    @property
+    def base_model(self) -> bool:
+        """A local file without a chat template (`models.gguf.builtin_templates.BASE_MODEL_NOTE`)."""
+        return self.metadata is not None and self.metadata.base_model
+
+    @property
+    def subtitle(self) -> str:
+        """The line under the file name: the model's own name, and "base model" when it is one."""
+        title = self.title if self.title != self.name else ""
+        return " · ".join(part for part in (title, BASE_MODEL_MARK if self.base_model else "") if part)
 
     @property
     def columns(self) -> tuple[str, str, str, str, str]:
@@ -106,8 +119,9 @@ def _markers(meta: ModelMetadata, kind: MarkerKind) -> str:
 
 
 def _template(meta: ModelMetadata) -> str:
-    if meta.chat_template is None:
-        return "none in the file (a plain fallback format is used)"
+    if meta.base_model:
+        how = f"llama.cpp's built-in {meta.builtin_template} format" if meta.builtin_template else "a plain transcript"
+        return f"none in the file ({how} is used)"
     family = str(meta.template_family)
     return f"{family} (pre-fills <think>)" if meta.thinking_prefill else family
 
@@ -150,6 +164,8 @@ def detail_items(row: ModelRow) -> list[tuple[str, str]]:
         where.append(("File", str(row.path)))
     if row.error:
         where.append(("Cannot load", row.error))
+    if row.base_model:
+        where.append(("Note", BASE_MODEL_NOTE))
     if row.server is not None:
         return where + server_items(row.server)
     return where + (metadata_items(row.metadata) if row.metadata else [])

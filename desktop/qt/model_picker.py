@@ -42,6 +42,7 @@ from desktop.qt.model_details import ModelDetails
 from desktop.qt.settings_dialog import ModelSettingsDialog, open_settings_dialog
 from desktop.qt.style import SPACING, muted_text, warning_border, warning_fill
 from models.errors import GGUFError
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import explain_load_failure
 from models.library.paths import resolve_model_file
 from models.library.scan import LibraryState, RemoteServer, load_library_state, save_library_state
@@ -258,10 +259,11 @@ class ModelPicker(QDialog):
 
     def _item(self, index: int, row: ModelRow, loaded: bool) -> QTreeWidgetItem:
         name, *rest = row.columns
-        shown = f"{name}\n{row.title}" if row.title and row.title != name else name
+        shown = f"{name}\n{row.subtitle}" if row.subtitle else name
         item = QTreeWidgetItem([shown, *rest, row.source])
         item.setData(0, _ROW, index)
-        full = "\n".join(part for part in (name, row.title, str(row.path) if row.path else "") if part)
+        note = BASE_MODEL_NOTE if row.base_model else ""
+        full = "\n".join(part for part in (name, row.title, str(row.path) if row.path else "", note) if part)
         item.setToolTip(0, full)  # the whole name and where the file is, however narrow the column
         for col in (3, 4):  # sizes and token counts line up on the right
             item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

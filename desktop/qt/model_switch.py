@@ -126,10 +126,12 @@ class ModelSwitcher(QObject):
         await self.load(choice)
 
     async def load(self, choice: ModelChoice) -> bool:
-        """Load `choice` in the background; on success show its notice, if it has one."""
+        """Load `choice` in the background; on success show its notice and the model's, if any."""
         ok = await self._controller.load_model(choice)
-        if ok and choice.notice:
-            self._notify(choice.notice)
+        model = self._controller.model
+        notes = [n for n in (choice.notice, model.note if model else "") if n]
+        if ok and notes:
+            self._notify(" ".join(notes))
         self._sync_settings_button()
         return ok
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from desktop.serve.forced_calls import forced_calls
-from desktop.serve.stops import StopMatcher
 from desktop.serve.wire import ChatCall
 from engine.backends.base import CancelToken, Request
+from engine.backends.stops import StopMatcher
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,

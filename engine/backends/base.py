@@ -141,6 +141,7 @@ class Capabilities:
     tool_markup: str = ""  # the family (models.formats key) the model writes calls in, when known: "hermes"
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used
+    base_model: bool = False  # the file has no chat template (models.gguf.builtin_templates.BASE_MODEL_NOTE)
 
 
 @runtime_checkable

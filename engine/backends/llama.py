@@ -38,6 +38,7 @@ from engine.backends.base import (
     ToolSpec,
     prompt_key,
 )
+from engine.backends.builtin_template import BuiltinTemplate
 from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
@@ -48,13 +49,16 @@ from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
+from engine.backends.plain_transcript import PlainTranscript
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
-from engine.backends.template import ChatTemplate, Segment
+from engine.backends.stops import StopMatcher
+from engine.backends.template import ChatTemplate, PromptFormat, Segment
 from engine.backends.tool_prompt import call_markup, fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress
 from models.formats import prefill_opener
+from models.gguf.builtin_templates import FORMATS
 from models.library.digests import DigestJob
 from models.library.origins import origin_of
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
@@ -97,10 +101,12 @@ class LlamaBackend:
         self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).
         self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, n_ctx=self.n_ctx,
-                                         device=self.where, device_note=self.gpu_note)
+                                         device=self.where, device_note=self.gpu_note,
+                                         base_model=self.metadata.base_model)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template()
+        self._stop_ids = self._single_tokens(self._template.stop_markers)
         self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
@@ -245,15 +251,27 @@ class LlamaBackend:
                     out.append(text)
         return out
 
-    def _make_template(self) -> ChatTemplate:
+    def _make_template(self) -> PromptFormat:
+        """The file's own chat template; without one, llama.cpp's built-in format for its
+        architecture, else a plain transcript (`models.gguf.builtin_templates`)."""
         meta: dict[str, str] = self._llm.metadata
+        source = meta.get("tokenizer.chat_template")
+        if not (source and source.strip()):
+            builtin = FORMATS.get(self.metadata.builtin_template or "")
+            if builtin is None:
+                return PlainTranscript()
+            return BuiltinTemplate(builtin, special_strings=self._special_strings())
         bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
         eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
         try:
-            return ChatTemplate(meta.get("tokenizer.chat_template"), bos_token=bos, eos_token=eos,
-                                special_strings=self._special_strings())
+            return ChatTemplate(source, bos_token=bos, eos_token=eos, special_strings=self._special_strings())
         except ConfigError as exc:
             raise ModelLoadError(f"{self.path.name}: {exc}") from exc
+
+    def _single_tokens(self, texts: Sequence[str]) -> frozenset[int]:
+        """The ids of those `texts` that are one token of the vocabulary."""
+        ids = (self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=True) for t in texts)
+        return frozenset(i[0] for i in ids if len(i) == 1)
 
     def _make_abort_callback(self) -> Any:
         """A callback that lets a stop interrupt a long prompt evaluation (CPU only)."""
@@ -348,12 +366,14 @@ class LlamaBackend:
                 f"the conversation ({len(tokens)} tokens) no longer fits the {self.n_ctx}-token context")
         self._cancel = cancel
         try:
-            yield from self._generate(tokens, request, cancel, info, min(request.max_tokens, room))
+            pieces = self._generate(tokens, request, cancel, info, min(request.max_tokens, room))
+            stops = self._template.stop_texts
+            yield from _until_stop_text(pieces, stops, info) if stops else pieces
         finally:
             self._cancel = None
 
     def _generate(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo,
-                  limit: int) -> Iterator[Piece | PromptProgress]:
+                  limit: int) -> Generator[Piece | PromptProgress, None, None]:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
         info.receipt = self._receipt(request, seed, tokens)
@@ -416,14 +436,14 @@ class LlamaBackend:
     def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo, limit: int,
                      tokens: list[int], reply: TokenDigest) -> Iterator[Piece]:
         """Sample, yield, decode, the stop flag checked before each token is used."""
-        classify = self._classes.classify
+        classify, stop_ids = self._classes.classify, self._stop_ids
         decoder = Utf8Stream()
         count = 0
         for token in self._sampled(chain, info, limit, tokens):
             if cancel.cancelled:
                 break
             eog, special, user_defined = classify(token)
-            if eog:
+            if eog or token in stop_ids:
                 info.finish_reason = FinishReason.STOP
                 break
             count += 1
@@ -528,6 +548,38 @@ class LlamaBackend:
             self._kv.close()
             llm.close()
             self._llm = None
+
+
+def _until_stop_text(pieces: Generator[Piece | PromptProgress, None, None], stops: Sequence[str],
+                     info: StreamInfo) -> Iterator[Piece | PromptProgress]:
+    """`pieces` up to the first stop text (not included), which ends the generation.
+
+    Stop texts match text (user-defined tokens print as text: Gemma's newlines are some); a
+    control token between releases what was held. Leading white space is dropped: a plain
+    transcript's reply starts with the space after `Assistant:`.
+    """
+    matcher = StopMatcher(tuple(stops))
+    started = False
+    for item in pieces:
+        if not isinstance(item, Piece) or (item.special and not item.user_defined):
+            held = matcher.flush() if started else matcher.flush().lstrip()
+            if held:
+                yield Piece(held)
+            started = started or isinstance(item, Piece)
+            yield item
+            continue
+        text = matcher.feed(item.text)
+        text = text if started else text.lstrip()
+        if text:
+            started = True
+            yield item if text == item.text else Piece(text, item.token_id)  # whole: it keeps its class
+        if matcher.hit:
+            pieces.close()  # the decode loop's cleanup runs now, before the finish reason is set
+            info.finish_reason = FinishReason.STOP
+            return
+    tail = matcher.flush()
+    if tail:
+        yield Piece(tail)
 
 
 def _decode_failure(exc: DecodeError) -> Exception:

@@ -14,7 +14,7 @@ import datetime as _dt
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from jinja2 import TemplateError
 
@@ -28,12 +28,6 @@ from engine.backends.template_limits import (
 )
 from engine.errors import ConfigError
 
-# Used when a GGUF carries no chat template at all.
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
 _ZWSP = "\u200b"
 _SENTINEL = "\ue000EMBER{}\ue001"  # private-use code points: never in real text or templates
 
@@ -42,6 +36,30 @@ _SENTINEL = "\ue000EMBER{}\ue001"  # private-use code points: never in real text
 class Segment:
     text: str
     trusted: bool  # True: template text, tokenized with special tokens enabled
+
+
+class PromptFormat(Protocol):
+    """What turns a conversation into a prompt: the file's own template, or one for a file without
+    (`engine.backends.builtin_template`, `engine.backends.plain_transcript`)."""
+
+    @property
+    def source(self) -> str:
+        """The template text, or a name for a format that has none (hashed into receipts)."""
+        ...
+
+    @property
+    def stop_markers(self) -> tuple[str, ...]:
+        """Special tokens that end a reply besides the vocabulary's end-of-generation set."""
+        ...
+
+    @property
+    def stop_texts(self) -> tuple[str, ...]:
+        """Ordinary text that ends a reply (not returned)."""
+        ...
+
+    def segments(
+        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[Segment]: ...
 
 
 def _raise(message: str) -> None:
@@ -76,9 +94,12 @@ def neutralise(text: str, special_strings: Iterable[str]) -> str:
 class ChatTemplate:
     """A compiled chat template plus the model's special-token strings."""
 
-    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
+    stop_markers: tuple[str, ...] = ()  # the end-of-generation tokens suffice
+    stop_texts: tuple[str, ...] = ()
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "",
                  special_strings: Sequence[str] = ()) -> None:
-        self.source = source or CHATML_TEMPLATE
+        self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
         # Longest first, so a longer token is broken before a shorter one inside it.
@@ -118,7 +139,7 @@ class ChatTemplate:
         marked = [{**m, "content": _SENTINEL.format(i)} for i, m in enumerate(messages)]
         rendered = self.render(marked, tools=tools)
         if all(_SENTINEL.format(i) in rendered for i, c in enumerate(contents) if c):
-            return _split_on_sentinels(rendered, contents)
+            return split_on_sentinels(rendered, contents)
         safe = [{**m, "content": neutralise(c, self.special_strings)} for m, c in zip(messages, contents, strict=True)]
         return [Segment(self.render(safe, tools=tools), trusted=True)]
 
@@ -140,7 +161,13 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _split_on_sentinels(rendered: str, contents: list[str]) -> list[Segment]:
+def sentinel(index: int) -> str:
+    """The stand-in for message `index`'s content while a template renders."""
+    return _SENTINEL.format(index)
+
+
+def split_on_sentinels(rendered: str, contents: Sequence[str]) -> list[Segment]:
+    """`rendered` (with `sentinel(i)` for each content) as template text and message text."""
     out: list[Segment] = []
     rest = rendered
     while rest:

@@ -21,7 +21,8 @@ PROBE = (
 def template_problem(source: str | None, *, bos_token: str = "", eos_token: str = "") -> str | None:
     """None when `source` compiles and renders the probe conversation; else why not (one line).
 
-    A GGUF without a template gets Ember's ChatML fallback, which always works.
+    A GGUF without a template gets llama.cpp's built-in format for its architecture or a
+    plain transcript (`models.gguf.builtin_templates`): neither is a Jinja template to check.
     """
     if source is None:
         return None

@@ -19,6 +19,7 @@ from pathlib import Path
 from models.errors import GGUFError
 from models.formats import MarkerKind, vocabulary_markers
 from models.gguf.architectures import PROJECTOR_ARCHITECTURES
+from models.gguf.builtin_templates import builtin_format, candidate_markers, instruction_tuned
 from models.gguf.ggml_types import file_type_name, ggml_type_name
 from models.gguf.header import GGUFHeader, MetaValue, Skipped, read_header
 from models.gguf.templates import TemplateFamily, detect_family, thinking_prefill
@@ -90,6 +91,14 @@ class ModelMetadata:
     bos_token: str | None
     eos_token: str | None
     markers: tuple[MarkerToken, ...]
+    # A file without a chat template that says it is a chat model: the llama.cpp built-in format
+    # it gets (None: a plain transcript; see models.gguf.builtin_templates).
+    builtin_template: str | None = None
+
+    @property
+    def base_model(self) -> bool:
+        """No chat template: most likely a base model, which continues text rather than answering."""
+        return self.chat_template is None
 
     @property
     def is_projector(self) -> bool:
@@ -131,6 +140,8 @@ class ModelMetadata:
             "template_family": str(self.template_family),
             "thinking_prefill": self.thinking_prefill,
             "has_chat_template": self.chat_template is not None,
+            "base_model": self.base_model,
+            "builtin_template": self.builtin_template,
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             "markers": [
@@ -236,6 +247,25 @@ def find_markers(header: GGUFHeader) -> tuple[MarkerToken, ...]:
     return tuple(sorted(found, key=lambda m: m.token_id))
 
 
+def _tuned(kv: Mapping[str, MetaValue]) -> bool:
+    return instruction_tuned(_str(kv, f"general.{k}") for k in ("finetune", "name", "basename"))
+
+
+def _builtin_template(header: GGUFHeader, arch: str) -> str | None:
+    """The llama.cpp built-in chat format a template-less file gets (`models.gguf.builtin_templates`)."""
+    tokens = header.tokens
+    wanted = {m.encode(): m for m in candidate_markers(arch)}
+    if not tokens or not wanted:
+        return None
+    present = frozenset(wanted).intersection(tokens)  # a C-speed pass, as in find_markers
+    special = {wanted[raw] for raw in present if _token_type(header.kv, tokens.index(raw)) in _SPECIAL_TYPES}
+    fmt = builtin_format(arch, special.__contains__)
+    return fmt.name if fmt else None
+
+
+_SPECIAL_TYPES = frozenset({"CONTROL", "USER_DEFINED"})
+
+
 def _vocab_size(header: GGUFHeader) -> int | None:
     if header.tokens is not None:
         return len(header.tokens)
@@ -337,6 +367,7 @@ def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
     params = shards.parameters
     size_label = _str(kv, "general.size_label") or (format_parameters(params) if params else None)
     template = _str(kv, "tokenizer.chat_template")
+    template = template if template and template.strip() else None  # an empty template is none
     tokens = header.tokens
     dims = _attention_dims(kv, arch)
     return ModelMetadata(
@@ -362,6 +393,7 @@ def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
         bos_token=_token_text(tokens, _int(kv, "tokenizer.ggml.bos_token_id")),
         eos_token=_token_text(tokens, _int(kv, "tokenizer.ggml.eos_token_id")),
         markers=find_markers(header),
+        builtin_template=_builtin_template(header, arch) if template is None and _tuned(kv) else None,
         block_count=dims.block_count,
         embedding_length=dims.embedding_length,
         head_count=dims.head_count,

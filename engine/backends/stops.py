@@ -1,4 +1,5 @@
-"""Stop sequences (`stop`) on the visible content, whatever the chunking.
+"""Stop sequences on streamed text, whatever the chunking: the API's `stop` on the visible
+content (desktop.serve), a plain transcript's next turn label in the llama backend.
 
 Text that could still be the start of a stop sequence is held back until the next chunk
 decides it; at a match, the text before it is released and `hit` is set (the caller then
