@@ -37,6 +37,7 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.llama_plain import new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
@@ -81,6 +82,10 @@ class LlamaBackend:
         n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
+        # The template is compiled, bounded, before any Llama is built (Jinja folds constants while
+        # compiling: `{{ 'x' * 3000000000 }}` would run at load), and llama-cpp-python never sees it
+        # (engine.backends.llama_plain).
+        self._template = self._checked_template()
         ensure_cpu_runs()  # loads the CPU variant that runs here; one that traps is refused, not a SIGILL
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
@@ -90,7 +95,7 @@ class LlamaBackend:
                                          device=self.where, device_note=self.gpu_note)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
-        self._template = self._make_template()
+        self._set_template_tokens()
         self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
@@ -153,11 +158,9 @@ class LlamaBackend:
         raise AssertionError("unreachable: the last attempt raises")
 
     def _load_with(self, placement: Placement, flash_attn: bool) -> Any:
-        import llama_cpp as lc
-
         llama_log.clear_recent()
         try:
-            return lc.Llama(
+            return new_llama(
                 model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
                 n_threads=self.n_threads, n_threads_batch=self.n_threads, n_gpu_layers=placement.n_gpu_layers,
                 # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
@@ -232,15 +235,17 @@ class LlamaBackend:
                     out.append(text)
         return out
 
-    def _make_template(self) -> ChatTemplate:
-        meta: dict[str, str] = self._llm.metadata
-        bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
-        eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
+    def _checked_template(self) -> ChatTemplate:
+        """The model's chat template, read by Ember's own GGUF reader and compiled in its bounded sandbox."""
         try:
-            return ChatTemplate(meta.get("tokenizer.chat_template"), bos_token=bos, eos_token=eos,
-                                special_strings=self._special_strings())
+            return ChatTemplate(self.metadata.chat_template)
         except ConfigError as exc:
             raise ModelLoadError(f"{self.path.name}: {exc}") from exc
+
+    def _set_template_tokens(self) -> None:
+        bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
+        eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
+        self._template.set_tokens(bos_token=bos, eos_token=eos, special_strings=self._special_strings())
 
     def _make_abort_callback(self) -> Any:
         """A callback that lets a stop interrupt a long prompt evaluation (CPU only)."""
