@@ -11,6 +11,7 @@ machine.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -24,12 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 90  # a load takes about a second; the hostile ones took over 120 s and 8.8 GB
 ADDRESS_SPACE = 4 << 30  # a 3 GB string cannot be made within it; Ember needs far less
 
-# Shapes Jinja folds while compiling: each asks for gigabytes in one step.
+# Shapes that ask for gigabytes in one step; all but `set power` are folded by Jinja while compiling
+# (the `set` one is evaluated only when rendered, where Ember's sandbox refuses it too).
 FOLDED = {
     "multiply": "{{ 'x' * 3000000000 }}",
     "set power": "{% set a = 'x' * 10**10 %}{{ a }}",
     "concat": "{{ 'ab' ~ ('x' * 4000000000) }}",
     "filter": "{{ 'x' | center(3000000000) }}",
+    "format": "{{ '%3000000000d' % 1 }}",
 }
 
 
@@ -54,7 +57,7 @@ def test_a_folding_template_ends_in_one_line(shape: str, tmp_path: Path, ember_h
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "chat template" in lines[0] and "too large" in lines[0], lines[0]
+    assert "chat template" in lines[0] and re.search("too (large|wide) to use", lines[0]), lines[0]
 
 
 def test_a_named_template_never_reaches_llama_cpp_python(tmp_path: Path, ember_home: Path) -> None:

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 CHECK_SECONDS = 2.0  # all pattern checks of one reply (a real reply takes microseconds)
 PROBE_SECONDS = 0.25  # all probes of one pattern, at compile time
@@ -45,7 +48,7 @@ _budget = threading.local()
 
 
 @contextmanager
-def checking(seconds: float = CHECK_SECONDS) -> Iterator[None]:
+def checking(seconds: float = CHECK_SECONDS) -> Generator[None]:
     """Every pattern check on this thread inside shares one deadline, `seconds` from now."""
     previous = getattr(_budget, "deadline", None)
     _budget.deadline = time.monotonic() + seconds
@@ -181,12 +184,13 @@ def _additional_properties(original: Callable[..., Iterator[Any]]) -> Callable[.
 
 
 @lru_cache(maxsize=16)
-def bounded_validator_class(cls: Any) -> Any:
+def bounded_validator_class(cls: type[Validator]) -> type[Validator]:
     """`cls` (a jsonschema validator class) with its pattern keywords bounded."""
-    from jsonschema.validators import extend
+    from jsonschema import validators
 
+    extend = cast(Callable[[Any, dict[str, Any]], Any], validators.extend)  # pyright: ignore[reportUnknownMemberType]
     keywords = cast(dict[str, Any], cls.VALIDATORS)
     changed: dict[str, Any] = {"pattern": _pattern, "patternProperties": _pattern_properties}
     if "additionalProperties" in keywords:
         changed["additionalProperties"] = _additional_properties(keywords["additionalProperties"])
-    return extend(cls, {k: v for k, v in changed.items() if k in keywords})
+    return cast("type[Validator]", extend(cls, {k: v for k, v in changed.items() if k in keywords}))
