@@ -37,7 +37,7 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
-from engine.backends.llama_plain import new_llama
+from engine.backends.llama_plain import chat_handler, new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
@@ -246,6 +246,8 @@ class LlamaBackend:
         bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
         eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
         self._template.set_tokens(bos_token=bos, eos_token=eos, special_strings=self._special_strings())
+        # create_chat_completion (only the bench's raw side calls it) renders with the checked template.
+        self._llm.chat_handler = chat_handler(self._template.render, eos, self._llm.token_eos())
 
     def _make_abort_callback(self) -> Any:
         """A callback that lets a stop interrupt a long prompt evaluation (CPU only)."""

@@ -9,12 +9,15 @@ compiling: gigabytes and minutes in one step, before Ember's bounded environment
 here: its `metadata` drops the templates as `__init__` stores it, and no formatter is built.
 
     llm = new_llama(model_path=..., n_ctx=...)
+
+Code that does call `create_chat_completion` (the bench's raw side) gets `chat_handler`: the
+prompt rendered by Ember's bounded template, the rest llama-cpp-python's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 TEMPLATE_KEY = "tokenizer.chat_template"  # and `tokenizer.chat_template.NAME` for named ones
 
@@ -50,3 +53,24 @@ def llama_class() -> type[Any]:
 def new_llama(**kwargs: Any) -> Any:
     """`llama_cpp.Llama(**kwargs)`, minus the chat formatters."""
     return llama_class()(**kwargs)
+
+
+def chat_handler(render: Callable[[list[dict[str, Any]]], str], eos_token: str, eos_id: int) -> Any:
+    """A llama-cpp-python chat handler whose prompt comes from `render` (Ember's bounded template).
+
+    It answers as the `Jinja2ChatFormatter` it replaces would: stop at the EOS text or token.
+    """
+    import llama_cpp
+    from llama_cpp import llama_chat_format
+
+    def stop_on_eos(tokens: Any, logits: Any) -> bool:
+        return int(tokens[-1]) == eos_id
+
+    def formatter(*, messages: Any, **_: Any) -> Any:
+        return llama_chat_format.ChatFormatterResponse(
+            prompt=render([dict(m) for m in cast(Sequence[Mapping[str, Any]], messages)]),
+            stop=[eos_token] if eos_token else None,
+            stopping_criteria=llama_cpp.StoppingCriteriaList([stop_on_eos]) if eos_id >= 0 else None,
+            added_special=True)
+
+    return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)
