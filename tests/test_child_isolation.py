@@ -116,3 +116,22 @@ def test_the_frozen_entry_accepts_isolation_flags(tmp_path: Path) -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "child ['a b', 'c']"
+
+
+def test_a_start_up_bench_child_is_isolated(hostile_cwd: Path) -> None:
+    from desktop.cli import bench_startup
+
+    took = bench_startup._process_ms(bench_startup.ENTRY, "--version")  # pyright: ignore[reportPrivateUsage]
+    assert _ran(hostile_cwd) == ""
+    assert took > 0
+
+
+def test_every_child_is_built_the_same_way(hostile_cwd: Path) -> None:
+    """The one builder every child uses: its imports come from Ember, in a folder not the user's."""
+    from engine.child_env import python_child
+
+    child = python_child("import json, os, struct, engine.child_env as e; print(os.getcwd() == str(e.ROOT))")
+    done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert _ran(hostile_cwd) == ""
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
