@@ -1,12 +1,27 @@
 """Entry point of the frozen app (PyInstaller): the same `ember` command as `desktop.cli.main:main`.
 
 In the frozen app `sys.executable` is this program, not a Python interpreter. Code that runs
-`[sys.executable, "-c", CODE, ARG...]` for a fresh process (`ember bench` measures model
-loading and UI stalls that way) gets the `python -c` behaviour it expects from here.
+`[sys.executable, "-I", "-c", CODE, ARG...]` for a fresh process (the PDF helpers, the grammar
+checker, the CPU-variant probes, `ember bench`; engine/child_env.py) gets the `python -c`
+behaviour it expects from here. Interpreter flags before `-c` are accepted and skipped: the
+frozen app's import path never holds the working directory anyway, so `-I` and `-P` already hold.
 """
 
 import multiprocessing
 import sys
+
+# Flags without a value that engine/child_env.py (or a user) may put before `-c`.
+_FLAGS = frozenset({"-I", "-P", "-E", "-s", "-S", "-B", "-u", "-q", "-O", "-OO"})
+
+
+def _python_c(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(code, args) when argv asks for `[FLAGS...] -c CODE ARGS...`; else None."""
+    i = 1
+    while i < len(argv) and argv[i] in _FLAGS:
+        i += 1
+    if i + 1 < len(argv) and argv[i] == "-c":
+        return argv[i + 1], argv[i + 2:]
+    return None
 
 
 def _run_python_c(code: str, args: list[str]) -> None:
@@ -17,8 +32,9 @@ def _run_python_c(code: str, args: list[str]) -> None:
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()  # a no-op unless something spawns worker processes
-    if getattr(sys, "frozen", False) and len(sys.argv) >= 3 and sys.argv[1] == "-c":
-        _run_python_c(sys.argv[2], sys.argv[3:])
+    wanted = _python_c(sys.argv) if getattr(sys, "frozen", False) else None
+    if wanted is not None:
+        _run_python_c(*wanted)
         sys.exit(0)
 
     from desktop.cli.main import main

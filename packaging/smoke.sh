@@ -109,7 +109,12 @@ PY
 out=$(run 120 -c "$IMPORTS" 2>&1); rc=$?
 if [[ $rc -eq 0 ]]; then pass "imports: $out (every module of desktop, engine, models; MCP SDK, llama.cpp, Qt)"; else fail "imports (exit $rc): $(tail -c 2000 <<<"$out")"; fi
 
-# a long PDF's pages are read by a helper process too: the frozen app answers `-c` for it
+# a long PDF's pages are read by a helper process too: the frozen app answers `-I -c` for it.
+# Modules planted in the current folder must never run, in the app or in its helpers.
+mkdir -p "$tmp/engine"
+for planted in struct.py json.py engine/__init__.py; do
+  printf 'open("%s", "a").write("%s ran\\n")\n' "$tmp/PLANTED" "$planted" > "$tmp/$planted"
+done
 read -r -d '' PDF_HELPER <<'PY'
 import os, sys, tempfile, time
 from engine.docs import pdf_pages
@@ -137,6 +142,8 @@ sys.exit(0 if pages == list(range(64)) and asked else 1)
 PY
 out=$(run 60 -c "$PDF_HELPER" 2>&1); rc=$?
 if [[ $rc -eq 0 ]]; then pass "PDF helper process: $out"; else fail "PDF helper process (exit $rc): $(tail -c 1500 <<<"$out")"; fi
+if [[ -e "$tmp/PLANTED" ]]; then fail "modules in the current folder ran: $(cat "$tmp/PLANTED")"; else pass "no module planted in the current folder ran"; fi
+rm -rf "$tmp/engine" "$tmp/struct.py" "$tmp/json.py"
 
 # chat on the built-in model
 t0=$(ms_now)

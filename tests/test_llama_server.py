@@ -64,10 +64,10 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(f"default model unavailable: {exc}")
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    cmd = module_command("llama_cpp.server", "--model", str(model))
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
+    child = module_command("llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+                           "--n_ctx", "2048")
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(child.argv, stdout=out, stderr=subprocess.STDOUT, env=child.env, cwd=child.cwd)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_until_ready(base_url, proc, log)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ from engine.backends.offload import ALL_LAYERS
 from engine.bench.long_chat import NativeTtft, measure_long_chat
 from engine.bench.native import NativePrompt
 from engine.bench.suite import BenchConfig
-from engine.child_env import child_env
+from engine.child_env import python_child
 from engine.errors import BenchError
 
 LONG_CHAT_TURNS, LONG_CHAT_TURNS_QUICK, LONG_CHAT_CTX = 100, 30, 2048
@@ -78,8 +77,9 @@ def _scale_child(messages: int, conversations: int, compare_eager: bool) -> dict
         f"print(json.dumps(measure_scale(messages={messages}, conversations={conversations}, "
         f"compare_eager={compare_eager})))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                          env=child_env(QT_QPA_PLATFORM="offscreen"), timeout=900)
+    child = python_child(code, QT_QPA_PLATFORM="offscreen")
+    done = subprocess.run(child.argv, capture_output=True, text=True, check=False, env=child.env, cwd=child.cwd,
+                          timeout=900)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchError(f"the scale child failed ({done.returncode}): {tail}")

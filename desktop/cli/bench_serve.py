@@ -35,7 +35,6 @@ from engine.backends.base import Sampling
 from engine.backends.cpu_variants import module_command
 from engine.bench import llama as bench_llama
 from engine.bench.suite import BenchConfig
-from engine.child_env import child_env
 from engine.errors import BenchError
 from engine.runtime import Engine
 
@@ -212,11 +211,11 @@ def _llama_cpp_server(config: BenchConfig, threads: int, notes: list[str]) -> It
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = module_command("llama_cpp.server", "--model", str(config.model_path()), "--host", "127.0.0.1",
+    command = module_command("llama_cpp.server", "--model", str(config.model_path().absolute()), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(config.n_ctx), "--n_threads", str(threads),
                              "--n_gpu_layers", str(config.gpu_layers), "--verbose", "False")
-    proc = subprocess.Popen(command, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(command.argv, env=command.env, cwd=command.cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         if not _wait_ready(url, proc):

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.child_env import child_env
+from engine.child_env import python_child
 from engine.errors import BenchError
 
 ENTRY = "from desktop.cli.main import main; raise SystemExit(main())"  # what the `ember` script runs
@@ -32,9 +31,9 @@ FIELDS = ("startup_python_floor_ms", "startup_version_ms", "startup_history_list
 def measure_startup(runs: int = 3, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     samples: dict[str, list[float]] = {field: [] for field in FIELDS}
     for _ in range(runs):
-        samples["startup_python_floor_ms"].append(_process_ms(["-c", "pass"]))
-        samples["startup_version_ms"].append(_process_ms(["-c", ENTRY, "--version"]))
-        samples["startup_history_list_ms"].append(_process_ms(["-c", ENTRY, "history", "list"]))
+        samples["startup_python_floor_ms"].append(_process_ms("pass"))
+        samples["startup_version_ms"].append(_process_ms(ENTRY, "--version"))
+        samples["startup_history_list_ms"].append(_process_ms(ENTRY, "history", "list"))
         painted, ready = _window_ms()
         samples["startup_window_first_paint_ms"].append(painted)
         samples["startup_model_ready_ms"].append(ready)
@@ -44,14 +43,15 @@ def measure_startup(runs: int = 3, say: Callable[[str], None] = lambda _: None) 
     return out
 
 
-def _process_ms(args: list[str]) -> float:
+def _process_ms(code: str, *args: str) -> float:
     with tempfile.TemporaryDirectory(prefix="ember-startup-") as home:
+        child = python_child(code, *args, EMBER_HOME=home)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=False, timeout=120,
-                              env=child_env(EMBER_HOME=home))
+        done = subprocess.run(child.argv, capture_output=True, text=True, check=False, timeout=120,
+                              env=child.env, cwd=child.cwd)
         elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
-        raise BenchError(f"{' '.join(args[2:]) or 'python'} failed ({done.returncode}): "
+        raise BenchError(f"{' '.join(args) or 'python'} failed ({done.returncode}): "
                          f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     return elapsed
 
@@ -60,10 +60,10 @@ def _window_ms() -> tuple[float, float]:
     """(first paint, model ready), in ms from the process's start."""
     seen: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ember-startup-") as home:
-        env = child_env(EMBER_HOME=home, QT_QPA_PLATFORM="offscreen")
+        probe = python_child(PROBE, EMBER_HOME=home, QT_QPA_PLATFORM="offscreen")
         start = time.perf_counter()
-        with subprocess.Popen([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) as child:
+        with subprocess.Popen(probe.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=probe.env, cwd=probe.cwd) as child:
             assert child.stdout is not None
             for line in child.stdout:
                 word = line.split(" ", 1)[0].strip()

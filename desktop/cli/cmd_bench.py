@@ -19,7 +19,7 @@ from typing import Any
 from desktop.cli import bench_docs, bench_download, bench_long_chat, bench_serve, bench_startup
 from desktop.cli.arg_checks import executable_arg
 from engine.bench.suite import BenchConfig, load_average, run_engine_bench
-from engine.child_env import child_env
+from engine.child_env import python_child
 from engine.errors import BenchError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
@@ -130,9 +130,10 @@ def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
         f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s}, "
         f"line_chars={line_chars})))\n"
     )
+    child = python_child(code, QT_QPA_PLATFORM="offscreen")
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False,
-        env=child_env(QT_QPA_PLATFORM="offscreen"), timeout=n_tokens / tokens_per_s + 120,
+        child.argv, capture_output=True, text=True, check=False, env=child.env, cwd=child.cwd,
+        timeout=n_tokens / tokens_per_s + 120,
     )
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

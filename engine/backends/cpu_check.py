@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any, cast
 
 from engine.backends import cpu_variants
 from engine.backends.cpu_threads import read_cpuinfo
+from engine.child_env import python_child
 from engine.errors import ModelLoadError
 from models.library.jsonstore import load_json_object, write_json_atomic
 
@@ -52,8 +52,8 @@ import sys
 import llama_cpp
 print("features:", llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(), flush=True)
 if len(sys.argv) > 1:
-    from llama_cpp import Llama
-    llm = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, n_gpu_layers=0, verbose=False)
+    from engine.backends.llama_plain import new_llama
+    llm = new_llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, n_gpu_layers=0, verbose=False)
     llm.eval(llm.tokenize(b"Hello there"))
 print("decoded", flush=True)
 """
@@ -129,10 +129,11 @@ def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
 def probe(command: Sequence[str] | None = None, model: Path | None = None,
           timeout: float = PROBE_TIMEOUT_S) -> Verdict:
     """Run the build in a child process; `command` replaces the default child (tests)."""
-    argv = list(command) if command else [sys.executable, "-c", PROBE_CODE, *([str(model)] if model else [])]
+    child = python_child(PROBE_CODE, *([str(model.absolute())] if model else []))
+    argv = list(command) if command else child.argv
     try:
         done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=child.env, cwd=child.cwd)
     except subprocess.TimeoutExpired:
         return Verdict(None, (), f"the probe did not finish in {timeout:.0f} s")
     except OSError as exc:

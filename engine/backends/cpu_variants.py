@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from engine.child_env import PythonChild, python_child
 from models.library.json_schema import is_bool, is_int, is_number, is_text
 from models.library.jsonstore import load_json_object, write_json_atomic
 
@@ -69,8 +70,8 @@ if not ggml_library().ggml_backend_load(sys.argv[1].encode()):
     sys.exit("llama.cpp did not load the variant")
 print("features:", llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(), flush=True)
 if len(sys.argv) > 3:
-    from llama_cpp import Llama
-    llm = Llama(model_path=sys.argv[3], n_ctx=128, n_threads=1, n_gpu_layers=0, verbose=False)
+    from engine.backends.llama_plain import new_llama
+    llm = new_llama(model_path=sys.argv[3], n_ctx=128, n_threads=1, n_gpu_layers=0, verbose=False)
     llm.eval(llm.tokenize(b"Hello there, how are you today?"))
     token = llm.tokenize(b" the", add_bos=False)[0]
     start = time.perf_counter()
@@ -180,7 +181,7 @@ def read_scores(files: dict[str, Path], python: str = sys.executable, code: str 
     remaining: list[str] = list(by_path)
     probes: list[Probe] = []
     while remaining:
-        done = _run([python, "-c", code, *remaining], timeout)
+        done = _run(python, code, remaining, timeout)
         lines = done.stdout.splitlines() if done else []
         for line in lines:
             parts = line.split(" ", 2)
@@ -202,8 +203,7 @@ def probe_variant(name: str, path: Path, score: int, model: Path | None, python:
     """Load the variant in a child process and decode with it; how it ended, and how fast."""
     from engine.backends.cpu_check import build_features
 
-    argv = [python, "-c", code, str(path), str(TIMED_TOKENS), *([str(model)] if model else [])]
-    done = _run(argv, timeout)
+    done = _run(python, code, [str(path), str(TIMED_TOKENS), *([str(model.absolute())] if model else [])], timeout)
     if done is None or done.returncode == TIMED_OUT:
         return Probe(name, score, None, detail=f"{ending(done)} (the probe's limit is {timeout:.0f} s)")
     out = done.stdout.splitlines()
@@ -334,12 +334,12 @@ def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
     return True
 
 
-def module_command(module: str, *args: str) -> list[str]:
+def module_command(module: str, *args: str) -> PythonChild:
     """`python -m MODULE ARGS` for a child that uses llama.cpp itself (llama-cpp-python's server):
     with run-time variants, nothing would register a CPU backend there, or llama.cpp's own pick would."""
     code = ("import runpy, sys\nfrom engine.backends.cpu_variants import ensure_backends\nensure_backends()\n"
             f"sys.argv[0] = {module!r}\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
-    return [sys.executable, "-c", code, *args]
+    return python_child(code, *args)
 
 
 def _load_modules_without_variants(folder: Path | None) -> None:
@@ -415,11 +415,13 @@ def write_cached(path: Path, key: str, choice: Choice) -> None:
 
 # --- small helpers -----------------------------------------------------------------------------
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
+def _run(python: str, code: str, args: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
     """The child's ending; a hung one is killed and reported as TIMED_OUT with what it printed."""
+    child = python_child(code, *args, python=python)
+    argv = child.argv
     try:
         return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=child.env, cwd=child.cwd)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
         return subprocess.CompletedProcess(argv, TIMED_OUT, out, "")

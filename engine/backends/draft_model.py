@@ -18,6 +18,7 @@ import llama_cpp.llama_cpp as ll
 
 from engine.backends import llama_log
 from engine.backends.llama_decode import DecodeError, KvCache
+from engine.backends.llama_plain import new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file
 from engine.errors import ConfigError, ModelLoadError
 
@@ -105,14 +106,12 @@ class DraftModel:
 
 
 def _load(path: Path, **kwargs: Any) -> Any:
-    import llama_cpp as lc
-
     precheck_model_file(path)
     llama_log.clear_recent()
     n_ctx = kwargs["n_ctx"]
     try:
-        return lc.Llama(model_path=str(path), n_batch=min(512, n_ctx), n_threads_batch=kwargs["n_threads"],
-                        verbose=False, **kwargs)
+        return new_llama(model_path=str(path), n_batch=min(512, n_ctx), n_threads_batch=kwargs["n_threads"],
+                         verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as exc:
         reason = explain_llama_failure(path, exc, llama_log.recent_messages(), n_ctx)
         raise ModelLoadError(f"draft model {path.name}: {reason}") from exc

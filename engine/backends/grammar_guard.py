@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from engine.child_env import child_env
+from engine.child_env import python_child
 from models.library.json_input import JsonInputError, read_json_input
 from models.library.paths import ember_paths
 
@@ -83,10 +83,10 @@ def _llama_version() -> str:
 
 
 def _check_in_child(model_path: Path, gbnf: str) -> str:
-    cmd = [sys.executable, "-c", _CHILD_CODE, str(model_path)]
+    child = python_child(_CHILD_CODE, str(model_path.absolute()))
     try:
-        done = subprocess.run(cmd, input=gbnf.encode("utf-8"), capture_output=True, timeout=CHECK_TIMEOUT_S,
-                              env=child_env(), check=False)
+        done = subprocess.run(child.argv, input=gbnf.encode("utf-8"), capture_output=True, timeout=CHECK_TIMEOUT_S,
+                              env=child.env, cwd=child.cwd, check=False)
     except subprocess.TimeoutExpired:
         return f"llama.cpp took over {CHECK_TIMEOUT_S:.0f} s to build the grammar"
     except OSError as exc:

@@ -47,6 +47,7 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.llama_plain import chat_handler, new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
 from engine.backends.offload import Placement
 from engine.backends.plain_transcript import PlainTranscript
@@ -95,6 +96,10 @@ class LlamaBackend:
         n_ctx_train = self.metadata.n_ctx_train
         self.n_ctx = min(n_ctx, n_ctx_train) if n_ctx_train else n_ctx
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
+        # The template is compiled, bounded, before any Llama is built (Jinja folds constants while
+        # compiling: `{{ 'x' * 3000000000 }}` would run at load), and llama-cpp-python never sees it
+        # (engine.backends.llama_plain).
+        checked = self._checked_template()
         ensure_cpu_runs()  # loads the CPU variant that runs here; one that traps is refused, not a SIGILL
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
@@ -105,8 +110,11 @@ class LlamaBackend:
                                          base_model=self.metadata.base_model)
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._classes = TokenClasses(self._vocab)
-        self._template = self._make_template()
+        self._template = self._make_template(checked)
         self._stop_ids = self._single_tokens(self._template.stop_markers)
+        # create_chat_completion (only the bench's raw side calls it) renders with Ember's own format.
+        eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
+        self._llm.chat_handler = chat_handler(self._template.render, eos, self._llm.token_eos())
         self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
@@ -172,11 +180,9 @@ class LlamaBackend:
         raise AssertionError("unreachable: the last attempt raises")
 
     def _load_with(self, placement: Placement, flash_attn: bool) -> Any:
-        import llama_cpp as lc
-
         llama_log.clear_recent()
         try:
-            return lc.Llama(
+            return new_llama(
                 model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
                 n_threads=self.n_threads, n_threads_batch=self.n_threads, n_gpu_layers=placement.n_gpu_layers,
                 # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
@@ -251,22 +257,30 @@ class LlamaBackend:
                     out.append(text)
         return out
 
-    def _make_template(self) -> PromptFormat:
-        """The file's own chat template; without one, llama.cpp's built-in format for its
-        architecture, else a plain transcript (`models.gguf.builtin_templates`)."""
-        meta: dict[str, str] = self._llm.metadata
-        source = meta.get("tokenizer.chat_template")
+    def _checked_template(self) -> ChatTemplate | None:
+        """The file's chat template (Ember's own GGUF reader), compiled in the bounded sandbox before
+        any Llama is built; None when the file has none."""
+        source = self.metadata.chat_template
         if not (source and source.strip()):
+            return None
+        try:
+            return ChatTemplate(source)
+        except ConfigError as exc:
+            raise ModelLoadError(f"{self.path.name}: {exc}") from exc
+
+    def _make_template(self, checked: ChatTemplate | None) -> PromptFormat:
+        """The file's own chat template with the vocabulary's token strings; without one,
+        llama.cpp's built-in format for its architecture, else a plain transcript
+        (`models.gguf.builtin_templates`)."""
+        if checked is None:
             builtin = FORMATS.get(self.metadata.builtin_template or "")
             if builtin is None:
                 return PlainTranscript()
             return BuiltinTemplate(builtin, special_strings=self._special_strings())
         bos = self._token_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
         eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
-        try:
-            return ChatTemplate(source, bos_token=bos, eos_token=eos, special_strings=self._special_strings())
-        except ConfigError as exc:
-            raise ModelLoadError(f"{self.path.name}: {exc}") from exc
+        checked.set_tokens(bos_token=bos, eos_token=eos, special_strings=self._special_strings())
+        return checked
 
     def _single_tokens(self, texts: Sequence[str]) -> frozenset[int]:
         """The ids of those `texts` that are one token of the vocabulary."""

@@ -61,6 +61,10 @@ class PromptFormat(Protocol):
         self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
     ) -> list[Segment]: ...
 
+    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+        """The whole prompt as text (for llama-cpp-python's chat handler in the bench's raw side)."""
+        ...
+
 
 def _raise(message: str) -> None:
     raise ValueError(message)
@@ -100,10 +104,7 @@ class ChatTemplate:
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "",
                  special_strings: Sequence[str] = ()) -> None:
         self.source = source
-        self.bos_token = bos_token
-        self.eos_token = eos_token
-        # Longest first, so a longer token is broken before a shorter one inside it.
-        self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
+        self.set_tokens(bos_token=bos_token, eos_token=eos_token, special_strings=special_strings)
         if len(self.source) > MAX_TEMPLATE_CHARS:  # compiling is linear but slow (3.6 MB: a minute), untraced
             raise ConfigError(f"the model's chat template cannot be used: it is {len(self.source):,} characters "
                               f"long (chat templates are a few KB; at most {MAX_TEMPLATE_CHARS:,} are compiled)")
@@ -114,6 +115,13 @@ class ChatTemplate:
             raise ConfigError(f"the model's chat template does not parse: {_one_line(exc)}") from exc
         except (TemplateLimitError, RecursionError, MemoryError) as exc:
             raise ConfigError(f"the model's chat template cannot be used: {_why(exc)}") from exc
+
+    def set_tokens(self, *, bos_token: str, eos_token: str, special_strings: Sequence[str]) -> None:
+        """The model's token strings, known once its vocabulary is loaded (after the template was checked)."""
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        # Longest first, so a longer token is broken before a shorter one inside it.
+        self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
 
     def render(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
                add_generation_prompt: bool = True) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from engine.backends.cpu_variants import FORCE_ENV, ensure_backends, lib_dir, variant_files
+from engine.child_env import python_child
 from engine.errors import BenchError
 
 PORTABLE = "haswell"  # AVX2 + FMA + F16C + BMI2: what the one-variant build used (-DGGML_NATIVE=OFF)
@@ -26,10 +26,10 @@ MEASURE_CODE = """
 import json, sys, time
 from engine.backends.cpu_variants import ensure_backends
 choice = ensure_backends()
-from llama_cpp import Llama
+from engine.backends.llama_plain import new_llama
 threads, n_prompt, n_gen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-llm = Llama(model_path=sys.argv[1], n_ctx=512, n_batch=n_prompt, n_ubatch=n_prompt,
-            n_threads=threads, n_threads_batch=threads, n_gpu_layers=0, verbose=False)
+llm = new_llama(model_path=sys.argv[1], n_ctx=512, n_batch=n_prompt, n_ubatch=n_prompt,
+                n_threads=threads, n_threads_batch=threads, n_gpu_layers=0, verbose=False)
 prompt = llm.tokenize(b"The quick brown fox jumps over the lazy dog, then naps in the sun. " * 40)[:n_prompt]
 start = time.perf_counter()
 llm.eval(prompt)
@@ -51,10 +51,10 @@ def in_use() -> str | None:
 
 def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
     """One child on the named variant: {"variant", "pp", "tg"} (tokens per second)."""
-    argv = [sys.executable, "-c", MEASURE_CODE, str(model), str(threads), str(N_PROMPT), str(N_GEN)]
-    done = subprocess.run(argv,
-                          env={**env, FORCE_ENV: name}, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False, stdin=subprocess.DEVNULL)
+    child = python_child(MEASURE_CODE, str(model.absolute()), str(threads), str(N_PROMPT), str(N_GEN), env=env,
+                         **{FORCE_ENV: name})
+    done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]

@@ -20,7 +20,6 @@ import itertools
 import random
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ import numpy as np
 from engine.backends.cpu_threads import default_threads
 from engine.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
 from engine.bench.llama import interleaved_rounds
+from engine.child_env import python_child
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder
 from engine.docs.index import Collection, DocIndex
 from engine.docs.indexer import index_collection
@@ -71,9 +71,11 @@ def measure_embed_index(model: Path, tmp: Path, files: int, runs: int, threads: 
     embedder = LlamaEmbedder.load(model, n_threads=threads)
     import llama_cpp
 
-    raw = llama_cpp.Llama(model_path=str(model), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                          n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
-                          n_threads_batch=threads, verbose=False)
+    from engine.backends.llama_plain import new_llama
+
+    raw = new_llama(model_path=str(model), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+                    n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
+                    n_threads_batch=threads, verbose=False)
     ember_rates: list[float] = []
     raw_rates: list[float] = []
     chunks = 0
@@ -276,8 +278,9 @@ def measure_big_file(tmp: Path, megabytes: int) -> dict[str, Any]:
     with big.open("wb") as f:
         for _ in range(megabytes * (1 << 20) // len(block) + 1):
             f.write(block)
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(tmp / "big.sqlite3"), str(big)], capture_output=True,
-                          text=True, timeout=7200, check=False)
+    child = python_child(_CHILD, str((tmp / "big.sqlite3").absolute()), str(big.absolute()))
+    done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=7200,
+                          check=False)
     big.unlink()
     if done.returncode != 0:
         raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1])

@@ -32,6 +32,7 @@ from typing import Any
 
 from engine.backends.base import Message, Request, Sampling, make_request
 from engine.backends.llama import LlamaBackend
+from engine.child_env import python_child
 from engine.errors import BenchError
 from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.rounds import fold_system
@@ -280,10 +281,9 @@ def measure_load(model: Path, n_ctx: int, threads: int, env: dict[str, str], tim
                  gpu_layers: int = AUTO_GPU_LAYERS) -> dict[str, Any]:
     """`load_probe` in a fresh interpreter, so nothing is already imported or mapped."""
     code = "from engine.bench.llama import probe_main; probe_main()"
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(model), str(n_ctx), str(threads), str(gpu_layers)],
-        capture_output=True, text=True, env=env, timeout=timeout_s, check=False,
-    )
+    child = python_child(code, str(model.absolute()), str(n_ctx), str(threads), str(gpu_layers), env=env)
+    result = subprocess.run(child.argv, capture_output=True, text=True, env=child.env, cwd=child.cwd,
+                            timeout=timeout_s, check=False)
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchError(f"the load probe failed: {tail}")

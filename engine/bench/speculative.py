@@ -23,6 +23,7 @@ from typing import Any
 from engine.backends.base import Sampling, make_request
 from engine.backends.llama import LlamaBackend
 from engine.bench.llama import RunTiming, Workload, interleaved_rounds, rss_mb, time_engine
+from engine.child_env import python_child
 from engine.errors import BenchError
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
@@ -189,8 +190,9 @@ def measure_kv_memory(model: Path, threads: int, gpu_layers: int, env: dict[str,
     out: dict[str, Any] = {"kv_context": KV_CONTEXT}
     for kind in kinds:
         code = "from engine.bench.speculative import kv_probe_main; kv_probe_main()"
-        result = subprocess.run([sys.executable, "-c", code, str(model), str(threads), str(gpu_layers), kind],
-                                capture_output=True, text=True, env=env, timeout=300, check=False)
+        child = python_child(code, str(model.absolute()), str(threads), str(gpu_layers), kind, env=env)
+        result = subprocess.run(child.argv, capture_output=True, text=True, env=child.env, cwd=child.cwd,
+                                timeout=300, check=False)
         if result.returncode != 0:
             tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise BenchError(f"the KV memory probe ({kind}) failed: {tail}")

@@ -42,6 +42,7 @@ class LlamaEmbedder:
         from engine.backends import llama_log
         from engine.backends.cpu_check import ensure_cpu_runs
         from engine.backends.cpu_threads import default_threads
+        from engine.backends.llama_plain import new_llama
 
         if not path.is_file():
             raise ModelLoadError(f"embedding model not found: {path}")
@@ -51,7 +52,7 @@ class LlamaEmbedder:
         # default is every logical CPU, which stalls on a busy machine; the chat model's is used).
         threads = n_threads or default_threads()
         try:
-            llama = llama_cpp.Llama(
+            llama = new_llama(
                 model_path=str(path), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
                 n_ctx=EMBED_CTX, n_batch=EMBED_CTX, n_ubatch=EMBED_CTX, n_threads=threads,
                 n_threads_batch=threads, verbose=False,

@@ -17,8 +17,8 @@ the speed. Closing the iterator (cancel, an error while writing) kills the helpe
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.backends.cpu_threads import usable_cpus
-from engine.child_env import child_env
+from engine.child_env import python_child
 from engine.docs.pdf_child import CHILD_CODE, ENCODING_ERRORS, ERROR, LENGTH, READY, TEXT, PageUnreadable, page_text
 
 GROUP = 16  # pages a reader takes at a time
@@ -200,9 +200,9 @@ class _Helper:
             if self._closed:
                 return None
             try:
-                self._proc = subprocess.Popen([sys.executable, "-c", CHILD_CODE, str(path), str(self._board.pages)],
-                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL, env=child_env())
+                child = python_child(CHILD_CODE, os.path.abspath(path), str(self._board.pages))
+                self._proc = subprocess.Popen(child.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.DEVNULL, env=child.env, cwd=child.cwd)
             except OSError:
                 return None
             return self._proc

@@ -28,9 +28,13 @@ FORMAT = "ember.conversation"
 FORMAT_VERSION = 1
 ROLES = ("system", "user", "assistant")
 STATUSES = ("complete", "stopped", "interrupted", "error")
-# Conversation settings that grant something (always-allowed tools, folders, MCP servers): a file must
-# never bring its own permissions, so an import starts with none (every permission key starts so).
-PERMISSION_PREFIX = "tools_"
+# The conversation settings a file may carry, and the type each must have: the conversation's own
+# text and shape. Everything else stays behind, both ways: permissions (`tools_*`: always-allowed
+# tools, folders, MCP servers), the files and collection it was answered from (`attachments`: the
+# sender's absolute paths, read into every later prompt; `docs`: a collection name that would
+# search the receiver's own), and keys this version does not know (it cannot judge them safe).
+# Values are checked again where they are used (engine.session.settings reads them tolerantly).
+IMPORTABLE_SETTINGS: Mapping[str, type] = {"system": str, "context_policy": str, "reply_format": dict}
 _ROLE_HEADINGS = {"system": "System", "user": "You", "assistant": "Assistant"}
 
 
@@ -81,8 +85,9 @@ def conversation_to_json(conv: Conversation) -> dict[str, Any]:
 def export_json(store: HistoryStore, conversation_id: int) -> dict[str, Any]:
     """The whole conversation, every version of every message."""
     conv = store.conversation(conversation_id)
+    shared = conversation_to_json(conv) | {"settings": portable_settings(conv.settings)}  # no paths, no permissions
     return {
-        "format": FORMAT, "version": FORMAT_VERSION, "conversation": conversation_to_json(conv),
+        "format": FORMAT, "version": FORMAT_VERSION, "conversation": shared,
         "messages": [message_to_json(m) for m in store.messages(conversation_id)],
     }
 
@@ -161,7 +166,7 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
     with store.transaction():
         conv = store.create_conversation(
             title=_text(conv_data, "title", "conversation"), model=_text(conv_data, "model", "conversation"),
-            settings=_without_permissions(_mapping(conv_data.get("settings"), "conversation.settings")),
+            settings=portable_settings(_mapping(conv_data.get("settings"), "conversation.settings")),
         )
         ids: dict[Any, int] = {}
         for i, raw in enumerate(messages):
@@ -173,8 +178,9 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
     return store.conversation(conv.id)
 
 
-def _without_permissions(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if not str(k).startswith(PERMISSION_PREFIX)}
+def portable_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the settings a conversation file may carry (IMPORTABLE_SETTINGS), each of its type."""
+    return {key: settings[key] for key, kind in IMPORTABLE_SETTINGS.items() if isinstance(settings.get(key), kind)}
 
 
 def _check_document(data: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:

@@ -38,6 +38,7 @@ from engine.events import Event, FinishReason, Notice, StructuredRetry, Structur
 from engine.json_files import read_json
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
+from engine.turns.schema_patterns import bounded_validator_class, checking, pattern_problem
 from engine.turns.tally import Tally
 
 if TYPE_CHECKING:  # jsonschema is imported by the functions that use it: the window starts without it
@@ -71,7 +72,7 @@ def compile_schema(schema: Schema) -> Validator:
     from referencing import Registry
     from referencing.exceptions import Unresolvable
 
-    deep = schema_depth_problem(schema)
+    deep = schema_depth_problem(schema) or pattern_problem(schema)
     if deep:
         raise ConfigError(f"not a usable JSON Schema: {deep}")
     try:
@@ -81,7 +82,8 @@ def compile_schema(schema: Schema) -> Validator:
         raise ConfigError(f"not a valid JSON Schema: {exc.message}") from exc
     except RecursionError as exc:
         raise ConfigError("not a usable JSON Schema: it refers to itself without end") from exc
-    validator = cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
+    # Patterns are matched by a bounded engine, not `re` (engine.turns.schema_patterns).
+    validator = bounded_validator_class(cls)(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
     try:  # a reference loop ({"$ref": "#"}) recurses on any value: find out now, not mid-run
         validator.is_valid(None)
     except RecursionError as exc:
@@ -174,7 +176,8 @@ def parse_reply(text: str, validator: Validator) -> Any:
     except ValueError as exc:  # JSONDecodeError, or a NaN/Infinity constant
         raise ReplyError(f"invalid JSON ({exc})") from exc
     try:
-        error = _best_error(validator, value)
+        with checking():
+            error = _best_error(validator, value)
     except Unresolvable as exc:
         raise ConfigError(f"the schema has a reference that cannot be resolved offline: {exc}") from exc
     except RecursionError as exc:
