@@ -187,3 +187,28 @@ def test_the_downloaded_model_answers_a_greedy_turn_and_its_receipt_says_where_f
     model = reply.stats["receipt"]["model"]
     assert model["sha256"] == sha256_of(smollm_path)
     assert model["source"] == f"{REPO}@{COMMIT[:12]}/{NAME}"
+
+
+@pytest.mark.slow
+def test_a_second_architecture_pulled_from_the_hub_answers_and_says_it_is_a_base_model(
+        gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma 3 270M (253 MB, gemma3, no chat template) through the loopback Hub: pulled by its
+    quantisation, verified, listed, and one greedy turn that stops and names the base model once."""
+    repo, name = "ember-test/gemma-3-270m-GGUF", "gemma-3-270m-Q4_K_M.gguf"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with FakeHub({repo: {name: gemma_path}}) as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        assert main(["models", "pull", f"{repo}:Q4_K_M", "--allow", "--json"]) == 0
+    pulled = json.loads(capsys.readouterr().out)
+    final = ember_paths().models_dir / repo / name
+    assert sha256_of(final) == sha256_of(gemma_path) and json.dumps(pulled).count(name) >= 1
+    assert main(["models", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert str(final) in json.dumps(listed)
+    assert main(["chat", "--model", str(final), "--max-tokens", "24", "--temperature", "0",
+                 "What is the capital of France?"]) == 0
+    out, err = capsys.readouterr()
+    assert "Paris" in out and "<end_of_turn>" not in out and "<|im_end|>" not in out
+    assert err.count("no chat template") == 1
