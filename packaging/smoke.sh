@@ -94,7 +94,8 @@ import desktop, engine, models
 bad, n = [], 0
 names = [m.name for p in (desktop, engine, models) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
 names += ["mcp", "mcp.client.stdio", "llama_cpp", "PySide6.QtWidgets", "qasync", "qtawesome",
-          "pypdfium2", "docx", "ziamath"]  # loaded lazily by documents and math: load them here
+          "pypdfium2", "docx", "ziamath",  # loaded lazily by documents and math: load them here
+          "huggingface_hub.hf_api", "huggingface_hub.utils", "regex"]  # the Hub's lazy attributes; schema patterns
 for name in names:
     if name.endswith(".__main__"):
         continue
