@@ -104,7 +104,12 @@ for name in names:
         n += 1
     except Exception as exc:
         bad.append(f"{name}: {type(exc).__name__}: {exc}")
-print(f"imported {n} modules" if not bad else "\n".join(bad))
+try:  # the shipped model catalogue is a data file: it must be in the app
+    from models.library.catalogue import shipped_catalogue
+    n_catalogue = len(shipped_catalogue())
+except Exception as exc:
+    bad.append(f"catalogue: {type(exc).__name__}: {exc}")
+print(f"imported {n} modules; catalogue of {n_catalogue} models" if not bad else "\n".join(bad))
 sys.exit(1 if bad or n < 100 else 0)
 PY
 out=$(run 120 -c "$IMPORTS" 2>&1); rc=$?
