@@ -44,7 +44,7 @@ _END = object()
 
 def request_for(call: ChatCall) -> Request:
     return Request(messages=call.messages, tools=call.tools, sampling=call.sampling, max_tokens=call.max_tokens,
-                   schema=call.schema)
+                   schema=call.schema, verbatim=True)
 
 
 class TurnJob:
