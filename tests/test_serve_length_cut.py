@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -100,3 +101,20 @@ def test_a_forced_call_the_model_really_refused_is_still_retried_then_a_500(serv
     response = _post(served, backend, {**LANGCHAIN, "max_tokens": 48})
     assert response.status_code == 500 and "without calling City" in response.text
     assert len(backend.requests) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a real model under a grammar; minutes on a loaded shared machine
+def test_langchains_request_on_the_built_in_model_cut_short_is_a_partial_call(served: list[Served],
+                                                                             smollm_path: Path) -> None:
+    from engine.backends.llama import LlamaBackend
+
+    s = serve(LlamaBackend(smollm_path, n_ctx=2048), context_size=2048)
+    served.append(s)
+    # Greedy, the whole call takes 46 tokens; 30 cut it inside the arguments.
+    response = httpx.post(f"{s.url}/chat/completions", json={**LANGCHAIN, "max_tokens": 30}, timeout=280)
+    choice = _choice(response)
+    assert choice["finish_reason"] == "length"
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "City" and call["function"]["arguments"].startswith('{"city": ')
+    assert response.json()["usage"]["completion_tokens"] == 30  # one attempt: no retry spent
