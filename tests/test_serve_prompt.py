@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -83,3 +84,19 @@ def test_the_window_and_the_cli_keep_the_no_tools_line() -> None:
     backend = ScriptedBackend.from_texts("Red.")
     list(TurnRunner(backend).run(Request(messages=tuple(COLORS))))
     assert backend.requests[0].messages[0] == {"role": "system", "content": NO_TOOLS_LINE}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # the real model; minutes on a loaded shared machine
+def test_the_built_in_model_answers_as_llama_cpp_pythons_server(served: list[Served], smollm_path: Path) -> None:
+    """The interop review's example: llama-cpp-python's server read 34 prompt tokens and answered
+    "1. Red\\n2. Blue\\n3. Green" greedily; Ember read 41 (the no-tools line) and, with its 1.15
+    repeat penalty, answered otherwise."""
+    from engine.backends.llama import LlamaBackend
+
+    s = serve(LlamaBackend(smollm_path, n_ctx=CONTEXT), settings=RECOMMENDED)
+    served.append(s)
+    body = {"messages": COLORS, "max_tokens": 40, "temperature": 0}
+    reply = httpx.post(f"{s.url}/chat/completions", json=body, timeout=280).json()
+    assert reply["usage"]["prompt_tokens"] == 34
+    assert reply["choices"][0]["message"]["content"] == "1. Red\n2. Blue\n3. Green"
