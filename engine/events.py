@@ -116,11 +116,16 @@ def fenced_json(value: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """The model asked to run `name` with `arguments`; it runs only once approved."""
+    """The model asked to run `name` with `arguments`; it runs only once approved.
+
+    `partial`: the arguments' text as far as the model wrote them, when the reply was cut by
+    its token limit inside the call (`arguments` is then empty; such a call is never run).
+    """
 
     id: str
     name: str
     arguments: dict[str, Any]
+    partial: str | None = None
 
 
 class Approval(StrEnum):

@@ -14,7 +14,7 @@ from desktop.serve.embeddings import TextEmbedder
 from desktop.serve.origins import OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.server import ServerThread, bind
-from desktop.serve.state import model_id_for
+from desktop.serve.state import defaults_for, model_id_for
 from desktop.serve.wire import Defaults
 from engine.backends.base import (
     Backend,
@@ -28,6 +28,7 @@ from engine.backends.base import (
 )
 from engine.events import Piece
 from engine.runtime import Engine
+from engine.session.settings import TurnSettings
 
 
 @dataclass
@@ -50,10 +51,14 @@ class Served:
 
 def serve(backend: Backend, *, api_key: str | None = None, max_waiting: int = 32, max_tokens: int = 256,
           context_size: int = 0, history: ApiHistory | None = None, embedder: TextEmbedder | None = None,
-          origins: OriginPolicy | None = None, limits: ConnectionLimits | None = None) -> Served:
+          origins: OriginPolicy | None = None, limits: ConnectionLimits | None = None,
+          settings: TurnSettings | None = None, model_defaults: bool = False) -> Served:
+    """`settings`: the defaults are what `ember serve` gives with these model settings
+    (`state.defaults_for`); without, every request defaults to greedy and `max_tokens`."""
     engine = Engine(backend)
-    state = ServeState(engine, model_id=model_id_for(engine),
-                       defaults=lambda: Defaults(Sampling.greedy(), max_tokens, context_size),
+    defaults = (defaults_for(engine, settings, model_defaults=model_defaults) if settings is not None
+                else lambda: Defaults(Sampling.greedy(), max_tokens, context_size))
+    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults,
                        api_key=api_key, line=ModelLine(max_waiting), history=history, embedder=embedder,
                        origins=origins or OriginPolicy.default())
     server = ServerThread(state, bind("127.0.0.1", 0), limits)

@@ -60,6 +60,9 @@ def register(sub: Any) -> None:
                         "Loopback pages are always allowed")
     p.add_argument("--queue", type=positive_int, default=DEFAULT_MAX_WAITING, metavar="N",
                    help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429")
+    p.add_argument("--model-defaults", action="store_true",
+                   help="fields a request leaves out take the model's recommended settings "
+                        "(default: OpenAI's: temperature 1, top_p 1, no repeat penalty)")
     p.add_argument("--record", action="store_true", help="record API requests in the history (default: not)")
     p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default: the model's setting)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     note_base_model(backend)
     engine = Engine(backend)
-    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults_for(engine, settings),
+    defaults = defaults_for(engine, settings, model_defaults=args.model_defaults)
+    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults,
                        api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None,
                        embedder=embedder, origins=origins)
     also = f" (embeddings: {embedding_model_id(embedder)})" if embedder is not None else ""

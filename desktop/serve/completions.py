@@ -44,7 +44,7 @@ _END = object()
 
 def request_for(call: ChatCall) -> Request:
     return Request(messages=call.messages, tools=call.tools, sampling=call.sampling, max_tokens=call.max_tokens,
-                   schema=call.schema)
+                   schema=call.schema, verbatim=True)
 
 
 class TurnJob:
@@ -148,6 +148,8 @@ class Reply:
 
     @property
     def finish_reason(self) -> str:
+        if any(c.partial is not None for c in self.calls):
+            return "length"
         if self.calls:
             return "tool_calls"
         if self._stops.hit:
@@ -173,8 +175,13 @@ class Reply:
 
 def _call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                           "function": {"name": call.name, "arguments": _arguments(call)}}
     return out if index is None else {"index": index, **out}
+
+
+def _arguments(call: ToolCall) -> str:
+    """The arguments as JSON text; a call cut by max_tokens gives the text written so far, as OpenAI does."""
+    return call.partial if call.partial is not None else json.dumps(call.arguments, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)

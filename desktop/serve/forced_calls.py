@@ -9,6 +9,10 @@ no call either, the request fails with a clear error (500, like any reply the mo
 produce) rather than passing prose off as a tool call. OpenAI's own API never answers
 `required` without a call, so neither does Ember.
 
+A reply cut by `max_tokens` is not a refusal: it is answered as OpenAI answers it, with
+`finish_reason: "length"` and what was generated (the call so far, its arguments the text
+the model wrote; or the text so far), and no retry is spent on it.
+
 The turn's events are held until it is known to have calls: a retried attempt's text never
 reaches the client (streamed requests get the answer when the calls are complete — they are
 emitted after the model's round in any case).
@@ -17,10 +21,11 @@ emitted after the model's round in any case).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import replace
 
 from engine.backends.base import CancelToken, Request
-from engine.events import Event, ToolCall, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.events import Event, FinishReason, ToolCall, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.runtime import Engine
 from engine.turns.rounds import fold_system
 from engine.turns.tool_grammar import call_grammar
@@ -48,6 +53,8 @@ async def forced_calls(engine: Engine, request: Request, forced: str, cancel: Ca
         called = any(isinstance(e, ToolCall) for e in events)
         if called or not isinstance(end, TurnDone) or cancel.cancelled:
             return _with_stats(events, spent)
+        if end.stats.finish_reason == FinishReason.LENGTH:  # cut by max_tokens, not a refusal: no retry
+            return _with_stats(_cut(events, forced), spent)
         if retry:
             message = (f"the model answered without calling {'a tool' if forced == 'required' else forced}, "
                        "though tool_choice requires it (after one retry)")
@@ -55,6 +62,14 @@ async def forced_calls(engine: Engine, request: Request, forced: str, cancel: Ca
         spent = end.stats
         attempt = request.with_(messages=fold_system(request.messages, RETRY_LINE), grammar=None)
     raise AssertionError("unreachable")
+
+
+def _cut(events: list[Event], forced: str) -> list[Event]:
+    """A reply cut before any call: a named function still answers as that call (arguments
+    empty so far), as OpenAI's does; "required" answers with the text so far."""
+    if forced == "required":
+        return events
+    return [*events[:-1], ToolCall(f"call_{uuid.uuid4().hex[:24]}", forced, {}, partial=""), events[-1]]
 
 
 def _with_stats(events: list[Event], spent: TurnStats) -> list[Event]:

@@ -1,4 +1,4 @@
-"""What the server reads from the engine on every request: the model's name and its defaults.
+"""What the server reads from the engine on every request: the model's name and the defaults.
 
 Read per request, because the window can switch models while it serves.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop.serve.wire import Defaults
+from desktop.serve.wire import NEUTRAL_SAMPLING, Defaults
 from engine.runtime import Engine
 from engine.session.settings import TurnSettings
 
@@ -26,14 +26,25 @@ def model_id_for(engine: Engine) -> Callable[[], str]:
     return model_id
 
 
-def defaults_for(engine: Engine, settings: Callable[[], TurnSettings] | TurnSettings) -> Callable[[], Defaults]:
-    """A request's defaults: the model's settings (sampling, reply limit) and its context size."""
+def defaults_for(engine: Engine, settings: Callable[[], TurnSettings] | TurnSettings, *,
+                 model_defaults: bool = False) -> Callable[[], Defaults]:
+    """A request's defaults: OpenAI's neutral sampling and the context's room for the reply.
+
+    The request is the prompt: a client that leaves `temperature` out gets 1.0 as on any
+    OpenAI-compatible server, not the model's recommended settings (a repeat penalty would
+    make `temperature: 0` other than greedy). Those stay one field away
+    (`"ember": {"model_defaults": true}`), or the defaults for every request with
+    `model_defaults` (`ember serve --model-defaults`). Without a known context size (a
+    remote backend) the reply limit is the model's setting.
+    """
 
     def defaults() -> Defaults:
         turn = settings() if callable(settings) else settings
         backend = engine.backend
         context = backend.capabilities.n_ctx if backend is not None else 0
-        max_tokens = min(turn.max_tokens, context) if context else turn.max_tokens
-        return Defaults(turn.sampling, max_tokens, context)
+        own = Defaults(turn.sampling, min(turn.max_tokens, context) if context else turn.max_tokens, context)
+        if model_defaults:
+            return own
+        return Defaults(NEUTRAL_SAMPLING, context or turn.max_tokens, context, model=own)
 
     return defaults

@@ -49,13 +49,23 @@ class ChatCall:
     parallel_calls: bool = False  # `parallel_tool_calls: true`: a forced answer may make several calls
 
 
+# What a field the client leaves out means on OpenAI's API (temperature 1, top_p 1, no
+# penalty) and llama.cpp's sampler with nothing set (top_k 0 and min_p 0: off).
+NEUTRAL_SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repeat_penalty=1.0, seed=None)
+
+
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    """What a request that leaves a field out gets: the model's own settings."""
+    """What a request that leaves a field out gets (`state.defaults_for`: the neutral ones).
+
+    `model`: the model's own recommended settings, which a request asks for with
+    `"ember": {"model_defaults": true}`.
+    """
 
     sampling: Sampling
     max_tokens: int
     context_size: int = 0  # 0: unknown (a remote backend)
+    model: Defaults | None = None
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
@@ -111,6 +121,9 @@ def _lone_surrogate(body: Any) -> str | None:
 def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
     """Check every field Ember reads; raises ApiError (400) naming the first bad one."""
     model = _opt(body, "model", str) or ""
+    ember = _opt(body, "ember", dict) or {}
+    if _opt(ember, "model_defaults", bool, "ember.model_defaults") and defaults.model is not None:
+        defaults = defaults.model
     if body.get("n") not in (None, 1):
         raise bad_request("only n=1 is supported", "n")
     if body.get("logprobs") not in (None, False):

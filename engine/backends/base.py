@@ -61,6 +61,9 @@ class Request:
     max_tokens: int = DEFAULT_MAX_TOKENS
     grammar: str | None = None
     schema: Schema | None = None
+    # The messages are the prompt, as an API client sent them: a tool-less chat turn adds no
+    # no-tools line (engine.turns.runner), so the template's own default system prompt stays.
+    verbatim: bool = False
 
     def with_(self, **changes: Any) -> Request:
         return replace(self, **changes)

@@ -11,6 +11,7 @@ where the stream was cut either.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 
 from engine.reply.tool_call_parsers import CallSyntaxError, ParsedCall, parser_for_span
@@ -50,12 +51,15 @@ class ToolCallCollector:
         self._names = None if tool_names is None else frozenset(tool_names)
         self.calls: list[ParsedCall] = []
         self.rejected = 0
+        self.unfinished = ""  # an unterminated span that did not parse: a call cut off, perhaps
 
     def __call__(self, family: str, span: str, terminated: bool) -> bool:
         try:
             calls = parse_span(family, span)
         except CallSyntaxError as exc:
             self.rejected += 1
+            if not terminated:
+                self.unfinished = span
             log.info("a %s tool call did not parse (%s); treated as scaffolding", family, exc)
             return False
         unknown = [c.name for c in calls if self._names is not None and c.name not in self._names]
@@ -66,3 +70,20 @@ class ToolCallCollector:
         self.calls.extend(calls)
         log.info("parsed %d %s tool call(s)%s", len(calls), family, "" if terminated else " (unterminated)")
         return True
+
+
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,64})"')
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+
+
+def partial_call(span: str, names: Iterable[str]) -> tuple[str, str] | None:
+    """(name, the arguments' text so far) of a JSON-style call cut off mid-way, if it names an offered tool.
+
+    Best effort across families: the first `"name": "…"` in the span, and whatever follows
+    `"arguments":` (or `"parameters":`). None when no offered tool is named.
+    """
+    found = _NAME.search(span)
+    if found is None or found.group(1) not in set(names):
+        return None
+    rest = _ARGUMENTS.search(span, found.end()) or _ARGUMENTS.search(span)
+    return found.group(1), span[rest.end():].rstrip() if rest else ""

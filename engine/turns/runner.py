@@ -55,7 +55,11 @@ CORRECTION_LINE = (
 def sent_messages(messages: tuple[Message, ...], tools: object) -> tuple[Message, ...]:
     """`messages` as a chat turn's first request sends them: with no tools offered, the
     no-tools line is folded into the system message. Context sizing measures exactly this
-    (engine/turns/context_window.py), keeping room for the recovery round's correction line."""
+    (engine/turns/context_window.py), keeping room for the recovery round's correction line.
+
+    The window and the CLI keep the line: without it the small models write tool-call
+    markup into tool-less chats. A `verbatim` request (the API server's) goes without it:
+    there the request is the prompt, as on any OpenAI-compatible server."""
     return messages if tools else fold_system(messages, NO_TOOLS_LINE)
 
 
@@ -115,7 +119,7 @@ class TurnRunner:
             last = request
             visible = yield from offered_round(self.backend, request, cancel, tally)
         else:
-            last = request.with_(messages=sent_messages(request.messages, None))
+            last = request if request.verbatim else request.with_(messages=sent_messages(request.messages, None))
             visible = yield from self._round(last, cancel, tally)
         if visible or cancel.cancelled:
             return

@@ -28,9 +28,19 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import Approval, ContentDelta, Event, Notice, ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.events import (
+    Approval,
+    ContentDelta,
+    Event,
+    FinishReason,
+    Notice,
+    ToolCall,
+    ToolDenied,
+    ToolLimit,
+    ToolResult,
+)
 from engine.reply.tool_call_parsers import ParsedCall
-from engine.reply.tool_calls import ToolCallCollector
+from engine.reply.tool_calls import ToolCallCollector, partial_call
 from engine.tools.permissions import DENIED_TEXT, Decision, ToolUse, cut_result
 from engine.tools.registry import ToolError
 from engine.turns.rounds import Round, stream_round
@@ -178,12 +188,26 @@ def offered_round(backend: Backend, request: Request, cancel: CancelToken,
 
     A span that parses into calls of the offered tools becomes `ToolCall` events after the
     round: the calls are the answer. Returns whether the turn is answered (calls or text).
+
+    A round cut by its token limit is answered with what it wrote, as OpenAI does: a call
+    cut off mid-way that names an offered tool becomes a partial `ToolCall`, and no
+    recovery round is spent on it (the client asked for that limit).
     """
-    collector = ToolCallCollector(tool_names(request.tools))
-    pipeline, _ = yield from stream_round(backend, request, cancel, tally, collector)
+    names = tool_names(request.tools)
+    collector = ToolCallCollector(names)
+    pipeline, info = yield from stream_round(backend, request, cancel, tally, collector)
     for call in collector.calls:  # ids unique across requests: a client keys results on them
-        yield ToolCall(call.call_id or f"call_{uuid.uuid4().hex[:24]}", call.name, call.arguments)
-    return bool(collector.calls) or (pipeline is not None and bool(pipeline.content.strip()))
+        yield ToolCall(call.call_id or _call_id(), call.name, call.arguments)
+    if info.finish_reason != FinishReason.LENGTH:
+        return bool(collector.calls) or (pipeline is not None and bool(pipeline.content.strip()))
+    cut = partial_call(collector.unfinished, names) if collector.unfinished and not collector.calls else None
+    if cut is not None:
+        yield ToolCall(_call_id(), cut[0], {}, partial=cut[1])
+    return True
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def tool_names(tools: tuple[dict[str, object], ...] | None) -> list[str]:
