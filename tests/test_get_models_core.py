@@ -72,10 +72,12 @@ def test_a_hub_result_offers_its_models_not_projectors_nor_later_parts(tmp_path:
 def test_catalogue_rows_come_best_first_and_know_what_is_on_disk(tmp_path: Path) -> None:
     entries = shipped_catalogue()
     qwen = next(e for e in entries if e.key == "qwen3-4b")
-    (tmp_path / qwen.files[1].name).write_bytes(b"x")  # its Q5_K_M is already downloaded
+    target = tmp_path.joinpath(*qwen.repo.split("/"), qwen.files[1].name)  # where a download lands
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"x")  # its Q5_K_M is already downloaded
     offers = catalogue_offers(entries, FreeMemory(ram_bytes=8 * GB), tmp_path)
     assert offers[0].key == "qwen3-4b"
-    assert offers[0].downloaded == tmp_path / qwen.files[1].name and offers[0].default_index == 1
+    assert offers[0].downloaded == target and offers[0].default_index == 1
     shown = default_offers(offers)
     assert len(shown) == 5 and all(o.default_file.verdict.fits for o in shown)
     assert "phi-4" not in {o.key for o in shown}

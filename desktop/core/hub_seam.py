@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.hub.client import HubClient
-from engine.hub.download import allow_downloads, default_models_dir, download, downloads_allowed
-from models.library.paths import ember_paths
 
 
 class HubFileLike(Protocol):
@@ -85,7 +82,12 @@ class HubServices:
 
 def default_services() -> HubServices:
     """The real services from `engine.hub`. Building the client touches no network; only a
-    search, a listing or a download does (each behind the zero-egress gate)."""
+    search, a listing or a download does (each behind the zero-egress gate). Imported here, not at
+    the top: engine.hub brings httpx, which the window must not load before its first paint."""
+    from engine.hub.client import HubClient
+    from engine.hub.download import allow_downloads, default_models_dir, download, downloads_allowed
+    from models.library.paths import ember_paths
+
     paths = ember_paths()
     client = HubClient()
     return HubServices(
