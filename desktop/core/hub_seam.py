@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 
-
 class HubFileLike(Protocol):
     @property
     def repo(self) -> str: ...
