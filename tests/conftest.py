@@ -16,6 +16,7 @@ import pytest
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 
 if TYPE_CHECKING:
+    from serve_helpers import Served
     from sse_stub import StubServer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -62,6 +63,15 @@ def stubs() -> Iterator[list[StubServer]]:
     yield started
     for stub in started:
         stub.stop()
+
+
+@pytest.fixture
+def served() -> Iterator[list[Served]]:
+    """Start local API servers with `served.append(serve(...))`; all are closed afterwards."""
+    started: list[Served] = []
+    yield started
+    for s in started:
+        s.close()
 
 
 @pytest.fixture(scope="session")

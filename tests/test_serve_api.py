@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,6 @@ TOOLS: list[Any] = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-
-
-@pytest.fixture
-def served() -> Iterator[list[Served]]:
-    started: list[Served] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def _client(s: Served, key: str = "unused") -> openai.OpenAI:

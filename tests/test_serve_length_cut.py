@@ -7,7 +7,6 @@ before naming a tool is its text so far."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,6 @@ LANGCHAIN = {"model": "default", "temperature": 0, "max_tokens": 4, "parallel_to
              "tool_choice": {"type": "function", "function": {"name": "City"}}, "tools": CITY}
 CUT_CALL = ['<tool_call>\n{"name": "City", ', '"arguments": {"city": ', '"Paris", ', '"coun', 'try": "France", ',
             '"population_millions": 2.1}}\n</tool_call>']
-
-
-@pytest.fixture
-def served() -> Iterator[list[Served]]:
-    started: list[Served] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def _post(served: list[Served], backend: ScriptedBackend, body: dict[str, Any]) -> httpx.Response:

@@ -5,7 +5,6 @@ recommended settings (those on request: `"ember": {"model_defaults": true}` or `
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,6 @@ RECOMMENDED = resolve(ModelSettings(temperature=0.7, repeat_penalty=1.15, max_to
 NEUTRAL = Sampling(temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repeat_penalty=1.0, seed=None)
 CONTEXT = 2048
 COLORS: list[Any] = [{"role": "user", "content": "Name three colors."}]
-
-
-@pytest.fixture
-def served() -> Iterator[list[Served]]:
-    started: list[Served] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def _sent(served: list[Served], body: dict[str, Any], *, model_defaults: bool = False) -> Request:

@@ -4,7 +4,6 @@ family's markup where the backend takes one, else one bounded retry, else a clea
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,6 @@ class GrammarScripted(ScriptedBackend):
 
     def check_grammar(self, gbnf: str) -> str | None:
         return None
-
-
-@pytest.fixture
-def served() -> Iterator[list[Served]]:
-    started: list[Served] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def _named(reply: Any) -> list[tuple[str, str]]:
