@@ -1,4 +1,8 @@
-"""How Ember starts a child process that runs its own code (`python -c …`): isolated.
+"""How Ember starts a child process that runs one of its own functions: isolated.
+
+A child runs a real function named `module:function` (`function_child`), which reads its
+arguments from `sys.argv[1:]` and returns the exit status: linted, type-checked and covered like
+any other code. Its transport is a fixed one-line `python -c` launcher that imports it.
 
 For `-c`, Python puts the working directory first on `sys.path`, so an `engine/` package or a
 `struct.py` in the folder where the user runs `ember` would be imported by the child instead of
@@ -7,7 +11,7 @@ Ember's own (outside the zero-egress hook, with the user's rights). So every chi
 no user site), gets this process's own import path back explicitly (this checkout first, then
 the entries it was started with, less the working directory), and runs in a fixed folder.
 
-    child = python_child(CODE, str(path))
+    child = function_child("engine.backends.grammar_guard:run_child", str(path))
     subprocess.run(child.argv, env=child.env, cwd=child.cwd, ...)
 
 The frozen app answers `-c` itself (packaging/ember_main.py) and skips `-I` there.
@@ -31,8 +35,9 @@ class PythonChild(NamedTuple):
     cwd: str  # a folder the user's current directory cannot replace
 
 
-def python_child(code: str, *args: str, python: str | None = None, env: Mapping[str, str] | None = None,
-                 **extra: str) -> PythonChild:
+def python_child(
+    code: str, *args: str, python: str | None = None, env: Mapping[str, str] | None = None, **extra: str
+) -> PythonChild:
     """An isolated `python -c code args` child that imports this process's modules, not the cwd's.
 
     `env` replaces os.environ as the base environment; `extra` is added to it.
@@ -41,6 +46,17 @@ def python_child(code: str, *args: str, python: str | None = None, env: Mapping[
     child_env.update(extra)
     argv = [python or sys.executable, ISOLATED, "-c", _path_prelude() + code, *args]
     return PythonChild(argv, child_env, str(ROOT))
+
+
+def function_child(
+    target: str, *args: str, python: str | None = None, env: Mapping[str, str] | None = None, **extra: str
+) -> PythonChild:
+    """An isolated child that imports `module` and exits with `function()`'s return value."""
+    module, _, function = target.partition(":")
+    if not (module and function.isidentifier()):
+        raise ValueError(f"not a module:function target: {target!r}")
+    launcher = f"from {module} import {function} as main; raise SystemExit(main())"
+    return python_child(launcher, *args, python=python, env=env, **extra)
 
 
 def import_path() -> list[str]:

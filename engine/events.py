@@ -13,17 +13,37 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token's log probability under the model (a log-softmax of its raw logits),
+    and the most likely alternatives at that position (`top`: best first), as the API reports them."""
+
+    token: str
+    bytes: tuple[int, ...]
+    logprob: float
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Piece:
     """One streamed unit from a backend, usually one token.
 
     `special` marks a CONTROL or USER_DEFINED vocabulary token; `user_defined` tells the
-    two apart (USER_DEFINED tokens print as text and go through the text rules).
+    two apart (USER_DEFINED tokens print as text and go through the text rules). `logprobs`:
+    the tokens this piece completes, when the request asked for them (`Request.logprobs`).
     """
 
     text: str
     token_id: int | None = None
     special: bool = False
     user_defined: bool = False
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprobs:
+    """The log probabilities of the tokens behind the deltas that follow (asked for by the request)."""
+
+    tokens: tuple[TokenLogprob, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +232,23 @@ class TurnError:
 
 
 ToolEvent = ToolCall | ToolResult | ToolDenied | ToolLimit
-Event = (ThinkingDelta | ContentDelta | Recovery | StructuredRetry | Notice | PromptProgress
-         | Sources | StructuredValue | ToolCall | ToolResult | ToolDenied | ToolLimit | TurnDone | TurnError)
+Event = (
+    ThinkingDelta
+    | ContentDelta
+    | TokenLogprobs
+    | Recovery
+    | StructuredRetry
+    | Notice
+    | PromptProgress
+    | Sources
+    | StructuredValue
+    | ToolCall
+    | ToolResult
+    | ToolDenied
+    | ToolLimit
+    | TurnDone
+    | TurnError
+)
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -223,6 +258,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "thinking", "text": text}
         case ContentDelta(text=text):
             return {"type": "content", "text": text}
+        case TokenLogprobs(tokens=tokens):
+            return {"type": "logprobs", "tokens": [{"token": t.token, "logprob": t.logprob} for t in tokens]}
         case Recovery(reason=reason):
             return {"type": "recovery", "reason": reason}
         case StructuredRetry(attempt=attempt, error=error):

@@ -32,7 +32,8 @@ def configure_logging(*, verbose: bool = False) -> None:
         log_dir = ember_paths().log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         file_handler: logging.Handler = logging.handlers.RotatingFileHandler(
-            log_dir / "ember.log", maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+            log_dir / "ember.log", maxBytes=2_000_000, backupCount=3, encoding="utf-8"
+        )
         file_handler.setLevel(logging.INFO)
         _configured.append(file_handler)
     except OSError:

@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from engine.backends import load_progress
 from engine.backends.base import Backend, CancelToken, Request
 from engine.errors import NoModelError
 from engine.events import Event
@@ -73,13 +74,23 @@ class Engine:
         with self._count_lock:
             _close_quietly(backend)
 
-    async def load(self, factory: Callable[[], Backend]) -> Backend:
+    async def load(self, factory: Callable[[], Backend], progress: Callable[[int], None] | None = None) -> Backend:
         """Build a new backend on the loader thread; the old one is closed only on success.
 
         A turn already streaming keeps the old backend to its end: the old backend's close is
-        queued on the worker thread behind it.
+        queued on the worker thread behind it. `progress` hears the weights' load in whole
+        percents, on this loop.
         """
-        new = await asyncio.wrap_future(self._loader.submit(factory))
+        reporter = None
+        if progress is not None:
+            loop = asyncio.get_running_loop()
+            reporter = load_progress.in_percent(lambda percent: loop.call_soon_threadsafe(progress, percent))
+
+        def build() -> Backend:
+            with load_progress.reporting(reporter):
+                return factory()
+
+        new = await asyncio.wrap_future(self._loader.submit(build))
         old, self._backend = self._backend, new
         if old is not None:
             self._executor.submit(self._close_after_counts, old)
@@ -95,8 +106,9 @@ class Engine:
         for cancel in list(self._apart):
             cancel.cancel()
 
-    async def run_turn(self, request: Request, cancel: CancelToken | None = None, *,
-                       tools: ToolUse | None = None, apart: bool = False) -> AsyncGenerator[Event, None]:
+    async def run_turn(
+        self, request: Request, cancel: CancelToken | None = None, *, tools: ToolUse | None = None, apart: bool = False
+    ) -> AsyncGenerator[Event, None]:
         """Run one turn of any kind on the worker thread (offering `tools`); `cancel` (else `stop()`) stops it.
 
         `apart`: only `cancel` (and closing the engine) stops it, not `stop()`: an API client's turn

@@ -1,9 +1,10 @@
 """Entry point of the frozen app (PyInstaller): the same `ember` command as `desktop.cli.main:main`.
 
-In the frozen app `sys.executable` is this program, not a Python interpreter. Code that runs
-`[sys.executable, "-I", "-c", CODE, ARG...]` for a fresh process (the PDF helpers, the grammar
-checker, the CPU-variant probes, `ember bench`; engine/child_env.py) gets the `python -c`
-behaviour it expects from here. Interpreter flags before `-c` are accepted and skipped: the
+In the frozen app `sys.executable` is this program, not a Python interpreter. A child process
+that runs one of Ember's functions (`engine.child_env.function_child`: the grammar checker, the
+CPU probes, the stop watchdog, the MCP sandbox's launcher, `ember bench`) is started as
+`[sys.executable, "-I", "-c", LAUNCHER, ARG...]` and gets the `python -c` behaviour it expects
+from here. Interpreter flags before `-c` are accepted and skipped: the
 frozen app's import path never holds the working directory anyway, so `-I` and `-P` already hold.
 """
 
@@ -20,7 +21,7 @@ def _python_c(argv: list[str]) -> tuple[str, list[str]] | None:
     while i < len(argv) and argv[i] in _FLAGS:
         i += 1
     if i + 1 < len(argv) and argv[i] == "-c":
-        return argv[i + 1], argv[i + 2:]
+        return argv[i + 1], argv[i + 2 :]
     return None
 
 

@@ -12,8 +12,11 @@ from typing import Any
 
 # Issue #15's targets: Ember's decode rate against native llama-bench tg at the same depth.
 TARGETS = {"syn135": 0.90, "syn1700": 0.95}
-SHAPES = {"syn135": "SmolLM2-135M shape, F16", "syn1700": "SmolLM2-1.7B shape, F16",
-          "syn1700-cpu-sampling": "the same, sampling on the CPU"}
+SHAPES = {
+    "syn135": "SmolLM2-135M shape, F16",
+    "syn1700": "SmolLM2-1.7B shape, F16",
+    "syn1700-cpu-sampling": "the same, sampling on the CPU",
+}
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -31,12 +34,14 @@ def bench_row(name: str, r: dict[str, Any]) -> str:
     ratio = r.get("engine_vs_native_tps_ratio")
     target = TARGETS.get(name)
     verdict = "n/a" if ratio is None or target is None else ("met" if ratio >= target else "MISSED")
-    return (f"| {name} ({SHAPES.get(name, '?')}) | {r.get('where', '?')} | {_num(r.get('engine_tps'))} | "
-            f"{_num(r.get('raw_tps'))} | {_num(r.get('native_tg_tps'))} | {_num(ratio, 3)} "
-            f"(pairwise {_num(r.get('native_pairwise_ratio_median'), 3)}) | "
-            f"{_num(r.get('engine_vs_raw_tps_ratio'), 3)} | "
-            f"{_num(r.get('engine_ttft_ms'))} / {_num(r.get('raw_ttft_ms'))} | "
-            f"{target if target is not None else '?'}: {verdict} |")
+    return (
+        f"| {name} ({SHAPES.get(name, '?')}) | {r.get('where', '?')} | {_num(r.get('engine_tps'))} | "
+        f"{_num(r.get('raw_tps'))} | {_num(r.get('native_tg_tps'))} | {_num(ratio, 3)} "
+        f"(pairwise {_num(r.get('native_pairwise_ratio_median'), 3)}) | "
+        f"{_num(r.get('engine_vs_raw_tps_ratio'), 3)} | "
+        f"{_num(r.get('engine_ttft_ms'))} / {_num(r.get('raw_ttft_ms'))} | "
+        f"{target if target is not None else '?'}: {verdict} |"
+    )
 
 
 def bench_section(folder: Path) -> list[str]:
@@ -56,10 +61,12 @@ def bench_section(folder: Path) -> list[str]:
             lines.append(f"| {name} | bench failed: {_tail(folder / f'bench-{name}.log', 1)} |||||||")
             continue
         lines.append(bench_row(name, r))
-        details.append(f"- {name}: {r.get('runs')} interleaved rounds of {r.get('max_tokens')} tokens, "
-                       f"native `{r.get('native_test', '?')}`, flash attention {r.get('flash_attn')}; "
-                       f"Ember runs {r.get('engine_tps_runs')}, native runs {r.get('native_tg_runs')}; "
-                       f"outputs match raw: {r.get('outputs_match')}; notes: {r.get('notes')}")
+        details.append(
+            f"- {name}: {r.get('runs')} interleaved rounds of {r.get('max_tokens')} tokens, "
+            f"native `{r.get('native_test', '?')}`, flash attention {r.get('flash_attn')}; "
+            f"Ember runs {r.get('engine_tps_runs')}, native runs {r.get('native_tg_runs')}; "
+            f"outputs match raw: {r.get('outputs_match')}; notes: {r.get('notes')}"
+        )
     return [*lines, "", *details]
 
 

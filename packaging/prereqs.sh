@@ -35,6 +35,14 @@ for name in "${missing[@]}"; do
     exit 1
   done
 done
+# The Vulkan module (libggml-vulkan.so) beside the CPU variants: packaging/vulkan-module.sh builds it
+# after `uv sync` and says itself what it lacks; here only one line of advice, never a failure.
+llama_lib="$(dirname "$0")/../.venv/lib/python3*/site-packages/llama_cpp/lib"
+if [[ "$(uname -s)" == Linux ]] && compgen -G "$llama_lib/libggml-cpu-*.so" >/dev/null \
+   && ! compgen -G "$llama_lib/libggml-vulkan.so" >/dev/null; then
+  echo "prereqs.sh: the environment's llama.cpp has no Vulkan module, so the app will run on the CPU only:" \
+       "run \`bash packaging/vulkan-module.sh\` first (it needs glslc and spirv-headers)" >&2
+fi
 if ((${#missing[@]})); then
   echo "prereqs.sh: the frozen-app build and smoke check need ${missing[*]}; on Debian/Ubuntu: apt-get install ${packages[*]}" >&2
   exit 1

@@ -115,39 +115,24 @@ PY
 out=$(run 120 -c "$IMPORTS" 2>&1); rc=$?
 if [[ $rc -eq 0 ]]; then pass "imports: $out (every module of desktop, engine, models; MCP SDK, llama.cpp, Qt)"; else fail "imports (exit $rc): $(tail -c 2000 <<<"$out")"; fi
 
-# a long PDF's pages are read by a helper process too: the frozen app answers `-I -c` for it.
-# Modules planted in the current folder must never run, in the app or in its helpers.
+# a child process runs one of Ember's functions (the CPU probe, the grammar checker, the stop
+# watchdog; engine/child_env.py): the frozen app answers `-I -c` for it. Modules planted in the
+# current folder must never run, in the app or in its children.
 mkdir -p "$tmp/engine"
 for planted in struct.py json.py engine/__init__.py; do
   printf 'open("%s", "a").write("%s ran\\n")\n' "$tmp/PLANTED" "$planted" > "$tmp/$planted"
 done
-read -r -d '' PDF_HELPER <<'PY'
-import os, sys, tempfile, time
-from engine.docs import pdf_pages
-from engine.docs.pdf_child import pypdfium2
-pdfium = pypdfium2()
-path = os.path.join(tempfile.mkdtemp(), "blank.pdf")
-doc = pdfium.PdfDocument.new()
-for _ in range(64):
-    doc.new_page(612, 792)
-doc.save(path)
-doc.close()
-asked, ask, read = [], pdf_pages._Helper._ask, pdf_pages.page_text
-def counted(self, stdin, stdout, group):
-    pages = ask(self, stdin, stdout, group)
-    asked.append(group)
-    return pages
-def slow_until_helped(pdf, index):  # this thread reads slowly until the helper has answered
-    time.sleep(0 if asked else 0.05)
-    return read(pdf, index)
-pdf_pages.HELP_AFTER_S, pdf_pages._Helper._ask, pdf_pages.page_text = 0.0, counted, slow_until_helped
-pdf = pdfium.PdfDocument(path)
-pages = [i for i, _ in pdf_pages.page_texts(pdf, path, lambda: False, 1)]
-print(f"{len(pages)} pages in order, {len(asked)} of 4 groups read by the helper")
-sys.exit(0 if pages == list(range(64)) and asked else 1)
+read -r -d '' FUNCTION_CHILD <<'PY'
+import subprocess, sys
+from engine.backends.cpu_probe import SCORE_CHILD
+from engine.child_env import function_child
+child = function_child(SCORE_CHILD)  # no variant files named: llama.cpp loads, nothing is scored
+done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=60)
+print(f"a function child exited with {done.returncode}")
+sys.exit(done.returncode)
 PY
-out=$(run 60 -c "$PDF_HELPER" 2>&1); rc=$?
-if [[ $rc -eq 0 ]]; then pass "PDF helper process: $out"; else fail "PDF helper process (exit $rc): $(tail -c 1500 <<<"$out")"; fi
+out=$(run 90 -c "$FUNCTION_CHILD" 2>&1); rc=$?
+if [[ $rc -eq 0 ]]; then pass "child process: $out"; else fail "child process (exit $rc): $(tail -c 1500 <<<"$out")"; fi
 if [[ -e "$tmp/PLANTED" ]]; then fail "modules in the current folder ran: $(cat "$tmp/PLANTED")"; else pass "no module planted in the current folder ran"; fi
 rm -rf "$tmp/engine" "$tmp/struct.py" "$tmp/json.py"
 

@@ -30,6 +30,23 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 if "EMBER_CACHE_DIR" not in os.environ:
     os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
     atexit.register(shutil.rmtree, os.environ["EMBER_CACHE_DIR"], True)
+# The default embedder is converted once per run (about a second), not once per EMBER_HOME.
+os.environ.setdefault("EMBER_DEFAULT_EMBEDDER", os.path.join(os.environ["EMBER_CACHE_DIR"], "default-embedder.gguf"))
+# The built-in model's background conversion (engine/backends/builtin_convert.py) would start a
+# heavy child for every window a test opens; its own tests turn it back on.
+os.environ["EMBER_CONVERT_BUILTIN"] = "0"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`pytest -m vulkan`: llama.cpp's Vulkan backend on Mesa's lavapipe for the whole run (the GPU
+    pick is made once per process, before a test loads a model; tests/test_vulkan.py)."""
+    if "vulkan" in (config.option.markexpr or ""):
+        from glob import glob
+
+        os.environ.setdefault("EMBER_GPU_DEVICE", "llvmpipe")
+        icd = sorted(glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
+        if icd:
+            os.environ.setdefault("VK_ICD_FILENAMES", icd[0])
 
 
 @pytest.fixture(autouse=True)

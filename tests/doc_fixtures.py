@@ -7,12 +7,14 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.bench.docs_corpus import prose
+from tests.bench.docs_corpus import prose
 
-WORDS = ("river stone window garden market ledger harbor candle meadow copper lantern orchard violet thunder "
-         "pepper saddle timber velvet anchor bridge cellar falcon glacier hammer island jacket kettle ladder "
-         "magnet needle oyster pillar quartz ribbon signal tunnel umbrella valley walnut yarrow zephyr basket "
-         "canyon dagger engine feather goblet hollow insect jungle kernel lemon mirror nutmeg olive parrot").split()
+WORDS = (
+    "river stone window garden market ledger harbor candle meadow copper lantern orchard violet thunder "
+    "pepper saddle timber velvet anchor bridge cellar falcon glacier hammer island jacket kettle ladder "
+    "magnet needle oyster pillar quartz ribbon signal tunnel umbrella valley walnut yarrow zephyr basket "
+    "canyon dagger engine feather goblet hollow insect jungle kernel lemon mirror nutmeg olive parrot"
+).split()
 
 
 def filler(rng: random.Random, words: int) -> str:
@@ -85,18 +87,22 @@ def _pdf_file(path: Path, page_streams: Sequence[bytes | None]) -> Path:
     """
     import zlib
 
-    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"",
-                            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     kids: list[int] = []
     for stream in page_streams:
         data = zlib.compress(stream or b"BT ET", 9)
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream")
-        page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 3 0 R >> >> "
-                b"/Contents %d 0 R >>" % len(objects))
+        page = (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 3 0 R >> >> "
+            b"/Contents %d 0 R >>" % len(objects)
+        )
         objects.append(page if stream is not None else b"\x07\x01 garbage \xff\xfe [[[ <<" * 4)
         kids.append(len(objects))
-    objects[1] = (b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids)
-                  + b"] /Count %d >>" % len(kids))
+    objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids) + b"] /Count %d >>" % len(kids)
     out = bytearray(b"%PDF-1.4\n")
     offsets: list[int] = []
     for number, body in enumerate(objects, start=1):
@@ -127,8 +133,9 @@ def write_huge_page_pdf(path: Path, chars: int, pages_around: int = 1) -> Path:
 
 def write_damaged_pdf(path: Path, pages: int, damaged: range) -> Path:
     """`pages` pages ("page N about topic N"), those in `damaged` (1-based) unreadable."""
-    return _pdf_file(path, [None if n in damaged else text_stream(f"page {n} about topic{n}")
-                            for n in range(1, pages + 1)])
+    return _pdf_file(
+        path, [None if n in damaged else text_stream(f"page {n} about topic{n}") for n in range(1, pages + 1)]
+    )
 
 
 def write_lying_docx(path: Path, inflated_mb: int, declared: int = 1000) -> Path:
@@ -157,11 +164,11 @@ def write_lying_docx(path: Path, inflated_mb: int, declared: int = 1000) -> Path
         info = archive.getinfo("word/document.xml")
     local = info.header_offset
     struct.pack_into("<III", data, local + 14, crc, info.compress_size, declared)
-    central = data.rfind(b"PK\x01\x02" + data[local + 4:local + 10])  # this member's central entry
+    central = data.rfind(b"PK\x01\x02" + data[local + 4 : local + 10])  # this member's central entry
     at = central
     while True:
         name_len = struct.unpack_from("<H", data, at + 28)[0]
-        if bytes(data[at + 46:at + 46 + name_len]) == b"word/document.xml":
+        if bytes(data[at + 46 : at + 46 + name_len]) == b"word/document.xml":
             break
         at = data.find(b"PK\x01\x02", at + 4)
     struct.pack_into("<I", data, at + 16, crc)

@@ -16,6 +16,7 @@ Switches, read on every request (set them from the test, even mid-download):
     cut_at       a fraction: the next `cuts` file responses close the connection there
     stall_at     a fraction: file responses stop sending there (until the hub stops)
     tamper       one byte in the middle of every file response is flipped
+    tamper_only  when not empty, `tamper` flips bytes only in these paths (one bad file of an item)
     fail         (status, headers): resolve requests answer that, `fail_times` times (None: always)
     redirect     resolve answers 302 to a second server on `localhost` (another host: a CDN)
 A repository listed in `gated` answers resolve with 401 (X-Error-Code: GatedRepo) unless the
@@ -69,6 +70,7 @@ class FakeHub:
     cuts: int = 1
     stall_at: float | None = None
     tamper: bool = False
+    tamper_only: set[str] = field(default_factory=set[str])
     fail: tuple[int, dict[str, str]] | None = None
     fail_times: int | None = None
     redirect: bool = False
@@ -132,24 +134,41 @@ class FakeHub:
     def entry(self, repo: str, path: str, blobs: bool = True) -> dict[str, Any]:
         local = self.repos[repo][path]
         size = local.stat().st_size
-        out: dict[str, Any] = {"type": "file", "path": path, "rfilename": path, "size": size,
-                               "oid": hashlib.sha1(path.encode()).hexdigest(), "blobId": "b" * 40}
+        out: dict[str, Any] = {
+            "type": "file",
+            "path": path,
+            "rfilename": path,
+            "size": size,
+            "oid": hashlib.sha1(path.encode()).hexdigest(),
+            "blobId": "b" * 40,
+        }
         if blobs:
             out["lfs"] = {"oid": sha256_of(local), "sha256": sha256_of(local), "size": size, "pointerSize": 135}
         return out
 
     def info(self, repo: str, blobs: bool) -> dict[str, Any]:
-        return {"_id": "x" * 24, "id": repo, "modelId": repo, "sha": COMMIT, "private": False,
-                "gated": "manual" if repo in self.gated else False, "disabled": False,
-                "downloads": 1000 - len(repo), "likes": 7, "tags": ["gguf"], "library_name": "gguf",
-                "siblings": [self._sibling(repo, p, blobs) for p in self.repos[repo]]}
+        return {
+            "_id": "x" * 24,
+            "id": repo,
+            "modelId": repo,
+            "sha": COMMIT,
+            "private": False,
+            "gated": "manual" if repo in self.gated else False,
+            "disabled": False,
+            "downloads": 1000 - len(repo),
+            "likes": 7,
+            "tags": ["gguf"],
+            "library_name": "gguf",
+            "siblings": [self._sibling(repo, p, blobs) for p in self.repos[repo]],
+        }
 
     def _sibling(self, repo: str, path: str, blobs: bool) -> dict[str, Any]:
         e = self.entry(repo, path, blobs)
         out: dict[str, Any] = {"rfilename": path}
         if blobs:
-            out.update(size=e["size"], blobId=e["blobId"], lfs={k: e["lfs"][k] for k in ("sha256", "size",
-                                                                                           "pointerSize")})
+            out.update(
+                size=e["size"], blobId=e["blobId"], lfs={k: e["lfs"][k] for k in ("sha256", "size", "pointerSize")}
+            )
         return out
 
 
@@ -171,8 +190,15 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, method: str) -> None:
             url = urlsplit(self.path)
-            hub.requests.append(Request(method, url.path, self.headers.get("Range"), self.headers.get("Host", ""),
-                                        self.headers.get("Authorization")))
+            hub.requests.append(
+                Request(
+                    method,
+                    url.path,
+                    self.headers.get("Range"),
+                    self.headers.get("Host", ""),
+                    self.headers.get("Authorization"),
+                )
+            )
             query = parse_qs(url.query)
             parts = [unquote(p) for p in url.path.strip("/").split("/")]
             if parts[:2] == ["api", "models"]:
@@ -260,9 +286,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             self.end_headers()
             if method != "HEAD":
-                self._send_body(local, start, end, size)
+                self._send_body(local, start, end, size, not hub.tamper_only or path in hub.tamper_only)
 
-        def _send_body(self, local: Path, start: int, end: int, size: int) -> None:
+        def _send_body(self, local: Path, start: int, end: int, size: int, may_tamper: bool = True) -> None:
             cut, stall = hub.take_cut(), hub.stall_at
             stop_at = end
             if cut is not None:
@@ -275,7 +301,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 pos = start
                 while pos < stop_at:
                     block = bytearray(f.read(min(1 << 20, stop_at - pos)))
-                    if hub.tamper and pos <= middle < pos + len(block):
+                    if hub.tamper and may_tamper and pos <= middle < pos + len(block):
                         block[middle - pos] ^= 0xFF
                     try:
                         self.wfile.write(block)
@@ -305,7 +331,7 @@ def _range(header: str | None, size: int) -> tuple[int, int]:
     """(start, end exclusive) of `bytes=N-` or `bytes=N-M`; the whole file without a header."""
     if not header or not header.startswith("bytes="):
         return 0, size
-    first, _, last = header[len("bytes="):].partition("-")
+    first, _, last = header[len("bytes=") :].partition("-")
     start = int(first) if first else 0
     end = min(size, int(last) + 1) if last else size
     return start, end

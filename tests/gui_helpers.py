@@ -29,14 +29,12 @@ from pytestqt.qtbot import QtBot
 
 from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
-from desktop.qt.app import wire_window
-from desktop.qt.get_models import ModelsPrompts
-from desktop.qt.history_ui import attach_history
-from desktop.qt.markdown_view import AnswerView
-from desktop.qt.message_view import AssistantMessage
-from desktop.qt.model_picker import FilePrompts, ModelPicker
-from desktop.qt.model_switch import ModelSwitcher
-from desktop.qt.window import MainWindow
+from desktop.qt.answer.markdown_view import AnswerView
+from desktop.qt.chat.message_view import AssistantMessage
+from desktop.qt.models.get_models import ModelsPrompts
+from desktop.qt.models.model_picker import FilePrompts, ModelPicker
+from desktop.qt.models.model_switch import ModelSwitcher
+from desktop.qt.window import MainWindow, WindowOptions
 from engine.backends.base import Backend
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
@@ -101,19 +99,22 @@ def make_chat(qtbot: QtBot, aloop: qasync.QEventLoop) -> Iterator[Callable[..., 
     """Build a shown window on a scripted (or given) backend; everything is shut at teardown."""
     chats: list[Chat] = []
 
-    def build(*replies: str | list[Any], backend: Backend | None = None, no_model: bool = False,
-              history: bool = True, session: ChatSession | None = None) -> Chat:
+    def build(
+        *replies: str | list[Any],
+        backend: Backend | None = None,
+        no_model: bool = False,
+        history: bool = True,
+        session: ChatSession | None = None,
+        options: WindowOptions | None = None,
+    ) -> Chat:
         backend = backend if backend is not None else ScriptedBackend.from_texts(*replies)
         engine = Engine(None if no_model else backend)
-        window = MainWindow()  # closed below once its turn has ended (not by pytest-qt, before that)
-        if session is None and history:
-            session = open_history()[0]  # in the test's own EMBER_HOME
-        controller = ChatController(engine, window, session=session)
-        models = wire_window(window, controller)
-        attach_history(window, controller)
+        if session is None:
+            session = open_history()[0] if history else ChatSession.unsaved()  # in the test's own EMBER_HOME
+        window = MainWindow(engine, session, options)  # closed below once its turn has ended (not by pytest-qt)
         window.show()
         qtbot.waitExposed(window)
-        chat = Chat(qtbot, window, controller, engine, backend, models)
+        chat = Chat(qtbot, window, window.controller, engine, backend, window.models)
         chats.append(chat)
         return chat
 

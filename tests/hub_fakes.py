@@ -65,8 +65,13 @@ class FakeDownloadCancelled(FakeDownloadError):
 class FakeHubClient:
     """Repositories as {repo: {file path: bytes}}; records every call it gets."""
 
-    def __init__(self, repos: Mapping[str, Mapping[str, bytes]], *, host: str = "hub.test",
-                 downloads: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        repos: Mapping[str, Mapping[str, bytes]],
+        *,
+        host: str = "hub.test",
+        downloads: Mapping[str, int] | None = None,
+    ) -> None:
         self.repos = {r: dict(files) for r, files in repos.items()}
         self._host = host
         self._downloads = dict(downloads or {})
@@ -77,8 +82,11 @@ class FakeHubClient:
         return self._host
 
     def _files(self, repo: str) -> list[FakeHubFile]:
-        return [FakeHubFile(repo, path, len(data), hashlib.sha256(data).hexdigest())
-                for path, data in self.repos[repo].items() if path.endswith(".gguf")]
+        return [
+            FakeHubFile(repo, path, len(data), hashlib.sha256(data).hexdigest())
+            for path, data in self.repos[repo].items()
+            if path.endswith(".gguf")
+        ]
 
     def search(self, text: str, limit: int = 30) -> list[FakeHubRepo]:
         self.calls.append(f"search {text}")
@@ -106,9 +114,15 @@ class FakeDownloader:
     resume: threading.Event = field(default_factory=threading.Event)
     fetched: list[str] = field(default_factory=list)
 
-    def __call__(self, files: Sequence[FakeHubFile], dest_dir: Path, *, client: FakeHubClient,
-                 progress: Callable[[FakeProgress], None] | None = None,
-                 cancel: threading.Event | None = None) -> list[Path]:
+    def __call__(
+        self,
+        files: Sequence[FakeHubFile],
+        dest_dir: Path,
+        *,
+        client: FakeHubClient,
+        progress: Callable[[FakeProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Path]:
         dest_dir.mkdir(parents=True, exist_ok=True)
         total = sum(f.size for f in files)
         done = 0
@@ -124,8 +138,8 @@ class FakeDownloader:
                         fh.close()
                         part.unlink()
                         raise FakeDownloadCancelled("download cancelled")
-                    fh.write(data[start:start + self.chunk])
-                    done += len(data[start:start + self.chunk])
+                    fh.write(data[start : start + self.chunk])
+                    done += len(data[start : start + self.chunk])
                     if progress is not None:
                         progress(FakeProgress(done, total, 1_000_000.0, (total - done) / 1e6, f.path))
                     if self.pause and not self.reached.is_set():
@@ -149,11 +163,13 @@ class Gate:
         self.allowed = True
 
 
-def fake_services(client: FakeHubClient, downloader: FakeDownloader, models_dir: Path,
-                  gate: Gate | None = None) -> HubServices:
+def fake_services(
+    client: FakeHubClient, downloader: FakeDownloader, models_dir: Path, gate: Gate | None = None
+) -> HubServices:
     gate = gate or Gate()
-    return HubServices(client=client, download=downloader, models_dir=models_dir,
-                       allowed=lambda: gate.allowed, allow=gate.allow)
+    return HubServices(
+        client=client, download=downloader, models_dir=models_dir, allowed=lambda: gate.allowed, allow=gate.allow
+    )
 
 
 # --- a small catalogue served by the fake Hub ------------------------------------------------
@@ -165,12 +181,23 @@ TINY_TARGET = Path(*TINY_REPO.split("/"), TINY_FILE)  # where a download of it l
 
 
 def catalogue_entry(key: str, repo: str, name: str, size: int, quality: int, **extra: Any) -> CatalogueEntry:
-    raw = {"key": key, "name": key.replace("-", " ").title(), "repo": repo, "parameters": "1B",
-           "parameters_b": 1.0, "quality": quality, "licence": "apache-2.0",
-           "licence_url": "https://www.apache.org/licenses/LICENSE-2.0", "context_length": 4096,
-           "thinks": False, "tool_calls": None,
-           "architecture": {"layers": 2, "kv_heads": 2, "head_dim": 64, "embedding": 128},
-           "files": [{"quant": "Q4_K_M", "name": name, "size": size}], "checked_against": ["a test"], **extra}
+    raw = {
+        "key": key,
+        "name": key.replace("-", " ").title(),
+        "repo": repo,
+        "parameters": "1B",
+        "parameters_b": 1.0,
+        "quality": quality,
+        "licence": "apache-2.0",
+        "licence_url": "https://www.apache.org/licenses/LICENSE-2.0",
+        "context_length": 4096,
+        "thinks": False,
+        "tool_calls": None,
+        "architecture": {"layers": 2, "kv_heads": 2, "head_dim": 64, "embedding": 128},
+        "files": [{"quant": "Q4_K_M", "name": name, "size": size}],
+        "checked_against": ["a test"],
+        **extra,
+    }
     return parse_entry(raw, 0)
 
 
@@ -184,15 +211,29 @@ def small_catalogue(tiny_size: int) -> list[CatalogueEntry]:
 
 
 def small_hub(tiny_bytes: bytes) -> FakeHubClient:
-    return FakeHubClient({
-        TINY_REPO: {TINY_FILE: tiny_bytes, "README.md": b"# tiny"},
-        "someone/tiny-chat-extra-GGUF": {"extra-Q8_0.gguf": tiny_bytes, "mmproj-extra-f16.gguf": b"x" * 10},
-    })
+    return FakeHubClient(
+        {
+            TINY_REPO: {TINY_FILE: tiny_bytes, "README.md": b"# tiny"},
+            "someone/tiny-chat-extra-GGUF": {"extra-Q8_0.gguf": tiny_bytes, "mmproj-extra-f16.gguf": b"x" * 10},
+        }
+    )
 
 
-def page_options(entries: Sequence[CatalogueEntry], hub: FakeHubClient, downloader: FakeDownloader,
-                 models_dir: Path, gate: Gate, prompts: object, free: FreeMemory) -> dict[str, Any]:
+def page_options(
+    entries: Sequence[CatalogueEntry],
+    hub: FakeHubClient,
+    downloader: FakeDownloader,
+    models_dir: Path,
+    gate: Gate,
+    prompts: object,
+    free: FreeMemory,
+) -> dict[str, Any]:
     """The "Get models" page's keyword arguments: the fake Hub, canned prompts, given free memory."""
     services = fake_services(hub, downloader, models_dir, gate)
-    return {"services": lambda: services, "prompts": prompts, "entries": list(entries),
-            "free_memory": lambda: free, "quick_memory": lambda: free}
+    return {
+        "services": lambda: services,
+        "prompts": prompts,
+        "entries": list(entries),
+        "free_memory": lambda: free,
+        "quick_memory": lambda: free,
+    }

@@ -49,18 +49,38 @@ class Served:
         self.engine.close_sync()
 
 
-def serve(backend: Backend, *, api_key: str | None = None, max_waiting: int = 32, max_tokens: int = 256,
-          context_size: int = 0, history: ApiHistory | None = None, embedder: TextEmbedder | None = None,
-          origins: OriginPolicy | None = None, limits: ConnectionLimits | None = None,
-          settings: TurnSettings | None = None, model_defaults: bool = False) -> Served:
+def serve(
+    backend: Backend,
+    *,
+    api_key: str | None = None,
+    max_waiting: int = 32,
+    max_tokens: int = 256,
+    context_size: int = 0,
+    history: ApiHistory | None = None,
+    embedder: TextEmbedder | None = None,
+    origins: OriginPolicy | None = None,
+    limits: ConnectionLimits | None = None,
+    settings: TurnSettings | None = None,
+    model_defaults: bool = False,
+) -> Served:
     """`settings`: the defaults are what `ember serve` gives with these model settings
     (`state.defaults_for`); without, every request defaults to greedy and `max_tokens`."""
     engine = Engine(backend)
-    defaults = (defaults_for(engine, settings, model_defaults=model_defaults) if settings is not None
-                else lambda: Defaults(Sampling.greedy(), max_tokens, context_size))
-    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults,
-                       api_key=api_key, line=ModelLine(max_waiting), history=history, embedder=embedder,
-                       origins=origins or OriginPolicy.default())
+    defaults = (
+        defaults_for(engine, settings, model_defaults=model_defaults)
+        if settings is not None
+        else lambda: Defaults(Sampling.greedy(), max_tokens, context_size)
+    )
+    state = ServeState(
+        engine,
+        model_id=model_id_for(engine),
+        defaults=defaults,
+        api_key=api_key,
+        line=ModelLine(max_waiting),
+        history=history,
+        embedder=embedder,
+        origins=origins or OriginPolicy.default(),
+    )
     server = ServerThread(state, bind("127.0.0.1", 0), limits)
     server.start()
     return Served(server, engine)

@@ -77,8 +77,9 @@ def test_only_a_name_that_says_so_makes_an_instruction_model() -> None:
     ("llama", "Some Chat", gf.GEMMA_TOKENS, None),  # no llama-family format uses gemma's markers
     ("xverse", "Xverse Chat", gf.CHATML_TOKENS, None),  # an architecture Ember has no format for
 ])  # fmt: skip
-def test_metadata_names_the_builtin_format(tmp_path: Path, architecture: str, name: str,
-                                           tokens: tuple[gf.TokenSpec, ...], expected: str | None) -> None:
+def test_metadata_names_the_builtin_format(
+    tmp_path: Path, architecture: str, name: str, tokens: tuple[gf.TokenSpec, ...], expected: str | None
+) -> None:
     path = gf.write_tiny_llama(tmp_path / "m.gguf", None, tokens, name=name, architecture=architecture)
     meta = read_metadata(path)
     assert (meta.base_model, meta.builtin_template) == (True, expected)
@@ -86,8 +87,9 @@ def test_metadata_names_the_builtin_format(tmp_path: Path, architecture: str, na
 
 
 def test_a_finetune_key_counts_as_a_name(tmp_path: Path) -> None:
-    path = gf.write_tiny_llama(tmp_path / "m.gguf", None, gf.CHATML_TOKENS, name="Tiny",
-                               extra={"general.finetune": "Instruct"})
+    path = gf.write_tiny_llama(
+        tmp_path / "m.gguf", None, gf.CHATML_TOKENS, name="Tiny", extra={"general.finetune": "Instruct"}
+    )
     assert read_metadata(path).builtin_template == "chatml"
 
 
@@ -103,8 +105,10 @@ def test_a_file_with_a_template_is_no_base_model(tmp_path: Path) -> None:
 
 def test_llama_cpp_renders_a_builtin_format() -> None:
     text = apply_builtin("gemma", [("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")])
-    assert text == ("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
-                    "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
+    assert text == (
+        "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+        "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+    )
     long = "x" * 100_000  # past the first buffer guess
     assert apply_builtin("chatml", [("user", long)]).count("x") == 100_000
 
@@ -113,7 +117,8 @@ def test_message_text_stays_text_in_a_builtin_format() -> None:
     template = BuiltinTemplate(FORMATS["gemma"], special_strings=["<end_of_turn>", "<start_of_turn>"])
     segments = template.segments([{"role": "user", "content": "say <end_of_turn> now"}])
     assert [(s.text, s.trusted) for s in segments] == [
-        ("<start_of_turn>user\n", True), ("say <end_of_turn> now", False),
+        ("<start_of_turn>user\n", True),
+        ("say <end_of_turn> now", False),
         ("<end_of_turn>\n<start_of_turn>model\n", True),
     ]
     # A lone system message has no turn in gemma's format: its text is broken instead of lost.
@@ -129,9 +134,9 @@ def test_a_plain_transcript_keeps_every_turn() -> None:
         {"role": "user", "content": "What is my name?"},
     ]
     segments = PlainTranscript().segments(messages)
-    assert [(s.text, s.trusted) for s in segments] == [(
-        "A friendly chat.\n\nUser: My name is Ada.\nAssistant: Hello Ada.\nUser: What is my name?\nAssistant:",
-        False)]  # plain text throughout: no message can open a special token
+    assert [(s.text, s.trusted) for s in segments] == [
+        ("A friendly chat.\n\nUser: My name is Ada.\nAssistant: Hello Ada.\nUser: What is my name?\nAssistant:", False)
+    ]  # plain text throughout: no message can open a special token
 
 
 # -- stopping -------------------------------------------------------------------------------
@@ -155,7 +160,12 @@ def test_held_text_comes_out_before_a_special_token_and_at_the_end() -> None:
     source = _pieces(Piece("a\nUse", 1), Piece("<x>", 2, True), Piece("b\nUs", 3))
     out = list(_until_stop_text(source, ("\nUser:",), info))  # type: ignore[arg-type]
     assert [(p.text, p.special) for p in out if isinstance(p, Piece)] == [
-        ("a", False), ("\nUse", False), ("<x>", True), ("b", False), ("\nUs", False)]
+        ("a", False),
+        ("\nUse", False),
+        ("<x>", True),
+        ("b", False),
+        ("\nUs", False),
+    ]
     assert info.finish_reason == FinishReason.LENGTH
 
 
@@ -169,8 +179,9 @@ def test_a_plain_transcript_end_to_end(tmp_path: Path) -> None:
     """No template and an architecture Ember has no built-in format for (llama.cpp runs xverse with
     llama's tensors): a plain transcript, stopped at the next label, even with ChatML's markers and
     a chat model's name."""
-    path = gf.write_tiny_llama(tmp_path / "base.gguf", None, gf.CHATML_TOKENS, name="Xverse Chat",
-                               architecture="xverse")
+    path = gf.write_tiny_llama(
+        tmp_path / "base.gguf", None, gf.CHATML_TOKENS, name="Xverse Chat", architecture="xverse"
+    )
     backend = LlamaBackend(path, n_ctx=512)
     try:
         assert backend.capabilities.base_model
@@ -178,7 +189,8 @@ def test_a_plain_transcript_end_to_end(tmp_path: Path) -> None:
         assert backend.raw().detokenize(ids).decode().endswith("User: Hello\nAssistant:")
         # The tiny model writes random text: a grammar makes it write the next turn.
         forced = make_request(HELLO, sampling=Sampling.greedy(), max_tokens=40).with_(
-            grammar='root ::= " Hello world\\nUser: and more"')
+            grammar='root ::= " Hello world\\nUser: and more"'
+        )
         text, info = _reply(backend, forced)
         assert (text, info.finish_reason) == ("Hello world", FinishReason.STOP)  # no space from "Assistant: "
     finally:
@@ -196,8 +208,9 @@ def test_a_builtin_format_end_to_end(tmp_path: Path) -> None:
         im_start = backend.raw().tokenize(b"<|im_start|>", add_bos=False, special=True)
         assert len(im_start) == 1 and ids.count(im_start[0]) == 2  # the user's turn and the answer's
         grammar = f'root ::= "Hi" <[{im_start[0]}]> "user more"'
-        text, info = _reply(backend, make_request(HELLO, sampling=Sampling.greedy(), max_tokens=40).with_(
-            grammar=grammar))
+        text, info = _reply(
+            backend, make_request(HELLO, sampling=Sampling.greedy(), max_tokens=40).with_(grammar=grammar)
+        )
         assert (text, info.finish_reason) == ("Hi", FinishReason.STOP)
     finally:
         backend.close()
@@ -245,34 +258,54 @@ def test_the_picker_row_marks_a_base_model(tmp_path: Path) -> None:
 
 def _ember(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
 
 
+@pytest.mark.slow  # starts a process
 def test_ember_chat_says_it_once_on_stderr(tmp_path: Path, ember_home: Path) -> None:
     path = gf.write_tiny_llama(tmp_path / "base.gguf", None, ())
-    result = _ember("chat", "--model", str(path), "--max-tokens", "4", "--temperature", "0", "Hello",
-                    home=ember_home)
+    result = _ember("chat", "--model", str(path), "--max-tokens", "4", "--temperature", "0", "Hello", home=ember_home)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count(BASE_MODEL_NOTE) == 1
     assert f"ember: {BASE_MODEL_NOTE}\n" in result.stderr
-    chat = _ember("chat", "--model", str(gf.write_tiny_llama(tmp_path / "chat.gguf")), "--max-tokens", "4",
-                  "--temperature", "0", "Hello", home=ember_home)
+    chat = _ember(
+        "chat",
+        "--model",
+        str(gf.write_tiny_llama(tmp_path / "chat.gguf")),
+        "--max-tokens",
+        "4",
+        "--temperature",
+        "0",
+        "Hello",
+        home=ember_home,
+    )
     assert chat.returncode == 0 and BASE_MODEL_NOTE not in chat.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_ember_serve_says_it_once_on_stderr(tmp_path: Path, ember_home: Path) -> None:
     path = gf.write_tiny_llama(tmp_path / "base.gguf", None, ())
     env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "serve", "--port", "0", "--model", str(path)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "serve", "--port", "0", "--model", str(path)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
         assert match and line.startswith("Serving base.gguf"), line
-        reply = httpx.post(f"{match.group(1)}/chat/completions", timeout=60,  # the server is up: Ctrl+C is handled
-                           json={"model": "x", "max_tokens": 4, "messages": HELLO})
+        reply = httpx.post(
+            f"{match.group(1)}/chat/completions",
+            timeout=60,  # the server is up: Ctrl+C is handled
+            json={"model": "x", "max_tokens": 4, "messages": HELLO},
+        )
         assert reply.status_code == 200
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from desktop.cli.cmd_bench import format_report, measure_gui
 from desktop.cli.main import main
-from engine.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native
-from engine.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
 from engine.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
-from engine.bench.suite import BenchConfig, cpu_name
 from engine.errors import BenchError
+from tests.bench.cli_long_chat import report_rows
+from tests.bench.full import format_report, measure_gui
+from tests.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native
+from tests.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
+from tests.bench.suite import BenchConfig, cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,9 +25,11 @@ REQUIRED = (
     "engine_vs_raw_tps_ratio", "engine_tps", "raw_tps", "ttft_ms", "engine_ttft_ms", "raw_ttft_ms",
     "filter_us_per_piece", "ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms", "load_ms", "rss_mb",
     "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
+    "vulkan_device", "vulkan_vs_cpu_tps_ratio", "build_seconds_cpu_only", "build_seconds_with_vulkan",
 )  # fmt: skip
-TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200", "--filter-bytes", "20000",
-        "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60", "--no-docs",
+TINY = ["--full", "--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200",
+        "--filter-bytes", "20000", "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
+        "--no-docs",
         "--skip-decoding", "--serve-runs", "0",  # ember serve's rows: test_serve_bench.py
         "--download-mb", "4"]  # fmt: skip
 
@@ -56,7 +59,7 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     assert report["long_chat_prompt_renders_per_turn"] >= 1 and report["long_chat_ttft_vs_native"] is None  # #23
     assert report["gui_open_2000_ms"] is not None and report["sidebar_5000_fill_ms"] is not None, report["notes"]
     assert report["download_vs_curl_ratio"] is None or report["download_vs_curl_ratio"] > 0  # None without curl
-    if (ROOT / "desktop" / "stall_bench.py").is_file():
+    if (ROOT / "tests" / "tools" / "stall_bench.py").is_file():
         assert report["ui_max_stall_ms"] is not None, report["notes"]
 
 
@@ -67,15 +70,18 @@ def test_a_model_that_is_not_there_is_one_readable_line(capsys: pytest.CaptureFi
     assert err[-1].startswith("ember: bench failed:") and "does not exist" in err[-1]
 
 
-def test_a_template_that_asks_too_much_gives_embers_own_line(capsys: pytest.CaptureFixture[str],
-                                                                tmp_path: Path) -> None:
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
+def test_a_template_that_asks_too_much_gives_embers_own_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     import gguf_factory as gf
 
     model = gf.write_tiny_llama(tmp_path / "loop.gguf", "{% for i in range(10**9) %}x{% endfor %}" + gf.CHATML)
     assert main(["bench", "--model", str(model), *TINY]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("ember: bench failed: this model's chat template was stopped: "
-                       "it asked for a value too large to use (1e+09)")
+    assert err[-1] == (
+        "ember: bench failed: this model's chat template was stopped: it asked for a value too large to use (1e+09)"
+    )
 
 
 def _timing(tps: float, ttft: float, text: str = "same") -> RunTiming:
@@ -147,12 +153,27 @@ def test_the_human_table_names_the_cpu_threads_and_every_figure() -> None:
         "ui_max_stall_ms": None, "ui_p99_stall_ms": None, "ui_catchup_ms": None, "ui_tokens": 20_000,
         "ui_tokens_per_s": 2000, "load_ms": 300.0, "import_ms": 500.0, "rss_mb": 200.0,
         "rss_after_first_token_mb": 210.0, "history_search_ms": 12.5, "history_messages": 10_000,
-        "notes": ["GUI stall: skipped"],
+        "notes": ["GUI stall: skipped"], "cpu_variant": "haswell", "vulkan_device": "llvmpipe (software)",
+        "vulkan_vs_cpu_tps_ratio": 0.412, "build_seconds_cpu_only": 582, "build_seconds_with_vulkan": None,
     }  # fmt: skip
     text = format_report(report)
+    assert "llvmpipe (software); decode x0.412 the CPU's; build n/a s with it, 582.0 s CPU only" in text
     assert "Test CPU 9000" in text and "2 threads" in text
-    figures = ("120.0", "100.0", "1.200", "tg128", "130.0", "0.923", "0.925", "CPU · no GPU found", "1.50 µs", "n/a",
-               "300 ms", "200 MB", "12.50 ms")
+    figures = (
+        "120.0",
+        "100.0",
+        "1.200",
+        "tg128",
+        "130.0",
+        "0.923",
+        "0.925",
+        "CPU · no GPU found",
+        "1.50 µs",
+        "n/a",
+        "300 ms",
+        "200 MB",
+        "12.50 ms",
+    )
     for figure in figures:
         assert figure in text, figure
     assert "note: GUI stall: skipped" in text
@@ -165,6 +186,7 @@ def test_rounds_interleave_every_side_and_rotate_who_goes_first() -> None:
         def run() -> str:
             order.append(name)
             return name
+
         return run
 
     rounds = list(interleaved_rounds([side("raw"), side("engine"), side("native")], 3))
@@ -180,11 +202,19 @@ def test_native_figures_are_the_median_and_the_ratio_at_the_same_depth() -> None
 
 
 def test_the_native_run_matches_embers_settings(tmp_path: Path) -> None:
-    run = NativeRun(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=128, depth=37, flash_attn="on",
-                    n_gpu_layers=-1)
+    run = NativeRun(
+        tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=128, depth=37, flash_attn="on", n_gpu_layers=-1
+    )
     cmd = run.command()
-    for flag, value in (("-d", "37"), ("-n", "128"), ("-p", "0"), ("-t", "2"), ("-ngl", "99"), ("-fa", "on"),
-                        ("-r", "1")):
+    for flag, value in (
+        ("-d", "37"),
+        ("-n", "128"),
+        ("-p", "0"),
+        ("-t", "2"),
+        ("-ngl", "99"),
+        ("-fa", "on"),
+        ("-r", "1"),
+    ):
         assert cmd[cmd.index(flag) + 1] == value, flag
     cpu = NativeRun(tmp_path / "llama-bench", tmp_path / "m.gguf", threads=2, n_gen=8, depth=5, n_gpu_layers=0)
     assert cpu.command()[cpu.command().index("-ngl") + 1] == "0"
@@ -203,8 +233,10 @@ def test_the_native_prompt_run_reads_the_same_tokens_at_the_same_depth(tmp_path:
 
 
 def test_the_long_chat_reports_renders_and_the_native_ratio_as_medians_of_five_turns_at_each_end() -> None:
-    rows = [{"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50.0 * t,
-             "renders": 1} for t in range(1, 13)]
+    rows = [
+        {"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50.0 * t, "renders": 1}
+        for t in range(1, 13)
+    ]
     for turn, (ember, native) in zip(range(2, 7), [(100, 80), (90, 80), (700, 80), (110, 90), (100, 70)], strict=True):
         rows[turn - 1] |= {"ttft_ms": float(ember), "native_ms": float(native)}  # one outlier: 700 ms
     for turn in range(8, 13):
@@ -214,9 +246,26 @@ def test_the_long_chat_reports_renders_and_the_native_ratio_as_medians_of_five_t
     assert out["long_chat_ttft_vs_native_turn5"] == 1.25  # median 100 over median 80: the outlier does not count
     assert out["long_chat_ttft_vs_native"] == 1.2 and out["long_chat_native_turns_compared"] == 10
     assert (out["long_chat_depth_turn5"], out["long_chat_depth_last_turn"]) == (100, 600)
+    assert out["long_chat_window_moves"] == 0 and out["long_chat_evaluated_on_moves_max"] is None
     for row in rows[7:]:
         del row["native_ms"]
     assert _report(rows, 2048, 12, 2)["long_chat_ttft_vs_native"] is None  # no llama-bench: no ratio
+
+
+def test_the_long_chat_reports_what_a_window_move_evaluated_and_what_the_shift_kept() -> None:
+    rows = [
+        {"ttft_ms": 100.0, "prompt": 80, "evaluated": 30, "sent": 3, "dropped": 0, "depth": 50.0, "renders": 1}
+        for _ in range(12)
+    ]
+    for turn in range(6, 13):
+        rows[turn - 1]["dropped"] = 2 if turn < 10 else 4  # the window moves at turns 6 and 10
+    rows[5] |= {"evaluated": 34, "shifted": 1350}
+    rows[9] |= {"evaluated": 1400, "shifted": 0}  # a refill: the cache could not shift
+    out = _report(rows, 2048, 12, 2)
+    assert out["long_chat_window_moves"] == 2
+    assert out["long_chat_evaluated_on_moves_max"] == 1400 and out["long_chat_shifted_tokens"] == 1350
+    lines = report_rows(out, lambda label, value: f"{label}: {value}")
+    assert "window moves: 2, at most 1400 tokens evaluated on one (1,350 kept by shifting the KV cache)" in lines
 
 
 def test_a_bad_gpu_layer_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

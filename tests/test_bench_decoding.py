@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench import speculative as bench_spec
 from engine.child_env import child_env
+from tests.bench import speculative as bench_spec
 
 
 @pytest.mark.slow

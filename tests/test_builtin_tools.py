@@ -24,19 +24,46 @@ def test_current_time_gives_date_time_and_zone(tmp_path: Path) -> None:
     assert toolset(tmp_path).run("current_time", {}) == "Wednesday 2026-03-04 05:06:07 CET (UTC+0100)"
 
 
-@pytest.mark.parametrize(("expression", "value"), [
-    ("2 * (3 + 4)", 14), ("2 ** 10", 1024), ("2^8", 256), ("7 / 2", 3.5), ("7 // 2", 3), ("-3 % 5", 2),
-    ("sqrt(16)", 4.0), ("round(pi, 2)", 3.14), ("10 ** -2", 0.01),
-])
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("2 * (3 + 4)", 14),
+        ("2 ** 10", 1024),
+        ("2^8", 256),
+        ("7 / 2", 3.5),
+        ("7 // 2", 3),
+        ("-3 % 5", 2),
+        ("sqrt(16)", 4.0),
+        ("round(pi, 2)", 3.14),
+        ("10 ** -2", 0.01),
+    ],
+)
 def test_calculator_computes_arithmetic(expression: str, value: float) -> None:
     assert calculate(expression) == value
 
 
-@pytest.mark.parametrize("expression", [
-    "__import__('os').system('true')", "open('/etc/passwd')", "x", "'a' * 3", "[1, 2]", "(1).__class__",
-    "9 ** 9 ** 9", "10 ** 100000", "2 ** 5000", "1 / 0", "sqrt(-1)", "(-8) ** 0.5", "1 +" , "", "1" * 600,
-    "lambda: 1", "f(x=1)",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os').system('true')",
+        "open('/etc/passwd')",
+        "x",
+        "'a' * 3",
+        "[1, 2]",
+        "(1).__class__",
+        "9 ** 9 ** 9",
+        "10 ** 100000",
+        "2 ** 5000",
+        "1 / 0",
+        "sqrt(-1)",
+        "(-8) ** 0.5",
+        "1 +",
+        "",
+        "1" * 600,
+        "lambda: 1",
+        "f(x=1)",
+    ],
+)
 def test_calculator_refuses_anything_but_bounded_arithmetic(expression: str) -> None:
     with pytest.raises(CalcError):
         calculate(expression)
@@ -83,10 +110,22 @@ def test_list_and_read_inside_the_granted_folder(tmp_path: Path, tree: tuple[Pat
     assert tools.run("list_files", {"path": "sub"}) == "deep.txt (4 bytes)"
 
 
-@pytest.mark.parametrize("path", [
-    "../secret.txt", "sub/../../secret.txt", "..", "link.txt", "linkdir/secret.txt", "linkdir",
-    "/etc/passwd", "~/secret.txt", "C:\\Windows\\win.ini", "sub\\..\\..\\secret.txt", "missing.txt",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../secret.txt",
+        "sub/../../secret.txt",
+        "..",
+        "link.txt",
+        "linkdir/secret.txt",
+        "linkdir",
+        "/etc/passwd",
+        "~/secret.txt",
+        "C:\\Windows\\win.ini",
+        "sub\\..\\..\\secret.txt",
+        "missing.txt",
+    ],
+)
 def test_file_tools_refuse_every_escape(tmp_path: Path, tree: tuple[Path, Path], path: str) -> None:
     granted, secret = tree
     tools = toolset(tmp_path, granted)

@@ -59,16 +59,22 @@ def test_the_wheel_and_the_frozen_app_carry_the_catalogue() -> None:
     assert CATALOGUE_FILE.parent == ROOT / "models" / "library"  # inside the package hatch ships
 
 
-@pytest.mark.parametrize(("change", "said"), [
-    (lambda d: d.update(version=2), "not a version 1 catalogue"),
-    (lambda d: d["models"][0].update(tool_calls="smoke-signals"), "not in models.formats"),
-    (lambda d: d["models"][0].update(files=[]), "'files' is missing or empty"),
-    (lambda d: d["models"][0].update(checked_against=[]), "no source it was checked against"),
-    (lambda d: d["models"][0]["files"][0].update(name="../evil.bin"), "is not a .gguf file name"),
-    (lambda d: d["models"][0].update(repo="no-owner"), "is not owner/name"),
-    (lambda d: d["models"][1].update(key=d["models"][0]["key"]), "two entries share a key"),
-    (lambda d: d["models"][0].update(thinks="yes"), "'thinks' is missing or not a bool"),
-])
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda d: d.update(version=2), "not a version 1 catalogue"),
+        (lambda d: d["models"][0].update(tool_calls="smoke-signals"), "not in models.formats"),
+        (lambda d: d["models"][0].update(files=[]), "'files' is missing or empty"),
+        (lambda d: d["models"][0].update(checked_against=[]), "no source it was checked against"),
+        (lambda d: d["models"][0]["files"][0].update(name="../evil.bin"), "is not a .gguf file name"),
+        (lambda d: d["models"][0].update(repo="no-owner"), "is not owner/name"),
+        (lambda d: d["models"][1].update(key=d["models"][0]["key"]), "two entries share a key"),
+        (lambda d: d["models"][0].update(thinks="yes"), "'thinks' is missing or not a bool"),
+        (lambda d: d["models"][0].update(projector={"file": "m.bin", "size": 9}), "not an mmproj*.gguf file name"),
+        (lambda d: d["models"][0].update(projector={"file": "mmproj-x.gguf", "size": 0}), "mmproj-x.gguf has no size"),
+        (lambda d: d["models"][0].update(projector="mmproj-x.gguf"), "'projector' is not an object"),
+    ],
+)
 def test_a_damaged_catalogue_is_refused_in_one_line(change, said: str) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(CATALOGUE_FILE.read_text(encoding="utf-8"))
     change(data)
@@ -174,3 +180,15 @@ def test_an_entry_offers_its_default_file_unless_another_runs_better() -> None:
 def test_on_the_cpu_a_slow_big_model_comes_after_the_useful_ones() -> None:
     order = [s.entry.key for s in ranked(shipped_catalogue(), FreeMemory(ram_bytes=16 * GB))]
     assert order.index("qwen3-4b") < order.index("qwen3-8b")  # its only files are over 6 GB
+
+
+def test_vision_entries_name_their_projector_and_say_so() -> None:
+    entries = {e.key: e for e in shipped_catalogue()}
+    smolvlm, gemma = entries["smolvlm-500m-instruct"], entries["gemma-3-4b-it"]
+    assert smolvlm.vision and smolvlm.projector is not None
+    assert smolvlm.projector.name == "mmproj-SmolVLM-500M-Instruct-Q8_0.gguf"
+    assert gemma.projector is not None and gemma.projector.name == "mmproj-model-f16.gguf"
+    assert not entries["qwen3-4b"].vision and entries["qwen3-4b"].projector is None
+    assert [e.key for e in search(shipped_catalogue(), "vision")] == ["gemma-3-4b-it", "smolvlm-500m-instruct"]
+    # the sources say where the projector's name was seen
+    assert any("mmproj" in source for source in smolvlm.checked_against + gemma.checked_against)

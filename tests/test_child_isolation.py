@@ -7,21 +7,15 @@ could. None of them may run, and each child must still do its work.
 
 from __future__ import annotations
 
-import random
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from engine.backends import cpu_check, cpu_variants, grammar_guard
-from engine.bench import llama as bench_llama
+from engine.backends import cpu_check, cpu_probe, cpu_variants, grammar_guard
 from engine.child_env import child_env
-from engine.docs import pdf_pages
-from engine.docs.pdf_child import pypdfium2
-from tests.doc_fixtures import filler, write_pdf
+from tests.bench import llama as bench_llama
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = ("engine/__init__.py", "struct.py", "json.py")
@@ -45,36 +39,7 @@ def _ran(mark: Path) -> str:
     return mark.read_text() if mark.exists() else ""
 
 
-def test_the_pdf_helper_is_isolated(hostile_cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pages = 3 * pdf_pages.GROUP
-    write_pdf(Path("manual.pdf").absolute(), [f"Page {i + 1}. " + filler(random.Random(i), 5) for i in range(pages)])
-    asked: list[int] = []
-    ask, read = pdf_pages._Helper._ask, pdf_pages.page_text  # pyright: ignore[reportPrivateUsage]
-
-    def counted(self: Any, stdin: Any, stdout: Any, group: int) -> Any:
-        out = ask(self, stdin, stdout, group)
-        asked.append(group)
-        return out
-
-    def slow_until_helped(pdf: Any, index: int) -> str:
-        deadline = time.monotonic() + 20
-        while index % pdf_pages.GROUP == 0 and index and not asked and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return read(pdf, index)
-
-    monkeypatch.setattr(pdf_pages, "HELP_AFTER_S", 0.0)
-    monkeypatch.setattr(pdf_pages._Helper, "_ask", counted)  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(pdf_pages, "page_text", slow_until_helped)
-    pdf = pypdfium2().PdfDocument("manual.pdf")
-    try:  # a relative path, as `ember chat --attach manual.pdf` gives it
-        got = [i for i, _ in pdf_pages.page_texts(pdf, Path("manual.pdf"), lambda: False, 1)]
-    finally:
-        pdf.close()
-    assert got == list(range(pages))
-    assert _ran(hostile_cwd) == ""
-    assert asked, "the helper read no group"
-
-
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_grammar_checker_is_isolated(hostile_cwd: Path, smollm_path: Path) -> None:
     grammar_guard.forget()
     problem = grammar_guard._check_in_child(smollm_path, 'root ::= "yes" | "no"\n')  # pyright: ignore[reportPrivateUsage]
@@ -88,8 +53,9 @@ def test_the_cpu_probe_is_isolated(hostile_cwd: Path) -> None:
     assert verdict.runs is True, verdict.detail
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_cpu_variant_probes_are_isolated(hostile_cwd: Path) -> None:
-    folder = cpu_variants.lib_dir()
+    folder = cpu_probe.lib_dir()
     files = cpu_variants.variant_files(folder) if folder else {}
     if not files:
         pytest.skip("this llama.cpp build has no run-time CPU variants")
@@ -101,37 +67,44 @@ def test_the_cpu_variant_probes_are_isolated(hostile_cwd: Path) -> None:
     assert probe.runs is not None or "the child could not start" not in probe.detail
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_bench_child_is_isolated(hostile_cwd: Path, smollm_path: Path) -> None:
     out = bench_llama.measure_load(smollm_path, 256, 1, child_env(), gpu_layers=0)
     assert _ran(hostile_cwd) == ""
     assert out
 
 
+@pytest.mark.slow  # starts a process
 def test_the_frozen_entry_accepts_isolation_flags(tmp_path: Path) -> None:
     """packaging/ember_main.py answers `[-I|-P …] -c CODE ARGS` as Python does (frozen app only)."""
-    code = ("import runpy, sys\nsys.frozen = True\nsys.argv = [sys.argv[0], '-I', '-P', '-c', "
-            "'import sys; print(\"child\", sys.argv[1:])', 'a b', 'c']\n"
-            f"runpy.run_path({str(ROOT / 'packaging' / 'ember_main.py')!r}, run_name='__main__')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          check=False)
+    code = (
+        "import runpy, sys\nsys.frozen = True\nsys.argv = [sys.argv[0], '-I', '-P', '-c', "
+        "'import sys; print(\"child\", sys.argv[1:])', 'a b', 'c']\n"
+        f"runpy.run_path({str(ROOT / 'packaging' / 'ember_main.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "child ['a b', 'c']"
 
 
 def test_a_start_up_bench_child_is_isolated(hostile_cwd: Path) -> None:
-    from desktop.cli import bench_startup
+    from tests.bench import cli_startup as bench_startup
 
     took = bench_startup._process_ms(bench_startup.ENTRY, "--version")  # pyright: ignore[reportPrivateUsage]
     assert _ran(hostile_cwd) == ""
     assert took > 0
 
 
+@pytest.mark.slow  # starts a process
 def test_every_child_is_built_the_same_way(hostile_cwd: Path) -> None:
     """The one builder every child uses: its imports come from Ember, in a folder not the user's."""
     from engine.child_env import python_child
 
     child = python_child("import json, os, struct, engine.child_env as e; print(os.getcwd() == str(e.ROOT))")
-    done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run(
+        child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=60, check=False
+    )
     assert _ran(hostile_cwd) == ""
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr

@@ -26,8 +26,9 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 
 def ember(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
 
 
 def _script(tmp_path: Path, replies: list[list[object]]) -> str:
@@ -40,6 +41,7 @@ def _events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_script_replays_exactly(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["<think>let me see</think>", "Hel", "lo", "!"]])
     result = ember("chat", "--events", "--backend", backend, "hi", home=ember_home)
@@ -49,15 +51,19 @@ def test_a_script_replays_exactly(tmp_path: Path, ember_home: Path) -> None:
     assert events[0]["text"] == "let me see"
     assert "".join(str(e["text"]) for e in events if e["type"] == "content") == "Hello!"
     stats = events[-1]["stats"]
-    assert isinstance(stats, dict) and {"tokens", "ttft_ms", "tokens_per_s", "total_ms", "retries",
-                                        "scaffold_stripped"} <= stats.keys()
+    assert (
+        isinstance(stats, dict)
+        and {"tokens", "ttft_ms", "tokens_per_s", "total_ms", "retries", "scaffold_stripped"} <= stats.keys()
+    )
 
 
+@pytest.mark.slow  # starts a process
 def test_plain_output_is_the_answer(tmp_path: Path, ember_home: Path) -> None:
     result = ember("chat", "--backend", _script(tmp_path, [["Hello", " there"]]), "hi", home=ember_home)
     assert (result.returncode, result.stdout) == (0, "Hello there\n")
 
 
+@pytest.mark.slow  # starts a process
 def test_recovery_then_answer(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["<|tool_call_start|>[read()]<|tool_call_end|>"], ["Clean."]])
     result = ember("chat", "--events", "--backend", backend, "hi", home=ember_home)
@@ -66,6 +72,7 @@ def test_recovery_then_answer(tmp_path: Path, ember_home: Path) -> None:
     assert "tool_call" not in result.stdout
 
 
+@pytest.mark.slow  # starts a process
 def test_the_terminal_malformed_case_exits_3(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["<|tool_call_start|>[x]<|tool_call_end|>"], ["<|tool_calls|>"]])
     result = ember("chat", "--events", "--backend", backend, "hi", home=ember_home)
@@ -75,6 +82,7 @@ def test_the_terminal_malformed_case_exits_3(tmp_path: Path, ember_home: Path) -
     assert events[-1] == {"type": "error", "kind": "malformed_reply", "message": MALFORMED}
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize(
     "args",
     [
@@ -94,6 +102,7 @@ def test_bad_arguments_exit_2_with_one_line(args: list[str], ember_home: Path) -
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_version(ember_home: Path) -> None:
     result = ember("--version", home=ember_home)
     assert result.returncode == 0 and result.stdout.startswith("ember ")
@@ -101,8 +110,16 @@ def test_version(ember_home: Path) -> None:
 
 @pytest.mark.slow
 def test_the_default_model_answers(ember_home: Path) -> None:
-    result = ember("chat", "--events", "--temperature", "0", "--max-tokens", "24",
-                   "What is the capital of France?", home=ember_home)
+    result = ember(
+        "chat",
+        "--events",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+        "What is the capital of France?",
+        home=ember_home,
+    )
     assert result.returncode == 0, result.stderr
     events = _events(result.stdout)
     assert events[-1]["type"] == "done"
@@ -121,6 +138,7 @@ def _files(tmp_path: Path, replies: list[str], schema: Any = CITY) -> tuple[str,
     return str(schema_path), f"script:{script}"
 
 
+@pytest.mark.slow  # starts a process
 def test_the_value_is_printed_as_pretty_json(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ['{"city":"Paris"}'])
     result = ember("chat", "--schema", schema, "--backend", backend, "Capital of France?", home=ember_home)
@@ -128,6 +146,7 @@ def test_the_value_is_printed_as_pretty_json(tmp_path: Path, ember_home: Path) -
     assert result.stdout == '{\n  "city": "Paris"\n}\n'
 
 
+@pytest.mark.slow  # starts a process
 def test_events_show_the_retry_then_the_value(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ["Paris", '{"city": "Paris"}'])
     result = ember("chat", "--events", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
@@ -140,6 +159,7 @@ def test_events_show_the_retry_then_the_value(tmp_path: Path, ember_home: Path) 
     assert events[2]["stats"]["attempts"] == 2
 
 
+@pytest.mark.slow  # starts a process
 def test_exhaustion_reports_the_last_error_and_exits_3(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ["Paris", '{"city": 7}', '{"capital": "Paris"}'])
     result = ember("chat", "--events", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
@@ -149,6 +169,7 @@ def test_exhaustion_reports_the_last_error_and_exits_3(tmp_path: Path, ember_hom
     assert events[-1] == {"type": "error", "kind": "structured_output", "message": "'city' is a required property"}
 
 
+@pytest.mark.slow  # starts a process
 def test_exhaustion_in_plain_mode_is_one_line_on_stderr(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ["a", "b", "c"])
     result = ember("chat", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
@@ -157,14 +178,20 @@ def test_exhaustion_in_plain_mode_is_one_line_on_stderr(tmp_path: Path, ember_ho
     assert result.stderr.splitlines()[-1].startswith("ember: no valid JSON after 3 attempts: invalid JSON")
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "cannot read schema"), ("{nope", "is not valid JSON"), ("[1, 2]", "not a valid JSON Schema"),
-     ('{"type": "frobnicate"}', "not a valid JSON Schema")],
+    [
+        (None, "cannot read schema"),
+        ("{nope", "is not valid JSON"),
+        ("[1, 2]", "not a valid JSON Schema"),
+        ('{"type": "frobnicate"}', "not a valid JSON Schema"),
+    ],
     ids=["unreadable", "not-json", "not-an-object", "invalid-schema"],
 )
-def test_a_bad_schema_file_exits_2_with_one_line(tmp_path: Path, ember_home: Path, content: str | None,
-                                                 message: str) -> None:
+def test_a_bad_schema_file_exits_2_with_one_line(
+    tmp_path: Path, ember_home: Path, content: str | None, message: str
+) -> None:
     _, backend = _files(tmp_path, ['{"city": "Paris"}'])
     schema = tmp_path / "bad-schema.json"
     if content is not None:
@@ -190,6 +217,7 @@ def _latest() -> tuple[Conversation, list[tuple[str, str, str]], list[str | None
         return conv, branch, [t.outcome for t in store.turns(conv.id)]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_structured_turn_is_recorded(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ["Paris", '{"city": "Paris"}'])
     result = ember("chat", "--schema", schema, "--backend", backend, "Capital of France?", home=ember_home)
@@ -205,6 +233,7 @@ def test_a_structured_turn_is_recorded(tmp_path: Path, ember_home: Path) -> None
         assert turn.attempts == 2
 
 
+@pytest.mark.slow  # starts a process
 def test_exhaustion_is_recorded_as_an_error_keeping_the_question(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ["a", "b", '{"capital": "Paris"}'])
     result = ember("chat", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
@@ -218,6 +247,7 @@ def test_exhaustion_is_recorded_as_an_error_keeping_the_question(tmp_path: Path,
         assert [m.role for m in store.messages(conv.id)] == ["user"]
 
 
+@pytest.mark.slow  # starts a process
 def test_no_history_records_nothing(tmp_path: Path, ember_home: Path) -> None:
     schema, backend = _files(tmp_path, ['{"city": "Paris"}'])
     result = ember("chat", "--no-history", "--schema", schema, "--backend", backend, "Capital?", home=ember_home)
@@ -226,6 +256,7 @@ def test_no_history_records_nothing(tmp_path: Path, ember_home: Path) -> None:
         assert store.conversations() == []
 
 
+@pytest.mark.slow  # starts a process
 def test_continue_adds_the_structured_turn_to_the_latest_conversation(tmp_path: Path, ember_home: Path) -> None:
     first = tmp_path / "first.json"
     first.write_text(json.dumps({"replies": [["Paris."]]}))
@@ -235,24 +266,37 @@ def test_continue_adds_the_structured_turn_to_the_latest_conversation(tmp_path: 
     assert result.returncode == 0, result.stderr
     conv, branch, outcomes = _latest()
     assert branch == [
-        ("user", "Capital of France?", "complete"), ("assistant", "Paris.", "complete"),
-        ("user", "As JSON?", "complete"), ("assistant", PARIS_BLOCK, "complete"),
+        ("user", "Capital of France?", "complete"),
+        ("assistant", "Paris.", "complete"),
+        ("user", "As JSON?", "complete"),
+        ("assistant", PARIS_BLOCK, "complete"),
     ]
     assert outcomes == ["completed", "completed"]
     with HistoryStore(ember_paths().history_db) as store:
         assert [c.id for c in store.conversations()] == [conv.id]
 
 
+@pytest.mark.slow  # starts a process
 def test_an_unknown_conversation_exits_2_before_a_model_loads(tmp_path: Path, ember_home: Path) -> None:
     schema, _ = _files(tmp_path, [])
-    result = ember("chat", "--conversation", "99", "--schema", schema, "--backend", "script:/nonexistent.json",
-                   "Capital?", home=ember_home)
+    result = ember(
+        "chat",
+        "--conversation",
+        "99",
+        "--schema",
+        schema,
+        "--backend",
+        "script:/nonexistent.json",
+        "Capital?",
+        home=ember_home,
+    )
     assert (result.returncode, result.stdout) == (2, "")
     assert "ember history list" in result.stderr
 
 
-def test_continue_sends_the_active_branch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_continue_sends_the_active_branch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from desktop.cli import cmd_chat
     from desktop.cli.main import main
     from engine.backends.scripted import ScriptedBackend
@@ -280,8 +324,10 @@ def test_ctrl_c_records_the_turn_as_stopped(tmp_path: Path, ember_home: Path) ->
     db = ember_paths().history_db
     proc = subprocess.Popen(
         [sys.executable, "-m", "desktop", "chat", "--schema", schema, "--backend", f"script:{script}", "Capital?"],
-        env={**os.environ, "EMBER_HOME": str(ember_home)}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 30
@@ -313,8 +359,22 @@ def _user_message_committed(db: Path) -> bool:
 @pytest.mark.slow
 def test_the_default_model_answers_with_valid_json(tmp_path: Path, ember_home: Path) -> None:
     schema, _ = _files(tmp_path, [])
-    result = ember("chat", "--events", "--schema", schema, "--temperature", "0", "--seed", "0", "--max-tokens", "48",
-                   "--ctx", "2048", "What is the capital of France?", home=ember_home)
+    result = ember(
+        "chat",
+        "--events",
+        "--schema",
+        schema,
+        "--temperature",
+        "0",
+        "--seed",
+        "0",
+        "--max-tokens",
+        "48",
+        "--ctx",
+        "2048",
+        "What is the capital of France?",
+        home=ember_home,
+    )
     assert result.returncode == 0, result.stderr
     events = _events(result.stdout)
     assert [e["type"] for e in events] == ["json", "done"]  # the grammar gets it right first time

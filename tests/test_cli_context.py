@@ -59,7 +59,8 @@ def ask(*args: str) -> int:
 
 
 def test_a_message_too_long_for_the_context_is_refused_before_it_is_stored(
-        opened: Opened, capsys: pytest.CaptureFixture[str]) -> None:
+    opened: Opened, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert ask("word " * 300) == cmd_chat.EXIT_TURN_ERROR
     err = capsys.readouterr().err
     assert err.startswith("ember: this message needs 300 tokens") and err.count("\n") == 1  # one line
@@ -68,8 +69,8 @@ def test_a_message_too_long_for_the_context_is_refused_before_it_is_stored(
         assert s.conversations() == []  # never stored
 
 
-def test_a_long_conversation_is_cut_to_fit_and_continues(opened: Opened,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
+def test_a_long_conversation_is_cut_to_fit_and_continues(opened: Opened, capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(12):
         args = ("-c",) if i else ()
         assert ask(*args, f"Question {i}: " + "tell me more about it " * 3) == 0
@@ -86,7 +87,8 @@ def test_a_long_conversation_is_cut_to_fit_and_continues(opened: Opened,
 
 
 def test_the_policy_given_is_remembered_and_stop_refuses_a_full_conversation(
-        opened: Opened, capsys: pytest.CaptureFixture[str]) -> None:
+    opened: Opened, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert ask("--context-policy", "stop", "Question 0: " + "tell me more " * 3) == 0
     with store() as s:
         (conv,) = s.conversations()
@@ -99,8 +101,9 @@ def test_the_policy_given_is_remembered_and_stop_refuses_a_full_conversation(
     assert status == cmd_chat.EXIT_TURN_ERROR
     assert "no longer fits" in capsys.readouterr().err
     sent = [r for b in opened.backends for r in b.requests]
-    assert all(len(r.messages) == len(sent[-1].messages) - 2 * (len(sent) - 1 - k)
-               for k, r in enumerate(sent))  # under stop nothing was ever cut
+    assert all(
+        len(r.messages) == len(sent[-1].messages) - 2 * (len(sent) - 1 - k) for k, r in enumerate(sent)
+    )  # under stop nothing was ever cut
 
 
 def test_tools_run_on_the_fitted_conversation(opened: Opened, capsys: pytest.CaptureFixture[str]) -> None:

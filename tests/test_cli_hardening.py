@@ -35,11 +35,19 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTILE_NAME = "Evil\x1b[2J\x1b]0;pwned\x07\u202eName\r\nsecond line"
 
 
-def ember(*args: str, home: Path, env: dict[str, str] | None = None,
-          stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def ember(
+    *args: str, home: Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "EMBER_HOME": str(home), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True,
-                          env=full_env, cwd=ROOT, timeout=120, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=ROOT,
+        timeout=120,
+        input=stdin,
+    )
 
 
 def _one_line(result: subprocess.CompletedProcess[str], status: int) -> str:
@@ -66,29 +74,34 @@ def _main_status(argv: list[str]) -> int:
 # -- argument values ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["chat", "   "], "the message is empty"),
-    (["chat", ""], "the message is empty"),
-    (["chat", "--temperature", "nan", "hi"], "--temperature"),
-    (["chat", "--temperature", "inf", "hi"], "--temperature"),
-    (["chat", "--temperature", "-1", "hi"], "--temperature"),
-    (["chat", "--threads", "10000", "hi"], "--threads"),
-    (["chat", "--ctx", "100000000", "hi"], "--ctx"),
-    (["chat", "--conversation", "99999999999999999999999", "hi"], "--conversation"),
-    (["chat", "--seed", "-5", "hi"], "--seed"),
-    (["chat", "--backend", "openai:http://127.0.0.1:99999/v1", "hi"], "port"),
-    (["history", "show", "99999999999999999999999"], "ID"),
-    (["history", "list", "--limit", "-3"], "--limit"),
-    (["bench", "--llama-bench", "/nonexistent"], "/nonexistent"),
-    (["--prompt", "  "], "the message is empty"),  # the app's --prompt, checked before Qt loads
-])
-def test_out_of_range_arguments_are_one_line_exit_2(args: list[str], needle: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["chat", "   "], "the message is empty"),
+        (["chat", ""], "the message is empty"),
+        (["chat", "--temperature", "nan", "hi"], "--temperature"),
+        (["chat", "--temperature", "inf", "hi"], "--temperature"),
+        (["chat", "--temperature", "-1", "hi"], "--temperature"),
+        (["chat", "--threads", "10000", "hi"], "--threads"),
+        (["chat", "--ctx", "100000000", "hi"], "--ctx"),
+        (["chat", "--conversation", "99999999999999999999999", "hi"], "--conversation"),
+        (["chat", "--seed", "-5", "hi"], "--seed"),
+        (["chat", "--backend", "openai:http://127.0.0.1:99999/v1", "hi"], "port"),
+        (["history", "show", "99999999999999999999999"], "ID"),
+        (["history", "list", "--limit", "-3"], "--limit"),
+        (["bench", "--llama-bench", "/nonexistent"], "/nonexistent"),
+        (["--prompt", "  "], "the message is empty"),  # the app's --prompt, checked before Qt loads
+    ],
+)
+def test_out_of_range_arguments_are_one_line_exit_2(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _main_status(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ember: ") and needle in err
 
 
+@pytest.mark.slow  # starts a process
 def test_invalid_utf8_in_argv_is_refused(ember_home: Path) -> None:
     bad = b"caf\xe9".decode("utf-8", "surrogateescape")  # what Python makes of Latin-1 bytes
     for args in (["chat", bad], ["chat", "--system", bad, "hi"], ["history", "search", bad]):
@@ -96,15 +109,23 @@ def test_invalid_utf8_in_argv_is_refused(ember_home: Path) -> None:
         assert "not valid UTF-8" in line
 
 
-number = st.one_of(st.integers(-10**30, 10**30).map(str), st.floats().map(str),
-                   st.text(max_size=8), st.sampled_from(["nan", "-inf", "1e309", "0x10", " 3 ", "٣"]))
+number = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.floats().map(str),
+    st.text(max_size=8),
+    st.sampled_from(["nan", "-inf", "1e309", "0x10", " 3 ", "٣"]),
+)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flag=st.sampled_from(["--temperature", "--threads", "--ctx", "--seed", "--max-tokens", "--conversation"]),
-       value=number)
-def test_any_numeric_flag_value_is_accepted_or_one_line(flag: str, value: str, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+@given(
+    flag=st.sampled_from(["--temperature", "--threads", "--ctx", "--seed", "--max-tokens", "--conversation"]),
+    value=number,
+)
+def test_any_numeric_flag_value_is_accepted_or_one_line(
+    flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"replies": [["ok"]]}))
     status = _main_status(["chat", "--no-history", "--backend", f"script:{script}", flag, value, "hi"])
@@ -121,12 +142,25 @@ def test_any_numeric_flag_value_is_accepted_or_one_line(flag: str, value: str, t
 # -- script files --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("chunk", [
-    {"text": "a", "delay_ms": "slow"}, {"text": "a", "delay_ms": -5}, {"text": "a", "delay_ms": float("nan")},
-    {"text": "a", "delay_ms": 1e309}, {"text": "a", "delay_ms": True}, {"text": "a", "special": "false"},
-    {"text": "a", "user_defined": 1}, {"text": 5}, ["nested"],
-    {"progress": [5, 1]}, {"progress": [1]}, {"progress": [True, 2]}, {"progress": "half"}, {"progress": [-1, 2]},
-])
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"text": "a", "delay_ms": "slow"},
+        {"text": "a", "delay_ms": -5},
+        {"text": "a", "delay_ms": float("nan")},
+        {"text": "a", "delay_ms": 1e309},
+        {"text": "a", "delay_ms": True},
+        {"text": "a", "special": "false"},
+        {"text": "a", "user_defined": 1},
+        {"text": 5},
+        ["nested"],
+        {"progress": [5, 1]},
+        {"progress": [1]},
+        {"progress": [True, 2]},
+        {"progress": "half"},
+        {"progress": [-1, 2]},
+    ],
+)
 def test_malformed_script_values_are_config_errors(chunk: Any) -> None:
     with pytest.raises(ConfigError) as info:
         parse_script({"replies": [[chunk]]})
@@ -135,13 +169,19 @@ def test_malformed_script_values_are_config_errors(chunk: Any) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["text", "special", "user_defined", "delay_ms", "progress", "replies",
-                         "x"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["text", "special", "user_defined", "delay_ms", "progress", "replies", "x"]),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=12,
 )
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_any_json_is_a_script_or_a_config_error(data: Any) -> None:
@@ -157,6 +197,7 @@ def test_any_json_is_a_script_or_a_config_error(data: Any) -> None:
             assert chunk.progress is None or 0 <= chunk.progress[0] <= chunk.progress[1]
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("content", [b'{"replies": [["\xff"]]}', b"[" * 100_000, b'{"replies": ' * 50_000])
 def test_unreadable_script_files_are_one_line(tmp_path: Path, ember_home: Path, content: bytes) -> None:
     path = tmp_path / "bad.json"
@@ -167,6 +208,7 @@ def test_unreadable_script_files_are_one_line(tmp_path: Path, ember_home: Path, 
 # -- files that are not model files ------------------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 def test_a_fifo_as_the_model_is_refused_before_open(tmp_path: Path, ember_home: Path) -> None:
     fifo = tmp_path / "model.gguf"
     os.mkfifo(fifo)
@@ -174,6 +216,7 @@ def test_a_fifo_as_the_model_is_refused_before_open(tmp_path: Path, ember_home: 
     assert "named pipe" in line
 
 
+@pytest.mark.slow  # starts a process
 def test_a_symlink_loop_as_the_model_is_one_line(tmp_path: Path, ember_home: Path) -> None:
     a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
     a.symlink_to(b)
@@ -182,6 +225,7 @@ def test_a_symlink_loop_as_the_model_is_one_line(tmp_path: Path, ember_home: Pat
     assert "symbolic link loop" in line
 
 
+@pytest.mark.slow  # starts a process
 def test_ember_home_under_a_regular_file(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -193,11 +237,16 @@ def test_ember_home_under_a_regular_file(tmp_path: Path) -> None:
 # -- the output side ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 def test_a_closed_pipe_is_quiet_with_status_141(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["word " * 200_000]])
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "chat", "--no-history", "--backend", backend, "hi"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**os.environ, "EMBER_HOME": str(ember_home)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "chat", "--no-history", "--backend", backend, "hi"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+    )
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(20) == b"word " * 4
     proc.stdout.close()  # what `| head -c 20` does
@@ -206,14 +255,17 @@ def test_a_closed_pipe_is_quiet_with_status_141(tmp_path: Path, ember_home: Path
     assert err == ""
 
 
+@pytest.mark.slow  # starts a process
 def test_an_encoding_that_cannot_show_emoji(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["fire 🔥 done"]])
-    result = ember("chat", "--no-history", "--backend", backend, "hi", home=ember_home,
-                   env={"PYTHONIOENCODING": "ascii"})
+    result = ember(
+        "chat", "--no-history", "--backend", backend, "hi", home=ember_home, env={"PYTHONIOENCODING": "ascii"}
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "fire ? done\n"
 
 
+@pytest.mark.slow  # starts a process
 def test_control_characters_in_a_reply_are_shown_not_obeyed(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["a\x1b[2Jb\x9bc"], ["a\x1b[2Jb\x9bc"]])
     plain = ember("chat", "--no-history", "--backend", backend, "hi", home=ember_home)
@@ -268,6 +320,7 @@ def test_history_show_all_needs_json(capsys: pytest.CaptureFixture[str]) -> None
     assert "--json" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts a process
 def test_a_deeply_nested_history_import_is_one_line(tmp_path: Path, ember_home: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -285,21 +338,24 @@ def _history_error_from(cause: sqlite3.Error) -> HistoryError:
     return error
 
 
-
-@pytest.mark.parametrize(("error", "status", "needle"), [
-    (OSError(errno.ENOSPC, "No space left on device", "/x/history.sqlite3"), 1, "disk is full"),
-    (sqlite3.OperationalError("database or disk is full"), 1, "disk is full"),
-    (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/f/config"), 1, "not a folder"),
-    (PermissionError(errno.EACCES, "Permission denied", "/ro"), 1, "Permission denied"),
-    (OverflowError("Python int too large to convert to SQLite INTEGER"), 2, "too large"),
-    (RecursionError("maximum recursion depth exceeded"), 2, "nested too deeply"),
-    (UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed"), 2, "UTF-8"),
-    (BrokenPipeError(errno.EPIPE, "Broken pipe"), 141, ""),
-    (_history_error_from(sqlite3.OperationalError("database or disk is full")), 1, "disk is full"),
-    (HistoryError("turn 3 is already finished"), 1, "turn 3 is already finished"),
-])
-def test_environment_failures_are_one_line(error: BaseException, status: int, needle: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("error", "status", "needle"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device", "/x/history.sqlite3"), 1, "disk is full"),
+        (sqlite3.OperationalError("database or disk is full"), 1, "disk is full"),
+        (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/f/config"), 1, "not a folder"),
+        (PermissionError(errno.EACCES, "Permission denied", "/ro"), 1, "Permission denied"),
+        (OverflowError("Python int too large to convert to SQLite INTEGER"), 2, "too large"),
+        (RecursionError("maximum recursion depth exceeded"), 2, "nested too deeply"),
+        (UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed"), 2, "UTF-8"),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), 141, ""),
+        (_history_error_from(sqlite3.OperationalError("database or disk is full")), 1, "disk is full"),
+        (HistoryError("turn 3 is already finished"), 1, "turn 3 is already finished"),
+    ],
+)
+def test_environment_failures_are_one_line(
+    error: BaseException, status: int, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     def command() -> int:
         raise error
 
@@ -333,6 +389,7 @@ def test_safe_stream_keeps_json_exact(text: str) -> None:
     assert json.loads("".join(sink.parts)) == {"t": text}
 
 
+@pytest.mark.slow  # starts a process
 def test_show_thinking_is_set_apart_from_the_answer(tmp_path: Path, ember_home: Path) -> None:
     backend = _script(tmp_path, [["<think>", "let me see", "</think>", "The answer."]])
     result = ember("chat", "--no-history", "--show-thinking", "--backend", backend, "hi", home=ember_home)
@@ -377,8 +434,9 @@ def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> Non
     assert safe_cell("a\r\nb") == "a b"
 
 
-def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from desktop.core.history_session import HistorySession, open_history
     from engine.history.export import export_json
     from engine.history.types import HistoryError
@@ -403,15 +461,49 @@ def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(tmp_path:
         session.close()
 
 
-ARGV_WORDS = ["history", "list", "show", "search", "export", "import", "delete", "restore", "rename", "models",
-              "--json", "--all", "--trash", "--limit", "--format", "--purge", "-o", "1", "0", "-1", "x",
-              "99999999999999999999", "\x1b[2J", "", " ", "md", "json", "/nonexistent", "--", "-"]
+ARGV_WORDS = [
+    "history",
+    "list",
+    "show",
+    "search",
+    "export",
+    "import",
+    "delete",
+    "restore",
+    "archive",
+    "unarchive",
+    "rename",
+    "models",
+    "--json",
+    "--all",
+    "--trash",
+    "--archived",
+    "--limit",
+    "--format",
+    "--purge",
+    "-o",
+    "1",
+    "0",
+    "-1",
+    "x",
+    "99999999999999999999",
+    "\x1b[2J",
+    "",
+    " ",
+    "md",
+    "json",
+    "/nonexistent",
+    "--",
+    "-",
+]
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=st.lists(st.sampled_from(ARGV_WORDS), min_size=1, max_size=6))
-def test_random_history_and_models_argv_never_escapes_as_a_traceback(argv: list[str],
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_history_and_models_argv_never_escapes_as_a_traceback(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     if argv[0] not in ("history", "models"):
         argv = ["history", *argv]
     if "import" in argv and "-" in argv:

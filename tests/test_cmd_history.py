@@ -43,8 +43,9 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
     return scripted
 
 
-def test_chat_records_and_continue_sends_the_branch(capsys: pytest.CaptureFixture[str],
-                                                    backend: ScriptedBackend) -> None:
+def test_chat_records_and_continue_sends_the_branch(
+    capsys: pytest.CaptureFixture[str], backend: ScriptedBackend
+) -> None:
     assert ember(capsys, "chat", "--system", "Be brief.", "Capital of France?")[:2] == (0, "Paris.\n")
     assert ember(capsys, "chat", "-c", "Population?")[:2] == (0, "About 2.1 million.\n")
     assert list(backend.requests[1].messages[1:]) == [
@@ -58,8 +59,10 @@ def test_chat_records_and_continue_sends_the_branch(capsys: pytest.CaptureFixtur
     assert listed["title"] == "Capital of France?"
     shown = ember_json(capsys, "history", "show", str(listed["id"]), "--json")
     assert [(m["role"], m["content"], m["status"]) for m in shown["messages"]] == [
-        ("user", "Capital of France?", "complete"), ("assistant", "Paris.", "complete"),
-        ("user", "Population?", "complete"), ("assistant", "About 2.1 million.", "complete"),
+        ("user", "Capital of France?", "complete"),
+        ("assistant", "Paris.", "complete"),
+        ("user", "Population?", "complete"),
+        ("assistant", "About 2.1 million.", "complete"),
     ]
     assert {"thinking", "stats", "version", "versions"} <= shown["messages"][1].keys()
 
@@ -81,8 +84,9 @@ def test_no_history_and_conversation_options(capsys: pytest.CaptureFixture[str],
     assert "--no-history" in err
 
 
-def test_search_export_import_delete_restore(capsys: pytest.CaptureFixture[str], backend: ScriptedBackend,
-                                             tmp_path: Path) -> None:
+def test_search_export_import_delete_restore(
+    capsys: pytest.CaptureFixture[str], backend: ScriptedBackend, tmp_path: Path
+) -> None:
     ember(capsys, "chat", "Where is the Eiffel tower?")
     (conv,) = ember_json(capsys, "history", "list", "--json")
     cid = str(conv["id"])
@@ -110,6 +114,28 @@ def test_search_export_import_delete_restore(capsys: pytest.CaptureFixture[str],
     assert ember_json(capsys, "history", "show", cid, "--json")["title"] == "Towers"
 
 
+def test_archive_leaves_the_list_and_archived_lists_it(
+    capsys: pytest.CaptureFixture[str], backend: ScriptedBackend
+) -> None:
+    ember(capsys, "chat", "first")
+    ember(capsys, "chat", "second")
+    first, second = reversed([c["id"] for c in ember_json(capsys, "history", "list", "--json")])
+    status, out, _ = ember(capsys, "history", "archive", str(first))
+    assert status == 0 and f"ember history unarchive {first}" in out
+    assert [c["id"] for c in ember_json(capsys, "history", "list", "--json")] == [second]
+    status, _, err = ember(capsys, "history", "list")
+    assert status == 0 and "1 archived not shown" in err
+    (archived,) = ember_json(capsys, "history", "list", "--archived", "--json")
+    assert archived["id"] == first and archived["archived_at"] is not None
+    (hit,) = ember_json(capsys, "history", "search", "first", "--json")
+    assert (hit["conversation_id"], hit["archived"]) == (first, True)
+    assert ember(capsys, "history", "unarchive", str(first))[0] == 0
+    assert [c["id"] for c in ember_json(capsys, "history", "list", "--json")] == [second, first]
+    status, _, err = ember(capsys, "history", "list", "--archived")
+    assert status == 0 and "nothing is archived" in err
+    assert ember(capsys, "history", "archive", "999")[0] == 2
+
+
 def test_history_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = ember(capsys, "history", "show", "42")
     assert (status, err) == (2, "ember: no conversation 42\n")
@@ -132,8 +158,10 @@ def test_sigkill_mid_reply_leaves_a_sound_database(tmp_path: Path, ember_home: P
     db = ember_paths().history_db
     proc = subprocess.Popen(
         [sys.executable, "-m", "desktop", "chat", "--backend", f"script:{script}", "hi"],
-        env={**os.environ, "EMBER_HOME": str(ember_home)}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         # Wait for a partial answer that has been rewritten at least once since it appeared.
@@ -164,8 +192,10 @@ def test_ctrl_c_keeps_the_partial_answer_as_stopped(tmp_path: Path, ember_home: 
     db = ember_paths().history_db
     proc = subprocess.Popen(
         [sys.executable, "-m", "desktop", "chat", "--backend", f"script:{script}", "count"],
-        env={**os.environ, "EMBER_HOME": str(ember_home)}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         _wait_for(lambda: _streaming_text(db), bool, proc)

@@ -10,8 +10,8 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from desktop.cli.cmd_models import format_table
 from desktop.cli.main import main
+from desktop.cli.table import format_table
 from models.library.paths import ember_paths
 from models.library.scan import LibraryState, save_library_state
 
@@ -116,6 +116,7 @@ def test_format_table_aligns_columns() -> None:
     assert text.splitlines() == ["X    Y   Z", "a    bb  c", "ccc  d   e"]
 
 
+@pytest.mark.slow  # starts a process
 def test_cmd_models_does_not_import_qt() -> None:
     code = (
         "import sys, desktop.cli.cmd_models, desktop.cli.main\n"

@@ -21,9 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _chat(home: Path, script: Path, prompt: str) -> subprocess.Popen[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.Popen([sys.executable, "-m", "desktop", "chat", "-c", "--events", "--backend",
-                             f"script:{script}", prompt], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "desktop", "chat", "-c", "--events", "--backend", f"script:{script}", prompt],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def _until_stored(conversation_id: int, text: str) -> None:
@@ -36,6 +41,7 @@ def _until_stored(conversation_id: int, text: str) -> None:
     raise AssertionError(f"{text!r} was never stored")
 
 
+@pytest.mark.slow  # starts a process
 def test_two_continuing_chats_serialise_and_each_sees_the_other(tmp_path: Path, ember_home: Path) -> None:
     with HistoryStore(ember_paths().ensure().history_db) as store:
         conv = store.create_conversation(model="m")
@@ -63,6 +69,7 @@ def test_the_lock_waits_then_proceeds(tmp_path: Path) -> None:
     order: list[str] = []
     waited = threading.Event()
     with ConversationLock(db, 7):
+
         def second() -> None:
             with ConversationLock(db, 7, on_wait=waited.set):
                 order.append("second")

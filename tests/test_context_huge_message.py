@@ -47,14 +47,17 @@ class Guarded:
 def _chat(*contents: str) -> list[Message]:
     roles = ["user", "assistant"]
     return [{"role": "system", "content": "Be brief."}] + [
-        {"role": roles[i % 2], "content": c} for i, c in enumerate(contents)]
+        {"role": roles[i % 2], "content": c} for i, c in enumerate(contents)
+    ]
 
 
 def test_a_huge_newest_message_is_refused_without_being_tokenized() -> None:
-    with pytest.raises(MessageTooLongError, match=r"^this message is 131,073 characters long, far more than "
-                                                  r"the model's 4,096-token context can hold"):
-        fit_messages(_chat("hi", "hello", HUGE), ContextPolicy.TRUNCATE_MIDDLE, Guarded(), n_ctx=N_CTX,
-                     max_tokens=256)
+    with pytest.raises(
+        MessageTooLongError,
+        match=r"^this message is 131,073 characters long, far more than "
+        r"the model's 4,096-token context can hold",
+    ):
+        fit_messages(_chat("hi", "hello", HUGE), ContextPolicy.TRUNCATE_MIDDLE, Guarded(), n_ctx=N_CTX, max_tokens=256)
 
 
 @pytest.mark.parametrize("policy", [ContextPolicy.TRUNCATE_MIDDLE, ContextPolicy.ROLLING])
@@ -99,8 +102,11 @@ def test_the_token_meter_never_tokenizes_a_huge_message_either() -> None:
 
 def test_stored_sources_are_bounded_when_read_back() -> None:
     """IM-09: 20,000 sources of 2,000 characters on one imported reply."""
-    stats = {"sources": [{"n": i, "path": f"/d/{i}.md", "start": 0, "end": 2000, "text": "x" * 2000}
-                         for i in range(1, 20_001)]}
+    stats = {
+        "sources": [
+            {"n": i, "path": f"/d/{i}.md", "start": 0, "end": 2000, "text": "x" * 2000} for i in range(1, 20_001)
+        ]
+    }
     refs = sources_from_stats(stats)
     assert len(refs) == MAX_STORED_SOURCES and refs[-1].n == MAX_STORED_SOURCES
     huge = sources_from_stats({"sources": [{"n": 1, "path": "p" * 10**6, "text": "t" * 10**7}]})
@@ -108,8 +114,9 @@ def test_stored_sources_are_bounded_when_read_back() -> None:
 
 
 @pytest.mark.slow
-def test_the_llama_backend_never_tokenizes_a_text_too_long_to_fit(smollm: object,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_llama_backend_never_tokenizes_a_text_too_long_to_fit(
+    smollm: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The second guard: whatever reaches SmolLM2's backend, nothing too long goes to llama.cpp's tokenizer."""
     from engine.backends.base import CancelToken, Request, StreamInfo
     from engine.backends.llama import LlamaBackend

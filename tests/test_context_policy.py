@@ -44,8 +44,9 @@ def chat(turns: int, words: int = 10, system: str | None = "Be brief.") -> list[
     return out
 
 
-def fit(messages: list[Message], policy: ContextPolicy, n_ctx: int = 200, max_tokens: int = 50,
-        stable: bool = False) -> tuple[Message, ...]:
+def fit(
+    messages: list[Message], policy: ContextPolicy, n_ctx: int = 200, max_tokens: int = 50, stable: bool = False
+) -> tuple[Message, ...]:
     return fit_messages(messages, policy, Words(), n_ctx=n_ctx, max_tokens=max_tokens, stable=stable).messages
 
 
@@ -64,11 +65,11 @@ def test_truncate_middle_keeps_system_first_exchange_and_the_latest_turns() -> N
     assert sent[:3] == messages[:3]  # system, first question, first answer
     assert sent[-1] == messages[-1]  # the message being answered
     tail = sent[3:]
-    assert tail == messages[len(messages) - len(tail):]  # a contiguous run of the newest turns
+    assert tail == messages[len(messages) - len(tail) :]  # a contiguous run of the newest turns
     assert tail[0]["role"] == "user"  # no orphaned answer at the cut
     assert result.prompt_tokens <= 150 == result.budget  # 200 minus the reply's 50
     # As many as fit: one more turn would not.
-    one_more = messages[:3] + messages[len(messages) - len(tail) - 2:]
+    one_more = messages[:3] + messages[len(messages) - len(tail) - 2 :]
     assert Words().prompt_tokens(one_more) > 150
 
 
@@ -77,7 +78,7 @@ def test_rolling_keeps_the_system_prompt_and_only_the_latest_turns() -> None:
     sent = list(fit(messages, ContextPolicy.ROLLING))
     assert sent[0] == messages[0]
     assert sent[1]["role"] == "user" and sent[1] != messages[1]
-    assert sent[1:] == messages[len(messages) - len(sent) + 1:]
+    assert sent[1:] == messages[len(messages) - len(sent) + 1 :]
 
 
 def test_stop_refuses_a_conversation_that_no_longer_fits_with_a_clear_message() -> None:
@@ -114,7 +115,9 @@ def test_consecutive_questions_that_stay_are_joined_so_roles_alternate() -> None
     messages: list[Message] = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
     assert fit(messages, ContextPolicy.ROLLING) == ({"role": "user", "content": "one\n\ntwo"},)
     assert join_runs([{"role": "system", "content": "a"}, {"role": "system", "content": "b"}]) == (
-        {"role": "system", "content": "a"}, {"role": "system", "content": "b"})
+        {"role": "system", "content": "a"},
+        {"role": "system", "content": "b"},
+    )
 
 
 def test_thinking_from_earlier_turns_is_never_sent() -> None:
@@ -145,12 +148,15 @@ def test_the_window_moves_in_steps_so_the_prompt_prefix_stays_stable() -> None:
     def prompts(stable: bool) -> list[tuple[Message, ...]]:
         out = []
         for turns in range(10, 60):
-            out.append(fit_messages(chat(turns), ContextPolicy.TRUNCATE_MIDDLE, Words(), n_ctx=400,
-                                    max_tokens=50, stable=stable).messages)
+            out.append(
+                fit_messages(
+                    chat(turns), ContextPolicy.TRUNCATE_MIDDLE, Words(), n_ctx=400, max_tokens=50, stable=stable
+                ).messages
+            )
         return out
 
     def extended(seq: list[tuple[Message, ...]]) -> int:
-        return sum(1 for a, b in itertools.pairwise(seq) if b[:len(a) - 1] == a[:-1])
+        return sum(1 for a, b in itertools.pairwise(seq) if b[: len(a) - 1] == a[:-1])
 
     stable, exact = prompts(True), prompts(False)
     assert extended(stable) >= 0.6 * (len(stable) - 1)

@@ -7,20 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_check, cpu_variants
+from engine.backends import cpu_check, cpu_probe, cpu_variants
 from engine.errors import ModelLoadError
 
-INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
-        "AVX512 = 0 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+INFO = (
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+    "AVX512 = 0 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |"
+)
 OLD_CPU = "processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 sse4_1 sse4_2 avx\n"  # no AVX2, FMA, F16C, BMI2
-NEW_CPU = ("flags\t\t: fpu pni ssse3 avx avx2 f16c fma bmi2 avx512f avx512_vnni amx_int8\n")
-TRAP = ("import os, signal\n"
-        f"print('features: {INFO}', flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGILL)\n")
+NEW_CPU = "flags\t\t: fpu pni ssse3 avx avx2 f16c fma bmi2 avx512f avx512_vnni amx_int8\n"
+TRAP = f"import os, signal\nprint('features: {INFO}', flush=True)\nos.kill(os.getpid(), signal.SIGILL)\n"
 
 
 def test_the_build_and_the_cpu_are_read_and_compared() -> None:
-    features = cpu_check.build_features(INFO)
+    features = cpu_probe.build_features(INFO)
     assert features == ("SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2")
     old, new = cpu_check.cpu_flags(OLD_CPU), cpu_check.cpu_flags(NEW_CPU)
     assert cpu_check.missing(features, old) == ["AVX2", "F16C", "FMA", "BMI2"]
@@ -39,8 +39,9 @@ def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("one_variant")
 def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cpu_check, "_checked", {})
     old = cpu_check.cpu_flags(OLD_CPU)
     monkeypatch.setattr(cpu_check, "cpu_flags", lambda cpuinfo=None: old)  # this machine, an older CPU
@@ -54,17 +55,18 @@ def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
     monkeypatch.setattr(cpu_check, "_checked", {})
     with pytest.raises(ModelLoadError):
         cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "raise SystemExit('must not run')"])
-    assert (tmp_path / cpu_check.CACHE_FILE).is_file()
+    assert (tmp_path / cpu_probe.CACHE_FILE).is_file()
 
 
 @pytest.mark.usefixtures("one_variant")
 def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cpu_check, "_checked", {})
     verdict = cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "import sys; sys.exit('no llama here')"])
     assert verdict.runs is None and "no llama here" in verdict.detail
-    assert not (tmp_path / cpu_check.CACHE_FILE).exists()
+    assert not (tmp_path / cpu_probe.CACHE_FILE).exists()
     hung = cpu_check.probe([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert hung.runs is None and "did not finish" in hung.detail
 
@@ -79,9 +81,10 @@ def test_a_probe_killed_by_a_signal_python_does_not_name_is_a_trap_not_a_crash()
 
 
 @pytest.mark.slow
-def test_the_real_build_passes_its_probe_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               smollm_path: Path) -> None:
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path))
+def test_the_real_build_passes_its_probe_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm_path: Path
+) -> None:
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cpu_check, "_checked", {})
     verdict = cpu_check.ensure_cpu_runs(smollm_path)  # the one build, or the variant chosen here
     assert verdict.runs is True and verdict.detail == "passed"

@@ -6,8 +6,12 @@ from engine.backends.cpu_threads import default_threads, physical_cores
 
 
 def _cpuinfo(pairs: list[tuple[int, int]]) -> str:
-    return "\n\n".join(f"processor\t: {i}\nphysical id\t: {p}\ncore id\t\t: {c}\nflags\t\t: avx2"
-                       for i, (p, c) in enumerate(pairs)) + "\n"
+    return (
+        "\n\n".join(
+            f"processor\t: {i}\nphysical id\t: {p}\ncore id\t\t: {c}\nflags\t\t: avx2" for i, (p, c) in enumerate(pairs)
+        )
+        + "\n"
+    )
 
 
 def test_hyper_threads_are_not_counted_and_one_core_is_left_for_the_window() -> None:

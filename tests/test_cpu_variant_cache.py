@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends import cpu_check, cpu_variants, llama_log
-from engine.backends.cpu_variants import CACHE_FILE, Choice, Probe
+from engine.backends import cpu_check, cpu_probe, cpu_variants, llama_log
+from engine.backends.cpu_probe import CACHE_FILE
+from engine.backends.cpu_variants import Choice, Probe
 from engine.errors import ModelLoadError
 
 MEASURED = Choice("zen4", "measured", (Probe("zen4", 90, True, 50.0), Probe("sapphirerapids", 99, False)))
@@ -47,7 +48,7 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     folder.mkdir()
     for name in ("x64", "zen4", "sapphirerapids"):
         (folder / f"libggml-cpu-{name}.so").write_bytes(b"\x7fELF")
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(cpu_variants.FORCE_ENV, raising=False)
     monkeypatch.setattr(cpu_variants, "lib_dir", lambda: folder)
     monkeypatch.setattr(cpu_variants, "_loaded", None)
@@ -56,30 +57,37 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 
 def _cache(files: dict[str, Path], entry: object) -> Path:
-    path = cpu_check.cache_dir() / CACHE_FILE
+    path = cpu_probe.cache_dir() / CACHE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({cpu_variants.machine_key(files): entry}), encoding="utf-8")
+    path.write_text(json.dumps({cpu_probe.machine_key(files.values()): entry}), encoding="utf-8")
     return path
 
 
-@pytest.mark.parametrize("entry", [
-    {"chosen": "../../x", "probes": []},  # CV-07: a name this build lacks
-    {"chosen": ["zen4"], "probes": []},
-    {"chosen": "zen4", "probes": "all"},
-    {"chosen": "zen4", "probes": [{"name": "zen4", "score": "high"}]},
-    {"chosen": "zen4", "probes": [{"name": "zen4", "score": 9, "runs": "yes"}]},
-])
-def test_a_cache_that_does_not_fit_the_build_is_measured_again(build: dict[str, Path], entry: object,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"chosen": "../../x", "probes": []},  # CV-07: a name this build lacks
+        {"chosen": ["zen4"], "probes": []},
+        {"chosen": "zen4", "probes": "all"},
+        {"chosen": "zen4", "probes": [{"name": "zen4", "score": "high"}]},
+        {"chosen": "zen4", "probes": [{"name": "zen4", "score": 9, "runs": "yes"}]},
+    ],
+)
+def test_a_cache_that_does_not_fit_the_build_is_measured_again(
+    build: dict[str, Path], entry: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _cache(build, entry)
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: MEASURED)
     assert cpu_variants._decide(build, None) is MEASURED  # pyright: ignore[reportPrivateUsage]
 
 
-def test_a_cached_variant_llama_cpp_refuses_is_measured_again(build: dict[str, Path],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _cache(build, {"chosen": "sapphirerapids", "probes": [{"name": "sapphirerapids", "score": 99,
-                                                                  "runs": True, "tps": 60.0}]})
+def test_a_cached_variant_llama_cpp_refuses_is_measured_again(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _cache(
+        build,
+        {"chosen": "sapphirerapids", "probes": [{"name": "sapphirerapids", "score": 99, "runs": True, "tps": 60.0}]},
+    )
     ggml = _FakeGgml({"sapphirerapids"})
     monkeypatch.setattr(cpu_variants, "ggml_library", lambda: ggml)
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: MEASURED)
@@ -90,8 +98,9 @@ def test_a_cached_variant_llama_cpp_refuses_is_measured_again(build: dict[str, P
     assert cpu_check.variant_verdict(choice).runs is True
 
 
-def test_a_forced_variant_that_cannot_run_says_so_in_one_line(build: dict[str, Path],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_forced_variant_that_cannot_run_says_so_in_one_line(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(cpu_variants.FORCE_ENV, "sapphirerapids")
     monkeypatch.setattr(cpu_variants, "ggml_library", lambda: _FakeGgml({"sapphirerapids"}))
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("a forced variant is not probed"))
@@ -110,14 +119,20 @@ def _host_lacks_amx() -> bool:
 
 
 def _ember(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "desktop", *argv], capture_output=True, text=True,
-                          timeout=300, env=os.environ | env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | env,
+        check=False,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _host_lacks_amx(), reason="needs a CPU without AMX (sapphirerapids must be refused)")
 def test_the_real_build_refuses_a_forced_or_cached_variant_that_cannot_run(tmp_path: Path) -> None:
-    if "sapphirerapids" not in cpu_variants.variant_files(cpu_variants.lib_dir()):
+    if "sapphirerapids" not in cpu_variants.variant_files(cpu_probe.lib_dir()):
         pytest.skip("this build has no sapphirerapids variant")
     chat = ("chat", "--max-tokens", "3", "--no-history", "--threads", "1", "hi")
     env: dict[str, Any] = {"EMBER_CACHE_DIR": str(tmp_path / "cache")}

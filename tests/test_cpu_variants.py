@@ -10,37 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_check, cpu_variants
+from engine.backends import cpu_check, cpu_probe, cpu_variants
 from engine.backends.cpu_variants import Choice, Probe
 from engine.errors import ModelLoadError
+from tests import cpu_fakes
 
 INFO = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | OPENMP = 1 |"
-SCORES = {"x64": 1, "haswell": 50, "icelake": 80, "zen4": 90, "sapphirerapids": 99, "broken": 95}
-
-# Children that speak the real ones' protocol. `broken` traps while merely loading (the score
-# child), `sapphirerapids` while decoding (its probe): both die of a real SIGILL.
-FAKE_SCORE = f"""
-import os, signal, sys
-from pathlib import Path
-SCORES = {SCORES!r}
-for path in sys.argv[1:]:
-    print("trying", path, flush=True)
-    name = Path(path).name.removeprefix("libggml-cpu-").removesuffix(".so")
-    if name == "broken":
-        os.kill(os.getpid(), signal.SIGILL)
-    print("score", SCORES.get(name, 0), path, flush=True)
-"""
-FAKE_PROBE = """
-import os, signal, sys
-from pathlib import Path
-SPEED = {"zen4": 50.0, "icelake": 52.0, "haswell": 70.0, "x64": 10.0}
-name = Path(sys.argv[1]).name.removeprefix("libggml-cpu-").removesuffix(".so")
-print("features: CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 |", flush=True)
-if name == "sapphirerapids":
-    os.kill(os.getpid(), signal.SIGILL)
-print("tps:", SPEED[name], flush=True)
-print("decoded", flush=True)
-"""
+FAKE_SCORE, FAKE_PROBE = "tests.cpu_fakes:score", "tests.cpu_fakes:probe"  # in child processes
 
 
 def _variants(folder: Path, *names: str) -> dict[str, Path]:
@@ -50,8 +26,17 @@ def _variants(folder: Path, *names: str) -> dict[str, Path]:
 
 
 def test_variant_and_backend_files_are_told_apart(tmp_path: Path) -> None:
-    for name in ("libggml.so", "libggml-base.so", "libggml-base.so.0", "libggml-cuda.so", "libllama.so",
-                 "libggml-cpu-haswell.so", "libggml-cpu-armv8.2_1.so", "libggml-cpu-haswell.so.0", "readme.txt"):
+    for name in (
+        "libggml.so",
+        "libggml-base.so",
+        "libggml-base.so.0",
+        "libggml-cuda.so",
+        "libllama.so",
+        "libggml-cpu-haswell.so",
+        "libggml-cpu-armv8.2_1.so",
+        "libggml-cpu-haswell.so.0",
+        "readme.txt",
+    ):
         (tmp_path / name).write_bytes(b"")
     assert list(cpu_variants.variant_files(tmp_path)) == ["armv8.2_1", "haswell"]
     assert [p.name for p in cpu_variants.other_backend_files(tmp_path)] == ["libggml-cuda.so"]
@@ -62,9 +47,10 @@ def test_variant_and_backend_files_are_told_apart(tmp_path: Path) -> None:
 
 
 def test_a_variant_that_traps_is_skipped_with_a_log_line_and_the_next_best_runs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    files = _variants(tmp_path, *SCORES)
-    choice = cpu_variants.choose(files, None, score_code=FAKE_SCORE, probe_code=FAKE_PROBE)
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = _variants(tmp_path, *cpu_fakes.SCORES)
+    choice = cpu_variants.choose(files, None, score_child=FAKE_SCORE, probe_child=FAKE_PROBE)
     by_name = {p.name: p for p in choice.probes}
     assert by_name["broken"].runs is False and by_name["broken"].detail == "died of SIGILL while loading"
     assert by_name["sapphirerapids"].runs is False
@@ -77,7 +63,7 @@ def test_a_variant_that_traps_is_skipped_with_a_log_line_and_the_next_best_runs(
     assert line.startswith("CPU variant: zen4 (x86-64 SSE3 AVX AVX2 AVX512), chosen at run time from 6 (measured")
     assert "sapphirerapids (died of SIGILL while decoding)" in line and line.endswith("AMX_INT8, unused")
     # What the app does with it: the skipped trap is logged once, the choice cached for this machine.
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: choice)
     with caplog.at_level(logging.INFO, logger="engine.llama"):
         assert cpu_variants._decide(files, None) is choice  # pyright: ignore[reportPrivateUsage]
@@ -95,8 +81,14 @@ def test_a_lower_scored_variant_that_decodes_clearly_faster_is_taken() -> None:
 
 
 def test_no_variant_that_runs_is_one_line_and_loads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    dead = Choice(None, "measured", (Probe("haswell", 50, False, detail="died of SIGILL while decoding"),
-                                     Probe("x64", 1, False, detail="died of SIGBUS while decoding")))
+    dead = Choice(
+        None,
+        "measured",
+        (
+            Probe("haswell", 50, False, detail="died of SIGILL while decoding"),
+            Probe("x64", 1, False, detail="died of SIGBUS while decoding"),
+        ),
+    )
     monkeypatch.setattr(cpu_variants, "ensure_backends", lambda model=None: dead)
     with pytest.raises(ModelLoadError) as err:
         cpu_check.ensure_cpu_runs()
@@ -106,13 +98,14 @@ def test_no_variant_that_runs_is_one_line_and_loads_nothing(monkeypatch: pytest.
 
 
 def test_a_probe_that_cannot_tell_is_not_cached_and_a_forced_variant_is_used_unprobed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     files = _variants(tmp_path, "haswell", "x64")
-    monkeypatch.setenv(cpu_check.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
     unsure = Choice(None, "measured", (Probe("haswell", 50, None, detail="the probe did not finish in 180 s"),))
     monkeypatch.setattr(cpu_variants, "choose", lambda files, model: unsure)
     cpu_variants._decide(files, None)  # pyright: ignore[reportPrivateUsage]
-    assert not (tmp_path / "cache" / cpu_variants.CACHE_FILE).exists()
+    assert not (tmp_path / "cache" / cpu_probe.CACHE_FILE).exists()
     monkeypatch.setenv(cpu_variants.FORCE_ENV, "x64")
     forced = cpu_variants._decide(files, None)  # pyright: ignore[reportPrivateUsage]
     assert forced.chosen == "x64" and forced.how == "forced by EMBER_CPU_VARIANT"
@@ -120,10 +113,10 @@ def test_a_probe_that_cannot_tell_is_not_cached_and_a_forced_variant_is_used_unp
     assert cpu_variants._decide(files, None) is unsure  # pyright: ignore[reportPrivateUsage]
 
 
+@pytest.mark.slow
 def test_a_hung_score_child_skips_that_variant_without_calling_it_a_trap(tmp_path: Path) -> None:
     files = _variants(tmp_path, "haswell")
-    hang = "import sys, time\nprint('trying', sys.argv[1], flush=True)\ntime.sleep(30)\n"
-    probes = cpu_variants.read_scores(files, sys.executable, hang, timeout=1.0)
+    probes = cpu_variants.read_scores(files, sys.executable, "tests.cpu_fakes:hang_while_scoring", timeout=1.0)
     assert [(p.name, p.runs) for p in probes] == [("haswell", None)]
 
 
@@ -133,7 +126,7 @@ def test_the_real_build_loads_a_variant_that_runs_here(smollm_path: Path) -> Non
     if choice is None or choice.chosen is None:
         pytest.skip("this llama.cpp build has its CPU backend built in (no run-time variants)")
     chosen = choice.probe(choice.chosen)
-    assert chosen is not None and choice.chosen in cpu_variants.variant_files(cpu_variants.lib_dir())
+    assert chosen is not None and choice.chosen in cpu_variants.variant_files(cpu_probe.lib_dir())
     if chosen.runs is not None:  # probed here (not forced): it decoded in its child, and was timed
         assert chosen.tps and chosen.tps > 0
     if "avx2" in cpu_check.cpu_flags() and chosen.features:
@@ -143,8 +136,8 @@ def test_the_real_build_loads_a_variant_that_runs_here(smollm_path: Path) -> Non
 
 @pytest.mark.slow
 def test_the_bench_compares_the_chosen_variant_with_the_avx2_one(smollm_path: Path) -> None:
-    from engine.bench.cpu_variant import PORTABLE, compare_variants
     from engine.child_env import child_env
+    from tests.bench.cpu_variant import PORTABLE, compare_variants
 
     choice = cpu_variants.ensure_backends(smollm_path)
     report = compare_variants(smollm_path, 1, 1, child_env())
@@ -152,17 +145,17 @@ def test_the_bench_compares_the_chosen_variant_with_the_avx2_one(smollm_path: Pa
         assert report["default_vs_portable_tps_ratio"] is None
         return
     assert report["cpu_variant"] == choice.chosen and report["cpu_variants_built"] >= 2
-    assert PORTABLE in cpu_variants.variant_files(cpu_variants.lib_dir())
+    assert PORTABLE in cpu_variants.variant_files(cpu_probe.lib_dir())
     for row in ("default_vs_portable_tps_ratio", "default_vs_portable_pp_ratio"):
         assert report[row] > 0  # each side's child ran its own variant (measure_variant checks it)
 
 
+@pytest.mark.slow
 def test_hung_probes_share_one_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _variants(tmp_path, "zen4", "icelake", "haswell")
-    monkeypatch.setattr(cpu_variants, "PROBE_TIMEOUT_S", 1.5)
-    hang = "import time\ntime.sleep(30)\n"
+    monkeypatch.setattr(cpu_probe, "PROBE_TIMEOUT_S", 1.5)
     started = time.monotonic()
-    choice = cpu_variants.choose(files, None, score_code=FAKE_SCORE, probe_code=hang)
+    choice = cpu_variants.choose(files, None, score_child=FAKE_SCORE, probe_child="tests.cpu_fakes:hang")
     assert time.monotonic() - started < 10  # not three full limits, and never the 30 s hang
     assert choice.chosen is None and all(p.runs is None for p in choice.probes)
     assert "limit" in choice.probes[0].detail

@@ -6,17 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from desktop.cli.bench_docs import report_rows
-from engine.bench.docs import measure_big_file, measure_embed_index, measure_pdf, measure_recall, measure_search
-from engine.bench.docs_corpus import needle_corpus, write_pdf
 from engine.docs.extract import extract
+from tests.bench.cli_docs import report_rows
+from tests.bench.docs import measure_big_file, measure_embed_index, measure_pdf, measure_recall, measure_search
+from tests.bench.docs_corpus import needle_corpus, write_pdf
 
 
 def test_generated_pdfs_have_a_text_layer_per_page(tmp_path: Path) -> None:
     pages = write_pdf(tmp_path / "g.pdf", ["first page words", "second page words"])
     blocks = list(extract(tmp_path / "g.pdf"))
-    assert pages == 2 and [(b.page, b.text.strip()) for b in blocks] == [(1, "first page words"),
-                                                                         (2, "second page words")]
+    assert pages == 2 and [(b.page, b.text.strip()) for b in blocks] == [
+        (1, "first page words"),
+        (2, "second page words"),
+    ]
 
 
 def test_needles_are_unique_and_in_their_files(tmp_path: Path) -> None:
@@ -25,6 +27,7 @@ def test_needles_are_unique_and_in_their_files(tmp_path: Path) -> None:
     assert all(n.answer in n.path.read_text() for n in needles)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_pdf_search_recall_and_big_file_rows(tmp_path: Path) -> None:
     out = measure_pdf(tmp_path, pages=5, runs=2)
     out |= measure_search(tmp_path, (2000,), queries=3)

@@ -35,7 +35,7 @@ from engine.docs.extract import extract
 from engine.docs.errors import DocumentError
 notes = []
 try:
-    blocks = list(extract(Path(sys.argv[1]), pdf_helpers=0, note=notes.append))
+    blocks = list(extract(Path(sys.argv[1]), note=notes.append))
 except DocumentError as exc:
     print("refused:", exc)
 else:
@@ -50,10 +50,18 @@ def _read_limited(path: Path, limit_bytes: int) -> subprocess.CompletedProcess[s
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", _READ, str(path)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=120, preexec_fn=limit)
+    return subprocess.run(
+        [sys.executable, "-c", _READ, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        preexec_fn=limit,
+    )
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.skipif(sys.platform != "linux", reason="an address-space limit (RLIMIT_AS) as on Linux")
 def test_a_page_of_twenty_megabytes_of_text_is_refused_in_one_line_and_the_other_pages_read(tmp_path: Path) -> None:
     """DC-02/DC-03: 250,000 text objects on one page; under a 1.5 GB limit the process used to abort."""
@@ -62,10 +70,12 @@ def test_a_page_of_twenty_megabytes_of_text_is_refused_in_one_line_and_the_other
     result = _read_limited(pdf, 1536 << 20)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert "pages: [1, 3]" in result.stdout
-    assert "note: huge.pdf: page 2 cannot be read (too large to read: 250,000 objects, at most 100,000)" \
-        in result.stdout
+    assert (
+        "note: huge.pdf: page 2 cannot be read (too large to read: 250,000 objects, at most 100,000)" in result.stdout
+    )
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.skipif(sys.platform != "linux", reason="an address-space limit (RLIMIT_AS) as on Linux")
 def test_text_drawn_off_the_page_costs_nothing(tmp_path: Path) -> None:
     """DC-02: 6 MB of text on one page, all but the first lines below its bottom edge. Under the
@@ -74,7 +84,7 @@ def test_text_drawn_off_the_page_costs_nothing(tmp_path: Path) -> None:
     result = _read_limited(pdf, 768 << 20)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert "pages: [1, 2, 3]" in result.stdout and "note:" not in result.stdout
-    blocks = list(extract(pdf, pdf_helpers=0))
+    blocks = list(extract(pdf))
     visible = next(b.text for b in blocks if b.page == 2)
     assert visible.startswith("huge page lorem ipsum") and 1_000 < len(visible) < 20_000  # the lines on the page
 
@@ -85,10 +95,11 @@ def test_a_pdf_with_damaged_pages_is_indexed_from_its_good_ones(tmp_path: Path) 
     with DocIndex.memory() as index:
         coll = index.create_collection("D")
         index.add_roots(coll, [pdf])
-        report = index_collection(index, coll, pdf_helpers=0)
+        report = index_collection(index, coll)
         assert report.indexed == [str(pdf)] and report.pages == 26 and not report.failed
-        assert report.notes == [(str(pdf), "damaged.pdf: pages 20-33 cannot be read (Failed to load page.); "
-                                           "the other 26 pages were read")]
+        assert report.notes == [
+            (str(pdf), "damaged.pdf: pages 20-33 cannot be read (Failed to load page.); the other 26 pages were read")
+        ]
         assert index.search(coll, "topic39")[0].page == 39
         assert not index.search(coll, "topic25")
 
@@ -96,7 +107,7 @@ def test_a_pdf_with_damaged_pages_is_indexed_from_its_good_ones(tmp_path: Path) 
 def test_a_pdf_whose_every_page_is_damaged_is_refused_in_one_line(tmp_path: Path) -> None:
     pdf = write_damaged_pdf(tmp_path / "ruined.pdf", 3, range(1, 4))
     with pytest.raises(DocumentError, match=r"^ruined.pdf: pages 1-3 cannot be read \(Failed to load page.\)$"):
-        list(extract(pdf, pdf_helpers=0))
+        list(extract(pdf))
 
 
 def _peak_mb(read: object) -> float:
@@ -109,6 +120,7 @@ def _peak_mb(read: object) -> float:
         tracemalloc.stop()
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_docx_that_lies_about_its_size_inflates_no_further_than_it_declared(tmp_path: Path) -> None:
     """DC-16: document.xml declares 1,000 bytes and holds 200 MB; zipfile inflated it whole first."""
     bomb = write_lying_docx(tmp_path / "liar.docx", inflated_mb=200)
@@ -120,6 +132,7 @@ def test_a_docx_that_lies_about_its_size_inflates_no_further_than_it_declared(tm
     assert _peak_mb(read) < 64
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_html_with_one_enormous_unclosed_tag_is_read_in_bounded_memory(tmp_path: Path) -> None:
     """DC-20: `<a x="y" x="y" …` 4 MB long, never closed; the text before it is kept."""
     page = tmp_path / "attrs.html"
@@ -140,6 +153,7 @@ def test_an_unclosed_script_past_the_limit_is_still_never_indexed(tmp_path: Path
     assert "visible words" in text and "secretvalue" not in text
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_text_of_one_pdf_is_cut_at_the_per_file_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per file: at most MAX_FILE_CHARS characters of a PDF or DOCX, said in a note (here 2,000)."""
     from doc_fixtures import write_pdf
@@ -149,6 +163,6 @@ def test_text_of_one_pdf_is_cut_at_the_per_file_bound(tmp_path: Path, monkeypatc
     monkeypatch.setattr(extract_module, "MAX_FILE_CHARS", 2_000)
     pdf = write_pdf(tmp_path / "long.pdf", [f"page {i} " + "lantern " * 100 for i in range(10)])
     notes: list[str] = []
-    blocks = list(extract(pdf, pdf_helpers=0, note=notes.append))
+    blocks = list(extract(pdf, note=notes.append))
     assert sum(len(b.text) for b in blocks) == 2_000 and blocks[-1].page == 3
     assert notes == ["long.pdf: only the first 2,000 characters of text were read"]

@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def ember(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
 
 
 def _script(tmp_path: Path, *replies: str) -> str:
@@ -35,10 +36,19 @@ def _lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # starts a process
 def test_attach_a_pdf_sources_come_first_and_history_keeps_them(tmp_path: Path, ember_home: Path) -> None:
     pdf = write_pdf(tmp_path / "policy.pdf", ["Cover page.", "Refunds are paid within 14 days."])
-    result = ember("chat", "--backend", _script(tmp_path, "Within 14 days [2]."), "--events",
-                   "--attach", str(pdf), "How fast are refunds?", home=ember_home)
+    result = ember(
+        "chat",
+        "--backend",
+        _script(tmp_path, "Within 14 days [2]."),
+        "--events",
+        "--attach",
+        str(pdf),
+        "How fast are refunds?",
+        home=ember_home,
+    )
     assert result.returncode == 0, result.stderr
     events = _lines(result.stdout)
     assert [e["type"] for e in events][:2] == ["sources", "content"]
@@ -57,18 +67,21 @@ def test_attach_a_pdf_sources_come_first_and_history_keeps_them(tmp_path: Path, 
     assert f"**Sources**\n\n- [1] `{pdf.resolve()}`, page 1" in md and "- [2]" in md
 
 
+@pytest.mark.slow  # starts a process
 def test_plain_output_lists_sources_after_the_answer(tmp_path: Path, ember_home: Path) -> None:
     note = tmp_path / "note.md"
     note.write_text("The meeting moved to Thursday.")
-    result = ember("chat", "--backend", _script(tmp_path, "Thursday [1]."), "--attach", str(note), "When?",
-                   home=ember_home)
+    result = ember(
+        "chat", "--backend", _script(tmp_path, "Thursday [1]."), "--attach", str(note), "When?", home=ember_home
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Thursday [1].\n"
     assert f"[1] note.md ({note.resolve()}, characters 0-30)" in result.stderr
 
 
-def test_the_prompt_numbers_the_passages_and_fits_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_prompt_numbers_the_passages_and_fits_the_context(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from desktop.cli import cmd_chat
     from desktop.cli.main import main
     from engine.backends.scripted import ScriptedBackend
@@ -91,12 +104,25 @@ def test_the_prompt_numbers_the_passages_and_fits_the_context(monkeypatch: pytes
     capsys.readouterr()
 
 
+@pytest.mark.slow  # starts a process
 def test_an_unreadable_attachment_is_one_line_and_the_turn_goes_on(tmp_path: Path, ember_home: Path) -> None:
     good = tmp_path / "good.txt"
     good.write_text("Lunch is at noon.")
     scan = write_scanned_pdf(tmp_path / "scan.pdf")
-    result = ember("chat", "--backend", _script(tmp_path, "Noon [1]."), "--events", "--attach", str(scan),
-                   "--attach", str(tmp_path / "missing.md"), "--attach", str(good), "When is lunch?", home=ember_home)
+    result = ember(
+        "chat",
+        "--backend",
+        _script(tmp_path, "Noon [1]."),
+        "--events",
+        "--attach",
+        str(scan),
+        "--attach",
+        str(tmp_path / "missing.md"),
+        "--attach",
+        str(good),
+        "When is lunch?",
+        home=ember_home,
+    )
     assert result.returncode == 0
     assert result.stderr.splitlines() == [
         "ember: missing.md: not found",
@@ -114,6 +140,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return status, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "tax"
     folder.mkdir()
@@ -126,14 +153,23 @@ def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert sorted(Path(p).name for p in report["indexed"]) == ["letter.pdf", "receipts.md"]
     assert report["pages"] == 2 and report["failed"] == []
     listed = json.loads(_run(capsys, "docs", "list", "--json")[1])
-    assert [(c["name"], c["ready"], c["embedder"]) for c in listed] == [("Tax 2026", 2, None)]
-    assert _run(capsys, "docs", "list")[1] == f"Tax 2026: 2 files, {listed[0]['passages']} passages (BM25)\n"
+    # A new collection embeds with the default embedder (all-MiniLM-L6-v2) unless told otherwise.
+    assert [(c["name"], c["ready"], c["embedder"]) for c in listed] == [("Tax 2026", 2, "default")]
+    assert _run(capsys, "docs", "list")[1] == f"Tax 2026: 2 files, {listed[0]['passages']} passages (BM25 + vectors)\n"
     found = json.loads(_run(capsys, "docs", "search", "Tax 2026", "plumber invoice", "--json")[1])
     assert found[0]["n"] == 1 and Path(found[0]["path"]).name == "receipts.md"
     again = json.loads(_run(capsys, "docs", "reindex", "Tax 2026", "--json")[1])
     assert again["indexed"] == [] and again["unchanged"] == 2
-    status, out, err = _run(capsys, "chat", "--backend", _script(tmp_path, "31 July [1].", "Yes."), "--events",
-                            "--docs", "Tax 2026", "When is the deadline?")
+    status, out, err = _run(
+        capsys,
+        "chat",
+        "--backend",
+        _script(tmp_path, "31 July [1].", "Yes."),
+        "--events",
+        "--docs",
+        "Tax 2026",
+        "When is the deadline?",
+    )
     assert status == 0, err
     assert Path(_lines(out)[0]["sources"][0]["path"]).name == "letter.pdf"
     # the conversation remembers its collection
@@ -157,8 +193,18 @@ def test_an_unreadable_file_in_a_collection_is_one_line(tmp_path: Path, capsys: 
 @pytest.mark.slow
 def test_the_real_model_answers_from_an_attached_pdf(tmp_path: Path, ember_home: Path) -> None:
     pdf = write_pdf(tmp_path / "facts.pdf", ["The capital of the fictional land of Zorbia is Quillton."])
-    result = ember("chat", "--temperature", "0", "--max-tokens", "24", "--events", "--attach", str(pdf),
-                   "What is the capital of Zorbia?", home=ember_home)
+    result = ember(
+        "chat",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+        "--events",
+        "--attach",
+        str(pdf),
+        "What is the capital of Zorbia?",
+        home=ember_home,
+    )
     assert result.returncode == 0, result.stderr
     events = _lines(result.stdout)
     assert events[0]["type"] == "sources" and events[0]["sources"][0]["page"] == 1
@@ -166,11 +212,12 @@ def test_the_real_model_answers_from_an_attached_pdf(tmp_path: Path, ember_home:
     assert events[-1]["type"] == "done"
 
 
-def test_one_file_and_one_passage_are_counted_in_the_singular(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_file_and_one_passage_are_counted_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     note = tmp_path / "note.md"
     note.write_text("The spare key is under the blue pot.\n")
-    assert _run(capsys, "docs", "add", "Keys", str(note))[0] == 0
+    assert _run(capsys, "docs", "add", "Keys", str(note), "--embedder", "none")[0] == 0
     assert _run(capsys, "docs", "list")[1] == "Keys: 1 file, 1 passage (BM25)\n"
 
 

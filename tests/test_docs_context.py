@@ -49,7 +49,7 @@ def test_overlapping_passages_are_joined_back_into_the_whole_text(tmp_path: Path
 def test_a_document_too_big_for_the_context_is_retrieved_from(tmp_path: Path) -> None:
     body = filler(random.Random(9), 6000)
     cut = body.index("\n\n", len(body) // 3)
-    body = body[:cut] + "\n\nThe launch code is PERSIMMON-7.\n\n" + body[cut + 2:]
+    body = body[:cut] + "\n\nThe launch code is PERSIMMON-7.\n\n" + body[cut + 2 :]
     attachments = _attach(tmp_path, ("big.md", body))
     ctx = build_context("What is the launch code?", [attachments], _words_fit(900), max_chars=1_000_000)
     assert not ctx.whole
@@ -57,7 +57,7 @@ def test_a_document_too_big_for_the_context_is_retrieved_from(tmp_path: Path) ->
     assert "PERSIMMON-7" in ctx.passages[0].text
     assert [p.n for p in ctx.passages] == list(range(1, len(ctx.passages) + 1))
     assert len(ctx.content.split()) <= 900
-    assert body[ctx.passages[0].start:ctx.passages[0].end] == ctx.passages[0].text
+    assert body[ctx.passages[0].start : ctx.passages[0].end] == ctx.passages[0].text
 
 
 def test_pdf_pages_are_cited_by_page(tmp_path: Path) -> None:
@@ -72,8 +72,10 @@ def test_unreadable_attachments_are_one_line_each_and_the_rest_is_used(tmp_path:
     (tmp_path / "ok.md").write_text("Fine text about herons.")
     (tmp_path / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
     attachments, problems = Attachments.load([tmp_path / "ok.md", tmp_path / "img.png", tmp_path / "gone.txt"])
-    assert problems == ["gone.txt: not found", "img.png: unsupported type (.png); Ember reads text, Markdown, "
-                        "source code, HTML, PDF and DOCX"]
+    assert problems == [
+        "gone.txt: not found",
+        "img.png: unsupported type (.png); Ember reads text, Markdown, source code, HTML, PDF, DOCX and EPUB",
+    ]
     assert len(attachments) == 1
 
 

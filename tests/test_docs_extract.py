@@ -29,8 +29,10 @@ def test_docx_headings_become_markdown_and_paragraphs_stay_apart(tmp_path: Path)
 
 def test_html_drops_scripts_and_keeps_blocks(tmp_path: Path) -> None:
     path = tmp_path / "p.html"
-    path.write_text("<html><head><style>p{}</style></head><body><h2>Title</h2><p>One &amp; two</p>"
-                    "<script>alert(1)</script><ul><li>a</li><li>b</li></ul></body></html>")
+    path.write_text(
+        "<html><head><style>p{}</style></head><body><h2>Title</h2><p>One &amp; two</p>"
+        "<script>alert(1)</script><ul><li>a</li><li>b</li></ul></body></html>"
+    )
     text = "".join(b.text for b in extract(path)).strip()
     assert "alert" not in text and "p{}" not in text
     assert text.split("\n\n")[:4] == ["## Title", "One & two", "a", "b"]
@@ -43,7 +45,7 @@ def test_text_offsets_point_back_into_the_file(tmp_path: Path) -> None:
     chunks = list(chunk_blocks(extract(path)))
     assert len(chunks) >= 3
     for c in chunks:
-        assert body[c.start:c.end] == c.text
+        assert body[c.start : c.end] == c.text
     assert any(c.text.startswith("## Later") for c in chunks)  # a heading starts a passage
 
 
@@ -62,17 +64,22 @@ def test_a_code_fence_is_not_cut_at_its_blank_lines() -> None:
 
 
 def test_only_headings_at_a_line_start_begin_a_passage() -> None:
-    text = ("# Title\n\nPrices rose by #3 and the #tag stayed.\n## Costs\nRent.\n#nospace line\n"
-            "   # indented\n####### seven\n###### Six\nEnd.")
+    text = (
+        "# Title\n\nPrices rose by #3 and the #tag stayed.\n## Costs\nRent.\n#nospace line\n"
+        "   # indented\n####### seven\n###### Six\nEnd."
+    )
     starts = [text[s:e].split("\n")[0] for s, e in chunk_spans(text, target=1000, overlap=0)]
     assert starts == ["# Title", "## Costs", "###### Six"]
 
 
-@pytest.mark.parametrize(("make", "says"), [
-    (lambda p: write_scanned_pdf(p / "scan.pdf"), "scan.pdf: has no text layer"),
-    (lambda p: write_encrypted_pdf(p / "locked.pdf"), "locked.pdf: is encrypted"),
-    (lambda p: write_zip_bomb_docx(p / "bomb.docx"), "bomb.docx: would inflate to"),
-])
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: write_scanned_pdf(p / "scan.pdf"), "scan.pdf: has no text layer"),
+        (lambda p: write_encrypted_pdf(p / "locked.pdf"), "locked.pdf: is encrypted"),
+        (lambda p: write_zip_bomb_docx(p / "bomb.docx"), "bomb.docx: would inflate to"),
+    ],
+)
 def test_hostile_files_are_one_line_naming_the_file(tmp_path: Path, make, says: str) -> None:  # type: ignore[no-untyped-def]
     path = make(tmp_path)
     started = time.monotonic()

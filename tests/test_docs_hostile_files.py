@@ -29,8 +29,15 @@ posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, devices 
 
 def ember(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout, errors="replace")
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        errors="replace",
+    )
 
 
 def _script(tmp_path: Path, *replies: str) -> str:
@@ -67,8 +74,9 @@ def test_links_in_a_folder_are_never_followed(tmp_path: Path) -> None:
     assert report.indexed == [str(folder / "normal.txt")]
     assert not index.search(coll, "TOPSECRET")
     reasons = dict(report.failed)
-    assert reasons[str(folder / "stolen.txt")] == \
-        "stolen.txt: is a symbolic link; links inside a folder are not followed"
+    assert (
+        reasons[str(folder / "stolen.txt")] == "stolen.txt: is a symbolic link; links inside a folder are not followed"
+    )
     assert str(folder / "relative.md") in reasons
     assert str(folder / "id_rsa") not in reasons  # not a document by its name: left out quietly
 
@@ -76,6 +84,7 @@ def test_links_in_a_folder_are_never_followed(tmp_path: Path) -> None:
 # -- pipes and devices (DC-31…33, DC-35) ---------------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 @posix_only
 def test_pipes_and_a_link_to_dev_zero_are_skipped_and_the_folder_indexed(tmp_path: Path, ember_home: Path) -> None:
     folder = tmp_path / "fifo"
@@ -92,13 +101,25 @@ def test_pipes_and_a_link_to_dev_zero_are_skipped_and_the_folder_indexed(tmp_pat
     assert "ember: zero.txt: is a symbolic link; links inside a folder are not followed" in result.stderr
 
 
+@pytest.mark.slow  # starts a process
 @posix_only
 def test_a_fifo_or_a_device_attached_is_named_for_what_it_is(tmp_path: Path, ember_home: Path) -> None:
     """DC-35: refused without being opened, and said as a pipe or a device, not "not found"."""
     pipe = tmp_path / "pipe.txt"
     os.mkfifo(pipe)
-    result = ember("chat", "--backend", _script(tmp_path, "fine."), "--no-history", "--attach", str(pipe),
-                   "--attach", "/dev/zero", "hello", home=ember_home, timeout=60)
+    result = ember(
+        "chat",
+        "--backend",
+        _script(tmp_path, "fine."),
+        "--no-history",
+        "--attach",
+        str(pipe),
+        "--attach",
+        "/dev/zero",
+        "hello",
+        home=ember_home,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "ember: pipe.txt: is a pipe (FIFO), not a regular file; skipped" in result.stderr
     assert "ember: zero: is a device, not a regular file; skipped" in result.stderr
@@ -107,6 +128,7 @@ def test_a_fifo_or_a_device_attached_is_named_for_what_it_is(tmp_path: Path, emb
 # -- names that are not UTF-8 (DC-25, DC-26) -----------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 @posix_only
 def test_a_name_that_is_not_utf8_is_indexed_and_shown_escaped(tmp_path: Path, ember_home: Path) -> None:
     folder = tmp_path / "names"
@@ -124,17 +146,27 @@ def test_a_name_that_is_not_utf8_is_indexed_and_shown_escaped(tmp_path: Path, em
     assert again.returncode == 0 and "N: 0 indexed, 2 unchanged" in again.stdout
 
 
+@pytest.mark.slow  # starts a process
 @posix_only
 def test_attaching_a_name_that_is_not_utf8_answers_and_is_kept(tmp_path: Path, ember_home: Path) -> None:
     bad = tmp_path / BAD_NAME
     bad.write_text("delta four is the answer")
-    result = ember("chat", "--backend", _script(tmp_path, "It says delta four [1]."), "--events",
-                   "--attach", str(bad), "what does it say?", home=ember_home)
+    result = ember(
+        "chat",
+        "--backend",
+        _script(tmp_path, "It says delta four [1]."),
+        "--events",
+        "--attach",
+        str(bad),
+        "what does it say?",
+        home=ember_home,
+    )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert events[0]["type"] == "sources" and events[0]["sources"][0]["path"].endswith("bad\\xff\\xfeutf8.txt")
-    again = ember("chat", "--backend", _script(tmp_path, "Still delta four."), "-c", "--events", "and now?",
-                  home=ember_home)
+    again = ember(
+        "chat", "--backend", _script(tmp_path, "Still delta four."), "-c", "--events", "and now?", home=ember_home
+    )
     assert again.returncode == 0, again.stderr  # the conversation remembered the file and reads it again
     assert json.loads(again.stdout.splitlines()[0])["type"] == "sources"
 
@@ -142,6 +174,7 @@ def test_attaching_a_name_that_is_not_utf8_answers_and_is_kept(tmp_path: Path, e
 # -- control characters in names (DC-22, DC-23) --------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 @posix_only
 def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path: Path, ember_home: Path) -> None:
     folder = tmp_path / "nl"
@@ -154,8 +187,9 @@ def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path: Path, ember_home
     outputs = [added.stdout + added.stderr]
     outputs.append(ember("docs", "list", "X", home=ember_home).stdout)
     outputs.append(ember("docs", "search", "X", "copper", home=ember_home).stdout)
-    chat = ember("chat", "--backend", _script(tmp_path, "copper."), "--no-history", "--docs", "X", "copper?",
-                 home=ember_home)
+    chat = ember(
+        "chat", "--backend", _script(tmp_path, "copper."), "--no-history", "--docs", "X", "copper?", home=ember_home
+    )
     outputs.append(chat.stdout + chat.stderr)
     for text in outputs:
         assert not any(line.startswith(("ember: fake", "broken.pdf")) for line in text.splitlines()), text
@@ -164,8 +198,10 @@ def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path: Path, ember_home
     assert "nl\\nbroken.pdf: is not a readable PDF" in outputs[0]
 
 
-def test_a_collection_name_with_controls_or_absurd_length_is_refused_in_one_line(tmp_path: Path,
-                                                                                 ember_home: Path) -> None:
+@pytest.mark.slow  # starts a process
+def test_a_collection_name_with_controls_or_absurd_length_is_refused_in_one_line(
+    tmp_path: Path, ember_home: Path
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.md").write_text("words")
@@ -173,8 +209,10 @@ def test_a_collection_name_with_controls_or_absurd_length_is_refused_in_one_line
     assert forged.returncode == 2 and forged.stderr.count("\n") == 1
     assert forged.stderr.startswith("ember: a collection name cannot hold control characters")
     huge = ember("docs", "add", "n" * 100_000, str(folder), home=ember_home)
-    assert huge.returncode == 2 and huge.stderr == "ember: a collection name is at most 200 characters " \
-        "(this one has 100,000)\n"
+    assert (
+        huge.returncode == 2
+        and huge.stderr == "ember: a collection name is at most 200 characters (this one has 100,000)\n"
+    )
     assert ember("docs", "list", home=ember_home).stdout.startswith("no collections yet")
     with DocIndex.memory() as index:
         for name in ("tab\there", "esc\x1b[2J", "bidi\u2067x", "sep\u2028x"):

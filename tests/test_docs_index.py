@@ -27,7 +27,7 @@ def _corpus(folder: Path, files: int, needle_at: int, needle: str, seed: int = 7
         body = filler(rng, 400)
         if i == needle_at:
             cut = body.index("\n\n", len(body) // 2)
-            body = body[:cut] + "\n\n" + needle + "\n\n" + body[cut + 2:]
+            body = body[:cut] + "\n\n" + needle + "\n\n" + body[cut + 2 :]
         (folder / f"note-{i:03d}.md").write_text(f"# Note {i}\n\n{body}\n")
 
 
@@ -64,32 +64,7 @@ def test_changes_are_picked_up_and_nothing_else_is_redone(tmp_path: Path) -> Non
         assert index.search(coll, "zeppelins")[0].path.endswith("new.txt")
         assert not any(h.path.endswith("note-002.md") for h in index.search(coll, "Note 2", k=20))
         # the FTS index and the passages agree after updates and deletes
-        assert index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')") is not None
-
-
-def test_a_first_version_database_is_upgraded_and_keeps_its_passages(tmp_path: Path) -> None:
-    """Version 1 added passages to FTS5 with an insert trigger; with it left in, every passage
-    written now would be indexed twice (and the index would fail its integrity check)."""
-    folder = tmp_path / "docs"
-    _corpus(folder, 3, 1, "The lighthouse keeper feeds eleven cormorants.")
-    db = tmp_path / "docs.sqlite3"
-    with DocIndex.open(db) as index:
-        coll = index.create_collection("c")
-        index.add_roots(coll, [folder])
-        index_collection(index, coll)
-        index.conn.executescript(
-            "CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN "
-            "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END; PRAGMA user_version = 1;")
-    (folder / "later.md").write_text("# Later\n\nThe harbour bell rings thirteen times at dusk.\n")
-    with DocIndex.open(db) as index:
-        assert index.conn.execute("PRAGMA user_version").fetchone()[0] == 2
-        assert index.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'chunks_fts_insert'").fetchone()[0] \
-            == 0
-        coll = index.collection("c")
-        assert index_collection(index, coll).indexed == [str(folder / "later.md")]
-        assert index.search(coll, "cormorants lighthouse")[0].path.endswith("note-001.md")
-        assert index.search(coll, "harbour bell thirteen")[0].path.endswith("later.md")
-        index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+        assert index.conn.execute(f"INSERT INTO fts_{coll.id} (fts_{coll.id}) VALUES ('integrity-check')") is not None
 
 
 def test_unreadable_files_are_reported_once_and_the_rest_indexed(tmp_path: Path) -> None:
@@ -123,10 +98,21 @@ def test_a_cancelled_index_never_serves_the_half_file_and_resumes(tmp_path: Path
             seen.append(p.chunks)
 
         # stop once the big file has written a batch or two
-        report = index_collection(index, coll, progress=progress, cancel=lambda: "zz-big" in str(
-            index.conn.execute("SELECT group_concat(path) FROM files WHERE status = 'indexing'").fetchone()[0])
-            and index.conn.execute("SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id "
-                                   "WHERE f.status = 'indexing'").fetchone()[0] >= 64)
+        report = index_collection(
+            index,
+            coll,
+            progress=progress,
+            cancel=lambda: (
+                "zz-big"
+                in str(
+                    index.conn.execute("SELECT group_concat(path) FROM files WHERE status = 'indexing'").fetchone()[0]
+                )
+                and index.conn.execute(
+                    "SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.status = 'indexing'"
+                ).fetchone()[0]
+                >= 64
+            ),
+        )
         assert report.cancelled and len(report.indexed) == 3
         assert index.search(coll, "kumquat")  # finished files are searchable
         assert not any("zz-big" in h.path for h in index.search(coll, "mirror walnut", k=50))
@@ -172,6 +158,7 @@ def test_a_killed_index_resumes_without_using_the_half_file(tmp_path: Path) -> N
         assert index.search(coll, "pomegranate")[0].path.endswith("b.md")
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_large_file_is_indexed_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "big.txt"
     rng = random.Random(3)

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from doc_fixtures import filler
 
 from engine.docs.chunk import Chunk
@@ -54,10 +55,12 @@ def _duplicates(db: Path) -> tuple[int, int]:
     """(passages recorded, passage rows) over the ready files."""
     with DocIndex.open(db) as index:
         row = index.conn.execute(
-            "SELECT sum(f.chunks), (SELECT count(*) FROM chunks) FROM files f WHERE f.status = 'ready'").fetchone()
+            "SELECT sum(f.chunks), (SELECT count(*) FROM chunks) FROM files f WHERE f.status = 'ready'"
+        ).fetchone()
         return int(row[0] or 0), int(row[1])
 
 
+@pytest.mark.slow  # starts a process
 def test_a_second_indexer_on_the_same_collection_is_refused_and_leaves_no_duplicates(tmp_path: Path) -> None:
     import random
 
@@ -69,22 +72,35 @@ def test_a_second_indexer_on_the_same_collection_is_refused_and_leaves_no_duplic
     with DocIndex.open(db) as index:
         index.add_roots(index.create_collection("C"), [folder])
     started, go = tmp_path / "started", tmp_path / "go"
-    first = subprocess.Popen([sys.executable, "-c", _FIRST, str(db), str(started), str(go)], cwd=ROOT,
-                             env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-c", _FIRST, str(db), str(started), str(go)],
+        cwd=ROOT,
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not started.exists():
             assert first.poll() is None, first.communicate()
             assert time.monotonic() < deadline, "the first indexer never started writing"
             time.sleep(0.05)
-        second = subprocess.run([sys.executable, "-m", "desktop", "docs", "add", "C", str(folder)], cwd=ROOT,
-                                env=_env(home), capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [sys.executable, "-m", "desktop", "docs", "add", "C", str(folder)],
+            cwd=ROOT,
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         go.touch()
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert second.returncode == 2 and second.stderr == (
-        "ember: collection C is being indexed by another Ember right now; try again when it has finished\n")
+        "ember: collection C is being indexed by another Ember right now; try again when it has finished\n"
+    )
     recorded, rows = _duplicates(db)
     assert recorded == rows and f"first: 1 {rows}" in out
 
@@ -104,8 +120,9 @@ def test_reindex_repairs_duplicates_an_older_version_left(tmp_path: Path) -> Non
         recorded, rows = _duplicates(db)
         # What two concurrent indexers left: a.md's passages written twice, FTS5 rows and all.
         file_id = index.files(coll)[str(folder / "a.md")].id
-        rows_a = index.conn.execute("SELECT page, start_off, end_off, text FROM chunks WHERE file_id = ?",
-                                    (file_id,)).fetchall()
+        rows_a = index.conn.execute(
+            "SELECT page, start_off, end_off, text FROM chunks WHERE file_id = ?", (file_id,)
+        ).fetchall()
         index.add_chunks(file_id, [Chunk(r[3], r[0], r[1], r[2]) for r in rows_a])
         assert _duplicates(db)[1] > rows
         report = index_collection(index, coll)

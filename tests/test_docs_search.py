@@ -8,15 +8,22 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.bench.docs_corpus import ZipfVocabulary
 from engine.docs.bm25 import Keywords
 from engine.docs.chunk import Chunk
 from engine.docs.index import Collection, DocIndex
 from engine.docs.vectors import Matrix
+from tests.bench.docs_corpus import ZipfVocabulary
 
 
-def _add(index: DocIndex, coll: Collection, path: str, texts: Sequence[str], vectors: np.ndarray | None = None,
-         *, ready: bool = True) -> None:
+def _add(
+    index: DocIndex,
+    coll: Collection,
+    path: str,
+    texts: Sequence[str],
+    vectors: np.ndarray | None = None,
+    *,
+    ready: bool = True,
+) -> None:
     file_id = index.begin_file(coll, path, "h", 0, 0)
     index.add_chunks(file_id, [Chunk(t, None, i * 100, i * 100 + len(t)) for i, t in enumerate(texts)], vectors)
     if ready:
@@ -33,14 +40,17 @@ def test_a_common_word_is_left_out_when_the_question_has_selective_ones() -> Non
         _add(index, coll, "/a.md", [f"river passage {i}" for i in range(40)] + ["river walnut harbor"])
         words = _keywords(index, floor=2)
         # "river" is in all 41 passages, "walnut" in one, "zebra" in none.
-        assert words.queries(1, "Where is the river walnut zebra?") == ['"walnut"']
-        assert words.queries(1, "the river passage") == ['"river" AND "passage"']  # only common words: all of them
-        assert words.queries(1, "zebra") == []
+        assert words.queries(1, "Where is the river walnut zebra?", coll.id) == ['"walnut"']
+        # only common words: all of them
+        assert words.queries(1, "the river passage", coll.id) == ['"river" AND "passage"']
+        assert words.queries(1, "zebra", coll.id) == []
         # A small collection keeps every word (the default floor: 2,000 passages), rarest first:
         # the passages with both words, then those with either.
-        assert Keywords(index.conn).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut" OR "river"']
+        both, either = '"walnut" AND "river"', '"walnut" OR "river"'
+        assert Keywords(index.conn).queries(1, "river walnut", coll.id) == [both, either]
         # Past the budget, the commonest selective words are ranked only among passages holding every word.
-        assert Keywords(index.conn, budget=30).queries(1, "river walnut") == ['"walnut" AND "river"', '"walnut"']
+        budgeted = Keywords(index.conn, budget=30)
+        assert budgeted.queries(1, "river walnut", coll.id) == ['"walnut" AND "river"', '"walnut"']
 
 
 def test_counts_are_remembered_until_the_database_changes() -> None:
@@ -49,10 +59,10 @@ def test_counts_are_remembered_until_the_database_changes() -> None:
         _add(index, coll, "/a.md", ["walnut"] * 3 + ["other"] * 30)
         words = _keywords(index, floor=2)
         version = index._version()  # pyright: ignore[reportPrivateUsage]
-        assert words.queries(version, "walnut other") == ['"walnut"']
+        assert words.queries(version, "walnut other", coll.id) == ['"walnut"']
         _add(index, coll, "/b.md", ["walnut"] * 60 + ["filler"] * 300)  # 393 passages: walnut 63, other 30
         assert index._version() != version  # pyright: ignore[reportPrivateUsage]
-        assert words.queries(index._version(), "walnut other") == ['"other"']  # pyright: ignore[reportPrivateUsage]
+        assert words.queries(index._version(), "walnut other", coll.id) == ['"other"']  # pyright: ignore[reportPrivateUsage]
 
 
 def test_the_best_passages_come_back_even_behind_another_collections() -> None:
@@ -76,10 +86,17 @@ def test_bm25_ranking_matches_sqlite_ranking_everything() -> None:
         question = vocabulary.question(rng, texts[17])
         words = _keywords(index, floor=2_000)  # nothing left out: compare with the full ranking
         version = index._version()  # pyright: ignore[reportPrivateUsage]
-        every, some = words.queries(version, question)
-        full = {match: [r[0] for r in index.conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts), rowid", (match,))]
-            for match in (every, some)}
+        every, some = words.queries(version, question, coll.id)
+        t = f"fts_{coll.id}"
+        full = {
+            match: [
+                r[0]
+                for r in index.conn.execute(
+                    f"SELECT rowid FROM {t} WHERE {t} MATCH ? ORDER BY bm25({t}), rowid", (match,)
+                )
+            ]
+            for match in (every, some)
+        }
         expected = list(dict.fromkeys(full[every] + full[some]))[:10]  # all the words first, then any
         assert words.ranked(version, coll.id, question, 10) == expected
         assert any(h.text == texts[17] for h in index.search(coll, question, k=8))
@@ -109,7 +126,8 @@ def test_hybrid_search_finds_by_meaning_what_no_word_matches(tmp_path: Path) -> 
     with DocIndex.open(tmp_path / "d.sqlite3") as index:
         coll = index.create_collection("c", "synthetic")
         _add(index, coll, "/v.md", ["harbor lights", "candle wax", "meadow grass", "copper wire"], vectors)
-        hits = index.search(coll, "metal conductor", k=2, query_vector=np.array([0, 0, 0.1, 1], dtype=np.float32))
+        hits = index.search(coll, "metal conductor", k=4, query_vector=np.array([0, 0, 0.3, 1], dtype=np.float32))
+        # The other two are orthogonal to the question (cosine 0): under the relevance cut-off.
         assert [h.text for h in hits] == ["copper wire", "meadow grass"]
         both = index.search(coll, "candle", k=1, query_vector=np.array([0, 1, 0, 0], dtype=np.float32))
         assert both[0].text == "candle wax"  # first in both rankings

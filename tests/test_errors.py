@@ -75,6 +75,6 @@ def test_sqlite_errors_are_translated_at_the_store_boundary(tmp_path: Path) -> N
 def test_backends_declare_their_capabilities() -> None:
     scripted = ScriptedBackend.from_texts("x")
     remote = OpenAIBackend("http://127.0.0.1:9", supports_grammar=True)
-    assert scripted.capabilities == Capabilities(device="Scripted")
+    assert scripted.capabilities == Capabilities(device="Scripted", vision=True)  # takes images for the window tests
     assert (remote.capabilities.grammar, remote.capabilities.device) == (True, "Remote")
     assert describe_backend(remote, "R").device == "Remote" and describe_backend(scripted).device == "Scripted"

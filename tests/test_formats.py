@@ -56,8 +56,12 @@ def test_every_prefill_opener_is_detected_and_routed_to_thinking(opener: str) ->
     assert thinking_prefill(template)  # what the picker reports…
     assert prefill_opener(f"<|im_start|>assistant\n{opener}\n") == opener  # …is what the engine sees
     pipeline = ReplyPipeline(prefilled=opener)
-    deltas = [*pipeline.feed(Piece("reasoning")), *pipeline.feed(Piece(closer)), *pipeline.feed(Piece("answer")),
-              *pipeline.flush()]
+    deltas = [
+        *pipeline.feed(Piece("reasoning")),
+        *pipeline.feed(Piece(closer)),
+        *pipeline.feed(Piece("answer")),
+        *pipeline.flush(),
+    ]
     assert ThinkingDelta("reasoning") in deltas and pipeline.content == "answer"
     assert all(closer not in d.text for d in deltas if isinstance(d, ContentDelta))
 

@@ -51,7 +51,11 @@ def _reply(backend: LlamaBackend, messages: list[dict[str, str]]) -> tuple[str, 
 def test_it_is_a_base_model_prompted_as_a_transcript(gemma_path: Path, gemma: LlamaBackend) -> None:
     meta = read_metadata(gemma_path)
     assert (meta.architecture, meta.chat_template, meta.base_model, meta.builtin_template) == (
-        "gemma3", None, True, None)
+        "gemma3",
+        None,
+        True,
+        None,
+    )
     ids, _ = gemma.prompt_tokens(make_request(QUESTION))
     assert gemma.raw().detokenize(ids, special=True).decode() == "<bos>User: What is the capital of France?\nAssistant:"
 
@@ -64,7 +68,8 @@ def test_the_builtin_gemma_format_renders_with_control_tokens(gemma_path: Path, 
     ids = [t for seg in template.segments(QUESTION) for t in gemma._tokenize(seg)]  # pyright: ignore[reportPrivateUsage]
     llm = gemma.raw()
     assert llm.detokenize(ids, special=True).decode() == (
-        "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n")
+        "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"
+    )
     start, end = (llm.tokenize(t, add_bos=False, special=True) for t in (b"<start_of_turn>", b"<end_of_turn>"))
     assert len(start) == len(end) == 1 and ids.count(start[0]) == 2 and ids.count(end[0]) == 1
     assert gemma._classes.classify(end[0])[0]  # pyright: ignore[reportPrivateUsage]  (end of generation)
@@ -86,9 +91,27 @@ def test_greedy_replies_answer_stop_early_and_leak_no_markers(gemma: LlamaBacken
 def test_ember_chat_says_once_that_it_is_a_base_model(gemma_path: Path, ember_home: Path) -> None:
     env = {**os.environ, "EMBER_HOME": str(ember_home)}
     result = subprocess.run(
-        [sys.executable, "-m", "desktop", "chat", "--model", str(gemma_path), "--temperature", "0",
-         "--max-tokens", str(MAX_TOKENS), "--ctx", "1024", "What is the capital of France?"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "desktop",
+            "chat",
+            "--model",
+            str(gemma_path),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--ctx",
+            "1024",
+            "What is the capital of France?",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count(BASE_MODEL_NOTE) == 1, result.stderr
     assert result.stdout.strip() and not any(marker in result.stdout for marker in LEAKS), result.stdout

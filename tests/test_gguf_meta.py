@@ -147,7 +147,6 @@ def test_thinking_prefill_needs_an_unclosed_opener_after_the_generation_prompt()
     assert not thinking_prefill(None)
 
 
-
 # --- derived values ---------------------------------------------------------------------
 
 

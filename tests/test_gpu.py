@@ -41,8 +41,13 @@ def on_gpu(tiny: Path) -> Iterator[LlamaBackend]:
     backend.close()
 
 
-def _greedy(backend: LlamaBackend, messages=HELLO, max_tokens: int = 16, grammar: str | None = None,  # type: ignore[no-untyped-def]
-            cancel_after: int | None = None) -> tuple[list[int | None], str, StreamInfo]:
+def _greedy(
+    backend: LlamaBackend,
+    messages=HELLO,
+    max_tokens: int = 16,
+    grammar: str | None = None,  # type: ignore[no-untyped-def]
+    cancel_after: int | None = None,
+) -> tuple[list[int | None], str, StreamInfo]:
     request = make_request(messages, sampling=Sampling.greedy(), max_tokens=max_tokens).with_(grammar=grammar)
     cancel, info = CancelToken(), StreamInfo()
     ids: list[int | None] = []
@@ -58,7 +63,7 @@ def _greedy(backend: LlamaBackend, messages=HELLO, max_tokens: int = 16, grammar
 
 
 def test_a_model_loads_with_every_layer_on_the_gpu(on_gpu: LlamaBackend) -> None:
-    assert on_gpu.where.startswith("GPU · 4/4 layers · "), on_gpu.where
+    assert on_gpu.where.startswith(("GPU · CUDA · 4/4 layers · ", "GPU · Vulkan · 4/4 layers · ")), on_gpu.where
     assert on_gpu.n_gpu_layers == 4 and on_gpu.gpu_note == ""
 
 
@@ -75,9 +80,9 @@ def test_the_greedy_reply_is_the_cpus(tiny: Path, on_gpu: LlamaBackend) -> None:
 
 
 def test_cancel_takes_effect_within_one_token_on_the_gpu(on_gpu: LlamaBackend) -> None:
-    ids, _, info = _greedy(on_gpu, max_tokens=64, cancel_after=3, grammar='root ::= [a-z]+')
+    ids, _, info = _greedy(on_gpu, max_tokens=64, cancel_after=3, grammar="root ::= [a-z]+")
     assert len(ids) == 3 and info.finish_reason == "cancelled"
-    again, _, _ = _greedy(on_gpu, max_tokens=4, grammar='root ::= [a-z]+')
+    again, _, _ = _greedy(on_gpu, max_tokens=4, grammar="root ::= [a-z]+")
     assert len(again) > 0  # the model is still usable
 
 
@@ -102,7 +107,9 @@ def test_a_grammar_shapes_the_reply_on_the_gpu(on_gpu: LlamaBackend) -> None:
 def test_a_real_sized_model_goes_wholly_to_the_gpu() -> None:
     backend = LlamaBackend(SYN135, n_ctx=4096)
     try:
-        assert backend.where.startswith("GPU · 30/30 layers · "), backend.where
+        assert backend.where.startswith(("GPU · CUDA · 30/30 layers · ", "GPU · Vulkan · 30/30 layers · ")), (
+            backend.where
+        )
         ids, _, _ = _greedy(backend, max_tokens=8)
         assert len(ids) > 0
     finally:

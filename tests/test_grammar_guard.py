@@ -34,10 +34,16 @@ from engine.turns.structured import compile_schema, grammar_for, load_schema
 from models.library.default_model import default_model_path
 
 ISSUE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "maxLength 20000": {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 20000}},
-                        "required": ["summary"]},
-    "maxLength 5000": {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 5000}},
-                       "required": ["summary"]},
+    "maxLength 20000": {
+        "type": "object",
+        "properties": {"summary": {"type": "string", "maxLength": 20000}},
+        "required": ["summary"],
+    },
+    "maxLength 5000": {
+        "type": "object",
+        "properties": {"summary": {"type": "string", "maxLength": 5000}},
+        "required": ["summary"],
+    },
     "maxItems 20000": {"type": "array", "items": {"type": "integer"}, "maxItems": 20000},
     "pattern {1,30000}": {"type": "string", "pattern": "^[a-z]{1,30000}$"},
     "minLength 30000": {"type": "string", "minLength": 30000},
@@ -157,9 +163,14 @@ def _nested(depth: int) -> dict[str, Any]:
     return schema
 
 
-@pytest.mark.parametrize("schema", [{"$ref": "#"}, {"allOf": [{"$ref": "#"}]},
-                                    {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
-                                     "$ref": "#/$defs/a"}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"allOf": [{"$ref": "#"}]},
+        {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    ],
+)
 def test_a_schema_that_refers_to_itself_forever_is_one_line(schema: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="refers to itself without end"):
         compile_schema(schema)
@@ -188,6 +199,7 @@ def model() -> Path:
     return default_model_path()
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_issue_grammars_pass_the_child_check(model: Path) -> None:
     for schema in ISSUE_SCHEMAS.values():
         assert grammar_problem(model, _schema_to_gbnf(schema)) is None
@@ -195,7 +207,7 @@ def test_issue_grammars_pass_the_child_check(model: Path) -> None:
 
 def test_a_grammar_that_crashes_llama_cpp_kills_only_the_child(model: Path) -> None:
     # Unbounded conversion of maxLength 20000: 20,000 nested groups overflow the native stack.
-    deep = "root ::= " + "(\"a\" " * 20000 + ")?" * 20000 + "\n"
+    deep = "root ::= " + '("a" ' * 20000 + ")?" * 20000 + "\n"
     problem = grammar_problem(model, deep)
     assert problem is not None
     assert "crashes" in problem or "rejected" in problem
@@ -270,19 +282,36 @@ def test_json_round_trip_of_issue_schemas_is_unchanged() -> None:
         assert json.dumps(schema, sort_keys=True) == before
 
 
-schema_leaf = st.sampled_from([
-    {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"$ref": "#"}, {"enum": [1, "a"]},
-    {"type": "string", "maxLength": 20000}, {"type": "string", "pattern": "^[a-z]{1,30000}$"},
-    {"type": "array", "maxItems": 99999}, {"const": None}, {"type": "nonsense"}, {"minLength": -1},
-])
-schemas = st.recursive(schema_leaf, lambda inner: st.one_of(
-    st.builds(lambda p: {"type": "object", "properties": p, "required": list(p)},
-              st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)),
-    st.builds(lambda i: {"type": "array", "items": i, "maxItems": 20000}, inner),
-    st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
-), max_leaves=10)
+schema_leaf = st.sampled_from(
+    [
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "boolean"},
+        {"$ref": "#"},
+        {"enum": [1, "a"]},
+        {"type": "string", "maxLength": 20000},
+        {"type": "string", "pattern": "^[a-z]{1,30000}$"},
+        {"type": "array", "maxItems": 99999},
+        {"const": None},
+        {"type": "nonsense"},
+        {"minLength": -1},
+    ]
+)
+schemas = st.recursive(
+    schema_leaf,
+    lambda inner: st.one_of(
+        st.builds(
+            lambda p: {"type": "object", "properties": p, "required": list(p)},
+            st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+        ),
+        st.builds(lambda i: {"type": "array", "items": i, "maxItems": 20000}, inner),
+        st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+    ),
+    max_leaves=10,
+)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=80, deadline=None)
 @given(schemas)
 def test_any_schema_compiles_or_is_one_line_and_its_grammar_stays_shallow(schema: dict[str, Any]) -> None:
@@ -300,6 +329,7 @@ def test_any_schema_compiles_or_is_one_line_and_its_grammar_stays_shallow(schema
         assert _nesting(gbnf) <= REPEAT_LIMIT + 8 * MAX_SCHEMA_DEPTH
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_checker_that_cannot_start_is_not_a_verdict(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*_: Any, **__: Any) -> Any:
         raise FileNotFoundError(2, "No such file or directory")
@@ -312,8 +342,9 @@ def test_a_checker_that_cannot_start_is_not_a_verdict(model: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("events", [False, True])
-def test_the_cli_says_an_unusable_grammar(events: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_says_an_unusable_grammar(
+    events: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from desktop.cli import cmd_chat
     from desktop.cli.main import main
 

@@ -19,7 +19,9 @@ def test_forced_scaffolding_never_reaches_content(smollm: LlamaBackend) -> None:
     assert smollm.check_grammar(gbnf) is None
     request = make_request(
         [{"role": "user", "content": "Where are my backup notes?"}],
-        sampling=Sampling.greedy(), max_tokens=64, grammar=gbnf,
+        sampling=Sampling.greedy(),
+        max_tokens=64,
+        grammar=gbnf,
     )
     events = list(TurnRunner(smollm).run(request))
     # Round 1 streams nothing but the forced span; the filter removes all of it, so the

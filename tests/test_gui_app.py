@@ -18,7 +18,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop.cli.main import main
 from desktop.core.model_choice import choose_model, remember_model
-from desktop.qt.app import run_session
+from desktop.qt.app import open_window, run_session
 from desktop.qt.window import MainWindow
 from engine.runtime import Engine
 from models.library.default_model import DEFAULT_NAME
@@ -43,10 +43,12 @@ def model_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("ember-model")]
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_prompt_is_sent_on_start_and_closing_stops_the_engine(
-        qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
     script = write_script(tmp_path / "s.json", ["Hello ", "from ", "the script."])
-    window = MainWindow()
+    window = open_window()
     qtbot.addWidget(window)
     session = asyncio.ensure_future(run_session(choose_model(None, f"script:{script}"), prompt="hi", window=window))
     qtbot.waitUntil(lambda: reply_text(window, finished=True) is not None, timeout=WAIT_MS)
@@ -62,11 +64,10 @@ def test_prompt_is_sent_on_start_and_closing_stops_the_engine(
 def test_closing_mid_reply_stops_it(qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
     script = tmp_path / "slow.json"
     script.write_text(json.dumps({"replies": [[{"text": f"t{i} ", "delay_ms": 20} for i in range(500)]]}))
-    window = MainWindow()
-    qtbot.addWidget(window)
     engine = Engine()
-    session = asyncio.ensure_future(run_session(choose_model(None, f"script:{script}"), prompt="go",
-                                                window=window, engine=engine))
+    window = open_window(engine)
+    qtbot.addWidget(window)
+    session = asyncio.ensure_future(run_session(choose_model(None, f"script:{script}"), prompt="go", window=window))
     qtbot.waitUntil(lambda: "t3" in (reply_text(window) or ""), timeout=WAIT_MS)
     window.close()
     qtbot.waitUntil(session.done, timeout=WAIT_MS)
@@ -100,8 +101,12 @@ def test_model_choice_prefers_flags_then_last_used_then_default(tmp_path: Path) 
 def test_sigterm_shuts_the_window_down_cleanly(tmp_path: Path, ember_home: Path) -> None:
     script = write_script(tmp_path / "s.json", ["hello"])
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "EMBER_HOME": str(ember_home)}
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "--backend", f"script:{script}"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "--backend", f"script:{script}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     log = ember_home / "logs" / "ember.log"
     try:
         deadline = time.monotonic() + 30

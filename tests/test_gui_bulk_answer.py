@@ -1,20 +1,21 @@
 """A huge reply, or one with no spaces or newlines, never freezes the window (issue #14).
 
 It is shown as plain text a slice per event-loop turn; the answer itself (Copy, history) is
-exact. The stall figures are measured by `ember bench` (desktop/qt/stall_bench.py), not here.
+exact. The stall figures are measured by `ember bench` (tests/tools/stall_bench.py), not here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from gui_helpers import WAIT_MS, Chat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.bulk_text import DISPLAY_LINE_CHARS, BulkTextView, display_lines, needs_bulk_view
-from desktop.qt.stall_bench import huge_piece, measure_ui_stall
+from desktop.qt.answer.bulk_text import DISPLAY_LINE_CHARS, BulkTextView, display_lines, needs_bulk_view
+from tests.tools.stall_bench import huge_piece, measure_ui_stall
 
 pytest_plugins = ["gui_helpers"]
 
@@ -47,7 +48,7 @@ def test_a_stored_huge_reply_opens_as_bulk_text(make_chat: MakeChat, qtbot: QtBo
     chat = make_chat("y" * 300_000)
     chat.type_and_send("go")
     reply = chat.wait_reply_finished()
-    from desktop.qt.message_view import AssistantMessage
+    from desktop.qt.chat.message_view import AssistantMessage
 
     again = AssistantMessage()
     qtbot.addWidget(again)
@@ -79,14 +80,15 @@ def test_display_lines_cut_appended_pieces_like_the_whole(pieces: list[str]) -> 
     assert whole.replace("\n", "") == "".join(pieces).replace("\n", "")
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_stall_bench_measures_the_huge_piece_case() -> None:
     result = measure_ui_stall(n_tokens=50, tokens_per_s=3000, huge_piece_chars=50_000)
     assert {"ui_huge_piece_max_stall_ms", "ui_huge_piece_p99_stall_ms", "ui_huge_piece_catchup_ms"} <= result.keys()
 
 
 def test_one_huge_thinking_piece_keeps_its_raw_text_in_short_display_lines(qtbot: QtBot) -> None:
-    from desktop.qt.bulk_text import BULK_LINE_CHARS
-    from desktop.qt.thinking_pane import ThinkingPane
+    from desktop.qt.answer.bulk_text import BULK_LINE_CHARS
+    from desktop.qt.chat.thinking_pane import ThinkingPane
 
     pane = ThinkingPane()
     qtbot.addWidget(pane)

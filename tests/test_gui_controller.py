@@ -9,11 +9,13 @@ from typing import Any
 from desktop.core.controller import ChatController
 from desktop.core.failures import FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
+from engine.backends import load_progress
 from engine.backends.base import Backend, Message
 from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
 from engine.runtime import Engine
+from models.library.settings import ModelSettings
 
 
 class FakeReply:
@@ -40,6 +42,12 @@ class FakeReply:
 
     def finish(self, stats: TurnStats) -> None:
         self.events.append(("finish", stats.finish_reason))
+
+    def waiting_for_model(self, label: str, percent: int | None = None) -> None:
+        self.events.append(("waiting", label if percent is None else f"{label} {percent} %"))
+
+    def model_arrived(self) -> None:
+        self.events.append(("arrived", None))
 
 
 class FakeView:
@@ -77,6 +85,9 @@ class FakeView:
 
     def model_loading(self, label: str) -> None:
         self._record("model_loading", label)
+
+    def model_load_progress(self, label: str, percent: int) -> None:
+        self._record("model_load_progress", (label, percent))
 
     def model_ready(self, info: ModelInfo) -> None:
         self._record("model_ready", info)
@@ -126,7 +137,7 @@ def test_a_message_sent_while_loading_waits_for_the_model() -> None:
         load = asyncio.ensure_future(controller.load_model(choice))
         send = asyncio.ensure_future(controller.send("hi"))
         await asyncio.sleep(0.05)
-        assert view.named("start_reply") == []
+        assert view.replies[0].events == [("waiting", "gated")]  # shown waiting, nothing run yet
         GatedChoice.gate.set()
         assert await load and await send
         await controller.aclose()
@@ -137,33 +148,116 @@ def test_a_message_sent_while_loading_waits_for_the_model() -> None:
     view = run(main())
     assert view.named("model_loading") == ["gated"]
     assert isinstance(view.named("model_ready")[0], ModelInfo)
-    assert view.replies[0].events == [("content", "loaded answer"), ("finish", "stop")]
+    assert view.replies[0].events == [
+        ("waiting", "gated"),
+        ("arrived", None),
+        ("content", "loaded answer"),
+        ("finish", "stop"),
+    ]
 
 
-def test_stop_while_the_model_loads_ends_the_turn_without_a_reply() -> None:
-    async def main() -> FakeView:
+def test_stop_while_the_model_loads_ends_the_wait_at_once() -> None:
+    async def main() -> tuple[FakeView, bool]:
         view = FakeView()
         controller = ChatController(Engine(), view)
         load = asyncio.ensure_future(controller.load_model(GatedChoice(BackendSpec("script", "x"), label="g")))
         send = asyncio.ensure_future(controller.send("hi"))
         await asyncio.sleep(0.05)
         controller.stop()
+        await asyncio.wait_for(send, 5)  # the model is still loading: Stop does not wait for it
+        still_loading = not load.done()
         GatedChoice.gate.set()
         await load
-        await send
         assert not controller.busy
+        await controller.aclose()
+        return view, still_loading
+
+    GatedChoice.gate.clear()
+    GatedChoice.backend = ScriptedBackend.from_texts("never shown")
+    view, still_loading = run(main())
+    assert still_loading
+    assert view.replies[0].events == [("waiting", "g"), ("finish", "cancelled")]
+    assert view.named("set_busy") == [True, False]
+
+
+def test_a_message_sent_during_a_slow_load_runs_with_the_models_own_settings() -> None:
+    """The first-message race: the turn takes the loaded model's settings, not the defaults of the typing moment."""
+    safe = ModelSettings(repeat_penalty=1.15, max_tokens=1024, temperature=0.2, system_prompt="Be brief.")
+    backend = ScriptedBackend.from_texts("loaded answer")
+
+    async def main() -> FakeView:
+        view = FakeView()
+        controller = ChatController(Engine(), view)
+        choice = GatedChoice(BackendSpec("script", "x"), label="slow", settings=safe)
+        load = asyncio.ensure_future(controller.load_model(choice))
+        send = asyncio.ensure_future(controller.send("hi"))
+        await asyncio.sleep(0.2)  # typed and stored long before the model is there
+        assert view.replies and view.replies[0].events == [("waiting", "slow")]
+        GatedChoice.gate.set()
+        assert await load and await send
         await controller.aclose()
         return view
 
     GatedChoice.gate.clear()
-    GatedChoice.backend = ScriptedBackend.from_texts("never shown")
+    GatedChoice.backend = backend
     view = run(main())
-    assert view.replies == [] and view.named("set_busy") == [True, False]
+    used = backend.requests[0]
+    assert used.sampling.repeat_penalty == 1.15 and used.sampling.temperature == 0.2
+    assert used.max_tokens == 1024
+    assert used.messages[0]["role"] == "system" and used.messages[0]["content"].startswith("Be brief.")
+    assert view.replies[0].events == [
+        ("waiting", "slow"),
+        ("arrived", None),
+        ("content", "loaded answer"),
+        ("finish", "stop"),
+    ]
+
+
+class ReportingChoice(ModelChoice):
+    """A model whose load reports 30 %, waits for the test, then reports 60 % and 100 %."""
+
+    gate = threading.Event()
+    reported = threading.Event()
+
+    def factory(self) -> Backend:
+        report = load_progress.current()
+        assert report is not None  # Engine.load hands the load a reporter
+        report(0.3)
+        report(0.301)  # the same whole percent: not passed on again
+        self.reported.set()
+        assert self.gate.wait(5)
+        report(0.6)
+        report(1.0)
+        return ScriptedBackend.from_texts("loaded answer")
+
+
+def test_the_waiting_reply_and_the_status_show_how_far_the_load_has_got() -> None:
+    async def main() -> FakeView:
+        view = FakeView()
+        controller = ChatController(Engine(), view)
+        load = asyncio.ensure_future(controller.load_model(ReportingChoice(BackendSpec("script", "x"), label="slow")))
+        assert await asyncio.to_thread(ReportingChoice.reported.wait, 5)
+        await asyncio.sleep(0.05)  # the report crosses to the loop
+        send = asyncio.ensure_future(controller.send("hi"))  # typed after 30 %: it shows 30 % at once
+        await asyncio.sleep(0.1)
+        ReportingChoice.gate.set()
+        assert await load and await send
+        await controller.aclose()
+        return view
+
+    ReportingChoice.gate.clear()
+    ReportingChoice.reported.clear()
+    view = run(main())
+    assert view.named("model_load_progress") == [("slow", 30), ("slow", 60), ("slow", 100)]
+    waits = [e for e in view.replies[0].events if e[0] == "waiting"]
+    assert waits == [("waiting", "slow 30 %"), ("waiting", "slow 60 %"), ("waiting", "slow 100 %")]
+    assert view.replies[0].events[-2:] == [("content", "loaded answer"), ("finish", "stop")]
 
 
 def test_failure_copy() -> None:
     assert failure_for("malformed_reply", "x") == TurnFailure(
-        "malformed_reply", "The model returned a malformed reply — please try again.", FailureAction.RETRY)
+        "malformed_reply", "The model returned a malformed reply — please try again.", FailureAction.RETRY
+    )
     assert failure_for("context_full", "x").action is FailureAction.NEW_CONVERSATION
     assert failure_for("script", "no reply left").action is None
     assert failure_for("no_model", "").text == "No model is loaded."

@@ -13,13 +13,12 @@ from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtWidgets import QToolTip
 from pytestqt.qtbot import QtBot
 
-from desktop.qt import citations
-from desktop.qt.documents_ui import CollectionsDialog, DocumentsButton, install_documents
-from desktop.qt.markdown_view import TextSegment
-from desktop.qt.message_view import AssistantMessage
+from desktop.qt.answer import citations
+from desktop.qt.answer.markdown_view import TextSegment
+from desktop.qt.chat.documents_ui import CollectionsDialog, DocumentsButton
+from desktop.qt.chat.message_view import AssistantMessage
 from engine.backends.scripted import ScriptedBackend
-from engine.docs import pdf_pages
-from engine.docs.index import DocIndex
+from engine.docs.index import DocIndex, default_path
 from engine.events import SourceRef, TurnStats
 
 pytest_plugins = ["gui_helpers"]
@@ -40,7 +39,7 @@ def opened() -> Iterator[list[QUrl]]:
 
 
 def _with_docs(chat: Chat, tmp_path: Path) -> DocumentsButton:
-    return install_documents(chat.window, chat.controller, tmp_path / "docs.sqlite3")
+    return chat.window.documents_button  # on the default index, in the test's own EMBER_HOME
 
 
 def _drop(chat: Chat, *paths: Path) -> None:
@@ -50,7 +49,8 @@ def _drop(chat: Chat, *paths: Path) -> None:
 
 
 def test_a_dropped_pdf_grounds_the_answer_and_its_citation_opens_the_page(
-        make_chat: MakeChat, tmp_path: Path, opened: list[QUrl]) -> None:
+    make_chat: MakeChat, tmp_path: Path, opened: list[QUrl]
+) -> None:
     pdf = write_pdf(tmp_path / "policy.pdf", ["Cover.", "Refunds are paid within 14 days."])
     backend = ScriptedBackend.from_texts("Refunds take 14 days [2].")
     backend.n_ctx = 4096
@@ -117,7 +117,8 @@ def test_citation_links_skip_code_and_unknown_numbers(qtbot: QtBot) -> None:
 
 
 def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
-        make_chat: MakeChat, tmp_path: Path) -> None:
+    make_chat: MakeChat, tmp_path: Path
+) -> None:
     folder = tmp_path / "manuals"
     folder.mkdir()
     for i in range(5):
@@ -136,23 +137,11 @@ def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
     dialog.buttons["use"].click()
     assert chat.controller.documents is not None and chat.controller.documents.collection == "Manuals"
     assert "Manuals" in button.text()
-    with DocIndex.open(tmp_path / "docs.sqlite3") as index:
+    with DocIndex.open(default_path()) as index:
         assert index.search(index.collection("Manuals"), "button 3")[0].path.endswith("m3.md")
 
 
-def test_the_dialog_indexes_a_long_pdf_with_a_helper_process_and_leaves_none_behind(
-        make_chat: MakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if pdf_pages.default_helpers() == 0:
-        pytest.skip("one core here: no helper process starts")
-    monkeypatch.setattr(pdf_pages, "HELP_AFTER_S", 0.0)  # a helper for any PDF over one group
-    helpers: list[pdf_pages._Helper] = []
-    init = pdf_pages._Helper.__init__
-
-    def kept(self: pdf_pages._Helper, path: Path, board: pdf_pages._Board) -> None:
-        init(self, path, board)
-        helpers.append(self)
-
-    monkeypatch.setattr(pdf_pages._Helper, "__init__", kept)
+def test_the_dialog_indexes_a_long_pdf(make_chat: MakeChat, tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "handbook.pdf", [f"Handbook page {i + 1} about rule {i + 1}." for i in range(100)])
     chat = make_chat(backend=ScriptedBackend.from_texts("ok"))
     dialog = _with_docs(chat, tmp_path).open_collections()
@@ -167,16 +156,13 @@ def test_the_dialog_indexes_a_long_pdf_with_a_helper_process_and_leaves_none_beh
     assert dialog.width() == width  # the Cancel button beside the progress bar did not widen it
     item = dialog.list.currentItem()
     assert item is not None and item.text().startswith("Handbook — 1 file, ")
-    assert len(helpers) == pdf_pages.default_helpers()
-    assert all(h._proc is None or h._proc.poll() is not None for h in helpers)
-    with DocIndex.open(tmp_path / "docs.sqlite3") as index:
+    with DocIndex.open(default_path()) as index:
         coll = index.collection("Handbook")
         assert index.info(coll).chunks >= 100
         assert index.search(coll, "rule 87")[0].page == 87
 
 
-def test_the_token_meter_counts_the_documents_attached_to_the_next_message(make_chat: MakeChat,
-                                                                            tmp_path: Path) -> None:
+def test_the_token_meter_counts_the_documents_attached_to_the_next_message(make_chat: MakeChat, tmp_path: Path) -> None:
     note = tmp_path / "minutes.md"
     note.write_text("# Minutes\n\n" + " ".join(f"item{i}" for i in range(300)) + "\n")
     backend = ScriptedBackend.from_texts("Noted [1].")

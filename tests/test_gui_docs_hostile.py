@@ -21,8 +21,8 @@ from doc_fixtures import write_pdf
 from gui_helpers import WAIT_MS, Chat
 
 from desktop.core.citations import MAX_STORED_SOURCES
-from desktop.qt import documents_ui
-from desktop.qt.documents_ui import CollectionsDialog, install_documents
+from desktop.qt.chat import documents_ui
+from desktop.qt.chat.documents_ui import CollectionsDialog
 from engine.backends.scripted import ScriptedBackend
 from engine.docs.indexer import IndexReport, Progress
 
@@ -32,7 +32,7 @@ posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and byte 
 
 
 def _dialog(chat: Chat, tmp_path: Path) -> CollectionsDialog:
-    dialog = install_documents(chat.window, chat.controller, tmp_path / "docs.sqlite3").open_collections()
+    dialog = chat.window.documents_button.open_collections()
     chat.qtbot.addWidget(dialog)
     return dialog
 
@@ -50,12 +50,15 @@ def test_a_name_that_is_not_utf8_and_a_fifo_do_not_stop_the_dialog(make_chat: Ma
     dialog.add_paths([folder])
     chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 4)
     assert dialog.detail.text().splitlines()[:2] == [
-        "2 indexed, 0 unchanged", "pipe.txt: is a pipe (FIFO), not a regular file; skipped"]
+        "2 indexed, 0 unchanged",
+        "pipe.txt: is a pipe (FIFO), not a regular file; skipped",
+    ]
     assert not dialog.progress.isVisible() and dialog.buttons["reindex"].isEnabled()
 
 
-def test_an_unexpected_error_in_the_worker_ends_in_one_line(make_chat: MakeChat, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_error_in_the_worker_ends_in_one_line(
+    make_chat: MakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """DC-27's shape: any exception, not only Ember's own, ends the job; the dialog never spins on."""
 
     def broken(*args: object, **kwargs: object) -> IndexReport:
@@ -84,8 +87,9 @@ class SlowEmbedder:
 
 
 @pytest.mark.parametrize("step", ["reading", "extracting", "embedding"])
-def test_cancel_stops_indexing_at_every_step(make_chat: MakeChat, tmp_path: Path, step: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_stops_indexing_at_every_step(
+    make_chat: MakeChat, tmp_path: Path, step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "big"
     folder.mkdir()
     if step == "reading":  # hashing and decoding a large text file
@@ -105,6 +109,7 @@ def test_cancel_stops_indexing_at_every_step(make_chat: MakeChat, tmp_path: Path
         def both(p: Progress) -> None:
             seen.append(p)
             progress(p)
+
         if step == "embedding":
             kwargs["embedder"] = SlowEmbedder()
         return real(*args, progress=both, **kwargs)  # type: ignore[arg-type]
@@ -142,8 +147,10 @@ def test_a_reply_with_twenty_thousand_stored_sources_shows_a_bounded_row(make_ch
     store = history.store
     conv = store.create_conversation(title="imported").id
     user = store.add_message(conv, "user", "question", parent_id=None)
-    sources = [{"n": i, "path": f"/docs/{i}.md", "page": None, "start": 0, "end": 200, "score": 0.0,
-                "text": "x" * 200} for i in range(1, 20_001)]
+    sources = [
+        {"n": i, "path": f"/docs/{i}.md", "page": None, "start": 0, "end": 200, "score": 0.0, "text": "x" * 200}
+        for i in range(1, 20_001)
+    ]
     store.add_message(conv, "assistant", "answer [1]", parent_id=user, stats={"sources": sources})
     opened = asyncio.ensure_future(chat.controller.open_conversation(conv))
     chat.qtbot.waitUntil(opened.done, timeout=WAIT_MS * 4)
@@ -153,7 +160,7 @@ def test_a_reply_with_twenty_thousand_stored_sources_shows_a_bounded_row(make_ch
 
 def test_a_passage_tooltip_shows_its_path_escaped() -> None:
     """DC-22 in the window's tooltip: a bidi override in a folder's name cannot reorder the line."""
-    from desktop.qt.citations import passage_tooltip
+    from desktop.qt.answer.citations import passage_tooltip
     from engine.events import SourceRef
 
     tip = passage_tooltip(SourceRef(1, "/docs/evil\u202e/gnp.md", None, 0, 5, 0.0, "hello"))

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from desktop.core.model_choice import choose_model
-from desktop.qt.message_view import AssistantMessage, TurnBanner
+from desktop.qt.chat.message_view import AssistantMessage, TurnBanner
 from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import BackendError, ContextOverflowError, LLMError
@@ -41,8 +41,9 @@ def banners(chat: Chat) -> list[TurnBanner]:
 def test_scaffolding_then_recovery_leaves_no_marker_anywhere(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat(scaffolding_only(), [{"text": "It is sunny in Paris.", "delay_ms": 150}])
     chat.type_and_send("weather in Paris?")
-    qtbot.waitUntil(lambda: chat.window.last_reply() is not None
-                    and chat.reply().status.text() == "Retrying…", timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: chat.window.last_reply() is not None and chat.reply().status.text() == "Retrying…", timeout=WAIT_MS
+    )
     reply = chat.wait_reply_finished()
     assert reply.answer_text() == "It is sunny in Paris."
     assert reply.status.text() == ""  # the quiet indicator is gone once the reply is in
@@ -51,8 +52,7 @@ def test_scaffolding_then_recovery_leaves_no_marker_anywhere(make_chat: MakeChat
         assert marker not in shown, marker
 
 
-def test_terminal_malformed_reply_shows_the_banner_and_the_app_still_sends(
-        make_chat: MakeChat, qtbot: QtBot) -> None:
+def test_terminal_malformed_reply_shows_the_banner_and_the_app_still_sends(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat(scaffolding_only(), scaffolding_only(), "Hello again.")
     chat.type_and_send("hi")
     qtbot.waitUntil(lambda: bool(banners(chat)), timeout=WAIT_MS)
@@ -135,7 +135,8 @@ def test_a_backend_failure_gets_its_own_message_and_try_again(make_chat: MakeCha
 
 
 def test_a_model_load_failure_is_readable_and_the_app_stays_usable(
-        make_chat: MakeChat, qtbot: QtBot, tmp_path: Path) -> None:
+    make_chat: MakeChat, qtbot: QtBot, tmp_path: Path
+) -> None:
     chat = make_chat(no_model=True)
     choice = choose_model(str(tmp_path / "missing.gguf"), None)
     load = asyncio.ensure_future(chat.controller.load_model(choice))

@@ -6,6 +6,7 @@ free memory is given, not measured, so the marks do not depend on this machine.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from hub_fakes import (
     FakeDownloader,
     FakeHubClient,
     Gate,
+    catalogue_entry,
     page_options,
     small_catalogue,
     small_hub,
@@ -31,14 +33,15 @@ from pytestqt.qtbot import QtBot
 
 from desktop.core.hub_seam import default_services
 from desktop.core.model_choice import ModelInfo, local_choice
-from desktop.qt.empty_state import EmptyState
-from desktop.qt.get_models import GetModelsDialog
-from desktop.qt.offer_row import OfferRow
+from desktop.qt.chat.empty_state import EmptyState
+from desktop.qt.models.get_models import GetModelsDialog
+from desktop.qt.models.offer_row import OfferRow
 from models.library.catalogue import CatalogueEntry
 from models.library.fit import FreeMemory
+from models.library.projectors import pair
+from tests.projector_fixture import write_projector_fixture
 
 pytest_plugins = ["gui_helpers"]
-
 
 
 @pytest.fixture
@@ -73,8 +76,12 @@ def row(page: GetModelsDialog, key: str) -> OfferRow:
 
 def test_rows_show_fit_marks_sizes_and_licence_best_first(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
     prompts = Prompts()
-    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path / "models", Gate(), prompts,
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot,
+        **page_options(
+            entries, hub, FakeDownloader(), tmp_path / "models", Gate(), prompts, FreeMemory(ram_bytes=8 * GB)
+        ),
+    )
     assert "8.0 GB free memory · no GPU" in page.machine.text()
     assert [r.offer.key for r in page.rows] == ["middle-model", "tiny-chat"]  # what fits, best first
     middle = row(page, "middle-model")
@@ -96,11 +103,13 @@ def test_a_gpu_changes_the_marks(qtbot: QtBot, entries, hub, tmp_path: Path) -> 
     assert "Test GPU" in row(page, "middle-model").reason.text()
 
 
-def test_search_filters_the_catalogue_and_the_hub_is_asked_only_once_allowed(qtbot: QtBot, entries, hub,
-                                                                               tmp_path: Path) -> None:
+def test_search_filters_the_catalogue_and_the_hub_is_asked_only_once_allowed(
+    qtbot: QtBot, entries, hub, tmp_path: Path
+) -> None:
     gate, prompts = Gate(), Prompts(False, True)
-    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, gate, prompts,
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, gate, prompts, FreeMemory(ram_bytes=8 * GB))
+    )
     qtbot.keyClicks(page.search_box, "tiny")
     assert [r.offer.key for r in page.rows] == ["tiny-chat"] and hub.calls == []
     qtbot.keyClick(page.search_box, Qt.Key.Key_Return)  # search Hugging Face: asks first; refused
@@ -118,12 +127,14 @@ def test_search_filters_the_catalogue_and_the_hub_is_asked_only_once_allowed(qtb
     assert prompts.asked == ["hub.test", "hub.test"]  # never again once allowed
 
 
-def test_download_shows_progress_in_place_then_offers_use(qtbot: QtBot, entries, hub, tmp_path: Path,
-                                                          tiny_bytes: bytes) -> None:
+def test_download_shows_progress_in_place_then_offers_use(
+    qtbot: QtBot, entries, hub, tmp_path: Path, tiny_bytes: bytes
+) -> None:
     downloader = FakeDownloader(chunk=max(1, len(tiny_bytes) // 8), pause=True)
     gate, prompts, models = Gate(), Prompts(True), tmp_path / "models"
-    page = open_page(qtbot, **page_options(entries, hub, downloader, models, gate, prompts,
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot, **page_options(entries, hub, downloader, models, gate, prompts, FreeMemory(ram_bytes=8 * GB))
+    )
     tiny = row(page, "tiny-chat")
     click(qtbot, tiny.action)
     assert prompts.asked == ["hub.test"] and gate.allowed
@@ -142,12 +153,15 @@ def test_download_shows_progress_in_place_then_offers_use(qtbot: QtBot, entries,
     assert used.args == [models / TINY_TARGET]
 
 
-def test_cancel_stops_the_download_and_keeps_no_part(qtbot: QtBot, entries, hub, tmp_path: Path,
-                                                     tiny_bytes: bytes) -> None:
+def test_cancel_stops_the_download_and_keeps_no_part(
+    qtbot: QtBot, entries, hub, tmp_path: Path, tiny_bytes: bytes
+) -> None:
     downloader = FakeDownloader(chunk=max(1, len(tiny_bytes) // 8), pause=True)
     models = tmp_path / "models"
-    page = open_page(qtbot, **page_options(entries, hub, downloader, models, Gate(allowed=True), Prompts(),
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot,
+        **page_options(entries, hub, downloader, models, Gate(allowed=True), Prompts(), FreeMemory(ram_bytes=8 * GB)),
+    )
     tiny = row(page, "tiny-chat")
     click(qtbot, tiny.action)
     assert downloader.reached.wait(5)
@@ -161,8 +175,12 @@ def test_cancel_stops_the_download_and_keeps_no_part(qtbot: QtBot, entries, hub,
 
 
 def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
-    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, Gate(allowed=True), Prompts(),
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot,
+        **page_options(
+            entries, hub, FakeDownloader(), tmp_path, Gate(allowed=True), Prompts(), FreeMemory(ram_bytes=8 * GB)
+        ),
+    )
     middle = row(page, "middle-model")  # its repository is not on the fake Hub
     click(qtbot, middle.action)
     qtbot.waitUntil(lambda: not middle.downloading, timeout=WAIT_MS)
@@ -172,31 +190,36 @@ def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_
 
 def test_searching_the_hub_needs_words(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
     prompts = Prompts(True)
-    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, Gate(), prompts,
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot, **page_options(entries, hub, FakeDownloader(), tmp_path, Gate(), prompts, FreeMemory(ram_bytes=8 * GB))
+    )
     click(qtbot, page.hub_button)
     assert page.message.text().startswith("Type what to look for") and prompts.asked == [] and hub.calls == []
 
 
-def test_a_file_already_in_the_models_folder_is_ready_to_use(qtbot: QtBot, entries, hub, tmp_path: Path,
-                                                            tiny_bytes: bytes) -> None:
+def test_a_file_already_in_the_models_folder_is_ready_to_use(
+    qtbot: QtBot, entries, hub, tmp_path: Path, tiny_bytes: bytes
+) -> None:
     models = tmp_path / "models"
     (models / TINY_TARGET).parent.mkdir(parents=True)
     (models / TINY_TARGET).write_bytes(tiny_bytes)
-    page = open_page(qtbot, **page_options(entries, hub, FakeDownloader(), models, Gate(), Prompts(),
-                                           FreeMemory(ram_bytes=8 * GB)))
+    page = open_page(
+        qtbot, **page_options(entries, hub, FakeDownloader(), models, Gate(), Prompts(), FreeMemory(ram_bytes=8 * GB))
+    )
     assert row(page, "tiny-chat").ready
 
 
 # --- through the window -----------------------------------------------------------------------
 
 
-def test_the_picker_leads_to_the_page_and_use_loads_the_download(make_chat, qtbot: QtBot, entries, hub,
-                                                                tmp_path: Path) -> None:
+def test_the_picker_leads_to_the_page_and_use_loads_the_download(
+    make_chat, qtbot: QtBot, entries, hub, tmp_path: Path
+) -> None:
     chat: Chat = make_chat("scripted")
     models = tmp_path / "models"
-    chat.models.page_options = page_options(entries, hub, FakeDownloader(), models, Gate(), Prompts(True),
-                                            FreeMemory(ram_bytes=8 * GB))
+    chat.models.page_options = page_options(
+        entries, hub, FakeDownloader(), models, Gate(), Prompts(True), FreeMemory(ram_bytes=8 * GB)
+    )
     picker = open_picker(chat)
     click(qtbot, picker.get_models)
     page = chat.models.get_models
@@ -205,8 +228,10 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(make_chat, qtbo
     click(qtbot, tiny.action)
     qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
     click(qtbot, tiny.action)  # "Use this model": loads it through the window's model switch
-    qtbot.waitUntil(lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
-                    timeout=WAIT_MS * 24)  # the first llama.cpp load of a run may probe CPU variants
+    qtbot.waitUntil(
+        lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
+        timeout=WAIT_MS * 24,
+    )  # the first llama.cpp load of a run may probe CPU variants
     from engine.backends.llama import LlamaBackend
 
     backend = chat.engine.backend
@@ -214,11 +239,13 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(make_chat, qtbo
     assert chat.window.header.model_label == TINY_FILE and not page.isVisible()
 
 
-def test_the_empty_chat_names_a_better_model_and_links_to_the_page(make_chat, qtbot: QtBot, entries, hub,
-                                                                   tmp_path: Path) -> None:
+def test_the_empty_chat_names_a_better_model_and_links_to_the_page(
+    make_chat, qtbot: QtBot, entries, hub, tmp_path: Path
+) -> None:
     chat: Chat = make_chat("scripted")
-    chat.models.page_options = page_options(entries, hub, FakeDownloader(), tmp_path, Gate(), Prompts(),
-                                            FreeMemory(ram_bytes=8 * GB))
+    chat.models.page_options = page_options(
+        entries, hub, FakeDownloader(), tmp_path, Gate(), Prompts(), FreeMemory(ram_bytes=8 * GB)
+    )
     empty: EmptyState = chat.window.conversation.empty_state
     assert empty.better.isHidden()  # a scripted model is no small built-in one
     empty.show_model(ModelInfo("SmolLM2", "CPU"), local_choice(tmp_path / "own.gguf"))
@@ -234,8 +261,10 @@ def test_the_empty_chat_names_a_better_model_and_links_to_the_page(make_chat, qt
     assert any("Best for this machine" in t for t in widget_texts(page))
 
 
+@pytest.mark.slow
 def test_the_page_searches_and_downloads_through_the_real_client_and_the_loopback_hub(
-        qtbot: QtBot, smollm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot: QtBot, smollm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real engine.hub services (default_services) against tests/fake_hub.py: the consent
     lands in network.json, search and download go over loopback, the file is verified and ready."""
     repo, name = "ember-test/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -245,8 +274,14 @@ def test_the_page_searches_and_downloads_through_the_real_client_and_the_loopbac
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         services = default_services()
         prompts = Prompts(True)
-        page = open_page(qtbot, services=lambda: services, prompts=prompts, entries=[],
-                         free_memory=lambda: FreeMemory(8 * GB), quick_memory=lambda: FreeMemory(8 * GB))
+        page = open_page(
+            qtbot,
+            services=lambda: services,
+            prompts=prompts,
+            entries=[],
+            free_memory=lambda: FreeMemory(8 * GB),
+            quick_memory=lambda: FreeMemory(8 * GB),
+        )
         qtbot.keyClicks(page.search_box, "SmolLM2")
         qtbot.keyClick(page.search_box, Qt.Key.Key_Return)
         qtbot.waitUntil(lambda: "search" not in page.jobs, timeout=WAIT_MS)
@@ -259,3 +294,60 @@ def test_the_page_searches_and_downloads_through_the_real_client_and_the_loopbac
     with qtbot.waitSignal(page.useModel, timeout=WAIT_MS) as used:
         click(qtbot, found.action)
     assert used.args == [target]
+
+
+@pytest.mark.slow
+def test_a_vision_offer_says_so_and_downloads_with_its_projector_as_one_item(
+    qtbot: QtBot, smollm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalogue vision entry through the real engine.hub and the loopback Hub: "vision" on the
+    row, one progress over model and projector, both in one folder, and the library pairs them."""
+    repo, name, projector = "ember-test/SmolVLM-like-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", "mmproj-smol-f16.gguf"
+    source = write_projector_fixture(tmp_path / projector)
+    vision = catalogue_entry(
+        "vision-chat",
+        repo,
+        name,
+        smollm_path.stat().st_size,
+        quality=2,
+        projector={"file": projector, "size": source.stat().st_size},
+    )
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with FakeHub({repo: {name: smollm_path, projector: source}}) as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        real = default_services()
+        fetched: list[list[str]] = []
+        totals: list[int] = []
+
+        def download(files: Any, dest: Path, *, client: Any, progress: Any, cancel: Any) -> list[Path]:
+            fetched.append([f.path for f in files])
+
+            def show(p: Any) -> None:
+                totals.append(p.total)
+                progress(p)
+
+            return real.download(files, dest, client=client, cancel=cancel, progress=show)
+
+        services = dataclasses.replace(real, download=download)
+        page = open_page(
+            qtbot,
+            services=lambda: services,
+            prompts=Prompts(True),
+            entries=[vision],
+            free_memory=lambda: FreeMemory(8 * GB),
+            quick_memory=lambda: FreeMemory(8 * GB),
+        )
+        offer = row(page, "vision-chat")
+        assert "vision (with its" in offer.facts.text()
+        click(qtbot, offer.action)
+        qtbot.waitUntil(lambda: offer.ready, timeout=WAIT_MS * 3)
+    folder = services.models_dir.joinpath(*repo.split("/"))
+    assert sorted(p.name for p in folder.iterdir()) == sorted([name, projector])
+    assert fetched == [[name, projector]]  # one item
+    assert set(totals) == {smollm_path.stat().st_size + source.stat().st_size}  # one progress over both
+    paired = pair(folder / name, 576).projector
+    assert paired is not None and paired.path == folder / projector
+    with qtbot.waitSignal(page.useModel, timeout=WAIT_MS) as used:
+        click(qtbot, offer.action)
+    assert used.args == [folder / name]

@@ -21,12 +21,8 @@ from pytestqt.qtbot import QtBot
 
 from desktop.core.async_tasks import spawn
 from desktop.core.controller import ChatController
-from desktop.qt.app import wire_window
-from desktop.qt.documents_ui import install_documents
-from desktop.qt.history_ui import attach_history
-from desktop.qt.message_view import UserMessage
-from desktop.qt.sidebar import HistorySidebar
-from desktop.qt.tool_card import install_tools
+from desktop.qt.chat.message_view import UserMessage
+from desktop.qt.history.sidebar import HistorySidebar
 from desktop.qt.window import MainWindow
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
@@ -93,12 +89,8 @@ class Heartbeat(QObject):
 def slow_window(qtbot: QtBot, aloop: Any, tmp_path: Path) -> Iterator[tuple[MainWindow, ChatController, SlowStore]]:
     store = SlowStore(tmp_path / "history.db")
     engine = Engine(ScriptedBackend.from_texts("The first answer.", "The second answer."))
-    window = MainWindow()  # closed at the end, once its turn has ended
-    controller = ChatController(engine, window, session=ChatSession(store))
-    wire_window(window, controller)
-    attach_history(window, controller)
-    install_tools(window, controller)  # as the app does: their per-conversation settings are read each turn
-    install_documents(window, controller)
+    window = MainWindow(engine, ChatSession(store))  # closed at the end, once its turn has ended
+    controller = window.controller  # with tools and documents, as the app's: their settings are read each turn
     window.show()
     qtbot.waitExposed(window)
     yield window, controller, store
@@ -119,8 +111,10 @@ def _user_texts(window: MainWindow) -> list[str]:
     return [w.text() for w in window.conversation.message_widgets() if isinstance(w, UserMessage)]
 
 
-def test_a_slow_disk_never_holds_the_gui_thread(slow_window: tuple[MainWindow, ChatController, SlowStore],
-                                                qtbot: QtBot, tmp_path: Path) -> None:
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
+def test_a_slow_disk_never_holds_the_gui_thread(
+    slow_window: tuple[MainWindow, ChatController, SlowStore], qtbot: QtBot, tmp_path: Path
+) -> None:
     window, controller, store = slow_window
     older = store.create_conversation(title="Older")
     question = store.add_message(older.id, "user", "an older question", parent_id=None)
@@ -150,7 +144,7 @@ def test_a_slow_disk_never_holds_the_gui_thread(slow_window: tuple[MainWindow, C
     qtbot.waitUntil(read.done, timeout=wait)
     after_refresh = len(store.reads)
     # An export (the conversation read, the file written).
-    export = spawn(sidebar.export_conversation(older.id, tmp_path / "older.md", "md"))
+    export = spawn(sidebar.files.export_conversation(older.id, tmp_path / "older.md", "md"))
     qtbot.waitUntil(export.done, timeout=wait)
     assert export.result() and "an older answer" in (tmp_path / "older.md").read_text(encoding="utf-8")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from gui_helpers import WAIT_MS, Chat
 
-from desktop.qt.documents_ui import install_documents
 from engine.backends.scripted import ScriptedBackend
 
 pytest_plugins = ["gui_helpers"]
@@ -21,17 +20,26 @@ def test_an_imported_conversation_sends_no_attached_file(make_chat: MakeChat, tm
     key = tmp_path / "id_rsa"
     key.write_text(SECRET + "\n")
     export = tmp_path / "holiday.json"
-    export.write_text(json.dumps({
-        "format": "ember.conversation", "version": 1,
-        "conversation": {"title": "Holiday plans",
-                         "settings": {"attachments": [str(key), "/etc/passwd"], "docs": "Tax 2026"}},
-        "messages": [{"id": 1, "parent": None, "role": "user", "content": "hi"},
-                     {"id": 2, "parent": 1, "role": "assistant", "content": "Hello! Ask me anything."}],
-    }))
+    export.write_text(
+        json.dumps(
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {
+                    "title": "Holiday plans",
+                    "settings": {"attachments": [str(key), "/etc/passwd"], "docs": "Tax 2026"},
+                },
+                "messages": [
+                    {"id": 1, "parent": None, "role": "user", "content": "hi"},
+                    {"id": 2, "parent": 1, "role": "assistant", "content": "Hello! Ask me anything."},
+                ],
+            }
+        )
+    )
     backend = ScriptedBackend.from_texts("ok.")
     backend.n_ctx = 8192
     chat = make_chat(backend=backend)
-    button = install_documents(chat.window, chat.controller, tmp_path / "docs.sqlite3")
+    button = chat.window.documents_button
     history = chat.controller.history
     assert history is not None
     conversation = history.import_file(export)  # what the sidebar's Import does, on its I/O thread

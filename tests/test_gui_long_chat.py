@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
 from gui_helpers import WAIT_MS, Chat
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.conversation_view import HEAD_DIVIDER_TEXT, LAZY_BATCH, RESUME_DIVIDER_TEXT, ContextDivider
-from desktop.qt.message_view import UserMessage
+from desktop.qt.chat.conversation_view import HEAD_DIVIDER_TEXT, LAZY_BATCH, RESUME_DIVIDER_TEXT, ContextDivider
+from desktop.qt.chat.message_view import UserMessage
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
 from engine.turns.context_policy import DIVIDER_TEXT, ContextPolicy
@@ -33,8 +34,12 @@ def store_of(chat: Chat) -> HistoryStore:
 
 def send(chat: Chat, text: str) -> None:
     chat.type_and_send(text)
-    chat.qtbot.waitUntil(lambda: any(isinstance(w, UserMessage) and w.text() == text
-                                     for w in chat.window.conversation.message_widgets()), timeout=WAIT_MS)
+    chat.qtbot.waitUntil(
+        lambda: any(
+            isinstance(w, UserMessage) and w.text() == text for w in chat.window.conversation.message_widgets()
+        ),
+        timeout=WAIT_MS,
+    )
     chat.wait_reply_finished()
 
 
@@ -59,7 +64,8 @@ def test_the_meter_says_when_the_model_cannot_count(make_chat: MakeChat, qtbot: 
 
 
 def test_a_message_too_long_for_the_context_is_refused_not_stored_and_the_draft_stays(
-        make_chat: MakeChat, qtbot: QtBot) -> None:
+    make_chat: MakeChat, qtbot: QtBot
+) -> None:
     chat = make_chat(backend=counting("first answer", n_ctx=200))
     send(chat, "hello")
     long = "word " * 300
@@ -120,8 +126,7 @@ def test_a_rolling_window_has_one_divider(make_chat: MakeChat, qtbot: QtBot) -> 
     assert _below(chat, view.divider).text() == str(chat.backend.requests[-1].messages[1]["content"]).strip()
 
 
-def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(
-        make_chat: MakeChat, qtbot: QtBot) -> None:
+def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(make_chat: MakeChat, qtbot: QtBot) -> None:
     answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
     chat = make_chat(backend=counting(*answers, n_ctx=400))
     chat.controller.set_context_policy(ContextPolicy.STOP)
@@ -130,8 +135,13 @@ def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(
         asked = len(chat.backend.requests)  # type: ignore[union-attr]
         chat.type_and_send((f"question {i} " + "more " * 10).strip())
         # Answered (a request reached the model) or refused (a banner): the send was handled.
-        qtbot.waitUntil(lambda a=asked: len(chat.backend.requests) > a  # type: ignore[union-attr]
-                        or chat.window.conversation.banner is not None, timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda a=asked: (
+                len(chat.backend.requests) > a  # type: ignore[union-attr]
+                or chat.window.conversation.banner is not None
+            ),
+            timeout=WAIT_MS,
+        )
         qtbot.waitUntil(lambda: not chat.controller.busy, timeout=WAIT_MS)
         if chat.window.conversation.banner is not None:
             break
@@ -152,8 +162,10 @@ def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(
     assert conv is not None and conv.settings["context_policy"] == "truncate-middle"
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_long_stored_conversation_opens_lazily_and_builds_older_messages_on_the_way_up(
-        make_chat: MakeChat, qtbot: QtBot) -> None:
+    make_chat: MakeChat, qtbot: QtBot
+) -> None:
     chat = make_chat("ok")
     store = store_of(chat)
     conv = store.create_conversation(title="long")

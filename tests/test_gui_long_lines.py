@@ -14,10 +14,10 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import QMimeData
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.bulk_text import DISPLAY_LINE_CHARS, bounded_label_text
-from desktop.qt.composer import ComposerEdit
-from desktop.qt.message_view import UserMessage
-from desktop.qt.tool_card import ToolCallCard
+from desktop.qt.answer.bulk_text import DISPLAY_LINE_CHARS, bounded_label_text
+from desktop.qt.chat.composer import ComposerEdit
+from desktop.qt.chat.message_view import UserMessage
+from desktop.qt.chat.tool_card import ToolCallCard
 from engine.backends.scripted import ScriptedBackend
 from engine.events import ToolCall
 from engine.tools.permissions import arguments_text
@@ -96,17 +96,24 @@ def test_a_model_name_with_bidi_overrides_reads_as_written(make_chat: Callable[.
     name = "evil\u202egnp.exe\x1b]0;T\x07\u200f"
     chat = make_chat(backend=ScriptedBackend([["ok"]], name=name))
     chat.qtbot.waitUntil(lambda: "evil" in chat.window.header.model_button.text(), timeout=WAIT_MS)
-    for text in (chat.window.header.model_button.text(), chat.window.header.model_button.toolTip(),
-                 chat.window.header.model_label, chat.window.status.model.text()):  # type: ignore[attr-defined]
+    for text in (
+        chat.window.header.model_button.text(),
+        chat.window.header.model_button.toolTip(),
+        chat.window.header.model_label,
+        chat.window.status.model.text(),
+    ):  # type: ignore[attr-defined]
         assert "evilgnp.exe" in text
         assert not any(c in text for c in "\u202e\u200f\x1b\x07")
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_stored_reply_with_thousands_of_calls_shows_a_bounded_number_of_cards(qtbot: QtBot) -> None:
-    from desktop.qt.tool_card import MAX_STORED_CARDS, stored_tool_cards
+    from desktop.qt.chat.tool_card import MAX_STORED_CARDS, stored_tool_cards
 
-    records = [{"id": f"c{i}", "name": "calculator", "arguments": {"expression": "1"}, "approval": "approved",
-                "result": "1"} for i in range(5_000)]
+    records = [
+        {"id": f"c{i}", "name": "calculator", "arguments": {"expression": "1"}, "approval": "approved", "result": "1"}
+        for i in range(5_000)
+    ]
     cards = stored_tool_cards(records)
     for card in cards:
         qtbot.addWidget(card)

@@ -25,14 +25,14 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.appearance import ThemeManager, load_appearance
-from desktop.qt.empty_state import EXAMPLE_PROMPTS
-from desktop.qt.format_picker import ReplyFormatButton
-from desktop.qt.hover_actions import HoverReveal
-from desktop.qt.markdown_view import CodeBlock
-from desktop.qt.message_view import AssistantMessage, TurnBanner
-from desktop.qt.screenshots import STATES
-from desktop.qt.theme import DARK, LIGHT
+from desktop.qt.answer.markdown_view import CodeBlock
+from desktop.qt.chat.empty_state import EXAMPLE_PROMPTS
+from desktop.qt.chat.format_picker import ReplyFormatButton
+from desktop.qt.chat.hover_actions import HoverReveal
+from desktop.qt.chat.message_view import AssistantMessage, TurnBanner
+from desktop.qt.look.appearance import ThemeManager, load_appearance
+from desktop.qt.look.theme import DARK, LIGHT
+from tests.tools.screenshots import STATES
 
 pytest_plugins = ["gui_helpers"]
 MakeChat = Callable[..., Chat]
@@ -72,8 +72,9 @@ def focus_by_tab(qtbot: QtBot, target: QWidget, limit: int = 80) -> None:
 def test_example_prompts_fill_the_composer_without_sending(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat("unused")
     empty = chat.window.conversation.empty_state
-    qtbot.waitUntil(lambda: "Scripted" in empty.model_line.text() or "scripted" in empty.model_line.text(),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: "Scripted" in empty.model_line.text() or "scripted" in empty.model_line.text(), timeout=WAIT_MS
+    )
     assert empty.isVisible() and len(empty.prompt_buttons) == 3
     qtbot.mouseClick(empty.prompt_buttons[1], Qt.MouseButton.LeftButton)
     assert chat.window.composer.text() == EXAMPLE_PROMPTS[1]
@@ -217,16 +218,20 @@ def unnamed(root: QWidget) -> list[str]:
 
 
 def test_every_interactive_widget_has_an_accessible_name(make_chat: MakeChat, qtbot: QtBot) -> None:
-    malformed = [{"text": "<|tool_call_start|>", "special": True}, "[f()]",
-                 {"text": "<|tool_call_end|>", "special": True}]
+    malformed = [
+        {"text": "<|tool_call_start|>", "special": True},
+        "[f()]",
+        {"text": "<|tool_call_end|>", "special": True},
+    ]
     chat = make_chat([{"text": "<think>"}, "hmm", {"text": "</think>"}, CODE_REPLY], malformed, malformed)
     assert unnamed(chat.window) == []  # the empty state
     chat.type_and_send("q1")
     reply = chat.wait_reply_finished()
     reply.thinking.set_expanded(True)
     chat.type_and_send("q2")
-    qtbot.waitUntil(lambda: any(isinstance(w, TurnBanner) for w in chat.window.conversation.messages()),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: any(isinstance(w, TurnBanner) for w in chat.window.conversation.messages()), timeout=WAIT_MS
+    )
     chat.wait_idle()
     assert isinstance(reply, AssistantMessage)
     assert unnamed(chat.window) == []
@@ -234,8 +239,13 @@ def test_every_interactive_widget_has_an_accessible_name(make_chat: MakeChat, qt
 
 @pytest.mark.slow
 def test_screenshots_script_renders_every_state(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "desktop.qt.screenshots", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.tools.screenshots", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     names = sorted(p.name for p in tmp_path.glob("*.png"))
     assert names == sorted(f"{state}.png" for state in STATES)

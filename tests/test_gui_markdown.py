@@ -21,9 +21,9 @@ def stream_parts(text: str, cuts: list[int], freeze_chars: int) -> list[Part]:
     parts: list[Part] = []
     for cut in sorted(set(cuts)):
         update = stream.update(text[:cut])
-        parts = parts[:update.base] + update.parts
+        parts = parts[: update.base] + update.parts
     update = stream.update(text, final=True)
-    return parts[:update.base] + update.parts
+    return parts[: update.base] + update.parts
 
 
 def merged(parts: list[Part]) -> list[tuple[str, str]]:
@@ -49,7 +49,8 @@ def test_streamed_parts_equal_the_one_shot_render(doc: str, data: st.DataObject,
 def test_every_prefix_streams_to_the_same_result() -> None:
     doc = DOCS[0] + DOCS[1]
     assert merged(stream_parts(doc, list(range(1, len(doc))), 20)) == merged(
-        MarkdownStream().update(doc, final=True).parts)
+        MarkdownStream().update(doc, final=True).parts
+    )
 
 
 def test_complete_blocks_freeze_so_updates_stay_small() -> None:
@@ -74,7 +75,7 @@ def test_a_closing_fence_arriving_is_not_shown_as_code() -> None:
 
 
 def test_model_html_is_escaped_and_images_become_links() -> None:
-    html = make_markdown().render('<script>alert(1)</script> <b>b</b>\n\n![cat](http://example.com/cat.png)')
+    html = make_markdown().render("<script>alert(1)</script> <b>b</b>\n\n![cat](http://example.com/cat.png)")
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<b>" not in html
     assert "<img" not in html and '<a href="http://example.com/cat.png">[image: cat]</a>' in html
@@ -82,5 +83,5 @@ def test_model_html_is_escaped_and_images_become_links() -> None:
 
 def test_dangerous_links_are_not_links() -> None:
     html = make_markdown().render("[x](javascript:alert(1)) [y](https://example.com)")
-    assert "href=\"javascript" not in html  # shown as text, never a link
+    assert 'href="javascript' not in html  # shown as text, never a link
     assert '<a href="https://example.com">y</a>' in html

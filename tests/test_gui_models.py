@@ -13,10 +13,9 @@ from gui_helpers import WAIT_MS, Chat, FakePrompts, click, open_picker, row_name
 from pytestqt.qtbot import QtBot
 
 from desktop.core.model_choice import ModelChoice, choose_model, local_choice
-from desktop.qt.app import run_session
-from desktop.qt.model_picker import ModelPicker
-from desktop.qt.settings_dialog import NO_GPU, ModelSettingsDialog
-from desktop.qt.window import MainWindow
+from desktop.qt.app import open_window, run_session
+from desktop.qt.models.model_picker import ModelPicker
+from desktop.qt.models.settings_dialog import NO_GPU, ModelSettingsDialog
 from engine.backends import llama as llama_backend
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec
@@ -72,10 +71,10 @@ def test_picker_lists_the_builtin_model_and_an_added_folder(make_chat, qtbot: Qt
     size = format_bytes((zoo / "sub" / "tiny.gguf").stat().st_size)
     assert tiny.columns == (TINY, "llama", "F32", size, "2,048")
     item = picker.table.topLevelItem(row_named(picker, TINY))
-    assert item is not None and [item.text(c) for c in range(1, 5)] == list(tiny.columns[1:])
-    assert item.text(0) == "tiny.gguf\nTiny Llama (test)"  # the file, then the model's own name
+    # The file, then one line in words (its own name, the source and the path are in its tooltip).
+    assert item is not None and item.text(0) == f"tiny.gguf\nLlama · 121K · F32 · {size} · 2K context"
     assert "Tiny Llama (test)" in item.toolTip(0) and str(zoo / "sub" / "tiny.gguf") in item.toolTip(0)
-    assert item.text(5) == "Added folder"
+    assert "Added folder" in item.toolTip(0)
     assert picker.width() <= chat.window.width()  # the picker fits the window it belongs to
 
 
@@ -88,14 +87,25 @@ def test_an_unloadable_file_gets_no_memory_estimate_and_notes_clear(make_chat, q
     qtbot.waitUntil(lambda: picker.message.text() == "", timeout=WAIT_MS)
 
 
-def test_details_pane_shows_metadata_and_memory(make_chat, qtbot: QtBot, zoo: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_details_pane_shows_metadata_and_memory(
+    make_chat, qtbot: QtBot, zoo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     chat: Chat = make_chat("hi")
     picker = add_zoo(chat, zoo)
     picker.select_row(row_named(picker, TINY))
+    picker.details.expander.click()  # the metadata dump waits behind Details
     facts = picker.details.browser.toPlainText()
-    for expected in ("Architecture", "chatml", "Thinking markers", "Tool-call markers", "Training context",
-                     "2,048", '"architecture": "llama"', '"template_family": "chatml"', str(zoo / "sub")):
+    for expected in (
+        "Architecture",
+        "chatml",
+        "Thinking markers",
+        "Tool-call markers",
+        "Training context",
+        "2,048",
+        '"architecture": "llama"',
+        '"template_family": "chatml"',
+        str(zoo / "sub"),
+    ):
         assert expected in facts, expected
     assert "2,048-token context" in picker.details.memory.text()  # the saved context, capped at training
     assert picker.details.warning.isHidden()
@@ -112,8 +122,11 @@ def test_bad_files_show_their_reason_and_cannot_be_loaded(make_chat, qtbot: QtBo
     cut = picker.rows[row_named(picker, "cut.gguf")]
     assert cut.error is not None and cut.error.startswith("truncated")
     picker.select_row(row_named(picker, "cut.gguf"))
-    assert not picker.load.isEnabled() and "truncated" in picker.load.toolTip()
+    assert not picker.load.isEnabled() and "Incomplete download" in picker.load.toolTip()
     assert "Cannot load" in picker.details.browser.toPlainText()
+    assert "truncated" not in picker.details.browser.toPlainText()  # the reader's words: behind Details
+    picker.details.expander.click()
+    assert "truncated" in picker.details.browser.toPlainText()
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a model at all")
     projector = gf.write_projector(tmp_path / "vision.gguf")
@@ -121,7 +134,7 @@ def test_bad_files_show_their_reason_and_cannot_be_loaded(make_chat, qtbot: QtBo
     with qtbot.waitSignal(picker.scanned, timeout=WAIT_MS):
         click(qtbot, picker.open_file)
     assert picker.selected() is not None and picker.selected().name == "junk.gguf"  # type: ignore[union-attr]
-    assert "GGUF" in (picker.selected().error or "")  # type: ignore[union-attr]
+    assert picker.selected().problem == "Not a GGUF model (this is a text file)"  # type: ignore[union-attr]
     assert load_library_state().recent[0] == junk and load_library_state().last_used is None
     click(qtbot, picker.open_file)
     qtbot.waitUntil(lambda: "vision.gguf is not a chat model" in picker.message.text(), timeout=WAIT_MS)
@@ -176,7 +189,7 @@ def test_choosing_a_tiny_model_in_the_picker_loads_it_with_its_settings(make_cha
     assert choose_model(None, None).path == tiny
     assert not picker.isVisible()
     assert open_picker(chat).selected().path == tiny  # type: ignore[union-attr]
-    assert "loaded" in picker.table.currentItem().text(5)  # type: ignore[union-attr]
+    assert picker.table.currentItem().text(0).endswith(" · loaded")  # type: ignore[union-attr]
 
 
 def test_turns_use_the_models_sampling_length_and_system_prompt(make_chat, qtbot: QtBot) -> None:
@@ -212,8 +225,9 @@ def _tiny_settings(chat: Chat, qtbot: QtBot, zoo: Path) -> tuple[ModelPicker, Mo
     return picker, picker.settings_dialog
 
 
-def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_round_trip_and_cap_the_context(
+    make_chat, qtbot: QtBot, zoo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     picker, dialog = _tiny_settings(make_chat("hi"), qtbot, zoo)
     assert dialog.context.maximum() == 2048  # the training context
@@ -230,19 +244,22 @@ def test_settings_round_trip_and_cap_the_context(make_chat, qtbot: QtBot, zoo: P
     with qtbot.waitSignal(picker.settingsSaved, timeout=WAIT_MS):
         dialog.buttons.accepted.emit()
     saved = load_model_settings(zoo / "sub" / "tiny.gguf")
-    assert saved == ModelSettings(context_length=1536, temperature=0.3, top_k=0, seed=1234, max_tokens=300,
-                                  system_prompt="Answer in French.")
+    assert saved == ModelSettings(
+        context_length=1536, temperature=0.3, top_k=0, seed=1234, max_tokens=300, system_prompt="Answer in French."
+    )
     assert "1,536-token context" in picker.details.memory.text()
     click(qtbot, picker.settings)
-    qtbot.waitUntil(lambda: picker.settings_dialog is not dialog and picker.settings_dialog is not None,
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: picker.settings_dialog is not dialog and picker.settings_dialog is not None, timeout=WAIT_MS
+    )
     again = picker.settings_dialog
     assert again is not None and again.values() == saved
     assert again.seed.text() == "1234" and again.top_k.text() == "Off"
 
 
-def test_gpu_layers_are_offered_when_llama_cpp_can_offload(make_chat, qtbot: QtBot, zoo: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_layers_are_offered_when_llama_cpp_can_offload(
+    make_chat, qtbot: QtBot, zoo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: True)
     _, dialog = _tiny_settings(make_chat("hi"), qtbot, zoo)
     assert dialog.gpu_layers.isEnabled() and dialog.gpu_note.isHidden()
@@ -255,14 +272,15 @@ def test_remote_and_scripted_models_have_no_settings(make_chat, qtbot: QtBot) ->
     assert not chat.window.header.settings_action.isEnabled()
 
 
-def test_a_missing_last_model_opens_the_default_with_a_notice(qtbot: QtBot, aloop: asyncio.AbstractEventLoop,
-                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_last_model_opens_the_default_with_a_notice(
+    qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     default = gf.write_tiny_llama(tmp_path / "default.gguf")
     monkeypatch.setenv("EMBER_DEFAULT_MODEL", str(default))
     gone = gf.write_tiny_llama(tmp_path / "gone.gguf")
     note_opened(gone)
     gone.unlink()
-    window = MainWindow()
+    window = open_window()
     qtbot.addWidget(window)
     session = asyncio.ensure_future(run_session(choose_model(None, None), window=window))
     qtbot.waitUntil(lambda: window.notice.isVisible(), timeout=WAIT_MS * 2)
@@ -272,8 +290,9 @@ def test_a_missing_last_model_opens_the_default_with_a_notice(qtbot: QtBot, aloo
     qtbot.waitUntil(session.done, timeout=WAIT_MS)
 
 
-def test_header_settings_edit_the_loaded_model(make_chat, qtbot: QtBot, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_header_settings_edit_the_loaded_model(
+    make_chat, qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf", n_ctx_train=1024)
     chat: Chat = make_chat("hi")
@@ -301,8 +320,9 @@ def open_header_settings(chat: Chat) -> ModelSettingsDialog:
     return switcher.settings_dialog
 
 
-def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_context_length_reloads_the_loaded_model(
+    make_chat, qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf")
     chat: Chat = make_chat("hi")
@@ -320,22 +340,24 @@ def test_a_new_context_length_reloads_the_loaded_model(make_chat, qtbot: QtBot, 
     assert isinstance(new, llama_backend.LlamaBackend) and new.path == model
     assert new.n_ctx == 1024 and new.raw().n_ctx() == 1024  # in effect in llama.cpp itself
     assert loading == ["m.gguf"]
-    qtbot.waitUntil(lambda: chat.controller._loading is not None and chat.controller._loading.done(),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: chat.controller.models._loading is not None and chat.controller.models._loading.done(), timeout=WAIT_MS
+    )
     assert chat.controller.choice is not None and chat.controller.choice.settings is not None
     assert chat.controller.choice.settings.context_length == 1024 and chat.controller.choice.notice is None
     assert chat.window.header.model_label == "m.gguf" and not chat.window.notice.isVisible()
     assert load_model_settings(model).context_length == 1024
 
 
-def test_a_sampling_change_does_not_reload(make_chat, qtbot: QtBot, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampling_change_does_not_reload(
+    make_chat, qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "m.gguf")
     chat: Chat = make_chat("hi")
     load = asyncio.ensure_future(chat.models.load(local_choice(model)))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
-    before, task = chat.engine.backend, chat.controller._loading
+    before, task = chat.engine.backend, chat.controller.models._loading
     loading: list[str] = []
     monkeypatch.setattr(chat.window.header, "show_loading", loading.append)
     dialog = open_header_settings(chat)
@@ -345,13 +367,14 @@ def test_a_sampling_change_does_not_reload(make_chat, qtbot: QtBot, tmp_path: Pa
     # A task started by the save would have taken its first step before this one ends.
     after = asyncio.ensure_future(asyncio.sleep(0))
     qtbot.waitUntil(after.done, timeout=WAIT_MS)
-    assert loading == [] and chat.engine.backend is before and chat.controller._loading is task
+    assert loading == [] and chat.engine.backend is before and chat.controller.models._loading is task
     assert chat.controller.choice is not None and chat.controller.choice.settings is not None
     assert chat.controller.choice.settings.temperature == pytest.approx(0.25)
 
 
 def test_after_a_failed_load_the_notices_choose_model_button_opens_the_picker(
-        make_chat, qtbot: QtBot, tmp_path: Path) -> None:
+    make_chat, qtbot: QtBot, tmp_path: Path
+) -> None:
     chat: Chat = make_chat("hi")
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model at all" * 64)
@@ -374,10 +397,54 @@ def test_a_base_model_says_so_once_loaded_and_in_the_picker(make_chat, qtbot: Qt
     assert chat.window.notice.text() == BASE_MODEL_NOTE
     picker = open_picker(chat)  # the loaded file is in the library now, as an opened file
     item = picker.table.topLevelItem(row_named(picker, "base.gguf"))
-    assert item is not None and item.text(0) == "base.gguf\nTiny base · base model"
+    assert item is not None and item.text(0).startswith("base.gguf\nLlama · ")
+    assert item.text(0).endswith(" · base model · loaded")
     assert BASE_MODEL_NOTE in item.toolTip(0)
     picker.close()
     # A chat model afterwards: the notice goes with the model it was about.
     load = asyncio.ensure_future(chat.models.load(local_choice(gf.write_tiny_llama(tmp_path / "chat.gguf"))))
     qtbot.waitUntil(load.done, timeout=WAIT_MS * 2)
     assert load.result() and not chat.window.notice.isVisible()
+
+
+def test_the_gpu_device_is_chosen_in_the_settings_from_the_devices_seen(
+    make_chat, qtbot: QtBot, zoo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.backends import gpu_modules
+    from engine.backends.gpu_pick import GpuDevice, choose
+
+    lavapipe = GpuDevice("Vulkan", 0, "llvmpipe (LLVM 15.0.6, 256 bits)", "software", 0, 2 << 30)
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    monkeypatch.setattr(gpu_modules, "loaded", lambda: choose([lavapipe]))
+    picker, dialog = _tiny_settings(make_chat("hi"), qtbot, zoo)
+    assert dialog.gpu_where.text().startswith("GPU: none — only a software Vulkan device (llvmpipe")
+    assert dialog.gpu_device.currentText() == "Automatic (the best GPU)"
+    dialog.gpu_device.setCurrentIndex(dialog.gpu_device.findData("0"))
+    assert "llvmpipe" in dialog.gpu_device.currentText()
+    with qtbot.waitSignal(picker.settingsSaved, timeout=WAIT_MS):
+        dialog.buttons.accepted.emit()
+    assert load_model_settings(zoo / "sub" / "tiny.gguf").gpu_device == "0"
+
+
+def test_picker_rows_read_in_words_and_skipped_files_are_listed_greyed(make_chat, qtbot: QtBot, zoo: Path) -> None:
+    (zoo / "renamed.gguf").write_bytes(b"%PDF-1.7\n" + b"\0" * 2000)
+    (zoo / "error-page.gguf").write_text("<!DOCTYPE html><html><body>Not found</body></html>")
+    chat: Chat = make_chat("hi")
+    picker = add_zoo(chat, zoo)
+    texts = [picker.table.topLevelItem(i).text(0) for i in range(picker.table.topLevelItemCount())]  # type: ignore[union-attr]
+    assert texts[0].startswith("SmolLM2") and "\nLlama · 135M · Q4_1 · " in texts[0] and "8K context" in texts[0]
+    cut = picker.rows[row_named(picker, "cut.gguf")]
+    assert cut.line.startswith("Incomplete download: ") and "byte" not in cut.line
+    pdf = picker.rows[row_named(picker, "renamed.gguf")]
+    page = picker.rows[row_named(picker, "error-page.gguf")]
+    assert pdf.skipped and pdf.line == "Not a GGUF model (this is a PDF)"
+    assert page.skipped and page.line == "Not a GGUF model (this is a web page)"
+    for index in (row_named(picker, "renamed.gguf"), row_named(picker, "cut.gguf")):
+        picker.select_row(index)
+        assert not picker.load.isEnabled()
+    item = picker.table.topLevelItem(row_named(picker, "renamed.gguf"))
+    assert item is not None and item.foreground(0).color() != picker.palette().text().color()  # greyed
+    picker.select_row(row_named(picker, TINY))
+    assert picker.load.isEnabled() and "All metadata" not in picker.details.browser.toPlainText()
+    picker.details.expander.click()  # the dump waits behind Details
+    assert "All metadata" in picker.details.browser.toPlainText()

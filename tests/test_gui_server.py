@@ -15,9 +15,8 @@ from pytestqt.qtbot import QtBot
 from sse_stub import DONE, Reply, StubServer, chunk, free_port, json_body
 
 from desktop.core.model_choice import choose_model, remote_choice
-from desktop.qt.app import run_session
-from desktop.qt.server_dialog import ServerDialog
-from desktop.qt.window import MainWindow
+from desktop.qt.app import open_window, run_session
+from desktop.qt.models.server_dialog import ServerDialog
 from engine.backends.factory import BackendSpec
 from models.library.remote_keys import key_id, keys_file, load_api_key, save_api_key
 from models.library.scan import RemoteServer, library_file, load_library_state, save_library_state
@@ -25,8 +24,10 @@ from models.library.scan import RemoteServer, library_file, load_library_state, 
 pytest_plugins = ["gui_helpers"]
 
 SECRET = "sk-test-Zq81SECRETkey"
-MODELS = Reply(json_body({"object": "list", "data": [{"id": "stub-model"}, {"id": "other-model"}]}),
-               content_type="application/json")
+MODELS = Reply(
+    json_body({"object": "list", "data": [{"id": "stub-model"}, {"id": "other-model"}]}),
+    content_type="application/json",
+)
 
 
 def chat_reply(*texts: str) -> Reply:
@@ -53,8 +54,7 @@ def log_file(ember_home: Path) -> Iterator[Path]:
 def server_dialog(chat: Chat) -> ServerDialog:
     picker = open_picker(chat)
     click(chat.qtbot, picker.add_server)
-    chat.qtbot.waitUntil(lambda: picker.server_dialog is not None and picker.server_dialog.isVisible(),
-                         timeout=WAIT_MS)
+    chat.qtbot.waitUntil(lambda: picker.server_dialog is not None and picker.server_dialog.isVisible(), timeout=WAIT_MS)
     assert picker.server_dialog is not None
     return picker.server_dialog
 
@@ -77,8 +77,9 @@ def test_add_server_fetch_save_select_and_chat(make_chat, qtbot: QtBot, log_file
         assert row is not None and row.columns[:2] == ("stub-model", "remote") and row.source == "Server"
         assert "saved (not shown)" in picker.details.browser.toPlainText()
         click(qtbot, picker.load)
-        qtbot.waitUntil(lambda: chat.controller.model is not None and chat.controller.model.device == "Remote",
-                        timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: chat.controller.model is not None and chat.controller.model.device == "Remote", timeout=WAIT_MS
+        )
         assert chat.window.header.model_label == f"stub-model at {stub.host}"
         chat.type_and_send("hi")
         assert chat.wait_reply_finished().answer_text() == "Hello from the server."
@@ -153,7 +154,8 @@ def test_remote_keys_are_private_and_forgettable(tmp_path: Path) -> None:
 
 
 def test_a_used_server_comes_back_at_start_and_is_contacted_only_once_used(
-        make_chat, qtbot: QtBot, aloop: asyncio.AbstractEventLoop) -> None:
+    make_chat, qtbot: QtBot, aloop: asyncio.AbstractEventLoop
+) -> None:
     with StubServer([chat_reply("Back ", "again.")]) as stub:
         server = RemoteServer("lab", stub.url, "stub-model")
         save_library_state(load_library_state().with_remote_server(server))
@@ -165,7 +167,7 @@ def test_a_used_server_comes_back_at_start_and_is_contacted_only_once_used(
         choice = choose_model(None, None)  # the next start
         assert (choice.spec, choice.model_name, choice.notice) == (BackendSpec("openai", stub.url), "stub-model", None)
         assert stub.requests == []  # choosing it at start contacts nobody
-        window = MainWindow()
+        window = open_window()
         qtbot.addWidget(window)
         session = asyncio.ensure_future(run_session(choice, prompt="hi again", window=window))
         qtbot.waitUntil(lambda: (r := window.last_reply()) is not None and r.finished, timeout=WAIT_MS)
@@ -179,7 +181,8 @@ def test_a_used_server_comes_back_at_start_and_is_contacted_only_once_used(
 
 
 def test_a_removed_last_server_opens_the_default_with_a_notice(
-        qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("EMBER_DEFAULT_MODEL", str(gf.write_tiny_llama(tmp_path / "default.gguf")))
     with StubServer([]) as stub:
         server = RemoteServer("lab", stub.url, "stub-model")
@@ -187,7 +190,7 @@ def test_a_removed_last_server_opens_the_default_with_a_notice(
         save_library_state(load_library_state().without_remote_server("lab"))
         choice = choose_model(None, None)
         assert choice.spec.kind == "llama" and choice.path is None  # the built-in model
-        window = MainWindow()
+        window = open_window()
         qtbot.addWidget(window)
         session = asyncio.ensure_future(run_session(choice, window=window))
         qtbot.waitUntil(lambda: window.notice.isVisible(), timeout=WAIT_MS * 2)

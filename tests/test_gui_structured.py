@@ -9,9 +9,9 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.format_picker import ReplyFormatButton, SchemaDialog
-from desktop.qt.markdown_view import CodeBlock
-from desktop.qt.sidebar import HistorySidebar
+from desktop.qt.answer.markdown_view import CodeBlock
+from desktop.qt.chat.format_picker import ReplyFormatButton, SchemaDialog
+from desktop.qt.history.sidebar import HistorySidebar
 from engine.backends.base import Capabilities
 from engine.backends.scripted import ScriptedBackend
 from engine.events import fenced_json
@@ -47,8 +47,10 @@ def test_json_replies_render_as_formatted_json_after_a_quiet_retry(make_chat: Ma
     choose(button, "Any JSON object")
     assert button.text() == "JSON  ▾" and chat.controller.reply_format == ReplyFormat("json")
     chat.type_and_send("give me json")
-    qtbot.waitUntil(lambda: chat.window.last_reply() is not None
-                    and chat.reply().status.text() == "Retrying (attempt 2)…", timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: chat.window.last_reply() is not None and chat.reply().status.text() == "Retrying (attempt 2)…",
+        timeout=WAIT_MS,
+    )
     reply = chat.wait_reply_finished()
     assert reply.status.text() == ""  # the indicator goes once the reply is in
     blocks = code_blocks(chat)

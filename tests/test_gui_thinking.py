@@ -9,7 +9,7 @@ from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.thinking_pane import ThinkingPane, thinking_label
+from desktop.qt.chat.thinking_pane import ThinkingPane, thinking_label
 
 pytest_plugins = ["gui_helpers"]
 
@@ -19,8 +19,12 @@ RAW_THINKING = 'Let me check. <|tool_call_start|>[get_weather(location="Paris")]
 
 
 def thinking_reply(thinking: str, answer: str, delay_ms: int = 0) -> list[object]:
-    return [{"text": "<think>", "delay_ms": delay_ms}, {"text": thinking, "delay_ms": delay_ms},
-            {"text": "</think>", "delay_ms": delay_ms}, answer]
+    return [
+        {"text": "<think>", "delay_ms": delay_ms},
+        {"text": thinking, "delay_ms": delay_ms},
+        {"text": "</think>", "delay_ms": delay_ms},
+        answer,
+    ]
 
 
 def test_pane_is_collapsed_by_default_and_holds_the_raw_thinking(make_chat: MakeChat, qtbot: QtBot) -> None:
@@ -76,11 +80,11 @@ def test_each_message_remembers_its_own_pane_state(make_chat: MakeChat) -> None:
 
 
 def test_header_counts_while_thinking_streams(make_chat: MakeChat, qtbot: QtBot) -> None:
-    chat = make_chat([{"text": "<think>"}, *({"text": f"t{i} ", "delay_ms": 20} for i in range(30)),
-                      {"text": "</think>"}, "answer"])
+    chat = make_chat(
+        [{"text": "<think>"}, *({"text": f"t{i} ", "delay_ms": 20} for i in range(30)), {"text": "</think>"}, "answer"]
+    )
     chat.type_and_send("q")
-    qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().thinking.running,
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().thinking.running, timeout=WAIT_MS)
     assert re.fullmatch(r"Thinking… \d+s", chat.reply().thinking.header_text())
     reply = chat.wait_reply_finished()
     assert re.fullmatch(r"Thought for \d+s", reply.thinking.header_text())

@@ -13,8 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.message_view import AssistantMessage
-from desktop.qt.tool_card import ToolCallCard, ToolCardArea, install_tools
+from desktop.qt.chat.message_view import AssistantMessage
+from desktop.qt.chat.tool_card import ToolCallCard, ToolCardArea
+from desktop.qt.window import WindowOptions
+from engine.backends.scripted import ScriptedBackend
 from engine.events import ToolCall
 from engine.history.store import HistoryStore
 from engine.tools.permissions import Decision
@@ -32,9 +34,14 @@ def calc_call(expression: str) -> str:
 
 def tool_chat(make_chat: Callable[..., Chat], *replies: str) -> tuple[Chat, ToolCardArea]:
     chat = make_chat(*replies)
-    install_tools(chat.window, chat.controller)
-    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
-    return chat, chat.window.tool_cards  # type: ignore[attr-defined]
+    chat.window.tool_toggle.setChecked(True)
+    return chat, chat.window.tool_cards
+
+
+def scripted(chat: Chat) -> ScriptedBackend:
+    """The chat's backend, which these tests build as a scripted one (its requests are recorded)."""
+    assert isinstance(chat.backend, ScriptedBackend)
+    return chat.backend
 
 
 def wait_card(chat: Chat, area: ToolCardArea, index: int = 0) -> ToolCallCard:
@@ -51,8 +58,15 @@ def test_card_shows_the_name_and_the_full_arguments(qtbot: QtBot) -> None:
     assert card.arguments.isReadOnly()
 
 
-@pytest.mark.parametrize(("key", "decision"), [(Qt.Key.Key_Return, Decision.APPROVE), (Qt.Key.Key_Y, Decision.APPROVE),
-                                               (Qt.Key.Key_N, Decision.DENY), (Qt.Key.Key_A, Decision.ALWAYS)])
+@pytest.mark.parametrize(
+    ("key", "decision"),
+    [
+        (Qt.Key.Key_Return, Decision.APPROVE),
+        (Qt.Key.Key_Y, Decision.APPROVE),
+        (Qt.Key.Key_N, Decision.DENY),
+        (Qt.Key.Key_A, Decision.ALWAYS),
+    ],
+)
 def test_card_is_keyboard_approvable(qtbot: QtBot, key: Qt.Key, decision: Decision) -> None:
     card = ToolCallCard(ToolCall("c1", "calculator", {"expression": "1+1"}))
     qtbot.addWidget(card)
@@ -104,8 +118,11 @@ def test_the_card_asks_inline_in_the_reply_then_folds_into_a_used_line(make_chat
     reply = chat.reply()
     assert card in reply.tool_cards() and card.isVisibleTo(chat.window)  # in the reply, not on the chrome
     assert card.approve.hasFocus() or card.hasFocus() or not chat.window.isActiveWindow()
-    assert [b.text().replace("&", "") for b in (card.approve, card.always, card.deny)] == \
-        ["Approve", "Always allow", "Deny"]
+    assert [b.text().replace("&", "") for b in (card.approve, card.always, card.deny)] == [
+        "Approve",
+        "Always allow",
+        "Deny",
+    ]
     chat.qtbot.keyClick(card, Qt.Key.Key_Y)
     chat.wait_reply_finished()
     assert card.summary.full_text() == "Used calculator → 42"
@@ -158,8 +175,7 @@ def test_a_denied_call_never_runs(make_chat: Callable[..., Chat]) -> None:
     chat.type_and_send("what is 6*7?")
     chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_N)
     assert chat.wait_reply_finished().answer_text() == "Fine."
-    backend = chat.backend
-    assert backend.requests[1].messages[-1]["content"].startswith("The user denied")  # type: ignore[attr-defined]
+    assert scripted(chat).requests[1].messages[-1]["content"].startswith("The user denied")
 
 
 def test_stop_while_asking_denies_and_ends_the_turn(make_chat: Callable[..., Chat]) -> None:
@@ -168,7 +184,7 @@ def test_stop_while_asking_denies_and_ends_the_turn(make_chat: Callable[..., Cha
     wait_card(chat, area)
     chat.qtbot.keyClick(chat.window, Qt.Key.Key_Escape)  # as the user stops it
     chat.wait_idle()
-    assert len(chat.backend.requests) == 1  # type: ignore[attr-defined]
+    assert len(scripted(chat).requests) == 1
     (card,) = area.cards.values()
     assert not card.asking and card.summary.full_text() == "Denied calculator"  # the card says what came of it
     assert chat.reply().status.text().startswith("Stopped")
@@ -180,12 +196,13 @@ def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Call
     chat.qtbot.keyClick(wait_card(chat, area), Qt.Key.Key_A)
     chat.wait_reply_finished()
     chat.type_and_send("1+1?")
-    chat.qtbot.waitUntil(lambda: len(chat.backend.requests) == 4, timeout=WAIT_MS)  # type: ignore[attr-defined]
+    chat.qtbot.waitUntil(lambda: len(scripted(chat).requests) == 4, timeout=WAIT_MS)
     chat.wait_idle()
     (card,) = area.cards.values()
     assert not card.asking and "Result: 2" in card.status.text()  # shown, not asked
+    assert card.summary.full_text() == "Ran calculator automatically (always allowed) → 2"
     # The second turn's prompt has the first turn's call and result back before its answer.
-    replayed = chat.backend.requests[2].messages  # type: ignore[attr-defined]
+    replayed = scripted(chat).requests[2].messages
     roles = [m["role"] for m in replayed]
     assert roles[-5:] == ["user", "assistant", "tool", "assistant", "user"]
     assert replayed[-3]["content"] == "42" and replayed[-4]["tool_calls"][0]["function"]["name"] == "calculator"
@@ -196,28 +213,28 @@ def test_always_allow_holds_for_the_conversation_and_is_recorded(make_chat: Call
         assert [r[0]["approval"] for r in records if r] == ["approved_always", "always"]
 
     # The choice can be undone: unticking the tool in "Allowed" makes it ask again.
-    menu = chat.window.tool_allowed  # type: ignore[attr-defined]
+    menu = chat.window.tool_allowed
     menu.aboutToShow.emit()
     (action,) = menu.actions()
     assert action.text() == "calculator" and action.isChecked()
     action.setChecked(False)
-    assert chat.controller.tool_turns is not None
-    assert chat.controller.tool_turns.permissions().always == set()
+    assert chat.window.tools.permissions().always == set()
 
 
-def test_the_toggle_is_per_conversation_and_off_means_todays_behaviour(make_chat: Callable[..., Chat],
-                                                                        tmp_path: Path) -> None:
+def test_the_toggle_is_per_conversation_and_off_means_todays_behaviour(
+    make_chat: Callable[..., Chat], tmp_path: Path
+) -> None:
     chat, area = tool_chat(make_chat, "Hi.", CALC, "Recovered.")
     chat.type_and_send("hello")
     chat.wait_reply_finished()
-    toggle = chat.window.tool_toggle  # type: ignore[attr-defined]
+    toggle = chat.window.tool_toggle
     chat.qtbot.mouseClick(chat.window.header.new_chat, Qt.MouseButton.LeftButton)
     chat.qtbot.waitUntil(lambda: not toggle.isChecked(), timeout=WAIT_MS)  # a new conversation starts off
     chat.type_and_send("6*7?")
     reply = chat.wait_reply_finished()
     assert area.cards == {}
     assert reply.answer_text() == "Recovered."  # stripped and recovered, exactly as without tools
-    assert chat.backend.requests[1].tools is None  # type: ignore[attr-defined]
+    assert scripted(chat).requests[1].tools is None
 
 
 @pytest.mark.slow
@@ -229,16 +246,21 @@ def test_mcp_servers_are_switchable_per_conversation_and_run_after_approval(make
 
     stub = str(Path(__file__).with_name("mcp_stub_server.py"))
     pool = McpServers({m: ServerConfig(m, sys.executable, (stub, m)) for m in ("boom", "ok")})
-    chat = make_chat('<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>', "Done.")
-    turns = install_tools(chat.window, chat.controller, mcp=pool)
-    menu = chat.window.tool_mcp  # type: ignore[attr-defined]
+    chat = make_chat(
+        '<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>',
+        "Done.",
+        options=WindowOptions(mcp=lambda: pool),
+    )
+    turns = chat.window.tools
+    menu = chat.window.tool_mcp
+    assert menu is not None
     assert [a.text() for a in menu.actions()] == ["boom", "ok"]
     assert not any(s.running for s in pool.servers.values())  # nothing starts before it is needed
-    chat.window.tool_toggle.setChecked(True)  # type: ignore[attr-defined]
+    chat.window.tool_toggle.setChecked(True)
     for action in menu.actions():
         action.setChecked(True)
     assert turns.mcp_servers() == ["boom", "ok"]
-    area: ToolCardArea = chat.window.tool_cards  # type: ignore[attr-defined]
+    area: ToolCardArea = chat.window.tool_cards
     chat.type_and_send("shout hey")
     chat.qtbot.waitUntil(lambda: bool(area.cards) and next(iter(area.cards.values())).asking, timeout=60_000)
     notices = [w.text() for w in area.notices]

@@ -13,15 +13,16 @@ from PySide6.QtGui import QImage, QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QLabel
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.markdown_view import TextSegment
-from desktop.qt.shortcuts_sheet import ShortcutsSheet
-from desktop.qt.thinking_pane import ThinkingPane
+from desktop.qt.answer.markdown_view import TextSegment
+from desktop.qt.chat.thinking_pane import ThinkingPane
+from desktop.qt.frame.shortcuts_sheet import ShortcutsSheet
+from desktop.qt.frame.window_state import WindowState
 from desktop.qt.window import MainWindow
-from desktop.qt.window_state import WindowState
 from engine.backends.base import Request
 from engine.backends.scripted import ScriptedBackend
 from engine.events import PromptProgress
 from engine.runtime import Engine
+from engine.session.session import ChatSession
 
 pytest_plugins = ["gui_helpers"]
 
@@ -47,8 +48,12 @@ def test_the_reply_shows_prompt_reading_progress_then_the_answer(qtbot: QtBot, m
     chat.controller.engine = engine
     chat.type_and_send("summarise this long report")
     try:
-        qtbot.waitUntil(lambda: chat.window.last_reply() is not None
-                        and chat.reply().waiting.text() == "Reading 1,600 tokens… 45 %", timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: (
+                chat.window.last_reply() is not None and chat.reply().waiting.text() == "Reading 1,600 tokens… 45 %"
+            ),
+            timeout=WAIT_MS,
+        )
         qtbot.waitUntil(lambda: chat.reply().waiting.isVisible(), timeout=WAIT_MS)
     finally:
         engine.gate.set()
@@ -60,8 +65,7 @@ def test_the_reply_shows_prompt_reading_progress_then_the_answer(qtbot: QtBot, m
 def test_waiting_dots_until_the_first_word_and_stopping_at_once(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat([{"text": "slow", "delay_ms": 600}] + [{"text": f" w{i}", "delay_ms": 60} for i in range(80)])
     chat.type_and_send("hi")
-    qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().waiting.isVisible(),
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().waiting.isVisible(), timeout=WAIT_MS)
     assert "●" in chat.reply().waiting.text()
     qtbot.waitUntil(lambda: "w3" in chat.reply().answer_text(), timeout=WAIT_MS)
     assert not chat.reply().waiting.isVisible()
@@ -105,11 +109,11 @@ def test_one_token_count_that_resets_on_a_new_chat(make_chat: MakeChat, qtbot: Q
     chat.type_and_send("a question of several words here")
     chat.wait_reply_finished()
     qtbot.waitUntil(lambda: meter.meter is not None and meter.meter.used > 10, timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: status.context.text() == f"Context {meter.text()}", timeout=WAIT_MS)
+    assert not any(" / " in label.text() for label in status.findChildren(QLabel))  # one count: the meter's
     used = meter.meter.used  # type: ignore[union-attr]
     chat.qtbot.keyClick(chat.window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: meter.meter is not None and meter.meter.used < used, timeout=WAIT_MS)
-    assert status.context.text() == f"Context {meter.text()}"  # the same figure, for the empty chat
+    assert meter.text().endswith(f"/ {backend.n_ctx:,}")  # the new chat's count
 
 
 def test_the_header_is_calm(make_chat: MakeChat) -> None:
@@ -129,8 +133,9 @@ def test_the_title_is_elided_at_its_end_never_clipped_at_its_start(make_chat: Ma
         chat.window.resize(width, 600)
         qtbot.wait(50)
         shown = title.text()
-        assert shown == "" or (shown.startswith("rev") and title.fontMetrics().horizontalAdvance(shown)
-                                <= title.contentsRect().width())
+        assert shown == "" or (
+            shown.startswith("rev") and title.fontMetrics().horizontalAdvance(shown) <= title.contentsRect().width()
+        )
 
 
 def test_math_is_drawn_as_an_image(qtbot: QtBot) -> None:
@@ -144,8 +149,7 @@ def test_math_is_drawn_as_an_image(qtbot: QtBot) -> None:
     assert isinstance(image, QImage) and not image.isNull() and image.width() > image.height()
 
 
-def test_ctrl_q_quits_and_the_window_remembers_its_size_and_conversation(make_chat: MakeChat,
-                                                                          qtbot: QtBot) -> None:
+def test_ctrl_q_quits_and_the_window_remembers_its_size_and_conversation(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat("Hi.")
     chat.type_and_send("hello")
     chat.wait_reply_finished()
@@ -156,10 +160,11 @@ def test_ctrl_q_quits_and_the_window_remembers_its_size_and_conversation(make_ch
     qtbot.waitUntil(lambda: not chat.window.isVisible(), timeout=WAIT_MS)
     state = WindowState.load()
     assert state.conversation == conversation and state.geometry
-    again = MainWindow()
+    again = MainWindow(Engine(), ChatSession.unsaved())
     qtbot.addWidget(again)
     again.restore_state()
     assert (again.width(), again.height()) == (700, 500)
+    again.controller.session.close()
 
 
 def test_f1_opens_the_shortcuts_sheet(make_chat: MakeChat, qtbot: QtBot) -> None:
@@ -170,6 +175,7 @@ def test_f1_opens_the_shortcuts_sheet(make_chat: MakeChat, qtbot: QtBot) -> None
     assert sheet is not None and sheet.isVisible()
     texts = [label.text() for label in sheet.findChildren(QLabel)]
     assert "Ctrl+Q" in texts and "Esc" in texts
+    assert "Ctrl+E" in texts  # the sidebar's Archive, beside Delete
     sheet.close()
 
 

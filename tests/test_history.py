@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.history import bench_search
 from engine.events import ContentDelta, TurnDone, TurnStats
 from engine.history.recorder import TurnRecorder
 from engine.history.schema import SCHEMA_VERSION
@@ -17,6 +16,7 @@ from engine.history.search import fts_query, make_snippet
 from engine.history.store import HistoryStore, title_from_text
 from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, HistoryError, NotFoundError
 from engine.session.settings import ConversationSettings
+from tests.bench.history import bench_search
 
 
 class Ticks:
@@ -58,7 +58,7 @@ def chain(store: HistoryStore, conversation_id: int, *texts: str) -> list[int]:
 def test_a_new_database_is_wal_with_foreign_keys_at_the_current_version(store: HistoryStore) -> None:
     assert store.execute("PRAGMA journal_mode")[0][0] == "wal"
     assert store.execute("PRAGMA foreign_keys")[0][0] == 1
-    assert store.execute("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 2
+    assert store.execute("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 4
     assert store.execute("PRAGMA integrity_check")[0][0] == "ok"
 
 
@@ -82,17 +82,23 @@ PRAGMA user_version = 1;
 def write_v1(db: Path) -> None:
     conn = sqlite3.connect(db)
     conn.executescript(V1_DDL)
-    conn.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", [
-        (1, "Tomatoes", "qwen.gguf", '{"system": "Be brief."}', 100.0, 130.0),
-        (2, "", "", "{}", 200.0, 210.0),
-    ])
-    conn.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
-        (1, 1, "user", "How do I grow tomatoes?", "", "complete", None, 101.0),
-        (2, 1, "assistant", "Sun, water, patience.", "short", "complete", '{"tokens": 5}', 102.0),
-        (3, 2, "user", "Tell me about gardens", "", "complete", None, 201.0),
-        (4, 1, "user", "And peppers?", "", "complete", None, 120.0),
-        (5, 1, "assistant", "Warmth and", "", "streaming", None, 121.0),
-    ])
+    conn.executemany(
+        "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (1, "Tomatoes", "qwen.gguf", '{"system": "Be brief."}', 100.0, 130.0),
+            (2, "", "", "{}", 200.0, 210.0),
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (1, 1, "user", "How do I grow tomatoes?", "", "complete", None, 101.0),
+            (2, 1, "assistant", "Sun, water, patience.", "short", "complete", '{"tokens": 5}', 102.0),
+            (3, 2, "user", "Tell me about gardens", "", "complete", None, 201.0),
+            (4, 1, "user", "And peppers?", "", "complete", None, 120.0),
+            (5, 1, "assistant", "Warmth and", "", "streaming", None, 121.0),
+        ],
+    )
     conn.commit()
     conn.close()
 
@@ -171,6 +177,9 @@ def test_rename_wins_over_automatic_titles(store: HistoryStore) -> None:
 def test_titles_come_from_the_first_words() -> None:
     assert title_from_text("How do I grow **tomatoes** on a balcony in winter?") == "How do I grow tomatoes on…"
     assert title_from_text("# Hi") == "Hi"
+    assert title_from_text("what is 6*7?") == "what is 6*7?"  # arithmetic, not emphasis
+    assert title_from_text("**Why?** 2 * 3 in snake_case") == "Why? 2 * 3 in snake_case"
+    assert title_from_text("* a _list_ item") == "a list item"
     assert title_from_text("   \n ") == "New conversation"
     assert len(title_from_text("x" * 500)) <= 49
 

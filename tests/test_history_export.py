@@ -23,8 +23,9 @@ def sample(store: HistoryStore) -> int:
     """A conversation with versions on two levels, thinking, statuses, stats and a system prompt."""
     conv = store.create_conversation(title="Bread", model="qwen3.gguf", settings={"system": "Be brief."}).id
     q1 = store.add_message(conv, "user", "How do I bake bread?", parent_id=None)
-    a1 = store.add_message(conv, "assistant", "Flour, water, *salt*.", parent_id=q1, thinking="recall recipe",
-                           stats={"tokens": 7})
+    a1 = store.add_message(
+        conv, "assistant", "Flour, water, *salt*.", parent_id=q1, thinking="recall recipe", stats={"tokens": 7}
+    )
     q2 = store.add_message(conv, "user", "Sourdough?", parent_id=a1)
     store.add_message(conv, "assistant", "Use a starter", parent_id=q2, status="stopped")
     store.add_message(conv, "assistant", "A starter, then patience.", parent_id=q1)  # a regenerated answer
@@ -62,22 +63,59 @@ def test_markdown_shows_the_active_branch(store: HistoryStore) -> None:
     assert "patience" not in md  # another version, not on the active branch
 
 
-@pytest.mark.parametrize(("doc", "error"), [
-    ([], "not an Ember conversation"),
-    ({"format": "ember.conversation", "version": 9}, "unsupported export version"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {}, "messages": {}}, "must be a list"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {},
-      "messages": [{"id": 1, "role": "wizard", "content": "x"}]}, r"messages\[0\]\.role"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {},
-      "messages": [{"id": 1, "parent": 7, "role": "user", "content": "x"}]}, "not an earlier message"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {},
-      "messages": [{"id": 1, "role": "user", "content": 5}]}, "must be text"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {},
-      "messages": [{"id": 1, "role": "user", "content": "x", "created_at": "yesterday"}]}, "ISO 8601"),
-    ({"format": "ember.conversation", "version": 1, "conversation": {},
-      "messages": [{"id": 1, "role": "user", "content": "a"}, {"id": 1, "role": "user", "content": "b"}]},
-     "used twice"),
-])
+@pytest.mark.parametrize(
+    ("doc", "error"),
+    [
+        ([], "not an Ember conversation"),
+        ({"format": "ember.conversation", "version": 9}, "unsupported export version"),
+        ({"format": "ember.conversation", "version": 1, "conversation": {}, "messages": {}}, "must be a list"),
+        (
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {},
+                "messages": [{"id": 1, "role": "wizard", "content": "x"}],
+            },
+            r"messages\[0\]\.role",
+        ),
+        (
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {},
+                "messages": [{"id": 1, "parent": 7, "role": "user", "content": "x"}],
+            },
+            "not an earlier message",
+        ),
+        (
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {},
+                "messages": [{"id": 1, "role": "user", "content": 5}],
+            },
+            "must be text",
+        ),
+        (
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {},
+                "messages": [{"id": 1, "role": "user", "content": "x", "created_at": "yesterday"}],
+            },
+            "ISO 8601",
+        ),
+        (
+            {
+                "format": "ember.conversation",
+                "version": 1,
+                "conversation": {},
+                "messages": [{"id": 1, "role": "user", "content": "a"}, {"id": 1, "role": "user", "content": "b"}],
+            },
+            "used twice",
+        ),
+    ],
+)
 def test_a_bad_file_imports_nothing(store: HistoryStore, doc: Any, error: str) -> None:
     with pytest.raises(ImportFormatError, match=error):
         import_json(store, doc)
@@ -86,11 +124,20 @@ def test_a_bad_file_imports_nothing(store: HistoryStore, doc: Any, error: str) -
 
 
 def test_a_minimal_hand_written_file_imports(store: HistoryStore) -> None:
-    conv = import_json(store, {
-        "format": "ember.conversation", "version": 1, "conversation": {"title": "Notes"},
-        "messages": [{"role": "user", "content": "hi"}, {"parent": 0, "role": "assistant", "content": "hello",
-                                                          "status": "streaming"}],
-    })
+    conv = import_json(
+        store,
+        {
+            "format": "ember.conversation",
+            "version": 1,
+            "conversation": {"title": "Notes"},
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"parent": 0, "role": "assistant", "content": "hello", "status": "streaming"},
+            ],
+        },
+    )
     path = store.path(conv.id)
-    assert [(m.role, m.content, m.status) for m in path] == [("user", "hi", "complete"),
-                                                             ("assistant", "hello", "interrupted")]
+    assert [(m.role, m.content, m.status) for m in path] == [
+        ("user", "hi", "complete"),
+        ("assistant", "hello", "interrupted"),
+    ]

@@ -38,8 +38,13 @@ def _ledger_path() -> Path:
 
 
 def _entry(**over: object) -> str:
-    data: dict[str, object] = {"time": 1.7e9, "destination": "evil:1", "action": "connect",
-                               "allowed": True, "feature": "x"}
+    data: dict[str, object] = {
+        "time": 1.7e9,
+        "destination": "evil:1",
+        "action": "connect",
+        "allowed": True,
+        "feature": "x",
+    }
     return json.dumps(data | over)
 
 
@@ -56,8 +61,10 @@ def _hostile_lines() -> list[str]:
         '{"time": 1e400, "destination": "a:1", "action": "connect", "allowed": true, "feature": "x"}',
         '{"time": ' + DEEP[:50_000] + ', "destination": "a:1"}',
         DEEP,
-        _entry(time=1e17), _entry(time=-1e17),
-        _entry(allowed="yes"), _entry(destination=["a"]),
+        _entry(time=1e17),
+        _entry(time=-1e17),
+        _entry(allowed="yes"),
+        _entry(destination=["a"]),
         _entry(destination="evil:1\nember: 0 connections"),
         _entry(destination="good:1"),
     ]
@@ -82,8 +89,10 @@ def test_hostile_ledger_lines_are_skipped_or_shown_escaped(capsys: pytest.Captur
 def test_attempt_line_survives_any_time() -> None:
     for when in (1e17, -1e17, 0.0):
         assert "connect" in Attempt(when, "a:1", "connect", True, "x").line()
-    assert Attempt.from_json({"time": float("nan"), "destination": "a", "action": "c", "allowed": True,
-                              "feature": "f"}) is None
+    assert (
+        Attempt.from_json({"time": float("nan"), "destination": "a", "action": "c", "allowed": True, "feature": "f"})
+        is None
+    )
 
 
 @pytest.mark.timeout(30)
@@ -145,8 +154,9 @@ def _conversation_with_stats(stats_json: str) -> int:
         store.close()
 
 
-@pytest.mark.parametrize("stats", ['{"tokens": NaN, "tokens_per_s": Infinity, "x": 1e400}', DEEP,
-                                   '{"deep": ' + DEEP + "}"])
+@pytest.mark.parametrize(
+    "stats", ['{"tokens": NaN, "tokens_per_s": Infinity, "x": 1e400}', DEEP, '{"deep": ' + DEEP + "}"]
+)
 def test_history_show_and_export_survive_hostile_stats(stats: str, capsys: pytest.CaptureFixture[str]) -> None:
     conv = _conversation_with_stats(stats)
     assert _ember("history", "show", str(conv)) == 0
@@ -171,7 +181,7 @@ def test_stats_with_nan_are_stored_as_strict_json() -> None:
 def test_the_windows_network_report_opens_over_a_hostile_ledger(qtbot: Any) -> None:
     from PySide6.QtWidgets import QStatusBar
 
-    from desktop.qt.network_indicator import install_network_indicator
+    from desktop.qt.frame.network_indicator import NetworkIndicator
     from engine.network.guard import Guard
     from engine.network.policy import EgressPolicy, PolicyView
 
@@ -180,20 +190,31 @@ def test_the_windows_network_report_opens_over_a_hostile_ledger(qtbot: Any) -> N
     qtbot.addWidget(status)
     guard = Guard(EgressPolicy.fixed(PolicyView(True), ember_paths()), Ledger(None))
     guard.ledger.record(Attempt(float("nan"), "evil:1\nforged", "connect", False, "x"))
-    indicator = install_network_indicator(status, guard)
-    assert indicator is not None
+    indicator = NetworkIndicator(guard, status)
     assert "forged" in indicator.toolTip() and "\nforged" not in indicator.toolTip()
     box = indicator.show_report()  # NW-13: raised ValueError (NaN) or RecursionError (deep)
-    assert "good:1" in box.text()
+    shown = "\n".join(box.attempts.item(i).text() for i in range(box.attempts.count()))
+    assert "forged" in shown and "\nforged" not in shown and "unknown time" in shown  # escaped; NaN time in words
     box.close()
 
 
 def test_an_import_with_nan_stats_exports_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """IM-03: the import was accepted and `history export --format json` then wrote NaN."""
-    doc = {"format": "ember.conversation", "version": 1, "conversation": {"title": "t"},
-           "messages": [{"id": 0, "role": "user", "content": "hi"},
-                        {"id": 1, "parent": 0, "role": "assistant", "content": "hello",
-                         "stats": {"tokens": float("nan"), "tokens_per_s": float("inf")}}]}
+    doc = {
+        "format": "ember.conversation",
+        "version": 1,
+        "conversation": {"title": "t"},
+        "messages": [
+            {"id": 0, "role": "user", "content": "hi"},
+            {
+                "id": 1,
+                "parent": 0,
+                "role": "assistant",
+                "content": "hello",
+                "stats": {"tokens": float("nan"), "tokens_per_s": float("inf")},
+            },
+        ],
+    }
     source = tmp_path / "conv.json"
     source.write_text(json.dumps(doc), encoding="utf-8")  # Python writes NaN and Infinity
     assert _ember("history", "import", str(source)) == 0

@@ -48,15 +48,25 @@ class _Replies(PlainBackend):
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         yield Piece(self.text, token_id=7)
-        info.receipt = {"prompt": {"sha256": "p"}, "reply": {"tokens": 1, "sha256": _sha(self.text)},
-                        "device": CPU_AGAIN, "kv_cache": {"type": "f16", "warm_tokens": 0, "shifted_tokens": 0}}
+        info.receipt = {
+            "prompt": {"sha256": "p"},
+            "reply": {"tokens": 1, "sha256": _sha(self.text)},
+            "device": CPU_AGAIN,
+            "kv_cache": {"type": "f16", "warm_tokens": 0, "shifted_tokens": 0},
+        }
 
 
 def _receipt(model: Path, **over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "backend": "llama.cpp", "model": {"file": model.name, "sha256": file_sha256(model)},
-        "prompt": {"sha256": "p"}, "reply": {"tokens": 1, "sha256": _sha(REPLY)}, "max_tokens": 4,
-        "context_size": 2048, "device": CPU_RECORDED, "sampling": {"temperature": 0.0}, "seed": 1,
+        "backend": "llama.cpp",
+        "model": {"file": model.name, "sha256": file_sha256(model)},
+        "prompt": {"sha256": "p"},
+        "reply": {"tokens": 1, "sha256": _sha(REPLY)},
+        "max_tokens": 4,
+        "context_size": 2048,
+        "device": CPU_RECORDED,
+        "sampling": {"temperature": 0.0},
+        "seed": 1,
     }
     return base | over
 
@@ -85,28 +95,33 @@ def model(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("field", "value", "words"), [
-    ("context_size", "abc", "context_size ('abc') is not a context size"),  # RC-03
-    ("context_size", -5, "context_size (-5) is not a context size"),  # RC-06
-    ("context_size", 0, "is not a context size"),
-    ("context_size", 10**30, "is not a context size"),
-    ("context_size", True, "is not a context size"),
-    ("max_tokens", "x", "max_tokens ('x') is not a token count"),  # RC-04
-    ("max_tokens", [1], "max_tokens (list) is not a token count"),
-    ("seed", "junk", "seed ('junk') is not a seed"),
-    ("system", {"a": 1}, "system (dict) is not text"),
-    ("sampling", "hot", "sampling ('hot') is not a set of sampling settings"),
-    ("sampling", {"temperature": "hot"}, "sampling.temperature ('hot') is not a number"),  # RC-05
-    ("sampling", {"top_k": 1.5}, "sampling.top_k (1.5) is not an integer"),
-])
-def test_a_receipt_field_of_the_wrong_type_or_range_is_one_line(tmp_path: Path, model: Path, field: str,
-                                                                value: object, words: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("context_size", "abc", "context_size ('abc') is not a context size"),  # RC-03
+        ("context_size", -5, "context_size (-5) is not a context size"),  # RC-06
+        ("context_size", 0, "is not a context size"),
+        ("context_size", 10**30, "is not a context size"),
+        ("context_size", True, "is not a context size"),
+        ("max_tokens", "x", "max_tokens ('x') is not a token count"),  # RC-04
+        ("max_tokens", [1], "max_tokens (list) is not a token count"),
+        ("seed", "junk", "seed ('junk') is not a seed"),
+        ("system", {"a": 1}, "system (dict) is not text"),
+        ("sampling", "hot", "sampling ('hot') is not a set of sampling settings"),
+        ("sampling", {"temperature": "hot"}, "sampling.temperature ('hot') is not a number"),  # RC-05
+        ("sampling", {"top_k": 1.5}, "sampling.top_k (1.5) is not an integer"),
+    ],
+)
+def test_a_receipt_field_of_the_wrong_type_or_range_is_one_line(
+    tmp_path: Path, model: Path, field: str, value: object, words: str
+) -> None:
     with pytest.raises(CannotReproduce) as caught:
         _run(tmp_path, _receipt(model, **{field: value}))
     assert words in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @pytest.mark.timeout(60)
 def test_a_huge_receipt_is_refused_before_any_model_loads(tmp_path: Path, model: Path) -> None:
     start = time.monotonic()
@@ -135,14 +150,23 @@ def test_a_gpu_reply_re_run_on_the_cpu_names_the_device(tmp_path: Path, model: P
 
 
 def test_receipt_lines_survive_wrong_types() -> None:
-    lines = receipt_lines({"backend": "llama.cpp", "model": ["x"], "sampling": {"temperature": "hot"},
-                           "reply": "r", "kv_cache": {"type": "q8_0", "warm_tokens": 31}})
+    lines = receipt_lines(
+        {
+            "backend": "llama.cpp",
+            "model": ["x"],
+            "sampling": {"temperature": "hot"},
+            "reply": "r",
+            "kv_cache": {"type": "q8_0", "warm_tokens": 31},
+        }
+    )
     assert "KV cache: warm (31 prompt tokens reused), q8_0" in lines
     assert any(line.startswith("Sampling: temperature hot") for line in lines)
 
 
-P = ("Add a docstring to this function and show the whole function:\n\n```python\n"
-     "def add_numbers(a, b):\n    result = a + b\n    return result\n```")
+P = (
+    "Add a docstring to this function and show the whole function:\n\n```python\n"
+    "def add_numbers(a, b):\n    result = a + b\n    return result\n```"
+)
 SYSTEM = "You are a helpful assistant. Answer clearly and show code in fenced blocks when asked."
 
 
@@ -155,8 +179,11 @@ def test_real_cold_and_warm_replies_reproduce_or_name_the_warm_cache(smollm_path
     from engine.backends.base import Sampling
     from engine.backends.llama import LlamaBackend
 
-    request = Request(messages=({"role": "system", "content": SYSTEM}, {"role": "user", "content": P}),
-                      sampling=Sampling(temperature=0.0, seed=1), max_tokens=96)
+    request = Request(
+        messages=({"role": "system", "content": SYSTEM}, {"role": "user", "content": P}),
+        sampling=Sampling(temperature=0.0, seed=1),
+        max_tokens=96,
+    )
     backend = LlamaBackend(smollm_path, n_ctx=2048, n_threads=1)
     try:
         made = []

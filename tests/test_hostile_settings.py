@@ -44,8 +44,9 @@ def _ember(*argv: str) -> int:
 
 
 @pytest.mark.parametrize("value", WRONG)
-def test_a_wrong_kv_cache_type_falls_back_to_the_default(tmp_path: Path, value: object,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_wrong_kv_cache_type_falls_back_to_the_default(
+    tmp_path: Path, value: object, caplog: pytest.LogCaptureFixture
+) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     _write(model_settings_file(), {"version": 1, "models": {str(model.resolve()): {"kv_cache": value, "top_k": 7}}})
@@ -87,9 +88,15 @@ def test_network_settings_of_the_wrong_types_keep_zero_egress_on(data: dict[str,
 
 def test_a_saved_server_with_a_broken_url_is_set_aside() -> None:
     paths = ember_paths()
-    _write(paths.config_dir / "library.json", {"remote_servers": [
-        {"name": "lan", "base_url": "http://[fe80::1/v1"},
-        {"name": "ok", "base_url": "http://127.0.0.1:8080/v1"}]})
+    _write(
+        paths.config_dir / "library.json",
+        {
+            "remote_servers": [
+                {"name": "lan", "base_url": "http://[fe80::1/v1"},
+                {"name": "ok", "base_url": "http://127.0.0.1:8080/v1"},
+            ]
+        },
+    )
     servers = load_library_state(paths).remote_servers
     assert [s.name for s in servers] == ["ok"]
     assert [str(a.destination) for a in EgressPolicy(paths).view().allowed] == ["127.0.0.1:8080"]
@@ -98,18 +105,28 @@ def test_a_saved_server_with_a_broken_url_is_set_aside() -> None:
 
 def test_library_fields_of_the_wrong_types_are_set_aside(caplog: pytest.LogCaptureFixture) -> None:
     paths = ember_paths()
-    _write(paths.config_dir / "library.json", {"folders": "x", "recent": {"a": 1}, "last_used": 5,
-                                               "remote_servers": {"name": "lan"}, "last_used_server": ["s"]})
+    _write(
+        paths.config_dir / "library.json",
+        {
+            "folders": "x",
+            "recent": {"a": 1},
+            "last_used": 5,
+            "remote_servers": {"name": "lan"},
+            "last_used_server": ["s"],
+        },
+    )
     with caplog.at_level(logging.WARNING):
         state = load_library_state(paths)
     assert (state.folders, state.recent, state.last_used, state.remote_servers) == ((), (), None, ())
     assert "library.json: ignoring 'last_used' (5)" in caplog.text
 
 
-@pytest.mark.parametrize("argv", [("network", "allow", "[::1"), ("network", "remove", "[::1"),
-                                  ("network", "allow", "http://[fe80::1/v1")])
-def test_network_allow_of_a_broken_destination_is_one_line(argv: tuple[str, ...],
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv", [("network", "allow", "[::1"), ("network", "remove", "[::1"), ("network", "allow", "http://[fe80::1/v1")]
+)
+def test_network_allow_of_a_broken_destination_is_one_line(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _ember(*argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a destination" in err
@@ -138,8 +155,13 @@ def test_a_check_that_raises_is_a_failed_check(caplog: pytest.LogCaptureFixture)
 
 
 def test_numbers_json_has_no_room_for_are_read_as_null_and_never_written() -> None:
-    assert parse_json_input('{"a": NaN, "b": Infinity, "c": -Infinity, "d": 1e400, "e": 1.5}') == \
-        {"a": None, "b": None, "c": None, "d": None, "e": 1.5}
+    assert parse_json_input('{"a": NaN, "b": Infinity, "c": -Infinity, "d": 1e400, "e": 1.5}') == {
+        "a": None,
+        "b": None,
+        "c": None,
+        "d": None,
+        "e": 1.5,
+    }
     text = strict_dumps({"a": float("nan"), "b": [float("inf")], "c": 1.5})
     assert json.loads(text, parse_constant=lambda c: pytest.fail(c)) == {"a": None, "b": [None], "c": 1.5}
 
@@ -152,8 +174,7 @@ def test_the_window_starts_with_every_hand_edited_value_at_once(smollm_path: Pat
     _write(settings_file(paths), {"allow": ["[::1", "127.0.0.1:18312"]})
     _write(paths.config_dir / "library.json", {"remote_servers": [{"name": "lan", "base_url": "http://[fe80::1/v1"}]})
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "EMBER_HOME": str(ember_home)}
-    proc = subprocess.Popen([sys.executable, "-m", "desktop"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "desktop"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     log = ember_home / "logs" / "ember.log"
     try:
         deadline = time.monotonic() + 60

@@ -26,6 +26,8 @@ from models.library.origins import origin_of
 from models.library.paths import EmberPaths, ember_paths
 from models.library.scan import Source, library_entries
 
+pytestmark = pytest.mark.slow  # a loopback Hub server per test: out of the fast lane
+
 REPO = "ember-test/SmolLM2-135M-Instruct-GGUF"
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -77,10 +79,14 @@ def test_pick_files_by_quant_file_or_default() -> None:
     def f(path: str) -> HubFile:
         return HubFile("o/r", path, 1, None, COMMIT)
 
-    files = [f("M-Q8_0.gguf"), f("M-Q4_K_M-00002-of-00002.gguf"), f("M-Q4_K_M-00001-of-00002.gguf"),
-             f("mmproj-M-f16.gguf"), f("M-IQ4_XS.gguf")]
-    assert [x.path for x in pick_files(files, None)] == ["M-Q4_K_M-00001-of-00002.gguf",
-                                                          "M-Q4_K_M-00002-of-00002.gguf"]
+    files = [
+        f("M-Q8_0.gguf"),
+        f("M-Q4_K_M-00002-of-00002.gguf"),
+        f("M-Q4_K_M-00001-of-00002.gguf"),
+        f("mmproj-M-f16.gguf"),
+        f("M-IQ4_XS.gguf"),
+    ]
+    assert [x.path for x in pick_files(files, None)] == ["M-Q4_K_M-00001-of-00002.gguf", "M-Q4_K_M-00002-of-00002.gguf"]
     assert [x.path for x in pick_files(files, "q8_0")] == ["M-Q8_0.gguf"]
     assert [x.path for x in pick_files(files, "M-IQ4_XS.gguf")] == ["M-IQ4_XS.gguf"]
     assert [x.path for x in pick_files(files, "mmproj-M-f16.gguf")] == ["mmproj-M-f16.gguf"]
@@ -90,8 +96,9 @@ def test_pick_files_by_quant_file_or_default() -> None:
         pick_files([f("A-Q6_K.gguf"), f("B-Q6_K.gguf")], None)
 
 
-def test_a_cut_at_40_percent_resumes_with_a_range_and_lands_verified(hub: FakeHub, paths: EmberPaths,
-                                                                      smollm_path: Path) -> None:
+def test_a_cut_at_40_percent_resumes_with_a_range_and_lands_verified(
+    hub: FakeHub, paths: EmberPaths, smollm_path: Path
+) -> None:
     client = HubClient()
     files = _files(client)
     hub.cut_at = 0.4
@@ -111,8 +118,9 @@ def test_a_cut_at_40_percent_resumes_with_a_range_and_lands_verified(hub: FakeHu
     assert entry.source is Source.MODELS_DIR
 
 
-def test_a_cut_that_repeats_keeps_the_part_and_the_next_pull_resumes_it(hub: FakeHub, paths: EmberPaths,
-                                                                         smollm_path: Path) -> None:
+def test_a_cut_that_repeats_keeps_the_part_and_the_next_pull_resumes_it(
+    hub: FakeHub, paths: EmberPaths, smollm_path: Path
+) -> None:
     client = HubClient()
     files = _files(client)
     hub.cut_at, hub.cuts = 0.4, 100
@@ -156,8 +164,10 @@ def test_a_gated_repository_says_how_to_give_a_token(hub: FakeHub, paths: EmberP
     assert HubClient().repo_info(REPO).gated
     with pytest.raises(DownloadError) as caught:
         download(files, default_models_dir(paths), client=HubClient())
-    assert str(caught.value) == (f"{REPO} is gated or private (HTTP 401): accept its licence on the Hub, then set "
-                                 f"HF_TOKEN, or run `hf auth login`")
+    assert str(caught.value) == (
+        f"{REPO} is gated or private (HTTP 401): accept its licence on the Hub, then set "
+        f"HF_TOKEN, or run `hf auth login`"
+    )
     assert _leftovers(default_models_dir(paths)) == []
     download(files, default_models_dir(paths), client=HubClient(token=hub.token))
     assert hub.resolves()[-1].authorization == f"Bearer {hub.token}"
@@ -174,6 +184,7 @@ def test_a_missing_file_and_a_missing_repository_are_one_line_each(hub: FakeHub,
     assert file.size > 0
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_429_waits_for_retry_after_within_a_bound_then_says_so(hub: FakeHub, paths: EmberPaths) -> None:
     client = HubClient(retry_after_max=5)
     files = _files(client)
@@ -193,14 +204,18 @@ def test_429_waits_for_retry_after_within_a_bound_then_says_so(hub: FakeHub, pat
         client.search("smol")  # the metadata calls too (the fake answers the search with the same 429)
 
 
-def test_a_stalled_server_ends_in_bounded_time_and_keeps_the_part(hub: FakeHub, paths: EmberPaths,
-                                                                  smollm_path: Path) -> None:
+def test_a_stalled_server_ends_in_bounded_time_and_keeps_the_part(
+    hub: FakeHub, paths: EmberPaths, smollm_path: Path
+) -> None:
     client = HubClient(timeout=1.0)
     files = _files(client)
     hub.stall_at = 0.3
     started = time.monotonic()
-    with pytest.raises(DownloadError, match=r"stopped sending for 1 s after 29.\d MB of 98.4 MB; the part received "
-                                            r"is kept: pull again to resume"):
+    with pytest.raises(
+        DownloadError,
+        match=r"stopped sending for 1 s after 29.\d MB of 98.4 MB; the part received "
+        r"is kept: pull again to resume",
+    ):
         download(files, default_models_dir(paths), client=client)
     assert time.monotonic() - started < 10
     final = target_path(default_models_dir(paths), files[0])
@@ -229,8 +244,9 @@ def test_cancel_keeps_the_part_for_the_next_pull(hub: FakeHub, paths: EmberPaths
     assert [r.range for r in hub.resolves()] == [f"bytes={kept}-"]
 
 
-def test_several_files_are_one_item_none_final_until_all_verified(smollm_path: Path, tmp_path: Path,
-                                                                  paths: EmberPaths) -> None:
+def test_several_files_are_one_item_none_final_until_all_verified(
+    smollm_path: Path, tmp_path: Path, paths: EmberPaths
+) -> None:
     import gguf_factory as gf
 
     one = gf.write_tiny_llama(tmp_path / "one.gguf", gf.CHATML)
@@ -271,8 +287,11 @@ def test_zero_egress_refuses_until_allowed_and_the_ledger_shows_the_download(hub
     client = HubClient()
     with enforced(guard_for(paths)):
         assert not downloads_allowed(paths, client)
-        with pytest.raises(HubError, match=rf"zero-egress mode: downloads from {client.host} are not allowed yet; "
-                                           rf".*ember network allow {client.destination}$"):
+        with pytest.raises(
+            HubError,
+            match=rf"zero-egress mode: downloads from {client.host} are not allowed yet; "
+            rf".*ember network allow {client.destination}$",
+        ):
             client.search("smol")
         assert hub.requests == []
         allow_downloads(paths, client)
@@ -297,11 +316,12 @@ def test_zero_egress_refuses_until_allowed_and_the_ledger_shows_the_download(hub
         socket.create_connection(("127.0.0.1", int(cdn_port)), timeout=2)
 
 
-def test_the_download_bench_row_measures_against_curl_or_says_why_not(monkeypatch: pytest.MonkeyPatch,
-                                                                       tmp_path: Path) -> None:
+def test_the_download_bench_row_measures_against_curl_or_says_why_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import shutil
 
-    from engine.bench.download import measure_download
+    from tests.bench.download import measure_download
 
     notes: list[str] = []
     if shutil.which("curl"):
@@ -321,6 +341,7 @@ def test_file_names_from_the_hub_never_leave_the_models_folder(tmp_path: Path) -
     assert target_path(tmp_path, HubFile("o/r", "Q4/m.gguf", 1, None, COMMIT)) == tmp_path / "o" / "r" / "Q4" / "m.gguf"
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_second_pull_of_the_same_file_waits_for_nothing_and_says_why(hub: FakeHub, paths: EmberPaths) -> None:
     client = HubClient(timeout=2.0)
     files = _files(client)

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LINT = [sys.executable, "-c",
-        "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"]
-
+LINT = [str(Path(sys.executable).with_name("lint-imports"))]
 
 
 def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -20,29 +18,67 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*LINT, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
 
 
+@pytest.mark.slow  # starts a process
 def test_the_import_contracts_are_kept() -> None:
     done = _lint(ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), [
-    ("engine/reply/pipeline.py", "import PySide6.QtCore", "engine and models never import Qt"),
-    ("models/gguf/header.py", "import engine.events", "imports only go downwards"),
-    ("desktop/core/model_rows.py", "import desktop.qt.window", "the desktop core"),
-    ("desktop/cli/cmd_tools.py", "import PySide6.QtWidgets", "the command line never imports Qt"),
-    ("engine/history/recorder.py", "import engine.turns.structured", "engine: sessions"),
-    ("engine/tools/registry.py", "import engine.runtime", "engine: sessions"),
-    ("desktop/serve/wire.py", "import PySide6.QtCore", "the API server"),
-    ("desktop/serve/app.py", "import desktop.cli.common", "imports only go downwards"),
-])
+@pytest.mark.slow  # starts a process
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("engine/reply/pipeline.py", "import PySide6.QtCore", "engine and models never import Qt"),
+        ("models/gguf/header.py", "import engine.events", "imports only go downwards"),
+        ("desktop/core/model_rows.py", "import desktop.qt.window", "the desktop core"),
+        ("desktop/cli/cmd_tools.py", "import PySide6.QtWidgets", "the command line never imports Qt"),
+        ("engine/history/recorder.py", "import engine.turns.structured", "engine: sessions"),
+        ("engine/tools/registry.py", "import engine.runtime", "engine: sessions"),
+        ("desktop/serve/wire.py", "import PySide6.QtCore", "the API server"),
+        ("desktop/serve/app.py", "import desktop.cli.common", "imports only go downwards"),
+    ],
+)
 def test_a_planted_violation_breaks_a_contract(tmp_path: Path, module: str, line: str, contract: str) -> None:
+    done = _lint_planted(tmp_path, [(module, line)])
+    assert done.returncode != 0
+    broken = done.stdout[done.stdout.index("Broken contracts") :]
+    assert contract in broken and module.removesuffix(".py").replace("/", ".") in broken
+
+
+# Each of these packages was once missing from the engine's layers contract, so a cycle through it
+# went unseen ("7 kept, 0 broken"). Each plant below closes a package cycle through one of them.
+@pytest.mark.slow  # starts a process
+@pytest.mark.parametrize(
+    "plants",
+    [
+        [("engine/backends/base.py", "import engine.docs.index")],
+        [("engine/network/guard.py", "import engine.backends.base")],
+        [("engine/child_env.py", "import engine.backends.llama")],
+        [("engine/history/store.py", "import engine.logsetup"), ("engine/logsetup.py", "import engine.history.store")],
+    ],
+    ids=["docs", "network", "child_env", "logsetup"],
+)
+def test_a_planted_cycle_through_any_engine_package_breaks_the_layers(
+    tmp_path: Path, plants: list[tuple[str, str]]
+) -> None:
+    done = _lint_planted(tmp_path, plants)
+    assert done.returncode != 0
+    assert "engine: sessions" in done.stdout[done.stdout.index("Broken contracts") :]
+
+
+@pytest.mark.slow  # starts a process
+def test_the_server_is_a_sibling_of_the_core_not_above_it(tmp_path: Path) -> None:
+    done = _lint_planted(tmp_path, [("desktop/serve/app.py", "import desktop.core.documents")])
+    assert done.returncode != 0
+    assert "desktop.serve.app -> desktop.core.documents" in done.stdout
+
+
+def _lint_planted(tmp_path: Path, plants: list[tuple[str, str]]) -> subprocess.CompletedProcess[str]:
     for name in ("desktop", "engine", "models"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    target = tmp_path / module
-    target.write_text(target.read_text(encoding="utf-8") + f"\n{line}  # planted\n", encoding="utf-8")
-    done = _lint(tmp_path)
-    assert done.returncode != 0
-    broken = done.stdout[done.stdout.index("Broken contracts"):]
-    assert contract in broken and module.removesuffix(".py").replace("/", ".") in broken
+    for module, line in plants:
+        target = tmp_path / module
+        target.write_text(target.read_text(encoding="utf-8") + f"\n{line}  # planted\n", encoding="utf-8")
+    return _lint(tmp_path)

@@ -120,8 +120,13 @@ def test_the_last_used_is_a_file_or_a_server_never_both(tmp_path: Path) -> None:
 def test_a_state_file_without_the_server_key_still_loads(tmp_path: Path) -> None:
     path = library_file()
     path.parent.mkdir(parents=True)
-    old = {"version": 1, "folders": [], "recent": [str(tmp_path / "x.gguf")], "last_used": str(tmp_path / "x.gguf"),
-           "remote_servers": [{"name": "lab", "base_url": LAB.base_url, "model": "qwen3"}]}
+    old = {
+        "version": 1,
+        "folders": [],
+        "recent": [str(tmp_path / "x.gguf")],
+        "last_used": str(tmp_path / "x.gguf"),
+        "remote_servers": [{"name": "lab", "base_url": LAB.base_url, "model": "qwen3"}],
+    }
     path.write_text(json.dumps(old))
     state = load_library_state()
     assert state.last_used == tmp_path / "x.gguf" and state.last_used_server is None

@@ -176,8 +176,11 @@ def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend
     story = [{"role": "user", "content": "Write a poem about the sea."}]
 
     def sample(seed: int) -> list[int | None]:
-        request = make_request(story, sampling=Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0,
-                                                       repeat_penalty=1.1, seed=seed), max_tokens=16)
+        request = make_request(
+            story,
+            sampling=Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.1, seed=seed),
+            max_tokens=16,
+        )
         return [p.token_id for p in smollm.stream(request, CancelToken(), StreamInfo()) if isinstance(p, Piece)]
 
     assert sample(7) == sample(7)
@@ -248,8 +251,9 @@ def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> Non
     assert "Paris" in "".join(p.text for p in again)
 
 
-def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engine.backends import llama as llama_backend
     from engine.backends import llama_devices
     from engine.backends.offload import Placement
@@ -270,7 +274,11 @@ def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Pat
     monkeypatch.setattr(LlamaBackend, "_load_with", gpu_out_of_memory)
     backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf", n_layer=4))
     try:
-        assert tried == ["GPU · 4/4 layers · Test GPU", "GPU · 2/4 layers · Test GPU", "CPU · the GPU load failed"]
+        assert tried == [
+            "GPU · CUDA · 4/4 layers · Test GPU",
+            "GPU · CUDA · 2/4 layers · Test GPU",
+            "CPU · the GPU load failed",
+        ]
         assert backend.where == "CPU · the GPU load failed" and backend.n_gpu_layers == 0
         assert "could not hold 4 layers" in backend.gpu_note
         _, info = _run(backend, [{"role": "user", "content": "hi"}], max_tokens=2)
@@ -279,8 +287,9 @@ def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(tmp_path: Pat
         backend.close()
 
 
-def test_greedy_sampling_inside_the_graph_gives_the_same_reply(smollm: LlamaBackend,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_greedy_sampling_inside_the_graph_gives_the_same_reply(
+    smollm: LlamaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # On a GPU a greedy chain runs inside the model's graph; llama.cpp's CPU backend runs the
     # same path, so pretend the model is offloaded and compare with sampling on the host.
     from dataclasses import replace
@@ -303,3 +312,20 @@ def test_greedy_sampling_inside_the_graph_gives_the_same_reply(smollm: LlamaBack
     monkeypatch.undo()
     again, _ = _run(smollm)  # detached again: host sampling still works
     assert [p.token_id for p in again] == [p.token_id for p in expected]
+
+
+def test_a_load_reports_its_progress_to_the_end_and_only_for_its_own_weights(smollm_path: Path) -> None:
+    import asyncio
+
+    from engine.runtime import Engine
+
+    seen: list[int] = []
+
+    async def main() -> None:
+        engine = Engine()
+        await engine.load(lambda: LlamaBackend(smollm_path, n_ctx=256), seen.append)
+        await asyncio.sleep(0.05)  # the last report crosses to the loop
+        await engine.aclose()
+
+    asyncio.run(main())
+    assert len(seen) > 3 and seen == sorted(set(seen)) and seen[-1] == 100, seen  # whole percents, rising, each once

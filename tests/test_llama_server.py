@@ -64,8 +64,9 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(f"default model unavailable: {exc}")
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    child = module_command("llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-                           "--n_ctx", "2048")
+    child = module_command(
+        "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"
+    )
     with log.open("wb") as out:
         proc = subprocess.Popen(child.argv, stdout=out, stderr=subprocess.STDOUT, env=child.env, cwd=child.cwd)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -108,9 +109,24 @@ def test_a_reply_through_ember_chat_lands_in_history(server_url: str, ember_home
     hostport = server_url.split("//", 1)[1].split("/", 1)[0]
     subprocess.run([sys.executable, "-m", "desktop", "network", "allow", hostport], env=env, check=True, timeout=60)
     result = subprocess.run(
-        [sys.executable, "-m", "desktop", "chat", "--events", "--backend", f"openai:{server_url}",
-         "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "desktop",
+            "chat",
+            "--events",
+            "--backend",
+            f"openai:{server_url}",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "12",
+            "What is the capital of France?",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]

@@ -24,25 +24,34 @@ CHECK = (
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code + CHECK], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code + CHECK], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
+    )
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize(
     ("entry", "code"),
     [
-        ("ember chat (the CLI on a llama backend)",
-         "import desktop.cli.main\nargs = desktop.cli.main.parse_args(['chat', 'hi'])\n"
-         "from engine.backends.factory import make_backend, parse_backend_spec\n"
-         "import engine.backends.llama\n"),
-        ("ember bench", "import desktop.cli.cmd_bench\n"),
-        ("the bench's load probe", "import engine.bench.llama\n"),
+        (
+            "ember chat (the CLI on a llama backend)",
+            "import desktop.cli.main\nargs = desktop.cli.main.parse_args(['chat', 'hi'])\n"
+            "from engine.backends.factory import make_backend, parse_backend_spec\n"
+            "import engine.backends.llama\n",
+        ),
+        ("ember bench", "import desktop.cli.cmd_bench\nimport engine.bench.quick\n"),
+        ("ember models optimize (the quality comparison)", "import engine.backends.fast_copy\n"),
+        ("the bench's load probe", "import tests.bench.llama\n"),
         ("the engine's backend", "import engine.backends.llama\n"),
-        ("documents with vectors (an embedder, or a search given a query vector)",
-         "from engine.docs.index import DocIndex\nfrom engine.docs.embed import LlamaEmbedder\n"
-         "import engine.docs.vectors\n"),
-        ("the window's model load (no Qt: the factory the model thread runs)",
-         "from desktop.core.model_choice import choose_model\nimport engine.backends.llama\n"),
+        (
+            "documents with vectors (an embedder, or a search given a query vector)",
+            "from engine.docs.index import DocIndex\nfrom engine.docs.embed import LlamaEmbedder\n"
+            "import engine.docs.vectors\n",
+        ),
+        (
+            "the window's model load (no Qt: the factory the model thread runs)",
+            "from desktop.core.model_choice import choose_model\nimport engine.backends.llama\n",
+        ),
     ],
 )
 def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
@@ -50,6 +59,7 @@ def test_llama_cpp_loads_before_numpy(entry: str, code: str) -> None:
     assert result.returncode == 0, f"{entry}: {result.stderr.strip().splitlines()[-1:]}"
 
 
+@pytest.mark.slow  # starts a process
 def test_nothing_in_ember_imports_numpy_but_llama_cpp() -> None:
     # Start-up is lazy (llama.cpp loads with the model, tests/test_lazy_start.py), so the order
     # holds only if no Ember module brings numpy in by another road. Every module is imported
@@ -73,11 +83,13 @@ def test_nothing_in_ember_imports_numpy_but_llama_cpp() -> None:
         "                raise\n"
         "        assert 'numpy' not in sys.modules, f'{info.name} imported numpy'\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
 
 
+@pytest.mark.slow  # starts a process
 def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
     code = (
         "import sys\nfrom pathlib import Path\nfrom models.gguf.meta import read_metadata\n"
@@ -85,8 +97,9 @@ def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
         "assert meta.quantization == 'Q4_1', meta.quantization\n"
         "assert 'numpy' not in sys.modules and 'gguf' not in sys.modules\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -97,6 +110,7 @@ def test_this_test_session_loaded_llama_cpp_first() -> None:
     assert loaded_before_numpy()
 
 
+@pytest.mark.slow  # starts a process
 def test_the_check_would_catch_numpy_first() -> None:
     result = _run("import numpy\nimport llama_cpp\n")
     assert result.returncode != 0 and "numpy came first" in result.stderr

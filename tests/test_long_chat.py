@@ -39,8 +39,9 @@ def sent_messages(request: Request) -> list[Message]:
     return messages
 
 
-def run_conversation(backend: Any, policy: ContextPolicy, turns: int, max_tokens: int,
-                     answer: Any = None) -> tuple[list[Message], list[tuple[tuple[Message, ...], Request]]]:
+def run_conversation(
+    backend: Any, policy: ContextPolicy, turns: int, max_tokens: int, answer: Any = None
+) -> tuple[list[Message], list[tuple[tuple[Message, ...], Request]]]:
     """Chat `turns` times; return the whole conversation and (policy's messages, request received) per turn."""
     history: list[Message] = [{"role": "system", "content": SYSTEM}]
     seen: list[tuple[tuple[Message, ...], Request]] = []
@@ -68,7 +69,7 @@ def assert_policy_shape(history: list[Message], sent: list[Message], policy: Con
     tail = sent[head:]
     assert tail[0]["role"] == "user"  # never an orphaned answer at the cut
     upto = history.index(sent[-1]) + 1
-    assert tail == history[upto - len(tail):upto]
+    assert tail == history[upto - len(tail) : upto]
 
 
 @pytest.mark.parametrize("policy", [ContextPolicy.TRUNCATE_MIDDLE, ContextPolicy.ROLLING])
@@ -176,10 +177,12 @@ def smollm_512(smollm_path: Path) -> Iterator[Any]:
 
 
 # 60 turns under truncate-middle; rolling moves its window the same way (fewer turns: the CPU is shared).
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("policy", "turns"), [(ContextPolicy.TRUNCATE_MIDDLE, 60), (ContextPolicy.ROLLING, 24)])
-def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(smollm_512: Any, policy: ContextPolicy,
-                                                                        turns: int) -> None:
+def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(
+    smollm_512: Any, policy: ContextPolicy, turns: int
+) -> None:
     backend = Recording(smollm_512)
     history, seen = run_conversation(backend, policy, turns, max_tokens=6)
     for turn, (fitted, request) in enumerate(seen):
@@ -218,8 +221,9 @@ def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> N
 
 def ember(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EMBER_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=180
+    )
 
 
 def _store(home: Path) -> HistoryStore:
@@ -228,8 +232,8 @@ def _store(home: Path) -> HistoryStore:
     return HistoryStore(ember_paths().ensure().history_db)
 
 
-def test_cli_refuses_a_too_long_message_without_storing_it_and_a_stuck_conversation_continues(
-        ember_home: Path) -> None:
+@pytest.mark.slow  # starts a process
+def test_cli_refuses_a_too_long_message_without_storing_it_and_a_stuck_conversation_continues(ember_home: Path) -> None:
     base = ("chat", "--ctx", "512", "--temperature", "0", "--max-tokens", "8")
     first = ember(*base, "Hi there", home=ember_home)
     assert first.returncode == 0, first.stderr

@@ -38,8 +38,12 @@ def test_config_in_the_shape_other_clients_use(tmp_path: Path) -> None:
     assert load_mcp_config(path) == {}
     path.write_text(json.dumps({"mcpServers": {"files": {"command": "srv", "args": ["-x"], "env": {"K": "v"}}}}))
     assert load_mcp_config(path) == {"files": ServerConfig("files", "srv", ("-x",), {"K": "v"})}
-    for bad in ("{", '{"servers": {}}', '{"mcpServers": {"x": {"url": "http://h"}}}',
-                '{"mcpServers": {"x": {"command": "c", "args": "a b"}}}'):
+    for bad in (
+        "{",
+        '{"servers": {}}',
+        '{"mcpServers": {"x": {"url": "http://h"}}}',
+        '{"mcpServers": {"x": {"command": "c", "args": "a b"}}}',
+    ):
         path.write_text(bad)
         with pytest.raises(ConfigError):
             load_mcp_config(path)
@@ -77,8 +81,9 @@ def test_a_hanging_call_times_out_with_one_line_and_the_chat_continues() -> None
     pool = servers("hang", call_timeout_s=1.0)
     try:
         tools = ToolSet(pool.tools_for(["hang"]))
-        backend = ScriptedBackend.from_texts('<tool_call>{"name": "shout", "arguments": {"text": "x"}}</tool_call>',
-                                             "The tool did not answer.")
+        backend = ScriptedBackend.from_texts(
+            '<tool_call>{"name": "shout", "arguments": {"text": "x"}}</tool_call>', "The tool did not answer."
+        )
         runner = TurnRunner(backend, ToolUse(tools, lambda _call: Decision.APPROVE))
         events = list(runner.run(make_request([{"role": "user", "content": "go"}])))
         (result,) = [e for e in events if isinstance(e, ToolResult)]
@@ -113,8 +118,11 @@ def test_cli_chat_with_an_mcp_server(tmp_path: Path, capsys: pytest.CaptureFixtu
     config = ember_paths().ensure().config_dir / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"stub": {"command": sys.executable, "args": [STUB, "ok"]}}}))
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"replies": [
-        ['<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>'], ["It shouted."]]}))
+    script.write_text(
+        json.dumps(
+            {"replies": [['<tool_call>{"name": "shout", "arguments": {"text": "hey"}}</tool_call>'], ["It shouted."]]}
+        )
+    )
     status = main(["chat", "--backend", f"script:{script}", "--tools", "mcp:stub", "--yes", "--events", "go"])
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert status == 0

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,14 +102,24 @@ def relay() -> Iterator[Relay]:
 
 def _run(command: list[str], relay: Relay) -> str:
     env = os.environ | {"DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={relay.path}", "XDG_RUNTIME_DIR": str(relay.dir)}
-    done = subprocess.run([*command, sys.executable, "-c", CLIENT, str(relay.path)], capture_output=True,
-                          text=True, timeout=30, env=env, check=False)
+    done = subprocess.run(
+        [*command, sys.executable, "-c", CLIENT, str(relay.path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
     return done.stdout + done.stderr
 
 
 @pytest.mark.slow
 def test_an_isolated_child_cannot_reach_a_host_unix_socket(relay: Relay) -> None:
     assert "CONNECTED" in _run([], relay)  # the relay works for an ordinary child
+    deadline = time.monotonic() + 10
+    while not relay.received and time.monotonic() < deadline:  # its thread may record it after the child exits
+        time.sleep(0.02)
+    assert relay.received
     relay.received.clear()
     iso = sandbox.isolation()
     if not iso.available:
@@ -139,11 +150,13 @@ def test_a_localhost_subdomain_lookup_is_asked_about(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_without_a_mount_namespace_the_socket_addresses_are_still_unset(relay: Relay,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_mount_namespace_the_socket_addresses_are_still_unset(
+    relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
     works = sandbox._works  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(sandbox, "_works", lambda command: "-cnm" not in command and "-rnm" not in command
-                        and works(command))
+    monkeypatch.setattr(
+        sandbox, "_works", lambda command: "-cnm" not in command and "-rnm" not in command and works(command)
+    )
     sandbox.isolation.cache_clear()
     try:
         iso = sandbox.isolation()

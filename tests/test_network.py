@@ -222,8 +222,9 @@ def test_a_saved_server_is_allowed() -> None:
     assert [a.source for a in view.allowed] == ["saved server 'box'"]
 
 
-def test_the_cli_refuses_a_server_in_one_line_and_records_it(stub: CountingStub,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_server_in_one_line_and_records_it(
+    stub: CountingStub, capsys: pytest.CaptureFixture[str]
+) -> None:
     status = _ember("chat", "--backend", f"openai:{stub.url}", "--max-tokens", "8", "hi")
     err = capsys.readouterr().err
     assert status != 0
@@ -260,8 +261,9 @@ def _dial_from_mcp_server(port: int) -> tuple[str, str]:
         pool.close()
 
 
-needs_netns = pytest.mark.skipif(not network_guard.isolation().available,
-                                 reason=f"not enforceable here: {network_guard.isolation().how}")
+needs_netns = pytest.mark.skipif(
+    not network_guard.isolation().available, reason=f"not enforceable here: {network_guard.isolation().how}"
+)
 
 
 @pytest.mark.slow

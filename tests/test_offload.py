@@ -21,7 +21,7 @@ def test_a_small_model_goes_wholly_to_a_big_gpu(smollm_path: Path) -> None:
     meta = read_metadata(smollm_path)
     placement = plan(-1, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"])
     assert placement.n_gpu_layers == -1 and placement.offloaded == meta.block_count
-    assert placement.summary() == f"GPU · {meta.block_count}/{meta.block_count} layers · NVIDIA H200"
+    assert placement.summary() == f"GPU · CUDA · {meta.block_count}/{meta.block_count} layers · NVIDIA H200"
 
 
 def test_a_model_too_big_for_the_card_gets_the_layers_that_fit(smollm_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_a_model_too_big_for_the_card_gets_the_layers_that_fit(smollm_path: Path
     fit = layers_that_fit(meta, 4096, small.free_bytes)
     assert 0 < fit < 8  # the headroom and the KV cache come off the top
     placement = plan(-1, meta, 4096, supported=True, gpus=[small], gpu_backends=["CUDA"])
-    assert placement.summary() == f"GPU · {fit}/30 layers · Small GPU"
+    assert placement.summary() == f"GPU · CUDA · {fit}/30 layers · Small GPU"
 
 
 def test_the_kv_cache_at_the_chosen_context_counts(smollm_path: Path) -> None:
@@ -47,12 +47,15 @@ def test_nothing_fits_means_the_cpu_with_a_reason(smollm_path: Path) -> None:
 
 def test_the_settings_and_the_build_decide_before_memory(smollm_path: Path) -> None:
     meta = read_metadata(smollm_path)
-    assert plan(0, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"]).summary() == \
-        "CPU · GPU off in this model's settings"
-    assert plan(-1, meta, 4096, supported=False, gpus=[], gpu_backends=[]).summary() == \
-        "CPU · this build has no GPU support"
-    assert plan(-1, meta, 4096, supported=False, gpus=[], gpu_backends=["CUDA"]).summary() == \
-        "CPU · no GPU found"
+    assert (
+        plan(0, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"]).summary()
+        == "CPU · GPU off in this model's settings"
+    )
+    assert (
+        plan(-1, meta, 4096, supported=False, gpus=[], gpu_backends=[]).summary()
+        == "CPU · this build has no GPU support"
+    )
+    assert plan(-1, meta, 4096, supported=False, gpus=[], gpu_backends=["CUDA"]).summary() == "CPU · no GPU found"
     assert plan(12, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"]).offloaded == 12
 
 
@@ -60,8 +63,11 @@ def test_a_failed_gpu_load_retries_with_half_the_layers_then_the_cpu(smollm_path
     meta = read_metadata(smollm_path)
     first = plan(-1, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"])
     steps = [p.summary() for p in fallbacks(first, [H200])]
-    assert steps == ["GPU · 30/30 layers · NVIDIA H200", "GPU · 15/30 layers · NVIDIA H200",
-                     "CPU · the GPU load failed"]
+    assert steps == [
+        "GPU · CUDA · 30/30 layers · NVIDIA H200",
+        "GPU · CUDA · 15/30 layers · NVIDIA H200",
+        "CPU · the GPU load failed",
+    ]
     cpu = plan(0, meta, 4096, supported=True, gpus=[H200], gpu_backends=["CUDA"])
     assert fallbacks(cpu, []) == [cpu]
 

@@ -60,8 +60,6 @@ def _texts(pieces: list[Piece]) -> list[str]:
     return [p.text for p in pieces]
 
 
-
-
 def _stub(stubs: list[StubServer], *replies: Reply) -> StubServer:
     stub = StubServer(replies).start()
     stubs.append(stub)

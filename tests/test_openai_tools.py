@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sse_stub import DONE, Reply, StubServer, chunk, sse
@@ -28,8 +29,15 @@ def call_delta(index: int, *, name: str | None = None, arguments: str = "", call
 
 
 def test_structured_calls_run_and_results_go_back_as_tool_messages(stubs: list[StubServer]) -> None:
-    first = Reply([call_delta(0, name="calculator", call_id="x1"), call_delta(0, arguments='{"expres'),
-                   call_delta(0, arguments='sion": "6*7"}'), chunk(finish="tool_calls"), DONE])
+    first = Reply(
+        [
+            call_delta(0, name="calculator", call_id="x1"),
+            call_delta(0, arguments='{"expres'),
+            call_delta(0, arguments='sion": "6*7"}'),
+            chunk(finish="tool_calls"),
+            DONE,
+        ]
+    )
     stub = StubServer([first, Reply([chunk("It is 42."), chunk(finish="stop"), DONE])]).start()
     stubs.append(stub)
     runner = TurnRunner(OpenAIBackend(stub.url), ToolUse(ToolSet([calculator_tool()]), lambda _c: Decision.APPROVE))
@@ -50,8 +58,9 @@ def test_without_tools_offered_structured_calls_are_still_dropped(stubs: list[St
 
     stub = StubServer([Reply([chunk("a"), call_delta(0, name="f", arguments="{}"), DONE])]).start()
     stubs.append(stub)
-    pieces = list(OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(),
-                                                 StreamInfo()))
+    pieces = list(
+        OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(), StreamInfo())
+    )
     assert [p.text for p in pieces] == ["a"]
 
 
@@ -106,11 +115,16 @@ def test_many_fragments_assemble_in_linear_time() -> None:
     assert large < 30 * small + 0.5  # 10x the fragments; quadratic joining would be about 100x
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=150, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
-                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
-                    max_leaves=25),
-       st.integers(1, 7))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
+        max_leaves=25,
+    ),
+    st.integers(1, 7),
+)
 def test_any_argument_shape_in_any_fragmentation_is_a_call_or_stripped(arguments: object, pieces: int) -> None:
     from engine.backends.openai_tools import ToolCallDeltas
     from engine.reply.tool_call_parsers import CallSyntaxError
@@ -122,7 +136,7 @@ def test_any_argument_shape_in_any_fragmentation_is_a_call_or_stripped(arguments
     deltas.wanted = True
     deltas.add([{"index": 0, "function": {"name": "calculator"}}])
     for i in range(0, len(text), step):
-        deltas.add([{"index": 0, "function": {"arguments": text[i:i + step]}}])
+        deltas.add([{"index": 0, "function": {"arguments": text[i : i + step]}}])
     (piece,) = deltas.pieces()
     try:
         (call,) = parse_span("hermes", piece.text)
@@ -143,6 +157,7 @@ def test_a_stream_chunk_nested_100000_deep_is_skipped_as_malformed(stubs: list[S
     deep = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
     stub = StubServer([Reply([deep, chunk("fine."), chunk(finish="stop"), DONE])]).start()
     stubs.append(stub)
-    pieces = list(OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(),
-                                                 StreamInfo()))
+    pieces = list(
+        OpenAIBackend(stub.url).stream(make_request([{"role": "user", "content": "x"}]), CancelToken(), StreamInfo())
+    )
     assert "".join(p.text for p in pieces) == "fine."

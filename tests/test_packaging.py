@@ -58,6 +58,7 @@ def test_desktop_entry_and_metainfo_agree() -> None:
     assert component.findtext("provides/binary") == "ember"
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.skipif(shutil.which("desktop-file-validate") is None, reason="desktop-file-utils is not installed")
 def test_desktop_entry_validates() -> None:
     result = subprocess.run(
@@ -66,6 +67,7 @@ def test_desktop_entry_validates() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.skipif(shutil.which("appstreamcli") is None, reason="appstream is not installed")
 def test_metainfo_validates() -> None:
     result = subprocess.run(
@@ -76,12 +78,14 @@ def test_metainfo_validates() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("script", ["build.sh", "smoke.sh", "install-linux.sh", "prereqs.sh"])
+@pytest.mark.slow  # starts a process
+@pytest.mark.parametrize("script", ["build.sh", "smoke.sh", "install-linux.sh", "prereqs.sh", "vulkan-module.sh"])
 def test_shell_scripts_parse(script: str) -> None:
     result = subprocess.run(["bash", "-n", str(PACKAGING / script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_install_linux_puts_entry_metainfo_and_icons_under_prefix(tmp_path: Path) -> None:
     app = tmp_path / "app"
     app.mkdir()
@@ -136,8 +140,9 @@ def frozen_app() -> Path:
     prereqs = subprocess.run(["bash", str(PACKAGING / "prereqs.sh")], capture_output=True, text=True)
     if prereqs.returncode != 0:
         pytest.fail(prereqs.stderr.strip(), pytrace=False)
-    build = subprocess.run(["bash", str(PACKAGING / "build.sh")], cwd=ROOT, capture_output=True, text=True,
-                           timeout=1500)
+    build = subprocess.run(
+        ["bash", str(PACKAGING / "build.sh")], cwd=ROOT, capture_output=True, text=True, timeout=1500
+    )
     assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-6000:]
     return ROOT / "dist" / "ember"
 
@@ -156,11 +161,16 @@ import desktop.qt.app, engine.tools.mcp_client, mcp.client.stdio  # the window a
 
 
 def _frozen(app: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "QT_QPA_PLATFORM": "offscreen",
-           "EMBER_HOME": str(ROOT / "build" / "frozen-test-home")}
+    env = {
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PATH": "/usr/bin:/bin",
+        "QT_QPA_PLATFORM": "offscreen",
+        "EMBER_HOME": str(ROOT / "build" / "frozen-test-home"),
+    }
     return subprocess.run([str(app / "ember"), *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
 def test_the_frozen_app_imports_every_subcommand(frozen_app: Path) -> None:
@@ -172,14 +182,23 @@ def test_the_frozen_app_imports_every_subcommand(frozen_app: Path) -> None:
         assert helped.returncode == 0 and "usage: ember " + name in helped.stdout, helped.stdout + helped.stderr
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.packaging
 @pytest.mark.timeout(1800)
 def test_the_frozen_app_passes_the_smoke_check(frozen_app: Path) -> None:
     SMOKE_LOG.parent.mkdir(parents=True, exist_ok=True)
-    smoke = subprocess.run(["bash", str(PACKAGING / "smoke.sh"), str(frozen_app)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=900)
+    smoke = subprocess.run(
+        ["bash", str(PACKAGING / "smoke.sh"), str(frozen_app)], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
     SMOKE_LOG.write_text(smoke.stdout + smoke.stderr)  # .ci/run prints it
     assert smoke.returncode == 0, smoke.stdout[-6000:] + smoke.stderr[-3000:]
-    for check in ("PASS  --version", "PASS  imports", "PASS  chat", "PASS  tools", "PASS  history list",
-                  "PASS  doctor --network", "PASS  window on X"):
+    for check in (
+        "PASS  --version",
+        "PASS  imports",
+        "PASS  chat",
+        "PASS  tools",
+        "PASS  history list",
+        "PASS  doctor --network",
+        "PASS  window on X",
+    ):
         assert check in smoke.stdout, smoke.stdout

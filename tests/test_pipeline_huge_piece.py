@@ -24,7 +24,7 @@ def _run(pieces: list[str]) -> tuple[str, str]:
 def test_one_huge_piece_equals_the_same_text_in_small_pieces(parts: list[str], pad: int) -> None:
     # Padding moves the markers across the slice boundaries.
     text = "p" * pad + "".join(parts) + "q" * MAX_PIECE_CHARS
-    small = [text[i:i + 7] for i in range(0, len(text), 7)]
+    small = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert _run([text]) == _run(small)
 
 

@@ -23,7 +23,7 @@ LDD_MISSING = """\
 LDD_OK = "\tlibxcb-icccm.so.4 => /lib/libxcb-icccm.so.4 (0x7f)\n"
 DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12"\nID=debian\n'
 UBUNTU = "ID=ubuntu\nID_LIKE=debian\n"
-FEDORA = 'ID=fedora\n'
+FEDORA = "ID=fedora\n"
 ARCH = "ID=arch\n"
 
 
@@ -39,12 +39,12 @@ def fake_ldd(output: str, seen: list[Path] | None = None):
         if seen is not None:
             seen.append(path)
         return output
+
     return ldd
 
 
 def test_missing_xcb_libraries_are_named_once_with_the_debian_packages(plugins: Path) -> None:
-    problem = platform_problem({"DISPLAY": ":0"}, ldd=fake_ldd(LDD_MISSING), os_release=UBUNTU,
-                               plugin_dir=plugins)
+    problem = platform_problem({"DISPLAY": ":0"}, ldd=fake_ldd(LDD_MISSING), os_release=UBUNTU, plugin_dir=plugins)
     assert problem is not None
     assert problem.missing == ("libxcb-icccm.so.4", "libxcb-keysyms.so.1")
     assert problem.packages == ("libxcb-icccm4", "libxcb-keysyms1")
@@ -53,10 +53,13 @@ def test_missing_xcb_libraries_are_named_once_with_the_debian_packages(plugins: 
     assert "`ember chat` works without a display" in problem.message
 
 
-@pytest.mark.parametrize(("release", "command"), [
-    (FEDORA, "sudo dnf install xcb-util-wm xcb-util-keysyms"),
-    (ARCH, "sudo pacman -S xcb-util-wm xcb-util-keysyms"),
-])
+@pytest.mark.parametrize(
+    ("release", "command"),
+    [
+        (FEDORA, "sudo dnf install xcb-util-wm xcb-util-keysyms"),
+        (ARCH, "sudo pacman -S xcb-util-wm xcb-util-keysyms"),
+    ],
+)
 def test_other_distributions_get_their_own_package_names(plugins: Path, release: str, command: str) -> None:
     problem = platform_problem({"DISPLAY": ":0"}, ldd=fake_ldd(LDD_MISSING), os_release=release, plugin_dir=plugins)
     assert problem is not None
@@ -64,8 +67,9 @@ def test_other_distributions_get_their_own_package_names(plugins: Path, release:
 
 
 def test_an_unknown_distribution_still_names_the_libraries(plugins: Path) -> None:
-    problem = platform_problem({"DISPLAY": ":0"}, ldd=fake_ldd(LDD_MISSING), os_release="ID=gentoo\n",
-                               plugin_dir=plugins)
+    problem = platform_problem(
+        {"DISPLAY": ":0"}, ldd=fake_ldd(LDD_MISSING), os_release="ID=gentoo\n", plugin_dir=plugins
+    )
     assert problem is not None
     assert problem.install == ""
     assert "libxcb-icccm.so.4, libxcb-keysyms.so.1" in problem.message
@@ -87,8 +91,9 @@ def test_a_complete_plugin_and_offscreen_are_fine(plugins: Path) -> None:
 def test_no_display_says_so_and_points_at_ember_chat(plugins: Path) -> None:
     problem = platform_problem({}, ldd=fake_ldd(LDD_OK), os_release=DEBIAN, plugin_dir=plugins)
     assert problem is not None
-    assert problem.message == ("ember: no display to open the window on (DISPLAY is not set); "
-                               "`ember chat` works without a display.")
+    assert problem.message == (
+        "ember: no display to open the window on (DISPLAY is not set); `ember chat` works without a display."
+    )
 
 
 def test_wayland_session_falls_back_to_a_working_xcb(plugins: Path) -> None:
@@ -108,8 +113,9 @@ def test_doctor_line_reports_ok_on_offscreen() -> None:
 @pytest.mark.slow
 def test_ember_without_a_display_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "EMBER_HOME": str(tmp_path / "ember")}
-    done = subprocess.run([sys.executable, "-m", "desktop"], env=env, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "desktop"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

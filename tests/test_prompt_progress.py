@@ -56,8 +56,11 @@ def test_a_prompt_within_one_batch_reports_nothing(smollm: LlamaBackend) -> None
 @pytest.mark.slow
 def test_only_the_new_tail_counts(reader: LlamaBackend) -> None:
     list(reader.stream(_request(), CancelToken(), StreamInfo()))
-    again = [p for p in reader.stream(_request(LONG + " Answer in one word."), CancelToken(), StreamInfo())
-             if isinstance(p, PromptProgress)]
+    again = [
+        p
+        for p in reader.stream(_request(LONG + " Answer in one word."), CancelToken(), StreamInfo())
+        if isinstance(p, PromptProgress)
+    ]
     assert again == []  # the cached prefix is not read again: the tail fits one batch
 
 
@@ -103,8 +106,10 @@ def test_ember_chat_events_prints_progress_lines(capsys: pytest.CaptureFixture[s
     args = build_parser().parse_args(["chat", "--events", "x"])
     assert _print_turn(TurnRunner(_Reading()).run(_request("x")), args) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert lines[:2] == [{"type": "progress", "done": 0, "total": 1000},
-                         {"type": "progress", "done": 512, "total": 1000}]
+    assert lines[:2] == [
+        {"type": "progress", "done": 0, "total": 1000},
+        {"type": "progress", "done": 512, "total": 1000},
+    ]
     assert [line["type"] for line in lines[2:]] == ["content", "content", "done"]
 
 
@@ -117,6 +122,7 @@ def test_plain_output_leaves_progress_out(capsys: pytest.CaptureFixture[str]) ->
 
 def test_a_script_can_report_reading_a_long_prompt() -> None:
     from engine.backends.scripted import ScriptedBackend, parse_script
+
     script = {"replies": [[{"progress": [0, 1600]}, {"progress": [720, 1600]}, "Read."]]}
     events: list[Event] = list(TurnRunner(ScriptedBackend(parse_script(script))).run(_request("x")))
     assert events[:2] == [PromptProgress(0, 1600), PromptProgress(720, 1600)]

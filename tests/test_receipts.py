@@ -32,13 +32,17 @@ def _reply(store: HistoryStore, conversation_id: int) -> Any:
 
 def test_the_llama_backend_fills_a_receipt(smollm: Any, smollm_path: Path) -> None:
     info = StreamInfo()
-    request = Request(messages=({"role": "user", "content": "Hi"},), sampling=Sampling(temperature=0.0, seed=None),
-                      max_tokens=6)
+    request = Request(
+        messages=({"role": "user", "content": "Hi"},), sampling=Sampling(temperature=0.0, seed=None), max_tokens=6
+    )
     ids = [p.token_id for p in smollm.stream(request, CancelToken(), info) if p.token_id is not None]
     r = info.receipt
     assert r["backend"] == "llama.cpp"
-    assert r["model"] == {"file": smollm_path.name, "bytes": smollm_path.stat().st_size,
-                          "sha256": file_sha256(smollm_path)}
+    assert r["model"] == {
+        "file": smollm_path.name,
+        "bytes": smollm_path.stat().st_size,
+        "sha256": file_sha256(smollm_path),
+    }
     assert len(r["chat_template_sha256"]) == 64
     assert isinstance(r["seed"], int)  # no seed asked for: the one drawn is recorded
     assert r["sampling"]["temperature"] == 0.0 and "seed" not in r["sampling"]
@@ -64,8 +68,9 @@ def test_a_model_file_is_hashed_once_and_again_only_when_it_changes(tmp_path: Pa
 
 @pytest.mark.timeout(900)  # three model loads and replies: minutes on a loaded 2-core machine
 def test_a_greedy_reply_round_trips_and_reproduces_token_for_token(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = _ember(capsys, "chat", "--temperature", "0", "--max-tokens", "12", "--ctx", "1024",
-                            "Name a colour.")
+    status, _, err = _ember(
+        capsys, "chat", "--temperature", "0", "--max-tokens", "12", "--ctx", "1024", "Name a colour."
+    )
     assert status == 0, err
     with HistoryStore(ember_paths().history_db) as store:
         reply = _reply(store, 1)
@@ -101,8 +106,13 @@ def test_what_cannot_be_reproduced_says_why_in_one_line(capsys: pytest.CaptureFi
         store.add_message(conv.id, "assistant", "hello", parent_id=user, stats={"tokens": 1})
         remote = store.create_conversation(title="r")
         user = store.add_message(remote.id, "user", "hi", parent_id=None)
-        store.add_message(remote.id, "assistant", "hello", parent_id=user,
-                          stats={"receipt": {"backend": "openai-compatible", "server": "h:1"}})
+        store.add_message(
+            remote.id,
+            "assistant",
+            "hello",
+            parent_id=user,
+            stats={"receipt": {"backend": "openai-compatible", "server": "h:1"}},
+        )
     status, _, err = _ember(capsys, "history", "show", str(conv.id), "--reproduce")
     assert status == 2 and "has no receipt" in err and err.count("\n") == 1
     status, _, err = _ember(capsys, "history", "show", str(remote.id), "--reproduce")

@@ -89,8 +89,9 @@ def test_the_user_message_is_committed_before_generation(db: Path, store: Histor
     assert store.conversation(conv).title == "How far is the Moon?"
 
 
-def test_the_reply_is_written_on_the_first_delta_then_about_once_a_second(db: Path, store: HistoryStore,
-                                                                          conv: int) -> None:
+def test_the_reply_is_written_on_the_first_delta_then_about_once_a_second(
+    db: Path, store: HistoryStore, conv: int
+) -> None:
     clock = FakeClock()
     recorder = TurnRecorder(store, conv, clock=clock, flush_interval_s=1.0)
     recorder.begin("hi")
@@ -128,8 +129,14 @@ def test_a_completed_turn_is_recorded_once(db: Path, store: HistoryStore, conv: 
 def test_recovery_resets_the_reply_in_progress(db: Path, store: HistoryStore, conv: int) -> None:
     recorder = TurnRecorder(store, conv)
     recorder.begin("hi")
-    feed(recorder, ThinkingDelta("first try"), ContentDelta("  "), Recovery("empty_reply"), ContentDelta("Answer."),
-         TurnDone(TurnStats(attempts=2)))
+    feed(
+        recorder,
+        ThinkingDelta("first try"),
+        ContentDelta("  "),
+        Recovery("empty_reply"),
+        ContentDelta("Answer."),
+        TurnDone(TurnStats(attempts=2)),
+    )
     assert assistant_rows(db) == [("Answer.", "", "complete")]
     assert store.turns(conv)[0].attempts == 2
 
@@ -192,8 +199,9 @@ def test_stop_before_any_text_leaves_the_question(db: Path, store: HistoryStore,
     cancel.cancel()
     recorder = TurnRecorder(store, conv)
     recorder.begin("count")
-    for _ in recorded(TurnRunner(ScriptedBackend.from_texts("one")).run(make_request(prompt(recorder)),
-                                                                       cancel), recorder):
+    for _ in recorded(
+        TurnRunner(ScriptedBackend.from_texts("one")).run(make_request(prompt(recorder)), cancel), recorder
+    ):
         pass
     assert assistant_rows(db) == []
     assert store.turns(conv)[0].outcome == "stopped"
@@ -273,8 +281,9 @@ def test_prompt_messages_follow_the_branch(store: HistoryStore) -> None:
     assert branch_messages(path, system="Override.")[0] == {"role": "system", "content": "Override."}
 
 
-def test_a_failing_write_never_stops_the_reply(db: Path, store: HistoryStore, conv: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_write_never_stops_the_reply(
+    db: Path, store: HistoryStore, conv: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = FakeClock()
     recorder = TurnRecorder(store, conv, clock=clock)
     recorder.begin("hi")

@@ -38,8 +38,13 @@ def _sha(text: str) -> str:
 def test_a_reply_read_after_prompt_progress_reproduces(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF weights")
-    receipt = {"backend": "llama.cpp", "model": {"file": "m.gguf", "sha256": file_sha256(model)},
-               "prompt": {"sha256": "p"}, "reply": {"tokens": 1, "sha256": _sha(REPLY)}, "max_tokens": 4}
+    receipt = {
+        "backend": "llama.cpp",
+        "model": {"file": "m.gguf", "sha256": file_sha256(model)},
+        "prompt": {"sha256": "p"},
+        "reply": {"tokens": 1, "sha256": _sha(REPLY)},
+        "max_tokens": 4,
+    }
     with HistoryStore(tmp_path / "h.db") as store:
         conv = store.create_conversation(title="t")
         user = store.add_message(conv.id, "user", "long question", parent_id=None)

@@ -363,6 +363,7 @@ def chunked(draw: st.DrawFn, text_strategy: st.SearchStrategy[str]) -> tuple[str
     return text, cut(text, points)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @given(chunked(rich_text))
 @settings(max_examples=200, deadline=None)
 def test_any_chunking_gives_the_one_shot_output(case: tuple[str, list[str]]) -> None:
@@ -412,6 +413,7 @@ def scaffolded_reply(draw: st.DrawFn) -> list[Segment]:
     return segments
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @given(scaffolded_reply(), st.data())
 @settings(max_examples=150, deadline=None)
 def test_scaffolding_never_reaches_the_output(segments: list[Segment], data: st.DataObject) -> None:
@@ -426,6 +428,7 @@ def test_scaffolding_never_reaches_the_output(segments: list[Segment], data: st.
 _MARKER_SPLIT = re.compile("(" + "|".join(map(re.escape, sorted(registry_markers(), key=len, reverse=True))) + ")")
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @given(scaffolded_reply(), st.data())
 @settings(max_examples=120, deadline=None)
 def test_special_tokens_and_spelled_out_markers_look_the_same(segments: list[Segment], data: st.DataObject) -> None:

@@ -40,8 +40,9 @@ def _bounded(call: Any) -> tuple[Any, float]:
     return call(), time.monotonic() - start
 
 
-@pytest.mark.parametrize(("schema", "reply"), [(SENTENCE_SCHEMA, SENTENCE), (AS_SCHEMA, AS_REPLY)],
-                         ids=["SV-16 sentence", "SV-17 a-run"])
+@pytest.mark.parametrize(
+    ("schema", "reply"), [(SENTENCE_SCHEMA, SENTENCE), (AS_SCHEMA, AS_REPLY)], ids=["SV-16 sentence", "SV-17 a-run"]
+)
 def test_the_reports_patterns_are_checked_quickly(schema: dict[str, Any], reply: str) -> None:
     validator = compile_schema(schema)
 
@@ -55,6 +56,7 @@ def test_the_reports_patterns_are_checked_quickly(schema: dict[str, Any], reply:
     assert took < HANG_S
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_check_past_its_budget_is_one_line_and_lets_other_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the compile-time probes cannot foresee (here: no probes) is cut at the reply's budget."""
     monkeypatch.setattr(schema_patterns, "_PROBES", ())
@@ -81,26 +83,36 @@ def test_a_check_past_its_budget_is_one_line_and_lets_other_threads_run(monkeypa
 
 
 def test_pattern_properties_keep_their_meaning() -> None:
-    validator = compile_schema({"type": "object", "properties": {"id": {"type": "integer"}},
-                                "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False})
+    validator = compile_schema(
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "patternProperties": {"^x_": {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    )
     assert parse_reply('{"id": 1, "x_a": 2}', validator) == {"id": 1, "x_a": 2}
     with pytest.raises(ReplyError, match="'y' does not match any of the regexes: '\\^x_'"):
         parse_reply('{"y": 1}', validator)
     with pytest.raises(ReplyError, match="is not of type 'integer'"):
         parse_reply('{"x_a": "two"}', validator)
-    typed = compile_schema({"type": "object", "patternProperties": {"^n": {"type": "number"}},
-                            "additionalProperties": {"type": "string"}})
+    typed = compile_schema(
+        {"type": "object", "patternProperties": {"^n": {"type": "number"}}, "additionalProperties": {"type": "string"}}
+    )
     assert parse_reply('{"n1": 1, "s": "x"}', typed) == {"n1": 1, "s": "x"}
     with pytest.raises(ReplyError):
         parse_reply('{"s": 5}', typed)
 
 
-@pytest.mark.parametrize(("schema", "why"), [
-    ({"type": "string", "pattern": "(a"}, "does not compile"),
-    ({"type": "string", "pattern": "a" * 5000}, "characters long"),
-    ({"type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False}, "unevaluatedProperties"),
-    ({"type": "string", "pattern": "^(a|aa)+$"}, "too costly to check"),
-])
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"type": "string", "pattern": "(a"}, "does not compile"),
+        ({"type": "string", "pattern": "a" * 5000}, "characters long"),
+        ({"type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False}, "unevaluatedProperties"),
+        ({"type": "string", "pattern": "^(a|aa)+$"}, "too costly to check"),
+    ],
+)
 def test_unusable_patterns_are_refused_before_any_work(schema: dict[str, Any], why: str) -> None:
     with pytest.raises(ConfigError) as refused:
         _bounded(lambda: compile_schema(schema))
@@ -116,10 +128,17 @@ def test_probing_is_short() -> None:
 
 
 def _ember(*args: str, home: Path, timeout: float = HANG_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "desktop", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout, env={**os.environ, "EMBER_HOME": str(home)})
+    return subprocess.run(
+        [sys.executable, "-m", "desktop", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env={**os.environ, "EMBER_HOME": str(home)},
+    )
 
 
+@pytest.mark.slow  # starts a process
 def test_chat_schema_over_a_remote_server_ends(tmp_path: Path, ember_home: Path, stubs: list[StubServer]) -> None:
     """SV-17: the remote reply misses `^(a+)+$`; every attempt is refused quickly, then one line."""
     reply = Reply([chunk('{"a": "' + "a" * 38 + '!"}'), chunk(finish="stop"), DONE])
@@ -128,8 +147,9 @@ def test_chat_schema_over_a_remote_server_ends(tmp_path: Path, ember_home: Path,
     schema = tmp_path / "redos.json"
     schema.write_text(json.dumps(AS_SCHEMA))
     assert _ember("network", "allow", stub.host, home=ember_home).returncode == 0
-    done = _ember("chat", "--backend", f"openai:{stub.url}", "--schema", str(schema), "--no-history", "x",
-                  home=ember_home)
+    done = _ember(
+        "chat", "--backend", f"openai:{stub.url}", "--schema", str(schema), "--no-history", "x", home=ember_home
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 3 and lines[-1].startswith("ember: no valid JSON after 3 attempts"), done.stderr
@@ -137,21 +157,28 @@ def test_chat_schema_over_a_remote_server_ends(tmp_path: Path, ember_home: Path,
     assert len(stub.requests) == 3
 
 
+@pytest.mark.slow  # starts a process
 def test_serve_answers_a_pattern_request_and_then_stops(tmp_path: Path, ember_home: Path) -> None:
     """SV-16: the catastrophic pattern costs one quick refusal; the next client is served; SIGTERM stops it."""
     script = tmp_path / "redos.json"
     script.write_text(json.dumps({"replies": [[SENTENCE], ["x"], ["x"], ["hello"]]}))
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
-                            cwd=ROOT, env={**os.environ, "EMBER_HOME": str(ember_home)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
+        cwd=ROOT,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
         assert match
         url = match.group(1) + "/chat/completions"
         fmt = {"type": "json_schema", "json_schema": {"name": "r", "schema": SENTENCE_SCHEMA}}
-        first = httpx.post(url, json={"messages": [{"role": "user", "content": "x"}], "response_format": fmt},
-                           timeout=HANG_S)
+        first = httpx.post(
+            url, json={"messages": [{"role": "user", "content": "x"}], "response_format": fmt}, timeout=HANG_S
+        )
         assert first.status_code != 200 or "choices" in first.json()
         second = httpx.post(url, json={"messages": [{"role": "user", "content": "hi"}]}, timeout=HANG_S)
         assert second.status_code == 200 and second.json()["choices"][0]["message"]["content"] == "hello"

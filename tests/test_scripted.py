@@ -53,7 +53,16 @@ def test_running_out_names_the_script(tmp_path: Path) -> None:
         _stream(backend)
 
 
-@pytest.mark.parametrize("content", ["{", '{"replies": 3}', '{"replies": [[7]]}', '{"replies": ["x"]}'])
+def test_a_script_may_name_a_context_size(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"replies": [["ok"]], "n_ctx": 8192}))
+    assert ScriptedBackend.from_file(script).n_ctx == 8192
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{", '{"replies": 3}', '{"replies": [[7]]}', '{"replies": ["x"]}', '{"replies": [], "n_ctx": "big"}'],
+)
 def test_bad_scripts_are_config_errors(tmp_path: Path, content: str) -> None:
     script = tmp_path / "bad.json"
     script.write_text(content)

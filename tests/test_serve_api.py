@@ -14,9 +14,16 @@ from desktop.serve.record import ApiHistory
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
 
-TOOLS: list[Any] = [{"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
@@ -42,8 +49,9 @@ def test_models_lists_the_served_model(served: list[Served]) -> None:
 
 def test_a_chat_completion_answers_with_content_and_usage(served: list[Served]) -> None:
     client, backend = _scripted(served, ["Hello", " there."])
-    reply = client.chat.completions.create(model="anything", messages=HI, temperature=0.5, top_p=0.9, seed=7,
-                                           max_tokens=32)
+    reply = client.chat.completions.create(
+        model="anything", messages=HI, temperature=0.5, top_p=0.9, seed=7, max_tokens=32
+    )
     choice = reply.choices[0]
     assert choice.message.content == "Hello there."
     assert choice.finish_reason == "stop"
@@ -57,8 +65,9 @@ def test_a_chat_completion_answers_with_content_and_usage(served: list[Served]) 
 
 def test_a_streamed_completion_ends_with_done_and_usage_when_asked(served: list[Served]) -> None:
     client, _ = _scripted(served, ["One", " two", " three."])
-    chunks = list(client.chat.completions.create(model="m", messages=HI, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(model="m", messages=HI, stream=True, stream_options={"include_usage": True})
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "One two three."
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -74,8 +83,9 @@ def test_no_usage_chunk_unless_asked(served: list[Served]) -> None:
 
 
 def test_reasoning_goes_to_reasoning_content_never_content(served: list[Served]) -> None:
-    client, _ = _scripted(served, ["<think>", "Let me think.", "</think>", "The answer is 4."],
-                          ["<think>", "Hmm.", "</think>", "Four."])
+    client, _ = _scripted(
+        served, ["<think>", "Let me think.", "</think>", "The answer is 4."], ["<think>", "Hmm.", "</think>", "Four."]
+    )
     reply = client.chat.completions.create(model="m", messages=HI)
     message = reply.choices[0].message
     assert message.content == "The answer is 4."
@@ -87,8 +97,9 @@ def test_reasoning_goes_to_reasoning_content_never_content(served: list[Served])
 
 
 def test_tool_markup_arrives_as_tool_calls_never_as_text(served: list[Served]) -> None:
-    client, backend = _scripted(served, ["<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}',
-                                         "\n</tool_call>"])
+    client, backend = _scripted(
+        served, ["<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}', "\n</tool_call>"]
+    )
     reply = client.chat.completions.create(model="m", messages=HI, tools=TOOLS)
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -102,8 +113,9 @@ def test_tool_markup_arrives_as_tool_calls_never_as_text(served: list[Served]) -
 
 
 def test_streamed_tool_calls_and_mistral_markup(served: list[Served]) -> None:
-    client, _ = _scripted(served, ["Checking. ", "[TOOL_CALLS]",
-                                   '[{"name": "get_weather", "arguments": {"city": "Oslo"}}]'])
+    client, _ = _scripted(
+        served, ["Checking. ", "[TOOL_CALLS]", '[{"name": "get_weather", "arguments": {"city": "Oslo"}}]']
+    )
     chunks = list(client.chat.completions.create(model="m", messages=HI, tools=TOOLS, stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     text = "".join(d.content or "" for d in deltas)
@@ -118,9 +130,17 @@ def test_a_tool_result_goes_back_through_the_template(served: list[Served]) -> N
     client, backend = _scripted(served, "It is sunny in Paris.")
     messages: list[Any] = [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
     reply = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
@@ -131,10 +151,11 @@ def test_a_tool_result_goes_back_through_the_template(served: list[Served]) -> N
 
 
 def test_a_call_to_a_tool_not_offered_is_stripped_not_shown(served: list[Served]) -> None:
-    client, _ = _scripted(served, '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>', "Sorry, I can't.")
+    client, backend = _scripted(served, '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>', "Sorry.")
     reply = client.chat.completions.create(model="m", messages=HI, tools=TOOLS)
-    assert reply.choices[0].message.content == "Sorry, I can't."  # the recovery answer; no markup, no call
+    assert reply.choices[0].message.content == ""  # no markup, no call
     assert not reply.choices[0].message.tool_calls
+    assert len(backend.requests) == 1  # the request is the prompt: no recovery round re-prompts the model
 
 
 def test_tool_choice_none_offers_no_tools(served: list[Served]) -> None:
@@ -145,18 +166,23 @@ def test_tool_choice_none_offers_no_tools(served: list[Served]) -> None:
 
 def test_json_schema_is_validated_with_a_bounded_retry(served: list[Served]) -> None:
     client, backend = _scripted(served, '{"name": "Ada"}', '{"name": "Ada", "age": 36}')
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
     reply = client.chat.completions.create(
-        model="m", messages=HI, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}})
+        model="m", messages=HI, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}
+    )
     assert json.loads(reply.choices[0].message.content or "") == {"name": "Ada", "age": 36}
     assert len(backend.requests) == 2 and backend.requests[0].schema == schema
 
 
 def test_json_object_streams_the_value(served: list[Served]) -> None:
     client, _ = _scripted(served, ['{"ok": ', "true}"])
-    chunks = list(client.chat.completions.create(model="m", messages=HI, stream=True,
-                                                 response_format={"type": "json_object"}))
+    chunks = list(
+        client.chat.completions.create(model="m", messages=HI, stream=True, response_format={"type": "json_object"})
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert json.loads(text) == {"ok": True}
 
@@ -209,17 +235,26 @@ def test_a_context_overflow_is_a_400_with_openai_code(served: list[Served]) -> N
         _client(s).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 50}])
     assert info.value.code == "context_length_exceeded"
     with pytest.raises(openai.BadRequestError):
-        list(_client(s).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 50}],
-                                                stream=True))
+        list(
+            _client(s).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "word " * 50}], stream=True
+            )
+        )
 
 
 def test_requests_are_recorded_only_with_record(served: list[Served], tmp_path: Path) -> None:
     db = tmp_path / "history.db"
-    s = serve(ScriptedBackend.from_texts(["<think>", "Hm.", "</think>", "Blue."], "Green."),
-              history=ApiHistory(lambda: HistoryStore(db)))
+    s = serve(
+        ScriptedBackend.from_texts(["<think>", "Hm.", "</think>", "Blue."], "Green."),
+        history=ApiHistory(lambda: HistoryStore(db)),
+    )
     served.append(s)
-    convo: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sky colour?"},
-                        {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Grass colour?"}]
+    convo: list[Any] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Sky colour?"},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Grass colour?"},
+    ]
     _client(s).chat.completions.create(model="m", messages=convo[:2])
     _client(s).chat.completions.create(model="m", messages=convo)
     s.close()
@@ -230,8 +265,12 @@ def test_requests_are_recorded_only_with_record(served: list[Served], tmp_path: 
         assert len(conversations) == 2
         latest = max(conversations, key=lambda c: c.id)
         path = store.path(latest.id)
-        assert [(m.role, m.content) for m in path] == [("user", "Sky colour?"), ("assistant", "Blue."),
-                                                       ("user", "Grass colour?"), ("assistant", "Green.")]
+        assert [(m.role, m.content) for m in path] == [
+            ("user", "Sky colour?"),
+            ("assistant", "Blue."),
+            ("user", "Grass colour?"),
+            ("assistant", "Green."),
+        ]
         assert latest.settings.get("system") == "Be brief."
         first = store.path(min(conversations, key=lambda c: c.id).id)
         assert first[-1].thinking == "Hm." and first[-1].status == "complete"

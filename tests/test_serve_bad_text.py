@@ -50,17 +50,27 @@ def _one_line_400(reply: httpx.Response) -> dict[str, str]:
     return error
 
 
-@pytest.mark.parametrize(("path", "raw", "param"), [
-    ("chat/completions", rb'{"messages": [{"role": "user", "content": "hi \ud800 lone \udfff"}], "max_tokens": 5}',
-     "messages[0].content"),
-    ("chat/completions", rb'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\udc00"}]}]}',
-     "messages[0].content[0].text"),
-    ("chat/completions", rb'{"messages": [{"role": "user", "content": "hi"}], "stop": ["\ud83d"]}', "stop[0]"),
-    ("embeddings", rb'{"input": "\ud800"}', "input"),
-    ("embeddings", rb'{"input": ["fine", "\udfff x"]}', "input[1]"),
-])
-def test_a_lone_surrogate_is_a_400_naming_the_field(served: Served, path: str, raw: bytes, param: str,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("path", "raw", "param"),
+    [
+        (
+            "chat/completions",
+            rb'{"messages": [{"role": "user", "content": "hi \ud800 lone \udfff"}], "max_tokens": 5}',
+            "messages[0].content",
+        ),
+        (
+            "chat/completions",
+            rb'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\udc00"}]}]}',
+            "messages[0].content[0].text",
+        ),
+        ("chat/completions", rb'{"messages": [{"role": "user", "content": "hi"}], "stop": ["\ud83d"]}', "stop[0]"),
+        ("embeddings", rb'{"input": "\ud800"}', "input"),
+        ("embeddings", rb'{"input": ["fine", "\udfff x"]}', "input[1]"),
+    ],
+)
+def test_a_lone_surrogate_is_a_400_naming_the_field(
+    served: Served, path: str, raw: bytes, param: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.DEBUG):
         error = _one_line_400(_post(served, path, raw))
     assert error["param"] == param and "surrogate" in error["message"]
@@ -75,6 +85,7 @@ def test_a_body_that_is_not_utf8_says_so(served: Served, raw: bytes) -> None:
     assert "not UTF-8" in error["message"] and "nested" not in error["message"]
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_huge_number_is_not_called_deep_nesting(served: Served) -> None:
     error = _one_line_400(_post(served, "chat/completions", b'{"max_tokens": ' + b"9" * 5000 + b"}"))
     assert "digits" in error["message"]

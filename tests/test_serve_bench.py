@@ -7,8 +7,8 @@ import argparse
 import httpx
 import pytest
 
-from desktop.cli import bench_serve
-from engine.bench.suite import BenchConfig
+from tests.bench import cli_serve as bench_serve
+from tests.bench.suite import BenchConfig
 
 
 @pytest.mark.slow

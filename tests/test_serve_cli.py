@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def scripted() -> Iterator[tuple[Served, ScriptedBackend]]:
-    backend = ScriptedBackend.from_texts(["<think>", "Two and two.", "</think>", "Four", "."],
-                                         '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 2}}</tool_call>')
+    backend = ScriptedBackend.from_texts(
+        ["<think>", "Two and two.", "</think>", "Four", "."],
+        '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 2}}</tool_call>',
+    )
     s = serve(backend)
     yield s, backend
     s.close()
@@ -90,19 +92,28 @@ def test_ember_serve_runs_until_interrupted(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"replies": [["Hello", " from", " the", " script."]]}))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
         assert match, line
-        reply = httpx.post(f"{match.group(1)}/chat/completions", timeout=30,
-                           json={"model": "x", "messages": [{"role": "user", "content": "hi"}]})
+        reply = httpx.post(
+            f"{match.group(1)}/chat/completions",
+            timeout=30,
+            json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert reply.json()["choices"][0]["message"]["content"] == "Hello from the script."
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
-        assert "stopped after 1 requests" in (proc.stderr.read() if proc.stderr else "")
+        assert "stopped after 1 request\n" in (proc.stderr.read() if proc.stderr else "")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -108,8 +108,9 @@ def _client(s: Served) -> openai.OpenAI:
 
 def _post(s: Served, body: Any, timeout: float = 30) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{s.url}/embeddings", content=content, headers={"content-type": "application/json"},
-                      timeout=timeout)
+    return httpx.post(
+        f"{s.url}/embeddings", content=content, headers={"content-type": "application/json"}, timeout=timeout
+    )
 
 
 def test_the_openai_client_gets_vectors_in_order_with_usage(started: list[Served]) -> None:
@@ -146,27 +147,31 @@ def test_inputs_are_embedded_in_batches_that_fit_the_model() -> None:
     assert batches([], 16) == []
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"model": "m", "input": []}, "input"),
-    ({"model": "m", "input": ["x"] * 10_000}, "input"),
-    ({"model": "m", "input": ""}, "input"),
-    ({"model": "m", "input": ["ok", ""]}, "input[1]"),
-    ({"model": "m", "input": {"text": "hi"}}, "input"),
-    ({"model": "m", "input": ["ok", None]}, "input[1]"),
-    ({"model": "m", "input": ["ok", 3.5]}, "input[1]"),
-    ({"model": "m", "input": [1, 2, 3]}, "input[0]"),  # a token array
-    ({"model": "m", "input": [[1, 2], [3]]}, "input[0]"),
-    ({"model": "m"}, "input"),
-    ({"model": 5, "input": "hi"}, "model"),
-    ({"model": "m", "input": "hi", "encoding_format": "int8"}, "encoding_format"),
-    ({"model": "m", "input": "hi", "dimensions": 256}, "dimensions"),
-    ({"model": "m", "input": "hi", "dimensions": "4"}, "dimensions"),
-    ({"model": "m", "input": ["ok", "word " * 40]}, "input[1]"),  # longer than the model reads at once
-    (b"{not json", None),
-    (b"[]", None),
-])
-def test_bad_embedding_requests_get_a_400_and_the_server_keeps_serving(started: list[Served], body: Any,
-                                                                      param: str | None) -> None:
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m", "input": []}, "input"),
+        ({"model": "m", "input": ["x"] * 10_000}, "input"),
+        ({"model": "m", "input": ""}, "input"),
+        ({"model": "m", "input": ["ok", ""]}, "input[1]"),
+        ({"model": "m", "input": {"text": "hi"}}, "input"),
+        ({"model": "m", "input": ["ok", None]}, "input[1]"),
+        ({"model": "m", "input": ["ok", 3.5]}, "input[1]"),
+        ({"model": "m", "input": [1, 2, 3]}, "input[0]"),  # a token array
+        ({"model": "m", "input": [[1, 2], [3]]}, "input[0]"),
+        ({"model": "m"}, "input"),
+        ({"model": 5, "input": "hi"}, "model"),
+        ({"model": "m", "input": "hi", "encoding_format": "int8"}, "encoding_format"),
+        ({"model": "m", "input": "hi", "dimensions": 256}, "dimensions"),
+        ({"model": "m", "input": "hi", "dimensions": "4"}, "dimensions"),
+        ({"model": "m", "input": ["ok", "word " * 40]}, "input[1]"),  # longer than the model reads at once
+        (b"{not json", None),
+        (b"[]", None),
+    ],
+)
+def test_bad_embedding_requests_get_a_400_and_the_server_keeps_serving(
+    started: list[Served], body: Any, param: str | None
+) -> None:
     embedder = FakeEmbedder()
     s = _serve(started, embedder)
     response = _post(s, body)
@@ -192,6 +197,7 @@ def test_without_an_embedder_the_endpoint_is_501_and_says_how_to_get_one(started
     assert "--embedder" in info.value.message
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_embeddings_and_chat_share_the_line_and_never_run_at_once(started: list[Served]) -> None:
     activity = Activity()
     embedder = FakeEmbedder(activity, delay_s=0.01)
@@ -205,8 +211,11 @@ def test_embeddings_and_chat_share_the_line_and_never_run_at_once(started: list[
             results.append(status)
 
     def chat(i: int) -> None:
-        status = httpx.post(f"{s.url}/chat/completions", timeout=30, json={
-            "model": "m", "messages": [{"role": "user", "content": f"hello {i} there"}]}).status_code
+        status = httpx.post(
+            f"{s.url}/chat/completions",
+            timeout=30,
+            json={"model": "m", "messages": [{"role": "user", "content": f"hello {i} there"}]},
+        ).status_code
         with lock:
             results.append(status)
 

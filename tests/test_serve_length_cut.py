@@ -16,17 +16,36 @@ from serve_helpers import Served, serve
 
 from engine.backends.scripted import ScriptedBackend
 
-PARAMETERS = {"properties": {"city": {"description": "city name", "type": "string"}, "country": {"type": "string"},
-                             "population_millions": {"type": "number"}},
-              "required": ["city", "country", "population_millions"], "type": "object"}
-CITY: list[Any] = [{"type": "function", "function": {"name": "City", "description": "Facts about a city.",
-                                                     "parameters": PARAMETERS}}]
+PARAMETERS = {
+    "properties": {
+        "city": {"description": "city name", "type": "string"},
+        "country": {"type": "string"},
+        "population_millions": {"type": "number"},
+    },
+    "required": ["city", "country", "population_millions"],
+    "type": "object",
+}
+CITY: list[Any] = [
+    {"type": "function", "function": {"name": "City", "description": "Facts about a city.", "parameters": PARAMETERS}}
+]
 # What LangChain's with_structured_output(City, method="function_calling") sends (interop review 1.3).
-LANGCHAIN = {"model": "default", "temperature": 0, "max_tokens": 4, "parallel_tool_calls": False,
-             "messages": [{"role": "user", "content": "Give facts about Paris."}],
-             "tool_choice": {"type": "function", "function": {"name": "City"}}, "tools": CITY}
-CUT_CALL = ['<tool_call>\n{"name": "City", ', '"arguments": {"city": ', '"Paris", ', '"coun', 'try": "France", ',
-            '"population_millions": 2.1}}\n</tool_call>']
+LANGCHAIN = {
+    "model": "default",
+    "temperature": 0,
+    "max_tokens": 4,
+    "parallel_tool_calls": False,
+    "messages": [{"role": "user", "content": "Give facts about Paris."}],
+    "tool_choice": {"type": "function", "function": {"name": "City"}},
+    "tools": CITY,
+}
+CUT_CALL = [
+    '<tool_call>\n{"name": "City", ',
+    '"arguments": {"city": ',
+    '"Paris", ',
+    '"coun',
+    'try": "France", ',
+    '"population_millions": 2.1}}\n</tool_call>',
+]
 
 
 def _post(served: list[Served], backend: ScriptedBackend, body: dict[str, Any]) -> httpx.Response:
@@ -53,8 +72,9 @@ def test_the_cut_call_streams_with_finish_reason_length(served: list[Served]) ->
     backend = ScriptedBackend.from_texts(CUT_CALL)
     response = _post(served, backend, {**LANGCHAIN, "stream": True})
     assert response.status_code == 200
-    chunks = [json.loads(line.removeprefix("data: ")) for line in response.text.splitlines()
-              if line.startswith("data: {")]
+    chunks = [
+        json.loads(line.removeprefix("data: ")) for line in response.text.splitlines() if line.startswith("data: {")
+    ]
     choices = [c["choices"][0] for c in chunks if c["choices"]]
     calls = [tc["function"] for c in choices for tc in c["delta"].get("tool_calls") or []]
     assert calls == [{"name": "City", "arguments": '{"city": "Paris", "coun'}]
@@ -96,8 +116,9 @@ def test_a_forced_call_the_model_really_refused_is_still_retried_then_a_500(serv
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # a real model under a grammar; minutes on a loaded shared machine
-def test_langchains_request_on_the_built_in_model_cut_short_is_a_partial_call(served: list[Served],
-                                                                             smollm_path: Path) -> None:
+def test_langchains_request_on_the_built_in_model_cut_short_is_a_partial_call(
+    served: list[Served], smollm_path: Path
+) -> None:
     from engine.backends.llama import LlamaBackend
 
     s = serve(LlamaBackend(smollm_path, n_ctx=2048), context_size=2048)

@@ -27,8 +27,9 @@ def echo() -> Iterator[tuple[Served, EchoBackend]]:
 
 def _post(s: Served, body: Any, timeout: float = 30) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{s.url}/chat/completions", content=content,
-                      headers={"content-type": "application/json"}, timeout=timeout)
+    return httpx.post(
+        f"{s.url}/chat/completions", content=content, headers={"content-type": "application/json"}, timeout=timeout
+    )
 
 
 def _chat(text: str = "hello", **extra: Any) -> dict[str, Any]:
@@ -47,34 +48,42 @@ def _still_serving(s: Served) -> None:
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "echo: still here"
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    (b"{not json", None),
-    (b"[1, 2]", None),
-    (b"[" * 100_000, None),  # nesting deeper than any parser should follow
-    (_chat(temperature="hot"), "temperature"),
-    (_chat(temperature=7), "temperature"),
-    (_chat(max_tokens=10**12), "max_tokens"),
-    (_chat(max_tokens=0), "max_tokens"),
-    (_chat(max_tokens=True), "max_tokens"),
-    (_chat(stream="yes"), "stream"),
-    (_chat(stop=["a", "b", "c", "d", "e"]), "stop"),
-    (_chat(seed=1.5), "seed"),
-    (_chat(n=3), "n"),
-    (_chat(tools="get_weather"), "tools"),
-    (_chat(tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice"),
-    (_chat(response_format={"type": "xml"}), "response_format.type"),
-    (_chat(response_format={"type": "json_schema", "json_schema": {"schema": {"type": 12}}}),
-     "response_format.json_schema.schema"),
-    ({"model": "m", "messages": []}, "messages"),
-    ({"model": "m", "messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
-    ({"model": "m", "messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
-    ({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
-     "messages[0].content[0]"),
-    ({"model": "m", "messages": [{"role": "user", "content": "hi"}] * 10_000}, "messages"),
-    ({"model": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
-])
-def test_bad_requests_get_a_400_and_the_server_keeps_serving(echo: tuple[Served, EchoBackend], body: Any,
-                                                            param: str | None) -> None:
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        (b"[" * 100_000, None),  # nesting deeper than any parser should follow
+        (_chat(temperature="hot"), "temperature"),
+        (_chat(temperature=7), "temperature"),
+        (_chat(max_tokens=10**12), "max_tokens"),
+        (_chat(max_tokens=0), "max_tokens"),
+        (_chat(max_tokens=True), "max_tokens"),
+        (_chat(stream="yes"), "stream"),
+        (_chat(stop=["a", "b", "c", "d", "e"]), "stop"),
+        (_chat(seed=1.5), "seed"),
+        (_chat(n=9), "n"),
+        (_chat(tools="get_weather"), "tools"),
+        (_chat(tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice"),
+        (_chat(response_format={"type": "xml"}), "response_format.type"),
+        (
+            _chat(response_format={"type": "json_schema", "json_schema": {"schema": {"type": 12}}}),
+            "response_format.json_schema.schema",
+        ),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+            "messages[0].content[0]",
+        ),
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}] * 10_000}, "messages"),
+        ({"model": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
+    ],
+)
+def test_bad_requests_get_a_400_and_the_server_keeps_serving(
+    echo: tuple[Served, EchoBackend], body: Any, param: str | None
+) -> None:
     s, _ = echo
     error = _error(_post(s, body), 400)
     assert error["type"] == "invalid_request_error" and error["param"] == param
@@ -100,7 +109,8 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(echo: tuple[Served, E
     s, _ = echo
     _error(httpx.get(f"{s.url}/chat/completions"), 405)
     _error(httpx.get(f"{s.url}/nothing-here"), 404)
-    _error(httpx.post(f"{s.url}/completions", json={}), 404)
+    _error(httpx.get(f"{s.url}/completions"), 405)
+    _error(httpx.post(f"{s.url}/completions", json={}), 400)  # served now: a prompt is required
 
 
 def test_a_full_line_gets_429_with_retry_after() -> None:
@@ -136,8 +146,9 @@ def test_a_disconnect_mid_stream_cancels_the_generation() -> None:
     backend = EchoBackend(delay_s=0.02, repeat=200)  # 400 pieces: 8 s if nobody stopped it
     s = serve(backend)
     try:
-        with httpx.stream("POST", f"{s.url}/chat/completions", json=_chat("long story", stream=True),
-                          timeout=30) as response:
+        with httpx.stream(
+            "POST", f"{s.url}/chat/completions", json=_chat("long story", stream=True), timeout=30
+        ) as response:
             lines = response.iter_lines()
             seen = [line for _, line in zip(range(6), lines, strict=False)]
         assert any(line.startswith("data: ") for line in seen)
@@ -169,6 +180,7 @@ def test_a_client_that_leaves_while_queued_gives_up_its_place() -> None:
         s.close()
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_32_streaming_clients_300_requests_none_lost_or_mixed_up() -> None:
     backend = EchoBackend(repeat=3)
     s = serve(backend, max_waiting=16)
@@ -198,8 +210,7 @@ async def _load(url: str, *, clients: int, requests: int) -> dict[str, int]:
     async def client(http: httpx.AsyncClient) -> None:
         for n in numbers:
             prompt = f"request {n}"
-            async with http.stream("POST", f"{url}/chat/completions",
-                                   json=_chat(prompt, stream=True)) as response:
+            async with http.stream("POST", f"{url}/chat/completions", json=_chat(prompt, stream=True)) as response:
                 if response.status_code == 429:
                     counts["refused"] += 1
                     await response.aread()

@@ -85,9 +85,15 @@ DEFAULTS = Defaults(Sampling(temperature=0.7, seed=None), max_tokens=100, contex
 
 
 def test_defaults_fill_what_a_request_leaves_out() -> None:
-    call = parse_chat({"messages": [{"role": "developer", "content": "Be brief."},
-                                    {"role": "user", "content": [{"type": "text", "text": "Hi "},
-                                                                 {"type": "text", "text": "there"}]}]}, DEFAULTS)
+    call = parse_chat(
+        {
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+            ]
+        },
+        DEFAULTS,
+    )
     assert call.sampling.temperature == 0.7 and call.max_tokens == 100 and not call.stream
     assert call.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"})
 
@@ -101,7 +107,13 @@ def test_max_tokens_past_the_context_is_refused() -> None:
 
 def test_a_named_tool_choice_offers_only_that_tool() -> None:
     tools = [{"type": "function", "function": {"name": n}} for n in ("a", "b")]
-    call = parse_chat({"messages": [{"role": "user", "content": "x"}], "tools": tools,
-                       "tool_choice": {"type": "function", "function": {"name": "b"}}}, DEFAULTS)
+    call = parse_chat(
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "tools": tools,
+            "tool_choice": {"type": "function", "function": {"name": "b"}},
+        },
+        DEFAULTS,
+    )
     assert call.tools is not None and [t["function"]["name"] for t in call.tools] == ["b"]
-    assert call.messages[0] == {"role": "system", "content": "Answer by calling the tool b."}
+    assert call.messages == ({"role": "user", "content": "x"},)  # the grammar forces it: no added line

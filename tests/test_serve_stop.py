@@ -26,8 +26,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HANG_BOUND_S = 6.0  # generous against a loaded machine; without the fix these run for 60 s or for ever
 SENTENCE = '{"name": "the quick brown fox jumps over the lazy dog"}'
-REDOS = {"type": "json_schema", "json_schema": {"name": "r", "schema": {
-    "type": "object", "additionalProperties": {"type": "string", "pattern": "(.*.*)*#"}}}}
+REDOS = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "r",
+        "schema": {"type": "object", "additionalProperties": {"type": "string", "pattern": "(.*.*)*#"}},
+    },
+}
 
 TURNS: dict[str, tuple[list[Any], dict[str, Any]]] = {
     "prompt": ([{"progress": [1, 10], "delay_ms": 60_000}, "late"], {}),
@@ -40,8 +45,14 @@ def _start(tmp_path: Path, replies: list[list[Any]]) -> tuple[subprocess.Popen[s
     script = tmp_path / "turn.json"
     script.write_text(json.dumps({"replies": replies}))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desktop", "serve", "--port", "0", "--backend", f"script:{script}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
@@ -63,8 +74,9 @@ def _ask(url: str, extra: dict[str, Any], first_piece: threading.Event) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("where", list(TURNS))
-def test_a_stop_signal_ends_the_server_whatever_the_turn_is_doing(tmp_path: Path, where: str,
-                                                                  sig: signal.Signals) -> None:
+def test_a_stop_signal_ends_the_server_whatever_the_turn_is_doing(
+    tmp_path: Path, where: str, sig: signal.Signals
+) -> None:
     reply, extra = TURNS[where]
     proc, url = _start(tmp_path, [reply] * 4)  # a structured turn may retry
     try:

@@ -10,15 +10,16 @@ import httpx
 from PySide6.QtWidgets import QStatusBar
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.serve_toggle import PORT_TRIES, PREFS_FILE, ServeToggle
+from desktop.qt.frame.serve_toggle import PORT_TRIES, PREFS_FILE, ServeToggle
 from desktop.serve import DEFAULT_PORT
 from engine.backends.scripted import ScriptedBackend
 from engine.runtime import Engine
 from models.library.paths import ember_paths
 
 
-def _toggle(qtbot: QtBot, engine: Engine, port: int | None = 0,
-            tries: int = PORT_TRIES) -> tuple[ServeToggle, QStatusBar]:
+def _toggle(
+    qtbot: QtBot, engine: Engine, port: int | None = 0, tries: int = PORT_TRIES
+) -> tuple[ServeToggle, QStatusBar]:
     bar = QStatusBar()
     qtbot.addWidget(bar)
     controller = SimpleNamespace(engine=engine, choice=None)
@@ -36,11 +37,12 @@ def test_the_toggle_serves_counts_and_stops(qtbot: QtBot) -> None:
         assert toggle.server is not None
         url = toggle.server.address
         assert url.startswith("http://127.0.0.1:")
-        reply = httpx.post(f"{url}/chat/completions", timeout=20,
-                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        reply = httpx.post(
+            f"{url}/chat/completions", timeout=20, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert reply.json()["choices"][0]["message"]["content"] == "Hello from the window's model."
-        qtbot.waitUntil(lambda: toggle.text().endswith("· 1"), timeout=3000)
-        assert toggle.text() == f"Serving :{toggle.server.port} · 1"
+        qtbot.waitUntil(lambda: toggle.text().endswith("· 1 request"), timeout=3000)
+        assert toggle.text() == f"API server on · 127.0.0.1:{toggle.server.port} · 1 request"
         toggle._fill_menu()
         labels = [a.text() for a in toggle.menu().actions()]
         assert url in labels and "1 request served" in labels and "Stop serving" in labels
@@ -92,12 +94,15 @@ def test_8080_busy_serves_on_the_next_free_port_and_shows_it(qtbot: QtBot) -> No
         real = toggle.server.port
         assert DEFAULT_PORT < real < DEFAULT_PORT + PORT_TRIES
         assert toggle.server.address == f"http://127.0.0.1:{real}/v1"
-        assert toggle.text() == f"Serving :{real} · 0"
+        assert toggle.text().endswith(f":{real} · 0 requests")
         assert bar.currentMessage() == f"Port 8080 is in use: serving on http://127.0.0.1:{real}/v1"
         toggle._fill_menu()
         assert toggle.server.address in [a.text() for a in toggle.menu().actions()]
-        reply = httpx.post(f"{toggle.server.address}/chat/completions", timeout=20,
-                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        reply = httpx.post(
+            f"{toggle.server.address}/chat/completions",
+            timeout=20,
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
         assert reply.json()["choices"][0]["message"]["content"] == "From the next port."
     finally:
         toggle.stop()
@@ -111,8 +116,7 @@ def test_the_chosen_port_is_remembered(qtbot: QtBot) -> None:
     try:
         toggle, _ = _toggle(qtbot, engine, port=None)
         toggle._fill_menu()
-        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…",
-                                                            "Web pages allowed…"]
+        assert [a.text() for a in toggle.menu().actions()] == ["Serve on localhost:8080", "Port…", "Web pages allowed…"]
         toggle.set_port(9123)
         again, _ = _toggle(qtbot, engine, port=None)
         assert again.port == 9123 and "localhost:9123" in again.toolTip()

@@ -18,10 +18,26 @@ from engine.backends.scripted import ScriptedBackend
 from engine.turns.tool_grammar import call_grammar
 
 TOOLS: list[Any] = [
-    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-    {"type": "function", "function": {"name": "add", "description": "Add two numbers", "parameters": {
-        "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+        },
+    },
 ]
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 HI: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
@@ -50,8 +66,9 @@ def _client(served: list[Served], backend: Any, timeout: float = 20, **kwargs: A
 
 def test_required_answered_in_prose_gets_one_retry_told_to_call(served: list[Served]) -> None:
     backend = ScriptedBackend.from_texts("It is sunny, I think.", CALL)
-    reply = _client(served, backend).chat.completions.create(model="m", messages=HI, tools=TOOLS,
-                                                             tool_choice="required")
+    reply = _client(served, backend).chat.completions.create(
+        model="m", messages=HI, tools=TOOLS, tool_choice="required"
+    )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None  # the prose never shows
     assert _named(reply) == [("get_weather", '{"city": "Paris"}')]
@@ -63,10 +80,11 @@ def test_required_answered_in_prose_gets_one_retry_told_to_call(served: list[Ser
 
 def test_required_with_a_call_at_once_is_one_request(served: list[Served]) -> None:
     backend = ScriptedBackend.from_texts(CALL)
-    reply = _client(served, backend).chat.completions.create(model="m", messages=HI, tools=TOOLS,
-                                                             tool_choice="required")
+    reply = _client(served, backend).chat.completions.create(
+        model="m", messages=HI, tools=TOOLS, tool_choice="required"
+    )
     assert reply.choices[0].message.tool_calls and len(backend.requests) == 1
-    assert "calling one or more of the offered tools" in str(backend.requests[0].messages[0].get("content"))
+    assert backend.requests[0].messages == ({"role": "user", "content": "Weather in Paris?"},)  # no added line
 
 
 def test_required_never_answered_is_a_clear_error_streamed_or_not(served: list[Served]) -> None:
@@ -76,18 +94,21 @@ def test_required_never_answered_is_a_clear_error_streamed_or_not(served: list[S
         client.chat.completions.create(model="m", messages=HI, tools=TOOLS, tool_choice="required")
     assert "without calling a tool" in info.value.message and "tool_choice" in info.value.message
     with pytest.raises(openai.APIError) as streamed:
-        for _ in client.chat.completions.create(model="m", messages=HI, tools=TOOLS, tool_choice="required",
-                                                stream=True):
+        for _ in client.chat.completions.create(
+            model="m", messages=HI, tools=TOOLS, tool_choice="required", stream=True
+        ):
             pass
     assert "without calling a tool" in streamed.value.message
     assert len(backend.requests) == 4  # two attempts each, no more
 
 
 def test_a_named_function_is_the_only_tool_offered_and_must_be_called(served: list[Served]) -> None:
-    backend = ScriptedBackend.from_texts("I would rather chat.", '<tool_call>{"name": "add", "arguments": '
-                                         '{"a": 2, "b": 3}}</tool_call>')
+    backend = ScriptedBackend.from_texts(
+        "I would rather chat.", '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    )
     reply = _client(served, backend).chat.completions.create(
-        model="m", messages=HI, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "add"}})
+        model="m", messages=HI, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "add"}}
+    )
     assert _named(reply) == [("add", '{"a": 2, "b": 3}')]
     assert [t["function"]["name"] for t in backend.requests[0].tools or ()] == ["add"]
     assert "without calling add" not in str(reply)
@@ -95,8 +116,11 @@ def test_a_named_function_is_the_only_tool_offered_and_must_be_called(served: li
 
 def test_with_a_grammar_backend_the_call_is_forced_from_the_first_token(served: list[Served]) -> None:
     backend = GrammarScripted.from_texts(CALL)
-    chunks = list(_client(served, backend).chat.completions.create(model="m", messages=HI, tools=TOOLS,
-                                                                   tool_choice="required", stream=True))
+    chunks = list(
+        _client(served, backend).chat.completions.create(
+            model="m", messages=HI, tools=TOOLS, tool_choice="required", stream=True
+        )
+    )
     calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
     assert [c.function.name for c in calls if c.function] == ["get_weather"]
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
@@ -108,8 +132,9 @@ def test_with_a_grammar_backend_the_call_is_forced_from_the_first_token(served: 
 
 def test_parallel_tool_calls_lets_the_grammar_take_several(served: list[Served]) -> None:
     backend = GrammarScripted.from_texts(CALL)
-    _client(served, backend).chat.completions.create(model="m", messages=HI, tools=TOOLS, tool_choice="required",
-                                                     parallel_tool_calls=True)
+    _client(served, backend).chat.completions.create(
+        model="m", messages=HI, tools=TOOLS, tool_choice="required", parallel_tool_calls=True
+    )
     assert '("\\n" tool-call){0,3}' in (backend.requests[0].grammar or "")
 
 
@@ -142,12 +167,19 @@ def test_the_built_in_model_is_made_to_call(served: list[Served], smollm_path: P
     backend = LlamaBackend(smollm_path, n_ctx=2048)
     assert backend.capabilities.tool_markup == "hermes"  # its template ignores tools: it is told Hermes markup
     client = _client(served, backend, timeout=280, max_tokens=40, context_size=2048)
-    reply = client.chat.completions.create(model="m", messages=HI, tools=TOOLS, tool_choice="required",
-                                           temperature=0, max_tokens=40)
+    reply = client.chat.completions.create(
+        model="m", messages=HI, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=40
+    )
     calls = _named(reply)
     assert len(calls) == 1 and calls[0][0] in ("get_weather", "add")
-    named = client.chat.completions.create(model="m", messages=HI, tools=TOOLS, temperature=0, max_tokens=40,
-                                           tool_choice={"type": "function", "function": {"name": "add"}})
+    named = client.chat.completions.create(
+        model="m",
+        messages=HI,
+        tools=TOOLS,
+        temperature=0,
+        max_tokens=40,
+        tool_choice={"type": "function", "function": {"name": "add"}},
+    )
     calls = _named(named)
     assert len(calls) == 1 and calls[0][0] == "add"
     assert sorted(json.loads(calls[0][1])) == ["a", "b"]  # the schema held

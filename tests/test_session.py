@@ -52,8 +52,9 @@ def session(tmp_path: Path) -> Any:
     chat.close()
 
 
-def one_turn(session: ChatSession, backend: ScriptedBackend, text: str, tools: ToolSet | None = None,
-             settings: Any = None) -> tuple[Any, list[Any]]:
+def one_turn(
+    session: ChatSession, backend: ScriptedBackend, text: str, tools: ToolSet | None = None, settings: Any = None
+) -> tuple[Any, list[Any]]:
     plan = session.prepare(Ask.send(text), settings or resolve(), tools=tools).fit(backend)
     turn = session.begin(plan, model="m", approver=approve)
     return plan, list(turn.run(backend))
@@ -126,8 +127,17 @@ def test_the_answer_and_its_tool_calls_are_stored_together_and_always_allow_is_k
     assert isinstance(list(turn.run(backend))[-1], TurnDone)
     answer = session.path()[-1]
     assert answer.content == "It said hi." and answer.status == "complete"
-    assert answer.stats["tools"] == [{"id": "call_1", "name": "echo", "arguments": {"text": "hi"},
-                                      "at": 0, "approval": "approved_always", "result": "echo: hi", "error": False}]
+    assert answer.stats["tools"] == [
+        {
+            "id": "call_1",
+            "name": "echo",
+            "arguments": {"text": "hi"},
+            "at": 0,
+            "approval": "approved_always",
+            "result": "echo: hi",
+            "error": False,
+        }
+    ]
     assert session.settings.tools_always == ("echo",)
 
 
@@ -155,9 +165,16 @@ def test_regenerate_and_edit_run_through_the_same_check(session: ChatSession) ->
 
 
 def test_conversation_settings_are_typed_tolerant_and_keep_what_they_do_not_know() -> None:
-    stored = {"system": "Be brief.", "context_policy": "rolling", "reply_format": {"kind": "json"},
-              "tools_enabled": True, "tools_folders": ["/tmp"], "tools_always": ["calculator", 3],
-              "tools_mcp": "not a list", "from_a_newer_ember": {"x": 1}}
+    stored = {
+        "system": "Be brief.",
+        "context_policy": "rolling",
+        "reply_format": {"kind": "json"},
+        "tools_enabled": True,
+        "tools_folders": ["/tmp"],
+        "tools_always": ["calculator", 3],
+        "tools_mcp": "not a list",
+        "from_a_newer_ember": {"x": 1},
+    }
     settings = ConversationSettings.from_stored(stored)
     assert settings.system == "Be brief." and settings.context_policy is ContextPolicy.ROLLING
     assert settings.reply_format == ReplyFormat("json") and settings.tools_enabled
@@ -187,8 +204,9 @@ def test_a_real_tool_turn_is_fitted_to_what_is_sent_and_rendered_once(smollm_pat
     session = ChatSession(HistoryStore(tmp_path / "h.db"))
     try:
         tools = echo_tools()
-        plan = session.prepare(Ask.send("Say hello in three words."), resolve(ModelSettings(max_tokens=8)),
-                               tools=tools).fit(backend)
+        plan = session.prepare(
+            Ask.send("Say hello in three words."), resolve(ModelSettings(max_tokens=8)), tools=tools
+        ).fit(backend)
         renders = backend.renders
         turn = session.begin(plan, model="smollm")
         events = list(turn.run(backend))
@@ -229,14 +247,17 @@ def test_settings_change_at_once_and_are_written_on_the_history_thread(session: 
 
     asyncio.run(main())
     assert writers and all(name.startswith("ember-history") for name in writers)
-    stored = {cid: ConversationSettings.from_stored(session.store.conversation(cid).settings).context_policy
-              for cid in (first, second)}
+    stored = {
+        cid: ConversationSettings.from_stored(session.store.conversation(cid).settings).context_policy
+        for cid in (first, second)
+    }
     assert stored == {first: None, second: ContextPolicy.ROLLING}  # the one open when it was asked
     session.new()
     assert session.update_settings_soon(context_policy=ContextPolicy.STOP) is None  # fresh: kept until stored
     assert session.settings.context_policy is ContextPolicy.STOP
 
 
+@pytest.mark.slow  # starts a process
 def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next_unsaved_session(tmp_path: Path) -> None:
     import os
     import subprocess
@@ -244,8 +265,9 @@ def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next_unsaved_
 
     from engine.session import scratch
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     left = tmp_path / f"{scratch.PREFIX}{dead.stdout.strip()}-abc"  # its process has ended: no close ran
     left.mkdir()
     (left / "history.db").write_bytes(b"a conversation with history off")

@@ -20,8 +20,17 @@ from engine.session.settings import Overrides, resolve
 from models.library.settings import ModelSettings, save_model_settings
 from tests.test_gui_controller import FakeView
 
-SAVED = ModelSettings(temperature=0.3, top_p=0.8, top_k=12, min_p=0.1, repeat_penalty=1.3, seed=7,
-                      max_tokens=99, system_prompt="Be terse.", context_length=2048)
+SAVED = ModelSettings(
+    temperature=0.3,
+    top_p=0.8,
+    top_k=12,
+    min_p=0.1,
+    repeat_penalty=1.3,
+    seed=7,
+    max_tokens=99,
+    system_prompt="Be terse.",
+    context_length=2048,
+)
 
 
 def test_one_set_of_defaults() -> None:
@@ -51,7 +60,7 @@ def _sent_by_gui(model: Path) -> Request:
 
     async def turn() -> None:
         controller = ChatController(Engine(backend), FakeView())
-        controller.choice = local_choice(model)  # as the window holds the loaded model's choice
+        controller.models.choice = local_choice(model)  # as the window holds the loaded model's choice
         await controller.send("hello")
         await controller.aclose()
 
@@ -59,8 +68,9 @@ def _sent_by_gui(model: Path) -> Request:
     return backend.requests[0]
 
 
-def test_the_cli_and_the_window_send_the_same_request(tmp_path: Path, ember_home: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_and_the_window_send_the_same_request(
+    tmp_path: Path, ember_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     save_model_settings(model, SAVED)

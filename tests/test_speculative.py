@@ -102,8 +102,12 @@ def perimeter(width, height):
     """Return the perimeter of a rectangle."""
     return 2 * (width + height)
 '''
-EDIT = [{"role": "user", "content": "Rename the parameter `width` to `w` in this code and "
-                                    "reply with the whole code:\n\n" + CODE}]
+EDIT = [
+    {
+        "role": "user",
+        "content": "Rename the parameter `width` to `w` in this code and reply with the whole code:\n\n" + CODE,
+    }
+]
 
 
 def _run(backend, request: Request, cancel: CancelToken | None = None) -> tuple[list[int], StreamInfo]:  # type: ignore[no-untyped-def]
@@ -139,6 +143,7 @@ def _both(backend, request: Request) -> tuple[tuple[list[int], StreamInfo], tupl
     return plain, _run(backend, request)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_greedy_output_is_the_same_with_and_without_prompt_lookup(lookup) -> None:  # type: ignore[no-untyped-def]
     request = make_request(EDIT, sampling=Sampling.greedy(), max_tokens=48)
     (plain, plain_info), (spec, spec_info) = _both(lookup, request)
@@ -149,13 +154,18 @@ def test_greedy_output_is_the_same_with_and_without_prompt_lookup(lookup) -> Non
     assert spec_info.finish_reason == plain_info.finish_reason
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_greedy_chat_without_repetition_is_also_unchanged(lookup) -> None:  # type: ignore[no-untyped-def]
-    request = make_request([{"role": "user", "content": "Tell me about the sea in three sentences."}],
-                           sampling=Sampling.greedy(), max_tokens=32)
+    request = make_request(
+        [{"role": "user", "content": "Tell me about the sea in three sentences."}],
+        sampling=Sampling.greedy(),
+        max_tokens=32,
+    )
     (plain, _), (spec, _) = _both(lookup, request)
     assert spec == plain
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_seeded_sampled_reply_is_the_same_with_and_without_drafting(lookup) -> None:  # type: ignore[no-untyped-def]
     # One random draw per emitted token either way: the same seed gives the same reply, so
     # drafting leaves the sampled distribution exactly as it was.
@@ -165,27 +175,32 @@ def test_a_seeded_sampled_reply_is_the_same_with_and_without_drafting(lookup) ->
     assert info.drafted > 0
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_kv_cache_holds_no_rejected_draft(lookup) -> None:  # type: ignore[no-untyped-def]
     request = make_request(EDIT, sampling=Sampling.greedy(), max_tokens=40)
     ids, info = _run(lookup, request)
     assert info.drafted > info.accepted  # some draft was rejected on the way
     prompt, _ = lookup.prompt_tokens(request)
     held = lookup._kv.tokens  # the record is what llama.cpp holds (checked below)
-    assert held[:len(prompt)] == prompt
-    assert held[len(prompt):] == ids[:len(held) - len(prompt)]
+    assert held[: len(prompt)] == prompt
+    assert held[len(prompt) :] == ids[: len(held) - len(prompt)]
     import llama_cpp.llama_cpp as ll
 
     memory: Any = ll.llama_get_memory(lookup._llm.ctx)  # not raw(): that empties the cache
     assert ll.llama_memory_seq_pos_max(memory, 0) == len(held) - 1
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_next_turn_reuses_the_cache_after_drafting(lookup) -> None:  # type: ignore[no-untyped-def]
     lookup.prompt_lookup = True
     first = make_request(EDIT, sampling=Sampling.greedy(), max_tokens=24)
     info = StreamInfo()
     reply = "".join(p.text for p in lookup.stream(first, CancelToken(), info))
-    follow = make_request([*EDIT, {"role": "assistant", "content": reply}, {"role": "user", "content": "Thanks!"}],
-                          sampling=Sampling.greedy(), max_tokens=8)
+    follow = make_request(
+        [*EDIT, {"role": "assistant", "content": reply}, {"role": "user", "content": "Thanks!"}],
+        sampling=Sampling.greedy(),
+        max_tokens=8,
+    )
     after = StreamInfo()
     spec = [p.token_id for p in lookup.stream(follow, CancelToken(), after)]
     assert after.cached_tokens > len(lookup.prompt_tokens(first)[0]) - 2
@@ -194,6 +209,7 @@ def test_the_next_turn_reuses_the_cache_after_drafting(lookup) -> None:  # type:
     assert [t for t in spec if t is not None] == plain
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_cancel_stops_a_drafting_reply_within_one_token(lookup) -> None:  # type: ignore[no-untyped-def]
     lookup.prompt_lookup = True
     cancel = CancelToken()
@@ -208,6 +224,7 @@ def test_cancel_stops_a_drafting_reply_within_one_token(lookup) -> None:  # type
     assert _run(lookup, make_request(EDIT, sampling=Sampling.greedy(), max_tokens=4))[0]
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_max_tokens_is_exact_with_drafting(lookup) -> None:  # type: ignore[no-untyped-def]
     lookup.prompt_lookup = True
     ids, info = _run(lookup, make_request(EDIT, sampling=Sampling.greedy(), max_tokens=29))
@@ -215,6 +232,7 @@ def test_max_tokens_is_exact_with_drafting(lookup) -> None:  # type: ignore[no-u
     assert info.finish_reason == "length"
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_grammar_still_binds_a_drafting_reply(lookup) -> None:  # type: ignore[no-untyped-def]
     grammar = 'root ::= "def " [a-z_]+ "(w, height):"'
     request = make_request(EDIT, sampling=Sampling.greedy(), max_tokens=40, grammar=grammar)
@@ -227,11 +245,13 @@ def test_a_grammar_still_binds_a_drafting_reply(lookup) -> None:  # type: ignore
 # -- a draft model -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_draft_model_with_the_same_vocabulary_drafts_and_changes_nothing(lookup, smollm_path: Path) -> None:  # type: ignore[no-untyped-def]
     from engine.backends.llama import LlamaBackend
 
-    request = make_request([{"role": "user", "content": "Name three rivers."}], sampling=Sampling.greedy(),
-                           max_tokens=24)
+    request = make_request(
+        [{"role": "user", "content": "Name three rivers."}], sampling=Sampling.greedy(), max_tokens=24
+    )
     lookup.prompt_lookup = False
     plain, _ = _run(lookup, request)
     drafted = LlamaBackend(smollm_path, n_ctx=2048, n_threads=1, draft_model=smollm_path)
@@ -260,16 +280,18 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(tmp_path: 
 
 
 def test_the_status_bar_and_events_report_drafts() -> None:
-    from desktop.qt.window import speed_text
+    from desktop.qt.frame.status_line import speed_text, speed_tip
     from engine.events import TurnDone, TurnStats, event_to_json
 
     stats = TurnStats(tokens=50, tokens_per_s=41.25, drafted=40, accepted=30)
-    assert speed_text(stats) == "41.2 tok/s · 30/40 drafted accepted"
-    assert speed_text(TurnStats(tokens=50, tokens_per_s=41.25)) == "41.2 tok/s"
+    assert speed_text(stats) == "41 tok/s"  # plainly; the drafting is in the tooltip
+    assert "guessed 40 tokens ahead and the model kept 30 (75 %)" in speed_tip(stats)
+    assert speed_text(TurnStats(tokens=50, tokens_per_s=41.25)) == "41 tok/s"
     done = event_to_json(TurnDone(stats))["stats"]
     assert (done["drafted"], done["accepted"]) == (40, 30)
 
 
+@pytest.mark.slow  # starts a process
 def test_ember_chat_events_carry_the_draft_counts(ember_home: Path) -> None:
     import json
     import os
@@ -278,9 +300,29 @@ def test_ember_chat_events_carry_the_draft_counts(ember_home: Path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    result = subprocess.run([sys.executable, "-m", "desktop", "chat", "--events", "--temperature", "0",
-                             "--max-tokens", "24", "--threads", "1", "--kv-cache", "q8_0", EDIT[0]["content"]],
-                            capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "desktop",
+            "chat",
+            "--events",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+            "--threads",
+            "1",
+            "--kv-cache",
+            "q8_0",
+            EDIT[0]["content"],
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     done = json.loads(result.stdout.splitlines()[-1])
     assert done["type"] == "done"

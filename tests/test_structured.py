@@ -163,8 +163,14 @@ def test_a_reply_cut_off_at_the_limit_says_so() -> None:
     [
         ["<think>France… Paris.</think>", '{"city": "Paris"}'],
         ["<|tool_call_start|>", "[lookup(q='France')]", "<|tool_call_end|>", '{"city": "Paris"}'],
-        [{"text": "<|tool_call_start|>", "special": True}, "[x()]", {"text": "<|tool_call_end|>", "special": True},
-         '{"city":', ' "Paris"}', {"text": "<|im_end|>", "special": True}],
+        [
+            {"text": "<|tool_call_start|>", "special": True},
+            "[x()]",
+            {"text": "<|tool_call_end|>", "special": True},
+            '{"city":',
+            ' "Paris"}',
+            {"text": "<|im_end|>", "special": True},
+        ],
         ['```json\n{"city": "Paris"}\n```'],
     ],
     ids=["thinking", "spelled-scaffolding", "special-scaffolding", "code-fence"],
@@ -237,8 +243,12 @@ def test_the_real_model_is_valid_on_the_first_attempt_under_the_grammar(smollm: 
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "cannot read schema"), ("{nope", "is not valid JSON"), ('"a string"', "not a valid JSON Schema"),
-     ('{"type": 5}', "not a valid JSON Schema")],
+    [
+        (None, "cannot read schema"),
+        ("{nope", "is not valid JSON"),
+        ('"a string"', "not a valid JSON Schema"),
+        ('{"type": 5}', "not a valid JSON Schema"),
+    ],
 )
 def test_bad_schema_files_are_one_line_config_errors(tmp_path: Any, content: str | None, message: str) -> None:
     path = tmp_path / "schema.json"

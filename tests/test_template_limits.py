@@ -73,11 +73,22 @@ def test_a_long_conversation_is_not_cut_by_the_output_limit() -> None:
 
 # Templates built from random pieces of Jinja: whatever they do, the answer is a string or
 # one ConfigError line, within the deadline.
-pieces = st.sampled_from([
-    "{% for a in range(N) %}", "{% endfor %}", "{{ 'x' * N }}", "{{ N ** N }}", "{{ messages[0].content }}",
-    "{% macro m(k) %}{{ m(k) }}{% endmacro %}", "{{ m(1) }}", "{{ 'ab'|center(N) }}", "{{ '%Nd' % 1 }}",
-    "{% set ns = namespace(s='') %}", "{% set ns.s = ns.s ~ 'yy' * N %}", "{{ range(N)|list|join(',') }}",
-])
+pieces = st.sampled_from(
+    [
+        "{% for a in range(N) %}",
+        "{% endfor %}",
+        "{{ 'x' * N }}",
+        "{{ N ** N }}",
+        "{{ messages[0].content }}",
+        "{% macro m(k) %}{{ m(k) }}{% endmacro %}",
+        "{{ m(1) }}",
+        "{{ 'ab'|center(N) }}",
+        "{{ '%Nd' % 1 }}",
+        "{% set ns = namespace(s='') %}",
+        "{% set ns.s = ns.s ~ 'yy' * N %}",
+        "{{ range(N)|list|join(',') }}",
+    ]
+)
 
 
 @pytest.mark.timeout(300)

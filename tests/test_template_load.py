@@ -42,13 +42,32 @@ def _limited() -> None:
 
 def _chat(model: Path, home: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "desktop", "chat", "--model", str(model), "--no-history", "--max-tokens", "2",
-         "--threads", "1", "--ctx", "2048", "hi"],
-        capture_output=True, text=True, cwd=ROOT, timeout=LIMIT_S, preexec_fn=_limited,
+        [
+            sys.executable,
+            "-m",
+            "desktop",
+            "chat",
+            "--model",
+            str(model),
+            "--no-history",
+            "--max-tokens",
+            "2",
+            "--threads",
+            "1",
+            "--ctx",
+            "2048",
+            "hi",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=LIMIT_S,
+        preexec_fn=_limited,
         env={**os.environ, "EMBER_HOME": str(home)},
     )
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("shape", sorted(FOLDED))
 def test_a_folding_template_ends_in_one_line(shape: str, tmp_path: Path, ember_home: Path) -> None:
     model = gf.write_tiny_llama(tmp_path / "hostile.gguf", gf.CHATML + FOLDED[shape])
@@ -60,10 +79,12 @@ def test_a_folding_template_ends_in_one_line(shape: str, tmp_path: Path, ember_h
     assert "chat template" in lines[0] and re.search("too (large|wide) to use", lines[0]), lines[0]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_named_template_never_reaches_llama_cpp_python(tmp_path: Path, ember_home: Path) -> None:
     """`tokenizer.chat_template.NAME` is compiled by llama-cpp-python too; Ember uses only the default."""
-    model = gf.write_tiny_llama(tmp_path / "named.gguf", gf.CHATML,
-                                extra={"tokenizer.chat_template.tool_use": FOLDED["multiply"]})
+    model = gf.write_tiny_llama(
+        tmp_path / "named.gguf", gf.CHATML, extra={"tokenizer.chat_template.tool_use": FOLDED["multiply"]}
+    )
     done = _chat(model, ember_home)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.qt.theme import (
+from desktop.qt.look.theme import (
     AA_TEXT,
     DARK,
     LIGHT,

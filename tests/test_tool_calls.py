@@ -25,37 +25,74 @@ J = '{"city": "Paris"}'
 
 # (family, reply text, visible text): each reply holds exactly one call, CALL.
 CASES: list[tuple[str, str, str]] = [
-    ("Hermes/Qwen", f'Checking.<tool_call>\n{{"name": "get_weather", "arguments": {J}}}\n</tool_call> Done.',
-     "Checking. Done."),
-    ("Qwen3-Coder", "Checking.<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
-     "</function>\n</tool_call> Done.", "Checking. Done."),
+    (
+        "Hermes/Qwen",
+        f'Checking.<tool_call>\n{{"name": "get_weather", "arguments": {J}}}\n</tool_call> Done.',
+        "Checking. Done.",
+    ),
+    (
+        "Qwen3-Coder",
+        "Checking.<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "</function>\n</tool_call> Done.",
+        "Checking. Done.",
+    ),
     ("GLM-4.5", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>", ""),
     ("Granite 3.1", f'<tool_call>[{{"name": "get_weather", "arguments": {J}}}]</tool_call>', ""),
-    ("Step-3", '<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">'
-     '<steptml:parameter name="city">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜>'
-     "<｜tool_calls_end｜>", ""),
+    (
+        "Step-3",
+        '<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">'
+        '<steptml:parameter name="city">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜>'
+        "<｜tool_calls_end｜>",
+        "",
+    ),
     ("LFM2", 'Checking.<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|> Done.', "Checking. Done."),
     ("Llama 3", f'Checking.<|python_tag|>{{"name": "get_weather", "parameters": {J}}}', "Checking."),
     ("Llama 4", '<|python_start|>[get_weather(city="Paris")]<|python_end|>', ""),
     ("Mistral v3", f'[TOOL_CALLS][{{"name": "get_weather", "arguments": {J}}}]', ""),
     ("Mistral v11", f"[TOOL_CALLS]get_weather{J}", ""),
     ("Magistral", f"[TOOL_CALLS]get_weather[ARGS]{J}", ""),
-    ("DeepSeek V3", f"Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
-     f"```json\n{J}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "Checking."),
-    ("DeepSeek V3.1", f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{J}"
-     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", ""),
-    ("DeepSeek V3.2", '<｜DSML｜function_calls><｜DSML｜invoke name="get_weather"><｜DSML｜parameter name="city" '
-     'string="true">Paris</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>', ""),
-    ("Kimi K2", f"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
-     f"<|tool_call_argument_begin|>{J}<|tool_call_end|><|tool_calls_section_end|>", ""),
+    (
+        "DeepSeek V3",
+        f"Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+        f"```json\n{J}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "Checking.",
+    ),
+    (
+        "DeepSeek V3.1",
+        f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{J}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "",
+    ),
+    (
+        "DeepSeek V3.2",
+        '<｜DSML｜function_calls><｜DSML｜invoke name="get_weather"><｜DSML｜parameter name="city" '
+        'string="true">Paris</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>',
+        "",
+    ),
+    (
+        "Kimi K2",
+        f"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        f"<|tool_call_argument_begin|>{J}<|tool_call_end|><|tool_calls_section_end|>",
+        "",
+    ),
     ("GPT-OSS", f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>", ""),
     ("GPT-OSS header", f"<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{J}", ""),
-    ("Command R7B", '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": '
-     f'{J}}}]<|END_ACTION|>', ""),
-    ("MiniMax", '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>'
-     "</minimax:tool_call>", ""),
-    ("Seed-OSS", "<seed:tool_call><function=get_weather><parameter=city>Paris</parameter></function>"
-     "</seed:tool_call>", ""),
+    (
+        "Command R7B",
+        f'<|START_ACTION|>[{{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {J}}}]<|END_ACTION|>',
+        "",
+    ),
+    (
+        "MiniMax",
+        '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>'
+        "</minimax:tool_call>",
+        "",
+    ),
+    (
+        "Seed-OSS",
+        "<seed:tool_call><function=get_weather><parameter=city>Paris</parameter></function></seed:tool_call>",
+        "",
+    ),
     ("Jamba", f'<tool_calls>[{{"name": "get_weather", "arguments": {J}}}]</tool_calls>', ""),
     ("Apertus", f'<|tools_prefix|>[{{"get_weather": {J}}}]<|tools_suffix|>', ""),
     ("Nemotron", f'<TOOLCALL>[{{"name": "get_weather", "arguments": {J}}}]</TOOLCALL>', ""),
@@ -67,15 +104,42 @@ CASES: list[tuple[str, str, str]] = [
 IDS = [c[0] for c in CASES]
 
 # Strings that are one special token in their vocabularies: fed as atoms in the token tests.
-SPECIALS = sorted({
-    "<|tool_call_start|>", "<|tool_call_end|>", "<|python_tag|>", "<|python_start|>", "<|python_end|>",
-    "[TOOL_CALLS]", "[ARGS]", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
-    "<|tool_call_argument_begin|>", "<|tool_calls_section_end|>", "<|channel|>",
-    "<|constrain|>", "<|message|>", "<|call|>", "<|start|>", "<|START_ACTION|>", "<|END_ACTION|>",
-    "<|tools_prefix|>", "<|tools_suffix|>", "<|action_start|>", "<|plugin|>", "<|action_end|>", "<tool_call>",
-    "</tool_call>",
-}, key=len, reverse=True)
+SPECIALS = sorted(
+    {
+        "<|tool_call_start|>",
+        "<|tool_call_end|>",
+        "<|python_tag|>",
+        "<|python_start|>",
+        "<|python_end|>",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>",
+        "<｜tool▁calls▁end｜>",
+        "<|tool_calls_section_begin|>",
+        "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|channel|>",
+        "<|constrain|>",
+        "<|message|>",
+        "<|call|>",
+        "<|start|>",
+        "<|START_ACTION|>",
+        "<|END_ACTION|>",
+        "<|tools_prefix|>",
+        "<|tools_suffix|>",
+        "<|action_start|>",
+        "<|plugin|>",
+        "<|action_end|>",
+        "<tool_call>",
+        "</tool_call>",
+    },
+    key=len,
+    reverse=True,
+)
 _SPECIAL_RE = re.compile("|".join(re.escape(s) for s in SPECIALS))
 
 
@@ -142,12 +206,16 @@ def test_special_token_pieces_cut_anywhere_give_the_same_call(case: tuple[str, s
 
 
 def test_two_calls_in_one_reply_are_both_kept_in_order() -> None:
-    reply = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-             '<tool_call>{"name": "other", "arguments": {}}</tool_call>')
+    reply = (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+        '<tool_call>{"name": "other", "arguments": {}}</tool_call>'
+    )
     _, calls, _ = run([Piece(reply)])
     assert as_pair(calls) == [CALL, ("other", {})]
-    assert as_pair(parse_span("lfm2", '<|tool_call_start|>[get_weather(city="Paris"), other()]<|tool_call_end|>')) \
-        == [CALL, ("other", {})]
+    assert as_pair(parse_span("lfm2", '<|tool_call_start|>[get_weather(city="Paris"), other()]<|tool_call_end|>')) == [
+        CALL,
+        ("other", {}),
+    ]
 
 
 MALFORMED = [

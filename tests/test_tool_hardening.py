@@ -37,13 +37,24 @@ HOSTILE = str(Path(__file__).with_name("mcp_hostile_server.py"))
 # -- the calculator ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("expression", "message"), [
-    ("round(1, -10**9)", "digits are limited"), ("round(1, -(10**7))", "digits are limited"),
-    ("round(1.5, 2.5)", "whole number of digits"), ("abs(1, 2)", "abs() takes one number"),
-    ("floor(1, 2)", "floor() takes one number"), ("log(1, 2, 3)", "log() takes"), ("sqrt()", "sqrt() takes"),
-    ("2 ** 4096", "too large"), ("(2**4095) * (2**4095)", "too large"), ("factorial(5)", "not allowed"),
-    ("1 << 10**9", "not allowed"), ("exp(10**4)", "cannot compute"), ("sin(2**4000)", "cannot compute"),
-])
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("round(1, -10**9)", "digits are limited"),
+        ("round(1, -(10**7))", "digits are limited"),
+        ("round(1.5, 2.5)", "whole number of digits"),
+        ("abs(1, 2)", "abs() takes one number"),
+        ("floor(1, 2)", "floor() takes one number"),
+        ("log(1, 2, 3)", "log() takes"),
+        ("sqrt()", "sqrt() takes"),
+        ("2 ** 4096", "too large"),
+        ("(2**4095) * (2**4095)", "too large"),
+        ("factorial(5)", "not allowed"),
+        ("1 << 10**9", "not allowed"),
+        ("exp(10**4)", "cannot compute"),
+        ("sin(2**4000)", "cannot compute"),
+    ],
+)
 def test_the_calculator_refuses_costly_or_mistyped_calls_in_one_line(expression: str, message: str) -> None:
     start = time.perf_counter()
     with pytest.raises(CalcError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -58,20 +69,28 @@ def test_small_big_results_are_allowed() -> None:
     assert calculate("(-2)**4095") == (-2) ** 4095
 
 
-_atoms = st.one_of(st.integers(-(10**12), 10**12).map(str), st.floats(allow_nan=False).map(repr),
-                   st.sampled_from(["pi", "e", "10**9", "-(10**9)", "2**4095", "1.5", "0"]))
+_atoms = st.one_of(
+    st.integers(-(10**12), 10**12).map(str),
+    st.floats(allow_nan=False).map(repr),
+    st.sampled_from(["pi", "e", "10**9", "-(10**9)", "2**4095", "1.5", "0"]),
+)
 
 
 def _expressions() -> st.SearchStrategy[str]:
     def grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         binary = st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "^"]), inner).map(
-            lambda t: f"({t[0]}){t[1]}({t[2]})")
-        call = st.tuples(st.sampled_from(["sqrt", "log", "round", "abs", "floor", "ceil", "exp", "sin", "log2"]),
-                         st.lists(inner, min_size=0, max_size=3)).map(lambda t: f"{t[0]}({', '.join(t[1])})")
+            lambda t: f"({t[0]}){t[1]}({t[2]})"
+        )
+        call = st.tuples(
+            st.sampled_from(["sqrt", "log", "round", "abs", "floor", "ceil", "exp", "sin", "log2"]),
+            st.lists(inner, min_size=0, max_size=3),
+        ).map(lambda t: f"{t[0]}({', '.join(t[1])})")
         return binary | call | inner.map(lambda x: f"-({x})")
+
     return st.recursive(_atoms, grow, max_leaves=12)
 
 
+@pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 @settings(max_examples=400, deadline=2000)
 @given(_expressions())
 def test_any_expression_is_a_bounded_number_or_one_line(expression: str) -> None:
@@ -123,6 +142,7 @@ def test_a_very_long_path_is_one_line_without_the_grants_location(tmp_path: Path
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX renames")
+@pytest.mark.slow
 def test_swapping_a_folder_for_a_link_never_leads_outside_the_grant(tmp_path: Path) -> None:
     root, outside = tmp_path / "root", tmp_path / "outside"
     (root / "sub_real").mkdir(parents=True)
@@ -216,10 +236,29 @@ def test_the_cli_runs_the_builtin_not_the_impostor(tmp_path: Path, capsys: pytes
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "a.txt").write_text("hello from the file")
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"replies": [['<tool_call>{"name": "read_file", "arguments": {"path": "a.txt"}}'
-                                                '</tool_call>'], ["done."]]}))
-    assert main(["chat", "--backend", f"script:{script}", "--tools", "builtin,mcp:read", "--allow-folder",
-                 str(tmp_path / "g"), "--yes", "--events", "--no-history", "read"]) == 0
+    script.write_text(
+        json.dumps(
+            {"replies": [['<tool_call>{"name": "read_file", "arguments": {"path": "a.txt"}}</tool_call>'], ["done."]]}
+        )
+    )
+    assert (
+        main(
+            [
+                "chat",
+                "--backend",
+                f"script:{script}",
+                "--tools",
+                "builtin,mcp:read",
+                "--allow-folder",
+                str(tmp_path / "g"),
+                "--yes",
+                "--events",
+                "--no-history",
+                "read",
+            ]
+        )
+        == 0
+    )
     results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["content"] for r in results if r["type"] == "tool_result"] == ["hello from the file"]
 
@@ -267,14 +306,15 @@ def test_server_names_and_descriptions_cannot_forge_lines_in_ember_tools(capsys:
     config.write_text(json.dumps({"mcpServers": {"esc": {"command": sys.executable, "args": [HOSTILE, "escapes"]}}}))
     assert main(["tools", "--mcp", "esc"]) == 0
     out = capsys.readouterr().out
-    block = out[out.index("mcp:esc:"):].splitlines()
+    block = out[out.index("mcp:esc:") :].splitlines()
     assert len(block) == 3 and all(line.startswith("  ") for line in block[1:])
     assert "\x1b" not in out and not any(line.startswith(("ember: fake", "Run it?")) for line in out.splitlines())
 
 
 def test_tool_results_reach_the_model_as_text() -> None:  # the plain path still works end to end
-    backend = ScriptedBackend.from_texts('<tool_call>{"name": "calculator", "arguments": '
-                                         '{"expression": "round(1, -10**9)"}}</tool_call>', "ok.")
+    backend = ScriptedBackend.from_texts(
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "round(1, -10**9)"}}</tool_call>', "ok."
+    )
     runner = TurnRunner(backend, ToolUse(ToolSet([calculator_tool()]), lambda _: Decision.APPROVE))
     events = list(runner.run(make_request([{"role": "user", "content": "go"}], max_tokens=50), CancelToken()))
     (result,) = [e for e in events if isinstance(e, ToolResult)]

@@ -87,8 +87,7 @@ def test_an_approved_call_runs_and_its_result_goes_back_as_a_tool_message() -> N
 
 
 def test_text_after_a_tool_round_starts_a_new_paragraph_once() -> None:
-    backend = ScriptedBackend(
-        [["Checking.", hermes("echo", text="a")], ["\n", " ", " Done", " now."]])
+    backend = ScriptedBackend([["Checking.", hermes("echo", text="a")], ["\n", " ", " Done", " now."]])
     events = turn(backend, echo_tools(), Approver(Decision.APPROVE))
     assert content(events) == "Checking.\n\nDone now."
     assert backend.requests[1].messages[-2]["content"] == "Checking."  # the model's own words go back as written
@@ -115,8 +114,12 @@ def test_always_allow_skips_the_question_for_that_tool_in_this_conversation_and_
 
     # The next turn of the same conversation is not asked either; another tool still is.
     later = Approver(Decision.DENY)
-    turn(ScriptedBackend.from_texts(hermes("echo", text="3"), hermes("broken"), "Ok."), echo_tools(), later,
-         permissions=permissions)
+    turn(
+        ScriptedBackend.from_texts(hermes("echo", text="3"), hermes("broken"), "Ok."),
+        echo_tools(),
+        later,
+        permissions=permissions,
+    )
     assert [c.name for c in later.asked] == ["broken"]
 
     permissions.revoke("echo")
@@ -187,7 +190,11 @@ def test_a_grammar_constrains_only_the_first_round() -> None:
 
 def test_events_have_the_documented_json_shapes() -> None:
     assert event_to_json(ToolCall("c1", "echo", {"text": "a"})) == {
-        "type": "tool_call", "id": "c1", "name": "echo", "arguments": {"text": "a"}}
+        "type": "tool_call",
+        "id": "c1",
+        "name": "echo",
+        "arguments": {"text": "a"},
+    }
     assert event_to_json(ToolResult("c1", "ok")) == {"type": "tool_result", "id": "c1", "content": "ok"}
     assert event_to_json(ToolDenied("c1")) == {"type": "tool_denied", "id": "c1"}
     assert event_to_json(ContentDelta("x")) == {"type": "content", "text": "x"}
@@ -195,11 +202,16 @@ def test_events_have_the_documented_json_shapes() -> None:
 
 def test_a_scripted_multi_round_reply_with_special_token_pieces_plays_through() -> None:
     """The script format itself can play a tool-calling model (LFM2 markers as special pieces)."""
-    script = {"replies": [
-        [{"text": "<|tool_call_start|>", "special": True}, '[echo(text="hi")]',
-         {"text": "<|tool_call_end|>", "special": True}],
-        ["It echoed."],
-    ]}
+    script = {
+        "replies": [
+            [
+                {"text": "<|tool_call_start|>", "special": True},
+                '[echo(text="hi")]',
+                {"text": "<|tool_call_end|>", "special": True},
+            ],
+            ["It echoed."],
+        ]
+    }
     from engine.backends.scripted import parse_script
 
     backend = ScriptedBackend(parse_script(script))
@@ -209,8 +221,10 @@ def test_a_scripted_multi_round_reply_with_special_token_pieces_plays_through() 
 
 
 def test_repeated_model_call_ids_stay_unique_within_a_turn() -> None:
-    kimi = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.echo:0<|tool_call_argument_begin|>'
-            '{"text": "a"}<|tool_call_end|><|tool_calls_section_end|>')
+    kimi = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.echo:0<|tool_call_argument_begin|>"
+        '{"text": "a"}<|tool_call_end|><|tool_calls_section_end|>'
+    )
     backend = ScriptedBackend.from_texts(kimi, kimi, "Done.")
     events = turn(backend, echo_tools(), Approver(), permissions=ToolPermissions({"echo"}))
     ids = [e.id for e in events if isinstance(e, ToolCall)]
@@ -236,8 +250,7 @@ def test_a_tool_turn_runs_through_the_engines_one_turn_api() -> None:
     async def main() -> tuple[list[Event], bool]:
         engine = Engine(backend)
         request = make_request([{"role": "user", "content": "hi"}], max_tokens=100)
-        events = [e async for e in engine.run_turn(
-            request, tools=ToolUse(echo_tools(), approver))]
+        events = [e async for e in engine.run_turn(request, tools=ToolUse(echo_tools(), approver))]
         busy_after = engine.busy
         await engine.aclose()
         return events, busy_after

@@ -11,8 +11,11 @@ TOOLS = ({"type": "function", "function": {"name": "current_time", "description"
 THREAD = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "What time is it?"},
-    {"role": "assistant", "content": "",
-     "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "current_time", "arguments": {}}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "current_time", "arguments": {}}}],
+    },
     {"role": "tool", "tool_call_id": "call_1", "name": "current_time", "content": "12:00"},
 ]
 TOOL_AWARE = "{% if tools %}TOOLS:{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
@@ -23,8 +26,10 @@ def test_a_template_that_ignores_tools_gets_them_in_the_system_message() -> None
     assert tools is None
     assert messages[0]["content"].startswith("Be brief.\n\n" + TOOLS_INTRO)
     assert '"name": "current_time"' in messages[0]["content"]
-    assert messages[2] == {"role": "assistant",
-                           "content": '<tool_call>{"name": "current_time", "arguments": {}}</tool_call>'}
+    assert messages[2] == {
+        "role": "assistant",
+        "content": '<tool_call>{"name": "current_time", "arguments": {}}</tool_call>',
+    }
     prompt = ChatTemplate(CHATML_TEMPLATE).render(messages)
     assert "<tool_call>" in prompt and "12:00" in prompt and "current_time" in prompt
 

@@ -28,8 +28,12 @@ def test_smollm2_calls_the_clock_after_approval_and_answers_with_the_result(smol
         asked.append(call)
         return Decision.APPROVE
 
-    request = make_request([{"role": "user", "content": "What time is it?"}], sampling=Sampling.greedy(),
-                           max_tokens=64, grammar=FORCED_CALL)
+    request = make_request(
+        [{"role": "user", "content": "What time is it?"}],
+        sampling=Sampling.greedy(),
+        max_tokens=64,
+        grammar=FORCED_CALL,
+    )
     events = list(TurnRunner(smollm, ToolUse(tools, approve)).run(request, CancelToken()))
 
     calls = [e for e in events if isinstance(e, ToolCall)]

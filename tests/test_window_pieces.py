@@ -30,11 +30,14 @@ def test_unfenced_code_becomes_a_code_block_with_its_lines() -> None:
     assert kinds[1][1] == "def reverse(s):\n    return s[::-1]\nprint(reverse('abc'))"
 
 
-@pytest.mark.parametrize("prose", [
-    "Roses are red,\nviolets are blue.",
-    "First, open the file.\nThen read it line by line.",
-    "If you want, I can explain more.\nFor example: the loop.",
-])
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "Roses are red,\nviolets are blue.",
+        "First, open the file.\nThen read it line by line.",
+        "If you want, I can explain more.\nFor example: the loop.",
+    ],
+)
 def test_prose_is_not_mistaken_for_code(prose: str) -> None:
     assert not looks_like_code(prose)
 
@@ -55,11 +58,15 @@ def test_prices_and_code_are_not_math() -> None:
 
 
 def test_load_errors_read_as_a_sentence_with_the_raw_text_behind() -> None:
-    raw = ("wrong-shape.gguf: llama.cpp could not load it: llama_model_load: error loading model: check_tensor_dims: "
-           "tensor 'blk.0.attn_q.weight' has wrong shape; expected    576,    576, got    288,   1152")
+    raw = (
+        "wrong-shape.gguf: llama.cpp could not load it: llama_model_load: error loading model: check_tensor_dims: "
+        "tensor 'blk.0.attn_q.weight' has wrong shape; expected    576,    576, got    288,   1152"
+    )
     text, details = load_failure_text("wrong-shape.gguf", raw, "SmolLM2")
-    assert text == ("Couldn't load wrong-shape.gguf. This file's tensor shapes don't match its architecture — "
-                    "the file may be damaged or converted wrongly. Still using SmolLM2.")
+    assert text == (
+        "Couldn't load wrong-shape.gguf. This file's tensor shapes don't match its architecture — "
+        "the file may be damaged or converted wrongly. Still using SmolLM2."
+    )
     assert "expected 576, 576, got 288, 1152" in details
     assert humane_cause("something new") == "llama.cpp could not load this file."
     assert "No model is loaded" in load_failure_text("x.gguf", "boom", None)[0]
@@ -77,9 +84,10 @@ def test_the_built_in_model_gets_a_penalty_and_a_cap(tmp_path: Path, monkeypatch
 
 
 def test_a_models_own_recommendations_are_its_defaults_and_saved_settings_win(tmp_path: Path) -> None:
-    model = gf.write_tiny_llama(tmp_path / "m.gguf", extra={"general.sampling.temp": 0.3,
-                                                            "general.sampling.penalty_repeat": 1.2,
-                                                            "general.sampling.top_k": 20})
+    model = gf.write_tiny_llama(
+        tmp_path / "m.gguf",
+        extra={"general.sampling.temp": 0.3, "general.sampling.penalty_repeat": 1.2, "general.sampling.top_k": 20},
+    )
     defaults = saved_settings(model)
     assert defaults.temperature == pytest.approx(0.3) and defaults.repeat_penalty == pytest.approx(1.2)
     assert defaults.top_k == 20

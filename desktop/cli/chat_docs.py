@@ -14,34 +14,55 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from desktop.cli.common import warn
-from desktop.core.documents import TurnDocuments, attachments_for, collection_for
+from desktop.core.citations import unsupported_citations
+from desktop.core.documents import TurnDocuments
 from engine.docs.context import label
 from engine.docs.names import shown
 from engine.events import Sources
+from engine.session.session import Ask, ChatSession
 
 
 def add_doc_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("documents")
-    g.add_argument("--attach", metavar="FILE", action="append", default=[],
-                   help="answer from this file (text, Markdown, code, HTML, PDF, DOCX; repeatable)")
-    g.add_argument("--docs", metavar="NAME", default=None,
-                   help="answer from this collection (see `ember docs`); remembered with the conversation")
+    g.add_argument(
+        "--attach",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="answer from this file (text, Markdown, code, HTML, PDF, DOCX; repeatable)",
+    )
+    g.add_argument(
+        "--docs",
+        metavar="NAME",
+        default=None,
+        help="answer from this collection (see `ember docs`); remembered with the conversation",
+    )
 
 
-def open_docs(args: argparse.Namespace, conversation: dict[str, object] | None) -> TurnDocuments:
-    """The turn's documents; DocsDatabaseError/ModelLoadError (one line) for an unusable collection."""
-    docs, problems = TurnDocuments.open(attachments_for(conversation, [Path(p) for p in args.attach]),
-                                        collection_for(conversation, args.docs))
+def open_docs(session: ChatSession, ask: Ask) -> tuple[TurnDocuments, dict[str, object]]:
+    """The documents the session names for `ask`, and the settings changes that remember them.
+
+    Raises DocsDatabaseError/ModelLoadError (one line) for an unusable collection.
+    """
+    files, collection = session.documents_for(ask)
+    docs, problems = TurnDocuments.open(files, collection)
     for problem in problems:
         warn(problem)
-    return docs
+    return docs, TurnDocuments.remembered(docs.attached, collection)
 
 
-def print_sources(event: Sources) -> None:
-    """The sources after a plain-text answer, on stderr (stdout keeps the answer alone)."""
+def print_sources(event: Sources, answer: str = "", no_match: str = "") -> None:
+    """The sources after a plain-text answer, on stderr (stdout keeps the answer alone), and its unsupported [n]."""
     sys.stdout.flush()  # the answer's last line first, on a terminal showing both
+    if no_match:
+        warn(no_match)
     for ref in event.sources:
         sys.stderr.write(f"[{ref.n}] {label(ref)} ({shown(ref.path)}, characters {ref.start}-{ref.end})\n")
+    given = len(event.sources)
+    for n in unsupported_citations(answer, {ref.n for ref in event.sources}):
+        warn(
+            f"[{n}] in the answer is unsupported: no source [{n}] was given "
+            f"({f'only [1]-[{given}]' if given else 'none were'})"
+        )

@@ -33,15 +33,32 @@ RESULT_PREVIEW_CHARS = 300
 
 def add_tool_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("tools")
-    g.add_argument("--tools", metavar="LIST", default=None,
-                   help="offer tools: builtin and/or mcp:NAME, comma-separated (e.g. builtin,mcp:files)")
-    g.add_argument("--allow-folder", metavar="DIR", action="append", default=[],
-                   help="let the file tools read inside DIR (repeatable)")
+    g.add_argument(
+        "--tools",
+        metavar="LIST",
+        default=None,
+        help="offer tools: builtin and/or mcp:NAME, comma-separated (e.g. builtin,mcp:files)",
+    )
+    g.add_argument(
+        "--allow-folder",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="let the file tools read inside DIR (repeatable)",
+    )
     g.add_argument("--yes", action="store_true", help="approve every tool call without asking (for scripts)")
-    g.add_argument("--ask-again", action="store_true",
-                   help="forget this conversation's 'always allow' choices: every tool asks again")
-    g.add_argument("--max-tool-rounds", type=positive_int, default=DEFAULT_MAX_ROUNDS, metavar="N",
-                   help=f"stop after N rounds of tool calls in one turn (default {DEFAULT_MAX_ROUNDS})")
+    g.add_argument(
+        "--ask-again",
+        action="store_true",
+        help="forget this conversation's 'always allow' choices: every tool asks again",
+    )
+    g.add_argument(
+        "--max-tool-rounds",
+        type=positive_int,
+        default=DEFAULT_MAX_ROUNDS,
+        metavar="N",
+        help=f"stop after N rounds of tool calls in one turn (default {DEFAULT_MAX_ROUNDS})",
+    )
 
 
 @dataclass
@@ -84,8 +101,14 @@ def build_toolset(args: argparse.Namespace, history_db: Path | None) -> ToolSet:
 class TerminalApprover:
     """Asks on the terminal (stderr + stdin); `yes` approves all; no terminal means deny."""
 
-    def __init__(self, *, yes: bool, ask: Callable[[str], str] | None = None, out: TextIO | None = None,
-                 interactive: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        yes: bool,
+        ask: Callable[[str], str] | None = None,
+        out: TextIO | None = None,
+        interactive: bool | None = None,
+    ) -> None:
         self.yes = yes
         self._ask = ask or input
         self._out = out or sys.stderr

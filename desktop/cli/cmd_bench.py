@@ -1,60 +1,106 @@
-"""`ember bench`: Ember's speed next to raw llama-cpp-python (and native llama.cpp), and the GUI under load.
+"""`ember bench`: how fast a model is on this machine, answered in well under a minute.
 
-The engine-side measurements come from `engine.bench.suite`. The GUI stall test runs in a child
-interpreter (`desktop.qt.stall_bench`, offscreen), so Qt never loads into this process and
-cannot disturb the engine's timings. Every figure is reported, never asserted.
+Without flags: the model's prompt reading and decoding speed and its time to first token,
+through Ember's own pipeline (`engine.bench.quick`), plus one line against native llama.cpp
+when a `llama-bench` binary is given or on PATH, and the built-in model's fast copy.
+
+`--full` runs the long comparisons (raw llama-cpp-python, native at depth, GUI under load,
+long chats, documents, the API server, start-up, downloads). They are developer instruments
+kept in the source checkout (tests/bench), so a frozen app says so in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import os
+import platform
+import shutil
 import sys
-from collections.abc import Callable
-from dataclasses import replace
+import time
 from pathlib import Path
 from typing import Any
 
-from desktop.cli import bench_docs, bench_download, bench_long_chat, bench_serve, bench_startup
 from desktop.cli.arg_checks import executable_arg
-from engine.bench.suite import BenchConfig, load_average, run_engine_bench
-from engine.child_env import python_child
-from engine.errors import BenchError, EngineError
+from engine.child_env import ROOT
+from engine.errors import EngineError
+from models.errors import EmberError
 
 EXIT_OK, EXIT_FAILED = 0, 2
-UI_FIELDS = ("ui_max_stall_ms", "ui_p99_stall_ms", "ui_catchup_ms",
-             "ui_huge_piece_max_stall_ms", "ui_huge_piece_catchup_ms",  # one 1 MB piece
-             "ui_card_line_max_stall_ms", "ui_paste_line_max_stall_ms",  # a 1 MB line: approval card, paste,
-             "ui_send_line_max_stall_ms")  # and sending it
-UI_TOKENS, UI_TOKENS_QUICK, UI_RATE = 20_000, 4_000, 2_000
+FULL_ONLY = "ember bench --full needs a source checkout of Ember (its comparisons live in tests/bench)"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="measure speed against raw llama-cpp-python, and the GUI under load")
-    p.add_argument("--model", type=Path, default=argparse.SUPPRESS, metavar="PATH",
-                   help="GGUF file (default: the built-in model)")
+    p = sub.add_parser("bench", help="how fast a model is here (--full: the long comparisons)")
+    p.add_argument(
+        "--model", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="GGUF file (default: the built-in model)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quick", action="store_true", help="fewer runs, shorter replies, a smaller GUI load (~1 min)")
-    p.add_argument("--threads", type=_positive, default=None, metavar="N",
-                   help="llama.cpp threads (default: logical CPUs)")
-    p.add_argument("--llama-bench", type=executable_arg, default=None, metavar="PATH",
-                   help="a built llama.cpp llama-bench binary: also run it, interleaved, on the same model at "
-                        "the same KV depth, and report Ember / native")
-    p.add_argument("--gpu-layers", type=_layers, default=-1, metavar="N",
-                   help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only")
-    p.add_argument("--draft-model", type=Path, default=None, metavar="PATH",
-                   help="a GGUF with the model's vocabulary: also measure speculative decoding with it")
-    # Internal knobs for a tiny run (the test suite); not part of the documented interface.
-    for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages"):
-        p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--startup-runs", type=_non_negative, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)  # no speculative/KV figures
-    bench_long_chat.add_arguments(p)
-    bench_serve.add_arguments(p)
-    bench_docs.add_arguments(p)
-    bench_download.add_arguments(p)
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="the long comparisons against raw and native, GUI, documents, serve (source checkout)",
+    )
+    p.add_argument("--quick", action="store_true", help="with --full: fewer runs, shorter replies")
+    p.add_argument(
+        "--threads", type=_positive, default=None, metavar="N", help="llama.cpp threads (default: logical CPUs)"
+    )
+    p.add_argument(
+        "--llama-bench",
+        type=executable_arg,
+        default=None,
+        metavar="PATH",
+        help="a built llama.cpp llama-bench binary (default: llama-bench on PATH, if any)",
+    )
+    p.add_argument(
+        "--gpu-layers",
+        type=_layers,
+        default=-1,
+        metavar="N",
+        help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only",
+    )
+    p.add_argument(
+        "--draft-model",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --full: a GGUF with the model's vocabulary, for speculative decoding",
+    )
+    _full_knobs(p)
     p.set_defaults(func=run)
+
+
+def _full_knobs(p: argparse.ArgumentParser) -> None:
+    """The full bench's flags; the hidden ones make a tiny run for the test suite."""
+    p.add_argument(
+        "--docs-big-file-mb",
+        type=int,
+        default=0,
+        metavar="MB",
+        help="with --full: also measure peak memory while indexing a text file of this size",
+    )
+    p.add_argument("--no-docs", action="store_true", help="with --full: leave out the documents benchmarks")
+    p.add_argument(
+        "--download-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="with --full: size of the file the download benchmark fetches (default 100)",
+    )
+    p.add_argument("--no-download", action="store_true", help="with --full: leave out the download benchmark")
+    for flag in (
+        "--runs",
+        "--max-tokens",
+        "--gui-tokens",
+        "--filter-bytes",
+        "--history-messages",
+        "--startup-runs",
+        "--long-chat-turns",
+        "--scale-messages",
+        "--serve-runs",
+    ):
+        p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)
 
 
 def _non_negative(text: str) -> int:
@@ -84,220 +130,121 @@ def _positive(text: str) -> int:
     return value
 
 
-def config_from(args: argparse.Namespace) -> BenchConfig:
-    model = getattr(args, "model", None)
-    draft = args.draft_model.expanduser() if args.draft_model else None
-    config = BenchConfig(model=Path(model).expanduser() if model else None, threads=args.threads,
-                         llama_bench=args.llama_bench, gpu_layers=args.gpu_layers, draft_model=draft,
-                         decode_extras=not args.skip_decoding)
-    if args.quick:
-        config = config.quick()
-    overrides = {
-        "runs": args.runs, "max_tokens": args.max_tokens, "filter_bytes": args.filter_bytes,
-        "history_messages": args.history_messages,
-    }
-    return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+def _say(message: str) -> None:
+    sys.stderr.write(f"ember bench: {message}…\n")
+    sys.stderr.flush()
 
 
-def gui_tokens(args: argparse.Namespace) -> int:
-    if args.gui_tokens is not None:
-        return args.gui_tokens
-    return UI_TOKENS_QUICK if args.quick else UI_TOKENS
-
-
-# -- the GUI under load, in a child process ------------------------------------------------
-
-
-def measure_gui(n_tokens: int, tokens_per_s: int, notes: list[str]) -> dict[str, Any]:
-    """`desktop.qt.stall_bench.measure_ui_stall` in an offscreen child; nulls and a note if it fails."""
-    result: dict[str, Any] = dict.fromkeys(UI_FIELDS)
-    result.update(ui_tokens=n_tokens, ui_tokens_per_s=tokens_per_s)
-    if n_tokens <= 0:
-        notes.append("GUI stall: skipped")
-        return result
-    try:
-        result.update(_run_stall_child(n_tokens, tokens_per_s))
-    except (OSError, RuntimeError, ValueError, BenchError, subprocess.TimeoutExpired) as exc:
-        notes.append(f"GUI stall: {exc}")
-    return result
-
-
-def _run_stall_child(n_tokens: int, tokens_per_s: int) -> dict[str, Any]:
-    # The long-line cases (a 1 MB line in a card, pasted, sent) are left out of a tiny run (the test suite's).
-    line_chars = 1_000_000 if n_tokens >= UI_TOKENS_QUICK else 0
-    code = (
-        "import json\nfrom desktop.qt.stall_bench import measure_ui_stall\n"
-        f"print(json.dumps(measure_ui_stall(n_tokens={n_tokens}, tokens_per_s={tokens_per_s}, "
-        f"line_chars={line_chars})))\n"
-    )
-    child = python_child(code, QT_QPA_PLATFORM="offscreen")
-    done = subprocess.run(
-        child.argv, capture_output=True, text=True, check=False, env=child.env, cwd=child.cwd,
-        timeout=n_tokens / tokens_per_s + 120,
-    )
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BenchError(f"the stall child failed ({done.returncode}): {tail}")
-    data = json.loads(done.stdout.strip().splitlines()[-1])
-    return {key: data.get(key) for key in UI_FIELDS}
-
-
-# -- output --------------------------------------------------------------------------------
-
-
-def _num(value: Any, unit: str = "", digits: int = 1) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.{digits}f}{unit}"
-
-
-def _machine_lines(r: dict[str, Any]) -> list[str]:
-    load = "" if r.get("load_average") is None else f", load average {r['load_average']}"
-    if r.get("load_average_end") is not None:
-        load += f" → {r['load_average_end']}"
-    return [
-        f"Ember bench: {r['model']}",
-        f"CPU: {r['cpu']}, {r['threads']} threads ({r['logical_cpus']} logical CPUs{load})",
-        f"runs on: {r.get('where', '?')}",
-        f"llama-cpp-python {r['llama_cpp_python']}, Python {r['python']}, {r['platform']}",
-        "",
-    ]
-
-
-def _speed_rows(r: dict[str, Any]) -> list[str]:
-    match = "outputs match" if r["outputs_match"] else "outputs DIFFER"
-    rows = [
-        f"{'':32}{'Ember engine':>14}{'raw llama-cpp-python':>24}",
-        f"{'tokens/s (decode, median)':32}{_num(r['engine_tps']):>14}{_num(r['raw_tps']):>24}",
-        f"{'time to first token (ms)':32}{_num(r['engine_ttft_ms']):>14}{_num(r['raw_ttft_ms']):>24}",
-        f"{'tokens generated':32}{r['engine_tokens']:>14}{r['raw_tokens']:>24}",
-        "",
-        _row("Ember / raw tokens/s", f"{_num(r['engine_vs_raw_tps_ratio'], digits=3)}  (pairwise median "
-             f"{_num(r['pairwise_ratio_median'], digits=3)}; {r['runs']} interleaved runs of "
-             f"{r['max_tokens']} tokens; {match})"),
-    ]
-    if r.get("native_tg_tps") is not None:
-        rows += _native_rows(r)
-    return rows
-
-
-def _native_rows(r: dict[str, Any]) -> list[str]:
-    label = f"native llama-bench {r.get('native_test', 'tg')}"
-    return [_row(label, f"{_num(r['native_tg_tps'])} tokens/s, flash attention {r.get('native_flash_attn', '?')} "
-                 f"as Ember  (Ember / native {_num(r['engine_vs_native_tps_ratio'], digits=3)}, pairwise median "
-                 f"{_num(r.get('native_pairwise_ratio_median'), digits=3)})")]
-
-
-def _variant_rows(r: dict[str, Any]) -> list[str]:
-    if r.get("default_vs_portable_tps_ratio") is None:
-        return [_row("CPU variant", str(r.get("cpu_variant", "?")))]
-    return [_row("CPU variant", f"{r['cpu_variant']} ({r.get('cpu_variant_how', '?')}; "
-                 f"{r.get('cpu_variants_built', '?')} built) against AVX2-only haswell: decode "
-                 f"x{_num(r['default_vs_portable_tps_ratio'], digits=3)} ({_num(r.get('portable_tg_tps'))} → "
-                 f"{_num(r.get('cpu_variant_tg_tps'))}), prompt "
-                 f"x{_num(r.get('default_vs_portable_pp_ratio'), digits=3)} "
-                 f"({_num(r.get('portable_pp_tps'))} → {_num(r.get('cpu_variant_pp_tps'))} tokens/s)")]
-
-
-def _decode_rows(r: dict[str, Any]) -> list[str]:
-    if r.get("spec_lookup_speedup") is None:
-        return _variant_rows(r)
-    rows = [*_variant_rows(r),
-        _row("prompt lookup, code edit", f"x{_num(r['spec_lookup_speedup'], digits=3)} tokens/s "
-             f"({_num(r['spec_lookup_plain_tps'])} → {_num(r['spec_lookup_tps'])}; acceptance "
-             f"{_num(r['spec_lookup_acceptance_rate'], digits=3)}; "
-             f"{'same output' if r['spec_lookup_outputs_match'] else 'outputs DIFFER'})"),
-        _row("prompt lookup, story", f"x{_num(r['spec_chat_ratio'], digits=3)} tokens/s "
-             f"(acceptance {_num(r.get('spec_chat_acceptance_rate'), digits=3)})"),
-    ]
-    if r.get("spec_draft_speedup") is not None:
-        rows.append(_row("draft model", f"x{_num(r['spec_draft_speedup'], digits=3)} tokens/s with "
-                         f"{r['spec_draft_model']} (acceptance {_num(r['spec_draft_acceptance_rate'], digits=3)})"))
-    for kind in ("q8_0", "q4_0"):
-        if r.get(f"kv_{kind}_vs_f16_tps_ratio") is not None:
-            ratio, rss, f16 = r[f"kv_{kind}_vs_f16_tps_ratio"], r.get(f"kv_{kind}_rss_mb"), r.get("kv_f16_rss_mb")
-            rows.append(_row(f"KV cache {kind} / f16", f"x{_num(ratio, digits=3)} tokens/s; {_num(rss, ' MB', 0)} vs "
-                             f"{_num(f16, ' MB', 0)} resident at {r.get('kv_context', 4096):,} tokens"))
-    return rows
-
-
-def _other_rows(r: dict[str, Any]) -> list[str]:
-    return [
-        _row("guardrail", f"{_num(r['filter_us_per_piece'], ' µs', 2)} per piece "
-             f"({r['filter_bytes']:,}-byte stream)"),
-        _row("GUI worst stall", f"{_num(r['ui_max_stall_ms'], ' ms')}  (p99 {_num(r['ui_p99_stall_ms'], ' ms')}; "
-             f"{r['ui_tokens']:,} tokens at {r['ui_tokens_per_s']:,}/s)"),
-        _row("GUI catch-up after last token", _num(r["ui_catchup_ms"], " ms")),
-        _row("GUI worst stall, one 1 MB piece", f"{_num(r.get('ui_huge_piece_max_stall_ms'), ' ms')}  "
-             f"(on screen after {_num(r.get('ui_huge_piece_catchup_ms'), ' ms')})"),
-        _row("GUI worst stall, 1 MB line in an approval card", _num(r.get("ui_card_line_max_stall_ms"), " ms")),
-        _row("GUI worst stall, 1 MB line pasted", f"{_num(r.get('ui_paste_line_max_stall_ms'), ' ms')}  "
-             f"(then sent: {_num(r.get('ui_send_line_max_stall_ms'), ' ms')})"),
-        _row("model load", f"{_num(r['load_ms'], ' ms', 0)}  (import llama_cpp {_num(r['import_ms'], ' ms', 0)})"),
-        _row("resident memory", f"{_num(r['rss_mb'], ' MB', 0)} after load, "
-             f"{_num(r['rss_after_first_token_mb'], ' MB', 0)} after the first token"),
-        _row("history search", f"{_num(r['history_search_ms'], ' ms', 2)} over {r['history_messages']:,} messages"),
-    ]
-
-
-def _row(label: str, value: str) -> str:
-    return f"{label:32}{value}"
-
-
-def format_report(r: dict[str, Any]) -> str:
-    lines = (_machine_lines(r) + _speed_rows(r) + _decode_rows(r) + _other_rows(r)
-             + bench_long_chat.report_rows(r, _row) + bench_serve.report_rows(r, _row))
-    lines += bench_startup.report_rows(r, _row)
-    lines += bench_docs.report_rows(r, _row)
-    lines += bench_download.report_rows(r, _row)
-    lines += [f"note: {n}" for n in r.get("notes", [])]
-    return "\n".join(lines)
-
-
-# -- the command ---------------------------------------------------------------------------
+# -- the default run -------------------------------------------------------------------------
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
-    def say(message: str) -> None:
-        sys.stderr.write(f"ember bench: {message}…\n")
-        sys.stderr.flush()
+    """The default run's report: this model's speed here, native beside it, the built-in's fast copy."""
+    from engine.backends.cpu_threads import default_threads
+    from engine.backends.load_errors import precheck_model_file
+    from engine.bench import quick
+    from models.library.default_model import default_model_path, shipped_model_path
 
-    report = run_engine_bench(config_from(args), say)
-    n_ui = gui_tokens(args)
-    if n_ui > 0:
-        say(f"GUI under load: {n_ui:,} tokens at {UI_RATE:,} tokens/s (offscreen)")
-    report.update(measure_gui(n_ui, UI_RATE, report["notes"]))
-    report.update(bench_long_chat.collect(args, config_from(args), say, report["notes"]))
-    report.update(bench_serve.collect(args, config_from(args), say, report["notes"]))
-    report.update(_startup(args, say, report["notes"]))
-    report.update(bench_docs.collect(args, config_from(args), say, report["notes"]))
-    report.update(bench_download.collect(args, say, report["notes"]))
-    report["load_average_end"] = load_average()
+    started = time.perf_counter()
+    model = Path(getattr(args, "model", None) or default_model_path()).expanduser()
+    precheck_model_file(model)
+    threads = args.threads or default_threads()
+    notes: list[str] = []
+    report: dict[str, Any] = {
+        "model": model.name,
+        "model_path": str(model),
+        "cpu": _cpu_name(),
+        "threads": threads,
+        "logical_cpus": os.cpu_count() or 1,
+        "load_average": _load(),
+        "notes": notes,
+    }
+    report.update(quick.measure(model, threads, args.gpu_layers, _say))
+    binary = args.llama_bench or _which_llama_bench()
+    if binary is not None:
+        _say("native llama-bench on the same model")
+        report.update(quick.native(binary, model, threads, report, notes))
+    if getattr(args, "model", None) is None and not os.environ.get("EMBER_DEFAULT_MODEL"):
+        report.update(quick.builtin_fast(shipped_model_path()))
+    report["load_average_end"] = _load()
+    report["bench_default_seconds"] = round(time.perf_counter() - started, 1)
     return report
 
 
-def _startup(args: argparse.Namespace, say: Callable[[str], None], notes: list[str]) -> dict[str, Any]:
-    """Start-up figures (`bench_startup`); nulls and a note when they cannot be taken."""
-    out: dict[str, Any] = dict.fromkeys(bench_startup.FIELDS)
-    runs = args.startup_runs if args.startup_runs is not None else (1 if args.quick else 3)
-    if runs <= 0:
-        return out
-    say(f"start-up: ember --version, history list and the window, {runs} round(s), beside python -c pass")
+def _cpu_name() -> str:
+    from engine.backends.cpu_threads import read_cpuinfo
+
+    for line in read_cpuinfo().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _which_llama_bench() -> Path | None:
+    found = shutil.which("llama-bench")
+    return Path(found) if found else None
+
+
+def _load() -> float | None:
     try:
-        out.update(bench_startup.measure_startup(runs))
-    except (BenchError, OSError, subprocess.TimeoutExpired) as exc:
-        notes.append(f"start-up: {exc}")
-    return out
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _num(value: Any, unit: str = "", digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def format_report(r: dict[str, Any]) -> str:
+    lines = [
+        f"Ember bench: {r['model']}",
+        f"CPU: {r['cpu']}, {r['threads']} threads (load average {r['load_average']} → {r['load_average_end']})",
+        f"prompt reading      {_num(r['engine_pp_tps'])} tokens/s ({r['prompt_tokens']}-token prompt)",
+        f"decoding            {_num(r['engine_tps'])} tokens/s",
+        f"time to first token {_num(r['engine_ttft_ms'], ' ms', 0)}  (model load {_num(r['load_ms'], ' ms', 0)})",
+    ]
+    if r.get("native_tg_tps") is not None:
+        lines.append(
+            f"native llama-bench  pp {_num(r.get('native_pp_tps'))}, tg {_num(r['native_tg_tps'])} tokens/s"
+            f" (Ember / native decoding {_num(r['engine_vs_native_tps_ratio'], digits=3)})"
+        )
+    if r.get("builtin_fast_format"):
+        lines.append(
+            f"built-in fast copy  {r['builtin_fast_format']}: prompt "
+            f"x{_num(r['builtin_fast_vs_shipped_pp_ratio'], digits=2)}, decode "
+            f"x{_num(r['builtin_fast_vs_shipped_tg_ratio'], digits=2)}, top-1 agreement "
+            f"{_num(r['builtin_fast_top1_agreement'], digits=3)}, perplexity "
+            f"x{_num(r['builtin_fast_ppl_ratio'], digits=3)} ({r.get('builtin_fast_verdict')})"
+        )
+    lines.append(f"answered in {r['bench_default_seconds']} s; `ember bench --full` for the long comparisons")
+    lines += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(lines)
+
+
+# -- the command -----------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.full:
+        return _run_full(args)
     try:
         report = collect(args)
-    except (EngineError, FileNotFoundError, RuntimeError, subprocess.TimeoutExpired) as exc:
+    except (EngineError, EmberError, FileNotFoundError, RuntimeError) as exc:
         sys.stderr.write(f"ember: bench failed: {exc}\n")
         return EXIT_FAILED
-    if args.json:
-        sys.stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(format_report(report) + "\n")
+    sys.stdout.write((json.dumps(report, ensure_ascii=False) if args.json else format_report(report)) + "\n")
     return EXIT_OK
+
+
+def _run_full(args: argparse.Namespace) -> int:
+    """`tests/bench/full.py` from this checkout; one line where there is none (the frozen app)."""
+    if getattr(sys, "frozen", False) or not (ROOT / "tests" / "bench" / "full.py").is_file():
+        sys.stderr.write(f"ember: {FULL_ONLY}\n")
+        return EXIT_FAILED
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.bench.full import run as run_full  # pyright: ignore[reportMissingImports]
+
+    status: int = run_full(args)
+    return status

@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from desktop.cli.arg_checks import ctx_arg, prompt_arg, seed_arg, temperature_arg, text_arg, threads_arg
 from desktop.cli.chat_docs import add_doc_options, open_docs, print_sources
+from desktop.cli.chat_images import add_image_options, read_images
 from desktop.cli.chat_tools import TerminalApprover, add_tool_options, build_toolset, result_preview
 from desktop.cli.cmd_history import add_chat_options, chat_session
 from desktop.cli.common import (
@@ -43,7 +45,7 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
-from desktop.core.documents import TurnDocuments, remember_documents
+from desktop.core.documents import TurnDocuments
 from engine.backends.base import Backend, CancelToken, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
@@ -65,7 +67,7 @@ from engine.events import (
 )
 from engine.history.types import HistoryError
 from engine.session.session import Ask, ChatSession
-from engine.session.settings import ConversationSettings, TurnSettings
+from engine.session.settings import TurnSettings
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
@@ -82,25 +84,43 @@ def register(sub: Any) -> None:
     p.add_argument("--system", type=text_arg, default=None, help="system prompt")
     p.add_argument("--temperature", type=temperature_arg, default=None, help="sampling temperature (0 = greedy)")
     p.add_argument("--seed", type=seed_arg, default=None, help="sampling seed (default: random)")
-    p.add_argument("--max-tokens", type=positive_int, default=None,
-                   help="reply length limit (default: the model's setting, else up to the context size)")
-    p.add_argument("--ctx", type=ctx_arg, default=None,
-                   help=f"context length in tokens (default {DEFAULT_CONTEXT_LENGTH})")
-    p.add_argument("--gpu-layers", type=int, default=None,
-                   help=f"layers to offload to the GPU ({AUTO_GPU_LAYERS} = as many as fit, 0 = CPU only)")
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=None,
+        help="reply length limit (default: the model's setting, else up to the context size)",
+    )
+    p.add_argument(
+        "--ctx", type=ctx_arg, default=None, help=f"context length in tokens (default {DEFAULT_CONTEXT_LENGTH})"
+    )
+    p.add_argument(
+        "--gpu-layers",
+        type=int,
+        default=None,
+        help=f"layers to offload to the GPU ({AUTO_GPU_LAYERS} = as many as fit, 0 = CPU only)",
+    )
     p.add_argument("--threads", type=threads_arg, default=None, help="CPU threads")
-    p.add_argument("--kv-cache", choices=tuple(KV_CACHE_TYPES), default=None,
-                   help="KV cache type: f16 (default), q8_0 or q4_0 (less memory for the context)")
+    p.add_argument(
+        "--kv-cache",
+        choices=tuple(KV_CACHE_TYPES),
+        default=None,
+        help="KV cache type: f16 (default), q8_0 or q4_0 (less memory for the context)",
+    )
     p.add_argument("--events", action="store_true", help="print one JSON object per event")
     p.add_argument("--show-thinking", action="store_true", help="print thinking to stderr")
     p.add_argument("--api-key-env", metavar="VAR", help="with openai: read the API key from this variable")
     p.add_argument("--schema", metavar="FILE", default=None, help="reply with JSON matching this JSON Schema file")
-    p.add_argument("--context-policy", choices=[c.value for c in ContextPolicy], default=None,
-                   help="when the conversation outgrows the context: truncate-middle (keep the start and the "
-                        "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)")
+    p.add_argument(
+        "--context-policy",
+        choices=[c.value for c in ContextPolicy],
+        default=None,
+        help="when the conversation outgrows the context: truncate-middle (keep the start and the "
+        "latest turns), rolling (latest only) or stop (default: the conversation's, else the model's)",
+    )
     add_chat_options(p)
     add_tool_options(p)
     add_doc_options(p)
+    add_image_options(p)
     p.set_defaults(func=run)
 
 
@@ -111,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         # Checked before a model loads: a bad schema file or conversation id fails fast.
         schema: Schema | None = load_schema(args.schema) if args.schema is not None else None
         settings = run_settings(args)
+        images = read_images(args)
         session = chat_session(args)
     except EngineError as exc:
         return fail(str(exc))
@@ -120,11 +141,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Checked before a model loads too; MCP servers start here, files are read here.
         tools = build_toolset(args, session.store.db_path if session.saved else None) if args.tools else None
-        docs = open_docs(args, session.settings.to_stored())
+        ask = Ask.send(args.prompt, images, attach=[Path(p) for p in args.attach], collection=args.docs)
+        docs, remembered = open_docs(session, ask)
         backend = open_backend(args, settings)
         note_clamped_context(settings.model.context_length, backend)
         note_base_model(backend)
-        return _chat(args, backend, settings, schema, session, tools, docs)
+        _keep_choices(args, session, remembered)
+        return _chat(args, backend, settings, schema, session, tools, docs, ask)
     except EngineError as exc:
         return fail(str(exc))
     finally:
@@ -137,24 +160,40 @@ def run(args: argparse.Namespace) -> int:
         session.close()
 
 
-def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, schema: Schema | None,
-          session: ChatSession, tools: ToolSet | None, docs: TurnDocuments) -> int:
+def _chat(
+    args: argparse.Namespace,
+    backend: Backend,
+    settings: TurnSettings,
+    schema: Schema | None,
+    session: ChatSession,
+    tools: ToolSet | None,
+    docs: TurnDocuments,
+    ask: Ask,
+) -> int:
     """One turn through the session: refused before anything is stored, or run and recorded."""
-    _keep_choices(args, session, docs)
     try:  # the request actually sent (tools, documents included) is fitted before anything is stored
-        turn = session.open_turn(backend, Ask.send(args.prompt), settings, tools=tools, schema=schema,
-                                 model=backend.name, approver=TerminalApprover(yes=args.yes),
-                                 max_tool_rounds=args.max_tool_rounds, ask_again=args.ask_again,
-                                 documents=docs.apply if docs else None)
+        turn = session.open_turn(
+            backend,
+            ask,
+            settings,
+            tools=tools,
+            schema=schema,
+            model=backend.name,
+            approver=TerminalApprover(yes=args.yes),
+            max_tool_rounds=args.max_tool_rounds,
+            ask_again=args.ask_again,
+            documents=docs.apply if docs else None,
+        )
     except (ContextOverflowError, ConfigError) as exc:
         sys.stderr.write(f"ember: {exc}\n")
         return EXIT_TURN_ERROR
     if turn.fit.cut:
-        sys.stderr.write(f"ember: {len(turn.fit.dropped)} earlier messages are outside the model's "
-                         f"context ({turn.policy})\n")
+        sys.stderr.write(
+            f"ember: {len(turn.fit.dropped)} earlier messages are outside the model's context ({turn.policy})\n"
+        )
     cancel = CancelToken()
     try:
-        return _print_turn(turn.run(backend, cancel), args)
+        return _print_turn(turn.run(backend, cancel), args, docs)
     except KeyboardInterrupt:
         cancel.cancel()
         turn.close("stopped")  # what streamed is kept, marked stopped
@@ -163,20 +202,17 @@ def _chat(args: argparse.Namespace, backend: Backend, settings: TurnSettings, sc
         return EXIT_INTERRUPTED
 
 
-def _keep_choices(args: argparse.Namespace, session: ChatSession, docs: TurnDocuments) -> None:
+def _keep_choices(args: argparse.Namespace, session: ChatSession, remembered: dict[str, object]) -> None:
     """`--context-policy`, `--system`, `--docs` and attached files: remembered as the conversation's own."""
-    changes: dict[str, object] = {}
+    changes = dict(remembered)
     if args.context_policy:
         changes["context_policy"] = ContextPolicy(args.context_policy)
     if args.system:
         changes["system"] = args.system
-    if not (changes or args.docs or docs.attached):
+    if session.settings.with_(**changes) == session.settings:
         return
     try:
         session.update_settings(**changes)
-        if args.docs or docs.attached:
-            stored = remember_documents(session.settings.to_stored(), docs, args.docs)
-            session.replace_settings(ConversationSettings.from_stored(stored))
     except HistoryError as exc:
         sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")
 
@@ -185,15 +221,17 @@ def note_clamped_context(asked: int, backend: Backend) -> None:
     """Say so when the model's trained context is below the context asked for (it is used instead)."""
     used = backend.capabilities.n_ctx
     if 0 < used < asked:
-        sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, "
-                         f"not {asked}\n")
+        sys.stderr.write(f"ember: note: the model was trained on {used} tokens of context; using {used}, not {asked}\n")
 
 
-def _print_turn(events: Iterable[Event], args: argparse.Namespace) -> int:
+def _print_turn(events: Iterable[Event], args: argparse.Namespace, docs: TurnDocuments | None = None) -> int:
     status = EXIT_OK
     thinking = ThinkingPrinter(sys.stderr) if args.show_thinking else None
     sources: Sources | None = None
+    answer: list[str] = []  # for the citation check
     for event in events:
+        if isinstance(event, ContentDelta):
+            answer.append(event.text)
         if args.events:
             emit_json(event_to_json(event))
         elif isinstance(event, Sources):
@@ -203,7 +241,7 @@ def _print_turn(events: Iterable[Event], args: argparse.Namespace) -> int:
         if isinstance(event, TurnError):
             status = EXIT_USAGE if event.kind is TurnErrorKind.CONFIG else EXIT_TURN_ERROR
     if sources is not None:
-        print_sources(sources)
+        print_sources(sources, "".join(answer), docs.no_match if docs else "")
     return status
 
 
@@ -223,8 +261,10 @@ def _emit_text(event: Event, args: argparse.Namespace, thinking: ThinkingPrinter
         case Notice(text=text):
             sys.stderr.write(f"ember: note: {text}\n")
         case StructuredRetry(attempt=attempt, error=error):
-            sys.stderr.write(f"ember: the reply was not valid: {error}; asking again "
-                             f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n")
+            sys.stderr.write(
+                f"ember: the reply was not valid: {error}; asking again "
+                f"(attempt {attempt} of {1 + MAX_STRUCTURED_RETRIES})…\n"
+            )
         case StructuredValue(value=value):
             sys.stdout.write(strict_dumps(value, indent=2, ensure_ascii=False) + "\n")
         case ToolResult(content=content, error=error):

@@ -1,7 +1,8 @@
 """`ember docs`: collections of documents to chat with (`ember chat --docs NAME`).
 
     ember docs add "Tax 2026" ~/Documents/tax/ receipts.pdf   # create/extend, then index
-    ember docs add Notes ~/notes --embedder ~/models/nomic-embed-text.gguf
+    ember docs add Notes ~/notes --embedder ~/models/nomic-embed-text.gguf   # default: all-MiniLM-L6-v2
+    ember docs add Logs ~/logs --embedder none                               # BM25 alone
     ember docs list [NAME]                                    # collections, or one's files
     ember docs reindex NAME                                   # only what changed
     ember docs search NAME "question" [-k 8]
@@ -29,13 +30,12 @@ from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail, positive_int, warn
 from engine.docs.context import label, numbered
-from engine.docs.embed import LlamaEmbedder
+from engine.docs.embed import DEFAULT_EMBEDDER, chat_model_warning, shared_embedder
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection, prune
 from engine.docs.names import json_text, shown
 from engine.docs.sources import CollectionSource
 from engine.errors import EngineError
-from models.library.default_model import DefaultModelMissing, default_model_path
 
 
 def register(sub: Any) -> None:
@@ -44,8 +44,13 @@ def register(sub: Any) -> None:
     add = dsub.add_parser("add", help="add files and folders to a collection (created if new) and index them")
     add.add_argument("name", metavar="NAME")
     add.add_argument("paths", metavar="PATH", nargs="+", type=Path)
-    add.add_argument("--embedder", metavar="GGUF", default=None,
-                     help="embedding model for vector search ('default': the built-in model); BM25 alone without")
+    add.add_argument(
+        "--embedder",
+        metavar="GGUF",
+        default=None,
+        help="embedding model (a GGUF) for a new collection's vector search; 'default' (the "
+        "default): all-MiniLM-L6-v2; 'none': BM25 alone",
+    )
     add.add_argument("--no-index", action="store_true", help="only record the paths; index later with reindex")
     ls = dsub.add_parser("list", help="the collections, or one collection's files")
     ls.add_argument("name", metavar="NAME", nargs="?")
@@ -85,17 +90,17 @@ def _emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
-def _embedder_path(spec: str | None) -> str:
-    if not spec:
-        return ""
-    if spec == "default":
-        try:
-            return str(default_model_path())
-        except DefaultModelMissing as exc:
-            raise EngineError(str(exc)) from exc
+def _embedder_spec(index: DocIndex, name: str, spec: str | None) -> str:
+    """What the collection stores: '' (BM25 alone), DEFAULT_EMBEDDER or a GGUF path; an existing one keeps its own."""
+    if spec is None:
+        return "" if index.find_collection(name) is not None else DEFAULT_EMBEDDER
+    if spec in ("none", DEFAULT_EMBEDDER):
+        return "" if spec == "none" else DEFAULT_EMBEDDER
     path = Path(spec).expanduser().resolve()
     if not path.is_file():
         raise EngineError(f"embedding model not found: {spec}")
+    if (warning := chat_model_warning(path)) is not None:
+        warn(warning)
     return str(path)
 
 
@@ -104,7 +109,9 @@ def _add(index: DocIndex, args: argparse.Namespace) -> int:
     for root in roots:
         if not root.exists():
             return fail(f"{shown(root.name)}: not found ({shown(str(root))})")
-    coll = index.create_collection(args.name, _embedder_path(args.embedder))
+    coll = index.create_collection(args.name, _embedder_spec(index, args.name, args.embedder))
+    if args.embedder == "none" and coll.embedder:
+        coll = index.set_embedder(coll, "")
     index.add_roots(coll, roots)
     if args.no_index:
         if args.json:
@@ -114,7 +121,7 @@ def _add(index: DocIndex, args: argparse.Namespace) -> int:
 
 
 def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int:
-    embedder = LlamaEmbedder.load(Path(coll.embedder)) if coll.embedder else None
+    embedder = shared_embedder(coll.embedder) if coll.embedder else None
     printer = _ProgressLine(sys.stderr.isatty())
     started = time.monotonic()
     try:
@@ -122,16 +129,15 @@ def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int
             report = index_collection(index, coll, embedder=embedder, progress=printer.show, cancel=cancelled)
     finally:
         printer.clear()
-        if embedder is not None:
-            embedder.close()
     for _, reason in report.failed + report.notes:
         warn(reason)
     if report.repaired:
-        warn(f"{report.repaired} file{'s' * (report.repaired != 1)} had duplicate passages (from two indexers at "
-             "once) and were indexed again")
+        warn(
+            f"{report.repaired} file{'s' * (report.repaired != 1)} had duplicate passages (from two indexers at "
+            "once) and were indexed again"
+        )
     if args.json:
-        _emit(json_text({"collection": coll.name, "seconds": round(time.monotonic() - started, 3),
-                         **report.to_json()}))
+        _emit(json_text({"collection": coll.name, "seconds": round(time.monotonic() - started, 3), **report.to_json()}))
     else:
         sys.stdout.write(_summary(coll, report) + "\n")
     if report.cancelled:
@@ -163,8 +169,10 @@ class _ProgressLine:
             return
         self._last = now
         name = shown(Path(p.current).name)[:40]
-        sys.stderr.write(f"\r\x1b[Kindexing {p.files_done}/{p.files_total} files · {p.pages:,} pages · "
-                         f"{p.chunks:,} passages · {name}")
+        sys.stderr.write(
+            f"\r\x1b[Kindexing {p.files_done}/{p.files_total} files · {p.pages:,} pages · "
+            f"{p.chunks:,} passages · {name}"
+        )
         sys.stderr.flush()
         self._shown = True
 
@@ -196,17 +204,34 @@ def _cancel_on_sigint() -> Iterator[Any]:
 
 
 def _info_json(info: CollectionInfo) -> dict[str, Any]:
-    return {"name": info.collection.name, "embedder": info.collection.embedder or None, "roots": list(info.roots),
-            "files": info.files, "ready": info.ready, "failed": info.failed, "indexing": info.indexing,
-            "passages": info.chunks, "vectors": info.vectors}
+    return {
+        "name": info.collection.name,
+        "embedder": info.collection.embedder or None,
+        "roots": list(info.roots),
+        "files": info.files,
+        "ready": info.ready,
+        "failed": info.failed,
+        "indexing": info.indexing,
+        "passages": info.chunks,
+        "vectors": info.vectors,
+    }
 
 
 def _list(index: DocIndex, args: argparse.Namespace) -> int:
     if args.name:
         coll = index.collection(args.name)
         files = sorted(index.files(coll).values(), key=lambda f: f.path)
-        rows = [{"path": f.path, "status": f.status, "error": f.error or None, "pages": f.pages,
-                 "passages": f.chunks, "size": f.size} for f in files]
+        rows = [
+            {
+                "path": f.path,
+                "status": f.status,
+                "error": f.error or None,
+                "pages": f.pages,
+                "passages": f.chunks,
+                "size": f.size,
+            }
+            for f in files
+        ]
         if args.json:
             _emit(json_text({**_info_json(index.info(coll)), "file_list": rows}))
             return EXIT_OK
@@ -224,8 +249,10 @@ def _list(index: DocIndex, args: argparse.Namespace) -> int:
         vectors = " + vectors" if i.collection.embedder else ""
         failed = f", {i.failed} unreadable" if i.failed else ""
         pending = f", {i.indexing} not finished (reindex)" if i.indexing else ""
-        sys.stdout.write(f"{shown(i.collection.name)}: {i.ready} file{'s' * (i.ready != 1)}, "
-                         f"{i.chunks:,} passage{'s' * (i.chunks != 1)} (BM25{vectors}){failed}{pending}\n")
+        sys.stdout.write(
+            f"{shown(i.collection.name)}: {i.ready} file{'s' * (i.ready != 1)}, "
+            f"{i.chunks:,} passage{'s' * (i.chunks != 1)} (BM25{vectors}){failed}{pending}\n"
+        )
     return EXIT_OK
 
 
@@ -238,8 +265,10 @@ def _remove(index: DocIndex, args: argparse.Namespace) -> int:
         return EXIT_OK
     missing = [str(p) for p in args.paths if not index.remove_root(coll, p.expanduser().resolve())]
     for path in missing:
-        warn(f"{shown(Path(path).name)}: not in collection '{shown(coll.name)}' (its roots: "
-             f"`ember docs list {shown(coll.name)}`)")
+        warn(
+            f"{shown(Path(path).name)}: not in collection '{shown(coll.name)}' (its roots: "
+            f"`ember docs list {shown(coll.name)}`)"
+        )
     removed = prune(index, coll)
     if args.json:
         _emit(json_text({"collection": coll.name, "removed_files": removed, "not_found": missing}))
@@ -248,12 +277,8 @@ def _remove(index: DocIndex, args: argparse.Namespace) -> int:
 
 def _search(index: DocIndex, args: argparse.Namespace) -> int:
     coll = index.collection(args.name)
-    embedder = LlamaEmbedder.load(Path(coll.embedder)) if coll.embedder else None
-    try:
-        refs = CollectionSource(index, coll, embedder).search(args.query, args.k)
-    finally:
-        if embedder is not None:
-            embedder.close()
+    embedder = shared_embedder(coll.embedder) if coll.embedder else None
+    refs = CollectionSource(index, coll, embedder).search(args.query, args.k)
     refs = numbered(refs)
     if args.json:
         _emit(json_text([r.to_json() for r in refs]))

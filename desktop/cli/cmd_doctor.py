@@ -23,8 +23,11 @@ EXIT_OK = 0
 def register(sub: Any) -> None:
     p = sub.add_parser("doctor", help="show llama.cpp's build, backends and devices, and whether the GPU is used")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--network", action="store_true",
-                   help="only zero-egress mode: what may connect, how it is enforced, the network ledger")
+    p.add_argument(
+        "--network",
+        action="store_true",
+        help="only zero-egress mode: what may connect, how it is enforced, the network ledger",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,13 +43,37 @@ def llama_report() -> dict[str, Any]:
         "llama_cpp_python": str(getattr(llama_cpp, "__version__", "?")),
         "backends": llama_devices.backend_names(),
         "devices": [
-            {"name": d.name, "description": d.description, "type": d.kind,
-             "free_bytes": d.free_bytes, "total_bytes": d.total_bytes}
+            {
+                "name": d.name,
+                "description": d.description,
+                "type": d.kind,
+                "free_bytes": d.free_bytes,
+                "total_bytes": d.total_bytes,
+            }
             for d in devices
         ],
         "gpu_offload": llama_devices.gpu_offload_supported(),
+        "gpu": gpu_report(),
         "system_info": system_info,
         "cpu": cpu_report(system_info),
+    }
+
+
+def gpu_report() -> dict[str, Any]:
+    """The GPU modules' devices (software ones too), the one chosen and why (#35)."""
+    from dataclasses import asdict
+
+    from engine.backends import gpu_modules
+    from engine.backends.cpu_variants import lib_dir
+
+    pick = gpu_modules.loaded() or gpu_modules.decide(lib_dir())
+    return {
+        "line": pick.line(),
+        "chosen": asdict(pick.chosen) if pick.chosen else None,
+        "why": pick.why,
+        "note": pick.note,
+        "devices": [asdict(d) for d in pick.devices],
+        "device_lines": pick.device_lines(),
     }
 
 
@@ -54,19 +81,24 @@ def cpu_report(system_info: str) -> dict[str, Any]:
     """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
     from dataclasses import asdict
 
-    from engine.backends import cpu_check, cpu_variants
+    from engine.backends import cpu_check, cpu_probe, cpu_variants
     from engine.errors import ModelLoadError
 
-    features, flags = cpu_check.build_features(system_info), cpu_check.cpu_flags()
+    features, flags = cpu_probe.build_features(system_info), cpu_probe.cpu_flags()
     try:
         verdict = cpu_check.ensure_cpu_runs().detail
     except ModelLoadError as exc:
         verdict = str(exc)
     choice = cpu_variants.loaded()
     line = cpu_check.chosen_line(choice, flags) if choice else cpu_check.variant_line(features, flags)
-    return {"features": list(features), "unused": cpu_check.unused(features, flags), "line": line,
-            "probe": verdict, "variant": choice.chosen if choice else None,
-            "variants": [asdict(p) for p in choice.probes] if choice else []}
+    return {
+        "features": list(features),
+        "unused": cpu_check.unused(features, flags),
+        "line": line,
+        "probe": verdict,
+        "variant": choice.chosen if choice else None,
+        "variants": [asdict(p) for p in choice.probes] if choice else [],
+    }
 
 
 def window_report() -> dict[str, Any]:
@@ -85,9 +117,13 @@ def network_summary() -> dict[str, Any]:
     allowed = len(report["allowed"])
     mode = f"on, {allowed} destination(s) allowed" if report["zero_egress"] else "OFF"
     totals = report["totals"]
-    return {"zero_egress": report["zero_egress"], "allowed": allowed, "totals": totals,
-            "line": f"zero-egress mode: {mode}; ledger: {totals['allowed']} allowed, {totals['refused']} refused "
-                    "(ember doctor --network)"}
+    return {
+        "zero_egress": report["zero_egress"],
+        "allowed": allowed,
+        "totals": totals,
+        "line": f"zero-egress mode: {mode}; ledger: {totals['allowed']} allowed, {totals['refused']} refused "
+        "(ember doctor --network)",
+    }
 
 
 CHECKS: list[tuple[str, Check]] = [("llama", llama_report), ("network", network_summary), ("window", window_report)]
@@ -112,6 +148,8 @@ def gpu_verdict(r: dict[str, Any]) -> str:
 
     if gpu_backend_names(r["backends"]):
         return "GPU offload: no — this build has GPU support but found no usable GPU"
+    if r.get("gpu", {}).get("devices"):  # a GPU module whose devices are listed, none chosen (#35)
+        return "GPU offload: no — none of the GPU modules' devices was chosen (see below)"
     return "GPU offload: no — this llama.cpp build is CPU-only (see the README to rebuild it for your GPU)"
 
 
@@ -121,11 +159,16 @@ def format_llama(r: dict[str, Any]) -> list[str]:
         "devices:" if r["devices"] else "devices: none reported (the ggml device API was not found)",
         *(_device_line(d) for d in r["devices"]),
         gpu_verdict(r),
+        r["gpu"]["line"],
+        *r["gpu"]["device_lines"],
+        *([r["gpu"]["note"]] if r["gpu"]["note"] else []),
     ]
     if r["system_info"]:
         lines.append(f"build features: {r['system_info'].rstrip(' |')}")
-    lines += [r["cpu"]["line"], f"CPU probe (llama.cpp decoding in a child process, cached per machine): "
-                                f"{r['cpu']['probe']}"]
+    lines += [
+        r["cpu"]["line"],
+        f"CPU probe (llama.cpp decoding in a child process, cached per machine): {r['cpu']['probe']}",
+    ]
     return lines
 
 

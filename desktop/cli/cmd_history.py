@@ -1,4 +1,4 @@
-"""`ember history`: list, show, search, export, import, delete and restore conversations.
+"""`ember history`: list, show, search, export, import, archive, delete and restore conversations.
 
 Also the history side of `ember chat` (`--no-history`, `-c/--continue`, `--conversation`):
 `add_chat_options` and `chat_session`, so `cmd_chat` only calls into them. No Qt here.
@@ -51,13 +51,15 @@ def open_store(*, reading: bool = False) -> HistoryStore:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("history", help="list, search, export and import recorded conversations")
-    p.set_defaults(func=run, history_action=_list, json=False, limit=None, trash=False)
+    p.set_defaults(func=run, history_action=_list, json=False, limit=None, trash=False, archived=False)
     actions = p.add_subparsers(dest="history_command", metavar="ACTION")
 
     a = actions.add_parser("list", help="conversations, most recent first")
     _json_flag(a)
     a.add_argument("--limit", type=positive_int, default=None, help="show at most N")
-    a.add_argument("--trash", action="store_true", help="list deleted conversations instead")
+    shown = a.add_mutually_exclusive_group()
+    shown.add_argument("--trash", action="store_true", help="list deleted conversations instead")
+    shown.add_argument("--archived", action="store_true", help="list archived conversations instead")
     a.set_defaults(history_action=_list)
 
     a = actions.add_parser("show", help="a conversation's active branch")
@@ -82,6 +84,14 @@ def register(sub: Any) -> None:
     a = actions.add_parser("import", help="a conversation exported as JSON (FILE or - for stdin)")
     a.add_argument("file", metavar="FILE")
     a.set_defaults(history_action=_import)
+
+    a = actions.add_parser("archive", help="set a conversation aside: out of the list, nothing lost")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.set_defaults(history_action=_archive)
+
+    a = actions.add_parser("unarchive", help="bring an archived conversation back to the list")
+    a.add_argument("id", type=id_arg, metavar="ID")
+    a.set_defaults(history_action=_unarchive)
 
     a = actions.add_parser("delete", help="move a conversation to the trash (restore undoes it)")
     a.add_argument("id", type=id_arg, metavar="ID")
@@ -121,19 +131,27 @@ def _local(ts: float) -> str:
 
 
 def _list(store: HistoryStore, args: argparse.Namespace) -> int:
-    conversations = store.conversations(limit=args.limit, deleted=args.trash)
+    conversations = store.conversations(limit=args.limit, deleted=args.trash, archived=args.archived)
     if args.json:
         _print_json([_conversation_json(c) for c in conversations])
         return EXIT_OK
     for conv in conversations:
         print(f"{conv.id:>6}  {_local(conv.updated_at)}  {safe_cell(conv.title) or '(untitled)'}")
     if not conversations:
-        sys.stderr.write("ember: no conversations yet\n" if not args.trash else "ember: the trash is empty\n")
+        sys.stderr.write(f"ember: {_nothing_listed(args)}\n")
+    elif not (args.trash or args.archived) and (count := store.archived_count()):
+        sys.stderr.write(f"ember: {count} archived not shown (ember history list --archived)\n")
     return EXIT_OK
 
 
+def _nothing_listed(args: argparse.Namespace) -> str:
+    if args.trash:
+        return "the trash is empty"
+    return "nothing is archived" if args.archived else "no conversations yet"
+
+
 def _conversation_json(conv: Conversation) -> dict[str, Any]:
-    return conversation_to_json(conv) | {"deleted_at": iso(conv.deleted_at)}
+    return conversation_to_json(conv) | {"deleted_at": iso(conv.deleted_at), "archived_at": iso(conv.archived_at)}
 
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
@@ -157,16 +175,24 @@ def _show(store: HistoryStore, args: argparse.Namespace) -> int:
 def _search(store: HistoryStore, args: argparse.Namespace) -> int:
     hits = store.search(" ".join(args.text), limit=args.limit)
     if args.json:
-        _print_json([
-            {"conversation_id": h.conversation_id, "title": h.title, "message_id": h.message_id,
-             "snippet": h.plain_snippet, "updated_at": iso(h.updated_at)}
-            for h in hits
-        ])
+        _print_json(
+            [
+                {
+                    "conversation_id": h.conversation_id,
+                    "title": h.title,
+                    "message_id": h.message_id,
+                    "snippet": h.plain_snippet,
+                    "updated_at": iso(h.updated_at),
+                    "archived": h.archived,
+                }
+                for h in hits
+            ]
+        )
         return EXIT_OK
     bold, plain = ("\x1b[1m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
     for h in hits:
         snippet = _highlighted(h.snippet, bold, plain)
-        where = "title" if h.message_id is None else f"message {h.message_id}"
+        where = ("title" if h.message_id is None else f"message {h.message_id}") + (", archived" if h.archived else "")
         print(f"{h.conversation_id:>6}  {safe_cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
     if not hits:
         sys.stderr.write("ember: nothing found\n")
@@ -228,6 +254,18 @@ def _delete(store: HistoryStore, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _archive(store: HistoryStore, args: argparse.Namespace) -> int:
+    store.archive(args.id)
+    print(f"archived conversation {args.id} (undo: ember history unarchive {args.id})")
+    return EXIT_OK
+
+
+def _unarchive(store: HistoryStore, args: argparse.Namespace) -> int:
+    store.unarchive(args.id)
+    print(f"conversation {args.id} is back in the list")
+    return EXIT_OK
+
+
 def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
     store.restore(args.id)
     print(f"restored conversation {args.id}")
@@ -254,8 +292,13 @@ def add_chat_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("history")
     g.add_argument("--no-history", action="store_true", help="do not record this turn")
     which = g.add_mutually_exclusive_group()
-    which.add_argument("-c", "--continue", dest="continue_latest", action="store_true",
-                       help="continue the most recent conversation (its active branch is the context)")
+    which.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the most recent conversation (its active branch is the context)",
+    )
     which.add_argument("--conversation", type=id_arg, metavar="ID", help="continue conversation ID")
 
 

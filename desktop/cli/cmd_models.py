@@ -4,6 +4,7 @@
     ember models pull REPO[:FILE|QUANT]  download one into Ember's models folder (resumable, verified)
     ember models add PATH                put a GGUF file you have into the library
     ember models rm NAME|PATH            delete a model Ember downloaded (desktop/cli/models_manage.py)
+    ember models optimize PATH           a faster copy of a slow-format file, beside it (models_optimize.py)
 
 (A file named like one of those words is described as `./search`.)
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
+from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
 from models.errors import GGUFError
@@ -34,17 +36,23 @@ from models.library.origins import Origin, origins
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
 
-ACTIONS = ("search", "pull", "add", "rm")
+ACTIONS = ("search", "pull", "add", "rm", "optimize")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("models", help="list, search, pull, add or remove models, or describe GGUF files")
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="GGUF files to describe; or search TEXT, pull REPO[:FILE|QUANT], add PATH, rm NAME|PATH")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="GGUF files to describe; or search TEXT, pull REPO[:FILE|QUANT], add PATH, rm NAME|PATH, optimize PATH",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--allow", action="store_true",
-                   help="search/pull: allow downloads from the Hub's host (asked once otherwise)")
+    p.add_argument(
+        "--allow", action="store_true", help="search/pull: allow downloads from the Hub's host (asked once otherwise)"
+    )
     p.add_argument("--limit", type=positive_int, default=30, metavar="N", help="search: at most N repositories")
+    p.add_argument("--quality-tokens", type=positive_int, default=None, help=argparse.SUPPRESS)  # a short test run
     p.set_defaults(func=run)
 
 
@@ -63,12 +71,16 @@ def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
 
         return search(" ".join(rest), as_json=args.json, allow=args.allow, limit=args.limit)
     if len(rest) != 1:
-        what = {"pull": "REPO[:FILE|QUANT]", "add": "PATH", "rm": "NAME|PATH"}[action]
+        what = {"pull": "REPO[:FILE|QUANT]", "add": "PATH", "rm": "NAME|PATH", "optimize": "PATH"}[action]
         return fail(f"ember models {action} takes one {what}")
     if action == "pull":
         from desktop.cli.models_hub import pull
 
         return pull(rest[0], as_json=args.json, allow=args.allow)
+    if action == "optimize":
+        from desktop.cli.models_optimize import optimize
+
+        return optimize(Path(rest[0]), as_json=args.json, quality_tokens=args.quality_tokens)
     from desktop.cli import models_manage
 
     if action == "add":
@@ -222,22 +234,22 @@ def _origin_json(known: dict[Path, Origin], path: Path) -> dict[str, object] | N
     return origin.to_json() if origin is not None else None
 
 
-def format_table(rows: Sequence[Sequence[str]], header: Sequence[str] = _COLUMNS) -> str:
-    """Columns padded to their widest cell; the last column is left ragged."""
-    table = [tuple(header), *(tuple(safe_cell(c) for c in r) for r in rows)]  # one line per item
-    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def _list_library(*, as_json: bool) -> int:
     entries = library_entries()
     if as_json:
         known = origins()
-        _print_json([e.to_json() | {"template_problem": _template_problem(e.metadata) if e.metadata else None,
-                                    "origin": _origin_json(known, e.path)} for e in entries])
+        _print_json(
+            [
+                e.to_json()
+                | {
+                    "template_problem": _template_problem(e.metadata) if e.metadata else None,
+                    "origin": _origin_json(known, e.path),
+                }
+                for e in entries
+            ]
+        )
     elif entries:
-        print(format_table([_row(e) for e in entries]))
+        print(format_table([_row(e) for e in entries], _COLUMNS))
     else:
         print("No models found.")
     return EXIT_OK

@@ -1,9 +1,9 @@
 """`ember network`: zero-egress mode's setting, allowed destinations and ledger.
 
-    ember network                      # the report (same as `ember doctor --network`)
-    ember network allow HOST[:PORT]    # allow a destination (or a URL, or mcp:NAME)
-    ember network remove HOST[:PORT]   # take it off the list again
-    ember network on | off             # zero-egress mode (on for a fresh install)
+ember network                      # the report (same as `ember doctor --network`)
+ember network allow HOST[:PORT]    # allow a destination (or a URL, or mcp:NAME)
+ember network remove HOST[:PORT]   # take it off the list again
+ember network on | off             # zero-egress mode (on for a fresh install)
 """
 
 from __future__ import annotations

@@ -39,30 +39,50 @@ from desktop.serve.origins import ORIGINS_ENV, OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.server import address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
-from engine.errors import ConfigError, EngineError
+from engine.docs.embed import DEFAULT_EMBEDDER, resolve_embedder
+from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.runtime import Engine
-from models.library.default_model import DefaultModelMissing, default_model_path
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve the model as a local OpenAI-compatible API")
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}; "
-                                                         "anything but loopback needs --api-key-env)")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}; anything but loopback needs --api-key-env)",
+    )
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     p.add_argument("--model", default="default", help="GGUF path or 'default' (the built-in model)")
     p.add_argument("--backend", default="llama", help="llama (default) or script:FILE (a scripted demo)")
-    p.add_argument("--embedder", metavar="GGUF", default=None,
-                   help="embedding model for /v1/embeddings ('default': the built-in model); 501 without")
+    p.add_argument(
+        "--embedder",
+        metavar="GGUF",
+        default=None,
+        help="embedding model for /v1/embeddings ('default': all-MiniLM-L6-v2, Ember's default embedder); 501 without",
+    )
     p.add_argument("--api-key-env", metavar="VAR", help="require the API key held by this environment variable")
-    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                   help="let browser pages from ORIGIN call (repeatable; e.g. https://chat.example.com, "
-                        f"http://*.example.com:*; '*' needs an API key); also {ORIGINS_ENV}=A,B. "
-                        "Loopback pages are always allowed")
-    p.add_argument("--queue", type=positive_int, default=DEFAULT_MAX_WAITING, metavar="N",
-                   help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429")
-    p.add_argument("--model-defaults", action="store_true",
-                   help="fields a request leaves out take the model's recommended settings "
-                        "(default: OpenAI's: temperature 1, top_p 1, no repeat penalty)")
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let browser pages from ORIGIN call (repeatable; e.g. https://chat.example.com, "
+        f"http://*.example.com:*; '*' needs an API key); also {ORIGINS_ENV}=A,B. "
+        "Loopback pages are always allowed",
+    )
+    p.add_argument(
+        "--queue",
+        type=positive_int,
+        default=DEFAULT_MAX_WAITING,
+        metavar="N",
+        help=f"requests that may wait for the model (default {DEFAULT_MAX_WAITING}); more get 429",
+    )
+    p.add_argument(
+        "--model-defaults",
+        action="store_true",
+        help="fields a request leaves out take the model's recommended settings "
+        "(default: OpenAI's: temperature 1, top_p 1, no repeat penalty)",
+    )
     p.add_argument("--record", action="store_true", help="record API requests in the history (default: not)")
     p.add_argument("--ctx", type=ctx_arg, default=None, help="context length in tokens (default: the model's setting)")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers to offload to the GPU (-1 = all)")
@@ -103,9 +123,16 @@ def run(args: argparse.Namespace) -> int:
     note_base_model(backend)
     engine = Engine(backend)
     defaults = defaults_for(engine, settings, model_defaults=args.model_defaults)
-    state = ServeState(engine, model_id=model_id_for(engine), defaults=defaults,
-                       api_key=key, line=ModelLine(args.queue), history=ApiHistory(open_store) if args.record else None,
-                       embedder=embedder, origins=origins)
+    state = ServeState(
+        engine,
+        model_id=model_id_for(engine),
+        defaults=defaults,
+        api_key=key,
+        line=ModelLine(args.queue),
+        history=ApiHistory(open_store) if args.record else None,
+        embedder=embedder,
+        origins=origins,
+    )
     also = f" (embeddings: {embedding_model_id(embedder)})" if embedder is not None else ""
     sys.stdout.write(f"Serving {backend.name}{also} on {address(sock)} (Ctrl+C stops)\n")
     sys.stdout.flush()
@@ -119,13 +146,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _embedder(spec: str | None, threads: int | None) -> TextEmbedder | None:
-    """The embedding model `--embedder` names (a GGUF path, or 'default': the built-in model)."""
+    """The embedding model `--embedder` names (a GGUF path, or 'default': all-MiniLM-L6-v2)."""
     if not spec:
         return None
     if spec == "default":
         try:
-            path = default_model_path()
-        except DefaultModelMissing as exc:
+            path = resolve_embedder(DEFAULT_EMBEDDER)
+        except ModelLoadError as exc:
             raise ConfigError(str(exc)) from None
     else:
         path = Path(spec).expanduser()
@@ -150,7 +177,7 @@ _KILL_S = 1.6  # the watchdog's deadline, for a process so stuck that none of th
 
 async def _serve(state: ServeState, sock: Any, host: str, stop: StopRequest) -> None:
     await serve(state, sock, stop=stop.event_here(), host=host, grace_s=_GRACE_S)
-    warn(f"stopped after {state.requests} requests")
+    warn(f"stopped after {state.requests} request{'' if state.requests == 1 else 's'}")
 
 
 def _close_within(engine: Engine, embedder: TextEmbedder | None, seconds: float) -> None:
@@ -160,6 +187,7 @@ def _close_within(engine: Engine, embedder: TextEmbedder | None, seconds: float)
     exit would join it, so the process ends with `os._exit` once everything Ember wrote is
     flushed (the history closed with the server; logs and streams here).
     """
+
     def close() -> None:
         engine.close_sync()
         if embedder is not None:

@@ -1,7 +1,7 @@
 """`ember tools`: the tools a conversation can offer, per source (built-in, each MCP server).
 
-    ember tools                 # built-in tools, and the configured MCP servers (not started)
-    ember tools --mcp files     # start server "files" and list its tools
+ember tools                 # built-in tools, and the configured MCP servers (not started)
+ember tools --mcp files     # start server "files" and list its tools
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ from models.library.paths import ember_paths
 
 def register(sub: Any) -> None:
     p = sub.add_parser("tools", help="list the built-in tools and the MCP servers' tools")
-    p.add_argument("--mcp", metavar="NAME", action="append", default=[],
-                   help="start MCP server NAME and list its tools (repeatable)")
+    p.add_argument(
+        "--mcp",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="start MCP server NAME and list its tools (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -38,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail(str(exc))
     # The file tools are listed as if a folder were granted: `--allow-folder` turns them on.
-    listing: dict[str, Any] = {"builtin": [_row(t) for t in builtin_tools(grants=_any_grant(),
-                                                                            history_db=paths.history_db)]}
+    listing: dict[str, Any] = {
+        "builtin": [_ungranted(_row(t)) for t in builtin_tools(grants=_any_grant(), history_db=paths.history_db)]
+    }
     try:
         for name in servers.names:
             started = name in args.mcp
@@ -53,6 +59,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _any_grant() -> FolderGrants:
     return FolderGrants([ember_paths().ensure().data_dir])
+
+
+def _ungranted(row: dict[str, Any]) -> dict[str, Any]:
+    """A file tool's description without the stand-in grant: no folder is granted until a chat grants one."""
+    description = str(row["description"])
+    at = description.find(" Granted folders: ")
+    if at >= 0:
+        row["description"] = description[:at] + " No folders granted (`ember chat --allow-folder DIR` grants one)."
+    return row
 
 
 def _row(tool: Tool) -> dict[str, Any]:
@@ -72,4 +87,4 @@ def _print(listing: dict[str, Any], as_json: bool, config: Any) -> None:
         for tool in tools:
             sys.stdout.write(f"  {safe_cell(tool['name'])}: {safe_cell(tool['description'])}\n")
     if len(listing) == 1:
-        sys.stdout.write(f"(no MCP servers configured; add them to {config} under \"mcpServers\")\n")
+        sys.stdout.write(f'(no MCP servers configured; add them to {config} under "mcpServers")\n')

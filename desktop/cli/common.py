@@ -92,9 +92,16 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
             saved = saved_settings(resolve_model_file(model_path(args)))
         except (ModelLoadError, GGUFError):
             pass  # the load reports the missing model or the link loop
-    overrides = Overrides(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
-                          context_length=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
-                          system_prompt=args.system, kv_cache=getattr(args, "kv_cache", None))
+    overrides = Overrides(
+        temperature=args.temperature,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        context_length=args.ctx,
+        gpu_layers=args.gpu_layers,
+        threads=args.threads,
+        system_prompt=args.system,
+        kv_cache=getattr(args, "kv_cache", None),
+    )
     return resolve(saved, overrides)
 
 

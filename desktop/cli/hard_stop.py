@@ -20,28 +20,11 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
+from engine.child_env import function_child
+
 log = logging.getLogger("desktop.cli")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_WATCHDOG = """
-import os, select, signal, sys, time
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(s, signal.SIG_IGN)
-parent, fd, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-stops = {int(signal.SIGINT), int(signal.SIGTERM)}
-deadline = None
-while True:
-    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-    if not select.select([fd], [], [], wait)[0]:
-        if os.getppid() == parent:
-            os.kill(parent, signal.SIGKILL)
-        break
-    data = os.read(fd, 64)
-    if not data:
-        break
-    if deadline is None and stops & set(data):
-        deadline = time.monotonic() + grace
-"""
 
 
 class StopRequest:
@@ -92,15 +75,44 @@ def stop_on_signals(request_stop: Callable[[], None], grace_s: float) -> Iterato
 def _start_watchdog(read_end: int, grace_s: float) -> subprocess.Popen[bytes] | None:
     if os.name != "posix":  # no fd passing nor SIGKILL: stops work unless a thread holds the GIL
         return None
-    # -I: nothing from the current folder or the environment is imported. The frozen app runs
-    # `-c` itself (packaging/ember_main.py) and imports nothing from the current folder anyway.
-    isolated = [] if getattr(sys, "frozen", False) else ["-I"]
+    # Isolated (engine/child_env.py): nothing from the current folder or the environment is imported.
+    child = function_child("desktop.cli.hard_stop:watchdog", str(os.getpid()), str(read_end), str(grace_s))
     try:
-        return subprocess.Popen([sys.executable, *isolated, "-c", _WATCHDOG, str(os.getpid()), str(read_end),
-                                 str(grace_s)],
-                                pass_fds=(read_end,), cwd=os.path.abspath(os.sep), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # never holds a pipe open
-                                start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            child.argv,
+            env=child.env,
+            pass_fds=(read_end,),
+            cwd=child.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # never holds a pipe open
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as exc:  # no watchdog: stops still work unless a thread holds the GIL
         log.warning("no stop watchdog (%s): a stuck request may delay SIGTERM", exc)
         return None
+
+
+def watchdog() -> int:
+    """In the watchdog process: argv PARENT_PID FD GRACE_S. SIGKILLs the parent GRACE_S after a stop
+    signal's number arrives on FD; exits when FD closes (the parent stopped, or is gone)."""
+    import select
+    import time
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    parent, fd, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    stops = {int(signal.SIGINT), int(signal.SIGTERM)}
+    deadline = None
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not select.select([fd], [], [], wait)[0]:
+            if os.getppid() == parent:
+                os.kill(parent, signal.SIGKILL)
+            return 0
+        data = os.read(fd, 64)
+        if not data:
+            return 0
+        if deadline is None and stops & set(data):
+            deadline = time.monotonic() + grace

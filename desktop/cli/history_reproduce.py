@@ -24,8 +24,11 @@ from models.library.settings import DEFAULT_CONTEXT_LENGTH
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reproduce", action="store_true",
-                   help="re-run the last reply (or --message N) from its receipt and say whether it matches")
+    p.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="re-run the last reply (or --message N) from its receipt and say whether it matches",
+    )
     p.add_argument("--message", type=int, metavar="N", help="with --reproduce: the reply to re-run")
 
 
@@ -60,8 +63,12 @@ def _open_model(path: Path, receipt: Mapping[str, Any]) -> Backend:
     n_ctx = int(receipt.get("context_size") or DEFAULT_CONTEXT_LENGTH)  # checked by check_receipt
     cache = receipt.get("kv_cache")
     kv_type = cache.get("type") if isinstance(cache, dict) else None
-    backend = LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=0 if on_cpu else -1,
-                           kv_cache=kv_type if isinstance(kv_type, str) and kv_type in KV_CACHE_TYPES else "f16")
+    backend = LlamaBackend(
+        path,
+        n_ctx=n_ctx,
+        n_gpu_layers=0 if on_cpu else -1,
+        kv_cache=kv_type if isinstance(kv_type, str) and kv_type in KV_CACHE_TYPES else "f16",
+    )
     if isinstance(receipt.get("prompt_lookup"), bool):  # drafting verifies tokens in batches: same as recorded
         backend.prompt_lookup = bool(receipt["prompt_lookup"])
     return backend

@@ -30,7 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "chat": "send one message and stream the reply",
     "models": "list, search, pull, add or remove models, or describe GGUF files",
     "history": "list, search, export and import recorded conversations",
-    "bench": "measure speed against raw llama-cpp-python, and the GUI under load",
+    "bench": "how fast a model is here (--full: the long comparisons)",
     "tools": "list the built-in tools and the MCP servers' tools",
     "docs": "collections of documents to chat with (ember chat --docs NAME)",
     "doctor": "show llama.cpp's build, backends and devices, and whether the GPU is used",
@@ -47,6 +47,25 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(fail(safe_cell(message)))  # parsing runs before prepare_streams
 
 
+class _Version(argparse.Action):
+    """`ember 0.2.0; llama-cpp-python 0.3.36 (libllama 0.5.0, ggml 0.25.3); CPU variant haswell (…)`.
+
+    Read from files alone (package metadata, the library names, the CPU probe's cache): llama.cpp
+    is not loaded, so this stays as quick as the rest of the start-up."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from engine.backends import cpu_probe, cpu_variants
+
+        print(f"ember {__version__}; {cpu_probe.llama_build()}; {cpu_variants.in_use_line()}")
+        parser.exit()
+
+
 def build_parser(commands: Iterable[str] = SUBCOMMANDS) -> argparse.ArgumentParser:
     """The `ember` parser with `commands` registered in full (their modules imported).
 
@@ -54,7 +73,12 @@ def build_parser(commands: Iterable[str] = SUBCOMMANDS) -> argparse.ArgumentPars
     """
     full = set(commands)
     parser = _Parser(prog="ember", description="Ember: offline chat with local GGUF models.")
-    parser.add_argument("--version", action="version", version=f"ember {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="show the version, llama.cpp's build and the CPU variant in use, and exit",
+    )
     parser.add_argument("--model", help="GGUF file to open (default: the last used, else the built-in model)")
     parser.add_argument("--backend", default=None, help="llama (default), script:FILE or openai:URL")
     parser.add_argument("--prompt", type=prompt_arg, help="send this message once the window is up")

@@ -6,7 +6,8 @@
 
 Zero-egress mode stays on: the first search or pull asks once whether downloads from the
 Hub's host may be allowed (`--allow` says yes up front; without a terminal and without
-`--allow` it explains and exits with status 2). A pull shows a bar with speed and time left
+`--allow` it explains and exits with status 2). A catalogue vision model's pull brings its
+image projector (`mmproj*.gguf`) into the same folder, as one download. A pull shows a bar with speed and time left
 on stderr; Ctrl+C cancels and keeps the `.part` files, and the same pull resumes them.
 """
 
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from desktop.core.get_models import DownloadChoiceError, projector_to_fetch
 from desktop.core.terminal_text import safe_cell
 from engine.hub.client import HubClient
 from engine.hub.consent import allow_downloads, consent_question, downloads_allowed, refusal_line
 from engine.hub.download import Progress, default_models_dir, download
 from engine.hub.errors import HubError
 from engine.hub.files import HubFile, parse_spec, pick_files, total_size
+from models.library.catalogue import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
 from models.library.paths import EmberPaths, ember_paths
 
 BAR_WIDTH = 24
@@ -42,7 +45,7 @@ def search(text: str, *, as_json: bool, allow: bool, limit: int) -> int:
         rows = [{"repo": r.repo, "downloads": r.downloads, "likes": r.likes, "gated": r.gated} for r in repos]
         sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
     elif repos:
-        from desktop.cli.cmd_models import format_table
+        from desktop.cli.table import format_table
 
         rows = [(r.repo, f"{r.downloads:,}", f"{r.likes:,}", "gated" if r.gated else "") for r in repos]
         print(format_table(rows, ("REPOSITORY", "DOWNLOADS", "LIKES", "ACCESS")))
@@ -61,20 +64,34 @@ def pull(spec: str, *, as_json: bool, allow: bool) -> int:
         return fail(refusal_line(client))
     bar = _Bar(sys.stderr.isatty())
     try:
-        files = pick_files(client.list_gguf(repo), selector)
-        _say(f"{repo}: {', '.join(f.path for f in files)} ({_size(total_size(files))}) "
-             f"into {default_models_dir(paths)}")
+        listing = client.list_gguf(repo)
+        files = pick_files(listing, selector)
+        if not any(f.is_projector for f in files):
+            # A catalogue vision model comes with its projector, in the same item (one bar, both or neither).
+            files += projector_to_fetch(listing, entry_for_repo(_catalogue(), repo))
+        _say(
+            f"{repo}: {', '.join(f.path for f in files)} ({_size(total_size(files))}) into {default_models_dir(paths)}"
+        )
         saved = download(files, default_models_dir(paths), client=client, progress=bar.show)
     except KeyboardInterrupt:
         bar.clear()
-        return fail(f"cancelled; the part downloaded is kept, and `ember models pull {spec}` resumes it",
-                    EXIT_INTERRUPTED)
-    except HubError as exc:
+        return fail(
+            f"cancelled; the part downloaded is kept, and `ember models pull {spec}` resumes it", EXIT_INTERRUPTED
+        )
+    except (HubError, DownloadChoiceError) as exc:
         bar.clear()
         return fail(str(exc), EXIT_FAILED)
     bar.clear()
     _report(files, saved, as_json)
     return EXIT_OK
+
+
+def _catalogue() -> tuple[CatalogueEntry, ...]:
+    """The shipped catalogue, or none when it cannot be read (a pull by repository still works)."""
+    try:
+        return shipped_catalogue()
+    except CatalogueError:
+        return ()
 
 
 def _consented(paths: EmberPaths, client: HubClient, allow: bool) -> bool:
@@ -102,13 +119,20 @@ def _report(files: list[HubFile], saved: list[Path], as_json: bool) -> None:
     model = next((p for f, p in zip(files, saved, strict=True) if not f.is_projector), saved[0])
     if as_json:
         out: dict[str, Any] = {
-            "repo": files[0].repo, "revision": files[0].revision, "model": str(model),
-            "files": [{"path": str(p), "file": f.path, "size": f.size, "sha256": f.sha256}
-                      for f, p in zip(files, saved, strict=True)],
+            "repo": files[0].repo,
+            "revision": files[0].revision,
+            "model": str(model),
+            "files": [
+                {"path": str(p), "file": f.path, "size": f.size, "sha256": f.sha256}
+                for f, p in zip(files, saved, strict=True)
+            ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
     print(f"saved {model} ({_size(total_size(files))}, SHA-256 checked)")
+    for f, p in zip(files, saved, strict=True):
+        if f.is_projector:
+            print(f"with its image projector {safe_cell(p.name)}, beside it")
     print(f"chat with it: ember chat --model {safe_cell(str(model))}")
 
 
@@ -155,8 +179,10 @@ class _Bar:
 def _bar_line(p: Progress, fraction: float) -> str:
     filled = int(fraction * BAR_WIDTH)
     speed = f"{p.bytes_per_s / 1e6:.1f} MB/s" if p.bytes_per_s > 0 else "-- MB/s"
-    return (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {_size(p.done)} of {_size(p.total)}  "
-            f"{speed}  {_left(p.seconds_left)}  {safe_cell(p.file)[:40]}")
+    return (
+        f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {_size(p.done)} of {_size(p.total)}  "
+        f"{speed}  {_left(p.seconds_left)}  {safe_cell(p.file)[:40]}"
+    )
 
 
 def _left(seconds: float | None) -> str:

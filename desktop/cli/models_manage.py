@@ -33,8 +33,9 @@ def add(path: Path, *, as_json: bool) -> int:
         return fail(f"{path}: a vision projector, not a chat model")
     state = load_library_state()
     # Listed like a recently opened file, without becoming the model the window opens next.
-    save_library_state(dataclasses.replace(state.with_opened(path), last_used=state.last_used,
-                                           last_used_server=state.last_used_server))
+    save_library_state(
+        dataclasses.replace(state.with_opened(path), last_used=state.last_used, last_used_server=state.last_used_server)
+    )
     if as_json:
         sys.stdout.write(json.dumps({"added": str(path), "name": meta.name}, ensure_ascii=False) + "\n")
     else:
@@ -55,17 +56,26 @@ def rm(what: str, *, as_json: bool) -> int:
             deleted = remove_model(entry.path, paths)
         except (EmberError, OSError) as exc:
             return fail(f"{entry.path}: {exc}")
-        _done({"deleted": [str(p) for p in deleted]}, f"deleted {entry.path}"
-              + (f" and {len(deleted) - 1} more file(s)" if len(deleted) > 1 else ""), as_json)
+        _done(
+            {"deleted": [str(p) for p in deleted]},
+            f"deleted {entry.path}" + (f" and {len(deleted) - 1} more file(s)" if len(deleted) > 1 else ""),
+            as_json,
+        )
         return EXIT_OK
     state = load_library_state()
     if entry.source is Source.RECENT:
         save_library_state(state.without_recent(entry.path))
-        _done({"unlisted": str(entry.path)}, f"took {entry.path} off the library's list; the file itself stays "
-              "(Ember deletes only files it downloaded)", as_json)
+        _done(
+            {"unlisted": str(entry.path)},
+            f"took {entry.path} off the library's list; the file itself stays (Ember deletes only files it downloaded)",
+            as_json,
+        )
         return EXIT_OK
-    return fail(f"{entry.path} is in a folder you added to the library; Ember deletes only files it downloaded "
-                f"(remove the folder in the window to stop listing it)", EXIT_USAGE)
+    return fail(
+        f"{entry.path} is in a folder you added to the library; Ember deletes only files it downloaded "
+        f"(remove the folder in the window to stop listing it)",
+        EXIT_USAGE,
+    )
 
 
 def _find(what: str) -> LibraryEntry:
@@ -81,8 +91,9 @@ def _find(what: str) -> LibraryEntry:
     if not found:
         raise LookupError(f"{what}: not in Ember's library (see: ember models)")
     if len(found) > 1:
-        raise LookupError(f"{what} names {len(found)} models; give the path: "
-                          + ", ".join(str(e.path) for e in found[:5]))
+        raise LookupError(
+            f"{what} names {len(found)} models; give the path: " + ", ".join(str(e.path) for e in found[:5])
+        )
     return found[0]
 
 

@@ -34,7 +34,16 @@ def link_citations(html: str, numbers: Collection[int]) -> str:
 
 def _link(match: re.Match[str], numbers: Collection[int]) -> str:
     n = int(match.group(1))
-    return f'<a href="{CITE_SCHEME}:{n}">[{n}]</a>' if n in numbers else match.group(0)
+    if n in numbers:
+        return f'<a href="{CITE_SCHEME}:{n}">[{n}]</a>'
+    # A number the answer was not given: shown as unsupported, never as a link to some other passage.
+    return f'<span style="color:#b03a2e">[{n}: no such source]</span>'
+
+
+def unsupported_citations(text: str, numbers: Collection[int]) -> list[int]:
+    """The `[n]` in a plain-text answer that name no source it was given, in order, once each."""
+    cited = dict.fromkeys(int(m.group(1)) for m in _REFERENCE.finditer(text))
+    return [n for n in cited if n not in numbers]
 
 
 def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:
@@ -51,9 +60,17 @@ def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:
         d = cast(dict[str, Any], item)
         try:
             page = d.get("page")
-            out.append(SourceRef(int(d["n"]), str(d["path"])[:MAX_PATH_CHARS], None if page is None else int(page),
-                                 int(d.get("start", 0)), int(d.get("end", 0)), float(d.get("score", 0.0)),
-                                 str(d.get("text", ""))[:MAX_SOURCE_CHARS]))
+            out.append(
+                SourceRef(
+                    int(d["n"]),
+                    str(d["path"])[:MAX_PATH_CHARS],
+                    None if page is None else int(page),
+                    int(d.get("start", 0)),
+                    int(d.get("end", 0)),
+                    float(d.get("score", 0.0)),
+                    str(d.get("text", ""))[:MAX_SOURCE_CHARS],
+                )
+            )
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(out)

@@ -33,17 +33,24 @@ CONTEXT_STOP, MESSAGE_TOO_LONG = "context_stop", "message_too_long"
 # Readable copy for each kind of failure, and the banner's action; the malformed copy is exact by contract.
 _FAILURES: dict[str, tuple[str, FailureAction | None]] = {
     TurnErrorKind.MALFORMED_REPLY: (MalformedReplyError.MESSAGE, FailureAction.RETRY),
-    TurnErrorKind.CONTEXT_FULL: ("This conversation no longer fits in the model's context window. "
-                                 "Start a new conversation to keep chatting.", FailureAction.NEW_CONVERSATION),
+    TurnErrorKind.CONTEXT_FULL: (
+        "This conversation no longer fits in the model's context window. Start a new conversation to keep chatting.",
+        FailureAction.NEW_CONVERSATION,
+    ),
     TurnErrorKind.NO_MODEL: ("No model is loaded{reason}", None),
     TurnErrorKind.SCRIPT: ("The scripted backend has no reply for this message. ({message})", None),
     TurnErrorKind.CONFIG: ("Ember could not send this request: {message}", None),
-    TurnErrorKind.STRUCTURED_OUTPUT: (f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} "
-                                      "attempts. Last error: {message}", FailureAction.RETRY),
+    TurnErrorKind.STRUCTURED_OUTPUT: (
+        f"The model did not return valid JSON after {1 + MAX_STRUCTURED_RETRIES} attempts. Last error: {{message}}",
+        FailureAction.RETRY,
+    ),
     TurnErrorKind.BACKEND: ("The model stopped with an error: {message}", FailureAction.RETRY),
     # The context policy's refusals (front-end kinds; recorded as context_full or config).
-    CONTEXT_STOP: ("This conversation has reached the model's context limit: {message}. "
-                   "Keep chatting by leaving older messages out of what the model sees.", FailureAction.DROP_OLDER),
+    CONTEXT_STOP: (
+        "This conversation has reached the model's context limit: {message}. "
+        "Keep chatting by leaving older messages out of what the model sees.",
+        FailureAction.DROP_OLDER,
+    ),
     MESSAGE_TOO_LONG: ("This message was not sent: {message}. Your draft is kept.", None),
 }
 HISTORY_PROBLEM = "history"  # the conversation could not be written: the message was not sent

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from desktop.core.hub_seam import HubFileLike, HubRepoLike
 from models.errors import EmberError
@@ -40,6 +41,7 @@ SHORT_LIST = 5
 HUB_ROWS = 8  # Hub results listed with their files (each needs one listing request)
 _QUANT = re.compile(r"(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=[-_.]|$)", re.IGNORECASE)
 _SHARD = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+_F = TypeVar("_F", bound=HubFileLike)
 
 
 class DownloadChoiceError(EmberError):
@@ -87,8 +89,10 @@ def quant_of(name: str) -> str:
 
 
 def facts_line(entry: CatalogueEntry) -> str:
-    """'4B parameters · thinks · tool calls · 40,960-token context'."""
+    """'4B parameters · vision (with its 851 MB image projector) · thinks · 40,960-token context'."""
     parts = [f"{entry.parameters} parameters"]
+    if entry.projector is not None:
+        parts.append(f"vision (with its {format_bytes(entry.projector.size)} image projector)")
     if entry.thinks:
         parts.append("thinks")
     if entry.tool_calls:
@@ -111,25 +115,56 @@ def _offered(file: CatalogueFile, verdict: Verdict) -> OfferedFile:
     return OfferedFile(file.name, file.quant, file.size, verdict)
 
 
-def offer_from_suggestion(suggestion: Suggestion, free: FreeMemory, models_dir: Path, *,
-                          n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> ModelOffer:
+def offer_from_suggestion(
+    suggestion: Suggestion,
+    free: FreeMemory,
+    models_dir: Path,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+) -> ModelOffer:
     entry = suggestion.entry
     files = tuple(_offered(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files)
     default = entry.files.index(suggestion.file)
     # A file of this entry already downloaded is the one to use, whatever the default.
-    downloaded = next(((i, p) for i, f in enumerate(entry.files)
-                       if (p := existing_file(models_dir, entry.repo, f.name))), None)
+    downloaded = next(
+        ((i, p) for i, f in enumerate(entry.files) if (p := existing_file(models_dir, entry.repo, f.name))), None
+    )
+    if (
+        downloaded is not None
+        and entry.projector is not None
+        and existing_file(models_dir, entry.repo, entry.projector.name) is None
+    ):
+        downloaded = None  # a vision model without its projector: the download brings the projector
     if downloaded is not None:
         default = downloaded[0]
-    return ModelOffer(entry.key, entry.name, entry.repo, facts_line(entry), entry.licence, entry.licence_url,
-                      files, default, entry, downloaded=downloaded[1] if downloaded else None)
+    return ModelOffer(
+        entry.key,
+        entry.name,
+        entry.repo,
+        facts_line(entry),
+        entry.licence,
+        entry.licence_url,
+        files,
+        default,
+        entry,
+        downloaded=downloaded[1] if downloaded else None,
+    )
 
 
-def catalogue_offers(entries: Sequence[CatalogueEntry], free: FreeMemory, models_dir: Path, *,
-                     n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> list[ModelOffer]:
+def catalogue_offers(
+    entries: Sequence[CatalogueEntry],
+    free: FreeMemory,
+    models_dir: Path,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+) -> list[ModelOffer]:
     """Every entry as a row, best first for this machine."""
-    return [offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache)
-            for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache)]
+    return [
+        offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache)
+        for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache)
+    ]
 
 
 def default_offers(offers: Sequence[ModelOffer], limit: int = SHORT_LIST) -> list[ModelOffer]:
@@ -164,8 +199,15 @@ def _split_size(files: Sequence[HubFileLike], first: HubFileLike) -> int:
     return sum(f.size for f in files if (m := _SHARD.match(Path(f.path).name)) and m["base"] == shard["base"])
 
 
-def hub_offer(repo: HubRepoLike, files: Sequence[HubFileLike], free: FreeMemory, models_dir: Path, *,
-              n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16") -> ModelOffer | None:
+def hub_offer(
+    repo: HubRepoLike,
+    files: Sequence[HubFileLike],
+    free: FreeMemory,
+    models_dir: Path,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+) -> ModelOffer | None:
     """A Hub search result as a row (None when it has no GGUF model file)."""
     offered: list[OfferedFile] = []
     for f in _main_files(files):
@@ -180,13 +222,23 @@ def hub_offer(repo: HubRepoLike, files: Sequence[HubFileLike], free: FreeMemory,
     if repo.gated:
         facts += " · gated: needs a Hugging Face token (HF_TOKEN)"
     downloaded = existing_file(models_dir, repo.repo, offered[default].name)
-    return ModelOffer(f"hub:{repo.repo}", repo.repo.split("/", 1)[-1], repo.repo, facts, "see the model card",
-                      f"https://huggingface.co/{repo.repo}", tuple(offered), default, gated=repo.gated,
-                      downloaded=downloaded)
+    return ModelOffer(
+        f"hub:{repo.repo}",
+        repo.repo.split("/", 1)[-1],
+        repo.repo,
+        facts,
+        "see the model card",
+        f"https://huggingface.co/{repo.repo}",
+        tuple(offered),
+        default,
+        gated=repo.gated,
+        downloaded=downloaded,
+    )
 
 
-def hub_offers(repos: Sequence[HubRepoLike], listings: Mapping[str, Sequence[HubFileLike]], free: FreeMemory,
-               models_dir: Path) -> list[ModelOffer]:
+def hub_offers(
+    repos: Sequence[HubRepoLike], listings: Mapping[str, Sequence[HubFileLike]], free: FreeMemory, models_dir: Path
+) -> list[ModelOffer]:
     offers = [hub_offer(r, listings.get(r.repo) or r.gguf_files or (), free, models_dir) for r in repos]
     return [o for o in offers if o is not None]
 
@@ -211,6 +263,23 @@ def files_to_fetch(listing: Sequence[HubFileLike], wanted: str) -> list[HubFileL
     if len(same) == 1:
         return files_to_fetch(listing, same[0].path)
     raise DownloadChoiceError(f"{name} is not in the repository any more; search the Hub for another file")
+
+
+def projector_to_fetch(listing: Sequence[_F], entry: CatalogueEntry | None) -> list[_F]:
+    """The image projector a vision entry's download brings along (none for a text model).
+
+    DownloadChoiceError (one line) when the repository no longer has it: the model alone would
+    be downloaded as if it saw images, so nothing is.
+    """
+    if entry is None or entry.projector is None:
+        return []
+    found = [f for f in listing if Path(f.path).name == entry.projector.name]
+    if not found:
+        raise DownloadChoiceError(
+            f"{entry.projector.name}, the image projector of {entry.name}, is not in "
+            f"{entry.repo} any more; nothing was downloaded"
+        )
+    return found[:1]
 
 
 # --- measuring and wording -----------------------------------------------------------------

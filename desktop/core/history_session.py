@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engine.backends.image_input import ImageData
 from engine.history.export import export_json, export_markdown, import_json
 from engine.history.store import HistoryStore
 from engine.history.types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
 from engine.session.session import ChatSession
-from engine.session.settings import ConversationSettings
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.json_schema import strict_dumps
 from models.library.jsonstore import write_text_atomic
@@ -38,6 +38,7 @@ class BranchItem:
 
     message: StoredMessage
     versions: Versions
+    images: Sequence[ImageData] = ()  # a question's pictures, in order
 
 
 Branch = list[BranchItem]
@@ -60,8 +61,9 @@ def open_history(path: Path | None = None) -> tuple[ChatSession, str]:
         store = HistoryStore(target)
     except _ReadOnly as exc:
         log.warning("history read-only: %s", exc)
-        return ChatSession.unsaved(), (f"History is read-only ({exc}): this chat is kept in memory "
-                                       "and will not be saved.")
+        return ChatSession.unsaved(), (
+            f"History is read-only ({exc}): this chat is kept in memory and will not be saved."
+        )
     except HISTORY_ERRORS as exc:
         log.warning("history unavailable: %s", exc)
         return ChatSession.unsaved(), f"History is off for this session (conversations will not be saved): {exc}"
@@ -96,27 +98,32 @@ class HistorySession:
         """`fn()` (calls on this object) on the session's history thread."""
         return await self.session.io(fn)
 
-    @property
-    def settings(self) -> Mapping[str, Any]:
-        """The open conversation's settings as stored (documents keep their own keys here)."""
-        return self.session.settings.to_stored()
-
-    def update_settings(self, settings: Mapping[str, Any]) -> None:
-        self.session.replace_settings(ConversationSettings.from_stored(settings))
-
     def branch(self, *, upto: int | None = None) -> Branch:
         """The open conversation's active branch (or the one ending at `upto`), with versions."""
         if self.conversation_id is None:
             return []
         path = self.session.path(upto=upto)
         siblings = self.store.sibling_ids(self.conversation_id)  # one query, not one per message
-        return [BranchItem(m, _versions(m, siblings)) for m in path]
+        images = self.session.images_of(path)
+        return [BranchItem(m, _versions(m, siblings), images.get(m.id, ())) for m in path]
 
     # -- the sidebar's calls ------------------------------------------------------------
 
-    def conversations(self, limit: int | None = None, offset: int = 0) -> list[Conversation]:
-        """The most recently active first; at most `limit`, after `offset` (the sidebar reads pages)."""
-        return self.store.conversations(limit=limit, offset=offset)
+    def conversations(self, limit: int | None = None, offset: int = 0, *, archived: bool = False) -> list[Conversation]:
+        """The most recently active first; at most `limit`, after `offset` (the sidebar reads pages).
+
+        `archived`: the archived ones instead of the list.
+        """
+        return self.store.conversations(limit=limit, offset=offset, archived=archived)
+
+    def archived_count(self) -> int:
+        return self.store.archived_count()
+
+    def archive(self, conversation_id: int) -> None:
+        self.store.archive(conversation_id)
+
+    def unarchive(self, conversation_id: int) -> None:
+        self.store.unarchive(conversation_id)
 
     def search(self, text: str) -> list[SearchHit]:
         return self.store.search(text)
@@ -166,4 +173,3 @@ class HistorySession:
             raise HistoryError("it is nested too deeply to be a conversation") from exc
         except UnicodeEncodeError as exc:  # a JSON "\ud800" escape: not storable text
             raise HistoryError("it holds text that is not valid Unicode") from exc
-

@@ -62,9 +62,15 @@ class ProgressLike(Protocol):
 
 
 class DownloadFn(Protocol):
-    def __call__(self, files: Sequence[Any], dest_dir: Path, *, client: Any,
-                 progress: Callable[[Any], None] | None = None,
-                 cancel: threading.Event | None = None) -> list[Path]: ...
+    def __call__(
+        self,
+        files: Sequence[Any],
+        dest_dir: Path,
+        *,
+        client: Any,
+        progress: Callable[[Any], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[Path]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,6 @@ class HubServices:
     models_dir: Path
     allowed: Callable[[], bool]
     allow: Callable[[], None]
-
 
 
 def default_services() -> HubServices:

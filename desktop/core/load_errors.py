@@ -12,20 +12,25 @@ import re
 
 # (pattern in the raw text, the sentence a user reads), first match wins.
 _CAUSES: tuple[tuple[str, str], ...] = (
-    (r"wrong shape|check_tensor_dims|tensor .* has wrong",
-     "This file's tensor shapes don't match its architecture — the file may be damaged or converted wrongly."),
-    (r"unknown (model )?architecture|unsupported architecture",
-     "This file's model architecture isn't supported by this version of llama.cpp."),
-    (r"truncated|incomplete download|unexpected end|tensor data is not within",
-     "This file is incomplete — the download may have been cut short."),
-    (r"not a gguf|invalid magic|bad magic|failed to read magic",
-     "This isn't a GGUF model file."),
-    (r"out of memory|failed to allocate|cannot allocate|mmap failed|std::bad_alloc",
-     "There isn't enough memory to load this model. Try a smaller file or a shorter context."),
-    (r"no such file|not found|does not exist",
-     "The file is no longer where it was."),
-    (r"permission denied",
-     "Ember isn't allowed to read this file."),
+    (
+        r"wrong shape|check_tensor_dims|tensor .* has wrong",
+        "This file's tensor shapes don't match its architecture — the file may be damaged or converted wrongly.",
+    ),
+    (
+        r"unknown (model )?architecture|unsupported architecture",
+        "This file's model architecture isn't supported by this version of llama.cpp.",
+    ),
+    (
+        r"truncated|incomplete download|unexpected end|tensor data is not within",
+        "This file is incomplete — the download may have been cut short.",
+    ),
+    (r"not a gguf|invalid magic|bad magic|failed to read magic", "This isn't a GGUF model file."),
+    (
+        r"out of memory|failed to allocate|cannot allocate|mmap failed|std::bad_alloc",
+        "There isn't enough memory to load this model. Try a smaller file or a shorter context.",
+    ),
+    (r"no such file|not found|does not exist", "The file is no longer where it was."),
+    (r"permission denied", "Ember isn't allowed to read this file."),
 )
 GENERIC = "llama.cpp could not load this file."
 

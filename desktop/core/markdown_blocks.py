@@ -36,7 +36,8 @@ _LIST_TOKENS = ("bullet_list_open", "ordered_list_open")
 _math_sources: dict[str, tuple[str, bool]] = {}
 
 # A line that reads as program text (keywords at the start, a trailing ; { or ):, an assignment, a call).
-_CODE_LINE = re.compile(r"""^\s*(?:
+_CODE_LINE = re.compile(
+    r"""^\s*(?:
     (?:def|class|import|from|return|elif|else:|try:|except|with|async|await|yield|lambda|print|
        function|const|let|var|public|private|static|fn|func|package|using|namespace|\#include)\b
     | (?:if|for|while)\b.*[:{]\s*$
@@ -45,7 +46,9 @@ _CODE_LINE = re.compile(r"""^\s*(?:
     | .*\)\s*:\s*$
     | [A-Za-z_][\w.\[\]]*\s*(?:=|\+=|-=|\*=)\s*\S.*
     | [A-Za-z_][\w.]*\(.*\)\s*;?\s*$
-)""", re.VERBOSE)
+)""",
+    re.VERBOSE,
+)
 _STRONG_CODE = re.compile(r"^\s*(?:def |class |import |return\b|print\(|#include)|[;{]\s*$|^\s*}|\)\s*:\s*$")
 # \( … \) and \[ … \] as the $ forms (CommonMark would read "\[" as an escaped bracket).
 _BRACKET_DISPLAY = re.compile(r"\\\[(.+?)\\\]", re.DOTALL)
@@ -89,7 +92,7 @@ def brackets_to_dollars(text: str) -> str:
     out: list[str] = []
     pos = 0
     for match in _CODE_SPAN_OR_FENCE.finditer(text):
-        out.append(_swap_brackets(text[pos:match.start()]))
+        out.append(_swap_brackets(text[pos : match.start()]))
         out.append(match.group(0))
         pos = match.end()
     out.append(_swap_brackets(text[pos:]))
@@ -159,7 +162,7 @@ class MarkdownStream:
 
     def update(self, text: str, *, final: bool = False) -> Update:
         base = self._frozen
-        src = brackets_to_dollars(text)[self._offset:]
+        src = brackets_to_dollars(text)[self._offset :]
         tokens = self._md.parse(src)
         lines = _line_offsets(src)
         blocks = _top_level_blocks(tokens, len(lines) - 1)
@@ -185,8 +188,9 @@ class MarkdownStream:
         has_code = any(b.code is not None for b in blocks[:cut])
         return cut if has_code or lines[blocks[cut].line] >= self._freeze_chars else 0
 
-    def _parts(self, src: str, tokens: list[Token], blocks: list[_Block], lines: list[int],
-               *, final: bool) -> list[Part]:
+    def _parts(
+        self, src: str, tokens: list[Token], blocks: list[_Block], lines: list[int], *, final: bool
+    ) -> list[Part]:
         """Group blocks into parts: each code block alone, the blocks between as one text part."""
         parts: list[Part] = []
         run: list[_Block] = []
@@ -205,15 +209,15 @@ class MarkdownStream:
 
     def _text_part(self, src: str, tokens: list[Token], run: list[_Block], lines: list[int]) -> Part:
         start, end = run[0], run[-1]
-        body = self._md.renderer.render(tokens[start.tok_start:end.tok_end], self._md.options, {})
-        return Part("text", src[lines[start.line]:lines[end.end_line]], body)
+        body = self._md.renderer.render(tokens[start.tok_start : end.tok_end], self._md.options, {})
+        return Part("text", src[lines[start.line] : lines[end.end_line]], body)
 
 
 def _bare_code(src: str, tokens: list[Token], block: _Block, lines: list[int]) -> str | None:
     """The source of a paragraph that is unfenced code, else None."""
     if tokens[block.tok_start].type != "paragraph_open":
         return None
-    text = src[lines[block.line]:lines[block.end_line]].rstrip("\n")
+    text = src[lines[block.line] : lines[block.end_line]].rstrip("\n")
     return text if looks_like_code(text) else None
 
 

@@ -125,8 +125,9 @@ class ModelInfo:
 # --- building choices ---------------------------------------------------------------------
 
 
-def local_choice(path: Path | None, label: str | None = None, *, n_ctx_train: int | None = None,
-                 notice: str | None = None) -> ModelChoice:
+def local_choice(
+    path: Path | None, label: str | None = None, *, n_ctx_train: int | None = None, notice: str | None = None
+) -> ModelChoice:
     """A llama choice for `path` (None = the built-in model) with its saved settings."""
     spec = BackendSpec("llama")
     if path is None:

@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
+from desktop.core.model_words import problem_words, summary_line
+from models.errors import GGUFError
 from models.formats import MarkerKind
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata
+from models.gguf.projector import ProjectorInfo
 from models.library.default_model import DEFAULT_NAME
 from models.library.memory import MemoryEstimate, estimate_memory, format_bytes
+from models.library.paths import ember_paths
+from models.library.projectors import pair
 from models.library.remote_keys import load_api_key
-from models.library.scan import LibraryEntry, LibraryState, RemoteServer, Source, library_entries
+from models.library.scan import LibraryEntry, LibraryState, RemoteServer, Source, library_entries, skipped_files
 
 SOURCE_NAMES = {
     Source.BUILTIN: "Built in",
@@ -30,6 +35,7 @@ SOURCE_NAMES = {
 SERVER_SOURCE = "Server"
 UNKNOWN = "—"
 BASE_MODEL_MARK = "base model"
+VISION_MARK = "vision"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +54,19 @@ class ModelRow:
     metadata: ModelMetadata | None = None
     path: Path | None = None
     server: RemoteServer | None = None
+    summary: str = ""  # one line in words: "Llama · 135M · Q4_1 · 98 MB · 8K context · thinks"
+    problem: str = ""  # the error in words ("Incomplete download: …"); `error` keeps the reader's own
+    skipped: bool = False  # named like a model in a folder, but not one: listed greyed, never loaded
+    projector: ProjectorInfo | None = None  # the vision projector that goes with it (a sibling mmproj)
 
     @property
     def loadable(self) -> bool:
-        return self.error is None
+        return self.error is None and not self.skipped
+
+    @property
+    def line(self) -> str:
+        """The line under the file name: what is wrong with it, else the summary in words."""
+        return self.problem or self.summary
 
     @property
     def base_model(self) -> bool:
@@ -62,7 +77,8 @@ class ModelRow:
     def subtitle(self) -> str:
         """The line under the file name: the model's own name, and "base model" when it is one."""
         title = self.title if self.title != self.name else ""
-        return " · ".join(part for part in (title, BASE_MODEL_MARK if self.base_model else "") if part)
+        marks = (title, VISION_MARK if self.projector else "", BASE_MODEL_MARK if self.base_model else "")
+        return " · ".join(part for part in marks if part)
 
     @property
     def columns(self) -> tuple[str, str, str, str, str]:
@@ -74,6 +90,8 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
     error = entry.error or (metadata_problem(meta) if meta else None)
     n_ctx_train = meta.n_ctx_train if meta else None
     path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
+    base = meta is not None and meta.base_model
+    projector = _projector(entry.path, meta) if meta and not error else None
     return ModelRow(
         choice=local_choice(path, n_ctx_train=n_ctx_train),
         # Named by file, as the header's chip names it: three copies of one model differ only there.
@@ -87,7 +105,49 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
         error=error,
         metadata=meta,
         path=entry.path,
+        summary=summary_line(meta, entry.size_bytes, vision=projector is not None, base_model=base) if meta else "",
+        problem=problem_words(error, entry.path, entry.size_bytes) if error else "",
+        projector=projector,
     )
+
+
+def skipped_row(path: Path, source: Source) -> ModelRow:
+    """A file named like a model that is not one (a PDF renamed, an HTML error page): greyed, with why."""
+    size = _size(path)
+    return ModelRow(
+        choice=local_choice(path),
+        name=path.name,
+        architecture=UNKNOWN,
+        quantization=UNKNOWN,
+        size=format_bytes(size) if size else UNKNOWN,
+        context=UNKNOWN,
+        source=SOURCE_NAMES.get(source, str(source)),
+        error="not a GGUF file",
+        path=path,
+        problem=problem_words("not a GGUF file", path, size),
+        skipped=True,
+    )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def skipped_rows(state: LibraryState) -> list[ModelRow]:
+    """The files the library left out of the models folder and the added folders."""
+    folders = ((ember_paths().models_dir, Source.MODELS_DIR), *((f, Source.FOLDER) for f in state.folders))
+    return [skipped_row(p, source) for folder, source in folders for p in skipped_files(folder)]
+
+
+def _projector(path: Path, meta: ModelMetadata) -> ProjectorInfo | None:
+    """The vision projector beside a model, when one fits it (read from headers, not loaded)."""
+    try:
+        return pair(path, meta.embedding_length).projector
+    except GGUFError:
+        return None
 
 
 def server_row(server: RemoteServer) -> ModelRow:
@@ -101,13 +161,17 @@ def server_row(server: RemoteServer) -> ModelRow:
         source=SERVER_SOURCE,
         error=None if server.model else "no model chosen for this server",
         server=server,
+        summary=f"Runs on {server.base_url}",
+        problem="" if server.model else "No model chosen for this server",
     )
 
 
 def library_rows(state: LibraryState) -> list[ModelRow]:
     """Every local model (the built-in first), then the saved servers. Reads headers: slow."""
     rows = [entry_row(e) for e in library_entries(state)]
-    return rows + [server_row(s) for s in state.remote_servers]
+    known = {r.path for r in rows}
+    skipped = [r for r in skipped_rows(state) if r.path not in known]  # an opened one is a row already
+    return rows + [server_row(s) for s in state.remote_servers] + skipped
 
 
 # --- the details pane ---------------------------------------------------------------------
@@ -147,6 +211,13 @@ def metadata_items(meta: ModelMetadata) -> list[tuple[str, str]]:
     ]
 
 
+def projector_items(row: ModelRow) -> list[tuple[str, str]]:
+    """The vision projector's line in the details (none for a text-only model)."""
+    if row.projector is None:
+        return []
+    return [("Vision", f"{row.projector.path.name}: {row.projector.summary()}")]
+
+
 def server_items(server: RemoteServer) -> list[tuple[str, str]]:
     key = "saved (not shown)" if load_api_key(server.base_url) else "none"
     return [
@@ -163,12 +234,12 @@ def detail_items(row: ModelRow) -> list[tuple[str, str]]:
     if row.path is not None:
         where.append(("File", str(row.path)))
     if row.error:
-        where.append(("Cannot load", row.error))
+        where.append(("Cannot load", row.problem or row.error))
     if row.base_model:
         where.append(("Note", BASE_MODEL_NOTE))
     if row.server is not None:
         return where + server_items(row.server)
-    return where + (metadata_items(row.metadata) if row.metadata else [])
+    return where + projector_items(row) + (metadata_items(row.metadata) if row.metadata else [])
 
 
 def memory_estimate(row: ModelRow) -> MemoryEstimate | None:

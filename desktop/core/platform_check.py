@@ -32,8 +32,12 @@ PACKAGES: dict[str, tuple[str, str, str, str]] = {
     "libxcb-icccm.so.4": ("libxcb-icccm4", "xcb-util-wm", "xcb-util-wm", "libxcb-icccm4"),
     "libxcb-keysyms.so.1": ("libxcb-keysyms1", "xcb-util-keysyms", "xcb-util-keysyms", "libxcb-keysyms1"),
     "libxcb-image.so.0": ("libxcb-image0", "xcb-util-image", "xcb-util-image", "libxcb-image0"),
-    "libxcb-render-util.so.0": ("libxcb-render-util0", "xcb-util-renderutil", "xcb-util-renderutil",
-                                "libxcb-render-util0"),
+    "libxcb-render-util.so.0": (
+        "libxcb-render-util0",
+        "xcb-util-renderutil",
+        "xcb-util-renderutil",
+        "libxcb-render-util0",
+    ),
     "libxcb-util.so.1": ("libxcb-util1", "xcb-util", "xcb-util", "libxcb-util1"),
     "libxkbcommon-x11.so.0": ("libxkbcommon-x11-0", "libxkbcommon-x11", "libxkbcommon-x11", "libxkbcommon-x11-0"),
     "libxkbcommon.so.0": ("libxkbcommon0", "libxkbcommon", "libxkbcommon", "libxkbcommon0"),
@@ -51,12 +55,18 @@ PACKAGES: dict[str, tuple[str, str, str, str]] = {
     "libwayland-egl.so.1": ("libwayland-egl1", "libwayland-egl", "wayland", "libwayland-egl1"),
 }
 FAMILIES = ("debian", "fedora", "arch", "suse")
-INSTALL = {"debian": "sudo apt-get install", "fedora": "sudo dnf install", "arch": "sudo pacman -S",
-           "suse": "sudo zypper install"}
-_FAMILY_IDS = {"debian": ("debian", "ubuntu", "linuxmint", "pop", "raspbian"),
-               "fedora": ("fedora", "rhel", "centos", "rocky", "almalinux"),
-               "arch": ("arch", "manjaro", "endeavouros"),
-               "suse": ("suse", "opensuse", "opensuse-leap", "opensuse-tumbleweed", "sles")}
+INSTALL = {
+    "debian": "sudo apt-get install",
+    "fedora": "sudo dnf install",
+    "arch": "sudo pacman -S",
+    "suse": "sudo zypper install",
+}
+_FAMILY_IDS = {
+    "debian": ("debian", "ubuntu", "linuxmint", "pop", "raspbian"),
+    "fedora": ("fedora", "rhel", "centos", "rocky", "almalinux"),
+    "arch": ("arch", "manjaro", "endeavouros"),
+    "suse": ("suse", "opensuse", "opensuse-leap", "opensuse-tumbleweed", "sles"),
+}
 _NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found", re.MULTILINE)
 _XCB_LIB = re.compile(r"^libxcb-([a-z0-9-]+)\.so\.(\d+)$")
 
@@ -87,8 +97,13 @@ class PlatformProblem:
         return f"ember: the window can't open: Qt's {self.platform} plugin needs {libs}; {fix} ({tail})."
 
 
-def platform_problem(env: Mapping[str, str] | None = None, *, ldd: Ldd | None = None,
-                     os_release: str | None = None, plugin_dir: Path | None = None) -> PlatformProblem | None:
+def platform_problem(
+    env: Mapping[str, str] | None = None,
+    *,
+    ldd: Ldd | None = None,
+    os_release: str | None = None,
+    plugin_dir: Path | None = None,
+) -> PlatformProblem | None:
     """None when Qt can (as far as can be told) open a window; else what stops it.
 
     Qt tries the platforms in QT_QPA_PLATFORM (or its own default) in order; the first one
@@ -120,8 +135,9 @@ def _candidates(env: Mapping[str, str]) -> list[str]:
     return ["xcb"]
 
 
-def _check(name: str, env: Mapping[str, str], plugins: Path | None, ldd: Ldd,
-           os_release: str | None) -> PlatformProblem | None:
+def _check(
+    name: str, env: Mapping[str, str], plugins: Path | None, ldd: Ldd, os_release: str | None
+) -> PlatformProblem | None:
     if name not in DISPLAY_PLATFORMS:
         return None
     if not env.get(DISPLAY_VARS[name]):
@@ -164,7 +180,7 @@ def run_ldd(path: Path) -> str | None:
 
 
 def distro_family(os_release: str | None = None) -> str | None:
-    """"debian", "fedora", "arch" or "suse" from /etc/os-release's ID and ID_LIKE; None otherwise."""
+    """ "debian", "fedora", "arch" or "suse" from /etc/os-release's ID and ID_LIKE; None otherwise."""
     if os_release is None:
         try:
             os_release = Path("/etc/os-release").read_text(encoding="utf-8", errors="replace")

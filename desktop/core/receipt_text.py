@@ -38,8 +38,10 @@ def receipt_lines(receipt: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"Ran on: {receipt['device']}")
     cache = _part(receipt, "kv_cache")
     if is_int(warm := cache.get("warm_tokens")):
-        lines.append(f"KV cache: {f'warm ({warm} prompt tokens reused)' if warm else 'cold'}"
-                     + (f", {cache['type']}" if isinstance(cache.get("type"), str) else ""))
+        lines.append(
+            f"KV cache: {f'warm ({warm} prompt tokens reused)' if warm else 'cold'}"
+            + (f", {cache['type']}" if isinstance(cache.get("type"), str) else "")
+        )
     return lines
 
 

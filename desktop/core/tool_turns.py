@@ -92,8 +92,14 @@ async def _ask_on_loop(ask: Callable[[ToolCall], Awaitable[Decision]], call: Too
 class ToolTurns:
     """The app's tools: which conversations offer them, the tools a turn offers and its approvals."""
 
-    def __init__(self, prompter: ToolPrompter, make_tools: Callable[[Sequence[str]], ToolSet], *,
-                 session: ChatSession, mcp: McpServers | None = None) -> None:
+    def __init__(
+        self,
+        prompter: ToolPrompter,
+        make_tools: Callable[[Sequence[str]], ToolSet],
+        *,
+        session: ChatSession,
+        mcp: McpServers | None = None,
+    ) -> None:
         self.prompter = prompter
         self.make_tools = make_tools
         self.mcp = mcp  # the configured servers, kept running across turns once started

@@ -22,19 +22,11 @@ import qasync
 from PySide6.QtCore import QObject, QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication
 
-from desktop.core.controller import ChatController
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.core.platform_check import platform_problem
-from desktop.qt.documents_ui import install_documents
-from desktop.qt.history_ui import attach_history
-from desktop.qt.model_switch import ModelSwitcher
-from desktop.qt.network_indicator import install_network_indicator
-from desktop.qt.serve_toggle import install_serve
-from desktop.qt.tool_card import install_tools
-from desktop.qt.window import MainWindow
+from desktop.qt.window import MainWindow, WindowOptions
 from engine.errors import ConfigError
-from engine.network import guard as network_guard
 from engine.runtime import Engine
 
 log = logging.getLogger("desktop.app")
@@ -73,24 +65,16 @@ def _application() -> QApplication:
     return app
 
 
-def wire_window(window: MainWindow, controller: ChatController) -> ModelSwitcher:
-    """Bind the window to its controller (the window builds and connects its parts); its model switcher."""
-    window.bind(controller)
-    return window.models
+def open_window(engine: Engine | None = None) -> MainWindow:
+    """A window on `engine` (else a new one) and the history (unsaved, with a notice, when it cannot be used)."""
+    session, history_notice = open_history()
+    return MainWindow(engine or Engine(), session, WindowOptions(history_notice=history_notice))
 
 
-async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine: Engine | None = None,
-                      window: MainWindow | None = None) -> int:
-    """Show a window on `choice`, optionally send `prompt`, and return once it is closed."""
-    window = window or MainWindow()
-    session, history_notice = open_history()  # unsaved (and a notice): chat on without saving
-    controller = ChatController(engine or Engine(), window, session=session)
-    models = wire_window(window, controller)
-    attach_history(window, controller, notice=history_notice)
-    install_tools(window, controller)
-    install_serve(window, controller)
-    install_documents(window, controller)
-    install_network_indicator(window.statusBar(), network_guard.active())
+async def run_session(choice: ModelChoice, *, prompt: str | None = None, window: MainWindow | None = None) -> int:
+    """Show a window on `choice` (else `open_window()`), optionally send `prompt`, and return once it is closed."""
+    window = window or open_window()
+    controller = window.controller
     closed = asyncio.Event()
     window.closing.connect(closed.set)
     with SignalBridge(window.close):
@@ -98,7 +82,8 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, engine:
         window.show()
         log.info("window shown: %s", choice.label)
         warm_up()
-        tasks = [asyncio.ensure_future(models.load(choice))]  # shows choice.notice once loaded
+        convert_builtin_later()
+        tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
         last = window.state.conversation
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
@@ -131,6 +116,19 @@ def warm_up(modules: tuple[str, ...] = WARM_UP) -> threading.Thread:
     return thread
 
 
+def convert_builtin_later() -> threading.Thread:
+    """Start the built-in model's one-time conversion (`engine.backends.builtin_convert`) off the GUI thread."""
+
+    def run() -> None:
+        from engine.backends.builtin_convert import start_in_background
+
+        start_in_background()
+
+    thread = threading.Thread(target=run, name="ember-builtin-convert", daemon=True)
+    thread.start()
+    return thread
+
+
 class SignalBridge(QObject):
     """Turns SIGTERM/SIGINT into a call on the GUI thread.
 
@@ -157,8 +155,9 @@ class SignalBridge(QObject):
             self._old_handlers[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         signal.set_wakeup_fd(self._old_fd)

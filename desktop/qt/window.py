@@ -1,53 +1,78 @@
-"""The main window: header (model), sidebar slot, conversation, composer, status bar.
+"""The main window: header (model), history sidebar, conversation, composer, status bar.
 
-The window is the controller's `ChatView`; user gestures become `@asyncSlot`s that await
-controller coroutines, so nothing blocks the GUI thread and every widget is touched on it.
-The header's model button opens the model picker (`desktop/qt/model_switch.py` wires it);
-`set_sidebar()` puts the history sidebar left of a splitter.
+The window builds its parts and the controller they work with, then wires them in one
+`_connect_signals`, as qutebrowser's main window does. It is the controller's `ChatView`;
+user gestures become `@asyncSlot`s that await controller coroutines, so nothing blocks the
+GUI thread and every widget is touched on it. The header's model button opens the model
+picker (`desktop/qt/models/model_switch.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton,
     QApplication,
-    QFrame,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QMainWindow,
     QPlainTextEdit,
-    QPushButton,
     QSplitter,
-    QStatusBar,
     QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 from qasync import asyncSlot
 
-from desktop.core.controller import ChatController, ReplySink
+from desktop.core.chat_views import ReplySink
+from desktop.core.controller import ChatController
+from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.failures import FailureAction, TurnFailure
+from desktop.core.history_session import HistorySession
 from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
-from desktop.qt.appearance import ThemeManager
-from desktop.qt.composer import ComposerBar
-from desktop.qt.context_meter import ContextMeter
-from desktop.qt.conversation_view import ConversationView
-from desktop.qt.focus import tab_focus_only
-from desktop.qt.header import MODE_LABELS, HeaderBar, icon_button
-from desktop.qt.icons import recolour, set_icon_scale, themed_icon
-from desktop.qt.message_view import AssistantMessage, prewarm
-from desktop.qt.model_switch import ModelSwitcher
-from desktop.qt.shortcuts_sheet import show_shortcuts_sheet
-from desktop.qt.style import CONTENT_MAX_WIDTH, SPACING
-from desktop.qt.theme import ICON_PX, MODES, SPACE_MD, SPACE_SM
-from desktop.qt.window_state import WindowState
+from desktop.core.tool_turns import ToolTurns, default_tools
+from desktop.qt.chat.attachment_chips import Attachments
+from desktop.qt.chat.composer import ComposerBar
+from desktop.qt.chat.context_meter import ContextMeter
+from desktop.qt.chat.conversation_view import ConversationView
+from desktop.qt.chat.documents_ui import DocumentsButton
+from desktop.qt.chat.format_picker import ReplyFormatButton
+from desktop.qt.chat.jump_latest import JumpToLatest
+from desktop.qt.chat.message_view import AssistantMessage, prewarm
+from desktop.qt.chat.tool_card import ToolCardArea
+from desktop.qt.chat.tool_switches import ToolSwitches, load_mcp
+from desktop.qt.frame.header import MODE_LABELS, HeaderBar
+from desktop.qt.frame.keyboard import copy_last_reply, focus_search, regenerate_last, step
+from desktop.qt.frame.network_indicator import NetworkIndicator
+from desktop.qt.frame.notice_banner import NoticeBanner
+from desktop.qt.frame.serve_toggle import ServeToggle
+from desktop.qt.frame.shortcuts_sheet import show_shortcuts_sheet
+from desktop.qt.frame.status_line import StatusLine
+from desktop.qt.frame.window_state import WindowState
+from desktop.qt.history.history_ui import HistoryParts, HistoryPresenter, dress_sidebar, place_reply_format
+from desktop.qt.history.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
+from desktop.qt.history.sidebar import HistorySidebar
+from desktop.qt.history.sidebar_overlay import SidebarOverlay
+from desktop.qt.look.appearance import ThemeManager
+from desktop.qt.look.focus import tab_focus_only
+from desktop.qt.look.icons import recolour, set_icon_scale
+from desktop.qt.look.style import CONTENT_MAX_WIDTH
+from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
+from desktop.qt.models.model_switch import ModelSwitcher
 from engine.events import TurnStats
+from engine.network import guard as network_guard
+from engine.network.guard import Guard
+from engine.runtime import Engine
+from engine.session.session import ChatSession
+from engine.tools.mcp_tools import McpServers
+from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 
 DEFAULT_SIZE = (1040, 780)
@@ -55,75 +80,15 @@ NARROW_WIDTH = 880  # below this the sidebar folds away by itself
 MIN_SIZE = (560, 420)
 
 
-class NoticeBanner(QFrame):
-    """A window-level notice (e.g. the model did not load), with Choose model and Dismiss; hidden when none.
+@dataclass(frozen=True, slots=True)
+class WindowOptions:
+    """What the window is built with besides its engine and session (the tests pass their own)."""
 
-    Signals:
-        chooseModelRequested(): the notice's "Choose model" button was pressed.
-    """
-
-    chooseModelRequested = Signal()
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("NoticeBanner")
-        self.setAccessibleName("Notice")
-        self.icon = QLabel(self)
-        self.label = QLabel(self)
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.label.setAccessibleName("Notice text")
-        self.details = QLabel(self)
-        self.details.setObjectName("NoticeDetails")
-        self.details.setWordWrap(True)
-        self.details.setTextFormat(Qt.TextFormat.PlainText)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details.setAccessibleName("Notice details")
-        self.details.hide()
-        self.lasting = False
-        self.details_button = QPushButton("Details", self)
-        self.details_button.setCheckable(True)
-        self.details_button.setAccessibleName("Show the details")
-        self.details_button.toggled.connect(self.details.setVisible)
-        self.choose_button = QPushButton("Choose model…", self)
-        self.choose_button.setAccessibleName("Choose another model")
-        self.choose_button.clicked.connect(self.chooseModelRequested)
-        self.dismiss_button = icon_button(self, "IconButton", "close", "Dismiss notice", "Dismiss")
-        self.dismiss_button.clicked.connect(self.hide)
-        text = QVBoxLayout()
-        text.setSpacing(SPACE_SM)
-        text.addWidget(self.label)
-        text.addWidget(self.details)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(SPACE_MD, SPACE_SM, SPACE_SM, SPACE_SM)
-        layout.setSpacing(SPACE_SM)
-        layout.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addLayout(text, 1)
-        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addWidget(self.choose_button, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.hide()
-
-    def text(self) -> str:
-        return self.label.text()
-
-    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False, lasting: bool = False) -> None:
-        """One plain sentence; `details` (e.g. llama.cpp's own words) one click away.
-
-        A `lasting` notice (history is not being saved) stays when a model loads; others are
-        about the model and go once one is ready.
-        """
-        self.lasting = lasting
-        self.label.setText(text)
-        self.details.setText(details)
-        self.details_button.setChecked(False)
-        self.details_button.setVisible(bool(details))
-        self.choose_button.setVisible(offer_models)
-        self.show()
-
-    def recolour(self, colour: str) -> None:
-        self.icon.setPixmap(themed_icon("error", colour).pixmap(ICON_PX, ICON_PX))
+    history_notice: str = ""  # history could not be opened: said once, at the top of the window
+    make_tools: Callable[[Sequence[str]], ToolSet] = default_tools
+    mcp: Callable[[], McpServers | None] = load_mcp  # the configured MCP servers
+    documents_index: Path | None = None  # None: the default index
+    guard: Guard | None = field(default_factory=network_guard.active)  # the process's, for the indicator
 
 
 def _centred(widget: QWidget, parent: QWidget) -> QWidget:
@@ -137,99 +102,6 @@ def _centred(widget: QWidget, parent: QWidget) -> QWidget:
     return row
 
 
-DRAFT_TIP = ("Speculative decoding: tokens guessed ahead (from the conversation or a draft model) "
-             "and how many the model confirmed; every shown token is still the model's own choice.")
-
-
-def speed_text(stats: TurnStats) -> str:
-    """`41.2 tok/s`, with the speculative drafts when there were any: `· 30/40 drafted accepted`."""
-    if not stats.tokens_per_s:
-        return ""
-    text = f"{stats.tokens_per_s:.1f} tok/s"
-    if stats.drafted:
-        text += f" · {stats.accepted}/{stats.drafted} drafted accepted"
-    return text
-
-
-def _room_for(label: QLabel, text: str) -> int:
-    margins = label.contentsMargins()
-    return label.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + SPACING // 2
-
-
-class StatusLine(QStatusBar):
-    """Model, device, the last reply's speed and the context used."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._device = ""
-        self.model = self._add("Model", "No model")
-        self.device = self._add("Device", "")
-        self.speed = self._add("Reply speed", "")
-        self.context = self._add("Context used", "")
-
-    def _add(self, name: str, text: str) -> QLabel:
-        label = QLabel(text, self)
-        label.setAccessibleName(name)
-        label.setContentsMargins(SPACING // 2, 0, SPACING // 2, 0)
-        self.addPermanentWidget(label)
-        return label
-
-    def show_model(self, info: ModelInfo | None) -> None:
-        self.model.setText(info.label if info else "No model")
-        self._device = info.device if info else ""
-        self.device.setToolTip(info.device_note or self._device if info else "")
-        self._fit()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        """In a narrow window drop what is said elsewhere, so the rest is never cut off.
-
-        First the model's name (the header's chip shows it), then the device's note (its
-        tooltip keeps it: "CPU · this build has no GPU support" becomes "CPU"). Measured from
-        the texts, not by trying: showing a label to measure it would re-lay the bar each time.
-        """
-        room = (self.parentWidget() or self).width()
-        short = self._device.split(" · ")[0]
-        rest = self._needed(skip=(self.model, self.device))
-        with_model = rest + _room_for(self.model, self.model.text()) + _room_for(self.device, self._device)
-        full_device = rest + _room_for(self.device, self._device) <= room
-        if self.model.isHidden() != (with_model > room):
-            self.model.setVisible(with_model <= room)
-        text = self._device if full_device else short
-        if self.device.text() != text:
-            self.device.setText(text)
-
-    def _needed(self, skip: tuple[QWidget, ...]) -> int:
-        # Its widgets: these labels, the serve toggle and network indicator added later, the grip.
-        parts = self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
-        shown = [w for w in parts if not w.isHidden() and w not in skip]
-        return sum(w.sizeHint().width() + SPACING // 2 for w in shown) + SPACING * 2
-
-    def show_stats(self, stats: TurnStats) -> None:
-        """A reply ended: its speed (the context figure is the meter's, `show_context`)."""
-        self.speed.setText(speed_text(stats))
-        self.speed.setToolTip(DRAFT_TIP if stats.drafted else "")
-        self._fit()
-
-    def show_speed(self, tokens_per_s: float) -> None:
-        """The live speed while a reply streams (none: cleared)."""
-        self.speed.setText(f"{tokens_per_s:.1f} tok/s" if tokens_per_s > 0 else "")
-        self.speed.setToolTip("")
-        self._fit()
-
-    def show_context(self, text: str, tip: str) -> None:
-        """The same figure as the composer's meter: one count for the chat on screen."""
-        self.context.setText(f"Context {text}" if text else "")
-        self.context.setToolTip(tip)
-        self._fit()
-
-    def clear_stats(self) -> None:
-        self.speed.clear()
-
-
 class MainWindow(QMainWindow):
     """The chat window.
 
@@ -241,35 +113,93 @@ class MainWindow(QMainWindow):
     closing = Signal()
     replyStarted = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, engine: Engine, session: ChatSession, options: WindowOptions | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
+        options = options or WindowOptions()
         self._sidebar_folded = False  # folded by a narrow window, not by the user
         self.setWindowTitle("Ember")
         self.resize(*DEFAULT_SIZE)
         self.setMinimumSize(*MIN_SIZE)
-        self._controller: ChatController | None = None
         self._model_label = "Assistant"
+        self._build_parts(session, options)
+        self.controller = ChatController(
+            engine,
+            self,
+            session=session,
+            history_view=self.history_view,
+            tool_turns=self.tools,
+            documents=self.documents,
+        )
+        self._build_controls(options)
+        self.theme = ThemeManager.for_app()
+        self._install_appearance_menu()
+        self._install_shortcuts()
+        self._connect_signals()
+        self.state = WindowState.load()
+        self._apply_theme()
+        prewarm()
+        if self.controller.model is not None:
+            self.model_ready(self.controller.model)
+        if options.history_notice:  # once, in one line, at the top: what is wrong, where, and what happens now
+            first, _, rest = options.history_notice.partition("\n")
+            self.notice.show_notice(first, rest.strip(), lasting=True)
+        self.composer.focus_edit()
+
+    def _build_parts(self, session: ChatSession, options: WindowOptions) -> None:
+        """The widgets, and the parts the controller is built with (history view, tools, documents)."""
         self.header = HeaderBar(self)
         self.notice = NoticeBanner(self)
         self.conversation = ConversationView(self)
         self.composer = ComposerBar(self)
-        self.sidebar = QWidget(self)  # the history sidebar's slot; empty and hidden for now
-        self.sidebar.hide()
+        history = HistorySession(session) if session.saved else None
+        self.sidebar = self._build_sidebar(history)
+        self.tool_cards = ToolCardArea(self.last_reply, self, self._reveal)  # the fallback strip, above the composer
         self.splitter = self._build_body()
+        self.sidebar_overlay = SidebarOverlay(self, self.splitter, self.header)  # over the chat when narrow
         self.status = StatusLine(self)
         self.setStatusBar(self.status)
-        self.theme = ThemeManager.for_app()
-        self.theme.changed.connect(self._apply_theme)
-        self._install_appearance_menu()
-        self._install_shortcuts()
-        self.conversation.promptChosen.connect(self._on_prompt_chosen)
-        self.header.sidebar_button.toggled.connect(self.set_sidebar_visible)
-        self.header.quit_action.triggered.connect(self.close)
-        self.header.shortcuts_action.triggered.connect(self.show_shortcuts)
-        self.state = WindowState.load()
-        self._apply_theme()
-        prewarm()
-        self.composer.focus_edit()
+        self.format_button = ReplyFormatButton(self.composer)
+        sidebar = self.sidebar if isinstance(self.sidebar, HistorySidebar) else None
+        parts = HistoryParts(self.conversation, self.header, self.status, sidebar, self.format_button)
+        self.history_view = HistoryPresenter(parts, history, lambda: self._model_label, self)
+        self.documents = ConversationDocs(options.documents_index)
+        self.tools = ToolTurns(self.tool_cards, options.make_tools, session=session, mcp=options.mcp())
+
+    def _build_controls(self, options: WindowOptions) -> None:
+        """The parts that work on the controller: model switching, the meter, the composer's and status bar's tools."""
+        self.models = ModelSwitcher(self, self.header, self.notice.show_notice, self.controller)
+        self.context_meter = ContextMeter(self.controller, self.composer)
+        self.context_meter.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a figure, no Tab stop (its menu is in Settings)
+        self.composer.add_tool(self.context_meter)
+        self.jump_latest = JumpToLatest(self.conversation, lambda: self.composer.busy)
+        place_reply_format(self.composer, self.format_button)  # a conversation setting, in the options menu
+        switches = ToolSwitches(self.tools, self.composer, self)
+        self.tool_toggle, self.tool_grant, self.tool_allowed, self.tool_mcp = (
+            switches.toggle,
+            switches.grant,
+            switches.allowed,
+            switches.mcp,
+        )
+        self.serve = ServeToggle(self.controller, self.status)
+        self.status.addPermanentWidget(self.serve)
+        self.documents_button = DocumentsButton(self.documents, self.composer, options.documents_index)
+        self.documents.on_change = self.documents_button.refresh
+        self.composer.add_tool(self.documents_button)
+        self.attachments = Attachments(self, self.composer, self.controller.images, self.documents_button)
+        self.network = NetworkIndicator(options.guard, self.status) if options.guard is not None else None
+        if self.network is not None:
+            self.status.addPermanentWidget(self.network)
+
+    def _build_sidebar(self, history: HistorySession | None) -> QWidget:
+        if history is None:
+            empty = QWidget(self)  # no history this session: an empty slot, hidden
+            empty.hide()
+            return empty
+        sidebar = HistorySidebar(history)
+        dress_sidebar(sidebar)
+        return sidebar
 
     def _build_body(self) -> QSplitter:
         chat = QWidget(self)
@@ -279,6 +209,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.header)
         layout.addWidget(self.notice)
         layout.addWidget(self.conversation, 1)
+        layout.addWidget(self.tool_cards)
         layout.addWidget(_centred(self.composer, chat))
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.sidebar)
@@ -287,7 +218,14 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         splitter.setHandleWidth(1)
         self.setCentralWidget(splitter)
+        if isinstance(self.sidebar, HistorySidebar):
+            self.sidebar.setVisible(self.header.sidebar_button.isChecked())
+            self.sidebar.align_top(self.header.sizeHint().height())
+            splitter.setSizes([SIDEBAR_WIDTH, max(1, self.width() - SIDEBAR_WIDTH)])
         return splitter
+
+    def _reveal(self, card: QWidget) -> None:
+        self.conversation.ensureWidgetVisible(card, 0, 48)
 
     def _install_shortcuts(self) -> None:
         QShortcut(QKeySequence.StandardKey.New, self, self._on_new_conversation)
@@ -300,6 +238,9 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence("Ctrl+0"), self, self.theme.reset_zoom)
         QShortcut(QKeySequence("Ctrl+Shift+D"), self, self.theme.toggle_dark)
         QShortcut(QKeySequence("Ctrl+B"), self, self.header.sidebar_button.toggle)
+        QShortcut(QKeySequence("Ctrl+Shift+C"), self, lambda: copy_last_reply(self))
+        QShortcut(QKeySequence("Ctrl+R"), self, lambda: regenerate_last(self))
+        QShortcut(QKeySequence("Ctrl+K"), self, lambda: focus_search(self))
 
     def _install_appearance_menu(self) -> None:
         menu = self.header.appearance_menu
@@ -329,20 +270,13 @@ class MainWindow(QMainWindow):
         cursor.movePosition(cursor.MoveOperation.End)
         self.composer.edit.setTextCursor(cursor)
 
-    def set_sidebar(self, widget: QWidget) -> None:
-        """Put the history sidebar left of the conversation (replacing the empty slot)."""
-        self.splitter.replaceWidget(0, widget)
-        self.sidebar.deleteLater()
-        self.sidebar = widget
-        widget.setVisible(self.header.sidebar_button.isChecked())
-
     def set_sidebar_visible(self, visible: bool) -> None:
         """Show or hide the sidebar (the header's switch, Ctrl+B); the conversation takes the room."""
         self._sidebar_folded = False  # the user's choice from now on
         if self.header.sidebar_button.isChecked() != visible:
             self.header.sidebar_button.setChecked(visible)  # comes back here through `toggled`
             return
-        self.sidebar.setVisible(visible)
+        self.sidebar_overlay.place(self.sidebar, visible)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -355,37 +289,45 @@ class MainWindow(QMainWindow):
             self._sidebar_folded = True
         elif not narrow and self._sidebar_folded:
             self.set_sidebar_visible(True)
+        elif button.isChecked():
+            self.sidebar_overlay.place(self.sidebar, True)  # over the chat when narrow, beside it when wide
 
     def show_shortcuts(self) -> None:
         show_shortcuts_sheet(self)
 
-    # -- wiring ----------------------------------------------------------------------------
+    def focusNextPrevChild(self, next: bool) -> bool:
+        """Tab and Shift+Tab in reading order: header, chat list, transcript, composer (`keyboard.step`)."""
+        return step(self, next) or super().focusNextPrevChild(next)
 
-    def bind(self, controller: ChatController) -> None:
-        """Build the parts that work on `controller` and connect everything, once."""
-        self._controller = controller
-        self.models = ModelSwitcher(self, self.header, self.notice.show_notice, controller)
-        self.conversation.empty_state.getModelsRequested.connect(self.models.open_get_models)
-        self.context_meter = ContextMeter(controller, self.composer)
-        self.composer.add_tool(self.context_meter)
-        self._connect_signals()
-        if controller.model is not None:
-            self.model_ready(controller.model)
+    # -- wiring ----------------------------------------------------------------------------
 
     def _connect_signals(self) -> None:
         """Every connection between the window's parts, in one place."""
+        self.theme.changed.connect(self._apply_theme)
+        self.header.sidebar_button.toggled.connect(self.set_sidebar_visible)
+        self.sidebar_overlay.foldRequested.connect(lambda: self.set_sidebar_visible(False))  # Esc in the overlay
+        self.header.quit_action.triggered.connect(self.close)
+        self.header.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.header.new_chat.clicked.connect(self._on_new_conversation)
         self.composer.submitted.connect(self._on_submitted)
         self.composer.stopRequested.connect(self._on_stop)
+        self.composer.menuClosed.connect(lambda: QTimer.singleShot(0, self.focus_composer))  # typing goes on
         self.composer.edit.textChanged.connect(lambda: self.context_meter.draft_changed(self.composer.text()))
-        self.context_meter.shown.connect(self.status.show_context)
-        self.header.new_chat.clicked.connect(self._on_new_conversation)
+        self.documents_button.changed.connect(self.context_meter.recount)  # attached documents count too
+        self.conversation.promptChosen.connect(self._on_prompt_chosen)
         self.conversation.failureAction.connect(self._on_failure_action)
+        self.conversation.empty_state.getModelsRequested.connect(self.models.open_get_models)
+        self.conversation.regenerateRequested.connect(self._on_regenerate)
+        self.conversation.editRequested.connect(self._on_edit)
+        self.conversation.versionRequested.connect(self._on_version)
+        self.format_button.formatChosen.connect(self.controller.set_reply_format)
         self.notice.chooseModelRequested.connect(self.models.open_picker)
-
-    @property
-    def controller(self) -> ChatController:
-        assert self._controller is not None, "bind() a controller first"
-        return self._controller
+        if isinstance(self.sidebar, HistorySidebar):
+            self.sidebar.openRequested.connect(self._on_open)
+            self.sidebar.newRequested.connect(self._on_new_conversation)
+            self.sidebar.renamed.connect(self.history_view.follow_rename)  # the header follows a rename
+        self.closing.connect(self.tools.close)  # the MCP servers stop with the window
+        self.closing.connect(self.serve.stop)
 
     @asyncSlot(str)
     async def _on_submitted(self, text: str) -> None:
@@ -395,19 +337,18 @@ class MainWindow(QMainWindow):
         self.context_meter.recount()
 
     def _on_stop(self) -> None:
-        if self._controller is None or not self.composer.busy:
+        if not self.composer.busy:
             return
         self.composer.set_stopping()  # at once: the reply itself ends within a token
         reply = self.last_reply()
         if reply is not None:
             reply.stopping()
-        self._controller.stop()
+        self.controller.stop()
         self.focus_composer()
 
     @asyncSlot()
     async def _on_new_conversation(self) -> None:
-        if self._controller is not None:
-            await self._controller.new_conversation()
+        await self.controller.new_conversation()
         self.composer.focus_edit()
 
     @asyncSlot(str)
@@ -425,6 +366,22 @@ class MainWindow(QMainWindow):
             elif self.controller.can_retry:
                 await self.controller.retry()
 
+    @asyncSlot(int)
+    async def _on_regenerate(self, message_id: int) -> None:
+        await self.controller.regenerate(message_id)
+
+    @asyncSlot(int, str)
+    async def _on_edit(self, message_id: int, text: str) -> None:
+        await self.controller.edit(message_id, text)
+
+    @asyncSlot(int)
+    async def _on_version(self, message_id: int) -> None:
+        await self.controller.switch_version(message_id)
+
+    @asyncSlot(int, object)
+    async def _on_open(self, conversation_id: int, reveal: int | None) -> None:
+        await self.controller.open_conversation(conversation_id, reveal=reveal)
+
     # -- ChatView --------------------------------------------------------------------------
 
     def show_user_message(self, text: str) -> None:
@@ -437,6 +394,7 @@ class MainWindow(QMainWindow):
         reply = self.conversation.start_reply(self._model_label)
         reply.reveal.pin(True)  # the newest answer's Copy and Regenerate show without hovering
         reply.speedChanged.connect(self.status.show_speed)
+        reply.tokensChanged.connect(self.context_meter.streaming)  # one live count while it streams
         reply.start_waiting()
         self.status.show_speed(0.0)  # the previous reply's figure would be stale now
         self.replyStarted.emit(reply)
@@ -451,7 +409,7 @@ class MainWindow(QMainWindow):
     def set_busy(self, busy: bool) -> None:
         self.composer.set_busy(busy)
         self.focus_composer()  # after Send, Stop, Regenerate, Try again: typing goes on in the box
-        if not busy and self._controller is not None:
+        if not busy:
             self.context_meter.recount()
 
     def focus_composer(self) -> None:
@@ -474,32 +432,34 @@ class MainWindow(QMainWindow):
     def clear_conversation(self) -> None:
         self.conversation.clear()
         self.status.clear_stats()
-        if self._controller is not None:
-            self.context_meter.set_cut(False)
-            self.context_meter.recount()  # the new chat's count, not the previous one's
+        self.context_meter.set_cut(False)
+        self.context_meter.recount()  # the new chat's count, not the previous one's
 
     def model_loading(self, label: str) -> None:
         self.header.show_loading(label)  # the current model keeps its place until this one is ready
         self.status.showMessage(f"Loading {label}…")
 
+    def model_load_progress(self, label: str, percent: int) -> None:
+        self.status.showMessage(f"Loading {label}… {percent} %")
+
     def model_ready(self, info: ModelInfo) -> None:
         self._model_label = info.label
         self.header.show_model(info.label)
-        self.conversation.empty_state.show_model(info, getattr(self._controller, "choice", None))
+        self.conversation.empty_state.show_model(info, self.controller.choice)
         self.status.clearMessage()
         self.status.show_model(info)
         if not self.notice.lasting:
             self.notice.hide()
-        if self._controller is not None:
-            self.context_meter.recount()  # a new model: a new tokenizer and context size
+        self.context_meter.recount()  # a new model: a new tokenizer and context size
 
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()
         self.header.hide_loading()
-        previous = self._controller.model if self._controller else None
+        previous = self.controller.model
         self.status.show_model(previous)  # the previous one
-        self.notice.show_notice(*load_failure_text(label, message, previous.label if previous else None),
-                                offer_models=True)
+        self.notice.show_notice(
+            *load_failure_text(label, message, previous.label if previous else None), offer_models=True
+        )
 
     # -- window events ---------------------------------------------------------------------
 
@@ -535,10 +495,9 @@ class MainWindow(QMainWindow):
         self.state.restore(self)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        history = self._controller.history if self._controller is not None else None
+        history = self.controller.history
         self.state.save_from(self, history.conversation_id if history is not None else None)
-        if self._controller is not None:
-            self._controller.stop()  # the reply ends within a token; the app awaits shutdown
+        self.controller.stop()  # the reply ends within a token; the app awaits shutdown
         self.closing.emit()
         super().closeEvent(event)
 

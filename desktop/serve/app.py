@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine, QueueFull
-from desktop.serve.completions import Envelope, Reply, TurnJob
+from desktop.serve.completions import Envelope, Reply, Shape, TurnJob, choice_call
 from desktop.serve.embeddings import EmbedCall, TextEmbedder, check_dimensions, embed_all, parse_embeddings
 from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.embeddings import response as embedding_response
@@ -37,7 +37,8 @@ from desktop.serve.errors import ApiError, turn_error
 from desktop.serve.gate import BrowserGate
 from desktop.serve.origins import HostPolicy, OriginPolicy
 from desktop.serve.record import ApiHistory
-from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_json
+from desktop.serve.text_completions import TextEnvelope
+from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_completion, parse_json
 from engine.events import Event, TurnError
 from engine.runtime import Engine
 
@@ -65,42 +66,79 @@ class ServeState:
     requests: int = 0
 
 
-def build_app(state: ServeState, hosts: HostPolicy | None = None) -> Starlette:
+def build_app(
+    state: ServeState, hosts: HostPolicy | None = None, more_routes: Callable[[ServeState], list[Route]] | None = None
+) -> Starlette:
     """The routes behind the browser gate; `hosts` None: any Host header (in-process tests of the app alone)."""
 
     async def models(request: Request) -> Response:
-        _authorize(request, state)
-        ids = [state.model_id()]
-        if state.embedder is not None and embedding_model_id(state.embedder) not in ids:
-            ids.append(embedding_model_id(state.embedder))
-        created = int(time.time())
-        return JSONResponse({"object": "list", "data": [
-            {"id": i, "object": "model", "created": created, "owned_by": "ember"} for i in ids]})
+        authorize(request, state)
+        return JSONResponse({"object": "list", "data": _model_list(state)})
 
     async def chat(request: Request) -> Response:
-        _authorize(request, state)
+        authorize(request, state)
         state.requests += 1
         state.on_request()
         call = parse_chat(parse_json(await read_body(request)), state.defaults())
-        return await _complete(request, state, call)
+        return await _complete(request, state, call, Envelope(state.model_id()))
+
+    async def text(request: Request) -> Response:
+        authorize(request, state)
+        state.requests += 1
+        state.on_request()
+        call = parse_completion(parse_json(await read_body(request)), state.defaults())
+        return await _complete(request, state, call, TextEnvelope(state.model_id()))
+
+    async def model(request: Request) -> Response:
+        authorize(request, state)
+        wanted = request.path_params["id"]
+        for entry in _model_list(state):
+            if entry["id"] == wanted:
+                return JSONResponse(entry)
+        raise ApiError(
+            404,
+            f"no model {wanted!r} here (GET /v1/models lists what is served)",
+            code="model_not_found",
+            param="model",
+        )
 
     async def embeddings(request: Request) -> Response:
-        _authorize(request, state)
+        authorize(request, state)
         if state.embedder is None:
-            raise ApiError(501, "this server has no embedding model: start it with `ember serve --embedder GGUF` "
-                                "(or --embedder default)", code="embeddings_unavailable")
+            raise ApiError(
+                501,
+                "this server has no embedding model: start it with `ember serve --embedder GGUF` "
+                "(or --embedder default)",
+                code="embeddings_unavailable",
+            )
         state.requests += 1
         state.on_request()
         call = parse_embeddings(parse_json(await read_body(request)))
         return await _embed(request, state, state.embedder, call)
 
-    routes = [Route("/v1/models", models, methods=["GET"]),
-              Route("/v1/chat/completions", chat, methods=["POST"]),
-              Route("/v1/embeddings", embeddings, methods=["POST"])]
+    routes = [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{id:path}", model, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", text, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        *(more_routes(state) if more_routes else []),
+    ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-        ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
+        ApiError: _api_error,
+        HTTPException: _http_error,
+        Exception: _internal_error,
+    }
     gate = Middleware(BrowserGate, origins=state.origins, hosts=hosts)
     return Starlette(routes=routes, exception_handlers=handlers, middleware=[gate])
+
+
+def _model_list(state: ServeState) -> list[dict[str, Any]]:
+    ids = [state.model_id()]
+    if state.embedder is not None and embedding_model_id(state.embedder) not in ids:
+        ids.append(embedding_model_id(state.embedder))
+    created = int(time.time())
+    return [{"id": i, "object": "model", "created": created, "owned_by": "ember"} for i in ids]
 
 
 async def _api_error(_request: Request, exc: Exception) -> Response:
@@ -110,10 +148,14 @@ async def _api_error(_request: Request, exc: Exception) -> Response:
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    messages = {404: "no such endpoint (Ember serves /v1/models, /v1/chat/completions, /v1/embeddings)",
-                405: "this endpoint does not take that method"}
-    return ApiError(exc.status_code, messages.get(exc.status_code, str(exc.detail)),
-                    headers=dict(exc.headers or {})).response()
+    messages = {
+        404: "no such endpoint (Ember serves /v1/models, /v1/chat/completions, /v1/completions, "
+        "/v1/embeddings, and Ollama's /api/…)",
+        405: "this endpoint does not take that method",
+    }
+    return ApiError(
+        exc.status_code, messages.get(exc.status_code, str(exc.detail)), headers=dict(exc.headers or {})
+    ).response()
 
 
 async def _internal_error(_request: Request, exc: Exception) -> Response:
@@ -121,7 +163,7 @@ async def _internal_error(_request: Request, exc: Exception) -> Response:
     return ApiError(500, f"internal error: {type(exc).__name__}").response()
 
 
-def _authorize(request: Request, state: ServeState) -> None:
+def authorize(request: Request, state: ServeState) -> None:
     if state.api_key is None:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -183,52 +225,98 @@ async def _take_turn_in_line(request: Request, state: ServeState) -> bool:
     try:
         await _or_disconnect(request, state.line.acquire())
     except QueueFull as full:
-        raise ApiError(429, str(full), code="queue_full",
-                       headers={"Retry-After": str(full.retry_after_s)}) from None
+        raise ApiError(429, str(full), code="queue_full", headers={"Retry-After": str(full.retry_after_s)}) from None
     except ClientGone:
         return False
     return True
 
 
-async def _complete(request: Request, state: ServeState, call: ChatCall) -> Response:
-    if not await _take_turn_in_line(request, state):
-        return Response(status_code=CLIENT_GONE)
-    observer = state.history.begin(call, state.model_id()) if state.history is not None else None
-    job = TurnJob(state.engine, call, state.line.release, observer)
+@dataclass
+class Started:
+    """A choice whose turn has produced its first event (so a failure so far was an HTTP status)."""
+
+    events: AsyncGenerator[Event, None]
+    reply: Reply
+    first: Event
+
+
+def _begin(state: ServeState, call: ChatCall, index: int) -> tuple[AsyncGenerator[Event, None], Reply]:
+    """Run the choice's turn (the caller holds the model's line, which the job releases)."""
+    history, model = state.history, state.model_id()
+    record = (lambda plan: history.begin(plan, model)) if history is not None else None
+    job = TurnJob(state.engine, call, state.line.release, record)
     state.jobs.add(job)
     job.task.add_done_callback(lambda _: state.jobs.discard(job))
-    reply = Reply(call, job.cancel)
-    envelope = Envelope(state.model_id())
-    events = job.events()
-    streaming = False
+    return job.events(), Reply(call, job.cancel, index=index)
+
+
+async def start_choice(request: Request, state: ServeState, call: ChatCall, index: int) -> Started | None:
+    """The choice under way, its first event in hand; None when the client left; an ApiError when
+    the turn failed before it produced anything."""
+    if not await _take_turn_in_line(request, state):
+        return None
+    events, reply = _begin(state, call, index)
     try:  # a disconnect cancels the wait, which closes `events`, which cancels the turn
         first = await _or_disconnect(request, anext(events, None))
-        if first is None:  # the server is stopping: its jobs were cancelled
-            raise _shutting_down()
-        if isinstance(first, TurnError):
-            raise turn_error(first)
+    except BaseException:
+        await events.aclose()
+        raise
+    if first is None or isinstance(first, TurnError):
+        await events.aclose()
+        raise _shutting_down() if first is None else turn_error(first)
+    return Started(events, reply, first)
+
+
+async def _complete(request: Request, state: ServeState, call: ChatCall, envelope: Shape) -> Response:
+    try:
+        started = await start_choice(request, state, call, 0)
+        if started is None:
+            return Response(status_code=CLIENT_GONE)
         if call.stream:
-            streaming = True  # from here `_stream` owns `events`
-            return EventSourceResponse(_stream(first, events, reply, envelope), ping=PING_S, sep="\n")
-        reply.take(first)
-        await _or_disconnect(request, _collect(events, reply))
+            return EventSourceResponse(_stream(started, state, envelope), ping=PING_S, sep="\n")
+        replies: list[Reply] = []
+        for index in range(call.n):  # one after another, in the model's line each time
+            if index:
+                started = await start_choice(request, state, choice_call(call, index), index)
+                if started is None:
+                    return Response(status_code=CLIENT_GONE)
+            replies.append(await finish_choice(request, started))
     except ClientGone:
         return Response(status_code=CLIENT_GONE)
+    return JSONResponse(envelope.completion(replies))
+
+
+async def finish_choice(request: Request, started: Started) -> Reply:
+    """The choice's whole reply (non-streamed)."""
+    reply = started.reply
+    try:
+        reply.take(started.first)
+        await _or_disconnect(request, _collect(started.events, reply))
     finally:
-        if not streaming:
-            await events.aclose()
+        await started.events.aclose()
     if reply.error is not None:
         raise turn_error(reply.error)
     if not reply.finished:
         raise _shutting_down()
-    return JSONResponse(envelope.completion(reply))
+    return reply
 
 
 async def _embed(request: Request, state: ServeState, embedder: TextEmbedder, call: EmbedCall) -> Response:
-    """Embed in the model's line, on a thread; the line moves on only once that thread has finished."""
+    done = await embed_rows(request, state, embedder, call)
+    if done is None:
+        return Response(status_code=CLIENT_GONE)
+    rows, tokens = done
+    return JSONResponse(embedding_response(call, embedding_model_id(embedder), rows, tokens))
+
+
+async def embed_rows(
+    request: Request, state: ServeState, embedder: TextEmbedder, call: EmbedCall
+) -> tuple[list[Any], int] | None:
+    """Embed in the model's line, on a thread; the line moves on only once that thread has finished.
+    None when the client left."""
     check_dimensions(call, embedder)
     if not await _take_turn_in_line(request, state):
-        return Response(status_code=CLIENT_GONE)
+        return None
     loop = asyncio.get_running_loop()
     cancel = threading.Event()
 
@@ -241,14 +329,13 @@ async def _embed(request: Request, state: ServeState, embedder: TextEmbedder, ca
 
     job = loop.run_in_executor(None, work)
     try:
-        rows, tokens = await _or_disconnect(request, asyncio.shield(job))
+        return await _or_disconnect(request, asyncio.shield(job))
     except (ClientGone, asyncio.CancelledError) as exc:
         cancel.set()  # the thread stops at its next batch
         job.add_done_callback(_quiet)
         if isinstance(exc, ClientGone):
-            return Response(status_code=CLIENT_GONE)
+            return None
         raise
-    return JSONResponse(embedding_response(call, embedding_model_id(embedder), rows, tokens))
 
 
 def _quiet(job: asyncio.Future[Any]) -> None:
@@ -266,32 +353,67 @@ async def _collect(events: AsyncIterator[Event], reply: Reply) -> None:
         reply.take(event)
 
 
-async def _stream(first: Event, events: AsyncGenerator[Event, None], reply: Reply,
-                  envelope: Envelope) -> AsyncIterator[str]:
-    """SSE data lines: a role chunk, the deltas, the finish chunk, usage if asked, `[DONE]`.
+async def _stream(started: Started, state: ServeState, envelope: Shape) -> AsyncIterator[str]:
+    """SSE data lines: per choice a role chunk, the deltas and its finish chunk; then usage if
+    asked, and `[DONE]`. A failure after the first chunk is an error chunk.
 
-    sse-starlette cancels this generator when the client disconnects; closing `events`
-    then cancels the turn.
+    sse-starlette cancels this generator when the client disconnects; closing a choice's
+    events then cancels its turn.
     """
+    call = started.reply.call
+    replies: list[Reply] = []
+    current: Started | ApiError = started
+    for index in range(call.n):
+        if index:  # the next choice waits in the model's line like any request
+            current = await _next_choice(state, choice_call(call, index), index)
+        if isinstance(current, ApiError):
+            yield json.dumps(current.body(), ensure_ascii=False)
+            break
+        replies.append(current.reply)
+        async for line in _stream_choice(current, envelope):
+            yield line
+        if current.reply.error is not None or not current.reply.finished:
+            break
+    else:
+        if call.include_usage:
+            yield json.dumps(envelope.usage_chunk(replies))
+    yield "[DONE]"
+
+
+async def _next_choice(state: ServeState, call: ChatCall, index: int) -> Started | ApiError:
     try:
-        yield json.dumps(envelope.chunk({"role": "assistant", "content": ""}))
-        pending: list[Event] = [first]
+        await state.line.acquire()
+    except QueueFull as full:
+        return ApiError(429, str(full), code="queue_full")
+    events, reply = _begin(state, call, index)
+    first = await anext(events, None)
+    if first is None or isinstance(first, TurnError):
+        await events.aclose()
+        return _shutting_down() if first is None else turn_error(first)
+    return Started(events, reply, first)
+
+
+async def _stream_choice(started: Started, envelope: Shape) -> AsyncIterator[str]:
+    """One choice's chunks: its opening chunk, deltas, and finish chunk (or an error chunk)."""
+    reply, events = started.reply, started.events
+    try:
+        opening = envelope.opening(reply)
+        if opening is not None:
+            yield json.dumps(opening, ensure_ascii=False)
+        pending: list[Event] = [started.first]
         while True:
             event = pending.pop() if pending else await anext(events, None)
             if event is None:
                 break
             delta = reply.take(event)
             if delta:
-                yield json.dumps(envelope.chunk(delta), ensure_ascii=False)
+                yield json.dumps(envelope.chunk(reply, delta), ensure_ascii=False)
             if reply.finished:
                 break
         if reply.error is not None or not reply.finished:  # not finished: the server is stopping
             error = turn_error(reply.error) if reply.error is not None else _shutting_down()
             yield json.dumps(error.body(), ensure_ascii=False)
         else:
-            yield json.dumps(envelope.chunk({}, reply.finish_reason))
-            if reply.call.include_usage:
-                yield json.dumps(envelope.usage_chunk(reply))
-        yield "[DONE]"
+            yield json.dumps(envelope.chunk(reply, {}, reply.finish_reason))
     finally:
         await events.aclose()

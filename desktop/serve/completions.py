@@ -1,5 +1,9 @@
 """One chat completion: a turn on the engine, its events as OpenAI's response or stream chunks.
 
+The turn is the session's (`engine.session.Plan.of_request`): the request is the prompt,
+measured by the same fit as the window's and the CLI's turns and refused when it does not fit
+the context (`context_length_exceeded`), never cut; `--record` records it through the session.
+
 `TurnJob` runs the turn as its own task once the request holds the model, and keeps the
 model until the engine's worker has really stopped, whatever happens to the HTTP side: a
 client that disconnects only cancels the turn (within one token, the backends check
@@ -17,19 +21,22 @@ import json
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from desktop.serve.forced_calls import forced_calls
+from desktop.serve.record import RecordedTurn
 from desktop.serve.wire import ChatCall
 from engine.backends.base import CancelToken, Request
 from engine.backends.stops import StopMatcher
-from engine.errors import EngineError
+from engine.errors import ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
     Event,
     StructuredValue,
     ThinkingDelta,
+    TokenLogprob,
+    TokenLogprobs,
     ToolCall,
     TurnDone,
     TurnError,
@@ -37,36 +44,78 @@ from engine.events import (
     TurnStats,
 )
 from engine.runtime import Engine
+from engine.session.session import Plan
+from engine.turns.context_policy import ContextFullError
 from engine.turns.runner import error_kind
 
 _END = object()
 
 
+def choice_call(call: ChatCall, index: int) -> ChatCall:
+    """The call for choice `index` of `n`: its seed is the request's plus the index (None stays random)."""
+    seed = call.sampling.seed
+    if index == 0 or seed is None:
+        return call
+    return replace(call, sampling=replace(call.sampling, seed=(seed + index) % 2**32))
+
+
 def request_for(call: ChatCall) -> Request:
-    return Request(messages=call.messages, tools=call.tools, sampling=call.sampling, max_tokens=call.max_tokens,
-                   schema=call.schema, verbatim=True)
+    return Request(
+        messages=call.messages,
+        tools=call.tools,
+        sampling=call.sampling,
+        max_tokens=call.max_tokens,
+        schema=call.schema,
+        verbatim=True,
+        logprobs=call.logprobs,
+        prompt=call.prompt,
+        suffix=call.suffix,
+    )
+
+
+async def fitted_plan(engine: Engine, call: ChatCall) -> Plan:
+    """The call's turn, measured on the engine's counting thread (`ContextOverflowError` when it does not
+    fit); a raw text prompt (`/v1/completions`) is the backend's own to check."""
+    plan = Plan.of_request(request_for(call))
+    if call.prompt is not None:
+        return plan
+    try:
+        return await engine.measure(plan.fit) or plan  # no model yet: the turn reports it
+    except ContextFullError as exc:  # its own words advise the window's context policies
+        raise ContextOverflowError(
+            f"the request ({exc.tokens:,} tokens) does not fit the model's {exc.n_ctx:,}-"
+            f"token context, which keeps one token for the reply"
+        ) from None
+
+
+Record = Callable[[Plan], RecordedTurn | None]  # `--record`: starts recording a fitted turn
 
 
 class TurnJob:
     """The turn of one request, running on the engine; `events()` hands its events over."""
 
-    def __init__(self, engine: Engine, call: ChatCall, on_end: Callable[[], None],
-                 observer: Callable[[Event], None] | None = None) -> None:
+    def __init__(
+        self, engine: Engine, call: ChatCall, on_end: Callable[[], None], record: Record | None = None
+    ) -> None:
         self.cancel = CancelToken()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._on_end = on_end
-        self._observer = observer  # sees every event to the end (`--record`), even after a disconnect
+        self._record = record
+        self._observer: RecordedTurn | None = None  # sees every event to the end, even after a disconnect
         self.task = asyncio.ensure_future(self._run(engine, call))
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
         try:
+            plan = await fitted_plan(engine, call)
+            self._observer = self._record(plan) if self._record is not None else None
             if call.forced is not None:
-                for event in await forced_calls(engine, request_for(call), call.forced, self.cancel,
-                                                    parallel=call.parallel_calls):
+                for event in await forced_calls(
+                    engine, plan.request, call.forced, self.cancel, parallel=call.parallel_calls
+                ):
                     self._put(event)
                 return
             # The request's tools are offered, not run: the turn's calls are the answer.
-            async for event in engine.run_turn(request_for(call), self.cancel, apart=True):
+            async for event in engine.run_turn(plan.request, self.cancel, apart=True):
                 self._put(event)
         except EngineError as exc:  # e.g. no model loaded
             self._put(TurnError(error_kind(exc), str(exc), TurnStats()))
@@ -74,6 +123,8 @@ class TurnJob:
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise
         finally:
+            if self._observer is not None:
+                self._observer.close()
             self._queue.put_nowait(_END)
             self._on_end()
 
@@ -113,12 +164,17 @@ class Reply:
     stats: TurnStats = field(default_factory=TurnStats)
     error: TurnError | None = None
     finished: bool = False
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    index: int = 0  # the choice's index (`n`)
 
     def __post_init__(self) -> None:
         self._stops = StopMatcher(self.call.stops)
+        self._unsent = 0  # logprobs not yet sent in a chunk
 
     def take(self, event: Event) -> dict[str, Any] | None:
         match event:
+            case TokenLogprobs(tokens=tokens):
+                self.logprobs.extend(tokens)
             case ThinkingDelta(text=text):
                 self.reasoning.append(text)
                 return {"reasoning_content": text}
@@ -156,10 +212,22 @@ class Reply:
             return "stop"
         return "length" if self.stats.finish_reason == "length" else "stop"
 
+    def logprobs_json(self, *, unsent: bool = False) -> dict[str, Any] | None:
+        """OpenAI's `logprobs` of the choice (None when not asked); `unsent`: only those no chunk carried yet."""
+        if self.call.logprobs is None:
+            return None
+        start = self._unsent if unsent else 0
+        self._unsent = len(self.logprobs) if unsent else self._unsent
+        return {"content": [logprob_json(t) for t in self.logprobs[start:]], "refusal": None}
+
     def usage(self) -> dict[str, Any]:
         prompt, completion = self.stats.prompt_tokens, self.stats.tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens}}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens},
+        }
 
     def message(self) -> dict[str, Any]:
         text = "".join(self.content)
@@ -174,14 +242,52 @@ class Reply:
 
 
 def _call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": _arguments(call)}}
+    out: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": _arguments(call)},
+    }
     return out if index is None else {"index": index, **out}
 
 
 def _arguments(call: ToolCall) -> str:
     """The arguments as JSON text; a call cut by max_tokens gives the text written so far, as OpenAI does."""
     return call.partial if call.partial is not None else json.dumps(call.arguments, ensure_ascii=False)
+
+
+def logprob_json(entry: TokenLogprob) -> dict[str, Any]:
+    """One token's entry in OpenAI's shape (alternatives under `top_logprobs`, best first)."""
+    return {
+        "token": entry.token,
+        "logprob": entry.logprob,
+        "bytes": list(entry.bytes),
+        "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in entry.top],
+    }
+
+
+def usage_of(replies: list[Reply]) -> dict[str, Any]:
+    """Every choice's tokens (each choice evaluates the prompt: `n` choices are `n` generations)."""
+    total: dict[str, Any] = {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    for reply in replies:
+        usage = reply.usage()
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            total[key] += usage[key]
+        total["prompt_tokens_details"]["cached_tokens"] += usage["prompt_tokens_details"]["cached_tokens"]
+    return total
+
+
+class Shape(Protocol):
+    """How one completion's response and chunks look (chat or text completions)."""
+
+    def completion(self, replies: list[Reply]) -> dict[str, Any]: ...
+    def opening(self, reply: Reply) -> dict[str, Any] | None: ...
+    def chunk(self, reply: Reply, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]: ...
+    def usage_chunk(self, replies: list[Reply]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,16 +298,49 @@ class Envelope:
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
     created: int = field(default_factory=lambda: int(time.time()))
 
-    def completion(self, reply: Reply) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "message": reply.message(), "finish_reason": reply.finish_reason,
-                             "logprobs": None}],
-                "usage": reply.usage()}
+    def completion(self, replies: list[Reply]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": r.index,
+                    "message": r.message(),
+                    "finish_reason": r.finish_reason,
+                    "logprobs": r.logprobs_json(),
+                }
+                for r in replies
+            ],
+            "usage": usage_of(replies),
+        }
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+    def opening(self, reply: Reply) -> dict[str, Any] | None:
+        return self.chunk(reply, {"role": "assistant", "content": ""})
 
-    def usage_chunk(self, reply: Reply) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [], "usage": reply.usage()}
+    def chunk(self, reply: Reply, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": reply.index,
+                    "delta": delta,
+                    "finish_reason": finish_reason,
+                    "logprobs": reply.logprobs_json(unsent=True),
+                }
+            ],
+        }
+
+    def usage_chunk(self, replies: list[Reply]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage_of(replies),
+        }

@@ -32,6 +32,10 @@ class ConnectionLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     stalled_read_s: float = 60.0  # a client that stops reading its reply this long is cut off
+    # A kept-alive connection with no request this long is closed. Longer than the 5 s after which
+    # httpx (so the OpenAI SDK) and others drop their idle connections: when both sides wait the same
+    # time, a request sent just as the server closes the connection is lost (a ReadError client-side).
+    idle_s: float = 30.0
 
     @classmethod
     def for_line(cls, max_waiting: int) -> ConnectionLimits:
@@ -89,10 +93,20 @@ class ConnectionBook:
 
 
 def _raw_response(status: int, reason: str, message: str, code: str) -> bytes:
-    body = json.dumps({"error": {"message": message, "type": "server_error" if status >= 500 else
-                                 "invalid_request_error", "param": None, "code": code}}).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n")
+    body = json.dumps(
+        {
+            "error": {
+                "message": message,
+                "type": "server_error" if status >= 500 else "invalid_request_error",
+                "param": None,
+                "code": code,
+            }
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n"
+    )
     if status == 503:
         head += "Retry-After: 1\r\n"
     return head.encode() + b"\r\n" + body
@@ -105,20 +119,25 @@ class GuardedH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.phase = "headers"  # headers | body | busy (a full request, its answer not yet sent)
+        # idle (between requests, nothing sent) | headers | body | busy (a full request, not yet answered)
+        self.phase = "headers"
         self.since = 0.0
         self.closed = False
         self.client_key = ""
         self._deadline: asyncio.TimerHandle | None = None
         self._stalled: asyncio.TimerHandle | None = None
         self._admitted = False
+        self._heard = False  # bytes arrived since the last answer ended
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.client_key = self.client[0] if self.client else ""
         if not self.book.admit(self):
-            self._close_with(_raw_response(503, "Service Unavailable", "the server has too many connections; retry",
-                                           "too_many_connections"))
+            self._close_with(
+                _raw_response(
+                    503, "Service Unavailable", "the server has too many connections; retry", "too_many_connections"
+                )
+            )
             return
         self._admitted = True
         self._enter("headers")
@@ -134,11 +153,16 @@ class GuardedH11Protocol(H11Protocol):
             self._admitted = False
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        self._heard = True
+        super().data_received(data)
+
     def handle_events(self) -> None:
         super().handle_events()
         self._follow()
 
     def on_response_complete(self) -> None:
+        self._heard = False
         super().on_response_complete()
         self._follow()
 
@@ -168,8 +192,8 @@ class GuardedH11Protocol(H11Protocol):
             phase = "body"
         elif self.cycle is not None and not self.cycle.response_complete:
             phase = "busy"
-        elif state is h11.IDLE or state is h11.DONE:
-            phase = "headers"  # between requests: waiting for the next one's headers
+        elif state is h11.IDLE or state is h11.DONE:  # between requests: waiting for the next one
+            phase = "headers" if self._heard or self.phase == "headers" else "idle"
         else:
             phase = "busy"  # closing
         if phase != self.phase:
@@ -180,7 +204,7 @@ class GuardedH11Protocol(H11Protocol):
         self.since = self.loop.time()
         self._disarm()
         limits = self.book.limits
-        timeout = {"headers": limits.header_timeout_s, "body": limits.body_timeout_s}.get(phase)
+        timeout = {"idle": limits.idle_s, "headers": limits.header_timeout_s, "body": limits.body_timeout_s}.get(phase)
         if timeout is not None:
             self._deadline = self.loop.call_later(timeout, self._expire, phase)
 
@@ -193,15 +217,21 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if self.closed or self.phase != phase:
             return
+        if phase == "idle":  # a kept-alive connection nobody used: no reply owed, nothing counted
+            self.book.leave(self)
+            self.close_idle()
+            return
         self.book.timed_out += 1
         if phase == "headers" and (self.cycle is None or self.cycle.response_complete):
-            self._close_with(_raw_response(408, "Request Timeout", "the request did not arrive in time",
-                                           "request_timeout"))
+            self._close_with(
+                _raw_response(408, "Request Timeout", "the request did not arrive in time", "request_timeout")
+            )
         else:  # mid-body: the app is reading it and sees the disconnect
             self.transport.close()
 
     def close_idle(self) -> None:
-        """Evicted to make room (the book has let it go): nothing of this connection's is being answered."""
+        """Evicted to make room, or idle too long (the book has let it go): nothing of this
+        connection's is being answered."""
         self.closed = True
         self._admitted = False
         self._disarm()

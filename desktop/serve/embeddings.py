@@ -102,8 +102,11 @@ def _texts(value: Any) -> tuple[str, ...]:
     for i, item in enumerate(items):
         where = f"input[{i}]" if isinstance(value, list) else "input"
         if isinstance(item, (int, list)) and not isinstance(item, bool):
-            raise bad_request("token arrays are not supported (tokens of another model's vocabulary mean "
-                              "nothing here): send the text", where)
+            raise bad_request(
+                "token arrays are not supported (tokens of another model's vocabulary mean "
+                "nothing here): send the text",
+                where,
+            )
         if not isinstance(item, str):
             raise bad_request("'input' must be a string or an array of strings", where)
         if not item:
@@ -129,15 +132,20 @@ class Cancelled(Exception):
     """The client went away; the embedder stopped between batches."""
 
 
-def embed_all(embedder: TextEmbedder, texts: Sequence[str],
-              cancel: threading.Event) -> tuple[list[Sequence[float]], int]:
+def embed_all(
+    embedder: TextEmbedder, texts: Sequence[str], cancel: threading.Event
+) -> tuple[list[Sequence[float]], int]:
     """Every text's vector and the tokens read (runs on a worker thread, holding the model)."""
     counts = [embedder.count_tokens(t) for t in texts]
     for i, n in enumerate(counts):
         if n > embedder.max_tokens:
             where = f"input[{i}]" if len(texts) > 1 else "input"
-            raise ApiError(400, f"'{where}' is {n} tokens; the embedding model reads at most "
-                                f"{embedder.max_tokens} at once", param=where, code="context_length_exceeded")
+            raise ApiError(
+                400,
+                f"'{where}' is {n} tokens; the embedding model reads at most {embedder.max_tokens} at once",
+                param=where,
+                code="context_length_exceeded",
+            )
     rows: list[Sequence[float]] = []
     for run in batches(counts, embedder.max_tokens):
         if cancel.is_set():
@@ -149,15 +157,22 @@ def embed_all(embedder: TextEmbedder, texts: Sequence[str],
 def check_dimensions(call: EmbedCall, embedder: TextEmbedder) -> None:
     """`dimensions` can only ask for the model's own size (shortening vectors needs a model trained for it)."""
     if call.dimensions is not None and call.dimensions != embedder.dimensions:
-        raise bad_request(f"this embedding model gives {embedder.dimensions} dimensions, not {call.dimensions}",
-                          "dimensions")
+        raise bad_request(
+            f"this embedding model gives {embedder.dimensions} dimensions, not {call.dimensions}", "dimensions"
+        )
 
 
 def response(call: EmbedCall, model_id: str, rows: Sequence[Sequence[float]], tokens: int) -> dict[str, Any]:
-    data = [{"object": "embedding", "index": i, "embedding": _base64(row) if call.base64 else list(row)}
-            for i, row in enumerate(rows)]
-    return {"object": "list", "data": data, "model": model_id,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    data = [
+        {"object": "embedding", "index": i, "embedding": _base64(row) if call.base64 else list(row)}
+        for i, row in enumerate(rows)
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "model": model_id,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def _base64(row: Sequence[float]) -> str:

@@ -15,15 +15,30 @@ from engine.events import TurnError, TurnErrorKind
 INVALID = "invalid_request_error"
 SERVER = "server_error"
 
-_TYPES = {401: "authentication_error", 403: "permission_error", 404: INVALID, 413: INVALID, 429: "rate_limit_error",
-          501: "not_implemented_error", 503: "service_unavailable"}
+_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: INVALID,
+    413: INVALID,
+    429: "rate_limit_error",
+    501: "not_implemented_error",
+    503: "service_unavailable",
+}
 
 
 class ApiError(Exception):
     """A request the server answers with an error; `headers` e.g. Retry-After on a 429."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 kind: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message

@@ -30,13 +30,16 @@ from engine.runtime import Engine
 from engine.turns.rounds import fold_system
 from engine.turns.tool_grammar import call_grammar
 
-RETRY_LINE = ("Your previous answer did not call a tool. Answer now with a tool call only, "
-              "in the format described, and no other text.")
+RETRY_LINE = (
+    "Your previous answer did not call a tool. Answer now with a tool call only, "
+    "in the format described, and no other text."
+)
 MAX_REQUIRED_CALLS = 4  # `required` with parallel_tool_calls: one to four calls under the grammar
 
 
-async def forced_calls(engine: Engine, request: Request, forced: str, cancel: CancelToken, *,
-                       parallel: bool = False) -> list[Event]:
+async def forced_calls(
+    engine: Engine, request: Request, forced: str, cancel: CancelToken, *, parallel: bool = False
+) -> list[Event]:
     """The events of a turn that answered with calls, or of one that did not, ending in a TurnError.
 
     One call under the grammar unless the client asked for `parallel_tool_calls` (llama.cpp's
@@ -56,8 +59,10 @@ async def forced_calls(engine: Engine, request: Request, forced: str, cancel: Ca
         if end.stats.finish_reason == FinishReason.LENGTH:  # cut by max_tokens, not a refusal: no retry
             return _with_stats(_cut(events, forced), spent)
         if retry:
-            message = (f"the model answered without calling {'a tool' if forced == 'required' else forced}, "
-                       "though tool_choice requires it (after one retry)")
+            message = (
+                f"the model answered without calling {'a tool' if forced == 'required' else forced}, "
+                "though tool_choice requires it (after one retry)"
+            )
             return [TurnError(TurnErrorKind.MALFORMED_REPLY, message, _sum(spent, end.stats))]
         spent = end.stats
         attempt = request.with_(messages=fold_system(request.messages, RETRY_LINE), grammar=None)
@@ -81,5 +86,10 @@ def _with_stats(events: list[Event], spent: TurnStats) -> list[Event]:
 
 
 def _sum(first: TurnStats, last: TurnStats) -> TurnStats:
-    return replace(last, tokens=first.tokens + last.tokens, prompt_tokens=first.prompt_tokens + last.prompt_tokens,
-                   cached_tokens=first.cached_tokens + last.cached_tokens, attempts=first.attempts + last.attempts)
+    return replace(
+        last,
+        tokens=first.tokens + last.tokens,
+        prompt_tokens=first.prompt_tokens + last.prompt_tokens,
+        cached_tokens=first.cached_tokens + last.cached_tokens,
+        attempts=first.attempts + last.attempts,
+    )

@@ -55,12 +55,20 @@ class BrowserGate:
     def _refusal(self, scope: Scope, headers: Headers) -> ApiError | None:
         hosts = headers.getlist("host")
         if self.hosts is not None and (len(hosts) > 1 or any(not self.hosts.allows(h) for h in hosts)):
-            return ApiError(403, "the Host header names another site: this server answers only to localhost and "
-                                 "the address it listens on", code="host_not_allowed")
+            return ApiError(
+                403,
+                "the Host header names another site: this server answers only to localhost and "
+                "the address it listens on",
+                code="host_not_allowed",
+            )
         origins = headers.getlist("origin")
         if len(origins) > 1 or any(not self.origins.allows(o) for o in origins):
-            return ApiError(403, "this origin may not call the server (allow it with ember serve --allow-origin "
-                                 "ORIGIN or EMBER_ORIGINS)", code="origin_not_allowed")
+            return ApiError(
+                403,
+                "this origin may not call the server (allow it with ember serve --allow-origin "
+                "ORIGIN or EMBER_ORIGINS)",
+                code="origin_not_allowed",
+            )
         if scope["method"] == "POST":
             return _content_type_refusal(headers.get("content-type"))
         return None
@@ -73,8 +81,11 @@ def _content_type_refusal(value: str | None) -> ApiError | None:
     charset = next((p.partition("=")[2].strip('" ') for p in params if p.startswith("charset=")), "utf-8")
     if media == "application/json" and charset in ("utf-8", "utf8"):
         return None
-    return ApiError(415, f"the request body must be JSON (Content-Type: application/json), not {value.strip()[:80]!r}",
-                    code="unsupported_media_type")
+    return ApiError(
+        415,
+        f"the request body must be JSON (Content-Type: application/json), not {value.strip()[:80]!r}",
+        code="unsupported_media_type",
+    )
 
 
 def _preflight(origin: str | None, headers: Headers) -> Response:
@@ -111,4 +122,3 @@ def _with_cors(send: Send, origin: str | None) -> Send:
         await send(message)
 
     return send_with_cors
-

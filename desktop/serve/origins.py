@@ -27,9 +27,15 @@ from engine.errors import ConfigError
 ORIGINS_ENV = "EMBER_ORIGINS"
 ANY = ("*", "null")  # patterns that let any web page in: only behind an API key
 DEFAULT_ORIGINS: tuple[str, ...] = (
-    *(f"{scheme}://{host}:*" for scheme in ("http", "https")
-      for host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0", "*.localhost")),
-    "app://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
+    *(
+        f"{scheme}://{host}:*"
+        for scheme in ("http", "https")
+        for host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0", "*.localhost")
+    ),
+    "app://*",
+    "tauri://*",
+    "vscode-webview://*",
+    "vscode-file://*",
 )
 _ORIGIN = re.compile(r"([a-z][a-z0-9+.\-]*)://(\[[0-9a-f:.]+\]|[^\s:/?#\[\]@]+)(?::([0-9]{1,5}|\*))?")
 _MAX_ORIGIN = 512
@@ -69,8 +75,9 @@ class OriginPolicy:
     null_origin: bool = False
 
     @classmethod
-    def build(cls, extra: Iterable[str] = (), *, api_key: str | None = None,
-              environ: dict[str, str] | None = None) -> OriginPolicy:
+    def build(
+        cls, extra: Iterable[str] = (), *, api_key: str | None = None, environ: dict[str, str] | None = None
+    ) -> OriginPolicy:
         """The defaults, then `EMBER_ORIGINS` (comma-separated), then `extra` (`--allow-origin`).
 
         ConfigError (one line) for an entry that is not an origin, and for `*` or `null`
@@ -87,12 +94,16 @@ class OriginPolicy:
                 continue
             parts = _split(text)
             if parts is None:
-                raise ConfigError(f"not an origin: {entry.strip()[:80]!r} (expected scheme://host[:port], "
-                                  "e.g. http://localhost:3000 or https://*.example.com)")
+                raise ConfigError(
+                    f"not an origin: {entry.strip()[:80]!r} (expected scheme://host[:port], "
+                    "e.g. http://localhost:3000 or https://*.example.com)"
+                )
             patterns.append(_Pattern(*parts))
         if wide and not api_key:
-            raise ConfigError(f"allowing origin {sorted(wide)[0]!r} lets any web page you visit use the model: "
-                              "give an API key with --api-key-env VAR, or list the origins you use")
+            raise ConfigError(
+                f"allowing origin {sorted(wide)[0]!r} lets any web page you visit use the model: "
+                "give an API key with --api-key-env VAR, or list the origins you use"
+            )
         return cls(tuple(patterns), "*" in wide, "null" in wide)
 
     @classmethod
@@ -113,7 +124,7 @@ def _host_name(header: str) -> str | None:
     text = header.strip().lower()
     if text.startswith("["):
         end = text.find("]")
-        rest = text[end + 1:]
+        rest = text[end + 1 :]
         if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
             return None
         return text[1:end]
@@ -162,4 +173,3 @@ class HostPolicy:
 def _wildcard(bound: str) -> bool:
     address = _ip(bound)
     return address is not None and address.is_unspecified
-

@@ -23,6 +23,7 @@ import uvicorn
 
 from desktop.serve.app import ServeState, build_app
 from desktop.serve.connections import ConnectionLimits, guarded_protocol
+from desktop.serve.ollama_api import ollama_routes
 from desktop.serve.origins import HostPolicy
 from engine.errors import ConfigError
 
@@ -43,8 +44,10 @@ def is_loopback(host: str) -> bool:
 def check_exposure(host: str, api_key: str | None) -> None:
     """Anything but loopback is reachable from other machines: only with an API key."""
     if not is_loopback(host) and not api_key:
-        raise ConfigError(f"serving on {host} makes the model reachable from other machines: "
-                          "give an API key with --api-key-env VAR (or serve on 127.0.0.1)")
+        raise ConfigError(
+            f"serving on {host} makes the model reachable from other machines: "
+            "give an API key with --api-key-env VAR (or serve on 127.0.0.1)"
+        )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -103,17 +106,33 @@ class _Server(uvicorn.Server):
         yield
 
 
-def make_server(state: ServeState, hosts: HostPolicy, limits: ConnectionLimits,
-                grace_s: int = _SHUTDOWN_S) -> uvicorn.Server:
+def make_server(
+    state: ServeState, hosts: HostPolicy, limits: ConnectionLimits, grace_s: int = _SHUTDOWN_S
+) -> uvicorn.Server:
     """uvicorn on Ember's guarded protocol: the connection limits replace uvicorn's `limit_concurrency`."""
     protocol, _ = guarded_protocol(limits)
-    config = uvicorn.Config(build_app(state, hosts), http=protocol, log_config=None, access_log=False,
-                            lifespan="off", timeout_graceful_shutdown=grace_s, server_header=False)
+    config = uvicorn.Config(
+        build_app(state, hosts, ollama_routes),
+        http=protocol,
+        timeout_keep_alive=int(limits.idle_s) + 1,  # the protocol's own idle deadline comes first
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=grace_s,
+        server_header=False,
+    )
     return _Server(config)
 
 
-async def serve(state: ServeState, sock: socket.socket, *, stop: asyncio.Event | None = None,
-                limits: ConnectionLimits | None = None, host: str = "", grace_s: int = _SHUTDOWN_S) -> None:
+async def serve(
+    state: ServeState,
+    sock: socket.socket,
+    *,
+    stop: asyncio.Event | None = None,
+    limits: ConnectionLimits | None = None,
+    host: str = "",
+    grace_s: int = _SHUTDOWN_S,
+) -> None:
     """Serve on `sock` until `stop` is set (or the task is cancelled); then end every reply.
 
     `host` is the address as the user gave it (a name the `Host` header may carry besides the

@@ -26,8 +26,9 @@ def model_id_for(engine: Engine) -> Callable[[], str]:
     return model_id
 
 
-def defaults_for(engine: Engine, settings: Callable[[], TurnSettings] | TurnSettings, *,
-                 model_defaults: bool = False) -> Callable[[], Defaults]:
+def defaults_for(
+    engine: Engine, settings: Callable[[], TurnSettings] | TurnSettings, *, model_defaults: bool = False
+) -> Callable[[], Defaults]:
     """A request's defaults: OpenAI's neutral sampling and the context's room for the reply.
 
     The request is the prompt: a client that leaves `temperature` out gets 1.0 as on any

@@ -1,7 +1,7 @@
 """A chat-completions request body, checked field by field, into one `ChatCall` (or a 400).
 
 Known fields of the wrong type or out of range are refused with the field named in
-`param`; fields Ember does not use (`user`, `metadata`, `store`, `frequency_penalty`, …)
+`param`; fields Ember does not use (`user`, `metadata`, `store`, …)
 are accepted and ignored, as OpenAI-compatible servers do. llama.cpp's extensions that
 Ember's own `openai:` backend sends (`top_k`, `min_p`, `repeat_penalty`) are honoured.
 Bounds (`MAX_MESSAGES`, `MAX_TOOLS`, `MAX_STOPS`, `MAX_TOKENS_CAP`) keep a hostile request
@@ -16,15 +16,17 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
+from desktop.serve.wire_images import is_image_part, part_images
 from engine.backends.base import Message, Sampling, Schema
 from engine.errors import ConfigError
-from engine.turns.rounds import fold_system
 from engine.turns.structured import compile_schema
 
 MAX_MESSAGES = 4096
 MAX_TOOLS = 128
 MAX_STOPS = 4
 MAX_STOP_CHARS = 256
+MAX_CHOICES = 8  # `n`: each choice is a full generation, run one after another
+MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 MAX_TOKENS_CAP = 1 << 20  # without a known context size, anything above this is absurd
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
@@ -47,6 +49,11 @@ class ChatCall:
     schema: Schema | None = None
     forced: str | None = None  # tool_choice "required", or the one function it names: the answer must call
     parallel_calls: bool = False  # `parallel_tool_calls: true`: a forced answer may make several calls
+    n: int = 1  # choices, generated one after another (seeds derived from `seed`)
+    prompt: str | None = None  # `/v1/completions`: a raw prompt, no template (`messages` empty)
+    suffix: str | None = None  # fill-in-the-middle: the text after the gap
+    echo: bool = False  # the reply's text starts with the prompt
+    logprobs: int | None = None  # `logprobs: true`: with this many `top_logprobs` alternatives
 
 
 # What a field the client leaves out means on OpenAI's API (temperature 1, top_p 1, no
@@ -124,24 +131,84 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
     ember = _opt(body, "ember", dict) or {}
     if _opt(ember, "model_defaults", bool, "ember.model_defaults") and defaults.model is not None:
         defaults = defaults.model
-    if body.get("n") not in (None, 1):
-        raise bad_request("only n=1 is supported", "n")
-    if body.get("logprobs") not in (None, False):
-        raise bad_request("logprobs are not supported", "logprobs")
+    n = _whole(body, "n", 1, MAX_CHOICES) or 1
+    logprobs = _logprobs(body)
     stream = bool(_opt(body, "stream", bool))
     options = _opt(body, "stream_options", dict) or {}
     include_usage = bool(_opt(options, "include_usage", bool, "stream_options.include_usage"))
-    tools, choice_line, forced = _tools(body)
+    tools, forced = _tools(body)
     schema = _response_format(body)
     if tools and schema is not None:
         raise bad_request("tools and response_format cannot be used together", "response_format")
+    # The request is the prompt: a forced tool_choice is held by the grammar (forced_calls), not a line.
     messages = _messages(body.get("messages"))
-    if choice_line:  # the template has no field for it: the system message carries it
-        messages = fold_system(messages, choice_line)
-    return ChatCall(model=model, messages=messages, sampling=_sampling(body, defaults.sampling),
-                    max_tokens=_max_tokens(body, defaults), stream=stream, include_usage=include_usage,
-                    stops=_stops(body.get("stop")), tools=tools, schema=schema, forced=forced,
-                    parallel_calls=bool(_opt(body, "parallel_tool_calls", bool)))
+    return ChatCall(
+        model=model,
+        messages=messages,
+        sampling=_sampling(body, defaults.sampling),
+        max_tokens=_max_tokens(body, defaults),
+        stream=stream,
+        include_usage=include_usage,
+        stops=_stops(body.get("stop")),
+        tools=tools,
+        schema=schema,
+        forced=forced,
+        parallel_calls=bool(_opt(body, "parallel_tool_calls", bool)),
+        n=n,
+        logprobs=logprobs,
+    )
+
+
+def parse_completion(body: dict[str, Any], defaults: Defaults) -> ChatCall:
+    """A `/v1/completions` body: a raw prompt (one string), `suffix`, `echo`, and the sampling fields."""
+    ember = _opt(body, "ember", dict) or {}
+    if _opt(ember, "model_defaults", bool, "ember.model_defaults") and defaults.model is not None:
+        defaults = defaults.model
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(cast(list[Any], prompt)) == 1:
+        prompt = cast(list[Any], prompt)[0]  # a batch of one
+    if not isinstance(prompt, str):
+        raise bad_request("'prompt' must be a string (or an array of one string)", "prompt")
+    options = _opt(body, "stream_options", dict) or {}
+    top = _whole(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    return ChatCall(
+        model=_opt(body, "model", str) or "",
+        messages=(),
+        sampling=_sampling(body, defaults.sampling),
+        max_tokens=_completion_tokens(body, defaults),
+        stream=bool(_opt(body, "stream", bool)),
+        include_usage=bool(_opt(options, "include_usage", bool, "stream_options.include_usage")),
+        stops=_stops(body.get("stop")),
+        n=_whole(body, "n", 1, MAX_CHOICES) or 1,
+        logprobs=top,
+        prompt=prompt,
+        suffix=_opt(body, "suffix", str),
+        echo=bool(_opt(body, "echo", bool)),
+    )
+
+
+def _completion_tokens(body: dict[str, Any], defaults: Defaults) -> int:
+    """OpenAI's completions default to 16 tokens when `max_tokens` is left out."""
+    return _max_tokens(body, defaults) if body.get("max_tokens") is not None else min(16, defaults.max_tokens)
+
+
+def _whole(body: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise bad_request(f"'{key}' must be a whole number from {low} to {high}, got {_short(value)}", key)
+    return value
+
+
+def _logprobs(body: dict[str, Any]) -> int | None:
+    """`logprobs: true` with `top_logprobs` alternatives (0 to 20); None when not asked."""
+    top = _whole(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    if not _opt(body, "logprobs", bool):
+        if top:
+            raise bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        return None
+    return top or 0
 
 
 # -- fields ------------------------------------------------------------------------------------
@@ -156,15 +223,26 @@ def _opt(body: dict[str, Any], key: str, kind: type, param: str | None = None) -
     return value
 
 
-_KIND_NAMES: dict[type, str] = {str: "a string", bool: "a boolean", dict: "an object", list: "an array",
-                                int: "an integer"}
+_KIND_NAMES: dict[type, str] = {
+    str: "a string",
+    bool: "a boolean",
+    dict: "an object",
+    list: "an array",
+    int: "an integer",
+}
 
 
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
-            dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def _number(body: dict[str, Any], key: str, low: float, high: float) -> float | None:
@@ -186,8 +264,8 @@ def _sampling(body: dict[str, Any], base: Sampling) -> Sampling:
     top_p = _number(body, "top_p", 0, 1)
     min_p = _number(body, "min_p", 0, 1)
     repeat = _number(body, "repeat_penalty", 0, 10)
-    for ignored in ("frequency_penalty", "presence_penalty"):
-        _number(body, ignored, -2, 2)  # checked, then left to the model's repeat penalty
+    frequency = _number(body, "frequency_penalty", -2, 2)
+    presence = _number(body, "presence_penalty", -2, 2)
     top_k = body.get("top_k")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 0 <= top_k <= 1_000_000):
         raise bad_request(f"'top_k' must be a whole number from 0 to 1000000, got {_short(top_k)}", "top_k")
@@ -201,6 +279,8 @@ def _sampling(body: dict[str, Any], base: Sampling) -> Sampling:
         min_p=base.min_p if min_p is None else min_p,
         repeat_penalty=base.repeat_penalty if repeat is None else repeat,
         seed=base.seed if seed is None else seed % 2**32,
+        frequency_penalty=base.frequency_penalty if frequency is None else frequency,
+        presence_penalty=base.presence_penalty if presence is None else presence,
     )
 
 
@@ -242,13 +322,13 @@ def _response_format(body: dict[str, Any]) -> Schema | None:
     if kind == "json_object":
         return JSON_OBJECT_SCHEMA
     if kind != "json_schema":
-        raise bad_request("'response_format.type' must be text, json_object or json_schema",
-                          "response_format.type")
+        raise bad_request("'response_format.type' must be text, json_object or json_schema", "response_format.type")
     spec = _opt(fmt, "json_schema", dict, "response_format.json_schema")
     schema = (spec or {}).get("schema", {} if spec is not None else None)
     if not isinstance(schema, (dict, bool)):
-        raise bad_request("'response_format.json_schema.schema' must be a JSON Schema object",
-                          "response_format.json_schema.schema")
+        raise bad_request(
+            "'response_format.json_schema.schema' must be a JSON Schema object", "response_format.json_schema.schema"
+        )
     try:
         compile_schema(cast(Schema, schema))
     except ConfigError as exc:
@@ -256,27 +336,26 @@ def _response_format(body: dict[str, Any]) -> Schema | None:
     return cast(Schema, schema)
 
 
-def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...] | None, str, str | None]:
-    """The offered tools (None when none, or tool_choice "none"), a line a tool_choice adds, and
-    what forces a call ("required", a function's name, or None)."""
+def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...] | None, str | None]:
+    """The offered tools (None when none, or tool_choice "none"), and what forces a call
+    ("required", a function's name, or None)."""
     raw = _opt(body, "tools", list)
     if not raw:
         if _tool_choice(body.get("tool_choice"), []) == "required":
             raise bad_request("'tool_choice' is required, but no 'tools' are offered", "tool_choice")
-        return None, "", None
+        return None, None
     if len(raw) > MAX_TOOLS:
         raise bad_request(f"at most {MAX_TOOLS} tools", "tools")
     tools = [_tool(spec, i) for i, spec in enumerate(cast(list[Any], raw))]
     names = [t["function"]["name"] for t in tools]
     choice = _tool_choice(body.get("tool_choice"), names)
     if choice == "none":  # the model is not told of any tool
-        return None, "", None
+        return None, None
     if choice == "required":
-        return tuple(tools), "Answer by calling one or more of the offered tools.", choice
+        return tuple(tools), choice
     if choice != "auto":  # one named function: offer only it
-        only = tuple(t for t in tools if t["function"]["name"] == choice)
-        return only, f"Answer by calling the tool {choice}.", choice
-    return tuple(tools), "", None
+        return tuple(t for t in tools if t["function"]["name"] == choice), choice
+    return tuple(tools), None
 
 
 def _tool(spec: Any, i: int) -> dict[str, Any]:
@@ -286,8 +365,9 @@ def _tool(spec: Any, i: int) -> dict[str, Any]:
     function = _opt(cast(dict[str, Any], spec), "function", dict, f"{where}.function")
     name = (function or {}).get("name")
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
-        raise bad_request(f"'{where}.function.name' must be 1 to 64 letters, digits, '_', '.' or '-'",
-                          f"{where}.function.name")
+        raise bad_request(
+            f"'{where}.function.name' must be 1 to 64 letters, digits, '_', '.' or '-'", f"{where}.function.name"
+        )
     assert function is not None
     out: dict[str, Any] = {"name": name}
     description = _opt(function, "description", str, f"{where}.function.description")
@@ -308,8 +388,10 @@ def _tool_choice(value: Any, names: list[str]) -> str:
     function = cast(dict[str, Any], value).get("function") if isinstance(value, dict) else None
     name = cast(dict[str, Any], function).get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
-        raise bad_request("'tool_choice' must be none, auto, required or {\"type\": \"function\", "
-                          "\"function\": {\"name\": …}}", "tool_choice")
+        raise bad_request(
+            '\'tool_choice\' must be none, auto, required or {"type": "function", "function": {"name": …}}',
+            "tool_choice",
+        )
     if name not in names:
         raise bad_request(f"'tool_choice' names {name!r}, which is not among the tools", "tool_choice")
     return name
@@ -339,7 +421,9 @@ def _message(item: Any, where: str, call_names: dict[str, str]) -> Message:
     role = _ROLES.get(raw.get("role"))  # type: ignore[arg-type]
     if role is None:
         raise bad_request(f"'{where}.role' must be system, developer, user, assistant or tool", f"{where}.role")
-    message: Message = {"role": role, "content": _content(raw.get("content"), f"{where}.content")}
+    message: Message = {"role": role, "content": _content(raw.get("content"), f"{where}.content", role == "user")}
+    if role == "user" and (images := part_images(raw.get("content"), f"{where}.content")):
+        message["images"] = images
     if role == "assistant" and raw.get("tool_calls"):
         message["tool_calls"] = _calls(raw["tool_calls"], f"{where}.tool_calls", call_names)
     if role == "tool":
@@ -353,13 +437,15 @@ def _message(item: Any, where: str, call_names: dict[str, str]) -> Message:
     return message
 
 
-def _content(value: Any, where: str) -> str:
+def _content(value: Any, where: str, pictures: bool = False) -> str:
     if value is None or isinstance(value, str):
         return value or ""
     if not isinstance(value, list):
         raise bad_request(f"'{where}' must be a string or an array of text parts", where)
     parts: list[str] = []
     for i, part in enumerate(cast(list[Any], value)):
+        if pictures and is_image_part(part):
+            continue  # a user message's picture: `part_images` takes it
         kind = cast(dict[str, Any], part).get("type") if isinstance(part, dict) else None
         text = cast(dict[str, Any], part).get("text") if kind == "text" else None
         if not isinstance(text, str):

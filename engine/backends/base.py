@@ -40,6 +40,10 @@ class Sampling:
     min_p: float = _DEFAULTS.min_p
     repeat_penalty: float = _DEFAULTS.repeat_penalty
     seed: int | None = _DEFAULTS.seed
+    # OpenAI's penalties, over the reply's own tokens: a logit drops by count × frequency_penalty,
+    # and by presence_penalty once the token has appeared (llama.cpp's penalties sampler).
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
     @classmethod
     def greedy(cls) -> Sampling:
@@ -64,6 +68,12 @@ class Request:
     # The messages are the prompt, as an API client sent them: a tool-less chat turn adds no
     # no-tools line (engine.turns.runner), so the template's own default system prompt stays.
     verbatim: bool = False
+    # Log probabilities of the reply's tokens, with this many alternatives each (0 to 20); None: none.
+    logprobs: int | None = None
+    # A raw prompt (`/v1/completions`): tokenized as it is, no template; `messages` are then ignored.
+    # `suffix` asks for fill-in-the-middle (the model's FIM tokens around prompt and suffix).
+    prompt: str | None = None
+    suffix: str | None = None
 
     def with_(self, **changes: Any) -> Request:
         return replace(self, **changes)
@@ -145,6 +155,7 @@ class Capabilities:
     device: str = "CPU"  # CPU | GPU | Remote | Scripted, for the status bar
     device_note: str = ""  # e.g. why GPU layers were not used
     base_model: bool = False  # the file has no chat template (models.gguf.builtin_templates.BASE_MODEL_NOTE)
+    vision: bool = False  # takes images in messages (`message["images"]`): a projector, or a remote server
 
 
 @runtime_checkable

@@ -27,8 +27,7 @@ def apply_builtin(name: str, messages: Sequence[tuple[str, str]], *, add_generat
     while True:
         buf = ctypes.create_string_buffer(size)
         # The binding annotates `buf` as bytes; C writes into it, so it must be a mutable buffer.
-        n = ll.llama_chat_apply_template(name.encode(), chat, len(encoded), add_generation_prompt,
-                                         buf, size)  # pyright: ignore[reportArgumentType]
+        n = ll.llama_chat_apply_template(name.encode(), chat, len(encoded), add_generation_prompt, buf, size)  # pyright: ignore[reportArgumentType]
         if n < 0:
             raise ConfigError(f"llama.cpp has no built-in chat format named {name!r}")
         if n <= size:

@@ -11,18 +11,16 @@ choice is cached per machine (CPU flags and the variant files). `ensure_backends
 and any GPU backend module beside it, with `ggml_backend_load` before llama.cpp is used here.
 
 A build without variant files (a rebuild with `-DGGML_BACKEND_DL=OFF`) has its backends built
-in: there is nothing to choose, and `cpu_check` probes that one build instead.
+in: there is nothing to choose, and `cpu_check` probes that one build instead. The children, the
+cache and the time limit are `cpu_probe`'s.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import logging
 import os
 import re
-import signal
-import subprocess
+import runpy
 import sys
 import threading
 import time
@@ -31,55 +29,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from engine.child_env import PythonChild, python_child
+from engine.backends import cpu_probe
+from engine.backends.cpu_probe import PROBE_CHILD, SCORE_CHILD, ending, ggml_library, lib_dir
+from engine.child_env import PythonChild, function_child
 from models.library.json_schema import is_bool, is_int, is_number, is_text
-from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
 
 FORCE_ENV = "EMBER_CPU_VARIANT"  # a variant's name: used as is, unprobed (the bench's AVX2-only side)
-CACHE_FILE = "cpu-variants.json"
-PROBE_TIMEOUT_S = 180.0  # for all probes together: seconds on a loaded 2-core machine; a hang is "unknown"
 NOT_PROBED = "not probed: better-scored variants run"
-TIMED_OUT = 124  # the return code a killed, hung child is given (as timeout(1) does)
 MEASURED = 2  # variants that must survive their probe before the fastest of them is taken
 CLEARLY_FASTER = 1.10  # a lower-scored variant is taken only when it decodes this much faster
 TIMED_TOKENS = 16
 VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-(?P<name>.+)\.(?:so|dll|dylib)")
 BACKEND_FILE = re.compile(r"(?:lib)?ggml-(?P<name>[a-z0-9_]+)\.(?:so|dll|dylib)")
 NOT_BACKENDS = {"base", "cpu"}
-
-# A child per call: the variants' scores (ggml's own feature check), one `score` line each. A
-# variant that traps while merely loading kills the child after its `trying` line.
-SCORE_CODE = """
-import ctypes, sys
-import llama_cpp  # loads libggml-base, which every variant links against
-for path in sys.argv[1:]:
-    print("trying", path, flush=True)
-    fn = getattr(ctypes.CDLL(path), "ggml_backend_score", None)
-    print("score", fn() if fn else -1, path, flush=True)
-"""
-
-# A child per variant: registered as llama.cpp's CPU backend, then a real decode (where an
-# unsupported instruction traps), then single-token decodes timed (the pick "by measured speed").
-PROBE_CODE = """
-import sys, time
-import llama_cpp
-from engine.backends.cpu_variants import ggml_library
-if not ggml_library().ggml_backend_load(sys.argv[1].encode()):
-    sys.exit("llama.cpp did not load the variant")
-print("features:", llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(), flush=True)
-if len(sys.argv) > 3:
-    from engine.backends.llama_plain import new_llama
-    llm = new_llama(model_path=sys.argv[3], n_ctx=128, n_threads=1, n_gpu_layers=0, verbose=False)
-    llm.eval(llm.tokenize(b"Hello there, how are you today?"))
-    token = llm.tokenize(b" the", add_bos=False)[0]
-    start = time.perf_counter()
-    for _ in range(int(sys.argv[2])):
-        llm.eval([token])
-    print("tps:", int(sys.argv[2]) / (time.perf_counter() - start), flush=True)
-print("decoded", flush=True)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,50 +73,13 @@ class Choice:
     @property
     def skipped(self) -> list[Probe]:
         """Variants that were tried and failed (a trap, a probe that could not tell), and why."""
-        return [p for p in self.probes if p.name != self.chosen and p.detail != NOT_PROBED
-                and (p.runs is False or (p.score > 0 and p.runs is None))]
-
-
-def lib_dir() -> Path | None:
-    """llama_cpp's `lib` folder, found without loading anything."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "lib"
-
-
-def ggml_library_path(folder: Path) -> Path | None:
-    """The ggml library libllama itself uses: the file named by its soname (`libggml.so.0`).
-
-    A wheel has no symlinks, so `libggml.so` is a second copy of the same library; opened by
-    that name it is a second library in the process, with a second backend registry that
-    libllama never sees (a variant registered there is not llama.cpp's CPU backend)."""
-    if sys.platform == "win32":
-        names = ["ggml.dll"]
-    elif sys.platform == "darwin":
-        names = [p.name for p in sorted(folder.glob("libggml.*.dylib"), key=lambda p: len(p.name))]
-        names.append("libggml.dylib")
-    else:
-        names = [p.name for p in sorted(folder.glob("libggml.so.*"), key=lambda p: len(p.name))]
-        names.append("libggml.so")
-    return next((folder / n for n in names if (folder / n).is_file()), None)
-
-
-def ggml_library() -> Any:
-    """libllama's own ggml library, through ctypes (llama_cpp is imported first: it loads it)."""
-    import llama_cpp  # noqa: F401  # pyright: ignore[reportUnusedImport]  (libllama, hence its ggml)
-
-    folder = lib_dir()
-    path = ggml_library_path(folder) if folder else None
-    if path is None:
-        raise OSError(f"llama.cpp's ggml library is not in {folder}")
-    lib = ctypes.CDLL(str(path))
-    lib.ggml_backend_reg_count.restype = ctypes.c_size_t
-    lib.ggml_backend_load.argtypes, lib.ggml_backend_load.restype = [ctypes.c_char_p], ctypes.c_void_p
-    lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-    return lib
+        return [
+            p
+            for p in self.probes
+            if p.name != self.chosen
+            and p.detail != NOT_PROBED
+            and (p.runs is False or (p.score > 0 and p.runs is None))
+        ]
 
 
 def variant_files(folder: Path | None) -> dict[str, Path]:
@@ -170,18 +97,22 @@ def variant_files(folder: Path | None) -> dict[str, Path]:
 
 def other_backend_files(folder: Path) -> list[Path]:
     """GPU and other backend modules (libggml-cuda.so, libggml-vulkan.so, …) beside the variants."""
-    return [p for p in sorted(folder.iterdir())
-            if (m := BACKEND_FILE.fullmatch(p.name)) and m["name"] not in NOT_BACKENDS and p.is_file()]
+    return [
+        p
+        for p in sorted(folder.iterdir())
+        if (m := BACKEND_FILE.fullmatch(p.name)) and m["name"] not in NOT_BACKENDS and p.is_file()
+    ]
 
 
-def read_scores(files: dict[str, Path], python: str = sys.executable, code: str = SCORE_CODE,
-                timeout: float = PROBE_TIMEOUT_S) -> list[Probe]:
+def read_scores(
+    files: dict[str, Path], python: str = sys.executable, child: str = SCORE_CHILD, timeout: float | None = None
+) -> list[Probe]:
     """Each variant's score, read in child processes; a variant that kills its child scores 0."""
     by_path = {str(path): name for name, path in files.items()}
     remaining: list[str] = list(by_path)
     probes: list[Probe] = []
     while remaining:
-        done = _run(python, code, remaining, timeout)
+        done = cpu_probe.run(child, remaining, timeout or cpu_probe.PROBE_TIMEOUT_S, python)
         lines = done.stdout.splitlines() if done else []
         for line in lines:
             parts = line.split(" ", 2)
@@ -194,42 +125,42 @@ def read_scores(files: dict[str, Path], python: str = sys.executable, code: str 
         if by_path[tried] not in scored:  # it died (or hung) loading this one: skip it, go on after it
             trapped = done is not None and done.returncode < 0
             probes.append(Probe(by_path[tried], 0, False if trapped else None, detail=f"{ending(done)} while loading"))
-        remaining = remaining[remaining.index(tried) + 1:]
+        remaining = remaining[remaining.index(tried) + 1 :]
     return probes
 
 
-def probe_variant(name: str, path: Path, score: int, model: Path | None, python: str = sys.executable,
-                  code: str = PROBE_CODE, timeout: float = PROBE_TIMEOUT_S) -> Probe:
+def probe_variant(
+    name: str,
+    path: Path,
+    score: int,
+    model: Path | None,
+    python: str = sys.executable,
+    child: str = PROBE_CHILD,
+    timeout: float | None = None,
+) -> Probe:
     """Load the variant in a child process and decode with it; how it ended, and how fast."""
-    from engine.backends.cpu_check import build_features
-
-    done = _run(python, code, [str(path), str(TIMED_TOKENS), *([str(model.absolute())] if model else [])], timeout)
-    if done is None or done.returncode == TIMED_OUT:
-        return Probe(name, score, None, detail=f"{ending(done)} (the probe's limit is {timeout:.0f} s)")
-    out = done.stdout.splitlines()
-    features = next((build_features(ln) for ln in out if ln.startswith("features:")), ())
-    tps = next((_float(ln.split(":", 1)[1]) for ln in out if ln.startswith("tps:")), None)
-    if done.returncode == 0 and "decoded" in out:
-        return Probe(name, score, True, tps, features, "passed")
-    if done.returncode < 0:
-        return Probe(name, score, False, None, features, f"{ending(done)} while decoding")
-    last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-    return Probe(name, score, None, None, features, f"the probe failed (exit {done.returncode}): {last}")
+    got = cpu_probe.probe(str(path), TIMED_TOKENS, model, timeout or cpu_probe.PROBE_TIMEOUT_S, python, child)
+    return Probe(name, score, got.runs, got.tps, got.features, got.detail)
 
 
-def choose(files: dict[str, Path], model: Path | None, *, python: str = sys.executable,
-           score_code: str = SCORE_CODE, probe_code: str = PROBE_CODE) -> Choice:
+def choose(
+    files: dict[str, Path],
+    model: Path | None,
+    *,
+    python: str = sys.executable,
+    score_child: str = SCORE_CHILD,
+    probe_child: str = PROBE_CHILD,
+) -> Choice:
     """Probe the best-scored variants until MEASURED of them run; take the best of those."""
-    deadline = time.monotonic() + PROBE_TIMEOUT_S  # all probes together: hung children cannot add up
-    scored = sorted(read_scores(files, python, score_code), key=lambda p: -p.score)
+    deadline = time.monotonic() + cpu_probe.PROBE_TIMEOUT_S  # all probes together: hung children cannot add up
+    scored = sorted(read_scores(files, python, score_child), key=lambda p: -p.score)
     probes: list[Probe] = []
     for p in scored:
         left = deadline - time.monotonic()
         if p.score <= 0 or p.runs is False or sum(q.runs is True for q in probes) >= MEASURED or left <= 0:
-            probes.append(p if p.score <= 0 or p.runs is False else
-                          Probe(p.name, p.score, detail=NOT_PROBED))
+            probes.append(p if p.score <= 0 or p.runs is False else Probe(p.name, p.score, detail=NOT_PROBED))
             continue
-        probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_code, timeout=left))
+        probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_child, timeout=left))
     return Choice(pick(probes), "measured", tuple(probes))
 
 
@@ -273,7 +204,7 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
                 # A cache copied from a host that runs the variant, a changed VM: measure again
                 # rather than fail every load until someone deletes the cache.
                 log.warning("llama.cpp refused the cached CPU variant %s; choosing again", choice.chosen)
-                choice = _measure(files, model, machine_key(files))
+                choice = _measure(files, model, cpu_probe.machine_key(files.values()))
                 ok = _register(files, folder, choice)
             if not ok:
                 choice = _refused(choice)
@@ -286,31 +217,27 @@ def _decide(files: dict[str, Path], model: Path | None) -> Choice:
     if forced:
         if forced in files:
             return Choice(forced, f"forced by {FORCE_ENV}", (Probe(forced, -1),))
-        log.warning("%s=%s: no such CPU variant (this build has %s); choosing one", FORCE_ENV, forced,
-                    ", ".join(files))
-    from engine.backends.cpu_check import SKIP_ENV, cache_dir
-
-    if os.environ.get(SKIP_ENV) == "0":
-        return Choice(None, f"llama.cpp's own pick by score ({SKIP_ENV}=0: not probed)")
-    key = machine_key(files)
-    return read_cached(cache_dir() / CACHE_FILE, key, files) or _measure(files, model, key)
+        log.warning("%s=%s: no such CPU variant (this build has %s); choosing one", FORCE_ENV, forced, ", ".join(files))
+    if os.environ.get(cpu_probe.SKIP_ENV) == "0":
+        return Choice(None, f"llama.cpp's own pick by score ({cpu_probe.SKIP_ENV}=0: not probed)")
+    key = cpu_probe.machine_key(files.values())
+    return read_cached(key, files) or _measure(files, model, key)
 
 
 def _measure(files: dict[str, Path], model: Path | None, key: str) -> Choice:
-    from engine.backends.cpu_check import cache_dir
-
-    choice = choose(files, model or _probe_model())
+    choice = choose(files, model or cpu_probe.probe_model())
     for p in choice.probes:
         if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
             log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
     if any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
-        write_cached(cache_dir() / CACHE_FILE, key, choice)
+        write_cached(key, choice)
     return choice
 
 
 def _refused(choice: Choice) -> Choice:
-    why = (f"CPU variant {choice.chosen} cannot run here (llama.cpp refused to load it on this CPU)"
-           + (f"; unset {FORCE_ENV} or name another" if choice.how.startswith("forced") else ""))
+    why = f"CPU variant {choice.chosen} cannot run here (llama.cpp refused to load it on this CPU)" + (
+        f"; unset {FORCE_ENV} or name another" if choice.how.startswith("forced") else ""
+    )
     return Choice(choice.chosen, choice.how, choice.probes, refused=why)
 
 
@@ -328,18 +255,29 @@ def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
             log.error("llama.cpp could not load its CPU variant %s", files[choice.chosen])
             return False
         log.info("llama.cpp CPU variant: %s (%s)", choice.chosen, choice.how)
+    from engine.backends import gpu_modules
+
+    gpu = set(gpu_modules.module_files(folder))
     for path in other_backend_files(folder):
-        if not lib.ggml_backend_load(str(path).encode()):
+        if path not in gpu and not lib.ggml_backend_load(str(path).encode()):
             log.warning("llama.cpp could not load the backend %s", path.name)
+    gpu_modules.load(lib, folder)  # the GPU chosen here, alone (a software device only when asked for)
     return True
 
 
 def module_command(module: str, *args: str) -> PythonChild:
     """`python -m MODULE ARGS` for a child that uses llama.cpp itself (llama-cpp-python's server):
     with run-time variants, nothing would register a CPU backend there, or llama.cpp's own pick would."""
-    code = ("import runpy, sys\nfrom engine.backends.cpu_variants import ensure_backends\nensure_backends()\n"
-            f"sys.argv[0] = {module!r}\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
-    return python_child(code, *args)
+    return function_child("engine.backends.cpu_variants:run_module", module, *args)
+
+
+def run_module() -> int:
+    """In the child: argv MODULE ARGS. The chosen variant registered, then MODULE run as __main__."""
+    module = sys.argv[1]
+    ensure_backends()
+    sys.argv[:2] = [module]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    return 0
 
 
 def _load_modules_without_variants(folder: Path | None) -> None:
@@ -360,32 +298,34 @@ def loaded() -> Choice | None:
     return _loaded
 
 
+def in_use_line() -> str:
+    """The variant this machine uses, from the cache, without loading or probing anything."""
+    files = variant_files(lib_dir())
+    if not files:
+        return "CPU backend built into llama.cpp (no run-time variants)"
+    forced = os.environ.get(FORCE_ENV, "").strip()
+    if forced in files:
+        return f"CPU variant {forced} (forced by {FORCE_ENV})"
+    cached = read_cached(cpu_probe.machine_key(files.values()), files)
+    if cached is None or cached.chosen is None:
+        return f"CPU variant: chosen from {len(files)} at the first model load"
+    return f"CPU variant {cached.chosen} (of {len(files)}, measured on this machine)"
+
+
 # --- the per-machine cache ---------------------------------------------------------------------
-
-def machine_key(files: dict[str, Path]) -> str:
-    """Changes when the CPU's flags or any variant file changes (a rebuild, an upgrade)."""
-    from engine.backends.cpu_check import cpu_flags
-
-    parts = [" ".join(sorted(cpu_flags()))]
-    for name, path in sorted(files.items()):
-        st = path.stat()
-        parts.append(f"{name} {path.resolve()} {st.st_size} {st.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
 
 CACHED = "measured on this machine earlier (cached)"
 
 
-def read_cached(path: Path, key: str, files: dict[str, Path]) -> Choice | None:
+def read_cached(key: str, files: dict[str, Path]) -> Choice | None:
     """The cached choice for `key`; None (measure again) unless every field has its type and
     the chosen variant is one of this build's `files` (a hand edit could name `../../x`)."""
-    entry = load_json_object(path, {}).get(key)
-    if not isinstance(entry, dict):
+    entry = cpu_probe.read_cache(key)
+    if entry is None:
         return None
-    entry = cast(dict[str, Any], entry)
     chosen, raw = entry.get("chosen"), entry.get("probes")
     if not (chosen is None or (isinstance(chosen, str) and chosen in files)) or not isinstance(raw, list):
-        log.info("the CPU variant cache %s names %r, which this build lacks; measuring again", path, chosen)
+        log.info("the CPU probe cache names the variant %r, which this build lacks; measuring again", chosen)
         return None
     probes = [_cached_probe(p) for p in cast(list[object], raw)]
     if any(p is None for p in probes):
@@ -399,49 +339,23 @@ def _cached_probe(data: object) -> Probe | None:
     p = cast(dict[str, Any], data)
     name, score, runs, tps = p.get("name"), p.get("score"), p.get("runs"), p.get("tps")
     features, detail = p.get("features", []), p.get("detail", "")
-    if not (is_text(name) and is_int(score) and (runs is None or is_bool(runs)) and (tps is None or is_number(tps))
-            and isinstance(features, list) and is_text(detail)):
+    if not (
+        is_text(name)
+        and is_int(score)
+        and (runs is None or is_bool(runs))
+        and (tps is None or is_number(tps))
+        and isinstance(features, list)
+        and is_text(detail)
+    ):
         return None
     return Probe(name, score, runs, tps, tuple(str(f) for f in cast(list[object], features)), detail)
 
 
-def write_cached(path: Path, key: str, choice: Choice) -> None:
-    entry = {"chosen": choice.chosen, "probes": [asdict(p) for p in choice.probes]}
-    try:  # one machine, one entry: a newer build or CPU replaces the old choice
-        write_json_atomic(path, {key: entry})
-    except OSError as exc:
-        log.info("could not cache the CPU variant choice in %s: %s", path, exc)
+def write_cached(key: str, choice: Choice) -> None:
+    cpu_probe.write_cache(key, {"chosen": choice.chosen, "probes": [asdict(p) for p in choice.probes]})
 
 
 # --- small helpers -----------------------------------------------------------------------------
-
-def _run(python: str, code: str, args: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
-    """The child's ending; a hung one is killed and reported as TIMED_OUT with what it printed."""
-    child = python_child(code, *args, python=python)
-    argv = child.argv
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              stdin=subprocess.DEVNULL, env=child.env, cwd=child.cwd)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        return subprocess.CompletedProcess(argv, TIMED_OUT, out, "")
-    except OSError as exc:
-        log.info("llama.cpp CPU variant child could not start: %s", exc)
-        return None
-
-
-def ending(done: subprocess.CompletedProcess[str] | None) -> str:
-    """How a child ended, for a one-line detail: `died of SIGILL`, `exited with 1`, …"""
-    if done is None:
-        return "the child could not start"
-    if done.returncode == TIMED_OUT:
-        return "the child did not finish in time"
-    if done.returncode < 0:
-        try:
-            return f"died of {signal.Signals(-done.returncode).name}"
-        except ValueError:
-            return f"died of signal {-done.returncode}"
-    return f"exited with {done.returncode}"
 
 
 def _int(text: str) -> int:
@@ -449,16 +363,3 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         return -1
-
-
-def _float(text: str) -> float | None:
-    try:
-        return round(float(text), 1)
-    except ValueError:
-        return None
-
-
-def _probe_model() -> Path | None:
-    from engine.backends.cpu_check import _probe_model as default  # pyright: ignore[reportPrivateUsage]
-
-    return default()

@@ -48,11 +48,28 @@ def vocab_mismatch(target: Any, draft: Any) -> str | None:
 class DraftModel:
     """Greedy drafts from a second model. Owned by the target's thread, like the target."""
 
-    def __init__(self, path: Path, *, target_vocab: Any, n_ctx: int, n_threads: int, n_gpu_layers: int,
-                 flash_attn: bool, type_k: int, type_v: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        target_vocab: Any,
+        n_ctx: int,
+        n_threads: int,
+        n_gpu_layers: int,
+        flash_attn: bool,
+        type_k: int,
+        type_v: int,
+    ) -> None:
         self.path = path
-        self._llm: Any = _load(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
-                          flash_attn=flash_attn, type_k=type_k, type_v=type_v)
+        self._llm: Any = _load(
+            path,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+            flash_attn=flash_attn,
+            type_k=type_k,
+            type_v=type_v,
+        )
         try:
             vocab: Any = ll.llama_model_get_vocab(self._llm.model)
             problem = vocab_mismatch(target_vocab, vocab)
@@ -110,8 +127,9 @@ def _load(path: Path, **kwargs: Any) -> Any:
     llama_log.clear_recent()
     n_ctx = kwargs["n_ctx"]
     try:
-        return new_llama(model_path=str(path), n_batch=min(512, n_ctx), n_threads_batch=kwargs["n_threads"],
-                         verbose=False, **kwargs)
+        return new_llama(
+            model_path=str(path), n_batch=min(512, n_ctx), n_threads_batch=kwargs["n_threads"], verbose=False, **kwargs
+        )
     except (ValueError, RuntimeError, OSError) as exc:
         reason = explain_llama_failure(path, exc, llama_log.recent_messages(), n_ctx)
         raise ModelLoadError(f"draft model {path.name}: {reason}") from exc

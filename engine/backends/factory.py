@@ -40,6 +40,8 @@ def make_backend(
     kv_cache: str = "f16",
     prompt_lookup: bool = True,
     draft_model: Path | None = None,
+    projector: Path | None = None,
+    gpu_device: str = "",
 ) -> Backend:
     """Build the backend; llama models load here (may raise ModelLoadError)."""
     if spec.kind == "script":
@@ -54,7 +56,15 @@ def make_backend(
     from models.library.default_model import default_model_path
 
     path = model_path if model_path is not None else default_model_path()
-    backend = LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_threads=n_threads, kv_cache=kv_cache,
-                           draft_model=draft_model)
+    backend = LlamaBackend(
+        path,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        n_threads=n_threads,
+        kv_cache=kv_cache,
+        draft_model=draft_model,
+        projector=projector,
+        gpu_device=gpu_device,
+    )
     backend.prompt_lookup = prompt_lookup
     return backend

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from engine.child_env import python_child
+from engine.child_env import function_child
 from models.library.json_input import JsonInputError, read_json_input
 from models.library.paths import ember_paths
 
@@ -71,7 +71,7 @@ def forget() -> None:
         _memory.clear()
 
 
-_CHILD_CODE = "import sys; from engine.backends.grammar_guard import run_child; raise SystemExit(run_child())"
+_CHILD = "engine.backends.grammar_guard:run_child"
 
 
 def _llama_version() -> str:
@@ -83,10 +83,17 @@ def _llama_version() -> str:
 
 
 def _check_in_child(model_path: Path, gbnf: str) -> str:
-    child = python_child(_CHILD_CODE, str(model_path.absolute()))
+    child = function_child(_CHILD, str(model_path.absolute()))
     try:
-        done = subprocess.run(child.argv, input=gbnf.encode("utf-8"), capture_output=True, timeout=CHECK_TIMEOUT_S,
-                              env=child.env, cwd=child.cwd, check=False)
+        done = subprocess.run(
+            child.argv,
+            input=gbnf.encode("utf-8"),
+            capture_output=True,
+            timeout=CHECK_TIMEOUT_S,
+            env=child.env,
+            cwd=child.cwd,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return f"llama.cpp took over {CHECK_TIMEOUT_S:.0f} s to build the grammar"
     except OSError as exc:
@@ -161,4 +168,3 @@ def _child(model_path: str, gbnf: bytes) -> int:
         return 1
     lc.llama_sampler_free(sampler)
     return 0
-

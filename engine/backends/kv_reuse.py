@@ -60,12 +60,12 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def find_span(cached: Sequence[int], tokens: Sequence[int], a: int) -> tuple[int, int]:
     """The first cached position after `a` where `tokens[a:]` continues for MIN_REUSE tokens, and how far."""
-    probe = list(tokens[a:a + MIN_REUSE])
+    probe = list(tokens[a : a + MIN_REUSE])
     if len(probe) < MIN_REUSE:
         return 0, 0
     first = probe[0]
     for b in range(a + 1, len(cached) - MIN_REUSE + 1):
-        if cached[b] == first and list(cached[b:b + MIN_REUSE]) == probe:
+        if cached[b] == first and list(cached[b : b + MIN_REUSE]) == probe:
             k = MIN_REUSE
             while b + k < len(cached) and a + k < len(tokens) and cached[b + k] == tokens[a + k]:
                 k += 1

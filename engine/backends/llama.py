@@ -27,7 +27,7 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends import llama_devices, llama_log, offload
+from engine.backends import gpu_modules, llama_devices, llama_log, load_progress, offload
 from engine.backends.base import (
     MAX_CHARS_PER_TOKEN,
     CancelToken,
@@ -44,11 +44,14 @@ from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
 from engine.backends.grammar_guard import grammar_problem
+from engine.backends.image_input import NO_PROJECTOR
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
 from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.llama_media import Projector, Span, is_pseudo, tokenize_with_images, with_markers
 from engine.backends.llama_plain import chat_handler, new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
+from engine.backends.logprobs import LogprobReader
 from engine.backends.offload import Placement
 from engine.backends.plain_transcript import PlainTranscript
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
@@ -57,11 +60,13 @@ from engine.backends.stops import StopMatcher
 from engine.backends.template import ChatTemplate, PromptFormat, Segment
 from engine.backends.tool_prompt import call_markup, fallback_for
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
-from engine.events import FinishReason, Piece, PromptProgress
+from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
+from models.errors import GGUFError
 from models.formats import prefill_opener
 from models.gguf.builtin_templates import FORMATS
 from models.library.digests import DigestJob
 from models.library.origins import origin_of
+from models.library.projectors import pair
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 log = logging.getLogger("engine.llama")
@@ -82,9 +87,19 @@ class LlamaBackend:
     # Prompt-lookup drafting (speculative decoding); `EMBER_PROMPT_LOOKUP=0` turns it off.
     prompt_lookup = os.environ.get("EMBER_PROMPT_LOOKUP", "1") != "0"
 
-    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-                 n_gpu_layers: int = AUTO_GPU_LAYERS, n_threads: int | None = None, flash_attn: bool = True,
-                 kv_cache: str = "f16", draft_model: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+        n_gpu_layers: int = AUTO_GPU_LAYERS,
+        n_threads: int | None = None,
+        flash_attn: bool = True,
+        kv_cache: str = "f16",
+        draft_model: str | Path | None = None,
+        projector: str | Path | None = None,
+        gpu_device: str = "",
+    ) -> None:
         self.path = Path(model_path)
         self.kv_cache = kv_cache
         self.name = self.path.name
@@ -100,22 +115,34 @@ class LlamaBackend:
         # compiling: `{{ 'x' * 3000000000 }}` would run at load), and llama-cpp-python never sees it
         # (engine.backends.llama_plain).
         checked = self._checked_template()
+        self.gpu_note = gpu_modules.want(gpu_device)  # before the first load: the pick is once per process
         ensure_cpu_runs()  # loads the CPU variant that runs here; one that traps is refused, not a SIGILL
         self.placement = self._place(n_gpu_layers)
         self._llm: Any = self._load(flash_attn)
         self._draft: DraftModel | None = None
         # Tools: rendered by the template, or described in the system message (tool_prompt).
-        self.capabilities = Capabilities(grammar=True, token_count=True, tools=True, n_ctx=self.n_ctx,
-                                         device=self.where, device_note=self.gpu_note,
-                                         base_model=self.metadata.base_model)
+        self.capabilities = Capabilities(
+            grammar=True,
+            token_count=True,
+            tools=True,
+            n_ctx=self.n_ctx,
+            device=self.where,
+            device_note=self.gpu_note,
+            base_model=self.metadata.base_model,
+        )
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
+        self._projector: Projector | None = self._load_projector(projector)
+        self._marker = f"<ember-image-{secrets.token_hex(8)}>"  # no one types it: where an image goes
+        self._media: dict[str, dict[int, Span]] = {}  # by prompt key: the images' spans in its ids
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template(checked)
         self._stop_ids = self._single_tokens(self._template.stop_markers)
         # create_chat_completion (only the bench's raw side calls it) renders with Ember's own format.
         eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
         self._llm.chat_handler = chat_handler(self._template.render, eos, self._llm.token_eos())
-        self.capabilities = replace(self.capabilities, tool_markup=call_markup(self._template.source))
+        self.capabilities = replace(
+            self.capabilities, tool_markup=call_markup(self._template.source), vision=self._projector is not None
+        )
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
         origin = origin_of(self.path)  # where a downloaded file came from (repo@revision/path), for the receipt
@@ -142,7 +169,7 @@ class LlamaBackend:
 
     @property
     def where(self) -> str:
-        """One line for the status bar: `GPU · 30/30 layers · NVIDIA H200`, `CPU · …`."""
+        """One line for the status bar: `GPU · Vulkan · 30/30 layers · NVIDIA H200`, `CPU · …`."""
         return self.placement.summary()
 
     def _place(self, requested: int) -> Placement:
@@ -155,8 +182,15 @@ class LlamaBackend:
             backends: list[str] = [] if supported else offload.gpu_backend_names(llama_devices.backend_names())
         else:
             gpus, backends = llama_devices.gpu_devices(), []
-        return offload.plan(requested, self.metadata, self.n_ctx, supported=supported, gpus=gpus,
-                            gpu_backends=backends, kv_cache=self.kv_cache)
+        return offload.plan(
+            requested,
+            self.metadata,
+            self.n_ctx,
+            supported=supported,
+            gpus=gpus,
+            gpu_backends=backends,
+            kv_cache=self.kv_cache,
+        )
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -168,12 +202,15 @@ class LlamaBackend:
             except ModelLoadError as exc:
                 if i + 1 == len(attempts):
                     raise
-                log.warning("loading with %s failed (%s); trying %s", placement.summary(), exc,
-                            attempts[i + 1].summary())
+                log.warning(
+                    "loading with %s failed (%s); trying %s", placement.summary(), exc, attempts[i + 1].summary()
+                )
                 continue
             if i > 0:
-                self.gpu_note = (f"the GPU could not hold {attempts[0].offloaded} layers; "
-                                 f"running {'with ' + placement.summary() if placement.on_gpu else 'on the CPU'}")
+                self.gpu_note = (
+                    f"the GPU could not hold {attempts[0].offloaded} layers; "
+                    f"running {'with ' + placement.summary() if placement.on_gpu else 'on the CPU'}"
+                )
                 log.warning("%s: %s", self.name, self.gpu_note)
             self.placement = placement
             return llm
@@ -183,10 +220,18 @@ class LlamaBackend:
         llama_log.clear_recent()
         try:
             return new_llama(
-                model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(512, self.n_ctx),
-                n_threads=self.n_threads, n_threads_batch=self.n_threads, n_gpu_layers=placement.n_gpu_layers,
+                model_path=str(self.path),
+                n_ctx=self.n_ctx,
+                n_batch=min(512, self.n_ctx),
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                n_gpu_layers=placement.n_gpu_layers,
                 # llama.cpp's own default: measured +11% decode speed on CPU (ember bench).
-                flash_attn=flash_attn, type_k=self._kv_types[0], type_v=self._kv_types[1], verbose=False,
+                flash_attn=flash_attn,
+                type_k=self._kv_types[0],
+                type_v=self._kv_types[1],
+                verbose=False,
+                on_progress=load_progress.current(),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             reason = explain_llama_failure(self.path, exc, llama_log.recent_messages(), self.n_ctx)
@@ -197,12 +242,40 @@ class LlamaBackend:
     def _load_draft(self, path: Path, flash_attn: bool) -> DraftModel:
         """The draft model, on the same device as the target; freed again if it is refused."""
         try:
-            return DraftModel(path, target_vocab=self._vocab, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              n_gpu_layers=-1 if self.placement.on_gpu else 0, flash_attn=flash_attn,
-                              type_k=self._kv_types[0], type_v=self._kv_types[1])
+            return DraftModel(
+                path,
+                target_vocab=self._vocab,
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_gpu_layers=-1 if self.placement.on_gpu else 0,
+                flash_attn=flash_attn,
+                type_k=self._kv_types[0],
+                type_v=self._kv_types[1],
+            )
         except BaseException:
             self.close()
             raise
+
+    def _load_projector(self, chosen: str | Path | None) -> Projector | None:
+        """The model's vision projector (chosen, else a fitting sibling `mmproj*.gguf`), loaded
+        against it; the model is freed if a chosen one does not fit or load."""
+        try:
+            pairing = pair(self.path, self.metadata.embedding_length, Path(chosen) if chosen else None)
+            if pairing.note:
+                log.info("%s: projectors passed over: %s", self.name, pairing.note)
+            if pairing.projector is None:
+                return None
+            return Projector(pairing.projector.path, self._llm.model, self.n_threads, use_gpu=self.placement.on_gpu)
+        except GGUFError as exc:
+            self.close()
+            raise ModelLoadError(f"{exc.path.name if exc.path else 'projector'}: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def projector(self) -> Path | None:
+        return self._projector.path if self._projector is not None else None
 
     @property
     def draft_model(self) -> Path | None:
@@ -321,31 +394,84 @@ class LlamaBackend:
         streams, so the prompt is rendered and tokenized once (the counting thread and the
         model's thread share the cache under a lock).
         """
+        if request.prompt is not None:
+            return self._raw_prompt(request.prompt, request.suffix), ""
         key = prompt_key(request.messages, request.tools)
         with self._prompt_lock:
             known = self._prompts.get(key)
             if known is not None:
                 self._prompts.move_to_end(key)
                 return list(known[0]), known[1]
-        ids, prefilled = self._render(request)
+        media: dict[int, Span] = {}
+        ids, prefilled = self._render(request, media)
         with self._prompt_lock:
             self._prompts[key] = (tuple(ids), prefilled)
+            if media:
+                self._media[key] = media
             while len(self._prompts) > PROMPT_CACHE_SIZE:
-                self._prompts.popitem(last=False)
+                self._media.pop(self._prompts.popitem(last=False)[0], None)
         return ids, prefilled
 
-    def _render(self, request: Request) -> tuple[list[int], str]:
+    def _raw_prompt(self, prompt: str, suffix: str | None) -> list[int]:
+        """A raw prompt's tokens, no template (special tokens in it parse, as llama.cpp's server does);
+        with `suffix`, fill-in-the-middle: FIM_PRE prompt FIM_SUF suffix FIM_MID."""
+        if len(prompt) + len(suffix or "") > self.n_ctx * MAX_CHARS_PER_TOKEN:
+            raise ContextOverflowError(f"the prompt is far more than the model's {self.n_ctx:,}-token context holds")
+        text = self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if suffix is None:
+            ids = list(text)
+        else:
+            fim = self.fim_tokens
+            if fim is None:
+                raise ConfigError(f"{self.name} has no fill-in-the-middle tokens, so 'suffix' cannot be used")
+            tail = self._llm.tokenize(suffix.encode("utf-8"), add_bos=False, special=True)
+            ids = [fim[0], *text, fim[1], *tail, fim[2]]
+        bos = self._llm.token_bos()
+        if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    @property
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """The vocabulary's fill-in-the-middle tokens (prefix, suffix, middle); None when it lacks one."""
+        vocab: Any = self._vocab
+        pre, suf, mid = (
+            int(ll.llama_vocab_fim_pre(vocab)),
+            int(ll.llama_vocab_fim_suf(vocab)),
+            int(ll.llama_vocab_fim_mid(vocab)),
+        )
+        return None if min(pre, suf, mid) < 0 else (pre, suf, mid)
+
+    def _render(self, request: Request, media: dict[int, Span]) -> tuple[list[int], str]:
         self.renders += 1
         chars = sum(len(str(m.get("content") or "")) for m in request.messages)
         if chars > self.n_ctx * MAX_CHARS_PER_TOKEN:  # never handed to the template and tokenizer
-            raise ContextOverflowError(f"the prompt is {chars:,} characters long, far more than the model's "
-                                       f"{self.n_ctx:,}-token context can hold; shorten it")
+            raise ContextOverflowError(
+                f"the prompt is {chars:,} characters long, far more than the model's "
+                f"{self.n_ctx:,}-token context can hold; shorten it"
+            )
         # A template that ignores tools gets them described in the system message instead.
-        messages, tools = fallback_for(self._template.source, request.messages, request.tools)
+        messages, images = with_markers(request.messages, self._marker)
+        if images and self._projector is None:
+            raise ConfigError(f"{self.name}: {NO_PROJECTOR}")
+        messages, tools = fallback_for(self._template.source, messages, request.tools)
         segments = self._template.segments(messages, tools=tools)
         ids: list[int] = []
         for seg in segments:
-            ids.extend(self._tokenize(seg))
+            if images and self._projector is not None and self._marker in seg.text:
+                tokenize_with_images(
+                    seg.text,
+                    self._marker,
+                    images,
+                    self._projector,
+                    lambda text, seg=seg: self._tokenize(replace(seg, text=text)),
+                    ids,
+                    media,
+                )
+            else:
+                ids.extend(self._tokenize(seg))
+        if images:
+            raise ConfigError(f"{self.name}: its chat template dropped {len(images)} image(s) from the prompt")
         bos = self._llm.token_bos()
         if bos >= 0 and _adds_bos(self._llm.metadata) and (not ids or ids[0] != bos):
             ids.insert(0, bos)
@@ -368,8 +494,10 @@ class LlamaBackend:
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
         tokens, prefilled = self.prompt_tokens(request)
+        media = self._media.get(prompt_key(request.messages, request.tools), {})
         info.prompt_tokens = len(tokens)
-        shifted = reuse_shifted(self._kv, tokens)  # the context window moved: keep what the cache still holds
+        # The context window moved: keep what the cache still holds (not with images: a shift could cut one).
+        shifted = 0 if media else reuse_shifted(self._kv, tokens)
         info.cached_tokens = self._kv.reusable(tokens)
         self._cache_state = {"type": self.kv_cache, "warm_tokens": info.cached_tokens, "shifted_tokens": shifted}
         info.n_ctx = self.n_ctx
@@ -377,32 +505,50 @@ class LlamaBackend:
         room = self.n_ctx - len(tokens)
         if room <= 0:
             raise ContextOverflowError(
-                f"the conversation ({len(tokens)} tokens) no longer fits the {self.n_ctx}-token context")
+                f"the conversation ({len(tokens)} tokens) no longer fits the {self.n_ctx}-token context"
+            )
         self._cancel = cancel
         try:
-            pieces = self._generate(tokens, request, cancel, info, min(request.max_tokens, room))
-            stops = self._template.stop_texts
+            pieces = self._generate(tokens, request, cancel, info, min(request.max_tokens, room), media)
+            stops = self._template.stop_texts if request.prompt is None else ()  # a raw prompt: the client's stops
             yield from _until_stop_text(pieces, stops, info) if stops else pieces
         finally:
             self._cancel = None
 
-    def _generate(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo,
-                  limit: int) -> Generator[Piece | PromptProgress, None, None]:
+    def _generate(
+        self,
+        tokens: list[int],
+        request: Request,
+        cancel: CancelToken,
+        info: StreamInfo,
+        limit: int,
+        media: dict[int, Span],
+    ) -> Generator[Piece | PromptProgress, None, None]:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
         info.receipt = self._receipt(request, seed, tokens)
-        device_ctx = self._llm.ctx if self.placement.on_gpu and self.device_sampling else None
+        on_device = self.placement.on_gpu and self.device_sampling and request.logprobs is None  # logits: host
+        device_ctx = self._llm.ctx if on_device else None
         try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
-            chain = SamplerChain(self._vocab, s, seed, request.grammar, tokens, device_ctx=device_ctx)
+            text_ids = [t for t in tokens if not is_pseudo(t)] if media else tokens
+            chain = SamplerChain(
+                self._vocab, s, seed, request.grammar, text_ids, device_ctx=device_ctx, reply_limit=limit
+            )
         except GrammarError as exc:
             raise ConfigError(str(exc)) from exc
+        probs = None
+        if request.logprobs is not None:
+            probs = LogprobReader(
+                self._llm.ctx, self._llm.n_vocab(), request.logprobs, lambda t: self._pieces.read(t, True)
+            )
+            chain.tap = probs.record
         info.finish_reason = FinishReason.LENGTH
         reply = TokenDigest()
         try:
-            if not (yield from self._evaluate_prompt(tokens, cancel)):
+            if not (yield from self._evaluate_prompt(tokens, cancel, media)):
                 info.finish_reason = FinishReason.CANCELLED
                 return
-            yield from self._decode_loop(chain, cancel, info, limit, tokens, reply)
+            yield from self._decode_loop(chain, cancel, info, limit, tokens, reply, probs, drafting=not media)
         finally:
             chain.close()
             info.receipt["reply"] = reply.to_json()
@@ -412,19 +558,26 @@ class LlamaBackend:
         import llama_cpp as lc
 
         return {
-            "backend": "llama.cpp", "llama_cpp_python": str(getattr(lc, "__version__", "?")), "device": self.where,
+            "backend": "llama.cpp",
+            "llama_cpp_python": str(getattr(lc, "__version__", "?")),
+            "device": self.where,
             "context_size": self.n_ctx,
             "model": {"file": self.name, "bytes": self.path.stat().st_size, "sha256": None}
             | ({"source": self._source} if self._source else {}),
             "chat_template_sha256": text_sha256(self._template.source),
-            **request_receipt(request, seed), "prompt": TokenDigest(tokens).to_json(),
+            **request_receipt(request, seed),
+            "prompt": TokenDigest(tokens).to_json(),
             # What changes llama.cpp's arithmetic without changing the prompt: a warm KV cache (the
             # prefix was decoded in other batches), its type, drafting (tokens verified in batches).
-            "kv_cache": dict(self._cache_state), "prompt_lookup": self.prompt_lookup,
-            "draft_model": self._draft is not None, "cpu_variant": _cpu_variant(),
+            "kv_cache": dict(self._cache_state),
+            "prompt_lookup": self.prompt_lookup,
+            "draft_model": self._draft is not None,
+            "cpu_variant": _cpu_variant(),
         }
 
-    def _evaluate_prompt(self, tokens: list[int], cancel: CancelToken) -> Generator[PromptProgress, None, bool]:
+    def _evaluate_prompt(
+        self, tokens: list[int], cancel: CancelToken, media: dict[int, Span]
+    ) -> Generator[PromptProgress, None, bool]:
         """Bring the KV cache to `tokens`; False if a stop came first.
 
         A prompt longer than one batch reports its progress (before the first batch, then
@@ -433,9 +586,9 @@ class LlamaBackend:
         """
         self._set_abort_callback(True)
         try:
-            for done, total in self._kv.batches(tokens):
+            for done, total in self._kv.batches(tokens, media):
                 if done < total:
-                    if total > self._kv.n_batch:
+                    if total > self._kv.n_batch or media:
                         yield PromptProgress(done, total)
                     if cancel.cancelled:
                         return False
@@ -447,13 +600,28 @@ class LlamaBackend:
         finally:
             self._set_abort_callback(False)
 
-    def _decode_loop(self, chain: SamplerChain, cancel: CancelToken, info: StreamInfo, limit: int,
-                     tokens: list[int], reply: TokenDigest) -> Iterator[Piece]:
-        """Sample, yield, decode, the stop flag checked before each token is used."""
+    def _decode_loop(
+        self,
+        chain: SamplerChain,
+        cancel: CancelToken,
+        info: StreamInfo,
+        limit: int,
+        tokens: list[int],
+        reply: TokenDigest,
+        probs: LogprobReader | None,
+        *,
+        drafting: bool = True,
+    ) -> Iterator[Piece]:
+        """Sample, yield, decode, the stop flag checked before each token is used.
+
+        With `probs`, each piece carries the log probabilities of the tokens it completes (a
+        character split over tokens comes with the last of them).
+        """
         classify, stop_ids = self._classes.classify, self._stop_ids
         decoder = Utf8Stream()
         count = 0
-        for token in self._sampled(chain, info, limit, tokens):
+        carried: list[TokenLogprob] = []
+        for token in self._sampled(chain, info, limit, tokens, drafting):
             if cancel.cancelled:
                 break
             eog, special, user_defined = classify(token)
@@ -464,6 +632,10 @@ class LlamaBackend:
             reply.add(token)
             info.completion_tokens = count
             piece = self._piece(token, special, user_defined, decoder)
+            if probs is not None:
+                carried.append(probs.take())
+                if piece is not None:
+                    piece, carried = replace(piece, logprobs=tuple(carried)), []
             if piece is not None:
                 yield piece
             if count >= limit:
@@ -471,10 +643,12 @@ class LlamaBackend:
         if cancel.cancelled:
             info.finish_reason = FinishReason.CANCELLED
         tail = decoder.flush()
-        if tail:
-            yield Piece(tail)
+        if tail or carried:
+            yield Piece(tail, logprobs=tuple(carried))
 
-    def _sampled(self, chain: SamplerChain, info: StreamInfo, limit: int, prompt: list[int]) -> Iterator[int]:
+    def _sampled(
+        self, chain: SamplerChain, info: StreamInfo, limit: int, prompt: list[int], drafting: bool = True
+    ) -> Iterator[int]:
         """The reply's tokens, one at a time; the caller stops taking them when it is done.
 
         Each token is decoded into the KV cache only when the next one is asked for. With a
@@ -482,7 +656,7 @@ class LlamaBackend:
         position by position (`engine.backends.speculative`).
         """
         ctx, kv = self._llm.ctx, self._kv
-        drafter = self._drafter(chain)
+        drafter = self._drafter(chain) if drafting else None  # a draft could echo an image's pseudo-ids
         token = chain.sample(ctx)
         if drafter is None:
             while True:
@@ -557,15 +731,20 @@ class LlamaBackend:
         if draft is not None:
             draft.shutdown()
             self._draft = None
+        projector: Projector | None = getattr(self, "_projector", None)
+        if projector is not None:
+            projector.close()  # before the model it was loaded against
+            self._projector = None
         llm: Any = getattr(self, "_llm", None)
-        if llm is not None:
+        if llm is not None and hasattr(self, "_kv"):
             self._kv.close()
             llm.close()
             self._llm = None
 
 
-def _until_stop_text(pieces: Generator[Piece | PromptProgress, None, None], stops: Sequence[str],
-                     info: StreamInfo) -> Iterator[Piece | PromptProgress]:
+def _until_stop_text(
+    pieces: Generator[Piece | PromptProgress, None, None], stops: Sequence[str], info: StreamInfo
+) -> Iterator[Piece | PromptProgress]:
     """`pieces` up to the first stop text (not included), which ends the generation.
 
     Stop texts match text (user-defined tokens print as text: Gemma's newlines are some); a

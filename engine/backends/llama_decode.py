@@ -17,8 +17,8 @@ next request evaluates only the suffix that differs from the previous one.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import llama_cpp.llama_cpp as ll
 
@@ -28,6 +28,27 @@ from engine.errors import BackendError
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
 PIECE_BUFFER = 256
+
+
+class MediaSpan(Protocol):
+    """An image's positions in the prompt (`llama_media.Span`)."""
+
+    @property
+    def n_pos(self) -> int: ...
+
+    def evaluate(self, ctx: Any, at: int, n_batch: int) -> None: ...
+
+
+def _outside_spans(keep: int, media: Mapping[int, MediaSpan]) -> int:
+    """`keep` moved back to the start of an image span it would cut (an image is all or nothing)."""
+    for at, span in media.items():
+        if at < keep < at + span.n_pos:
+            return at
+    return keep
+
+
+def _next_span(first: int, media: Mapping[int, MediaSpan]) -> int:
+    return min((at for at in media if at > first), default=1 << 62)
 
 
 class DecodeError(BackendError):
@@ -45,14 +66,24 @@ class GrammarError(ValueError):
 class SamplerChain:
     """llama.cpp's sampler chain for one request. Free it with `close()` (the chain owns its parts)."""
 
-    def __init__(self, vocab: Any, sampling: Sampling, seed: int, grammar: str | None = None,
-                 recent: Sequence[int] = (), *, device_ctx: Any = None) -> None:
+    def __init__(
+        self,
+        vocab: Any,
+        sampling: Sampling,
+        seed: int,
+        grammar: str | None = None,
+        recent: Sequence[int] = (),
+        *,
+        device_ctx: Any = None,
+        reply_limit: int = PENALTY_LAST_N,
+    ) -> None:
         params = ll.llama_sampler_chain_default_params()
         params.no_perf = True
         self._chain: Any = ll.llama_sampler_chain_init(params)
         self._device_ctx: Any = None
+        self.tap: Callable[[int, int], None] | None = None  # sees (batch position, token) of every sample
         try:
-            self._build(vocab, sampling, seed, grammar, recent)
+            self._build(vocab, sampling, seed, grammar, recent, reply_limit)
             if device_ctx is not None and _device_samplable(sampling, grammar):
                 self._attach(device_ctx)
         except BaseException:
@@ -73,10 +104,19 @@ class SamplerChain:
     def on_device(self) -> bool:
         return self._device_ctx is not None
 
-    def _build(self, vocab: Any, s: Sampling, seed: int, grammar: str | None, recent: Sequence[int]) -> None:
+    def _build(
+        self, vocab: Any, s: Sampling, seed: int, grammar: str | None, recent: Sequence[int], reply_limit: int
+    ) -> None:
+        if s.frequency_penalty or s.presence_penalty:  # OpenAI's: the reply's own tokens, all of them
+            self._add(
+                ll.llama_sampler_init_penalties(
+                    ll.llama_vocab_n_tokens(vocab), max(reply_limit, 1), 1.0, s.frequency_penalty, s.presence_penalty
+                )
+            )
         if s.repeat_penalty != 1.0:
-            penalties = ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N,
-                                                        s.repeat_penalty, 0.0, 0.0)
+            penalties = ll.llama_sampler_init_penalties(
+                ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N, s.repeat_penalty, 0.0, 0.0
+            )
             for token in recent[-PENALTY_LAST_N:]:  # the prompt's tail counts, as in llama.cpp's CLI
                 ll.llama_sampler_accept(penalties, token)
             self._add(penalties)
@@ -107,7 +147,10 @@ class SamplerChain:
             token = ll.llama_get_sampled_token_ith(ctx, index)
             if token != ll.LLAMA_TOKEN_NULL:
                 return token
-        return ll.llama_sampler_sample(self._chain, ctx, index)
+        token = ll.llama_sampler_sample(self._chain, ctx, index)
+        if self.tap is not None:
+            self.tap(index, token)
+        return token
 
     def close(self) -> None:
         if self._device_ctx is not None:  # detach before freeing: the context holds a pointer
@@ -121,7 +164,13 @@ class SamplerChain:
 def _device_samplable(s: Sampling, grammar: str | None) -> bool:
     """Greedy with no grammar and no penalties: a chain llama.cpp runs wholly on the device,
     with no state to carry between tokens."""
-    return s.temperature <= 0.0 and not grammar and s.repeat_penalty == 1.0
+    return (
+        s.temperature <= 0.0
+        and not grammar
+        and s.repeat_penalty == 1.0
+        and not s.frequency_penalty
+        and not s.presence_penalty
+    )
 
 
 def grammar_error(vocab: Any, gbnf: str) -> str | None:
@@ -210,26 +259,43 @@ class KvCache:
         """
         return all(done == total or not stop() for done, total in self.batches(tokens))
 
-    def batches(self, tokens: Sequence[int]) -> Iterator[tuple[int, int]]:
+    def batches(
+        self,
+        tokens: Sequence[int],
+        media: Mapping[int, MediaSpan] | None = None,
+    ) -> Iterator[tuple[int, int]]:
         """Make the cache hold `tokens`, one batch per step: yields (decoded, to decode), first
         (0, n) before any batch, then after each. Stop iterating to stop between batches.
 
         Only what differs from the cache is decoded; its last token always is, so its logits
-        are fresh for the first sample.
+        are fresh for the first sample. `media` maps an offset in `tokens` to an image's span
+        (its positions hold pseudo-ids, `llama_media`): the span is evaluated whole, never cut,
+        and a stop is seen before and after it.
         """
         if not tokens:
             raise ValueError("an empty prompt")
-        keep = min(common_prefix(self.tokens, tokens), len(tokens) - 1)
+        media = media or {}
+        keep = _outside_spans(min(common_prefix(self.tokens, tokens), len(tokens) - 1), media)
         self._truncate(keep)
         start = len(self.tokens)
         total = self.last_evaluated = len(tokens) - start
         yield 0, total
-        for first in range(start, len(tokens), self.n_batch):
-            chunk = tokens[first:first + self.n_batch]
-            self._fill(chunk, first, last_has_logits=first + len(chunk) == len(tokens))
+        first = start
+        while first < len(tokens):
+            span = media.get(first)
+            if span is not None:
+                span.evaluate(self._ctx, first, self.n_batch)
+                self.tokens.extend(tokens[first : first + span.n_pos])
+                first += span.n_pos
+                yield first - start, total
+                continue
+            end = min(first + self.n_batch, len(tokens), _next_span(first, media))
+            chunk = tokens[first:end]
+            self._fill(chunk, first, last_has_logits=end == len(tokens))
             self._decode()
             self.tokens.extend(chunk)
-            yield first + len(chunk) - start, total
+            first = end
+            yield first - start, total
 
     def _fill(self, chunk: Sequence[int], pos: int, *, last_has_logits: bool) -> None:
         token, position, logits = self._token, self._pos, self._logits
@@ -283,4 +349,3 @@ class KvCache:
         if self._batch is not None:
             ll.llama_batch_free(self._batch)
             self._batch = None
-

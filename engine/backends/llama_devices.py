@@ -62,7 +62,7 @@ def _ready() -> None:
 def _ggml() -> Any:
     """The ggml library with the device functions declared, or None if it cannot be found."""
     _ready()
-    from engine.backends.cpu_variants import ggml_library_path
+    from engine.backends.cpu_probe import ggml_library_path
 
     for folder in _library_dirs():
         path = ggml_library_path(folder)  # the copy libllama uses: its registry is llama.cpp's
@@ -70,7 +70,7 @@ def _ggml() -> Any:
             continue
         try:
             lib = ctypes.CDLL(str(path))
-            _declare(lib)
+            declare(lib)
         except (OSError, AttributeError) as exc:
             log.debug("ggml device API not usable from %s: %s", path, exc)
             continue
@@ -78,7 +78,7 @@ def _ggml() -> Any:
     return None
 
 
-def _declare(lib: Any) -> None:
+def declare(lib: Any) -> None:
     """Prototypes for the few ggml-backend.h functions used here (AttributeError if absent)."""
     p, size = ctypes.c_void_p, ctypes.c_size_t
     for fn, args, res in (
@@ -111,8 +111,15 @@ def devices() -> list[Device]:
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
         kind = DEVICE_TYPES.get(int(lib.ggml_backend_dev_type(dev)), "unknown")
-        out.append(Device(_text(lib.ggml_backend_dev_name(dev)), _text(lib.ggml_backend_dev_description(dev)),
-                          kind, int(free.value), int(total.value)))
+        out.append(
+            Device(
+                _text(lib.ggml_backend_dev_name(dev)),
+                _text(lib.ggml_backend_dev_description(dev)),
+                kind,
+                int(free.value),
+                int(total.value),
+            )
+        )
     return out
 
 
@@ -121,8 +128,9 @@ def backend_names() -> list[str]:
     lib = _ggml()
     if lib is None:
         return []
-    return [_text(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)))
-            for i in range(int(lib.ggml_backend_reg_count()))]
+    return [
+        _text(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i))) for i in range(int(lib.ggml_backend_reg_count()))
+    ]
 
 
 def gpu_devices() -> list[Device]:

@@ -53,6 +53,20 @@ def install() -> None:
     _installed.append(cb)
 
 
+def install_mtmd() -> None:
+    """The same for libmtmd (projectors, images), which keeps a log of its own; once per process."""
+    if len(_installed) > 1:
+        return
+    import llama_cpp as lc
+    from llama_cpp import mtmd_cpp
+
+    m: Any = mtmd_cpp  # its log setters' callback parameter is untyped
+    cb = lc.llama_log_callback(on_log)
+    m.mtmd_log_set(cb, ctypes.c_void_p(0))
+    m.mtmd_helper_log_set(cb, ctypes.c_void_p(0))
+    _installed.append(cb)
+
+
 def recent_messages() -> list[str]:
     with _lock:
         return [m for _, m in _recent]

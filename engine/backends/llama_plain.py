@@ -16,8 +16,11 @@ prompt rendered by Ember's bounded template, the rest llama-cpp-python's own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
+
+log = logging.getLogger("engine.llama")
 
 TEMPLATE_KEY = "tokenizer.chat_template"  # and `tokenizer.chat_template.NAME` for named ones
 
@@ -36,7 +39,26 @@ def llama_class() -> type[Any]:
         import llama_cpp
 
         class PlainLlama(llama_cpp.Llama):
-            """A Llama whose metadata never holds a chat template (see the module)."""
+            """A Llama whose metadata never holds a chat template (see the module), and that
+            reports its load's progress to `on_progress` (0.0 … 1.0, on the loading thread)."""
+
+            def __init__(self, *args: Any, on_progress: Callable[[float], None] | None = None, **kwargs: Any) -> None:
+                self.__dict__["_on_progress"] = on_progress
+                super().__init__(*args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+
+            @property
+            def model_params(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+                return self.__dict__["_model_params"]
+
+            @model_params.setter
+            def model_params(self, value: Any) -> None:
+                # `__init__` stores the defaults here before loading: the one moment to add the callback.
+                on_progress = self.__dict__.get("_on_progress")
+                if on_progress is not None and "_progress_cb" not in self.__dict__:
+                    callback = llama_cpp.llama_progress_callback(_progress_callback(on_progress))
+                    self.__dict__["_progress_cb"] = callback  # kept alive as long as the model
+                    value.progress_callback = callback
+                self.__dict__["_model_params"] = value
 
             @property
             def metadata(self) -> dict[str, str]:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -51,8 +73,19 @@ def llama_class() -> type[Any]:
 
 
 def new_llama(**kwargs: Any) -> Any:
-    """`llama_cpp.Llama(**kwargs)`, minus the chat formatters."""
+    """`llama_cpp.Llama(**kwargs)`, minus the chat formatters (`on_progress=`: the load's progress)."""
     return llama_class()(**kwargs)
+
+
+def _progress_callback(on_progress: Callable[[float], None]) -> Callable[[float, Any], bool]:
+    def call(progress: float, _user_data: Any) -> bool:
+        try:
+            on_progress(float(progress))
+        except Exception:  # an exception cannot cross into C, and returning False would abort the load
+            log.exception("the load's progress could not be shown")
+        return True
+
+    return call
 
 
 def chat_handler(render: Callable[[list[dict[str, Any]]], str], eos_token: str, eos_id: int) -> Any:
@@ -71,6 +104,7 @@ def chat_handler(render: Callable[[list[dict[str, Any]]], str], eos_token: str, 
             prompt=render([dict(m) for m in cast(Sequence[Mapping[str, Any]], messages)]),
             stop=[eos_token] if eos_token else None,
             stopping_criteria=llama_cpp.StoppingCriteriaList([stop_on_eos]) if eos_id >= 0 else None,
-            added_special=True)
+            added_special=True,
+        )
 
     return llama_chat_format.chat_formatter_to_chat_completion_handler(formatter)

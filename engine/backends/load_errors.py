@@ -70,12 +70,18 @@ def _kind(mode: int) -> str:
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"invalid magic"), "not a GGUF model file"),
-    (re.compile(r"not within the file bounds|corrupted or incomplete|unexpected(ly)? end of file|failed to read"),
-     "the file is truncated or corrupted (an incomplete download?)"),
-    (re.compile(r"unknown model architecture: '([^']*)'"),
-     "unsupported model architecture '{0}' (this llama.cpp build does not know it)"),
-    (re.compile(r"bad_alloc|out of memory|failed to allocate|cudaMalloc failed"),
-     "not enough memory for the model and a {n_ctx}-token context; try a smaller context"),
+    (
+        re.compile(r"not within the file bounds|corrupted or incomplete|unexpected(ly)? end of file|failed to read"),
+        "the file is truncated or corrupted (an incomplete download?)",
+    ),
+    (
+        re.compile(r"unknown model architecture: '([^']*)'"),
+        "unsupported model architecture '{0}' (this llama.cpp build does not know it)",
+    ),
+    (
+        re.compile(r"bad_alloc|out of memory|failed to allocate|cudaMalloc failed"),
+        "not enough memory for the model and a {n_ctx}-token context; try a smaller context",
+    ),
     (re.compile(r"unsupported|version \d+ .*not supported", re.I), "the GGUF version or format is not supported"),
 )
 

@@ -32,16 +32,17 @@ class Placement:
     n_layer: int | None
     device: str  # the GPU's description, "" on the CPU
     cpu_reason: str = ""  # why the CPU, when it is the CPU
+    backend: str = ""  # llama.cpp's GPU backend: Vulkan, CUDA, … ("" when unknown or on the CPU)
 
     @property
     def on_gpu(self) -> bool:
         return self.offloaded > 0
 
     def summary(self) -> str:
-        """`GPU · 30/30 layers · NVIDIA H200` or `CPU · this build has no GPU support`."""
+        """`GPU · Vulkan · 30/30 layers · AMD Radeon RX 7800 XT` or `CPU · this build has no GPU support`."""
         if self.on_gpu:
             total = self.n_layer if self.n_layer is not None else "?"
-            return " · ".join(p for p in ("GPU", f"{self.offloaded}/{total} layers", self.device) if p)
+            return " · ".join(p for p in ("GPU", self.backend, f"{self.offloaded}/{total} layers", self.device) if p)
         return f"CPU · {self.cpu_reason}" if self.cpu_reason else "CPU"
 
 
@@ -57,7 +58,8 @@ def gpu_placement(n_gpu_layers: int, n_layer: int | None, gpus: list[Device]) ->
     else:  # every layer (1 stands for "some" when the model does not say how many it has)
         offloaded = n_layer or 1
     names = sorted({d.description or d.name for d in gpus})
-    return Placement(n_gpu_layers, offloaded, n_layer, " + ".join(names))
+    backends = sorted({d.name.rstrip("0123456789") for d in gpus if d.name.rstrip("0123456789")})
+    return Placement(n_gpu_layers, offloaded, n_layer, " + ".join(names), backend=" + ".join(backends))
 
 
 def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int, kv_cache: str = "f16") -> int:
@@ -74,8 +76,16 @@ def layers_that_fit(meta: ModelMetadata, n_ctx: int, free_bytes: int, kv_cache: 
     return max(0, fit)
 
 
-def plan(requested: int, meta: ModelMetadata, n_ctx: int, *, supported: bool, gpus: list[Device],
-         gpu_backends: list[str], kv_cache: str = "f16") -> Placement:
+def plan(
+    requested: int,
+    meta: ModelMetadata,
+    n_ctx: int,
+    *,
+    supported: bool,
+    gpus: list[Device],
+    gpu_backends: list[str],
+    kv_cache: str = "f16",
+) -> Placement:
     """The placement to try first for a model whose settings ask for `requested` layers
     (`AUTO_GPU_LAYERS`: as many as fit)."""
     n_layer = meta.block_count

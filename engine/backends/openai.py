@@ -408,7 +408,8 @@ class OpenAIBackend(PlainBackend):
         self.model = model
         self.name = f"{model or 'openai'}@{self._server.host}"
         # Tools go to the server as `tools`; its tool-call deltas come back as Hermes markup.
-        self.capabilities = Capabilities(grammar=supports_grammar, tools=True, device="Remote")
+        # Images go as image_url data URLs; a server without vision answers with its own error.
+        self.capabilities = Capabilities(grammar=supports_grammar, tools=True, device="Remote", vision=True)
         self._api_key = api_key or None
         self._redact = _redactor(self._api_key)
         self._transport = transport
@@ -428,8 +429,12 @@ class OpenAIBackend(PlainBackend):
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Generator[Piece, None, None]:
         self._server.require_allowed()  # refused before any connection, and never retried
         body = self._body(request)
-        info.receipt = {"backend": "openai-compatible", "server": self._server.host, "model": {"name": self.model},
-                        **request_receipt(request, request.sampling.seed)}
+        info.receipt = {
+            "backend": "openai-compatible",
+            "server": self._server.host,
+            "model": {"name": self.model},
+            **request_receipt(request, request.sampling.seed),
+        }
         attempt = 0
         while True:
             if cancel.cancelled:
@@ -462,8 +467,10 @@ class OpenAIBackend(PlainBackend):
     def _attempt(self, body: dict[str, Any], cancel: CancelToken, info: StreamInfo) -> Generator[Piece, None, None]:
         """One HTTP request; transport errors become `_Failure`; the response always closes."""
         try:
-            with network_guard.feature(NETWORK_FEATURE), \
-                    self._http().stream("POST", f"{self._server.base}/chat/completions", json=body) as response:
+            with (
+                network_guard.feature(NETWORK_FEATURE),
+                self._http().stream("POST", f"{self._server.base}/chat/completions", json=body) as response,
+            ):
                 if response.status_code >= 300:
                     raise _status_failure(response, self._server.host)
                 forget = cancel.on_cancel(_hang_up(response))
@@ -477,8 +484,9 @@ class OpenAIBackend(PlainBackend):
                 return
             raise _transport_failure(exc, self._server.host, self._timeout) from exc
 
-    def _pieces(self, response: httpx.Response, cancel: CancelToken, info: StreamInfo,
-                max_tokens: int, tools: bool = False) -> Iterator[Piece]:
+    def _pieces(
+        self, response: httpx.Response, cancel: CancelToken, info: StreamInfo, max_tokens: int, tools: bool = False
+    ) -> Iterator[Piece]:
         reader = _ChunkReader(self._server.host, self._redact)
         reader.calls.wanted = tools
         reader.calls.room = max(1, max_tokens) * _CHARS_PER_TOKEN_CAP
@@ -609,8 +617,9 @@ class _IdleWatch:
     def watch(self, lines: Iterable[str]) -> Iterator[str]:
         for line in lines:
             if time.monotonic() - self._last > self._seconds:
-                raise _Failure(f"{self._host} sent no reply text for {self._seconds:g} s "
-                               f"(set {IDLE_TIMEOUT_ENV} to wait longer)")
+                raise _Failure(
+                    f"{self._host} sent no reply text for {self._seconds:g} s (set {IDLE_TIMEOUT_ENV} to wait longer)"
+                )
             yield line
 
 

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
+from engine.backends.image_input import wire_content
 from engine.events import Piece
 
 CHARS_PER_TOKEN_CAP = 32  # as the text budget counts: a piece costs at least 1 token, 1 per 32 characters
@@ -83,8 +84,12 @@ def _cost(fragment: str) -> int:
 
 
 def wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """`message` as the chat-completions API takes it: call arguments as JSON strings."""
+    """`message` as the chat-completions API takes it: call arguments as JSON strings, images
+    as `image_url` parts holding data URLs."""
     out = dict(message)
+    if "images" in out:
+        out["content"] = wire_content(message)
+        del out["images"]
     calls: Any = out.get("tool_calls")
     if isinstance(calls, list):
         out["tool_calls"] = [_wire_call(c) for c in cast(list[Any], calls)]

@@ -45,7 +45,11 @@ def text_sha256(text: str) -> str:
 
 def sampling_json(sampling: Sampling) -> dict[str, Any]:
     """The sampling settings without the seed (the receipt keeps the seed actually used)."""
-    return {k: v for k, v in asdict(sampling).items() if k != "seed"}
+    out = {k: v for k, v in asdict(sampling).items() if k != "seed"}
+    for penalty in ("frequency_penalty", "presence_penalty"):  # OpenAI's: named only when used
+        if not out[penalty]:
+            del out[penalty]
+    return out
 
 
 def system_text(messages: Sequence[Message]) -> str | None:
@@ -56,7 +60,10 @@ def system_text(messages: Sequence[Message]) -> str | None:
 def request_receipt(request: Request, seed: int | None) -> dict[str, Any]:
     """The request's part of a receipt (every backend's): sampling, seed, limits, system message."""
     return {
-        "sampling": sampling_json(request.sampling), "seed": seed, "max_tokens": request.max_tokens,
-        "system": system_text(request.messages), "grammar": request.grammar is not None,
+        "sampling": sampling_json(request.sampling),
+        "seed": seed,
+        "max_tokens": request.max_tokens,
+        "system": system_text(request.messages),
+        "grammar": request.grammar is not None,
         "tools": bool(request.tools),
     }

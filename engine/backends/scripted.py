@@ -66,8 +66,7 @@ def _flag(obj: dict[str, Any], key: str, where: str) -> bool:
 
 def _progress(value: Any, where: str) -> tuple[int, int]:
     pair = cast(list[Any], value) if isinstance(value, list) else []
-    if len(pair) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in pair) \
-            and 0 <= pair[0] <= pair[1]:
+    if len(pair) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in pair) and 0 <= pair[0] <= pair[1]:
         return pair[0], pair[1]
     raise ConfigError(f"{where}: 'progress' must be [done, total] with 0 <= done <= total, got {_short(value)}")
 
@@ -99,10 +98,11 @@ def parse_script(data: Any, name: str = "script") -> list[list[ScriptChunk]]:
 class ScriptedBackend(PlainBackend):
     """Replays scripted replies and records every request it receives."""
 
-    capabilities = Capabilities(device="Scripted")
+    capabilities = Capabilities(device="Scripted", vision=True)  # images are accepted, and not looked at
 
-    def __init__(self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script",
-                 n_ctx: int | None = None) -> None:
+    def __init__(
+        self, replies: list[list[ScriptChunk]] | list[list[Any]], name: str = "script", n_ctx: int | None = None
+    ) -> None:
         self.name = name
         if n_ctx is not None:
             self.n_ctx = n_ctx
@@ -115,8 +115,14 @@ class ScriptedBackend(PlainBackend):
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
+        """A script file: `{"replies": [...]}`, and optionally `"n_ctx"`: a context to count against."""
         p = Path(path)
-        return cls(parse_script(read_json(p, "script", max_bytes=SCRIPT_MAX_BYTES), str(p)), name=str(p))
+        data = read_json(p, "script", max_bytes=SCRIPT_MAX_BYTES)
+        replies = parse_script(data, str(p))
+        n_ctx = cast(dict[str, Any], data).get("n_ctx")
+        if n_ctx is not None and (not isinstance(n_ctx, int) or isinstance(n_ctx, bool) or n_ctx < 1):
+            raise ConfigError(f"{p}: 'n_ctx' must be a positive whole number")
+        return cls(replies, name=str(p), n_ctx=n_ctx)
 
     @classmethod
     def from_texts(cls, *replies: str | list[Any]) -> ScriptedBackend:
@@ -143,9 +149,7 @@ class ScriptedBackend(PlainBackend):
         with self._lock:
             self.requests.append(request)
             if self._next >= len(self._replies):
-                raise ScriptExhaustedError(
-                    f"script {self.name} has no reply left for request {len(self.requests)}"
-                )
+                raise ScriptExhaustedError(f"script {self.name} has no reply left for request {len(self.requests)}")
             reply = self._replies[self._next]
             self._next += 1
         info.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.messages)
@@ -155,7 +159,8 @@ class ScriptedBackend(PlainBackend):
             info.n_ctx = n_ctx
             if info.prompt_tokens >= n_ctx:
                 raise ContextOverflowError(
-                    f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context")
+                    f"the conversation ({info.prompt_tokens} tokens) no longer fits the {n_ctx}-token context"
+                )
         emitted = 0
         for chunk in reply:
             if cancel.cancelled:

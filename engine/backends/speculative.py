@@ -69,7 +69,7 @@ class PromptLookup:
                 continue
             found = index.get(tuple(history[-n:]))
             if found is not None:
-                return list(history[found + 1:found + 1 + limit])
+                return list(history[found + 1 : found + 1 + limit])
         return []
 
     def _extend(self, history: Sequence[int], stop: int) -> None:
@@ -77,7 +77,7 @@ class PromptLookup:
         for i in range(self._indexed, stop):
             for n in sizes:
                 if i + 1 >= n:
-                    index[tuple(history[i + 1 - n:i + 1])] = i
+                    index[tuple(history[i + 1 - n : i + 1])] = i
         self._indexed = max(self._indexed, stop)
 
     def close(self) -> None:

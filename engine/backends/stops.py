@@ -28,7 +28,7 @@ class StopMatcher:
             self._held = ""
             return buffer[:found]
         keep = self._partial_suffix(buffer)
-        self._held = buffer[len(buffer) - keep:] if keep else ""
+        self._held = buffer[len(buffer) - keep :] if keep else ""
         return buffer[: len(buffer) - keep]
 
     def flush(self) -> str:

@@ -80,7 +80,8 @@ def _environment() -> BoundedEnvironment:
     env_globals["raise_exception"] = _raise
     env_globals["strftime_now"] = _strftime_now
     env.filters["tojson"] = bounded_filter(  # pyright: ignore[reportUnknownMemberType]
-        lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent))  # type: ignore[misc]
+        lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)  # type: ignore[misc]
+    )
     return env
 
 
@@ -101,13 +102,16 @@ class ChatTemplate:
     stop_markers: tuple[str, ...] = ()  # the end-of-generation tokens suffice
     stop_texts: tuple[str, ...] = ()
 
-    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "",
-                 special_strings: Sequence[str] = ()) -> None:
+    def __init__(
+        self, source: str, *, bos_token: str = "", eos_token: str = "", special_strings: Sequence[str] = ()
+    ) -> None:
         self.source = source
         self.set_tokens(bos_token=bos_token, eos_token=eos_token, special_strings=special_strings)
         if len(self.source) > MAX_TEMPLATE_CHARS:  # compiling is linear but slow (3.6 MB: a minute), untraced
-            raise ConfigError(f"the model's chat template cannot be used: it is {len(self.source):,} characters "
-                              f"long (chat templates are a few KB; at most {MAX_TEMPLATE_CHARS:,} are compiled)")
+            raise ConfigError(
+                f"the model's chat template cannot be used: it is {len(self.source):,} characters "
+                f"long (chat templates are a few KB; at most {MAX_TEMPLATE_CHARS:,} are compiled)"
+            )
         try:
             with bounded(_COMPILE_SECONDS):  # compiling may evaluate constant expressions
                 self._template = _ENV.from_string(self.source)
@@ -123,16 +127,24 @@ class ChatTemplate:
         # Longest first, so a longer token is broken before a shorter one inside it.
         self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
 
-    def render(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
-               add_generation_prompt: bool = True) -> str:
+    def render(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
         # Output may not outgrow what went in by much: a template adds only markers.
         size = sum(len(str(m.get("content") or "")) for m in messages) + len(json.dumps(tools or [], default=str))
         try:
             return render_bounded(
-                self._template, BASE_OUTPUT_CHARS + 2 * size,
-                messages=list(messages), tools=list(tools) if tools else None,
+                self._template,
+                BASE_OUTPUT_CHARS + 2 * size,
+                messages=list(messages),
+                tools=list(tools) if tools else None,
                 add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token, eos_token=self.eos_token,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
             )
         except (TemplateError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
             raise ConfigError(f"this model's chat template failed to render: {_one_line(exc)}") from exc
@@ -186,8 +198,8 @@ def split_on_sentinels(rendered: str, contents: Sequence[str]) -> list[Segment]:
         end = rest.index("\ue001", start)
         if start:
             out.append(Segment(rest[:start], True))
-        index = int(rest[start + len("\ue000EMBER"):end])
+        index = int(rest[start + len("\ue000EMBER") : end])
         if contents[index]:
             out.append(Segment(contents[index], False))
-        rest = rest[end + 1:]
+        rest = rest[end + 1 :]
     return out

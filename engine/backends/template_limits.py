@@ -95,8 +95,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         _check_args(args, kwargs)
         method = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format
         receiver = getattr(method, "__self__", None)
-        if isinstance(receiver, str) and getattr(method, "__name__", "") in ("format", "format_map") \
-                and _WIDE.search(receiver):
+        if (
+            isinstance(receiver, str)
+            and getattr(method, "__name__", "") in ("format", "format_map")
+            and _WIDE.search(receiver)
+        ):
             raise TemplateLimitError("it asked for a formatted value too wide to use")
         return super().call(__context, __obj, *args, **kwargs)
 

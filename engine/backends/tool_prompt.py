@@ -35,8 +35,9 @@ def call_markup(source: str) -> str:
     return "hermes" if not template_renders_tools(source) or "<tool_call>" in source else ""
 
 
-def fallback_for(source: str, messages: Sequence[Message],
-                 tools: Sequence[dict[str, Any]] | None) -> tuple[list[Message], Sequence[dict[str, Any]] | None]:
+def fallback_for(
+    source: str, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None
+) -> tuple[list[Message], Sequence[dict[str, Any]] | None]:
     """`(messages, tools)` as this template should get them."""
     if not tools or template_renders_tools(source):
         return list(messages), tools

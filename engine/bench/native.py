@@ -25,8 +25,9 @@ N_GEN = 128
 FA_CODES = {-1: "auto", 0: "off", 1: "on"}  # llama-bench's JSON `flash_attn` → its `-fa` value
 
 
-def run_llama_bench(binary: Path, model: Path, threads: int, *, n_gen: int = N_GEN, flash_attn: str = "auto",
-                    timeout_s: float = 600) -> dict[str, Any]:
+def run_llama_bench(
+    binary: Path, model: Path, threads: int, *, n_gen: int = N_GEN, flash_attn: str = "auto", timeout_s: float = 600
+) -> dict[str, Any]:
     """`llama-bench -m MODEL -p 64 -n N -t THREADS -fa EMBER[,auto] -o json`, parsed."""
     modes = flash_attn if flash_attn == "auto" else f"{flash_attn},auto"
     cmd = [str(binary), "-m", str(model), "-p", str(N_PROMPT), "-n", str(n_gen), "-t", str(threads),
@@ -48,8 +49,11 @@ def parse_llama_bench(stdout: str, flash_attn: str = "auto") -> dict[str, Any]:
         rate = round(float(row["avg_ts"]), 2)
         if n_gen and not n_prompt:
             if mode == flash_attn:
-                out.update(native_tg_tps=rate, native_tg_stddev=round(float(row.get("stddev_ts", 0.0)), 2),
-                           native_test=f"tg{n_gen}")
+                out.update(
+                    native_tg_tps=rate,
+                    native_tg_stddev=round(float(row.get("stddev_ts", 0.0)), 2),
+                    native_test=f"tg{n_gen}",
+                )
             if mode == "auto":
                 out["native_tg_default_tps"] = rate
         elif n_prompt and not n_gen and mode == flash_attn:
@@ -76,8 +80,27 @@ class NativeRun:
 
     def command(self) -> list[str]:
         ngl = 99 if self.n_gpu_layers < 0 else self.n_gpu_layers
-        return [str(self.binary), "-m", str(self.model), "-p", "0", "-n", str(self.n_gen), "-d", str(self.depth),
-                "-t", str(self.threads), "-ngl", str(ngl), "-fa", self.flash_attn, "-r", "1", "-o", "json"]
+        return [
+            str(self.binary),
+            "-m",
+            str(self.model),
+            "-p",
+            "0",
+            "-n",
+            str(self.n_gen),
+            "-d",
+            str(self.depth),
+            "-t",
+            str(self.threads),
+            "-ngl",
+            str(ngl),
+            "-fa",
+            self.flash_attn,
+            "-r",
+            "1",
+            "-o",
+            "json",
+        ]
 
     def __call__(self) -> float:
         """Run it once; its tg tokens/s."""

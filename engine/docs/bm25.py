@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from engine.docs.schema import fts_table
+
 COMMON = 0.1  # a word in more than this share of the passages is left out of the query…
 COMMON_FLOOR = 2000  # …once it is in more passages than this (a small collection keeps every word)
 BUDGET = 5000  # the rarest words are kept until the passages they match add up to this
@@ -30,8 +32,8 @@ _STOPWORDS = frozenset(
     "when where which who why will with you your does do did can could should would about into than then there "
     "these those they them he she we our us my me not no yes so if".split()
 )
-_RANKED = (
-    "WITH m AS (SELECT rowid AS id, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) "
+_RANKED = (  # {t}: the collection's own FTS5 table (engine.docs.schema.fts_table)
+    "WITH m AS (SELECT rowid AS id, rank FROM {t} WHERE {t} MATCH ? ORDER BY rank LIMIT ?) "
     "SELECT m.id, coalesce(f.collection_id = ? AND f.status = 'ready', 0) FROM m LEFT JOIN chunks c ON c.id = m.id "
     "LEFT JOIN files f ON f.id = c.file_id ORDER BY m.rank"
 )
@@ -51,20 +53,21 @@ def _quoted(word: str) -> str:
 class Keywords:
     """BM25 over one database's passages; remembers word counts until the database changes."""
 
-    def __init__(self, conn: sqlite3.Connection, *, common: float = COMMON, floor: int = COMMON_FLOOR,
-                 budget: int = BUDGET) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, *, common: float = COMMON, floor: int = COMMON_FLOOR, budget: int = BUDGET
+    ) -> None:
         self.conn = conn
         self.common = common
         self.floor = floor
         self.budget = budget
         self._version = -1
-        self._passages = 0
-        self._counts: dict[str, int] = {}
+        self._passages: dict[int, int] = {}  # per collection
+        self._counts: dict[tuple[int, str], int] = {}
 
     def ranked(self, version: int, collection_id: int, query: str, limit: int) -> list[int]:
         """The chunk ids of the collection's `limit` best passages for `query`, best first."""
         found: dict[int, None] = {}
-        for match in self.queries(version, query):
+        for match in self.queries(version, query, collection_id):
             found.update(dict.fromkeys(self._ranked(match, collection_id, limit)))
             if len(found) >= limit:
                 break
@@ -73,14 +76,15 @@ class Keywords:
     def _ranked(self, match: str, collection_id: int, limit: int) -> list[int]:
         fetch = limit
         while limit > 0:
-            rows = self.conn.execute(_RANKED, (match, fetch, collection_id)).fetchall()
+            ranked_sql = _RANKED.format(t=fts_table(collection_id))
+            rows = self.conn.execute(ranked_sql, (match, fetch, collection_id)).fetchall()
             ranked = [int(r[0]) for r in rows if r[1]]
             if len(ranked) >= limit or len(rows) < fetch:
                 return ranked[:limit]
-            fetch *= 4  # other collections' passages took places in the ranking: look further down
+            fetch *= 4  # passages of files not ready took places in the ranking: look further down
         return []
 
-    def queries(self, version: int, query: str) -> list[str]:
+    def queries(self, version: int, query: str, collection_id: int) -> list[str]:
         """The FTS5 queries ranked in turn until enough passages are found.
 
         First the passages holding every selective word (few, so cheap to rank, and the best
@@ -91,8 +95,8 @@ class Keywords:
         if not words:
             return []
         self._refresh(version)
-        most = max(int(self._passages * self.common), self.floor)
-        counts = {w: self._count(w, most + 1) for w in words}
+        most = max(int(self._passage_count(collection_id) * self.common), self.floor)
+        counts = {w: self._count(collection_id, w, most + 1) for w in words}
         selective = sorted((w for w in words if 0 < counts[w] <= most), key=lambda w: counts[w])
         if not selective:
             common = [w for w in words if counts[w]]
@@ -109,14 +113,25 @@ class Keywords:
     def _refresh(self, version: int) -> None:
         if version != self._version or len(self._counts) > 100_000:
             self._version = version
-            self._passages = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._passages.clear()
             self._counts.clear()
 
-    def _count(self, word: str, cap: int) -> int:
-        """How many passages hold `word`, counted no further than `cap` (a common word costs no more)."""
-        count = self._counts.get(word)
+    def _passage_count(self, collection_id: int) -> int:
+        count = self._passages.get(collection_id)
         if count is None:
-            count = self._counts[word] = int(self.conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-                (_quoted(word), cap)).fetchone()[0])
+            count = self._passages[collection_id] = int(
+                self.conn.execute("SELECT count(*) FROM chunks WHERE collection_id = ?", (collection_id,)).fetchone()[0]
+            )
+        return count
+
+    def _count(self, collection_id: int, word: str, cap: int) -> int:
+        """How many of the collection's passages hold `word`, counted no further than `cap`."""
+        count = self._counts.get((collection_id, word))
+        if count is None:
+            t = fts_table(collection_id)
+            count = self._counts[(collection_id, word)] = int(
+                self.conn.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ? LIMIT ?)", (_quoted(word), cap)
+                ).fetchone()[0]
+            )
         return count

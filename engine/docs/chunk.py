@@ -85,8 +85,7 @@ def _units(text: str, target: int) -> Iterator[tuple[int, int, bool]]:
 
 def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
     """Paragraph spans: split at blank lines and before headings; a ``` fence is kept in one piece."""
-    bounds = sorted({0, len(text), *(m.end() for m in _PARAGRAPH_BREAK.finditer(text)),
-                     *_heading_starts(text)})
+    bounds = sorted({0, len(text), *(m.end() for m in _PARAGRAPH_BREAK.finditer(text)), *_heading_starts(text)})
     start, fences = None, 0
     for s, e in itertools.pairwise(bounds):
         if start is None:

@@ -38,10 +38,13 @@ def collection_lock(index: DocIndex, coll: Collection) -> Generator[None]:
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / f"{coll.id}.lock", "a+b")  # closed below, which drops the lock
     except OSError as exc:
-        raise DocsDatabaseError(f"cannot lock collection {shown(coll.name)!s} for indexing: "
-                                f"{exc.strerror or exc}") from exc
+        raise DocsDatabaseError(
+            f"cannot lock collection {shown(coll.name)!s} for indexing: {exc.strerror or exc}"
+        ) from exc
     with handle:
         if not try_lock(handle):
-            raise CollectionBusy(f"collection {shown(coll.name)} is being indexed by another Ember right now; "
-                                 "try again when it has finished")
+            raise CollectionBusy(
+                f"collection {shown(coll.name)} is being indexed by another Ember right now; "
+                "try again when it has finished"
+            )
         yield

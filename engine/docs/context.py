@@ -26,6 +26,10 @@ from engine.events import SourceRef
 MAX_PASSAGES = 12  # retrieved passages offered at most (more rarely helps a small model)
 CHARS_PER_TOKEN_BOUND = 8  # text longer than budget × this never fits: skip counting it
 INSTRUCTION = "Answer using these passages from my documents, and cite the ones you use by number, like [1]."
+NO_MATCH = (
+    "No passage in {scope} matches this question. Say that my documents do not answer it; "
+    "do not make up a source or cite one."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +37,17 @@ class DocContext:
     content: str  # the user message to send: instruction, numbered passages, question
     passages: tuple[SourceRef, ...]
     whole: bool  # the documents went in whole (not retrieved)
+    no_match: str = ""  # "No passage in … matches this question" when nothing relevant was found
+
+
+def scope_of(sources: Sequence[DocSource]) -> str:
+    """What was searched, for the no-match line: "'Tax 2026'", "the attached files"."""
+    names = [getattr(s, "scope", "your documents") for s in sources]
+    return " or ".join(names) if names else "your documents"
 
 
 def label(ref: SourceRef) -> str:
-    """"report.pdf, page 2": the file's name escaped (a newline or RLO in it cannot forge a line)."""
+    """ "report.pdf, page 2": the file's name escaped (a newline or RLO in it cannot forge a line)."""
     name = shown(Path(ref.path).name)
     return f"{name}, page {ref.page}" if ref.page is not None else name
 
@@ -52,8 +63,9 @@ def numbered(refs: Sequence[SourceRef]) -> tuple[SourceRef, ...]:
     return tuple(replace(r, n=i) for i, r in enumerate(refs, start=1))
 
 
-def build_context(question: str, sources: Sequence[DocSource], fits: Callable[[str], bool], *,
-                  max_chars: int, k: int = MAX_PASSAGES) -> DocContext:
+def build_context(
+    question: str, sources: Sequence[DocSource], fits: Callable[[str], bool], *, max_chars: int, k: int = MAX_PASSAGES
+) -> DocContext:
     """The user message for `question` with the documents' passages that fit (`fits` decides)."""
     whole = _whole(sources, max_chars)
     if whole is not None:
@@ -61,6 +73,9 @@ def build_context(question: str, sources: Sequence[DocSource], fits: Callable[[s
         if len(content) <= max_chars and fits(content):
             return DocContext(content, whole, True)
     ranked = numbered(search_all(sources, question, k))
+    if not ranked:  # the relevance cut-off left nothing: the model is told so, and so is the user
+        note = NO_MATCH.format(scope=scope_of(sources))
+        return DocContext(f"{note}\n\nQuestion: {question}", (), False, note.split(". ")[0])
     n = _most_that_fit(question, ranked, fits, max_chars)
     chosen = ranked[:n]
     return DocContext(render(question, chosen), chosen, False)
@@ -100,4 +115,3 @@ def _most_that_fit(question: str, ranked: Sequence[SourceRef], fits: Callable[[s
         else:
             hi = mid - 1
     return lo
-

@@ -8,9 +8,9 @@
 - HTML: the standard library's `html.parser`, fed piece by piece; scripts and styles dropped,
   block elements become paragraph breaks;
 - PDF: `pypdfium2` (PDFium), one page at a time (page numbers kept, each page closed before
-  the next), a long one on more than one core (`engine.docs.pdf_pages`); a PDF with no text
+  the next); a PDF with no text
   layer or one that needs a password is refused in one line; a page that cannot be read (damaged,
-  or too large: `engine.docs.pdf_child`) is named in a note and the other pages are used;
+  or too large: `engine.docs.pdf_page`) is named in a note and the other pages are used;
 - DOCX: `python-docx`, after the zip's declared sizes are checked (a zip bomb is refused
   before anything is inflated) and every part is inflated a piece at a time, counting the bytes
   that come out (a part that lies about its size gets no more than it declared); headings become
@@ -40,9 +40,9 @@ from pathlib import Path
 
 from engine.docs.errors import DocumentError
 from engine.docs.names import shown
-from engine.docs.pdf_child import PageUnreadable, pypdfium2
-from engine.docs.pdf_pages import default_helpers, page_texts
+from engine.docs.pdf_page import PageUnreadable, page_text, pypdfium2
 from engine.docs.regular import NotRegular, not_regular, open_regular
+from engine.docs.zip_member import inflated_member
 
 READ_BYTES = 1 << 20  # text is read and handed on in pieces of about this size
 SNIFF_BYTES = 8192
@@ -85,6 +85,8 @@ def kind_by_name(path: Path) -> str | None:
         return "pdf"
     if suffix == ".docx":
         return "docx"
+    if suffix == ".epub":
+        return "epub"
     if suffix in HTML_SUFFIXES:
         return "html"
     if suffix in TEXT_SUFFIXES or path.name.lower() in KNOWN_NAMES:
@@ -109,14 +111,13 @@ def _sniff(path: Path, follow: bool) -> str | None:
     return "text"
 
 
-def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = None, *,
-            follow: bool = True, note: Note | None = None) -> Iterator[Block]:
+def extract(
+    path: Path, cancel: Cancel | None = None, *, follow: bool = True, note: Note | None = None
+) -> Iterator[Block]:
     """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read.
 
-    `pdf_helpers`: how many helper processes may read a long PDF's pages alongside this thread
-    (`engine.docs.pdf_pages`); None: one per spare core. `follow=False`: a symbolic link is
-    refused (a file found in a folder). `note` hears of a file read only in part (a PDF's
-    unreadable pages, text cut at MAX_FILE_CHARS).
+    `follow=False`: a symbolic link is refused (a file found in a folder). `note` hears of a
+    file read only in part (a PDF's unreadable pages, text cut at MAX_FILE_CHARS).
     """
     reason = not_regular(path, follow=follow)
     if reason:
@@ -130,13 +131,17 @@ def extract(path: Path, cancel: Cancel | None = None, pdf_helpers: int | None = 
         case "html":
             return _checked_text(path, _html_blocks(path, stop, follow))
         case "pdf":
-            return _capped(path, _pdf_blocks(path, stop, default_helpers() if pdf_helpers is None else pdf_helpers,
-                                             told), told)
+            return _capped(path, _pdf_blocks(path, stop, told), told)
         case "docx":
             return _capped(path, _checked_text(path, _docx_blocks(path, follow)), told)
+        case "epub":
+            return _capped(path, _checked_text(path, _epub_blocks(path, stop, follow)), told)
         case _:
-            raise DocumentError(path, f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
-                                      "Markdown, source code, HTML, PDF and DOCX")
+            raise DocumentError(
+                path,
+                f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
+                "Markdown, source code, HTML, PDF, DOCX and EPUB",
+            )
 
 
 def _unheard(_: str) -> None:
@@ -160,8 +165,7 @@ def _capped(path: Path, blocks: Iterator[Block], note: Note) -> Iterator[Block]:
             if len(block.text) >= left:
                 if block.text[:left].strip():
                     yield Block(block.text[:left], block.page, block.start)
-                note(f"{shown(path.name)}: only the first {MAX_FILE_CHARS:,} characters of "
-                     "text were read")
+                note(f"{shown(path.name)}: only the first {MAX_FILE_CHARS:,} characters of text were read")
                 return
             left -= len(block.text)
             yield block
@@ -275,13 +279,31 @@ def _html_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
         parser = _TextOfHtml()
         for raw in _decoded_pieces(path, stop, follow):
             for at in range(0, len(raw), HTML_FEED_CHARS):
-                parser.feed(raw[at:at + HTML_FEED_CHARS])
+                parser.feed(raw[at : at + HTML_FEED_CHARS])
                 parser.give_up_on_pending()
             yield _tidy(parser.take())
         parser.close()
         yield _tidy(parser.take())
 
     yield from _split_pieces(p for p in pieces() if p)
+
+
+def _epub_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
+    """An EPUB's chapters in reading order, each read by the HTML reader (engine.docs.epub bounds the zip)."""
+    from engine.docs.epub import chapters
+
+    def pieces() -> Iterator[str]:
+        for chapter in chapters(path, follow=follow):
+            if stop():
+                return
+            parser = _TextOfHtml()
+            for at in range(0, len(chapter), HTML_FEED_CHARS):
+                parser.feed(chapter[at : at + HTML_FEED_CHARS])
+                parser.give_up_on_pending()
+            parser.close()
+            yield _tidy(parser.take()) + "\n\n"
+
+    yield from _split_pieces(p for p in pieces() if p.strip())
 
 
 def _tidy(text: str) -> str:
@@ -297,7 +319,7 @@ def _tidy(text: str) -> str:
 # -- PDF ---------------------------------------------------------------------------------
 
 
-def _pdf_blocks(path: Path, stop: Cancel, helpers: int, note: Note) -> Iterator[Block]:
+def _pdf_blocks(path: Path, stop: Cancel, note: Note) -> Iterator[Block]:
     pdfium = pypdfium2()
     try:
         pdf = pdfium.PdfDocument(str(path))
@@ -306,10 +328,15 @@ def _pdf_blocks(path: Path, stop: Cancel, helpers: int, note: Note) -> Iterator[
     try:
         texts = 0
         bad: list[tuple[int, str]] = []  # pages that cannot be read: named, the others used
-        for index, text in page_texts(pdf, path, stop, helpers):
-            if isinstance(text, PageUnreadable):
-                bad.append((index + 1, str(text)))
-            elif text.strip():
+        for index in range(len(pdf)):
+            if stop():
+                break
+            try:
+                text = page_text(pdf, index)
+            except PageUnreadable as exc:
+                bad.append((index + 1, str(exc)))
+                continue
+            if text.strip():
                 texts += 1
                 yield Block(text, index + 1, 0)
         pages = len(pdf)
@@ -318,22 +345,26 @@ def _pdf_blocks(path: Path, stop: Cancel, helpers: int, note: Note) -> Iterator[
         elif bad:
             raise DocumentError(path, _bad_pages(bad))
         if pages and not texts and not bad and not stop():
-            raise DocumentError(path, f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
-                                      "scan); Ember does not read text from images")
+            raise DocumentError(
+                path,
+                f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "
+                "scan); Ember does not read text from images",
+            )
     finally:
         pdf.close()
 
 
 def _bad_pages(bad: list[tuple[int, str]]) -> str:
-    """"pages 20-33 cannot be read (Failed to load page.)": runs of pages, each reason once."""
+    """ "pages 20-33 cannot be read (Failed to load page.)": runs of pages, each reason once."""
     reasons: dict[str, list[int]] = {}
     for page, reason in bad:
         reasons.setdefault(reason, []).append(page)
     parts: list[str] = []
     for reason, pages in reasons.items():
         runs = _runs(pages)
-        shown_runs = ", ".join(runs[:BAD_PAGES_SHOWN]) + (f" and {len(runs) - BAD_PAGES_SHOWN:,} more"
-                                                          if len(runs) > BAD_PAGES_SHOWN else "")
+        shown_runs = ", ".join(runs[:BAD_PAGES_SHOWN]) + (
+            f" and {len(runs) - BAD_PAGES_SHOWN:,} more" if len(runs) > BAD_PAGES_SHOWN else ""
+        )
         word = "page" if len(pages) == 1 else "pages"
         parts.append(f"{word} {shown_runs} cannot be read ({shown(reason)})")
     return "; ".join(parts)
@@ -398,8 +429,15 @@ def _inflated_docx(path: Path, follow: bool) -> io.BytesIO:
                         data = _inflated_part(path, archive, info, DOCX_MAX_TOTAL - total)
                         total += len(data)
                         copy.writestr(info.filename, data)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, RuntimeError,
-            zlib.error, ValueError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,
+        zlib.error,
+        ValueError,
+    ) as exc:
         raise DocumentError(path, f"is not a readable DOCX ({shown(str(exc))})") from exc
     out.seek(0)
     return out
@@ -407,16 +445,7 @@ def _inflated_docx(path: Path, follow: bool) -> io.BytesIO:
 
 def _inflated_part(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int) -> bytes:
     limit = min(budget, DOCX_MAX_PART) if info.filename == "word/document.xml" else budget
-    pieces: list[bytes] = []
-    size = 0
-    with archive.open(info) as member:
-        while piece := member.read(READ_BYTES):
-            size += len(piece)
-            if size > limit:
-                raise DocumentError(path, f"inflates past its limit ({info.filename}: over {limit >> 20} MB; a zip "
-                                          "bomb?); refused")
-            pieces.append(piece)
-    return b"".join(pieces)
+    return inflated_member(path, archive, info, limit)
 
 
 def _docx_blocks(path: Path, follow: bool) -> Iterator[Block]:

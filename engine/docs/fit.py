@@ -14,6 +14,7 @@ gets at most `UNMEASURED_CHARS` of passages.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from engine.backends.base import Backend, Message
 from engine.docs.context import CHARS_PER_TOKEN_BOUND, DocContext, build_context
@@ -22,10 +23,26 @@ from engine.turns.context_policy import reply_reserve
 from engine.turns.context_window import counter_for
 
 UNMEASURED_CHARS = 24_000  # about 6k tokens: what a remote server of unknown context is sent
+# The question with its passages takes at most this share of the context: long prompts cost time
+# before the first token (21-39 s for 3,000 tokens on the built-in model on a busy 2-core machine)
+# and a small model reads a few good passages better than many.
+DOC_SHARE = 0.5
+SMALL_DOC_SHARE = 0.25  # a model file under SMALL_MODEL_BYTES (the built-in SmolLM2 is 90 MB)
+SMALL_MODEL_BYTES = 2 << 30
 
 
-def with_documents(backend: Backend, messages: Sequence[Message], sources: Sequence[DocSource],
-                   max_tokens: int) -> tuple[list[Message], DocContext]:
+def doc_share(backend: Backend) -> float:
+    path = getattr(backend, "path", None)
+    try:
+        small = isinstance(path, Path) and path.stat().st_size < SMALL_MODEL_BYTES
+    except OSError:
+        small = False
+    return SMALL_DOC_SHARE if small else DOC_SHARE
+
+
+def with_documents(
+    backend: Backend, messages: Sequence[Message], sources: Sequence[DocSource], max_tokens: int
+) -> tuple[list[Message], DocContext]:
     """`messages` with the last (user) message carrying the documents' passages that fit."""
     question = messages[-1]["content"]
     head = [m for m in messages[:1] if m["role"] == "system"]
@@ -36,7 +53,7 @@ def with_documents(backend: Backend, messages: Sequence[Message], sources: Seque
         room = counter.n_ctx - reply_reserve(counter.n_ctx, max_tokens)
         alone = counter.prompt_tokens([*head, messages[-1]])
         before = max(0, counter.prompt_tokens(messages) - alone) if len(messages) > len(head) + 1 else 0
-        limit = room - min(before, room // 4)
+        limit = min(room - min(before, room // 4), int(counter.n_ctx * doc_share(backend)))
 
         def fits(content: str) -> bool:
             return counter.prompt_tokens([*head, {"role": "user", "content": content}]) <= limit

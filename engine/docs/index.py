@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from engine.docs.bm25 import Keywords
 from engine.docs.chunk import Chunk
 from engine.docs.names import check_collection_name, db_path, path_of
-from engine.docs.schema import DocsDatabaseError, migrate
+from engine.docs.schema import DocsDatabaseError, drop_fts_statements, fts_statements, fts_table, migrate
 
 if TYPE_CHECKING:  # numpy (engine.docs.vectors) is imported only where vectors are used
     from engine.docs.vectors import Matrix, Vector
@@ -43,6 +43,9 @@ RRF_K = 60  # the constant of reciprocal-rank fusion (Cormack et al.): 1 / (RRF_
 # (no better than chance alone) needle recall@5 on 50 files was 1.0 with a window of 10,
 # 0.36 with 16 and 0.56 with 50; BM25 alone, 1.0 (docs/performance.md).
 WINDOW = 10
+# With vectors, a passage less similar than this to the question is not relevant (all-MiniLM-L6-v2:
+# the best passage of a retrieval-set answer scores 0.16-0.91, unrelated questions 0.13-0.22: a loose cut).
+MIN_COSINE = 0.15
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -125,8 +128,9 @@ class DocIndex:
     @classmethod
     def memory(cls) -> DocIndex:
         """A throwaway index (a message's attachments): nothing is written to disk."""
-        return cls._setup(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), ":memory:",
-                          wal=False)
+        return cls._setup(
+            sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False), ":memory:", wal=False
+        )
 
     @classmethod
     def _setup(cls, conn: sqlite3.Connection, path: str, *, wal: bool) -> DocIndex:
@@ -173,11 +177,28 @@ class DocIndex:
         """The collection `name` (made if new); CollectionNameError for a name with controls or too long."""
         name = check_collection_name(name)
         with self.transaction():
-            self.conn.execute("INSERT OR IGNORE INTO collections (name, embedder, created_at) VALUES (?, ?, ?)",
-                              (name, embedder, time.time()))
+            self.conn.execute(
+                "INSERT OR IGNORE INTO collections (name, embedder, created_at) VALUES (?, ?, ?)",
+                (name, embedder, time.time()),
+            )
             if embedder:
                 self.conn.execute("UPDATE collections SET embedder = ? WHERE name = ?", (embedder, name))
-        return self.collection(name)
+            coll = self.collection(name)
+            for statement in fts_statements(coll.id):  # its own BM25 statistics
+                self.conn.execute(statement)
+        return coll
+
+    @_translated
+    def set_embedder(self, coll: Collection, embedder: str) -> Collection:
+        """Change the collection's embedder ('' for BM25 alone); its vectors from another model go."""
+        with self.transaction():
+            self.conn.execute("UPDATE collections SET embedder = ? WHERE id = ?", (embedder, coll.id))
+            self.conn.execute(
+                "DELETE FROM vectors WHERE chunk_id IN (SELECT c.id FROM chunks c JOIN files f "
+                "ON f.id = c.file_id WHERE f.collection_id = ?)",
+                (coll.id,),
+            )
+        return self.collection(coll.name)
 
     @_translated
     def find_collection(self, name: str) -> Collection | None:
@@ -197,35 +218,46 @@ class DocIndex:
 
     @_translated
     def info(self, coll: Collection) -> CollectionInfo:
-        roots = tuple(path_of(r[0]) for r in self.conn.execute(
-            "SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,)))
+        roots = tuple(
+            path_of(r[0])
+            for r in self.conn.execute("SELECT path FROM roots WHERE collection_id = ? ORDER BY path", (coll.id,))
+        )
         counts = self.conn.execute(
             "SELECT count(*), coalesce(sum(status = 'ready'), 0), coalesce(sum(status = 'failed'), 0), "
             "coalesce(sum(status = 'indexing'), 0), coalesce(sum(CASE WHEN status = 'ready' THEN chunks END), 0) "
-            "FROM files WHERE collection_id = ?", (coll.id,)).fetchone()
+            "FROM files WHERE collection_id = ?",
+            (coll.id,),
+        ).fetchone()
         vectors = self.conn.execute(
             "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f ON f.id = c.file_id "
-            "WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchone()[0]
+            "WHERE f.collection_id = ? AND f.status = 'ready'",
+            (coll.id,),
+        ).fetchone()[0]
         return CollectionInfo(coll, roots, counts[0], counts[1], counts[2], counts[3], counts[4], vectors)
 
     @_translated
     def remove_collection(self, coll: Collection) -> None:
         with self.transaction():
+            for statement in drop_fts_statements(coll.id):  # first: the cascade need not delete term by term
+                self.conn.execute(statement)
             self.conn.execute("DELETE FROM collections WHERE id = ?", (coll.id,))
         self._matrices.pop(coll.id, None)
 
     @_translated
     def add_roots(self, coll: Collection, paths: Iterable[Path]) -> None:
         with self.transaction():
-            self.conn.executemany("INSERT OR IGNORE INTO roots (collection_id, path) VALUES (?, ?)",
-                                  [(coll.id, db_path(str(p))) for p in paths])
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO roots (collection_id, path) VALUES (?, ?)",
+                [(coll.id, db_path(str(p))) for p in paths],
+            )
 
     @_translated
     def remove_root(self, coll: Collection, path: Path) -> bool:
         """Forget a root (its files go at the next index run); False when it was not a root."""
         with self.transaction():
-            cur = self.conn.execute("DELETE FROM roots WHERE collection_id = ? AND path = ?",
-                                    (coll.id, db_path(str(path))))
+            cur = self.conn.execute(
+                "DELETE FROM roots WHERE collection_id = ? AND path = ?", (coll.id, db_path(str(path)))
+            )
         return cur.rowcount > 0
 
     @_translated
@@ -239,7 +271,8 @@ class DocIndex:
     def files(self, coll: Collection) -> dict[str, FileRow]:
         rows = self.conn.execute(
             "SELECT id, path, hash, size, mtime_ns, status, error, pages, chunks FROM files WHERE collection_id = ?",
-            (coll.id,))
+            (coll.id,),
+        )
         return {path_of(r["path"]): FileRow(r[0], path_of(r[1]), *r[2:]) for r in rows}
 
     @_translated
@@ -247,7 +280,9 @@ class DocIndex:
         """Ready files whose passages disagree with their recorded count (two indexers wrote them)."""
         rows = self.conn.execute(
             "SELECT f.path FROM files f WHERE f.collection_id = ? AND f.status = 'ready' AND f.chunks != "
-            "(SELECT count(*) FROM chunks c WHERE c.file_id = f.id)", (coll.id,))
+            "(SELECT count(*) FROM chunks c WHERE c.file_id = f.id)",
+            (coll.id,),
+        )
         return [path_of(r[0]) for r in rows]
 
     @_translated
@@ -258,9 +293,14 @@ class DocIndex:
                 "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status) VALUES (?, ?, ?, ?, ?, "
                 "'indexing') ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
                 "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'indexing', error = '', pages = 0, "
-                "chunks = 0", (coll.id, db_path(path), digest, size, mtime_ns))
-            file_id = int(self.conn.execute("SELECT id FROM files WHERE collection_id = ? AND path = ?",
-                                            (coll.id, db_path(path))).fetchone()[0])
+                "chunks = 0",
+                (coll.id, db_path(path), digest, size, mtime_ns),
+            )
+            file_id = int(
+                self.conn.execute(
+                    "SELECT id FROM files WHERE collection_id = ? AND path = ?", (coll.id, db_path(path))
+                ).fetchone()[0]
+            )
             self.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
         self._matrices.pop(coll.id, None)
         return file_id
@@ -272,25 +312,33 @@ class DocIndex:
         if vectors is not None:  # numpy only when there are vectors
             from engine.docs.vectors import blob
 
-            blobs = [blob(v) for v in vectors[:len(chunks)]]
+            blobs = [blob(v) for v in vectors[: len(chunks)]]
         with self.transaction():
             # Ids are given, so the batch's text goes to FTS5 in one statement (see engine.docs.schema).
             first = int(self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+            coll_id = int(self.conn.execute("SELECT collection_id FROM files WHERE id = ?", (file_id,)).fetchone()[0])
             ids = range(first, first + len(chunks))
             self.conn.executemany(
-                "INSERT INTO chunks (id, file_id, page, start_off, end_off, text) VALUES (?, ?, ?, ?, ?, ?)",
-                [(i, file_id, c.page, c.start, c.end, c.text) for i, c in zip(ids, chunks, strict=True)])
-            self.conn.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
-                                  [(i, c.text) for i, c in zip(ids, chunks, strict=True)])
+                "INSERT INTO chunks (id, file_id, page, start_off, end_off, text, collection_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(i, file_id, c.page, c.start, c.end, c.text, coll_id) for i, c in zip(ids, chunks, strict=True)],
+            )
+            self.conn.executemany(
+                f"INSERT INTO {fts_table(coll_id)} (rowid, text) VALUES (?, ?)",
+                [(i, c.text) for i, c in zip(ids, chunks, strict=True)],
+            )
             if blobs is not None:
-                self.conn.executemany("INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)",
-                                      list(zip(ids, blobs, strict=False)))
+                self.conn.executemany(
+                    "INSERT INTO vectors (chunk_id, vec) VALUES (?, ?)", list(zip(ids, blobs, strict=False))
+                )
 
     @_translated
     def finish_file(self, file_id: int, *, pages: int, chunks: int) -> None:
         with self.transaction():
-            self.conn.execute("UPDATE files SET status = 'ready', pages = ?, chunks = ?, indexed_at = ? WHERE id = ?",
-                              (pages, chunks, time.time(), file_id))
+            self.conn.execute(
+                "UPDATE files SET status = 'ready', pages = ?, chunks = ?, indexed_at = ? WHERE id = ?",
+                (pages, chunks, time.time(), file_id),
+            )
         self._matrices.clear()
 
     @_translated
@@ -301,9 +349,13 @@ class DocIndex:
                 "INSERT INTO files (collection_id, path, hash, size, mtime_ns, status, error) VALUES (?, ?, ?, ?, ?, "
                 "'failed', ?) ON CONFLICT (collection_id, path) DO UPDATE SET hash = excluded.hash, "
                 "size = excluded.size, mtime_ns = excluded.mtime_ns, status = 'failed', error = excluded.error, "
-                "pages = 0, chunks = 0", (coll.id, db_path(path), digest, size, mtime_ns, error))
-            self.conn.execute("DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? "
-                              "AND path = ?)", (coll.id, db_path(path)))
+                "pages = 0, chunks = 0",
+                (coll.id, db_path(path), digest, size, mtime_ns, error),
+            )
+            self.conn.execute(
+                "DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE collection_id = ? AND path = ?)",
+                (coll.id, db_path(path)),
+            )
 
     @_translated
     def touch_file(self, file_id: int, mtime_ns: int) -> None:
@@ -319,13 +371,27 @@ class DocIndex:
     # -- search -----------------------------------------------------------------------
 
     @_translated
-    def search(self, coll: Collection, query: str, k: int = 8, query_vector: Vector | None = None) -> list[Hit]:
+    def search(
+        self,
+        coll: Collection,
+        query: str,
+        k: int = 8,
+        query_vector: Vector | None = None,
+        min_cosine: float = MIN_COSINE,
+    ) -> list[Hit]:
         """The `k` best passages for `query`: BM25, fused with vector similarity when given a query vector."""
         window = max(k, WINDOW)
         rankings = [self._bm25(coll, query, window)]
-        if query_vector is not None:
-            rankings.append(self._matrix(coll).nearest(query_vector, window))
-        return self._hits(fuse(rankings)[:k])
+        if query_vector is None:
+            return self._hits(fuse(rankings)[:k])
+        matrix = self._matrix(coll)
+        scores = matrix.scores(query_vector)
+        rankings.append(matrix.top(scores, window))
+        cosine = matrix.similarity(scores)
+        # The relevance cut-off: a passage the embedding model finds unrelated to the question is
+        # left out, even when it shares a word with it (BM25 matches any word).
+        relevant = [(i, s) for i, s in fuse(rankings) if not cosine or cosine.get(i, 1.0) >= min_cosine]
+        return self._hits(relevant[:k])
 
     def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
         return self._keywords.ranked(self._version(), coll.id, query, limit)
@@ -344,7 +410,9 @@ class DocIndex:
             return cached
         rows = self.conn.execute(
             "SELECT v.chunk_id, v.vec FROM vectors v JOIN chunks c ON c.id = v.chunk_id JOIN files f "
-            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,))
+            "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready'",
+            (coll.id,),
+        )
         matrix = self._matrices[coll.id] = Matrix.load(version, ((int(r[0]), bytes(r[1])) for r in rows))
         return matrix
 
@@ -354,17 +422,26 @@ class DocIndex:
         marks = ",".join("?" * len(fused))
         rows = self.conn.execute(
             f"SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
-            f"ON f.id = c.file_id WHERE c.id IN ({marks})", [i for i, _ in fused])
+            f"ON f.id = c.file_id WHERE c.id IN ({marks})",
+            [i for i, _ in fused],
+        )
         by_id: dict[int, Any] = {int(r[0]): r for r in rows}
-        return [Hit(i, path_of(by_id[i][1]), by_id[i][2], by_id[i][3], by_id[i][4], by_id[i][5], round(score, 6))
-                for i, score in fused if i in by_id]
+        return [
+            Hit(i, path_of(by_id[i][1]), by_id[i][2], by_id[i][3], by_id[i][4], by_id[i][5], round(score, 6))
+            for i, score in fused
+            if i in by_id
+        ]
 
     @_translated
     def text_chars(self, coll: Collection) -> int:
         """Characters in the collection's searchable passages (overlaps counted twice)."""
-        return int(self.conn.execute(
-            "SELECT coalesce(sum(length(c.text)), 0) FROM chunks c JOIN files f ON f.id = c.file_id "
-            "WHERE f.collection_id = ? AND f.status = 'ready'", (coll.id,)).fetchone()[0])
+        return int(
+            self.conn.execute(
+                "SELECT coalesce(sum(length(c.text)), 0) FROM chunks c JOIN files f ON f.id = c.file_id "
+                "WHERE f.collection_id = ? AND f.status = 'ready'",
+                (coll.id,),
+            ).fetchone()[0]
+        )
 
     @_translated
     def passages(self, coll: Collection) -> list[Hit]:
@@ -372,7 +449,9 @@ class DocIndex:
         rows = self.conn.execute(
             "SELECT c.id, f.path, c.page, c.start_off, c.end_off, c.text FROM chunks c JOIN files f "
             "ON f.id = c.file_id WHERE f.collection_id = ? AND f.status = 'ready' "
-            "ORDER BY f.path, c.page, c.start_off", (coll.id,))
+            "ORDER BY f.path, c.page, c.start_off",
+            (coll.id,),
+        )
         return [Hit(int(r[0]), path_of(r[1]), r[2], r[3], r[4], r[5], 0.0) for r in rows]
 
     @_translated
@@ -380,7 +459,9 @@ class DocIndex:
         """Every searchable passage's (id, text) — for benches and tests."""
         rows = self.conn.execute(
             "SELECT c.id, c.text FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.collection_id = ? AND "
-            "f.status = 'ready' ORDER BY c.id", (coll.id,))
+            "f.status = 'ready' ORDER BY c.id",
+            (coll.id,),
+        )
         return [(int(r[0]), str(r[1])) for r in rows]
 
 

@@ -13,8 +13,7 @@
   so a 1 GB text file never sits in memory whole.
 - Overlapped: a file is read on a worker thread up to two groups of blocks (16 PDF pages each)
   ahead of the chunking and writes (`engine.docs.read_ahead`), so PDFium's extraction and
-  SQLite's FTS5 inserts can run side by side; a long PDF's pages are also read by helper
-  processes on the spare cores (`engine.docs.pdf_pages`).
+  SQLite's FTS5 inserts can run side by side.
 
 A file that cannot be read is recorded as `failed` with its one-line reason (reported, never
 fatal: the other files are indexed) and retried only when it changes.
@@ -38,17 +37,21 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.docs.chunk import Chunk, chunk_blocks
 from engine.docs.collection_lock import collection_lock
-from engine.docs.embed import Embedder
+from engine.docs.embed import EmbedCancelled, Embedder, embed_in_groups
 from engine.docs.errors import DocumentError
 from engine.docs.extract import Block, extract, kind_by_name, kind_of
 from engine.docs.index import Collection, DocIndex, FileRow
 from engine.docs.read_ahead import ReadAhead
 from engine.docs.regular import NotRegular, kind_reason, open_regular
 
-BATCH = 64  # passages per write (and per embedding call)
+if TYPE_CHECKING:
+    from engine.docs.vectors import Vector
+
+BATCH = 64  # passages per write (embedded a few at a time, cancel looked at between)
 GROUP_BLOCKS = 16  # blocks handed from the reading thread at a time (PDF pages)…
 GROUP_CHARS = 1 << 18  # …until they hold this much text (a 1 MiB block of a text file goes alone)
 HASH_BYTES = 1 << 20
@@ -77,11 +80,17 @@ class IndexReport:
     pages: int = 0
 
     def to_json(self) -> dict[str, object]:
-        return {"indexed": self.indexed, "unchanged": self.unchanged, "removed": self.removed,
-                "failed": [{"path": p, "error": e} for p, e in self.failed],
-                "notes": [{"path": p, "note": n} for p, n in self.notes], "repaired": self.repaired,
-                "cancelled": self.cancelled,
-                "chunks": self.chunks, "pages": self.pages}
+        return {
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "notes": [{"path": p, "note": n} for p, n in self.notes],
+            "repaired": self.repaired,
+            "cancelled": self.cancelled,
+            "chunks": self.chunks,
+            "pages": self.pages,
+        }
 
 
 class Cancelled(Exception):
@@ -161,13 +170,15 @@ def prune(index: DocIndex, coll: Collection, paths: list[Path] | None = None) ->
     return len(gone)
 
 
-def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | None = None,
-                     progress: Callable[[Progress], None] | None = None,
-                     cancel: Callable[[], bool] | None = None, pdf_helpers: int | None = None) -> IndexReport:
-    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel.
-
-    `pdf_helpers`: processes that may read a long PDF's pages alongside (None: one per spare core).
-    """
+def index_collection(
+    index: DocIndex,
+    coll: Collection,
+    *,
+    embedder: Embedder | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> IndexReport:
+    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel."""
     stop = cancel or (lambda: False)
     report = IndexReport()
     with collection_lock(index, coll):
@@ -189,8 +200,18 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
                 state.current = str(path)
                 if progress:
                     progress(state)
-                _index_one(index, coll, path, known.get(str(path)), embedder, state, report, stop, progress,
-                           pdf_helpers, follow=str(path) in named)
+                _index_one(
+                    index,
+                    coll,
+                    path,
+                    known.get(str(path)),
+                    embedder,
+                    state,
+                    report,
+                    stop,
+                    progress,
+                    follow=str(path) in named,
+                )
                 state.files_done += 1
         except Cancelled:
             report.cancelled = True
@@ -200,9 +221,19 @@ def index_collection(index: DocIndex, coll: Collection, *, embedder: Embedder | 
     return report
 
 
-def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | None, embedder: Embedder | None,
-               state: Progress, report: IndexReport, stop: Callable[[], bool],
-               progress: Callable[[Progress], None] | None, pdf_helpers: int | None, *, follow: bool) -> None:
+def _index_one(
+    index: DocIndex,
+    coll: Collection,
+    path: Path,
+    row: FileRow | None,
+    embedder: Embedder | None,
+    state: Progress,
+    report: IndexReport,
+    stop: Callable[[], bool],
+    progress: Callable[[Progress], None] | None,
+    *,
+    follow: bool,
+) -> None:
     try:
         st = os.stat(path, follow_symlinks=follow)
     except OSError as exc:
@@ -211,8 +242,12 @@ def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | Non
     if not stat.S_ISREG(st.st_mode):  # replaced since it was found
         report.failed.append((str(path), str(DocumentError(path, kind_reason(st.st_mode)))))
         return
-    if row is not None and row.status in ("ready", "failed") and row.size == st.st_size \
-            and row.mtime_ns == st.st_mtime_ns:
+    if (
+        row is not None
+        and row.status in ("ready", "failed")
+        and row.size == st.st_size
+        and row.mtime_ns == st.st_mtime_ns
+    ):
         _count_unchanged(row, report)
         return
     try:
@@ -230,9 +265,16 @@ def _index_one(index: DocIndex, coll: Collection, path: Path, row: FileRow | Non
     file_id = index.begin_file(coll, str(path), digest, st.st_size, st.st_mtime_ns)
     try:
         pages, chunks = _write_passages(
-            index, file_id, lambda cancel: extract(path, cancel, pdf_helpers, follow=follow,
-                                                   note=lambda line: report.notes.append((str(path), line))),
-            embedder, state, stop, progress)
+            index,
+            file_id,
+            lambda cancel: extract(
+                path, cancel, follow=follow, note=lambda line: report.notes.append((str(path), line))
+            ),
+            embedder,
+            state,
+            stop,
+            progress,
+        )
     except DocumentError as exc:
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
         report.failed.append((str(path), str(exc)))
@@ -252,9 +294,15 @@ def _count_unchanged(row: FileRow, report: IndexReport) -> None:
         report.unchanged += 1
 
 
-def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], bool]], Iterator[Block]],
-                    embedder: Embedder | None, state: Progress, stop: Callable[[], bool],
-                    progress: Callable[[Progress], None] | None) -> tuple[int, int]:
+def _write_passages(
+    index: DocIndex,
+    file_id: int,
+    read: Callable[[Callable[[], bool]], Iterator[Block]],
+    embedder: Embedder | None,
+    state: Progress,
+    stop: Callable[[], bool],
+    progress: Callable[[Progress], None] | None,
+) -> tuple[int, int]:
     """Write a file's passages: read on a worker thread, chunked, written (and embedded) on this one."""
     pages: set[int] = set()
     written = 0
@@ -270,7 +318,7 @@ def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], 
         nonlocal written
         if stop():
             raise Cancelled
-        vectors = embedder.embed([c.text for c in batch]) if embedder is not None else None
+        vectors = _embedded(embedder, batch, stop) if embedder is not None else None
         index.add_chunks(file_id, batch, vectors)
         written += len(batch)
         state.chunks += len(batch)
@@ -282,8 +330,7 @@ def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], 
     # the one that lets go of the GIL. Blocks cross in groups (up to 16 PDF pages, or one 1 MiB
     # block of text), two groups ahead: handing over each page alone cost a thread switch or two
     # per page, about 3 % of the time when both threads share one core.
-    reader = ReadAhead(lambda gone: _grouped(counted(read(lambda: gone() or stop()))), depth=2,
-                       name="ember-docs-read")
+    reader = ReadAhead(lambda gone: _grouped(counted(read(lambda: gone() or stop()))), depth=2, name="ember-docs-read")
     try:
         batch: list[Chunk] = []
         for chunk in chunk_blocks(itertools.chain.from_iterable(reader)):
@@ -295,6 +342,13 @@ def _write_passages(index: DocIndex, file_id: int, read: Callable[[Callable[[], 
     finally:
         reader.close()
     return len(pages), written
+
+
+def _embedded(embedder: Embedder, batch: list[Chunk], stop: Callable[[], bool]) -> Vector:
+    try:
+        return embed_in_groups(embedder, [c.text for c in batch], stop)
+    except EmbedCancelled:
+        raise Cancelled from None
 
 
 def _grouped(blocks: Iterator[Block]) -> Iterator[list[Block]]:

@@ -83,9 +83,11 @@ def check_collection_name(name: str) -> str:
     if not name:
         raise CollectionNameError("a collection needs a name")
     if len(name) > NAME_MAX_CHARS:
-        raise CollectionNameError(f"a collection name is at most {NAME_MAX_CHARS} characters "
-                                  f"(this one has {len(name):,})")
+        raise CollectionNameError(
+            f"a collection name is at most {NAME_MAX_CHARS} characters (this one has {len(name):,})"
+        )
     if _UNSHOWN.search(name):
-        raise CollectionNameError(f"a collection name cannot hold control characters, line breaks or bidi marks "
-                                  f"({shown(name)})")
+        raise CollectionNameError(
+            f"a collection name cannot hold control characters, line breaks or bidi marks ({shown(name)})"
+        )
     return name

@@ -35,8 +35,9 @@ class ReadAhead(Generic[T]):
     between items that take long (a PDF page).
     """
 
-    def __init__(self, produce: Callable[[Callable[[], bool]], Iterator[T]], depth: int = 4,
-                 name: str = "ember-read-ahead") -> None:
+    def __init__(
+        self, produce: Callable[[Callable[[], bool]], Iterator[T]], depth: int = 4, name: str = "ember-read-ahead"
+    ) -> None:
         self._queue: queue.Queue[T | _Failed | _Done] = queue.Queue(maxsize=depth)
         self._gone = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(produce,), name=name, daemon=True)

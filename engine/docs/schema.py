@@ -19,6 +19,7 @@ leave a passage's terms behind.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from engine.errors import EngineError
 
@@ -61,20 +62,12 @@ SCHEMA: tuple[str, ...] = (
         page INTEGER,
         start_off INTEGER NOT NULL,
         end_off INTEGER NOT NULL,
-        text TEXT NOT NULL
+        text TEXT NOT NULL,
+        collection_id INTEGER NOT NULL DEFAULT 0
     )
     """,
     "CREATE INDEX chunks_file ON chunks (file_id)",
-    """
-    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
-        text, content = 'chunks', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
-        INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    END
-    """,
+    "CREATE INDEX chunks_collection ON chunks (collection_id)",
     """
     CREATE TABLE vectors (
         chunk_id INTEGER PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
@@ -82,9 +75,34 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
 )
-# Each step takes a database from the version before it: version 1 had the insert trigger.
+# Each step takes a database from the version before it: version 1 had the insert trigger;
+# version 2 had one FTS5 table for every collection (`chunks_fts`, unicode61 without stemming).
 UPGRADES: dict[int, tuple[str, ...]] = {2: ("DROP TRIGGER IF EXISTS chunks_fts_insert",)}
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Porter stemming over unicode61: "guardian" finds "guardians". Query and passage are stemmed
+# alike, so an identifier (`parse_args`, `getUserName`) still matches itself exactly.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+def fts_table(collection_id: int) -> str:
+    """The collection's own FTS5 table: its BM25 statistics (passage count, lengths, term frequencies) are its own."""
+    return f"fts_{int(collection_id):d}"
+
+
+def fts_statements(collection_id: int) -> list[str]:
+    """Its FTS5 table and the trigger that takes a deleted passage's terms out of it (cascades included)."""
+    t = fts_table(collection_id)
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {t} USING fts5 (text, content = 'chunks', content_rowid = 'id', "
+        f"tokenize = '{TOKENIZE}')",
+        f"CREATE TRIGGER IF NOT EXISTS {t}_delete AFTER DELETE ON chunks WHEN old.collection_id = "
+        f"{int(collection_id):d} BEGIN INSERT INTO {t} ({t}, rowid, text) VALUES ('delete', old.id, old.text); END",
+    ]
+
+
+def drop_fts_statements(collection_id: int) -> list[str]:
+    t = fts_table(collection_id)
+    return [f"DROP TRIGGER IF EXISTS {t}_delete", f"DROP TABLE IF EXISTS {t}"]
 
 
 class DocsDatabaseError(EngineError):
@@ -95,22 +113,75 @@ def migrate(conn: sqlite3.Connection) -> None:
     """Create the schema in a new database, bring an older one up to date; refuse one from a newer Ember."""
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
-        raise DocsDatabaseError(f"the documents database has schema version {version}, newer than this Ember "
-                                f"understands ({SCHEMA_VERSION}); it was left untouched")
+        raise DocsDatabaseError(
+            f"the documents database has schema version {version}, newer than this Ember "
+            f"understands ({SCHEMA_VERSION}); it was left untouched"
+        )
     if version == SCHEMA_VERSION:
         return
+    if version in (0, 1):
+        _in_transaction(conn, lambda v: _early(conn, v))
+    _upgrade_to_3(conn)
+
+
+def _in_transaction(conn: sqlite3.Connection, step: Callable[[int], None]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # another process may have done it
-        if version < SCHEMA_VERSION:
-            for statement in SCHEMA if version == 0 else _upgrades(version):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        step(int(conn.execute("PRAGMA user_version").fetchone()[0]))  # another process may have gone on
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
 
 
-def _upgrades(version: int) -> list[str]:
-    return [statement for v in range(version + 1, SCHEMA_VERSION + 1) for statement in UPGRADES[v]]
+def _early(conn: sqlite3.Connection, version: int) -> None:
+    if version == 0:
+        for statement in SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+    elif version == 1:
+        for statement in UPGRADES[2]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 2")
+
+
+def _upgrade_to_3(conn: sqlite3.Connection) -> None:
+    """Version 2 to 3 in place, one collection per transaction: an interrupted upgrade goes on where it stopped.
+
+    Nothing is read again from the files: each collection's FTS5 table is filled from its passages,
+    and the shared table goes only once every collection has its own.
+    """
+
+    def mark(version: int) -> None:
+        if version != 2:
+            return
+        if "collection_id" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}:
+            conn.execute("ALTER TABLE chunks ADD COLUMN collection_id INTEGER NOT NULL DEFAULT 0")
+        conn.execute(
+            "UPDATE chunks SET collection_id = (SELECT f.collection_id FROM files f WHERE f.id = "
+            "chunks.file_id) WHERE collection_id = 0"
+        )
+        conn.execute("CREATE INDEX IF NOT EXISTS chunks_collection ON chunks (collection_id)")
+
+    _in_transaction(conn, mark)
+    for (collection_id,) in conn.execute("SELECT id FROM collections").fetchall():
+        _in_transaction(conn, lambda version, c=int(collection_id): _own_table(conn, version, c))
+
+    def finish(version: int) -> None:
+        if version == 2:
+            conn.execute("DROP TRIGGER IF EXISTS chunks_fts_delete")
+            conn.execute("DROP TABLE IF EXISTS chunks_fts")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+
+    _in_transaction(conn, finish)
+
+
+def _own_table(conn: sqlite3.Connection, version: int, collection_id: int) -> None:
+    table = fts_table(collection_id)
+    if version != 2 or conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+        return
+    for statement in fts_statements(collection_id):
+        conn.execute(statement)
+    conn.execute(
+        f"INSERT INTO {table} (rowid, text) SELECT id, text FROM chunks WHERE collection_id = ?", (collection_id,)
+    )

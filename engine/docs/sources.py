@@ -44,6 +44,7 @@ class CollectionSource:
         self.index = index
         self.coll = coll
         self.embedder = embedder
+        self.scope = f"'{shown(coll.name)}'"
 
     def search(self, question: str, k: int) -> list[SourceRef]:
         vector = self.embedder.embed([question])[0] if self.embedder is not None else None
@@ -59,6 +60,7 @@ class Attachments:
     def __init__(self) -> None:
         self.index = DocIndex.memory()
         self.coll = self.index.create_collection("attached")
+        self.scope = "the attached files"
         self.paths: list[Path] = []
 
     @classmethod
@@ -115,8 +117,10 @@ def _attach_problem(path: Path) -> str:
     if not stat.S_ISREG(st.st_mode):  # a pipe, a device, a socket: never opened
         return f"{name}: {kind_reason(st.st_mode)}"
     if st.st_size > MAX_ATTACH_BYTES:
-        return (f"{name}: too large to attach ({st.st_size / (1 << 20):,.0f} MB); add it to a collection "
-                "instead (ember docs add), which indexes it once")
+        return (
+            f"{name}: too large to attach ({st.st_size / (1 << 20):,.0f} MB); add it to a collection "
+            "instead (ember docs add), which indexes it once"
+        )
     return ""
 
 
@@ -136,7 +140,7 @@ def _merge(rows: list[tuple[str, int | None, int, int, str]]) -> list[SourceRef]
         if s >= end:
             parts.append(("\n\n" if parts else "") + text)
         else:
-            parts.append(text[end - s:])
+            parts.append(text[end - s :])
         end = e
     if key is not None:
         out.append(SourceRef(0, key[0], key[1], start, end, 0.0, "".join(parts)))

@@ -33,8 +33,14 @@ class ConversationBusy(HistoryError):
 class ConversationLock:
     """Exclusive right to add turns to one conversation (a context manager)."""
 
-    def __init__(self, db_path: Path, conversation_id: int, *, wait_s: float = DEFAULT_WAIT_S,
-                 on_wait: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        conversation_id: int,
+        *,
+        wait_s: float = DEFAULT_WAIT_S,
+        on_wait: Callable[[], None] | None = None,
+    ) -> None:
         directory = db_path.with_name(db_path.name + ".conversations")
         self.path = directory / f"{conversation_id}.lock"
         self._wait_s = wait_s
@@ -59,8 +65,9 @@ class ConversationLock:
                 self._on_wait()
                 told = True
             if time.monotonic() > deadline:
-                raise ConversationBusy(f"another reply in this conversation is still running after "
-                                       f"{self._wait_s / 60:g} minutes")
+                raise ConversationBusy(
+                    f"another reply in this conversation is still running after {self._wait_s / 60:g} minutes"
+                )
             time.sleep(POLL_S)
 
     def release(self) -> None:
@@ -77,6 +84,7 @@ class ConversationLock:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()

@@ -5,7 +5,10 @@ JSON shape (`format` "ember.conversation", `version` 1):
     {"format": "ember.conversation", "version": 1,
      "conversation": {"title", "model", "settings", "created_at", "updated_at", "active_leaf"},
      "messages": [{"id", "parent", "role", "content", "thinking", "status", "stats", "model",
-                   "created_at", "updated_at"}, ...]}
+                   "created_at", "updated_at", "images"?}, ...]}
+
+A question's images travel inside the file, as `{"name", "url"}` with a `data:image/…;base64`
+URL; import checks each (`engine.backends.image_input`) and stores it by content again.
 
 Message ids are local to the file (parents come before children); timestamps are ISO 8601
 UTC. Import creates a new conversation with new ids, all versions and the active branch
@@ -20,6 +23,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from engine.backends.image_input import ImageData, data_url, from_data_url
+from engine.errors import ConfigError
+from engine.history.images import images_of, save_images
 from engine.history.store import HistoryStore
 from engine.history.times import as_datetime, in_range
 from engine.history.types import Conversation, HistoryError, StoredMessage
@@ -69,16 +75,28 @@ def _short(value: Any) -> str:
 
 def message_to_json(msg: StoredMessage) -> dict[str, Any]:
     return {
-        "id": msg.id, "parent": msg.parent_id, "role": msg.role, "content": msg.content, "thinking": msg.thinking,
-        "status": msg.status, "stats": dict(msg.stats), "model": msg.model,
-        "created_at": iso(msg.created_at), "updated_at": iso(msg.updated_at),
+        "id": msg.id,
+        "parent": msg.parent_id,
+        "role": msg.role,
+        "content": msg.content,
+        "thinking": msg.thinking,
+        "status": msg.status,
+        "stats": dict(msg.stats),
+        "model": msg.model,
+        "created_at": iso(msg.created_at),
+        "updated_at": iso(msg.updated_at),
     }
 
 
 def conversation_to_json(conv: Conversation) -> dict[str, Any]:
     return {
-        "id": conv.id, "title": conv.title, "model": conv.model, "settings": dict(conv.settings),
-        "created_at": iso(conv.created_at), "updated_at": iso(conv.updated_at), "active_leaf": conv.active_leaf_id,
+        "id": conv.id,
+        "title": conv.title,
+        "model": conv.model,
+        "settings": dict(conv.settings),
+        "created_at": iso(conv.created_at),
+        "updated_at": iso(conv.updated_at),
+        "active_leaf": conv.active_leaf_id,
     }
 
 
@@ -87,9 +105,19 @@ def export_json(store: HistoryStore, conversation_id: int) -> dict[str, Any]:
     conv = store.conversation(conversation_id)
     shared = conversation_to_json(conv) | {"settings": portable_settings(conv.settings)}  # no paths, no permissions
     return {
-        "format": FORMAT, "version": FORMAT_VERSION, "conversation": shared,
-        "messages": [message_to_json(m) for m in store.messages(conversation_id)],
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "conversation": shared,
+        "messages": _with_images(store, [message_to_json(m) for m in store.messages(conversation_id)]),
     }
+
+
+def _with_images(store: HistoryStore, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    images = images_of(store, [m["id"] for m in messages if m["role"] == "user"])
+    for m in messages:
+        if m["id"] in images:
+            m["images"] = [{"name": i.name, "url": data_url(i.data, i.name)} for i in images[m["id"]]]
+    return messages
 
 
 def export_markdown(store: HistoryStore, conversation_id: int) -> str:
@@ -165,7 +193,8 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
     conv_data, messages = _check_document(data)
     with store.transaction():
         conv = store.create_conversation(
-            title=_text(conv_data, "title", "conversation"), model=_text(conv_data, "model", "conversation"),
+            title=_text(conv_data, "title", "conversation"),
+            model=_text(conv_data, "model", "conversation"),
             settings=portable_settings(_mapping(conv_data.get("settings"), "conversation.settings")),
         )
         ids: dict[Any, int] = {}
@@ -185,7 +214,7 @@ def portable_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check_document(data: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
     if not isinstance(data, dict) or cast(dict[str, Any], data).get("format") != FORMAT:
-        raise ImportFormatError(f"not an Ember conversation export (expected \"format\": \"{FORMAT}\")")
+        raise ImportFormatError(f'not an Ember conversation export (expected "format": "{FORMAT}")')
     doc = cast(dict[str, Any], data)
     if doc.get("version") != FORMAT_VERSION:
         raise ImportFormatError(
@@ -199,8 +228,9 @@ def _check_document(data: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any
     return conv, messages
 
 
-def _import_message(store: HistoryStore, conversation_id: int, raw: Mapping[str, Any], ids: Mapping[Any, int],
-                    where: str) -> int:
+def _import_message(
+    store: HistoryStore, conversation_id: int, raw: Mapping[str, Any], ids: Mapping[Any, int], where: str
+) -> int:
     role, status = raw.get("role"), raw.get("status", "complete")
     if role not in ROLES:
         raise ImportFormatError(f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}")
@@ -213,11 +243,39 @@ def _import_message(store: HistoryStore, conversation_id: int, raw: Mapping[str,
         raise ImportFormatError(f"{where}.parent {parent!r} is not an earlier message")
     created = _from_iso(raw["created_at"], f"{where}.created_at") if "created_at" in raw else None
     updated = _from_iso(raw["updated_at"], f"{where}.updated_at") if "updated_at" in raw else None
-    return store.add_message(
-        conversation_id, role, _text(raw, "content", where), parent_id=None if parent is None else ids[parent],
-        thinking=_text(raw, "thinking", where), status=status, stats=_mapping(raw.get("stats"), f"{where}.stats"),
-        model=_text(raw, "model", where), make_active=False, created_at=created, updated_at=updated,
+    images = _images(raw.get("images"), where)
+    message_id = store.add_message(
+        conversation_id,
+        role,
+        _text(raw, "content", where),
+        parent_id=None if parent is None else ids[parent],
+        thinking=_text(raw, "thinking", where),
+        status=status,
+        stats=_mapping(raw.get("stats"), f"{where}.stats"),
+        model=_text(raw, "model", where),
+        make_active=False,
+        created_at=created,
+        updated_at=updated,
     )
+    if images:
+        save_images(store, message_id, images)
+    return message_id
+
+
+def _images(value: Any, where: str) -> list[ImageData]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ImportFormatError(f"{where}.images must be a list")
+    out: list[ImageData] = []
+    for i, item in enumerate(cast(list[Any], value)):
+        image = _mapping(item, f"{where}.images[{i}]")
+        name = _text(image, "name", f"{where}.images[{i}]") or "image"
+        try:
+            out.append(ImageData(from_data_url(_text(image, "url", f"{where}.images[{i}]"), name), name))
+        except ConfigError as exc:
+            raise ImportFormatError(f"{where}.images[{i}]: {exc}") from None
+    return out
 
 
 def _message_key(raw: Mapping[str, Any], index: int, seen: Mapping[Any, int], where: str) -> Any:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
+from engine.backends.image_input import ImageData
 from engine.events import (
     ContentDelta,
     Event,
@@ -44,6 +45,7 @@ from engine.events import (
     TurnStats,
     fenced_json,
 )
+from engine.history.images import copy_images, save_images
 from engine.history.store import HistoryStore, title_from_text
 from engine.history.types import TOOLS_STATS_KEY, HistoryError, Outcome, Status, TurnKind
 
@@ -55,9 +57,16 @@ _WRITE_ERRORS = HistoryError  # the store translates sqlite3 errors
 class TurnRecorder:
     """Records one turn of one conversation: begin → on_event… → (TurnDone | TurnError | abandon)."""
 
-    def __init__(self, store: HistoryStore, conversation_id: int, *, parent_id: int | None = None,
-                 model: str = "", clock: Callable[[], float] = time.monotonic,
-                 flush_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        conversation_id: int,
+        *,
+        parent_id: int | None = None,
+        model: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        flush_interval_s: float = 1.0,
+    ) -> None:
         self.store = store
         self.conversation_id = conversation_id
         self.parent_id = parent_id  # None: after the conversation's active leaf
@@ -78,14 +87,16 @@ class TurnRecorder:
 
     # -- starting a turn --------------------------------------------------------------
 
-    def begin(self, user_content: str) -> int:
-        """Commit the user's message (after `parent_id` or the active leaf) and open the turn."""
+    def begin(self, user_content: str, images: Sequence[ImageData] = ()) -> int:
+        """Commit the user's message (after `parent_id` or the active leaf) with its images; open the turn."""
         self._check_unstarted()
         with self.store.transaction():
             parent = self.parent_id
             if parent is None:
                 parent = self.store.conversation(self.conversation_id).active_leaf_id
             user_id = self.store.add_message(self.conversation_id, "user", user_content, parent_id=parent)
+            if images:
+                save_images(self.store, user_id, images)
             self.store.set_auto_title(self.conversation_id, title_from_text(user_content), only_if_untitled=True)
             self._open(user_id, "send", fallback_leaf=user_id)
         return user_id
@@ -97,6 +108,7 @@ class TurnRecorder:
             raise HistoryError(f"message {message_id} is not a user message")
         with self.store.transaction():
             user_id = self.store.edit_message(message_id, content)
+            copy_images(self.store, message_id, user_id)
             self._open(user_id, "edit", fallback_leaf=user_id)
         return user_id
 
@@ -167,8 +179,9 @@ class TurnRecorder:
                 self._on_delta()
             case ToolCall(id=call_id, name=name, arguments=arguments):
                 # "at": how much of the answer came before the call, so a stored reply shows its card there
-                self.tool_calls.append({"id": call_id, "name": name, "arguments": arguments,
-                                        "at": sum(map(len, self._content))})
+                self.tool_calls.append(
+                    {"id": call_id, "name": name, "arguments": arguments, "at": sum(map(len, self._content))}
+                )
             case ToolDenied(id=call_id):
                 self._tool_update(call_id, approval="denied")
             case ToolResult(id=call_id, content=content, error=error, approval=approval):
@@ -215,8 +228,13 @@ class TurnRecorder:
         # recovery in another process can tell a live stream from a dead one.
         with self.store.transaction():
             self.assistant_message_id = self.store.add_message(
-                self.conversation_id, "assistant", self.content, parent_id=self.user_message_id,
-                thinking=self.thinking, status="streaming", model=self.model,
+                self.conversation_id,
+                "assistant",
+                self.content,
+                parent_id=self.user_message_id,
+                thinking=self.thinking,
+                status="streaming",
+                model=self.model,
             )
             self.store.attach_reply(self.turn_id, self.assistant_message_id)
 
@@ -241,8 +259,15 @@ class TurnRecorder:
             return
         self._end(status, status, bool(self.content or self.thinking), None)
 
-    def _end(self, outcome: Outcome, status: Status, keep: bool, stats: TurnStats | None,
-             error_kind: str = "", error_message: str = "") -> None:
+    def _end(
+        self,
+        outcome: Outcome,
+        status: Status,
+        keep: bool,
+        stats: TurnStats | None,
+        error_kind: str = "",
+        error_message: str = "",
+    ) -> None:
         assert self.turn_id is not None
         message_stats: dict[str, Any] | None = stats.to_dict() if stats is not None else None
         if message_stats is not None and error_kind:
@@ -254,8 +279,9 @@ class TurnRecorder:
         try:
             with self.store.transaction():
                 self._finish_reply(keep, status, message_stats)
-                self.store.finish_turn(self.turn_id, outcome, stats=stats, error_kind=error_kind,
-                                       error_message=error_message)
+                self.store.finish_turn(
+                    self.turn_id, outcome, stats=stats, error_kind=error_kind, error_message=error_message
+                )
         except _WRITE_ERRORS as exc:
             # The open turn is closed as interrupted at the next start; the reply itself went on.
             log.error("history: could not record the end of turn %s: %s", self.turn_id, exc)
@@ -266,8 +292,9 @@ class TurnRecorder:
             if self.assistant_message_id is None:
                 self._insert_reply()
             assert self.assistant_message_id is not None
-            self.store.finish_message(self.assistant_message_id, content=self.content, thinking=self.thinking,
-                                      status=status, stats=stats)
+            self.store.finish_message(
+                self.assistant_message_id, content=self.content, thinking=self.thinking, status=status, stats=stats
+            )
             return
         if self.assistant_message_id is not None:
             self.store.remove_message(self.assistant_message_id)
@@ -281,8 +308,9 @@ class TurnRecorder:
     def __enter__(self) -> TurnRecorder:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # Ctrl+C is the user stopping the reply; anything else cut it off.
         self.abandon("stopped" if exc_type is KeyboardInterrupt else "interrupted")
 

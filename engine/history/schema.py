@@ -9,6 +9,8 @@ Version 1 was a linear history: conversations and their messages in order.
 Version 2 turns messages into a tree (each message has a parent; siblings are versions),
 adds the per-turn audit record, soft delete, full-text search and the writer-liveness
 columns crash recovery needs.
+Version 3 adds the images a message carries.
+Version 4 adds archiving: a conversation set aside from the list, not deleted.
 """
 
 from __future__ import annotations
@@ -167,8 +169,31 @@ _V2_BACKFILL: tuple[str, ...] = (
 
 SCHEMA_V2: tuple[str, ...] = _V2_COLUMNS + _V2_TURNS + _V2_SEARCH + _V2_BACKFILL
 
+# Version 3: the images a message carries, by content address (the files live beside the
+# database, `engine.history.images`); a message's rows go with it.
+SCHEMA_V3: tuple[str, ...] = (
+    """
+    CREATE TABLE message_images (
+        message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (message_id, position)
+    )
+    """,
+    "CREATE INDEX message_images_sha256 ON message_images (sha256)",
+)
+
+# Version 4: archiving. An archived conversation leaves the sidebar's list but keeps everything;
+# the partial index keeps "how many are archived" cheap however long the history grows.
+SCHEMA_V4: tuple[str, ...] = (
+    "ALTER TABLE conversations ADD COLUMN archived_at REAL",
+    "CREATE INDEX conversations_archived ON conversations (archived_at) WHERE archived_at IS NOT NULL",
+)
+
 # MIGRATIONS[i] takes a database from version i to version i + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (SCHEMA_V1, SCHEMA_V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

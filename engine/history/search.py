@@ -53,8 +53,8 @@ def make_snippet(text: str, query: str) -> str:
     last = min(len(tokens), first + SNIPPET_WORDS) - 1
     pieces: list[str] = []
     cursor = tokens[first].start()
-    for token in tokens[first:last + 1]:
-        pieces.append(text[cursor:token.start()])
+    for token in tokens[first : last + 1]:
+        pieces.append(text[cursor : token.start()])
         word = token.group()
         pieces.append(f"{HIGHLIGHT_START}{word}{HIGHLIGHT_END}" if prefixes and _matches(word, prefixes) else word)
         cursor = token.end()
@@ -78,7 +78,7 @@ def search_conversations(conn: sqlite3.Connection, text: str, limit: int) -> lis
         "  FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid"
         "  WHERE messages_fts MATCH ? GROUP BY m.conversation_id),"
         " ttl AS (SELECT rowid AS cid FROM conversations_fts WHERE conversations_fts MATCH ?)"
-        " SELECT c.id, c.title, c.updated_at, c.id IN ttl AS title_hit, msg.mid"
+        " SELECT c.id, c.title, c.updated_at, c.archived_at, c.id IN ttl AS title_hit, msg.mid"
         " FROM conversations AS c LEFT JOIN msg ON msg.cid = c.id"
         " WHERE c.deleted_at IS NULL AND (c.id IN ttl OR msg.mid IS NOT NULL)"
         " ORDER BY c.updated_at DESC, c.id DESC LIMIT ?",
@@ -87,8 +87,12 @@ def search_conversations(conn: sqlite3.Connection, text: str, limit: int) -> lis
     texts = _contents(conn, [int(r["mid"]) for r in rows if not r["title_hit"]])
     return [
         SearchHit(
-            r["id"], r["title"], None if r["title_hit"] else r["mid"],
-            make_snippet(r["title"] if r["title_hit"] else texts[r["mid"]], text), r["updated_at"],
+            r["id"],
+            r["title"],
+            None if r["title_hit"] else r["mid"],
+            make_snippet(r["title"] if r["title_hit"] else texts[r["mid"]], text),
+            r["updated_at"],
+            r["archived_at"] is not None,
         )
         for r in rows
     ]

@@ -73,9 +73,19 @@ __all__ = [
 ]
 
 
+# Markdown's markers, but not a "*" or "_" inside a word or between spaces: "6*7", "snake_case"
+# and "2 * 3" keep theirs, so the title still says what was asked.
+_MARKUP = re.compile(
+    r"[#>`~\[\]]+"  # headings, quotes, code, strike-through, links
+    r"|(?m:^\s*[*_]+\s)"  # a bullet
+    r"|(?<!\w)[*_]+(?=\w)"  # emphasis opening
+    r"|(?<=[\w.,;:!?)])[*_]+(?!\w)"  # emphasis closing
+)
+
+
 def title_from_text(text: str) -> str:
     """A sidebar title from the first words of a message (Markdown markers dropped)."""
-    words = re.sub(r"[#>*_`~\[\]]+", " ", text).split()
+    words = _MARKUP.sub(" ", text).split()
     title = ""
     for word in words[:TITLE_MAX_WORDS]:
         candidate = f"{title} {word}".strip()
@@ -101,8 +111,14 @@ def _dump(value: Mapping[str, Any] | None) -> str | None:
 class HistoryStore:
     """The history database: conversations, message trees, turn records, search."""
 
-    def __init__(self, path: str | Path, *, now: Callable[[], float] = time.time,
-                 trash_retention_s: float = TRASH_RETENTION_S, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        now: Callable[[], float] = time.time,
+        trash_retention_s: float = TRASH_RETENTION_S,
+        read_only: bool = False,
+    ) -> None:
         self.db_path = Path(path)
         self._now = now
         self._writers_dir = self.db_path.with_name(self.db_path.name + ".writers")
@@ -130,8 +146,9 @@ class HistoryStore:
     def _connect(self) -> sqlite3.Connection:
         try:
             # Autocommit mode: the only transactions are the explicit ones in transaction().
-            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)  # `_lock` serializes
+            conn = sqlite3.connect(
+                self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )  # `_lock` serializes
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open the history database {self.db_path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
@@ -152,8 +169,9 @@ class HistoryStore:
         failure: sqlite3.Error | None = None
         for options in ("mode=ro", "mode=ro&immutable=1"):
             try:
-                conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                       check_same_thread=False)
+                conn = sqlite3.connect(
+                    f"{uri}?{options}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                )
             except sqlite3.Error as exc:
                 failure = exc
                 continue
@@ -166,8 +184,10 @@ class HistoryStore:
                 continue
             if version != SCHEMA_VERSION:
                 conn.close()
-                raise HistoryError(f"the history database {self.db_path} is read-only and needs an upgrade "
-                                   f"(schema {version}, this Ember uses {SCHEMA_VERSION})")
+                raise HistoryError(
+                    f"the history database {self.db_path} is read-only and needs an upgrade "
+                    f"(schema {version}, this Ember uses {SCHEMA_VERSION})"
+                )
             return conn
         raise HistoryError(f"cannot open the history database {self.db_path}: {failure}")
 
@@ -285,8 +305,9 @@ class HistoryStore:
 
     # -- conversations ----------------------------------------------------------------
 
-    def create_conversation(self, *, title: str = "", model: str = "",
-                            settings: Mapping[str, Any] | None = None) -> Conversation:
+    def create_conversation(
+        self, *, title: str = "", model: str = "", settings: Mapping[str, Any] | None = None
+    ) -> Conversation:
         now = self._now()
         with self.transaction() as c:
             cur = c.execute(
@@ -303,12 +324,18 @@ class HistoryStore:
             raise NotFoundError(f"no conversation {conversation_id}")
         return Conversation.from_row(row)
 
-    def conversations(self, *, limit: int | None = None, deleted: bool = False, offset: int = 0) -> list[Conversation]:
+    def conversations(
+        self, *, limit: int | None = None, deleted: bool = False, offset: int = 0, archived: bool = False
+    ) -> list[Conversation]:
         """Conversations by last activity, newest first (`deleted=True`: the trash instead).
 
-        `offset` skips that many first (a sidebar reads a page at a time).
+        Archived ones are left out, or only they are listed with `archived=True` (the trash
+        holds both). `offset` skips that many first (a sidebar reads a page at a time).
         """
-        where = "deleted_at IS NOT NULL" if deleted else "deleted_at IS NULL"
+        if deleted:
+            where = "deleted_at IS NOT NULL"
+        else:
+            where = f"deleted_at IS NULL AND archived_at IS {'NOT NULL' if archived else 'NULL'}"
         rows = self._conn.execute(
             f"SELECT * FROM conversations WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
             (-1 if limit is None else limit, max(0, offset)),
@@ -337,8 +364,9 @@ class HistoryStore:
             )
         return cur.rowcount == 1
 
-    def update_conversation(self, conversation_id: int, *, model: str | None = None,
-                            settings: Mapping[str, Any] | None = None) -> None:
+    def update_conversation(
+        self, conversation_id: int, *, model: str | None = None, settings: Mapping[str, Any] | None = None
+    ) -> None:
         if model is not None:
             self._update_conversation(conversation_id, "model = ?", (model,))
         if settings is not None:
@@ -355,12 +383,27 @@ class HistoryStore:
     def restore(self, conversation_id: int) -> None:
         self._update_conversation(conversation_id, "deleted_at = NULL", ())
 
+    def archive(self, conversation_id: int) -> None:
+        """Set a conversation aside: out of the list, everything kept; `unarchive` brings it back."""
+        self._update_conversation(conversation_id, "archived_at = coalesce(archived_at, ?)", (self._now(),))
+
+    def unarchive(self, conversation_id: int) -> None:
+        self._update_conversation(conversation_id, "archived_at = NULL", ())
+
+    def archived_count(self) -> int:
+        """How many archived conversations are not in the trash."""
+        row = self._conn.execute(
+            "SELECT count(*) FROM conversations WHERE archived_at IS NOT NULL AND deleted_at IS NULL"
+        ).fetchone()
+        return int(row[0])
+
     def purge(self, conversation_id: int) -> None:
         """Delete a conversation for good, with its messages and turn records."""
         with self.transaction() as c:
             cur = c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
         if cur.rowcount == 0:
             raise NotFoundError(f"no conversation {conversation_id}")
+        self._prune_images()
 
     def purge_deleted(self, *, older_than_s: float = 0.0) -> int:
         """Empty the trash of conversations deleted at least `older_than_s` ago; return how many."""
@@ -369,7 +412,14 @@ class HistoryStore:
             return 0  # the usual case, answered without taking the write lock
         with self.transaction() as c:
             cur = c.execute("DELETE FROM conversations WHERE deleted_at <= ?", (cutoff,))
+        self._prune_images()
         return cur.rowcount
+
+    def _prune_images(self) -> None:
+        """An image goes with the last conversation that held it (`engine.history.images`)."""
+        from engine.history.images import prune
+
+        prune(self)
 
     def _update_conversation(self, conversation_id: int, assignments: str, params: tuple[Any, ...]) -> None:
         # `assignments` is always a literal from this class; values travel as parameters.
@@ -391,10 +441,21 @@ class HistoryStore:
         rows = self._conn.execute("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,))
         return [StoredMessage.from_row(r) for r in rows]
 
-    def add_message(self, conversation_id: int, role: Role, content: str, *, parent_id: int | None,
-                    thinking: str = "", status: Status = "complete", stats: Mapping[str, Any] | None = None,
-                    model: str = "", make_active: bool = True, created_at: float | None = None,
-                    updated_at: float | None = None) -> int:
+    def add_message(
+        self,
+        conversation_id: int,
+        role: Role,
+        content: str,
+        *,
+        parent_id: int | None,
+        thinking: str = "",
+        status: Status = "complete",
+        stats: Mapping[str, Any] | None = None,
+        model: str = "",
+        make_active: bool = True,
+        created_at: float | None = None,
+        updated_at: float | None = None,
+    ) -> int:
         """Insert a message under `parent_id` (None: a root); by default its branch becomes active.
 
         `created_at`/`updated_at` default to now (an import passes the original times).
@@ -407,13 +468,27 @@ class HistoryStore:
             cur = c.execute(
                 "INSERT INTO messages (conversation_id, parent_id, role, content, thinking, status, stats, model, "
                 "created_at, updated_at, selected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, parent_id, role, content, thinking, status, _dump(stats), model, created, updated,
-                 created),
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    content,
+                    thinking,
+                    status,
+                    _dump(stats),
+                    model,
+                    created,
+                    updated,
+                    created,
+                ),
             )
             message_id = _rowid(cur)
             if make_active:
                 self.set_active_leaf(conversation_id, message_id)
-            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+            # A new message is activity: an archived conversation taken up again is back in the list.
+            c.execute(
+                "UPDATE conversations SET updated_at = ?, archived_at = NULL WHERE id = ?", (now, conversation_id)
+            )
         return message_id
 
     def _check_parent(self, conversation_id: int, parent_id: int | None) -> None:
@@ -429,8 +504,9 @@ class HistoryStore:
                 (content, thinking, self._now(), message_id),
             )
 
-    def finish_message(self, message_id: int, *, content: str, thinking: str, status: Status,
-                       stats: Mapping[str, Any] | None) -> None:
+    def finish_message(
+        self, message_id: int, *, content: str, thinking: str, status: Status, stats: Mapping[str, Any] | None
+    ) -> None:
         now = self._now()
         with self.transaction() as c:
             c.execute(
@@ -479,8 +555,9 @@ class HistoryStore:
     def sibling_ids(self, conversation_id: int) -> dict[int | None, tuple[int, ...]]:
         """Every parent's children ids, oldest first: all versions of a conversation in one light query."""
         under: dict[int | None, list[int]] = {}
-        rows = self._conn.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
-                                  (conversation_id,))
+        rows = self._conn.execute(
+            "SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+        )
         for message_id, parent_id in rows:
             under.setdefault(parent_id, []).append(int(message_id))
         return {parent: tuple(ids) for parent, ids in under.items()}
@@ -546,16 +623,32 @@ class HistoryStore:
         with self.transaction() as c:
             c.execute("UPDATE turns SET assistant_message_id = ? WHERE id = ?", (message_id, turn_id))
 
-    def finish_turn(self, turn_id: int, outcome: Outcome, *, stats: TurnStats | None = None,
-                    error_kind: str = "", error_message: str = "") -> None:
+    def finish_turn(
+        self,
+        turn_id: int,
+        outcome: Outcome,
+        *,
+        stats: TurnStats | None = None,
+        error_kind: str = "",
+        error_message: str = "",
+    ) -> None:
         """Record how a turn ended. A turn ends once: finishing it again raises HistoryError."""
         s = stats or TurnStats(attempts=0)
         with self.transaction() as c:
             cur = c.execute(
                 "UPDATE turns SET outcome = ?, ended_at = ?, error_kind = ?, error_message = ?, attempts = ?, "
                 "retries = ?, scaffold_stripped = ?, stats = ? WHERE id = ? AND outcome IS NULL",
-                (outcome, self._now(), error_kind, error_message, s.attempts, s.retries, s.scaffold_stripped,
-                 _dump(s.to_dict()) if stats is not None else None, turn_id),
+                (
+                    outcome,
+                    self._now(),
+                    error_kind,
+                    error_message,
+                    s.attempts,
+                    s.retries,
+                    s.scaffold_stripped,
+                    _dump(s.to_dict()) if stats is not None else None,
+                    turn_id,
+                ),
             )
         if cur.rowcount != 1:
             raise HistoryError(f"turn {turn_id} is already finished or does not exist")

@@ -59,13 +59,21 @@ class Conversation:
     active_leaf_id: int | None
     deleted_at: float | None
     title_is_auto: bool
+    archived_at: float | None = None  # set aside from the list (not deleted); None: listed
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Conversation:
         return cls(
-            id=row["id"], title=row["title"], model=row["model"], settings=load_json(row["settings"]),
-            created_at=row["created_at"], updated_at=row["updated_at"], active_leaf_id=row["active_leaf_id"],
-            deleted_at=row["deleted_at"], title_is_auto=bool(row["title_is_auto"]),
+            id=row["id"],
+            title=row["title"],
+            model=row["model"],
+            settings=load_json(row["settings"]),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            active_leaf_id=row["active_leaf_id"],
+            deleted_at=row["deleted_at"],
+            title_is_auto=bool(row["title_is_auto"]),
+            archived_at=row["archived_at"],
         )
 
 
@@ -86,9 +94,17 @@ class StoredMessage:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> StoredMessage:
         return cls(
-            id=row["id"], conversation_id=row["conversation_id"], parent_id=row["parent_id"], role=row["role"],
-            content=row["content"], thinking=row["thinking"], status=row["status"], stats=load_json(row["stats"]),
-            model=row["model"], created_at=row["created_at"], updated_at=row["updated_at"],
+            id=row["id"],
+            conversation_id=row["conversation_id"],
+            parent_id=row["parent_id"],
+            role=row["role"],
+            content=row["content"],
+            thinking=row["thinking"],
+            status=row["status"],
+            stats=load_json(row["stats"]),
+            model=row["model"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
         )
 
 
@@ -113,10 +129,18 @@ class TurnRecord:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TurnRecord:
         return cls(
-            id=row["id"], conversation_id=row["conversation_id"], user_message_id=row["user_message_id"],
-            assistant_message_id=row["assistant_message_id"], kind=row["kind"], started_at=row["started_at"],
-            ended_at=row["ended_at"], outcome=row["outcome"], error_kind=row["error_kind"],
-            error_message=row["error_message"], attempts=row["attempts"], retries=row["retries"],
+            id=row["id"],
+            conversation_id=row["conversation_id"],
+            user_message_id=row["user_message_id"],
+            assistant_message_id=row["assistant_message_id"],
+            kind=row["kind"],
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            outcome=row["outcome"],
+            error_kind=row["error_kind"],
+            error_message=row["error_message"],
+            attempts=row["attempts"],
+            retries=row["retries"],
             scaffold_stripped=row["scaffold_stripped"],
         )
 
@@ -139,6 +163,7 @@ class SearchHit:
     message_id: int | None
     snippet: str  # matches wrapped in HIGHLIGHT_START / HIGHLIGHT_END
     updated_at: float
+    archived: bool = False  # found among the archived conversations (search covers them too)
 
     @property
     def plain_snippet(self) -> str:

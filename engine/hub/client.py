@@ -46,8 +46,14 @@ _bound_now: contextvars.ContextVar[float] = contextvars.ContextVar("ember_hub_ti
 class HubClient:
     """One Hub endpoint (`HF_ENDPOINT` or huggingface.co) and its token (`HF_TOKEN` or the saved one)."""
 
-    def __init__(self, endpoint: str | None = None, token: str | None = None, *,
-                 timeout: float = TIMEOUT_S, retry_after_max: float = RETRY_AFTER_MAX_S) -> None:
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = TIMEOUT_S,
+        retry_after_max: float = RETRY_AFTER_MAX_S,
+    ) -> None:
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).strip().rstrip("/")
         url = urlsplit(self.endpoint)
         try:
@@ -79,9 +85,15 @@ class HubClient:
 
     def search(self, text: str, limit: int = 30) -> list[HubRepo]:
         """GGUF repositories whose name contains `text`, most downloaded first (files not listed)."""
+
         def call() -> list[HubRepo]:
-            found = self._api().list_models(filter="gguf", search=text.strip() or None, sort="downloads",
-                                            limit=limit, expand=["downloads", "likes", "gated"])
+            found = self._api().list_models(
+                filter="gguf",
+                search=text.strip() or None,
+                sort="downloads",
+                limit=limit,
+                expand=["downloads", "likes", "gated"],
+            )
             return [HubRepo(m.id, m.downloads or 0, m.likes or 0, bool(m.gated)) for m in found]
 
         return self._call(f"search {text!r}", call)
@@ -99,8 +111,9 @@ class HubClient:
             info = self._api().model_info(repo, revision=revision, files_metadata=True, timeout=self.timeout)
             if not info.sha:
                 raise HubError(f"{repo}: the Hub did not say which commit it listed")
-            files = tuple(_hub_file(repo, info.sha, s) for s in info.siblings or ()
-                          if s.rfilename.lower().endswith(".gguf"))
+            files = tuple(
+                _hub_file(repo, info.sha, s) for s in info.siblings or () if s.rfilename.lower().endswith(".gguf")
+            )
             return HubRepo(info.id or repo, info.downloads or 0, info.likes or 0, bool(info.gated), files)
 
         return self._call(repo, call)
@@ -132,8 +145,9 @@ class HubClient:
         from huggingface_hub import HfApi
 
         _bound_session()
-        return HfApi(endpoint=self.endpoint, token=self.token or False, library_name="ember",
-                     library_version=__version__)
+        return HfApi(
+            endpoint=self.endpoint, token=self.token or False, library_name="ember", library_version=__version__
+        )
 
     def _call(self, what: str, call: Callable[[], _T]) -> _T:
         bound = _bound_now.set(self.timeout)
@@ -249,6 +263,9 @@ def _bound_session() -> None:
             return
         from huggingface_hub import set_client_factory
 
-        set_client_factory(lambda: httpx.Client(transport=_BoundedTransport(), follow_redirects=True,
-                                                headers={"User-Agent": USER_AGENT}))
+        set_client_factory(
+            lambda: httpx.Client(
+                transport=_BoundedTransport(), follow_redirects=True, headers={"User-Agent": USER_AGENT}
+            )
+        )
         _session_set = True

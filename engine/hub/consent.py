@@ -9,27 +9,39 @@ only then (`engine.network.guard.granted`). Every connection is in the ledger ei
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from engine.network.destinations import Destination
 from engine.network.policy import EgressPolicy, NetworkSettings, load_settings, save_settings
 from models.library.paths import EmberPaths
 
-if TYPE_CHECKING:
-    from engine.hub.client import HubClient
+
+class HubClient(Protocol):
+    """What consent needs of `engine.hub.client.HubClient` (a protocol: the client imports this module)."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def destination(self) -> Destination: ...
 
 
 def consent_question(client: HubClient) -> str:
     """The question asked once, before the first search or download."""
-    return (f"Allow downloads from {client.host}? Ember stays offline otherwise: this adds {client.destination} "
-            f"to the allowed destinations (ember network), and a download may also connect to the file "
-            f"servers {client.host} sends it to, while it runs. Every connection is in the network ledger.")
+    return (
+        f"Allow downloads from {client.host}? Ember stays offline otherwise: this adds {client.destination} "
+        f"to the allowed destinations (ember network), and a download may also connect to the file "
+        f"servers {client.host} sends it to, while it runs. Every connection is in the network ledger."
+    )
 
 
 def refusal_line(client: HubClient) -> str:
     """What a search or download says while the Hub is not allowed (zero-egress mode)."""
-    return (f"zero-egress mode: downloads from {client.host} are not allowed yet; allow them once with "
-            f"`ember models pull --allow …` (or in the window's Get models page), or run: "
-            f"ember network allow {client.destination}")
+    return (
+        f"zero-egress mode: downloads from {client.host} are not allowed yet; allow them once with "
+        f"`ember models pull --allow …` (or in the window's Get models page), or run: "
+        f"ember network allow {client.destination}"
+    )
 
 
 def downloads_allowed(paths: EmberPaths, client: HubClient) -> bool:

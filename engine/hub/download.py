@@ -1,4 +1,4 @@
-"""Downloading one item (a model's file, every shard of a split model, a projector) into the models folder.
+"""Downloading one item (a model's file, every shard of a split model, a model and its projector).
 
     files = client.list_gguf("bartowski/Qwen2.5-7B-Instruct-GGUF")
     paths = download(pick_files(files, "Q4_K_M"), default_models_dir(ember_paths()), client=client,
@@ -38,8 +38,16 @@ from models.library.jsonstore import fsync_dir
 from models.library.origins import Origin, origin_of, record_origins
 from models.library.paths import EmberPaths, ember_paths
 
-__all__ = ["DownloadCancelled", "DownloadError", "Progress", "allow_downloads", "default_models_dir", "download",
-           "downloads_allowed", "target_path"]
+__all__ = [
+    "DownloadCancelled",
+    "DownloadError",
+    "Progress",
+    "allow_downloads",
+    "default_models_dir",
+    "download",
+    "downloads_allowed",
+    "target_path",
+]
 
 RESERVE_BYTES = 64 << 20  # left free on the disk after a download
 SPEED_WINDOW_S = 3.0  # the speed shown is the average over this many seconds
@@ -76,9 +84,16 @@ def disk_free(folder: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def download(files: Sequence[HubFile], dest_dir: Path, *, client: HubClient,
-             progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
-             free_space: Callable[[Path], int] = disk_free, paths: EmberPaths | None = None) -> list[Path]:
+def download(
+    files: Sequence[HubFile],
+    dest_dir: Path,
+    *,
+    client: HubClient,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    free_space: Callable[[Path], int] = disk_free,
+    paths: EmberPaths | None = None,
+) -> list[Path]:
     """Download `files` as one item; returns their final paths (in the order given).
 
     Raises DownloadError (one line; DownloadCancelled when `cancel` was set), keeping the
@@ -113,16 +128,20 @@ def _already_there(file: HubFile, final: Path, paths: EmberPaths) -> bool:
         return True
     if file.sha256 is not None and size == file.size and file_sha256(final, paths) == file.sha256:
         return True
-    raise DownloadError(f"{final} already exists and is not {file.repo}/{file.path} at this revision; "
-                        f"move it away or remove it (ember models rm) first")
+    raise DownloadError(
+        f"{final} already exists and is not {file.repo}/{file.path} at this revision; "
+        f"move it away or remove it (ember models rm) first"
+    )
 
 
 def _check_space(missing: Sequence[tuple[HubFile, Path]], dest_dir: Path, free_space: Callable[[Path], int]) -> None:
     need = sum(max(0, f.size - _part_size(final)) for f, final in missing)
     free = free_space(dest_dir)
     if need + RESERVE_BYTES > free:
-        raise DownloadError(f"not enough disk space in {dest_dir}: the download needs {_gb(need)} more "
-                            f"(and {_gb(RESERVE_BYTES)} to spare), {_gb(free)} are free; nothing was downloaded")
+        raise DownloadError(
+            f"not enough disk space in {dest_dir}: the download needs {_gb(need)} more "
+            f"(and {_gb(RESERVE_BYTES)} to spare), {_gb(free)} are free; nothing was downloaded"
+        )
 
 
 def _part_size(final: Path) -> int:
@@ -132,8 +151,9 @@ def _part_size(final: Path) -> int:
         return 0
 
 
-def _fetch_all(missing: Sequence[tuple[HubFile, Path]], client: HubClient, meter: _Meter,
-               cancel: threading.Event | None) -> list[str]:
+def _fetch_all(
+    missing: Sequence[tuple[HubFile, Path]], client: HubClient, meter: _Meter, cancel: threading.Event | None
+) -> list[str]:
     digests: list[str] = []
     with feature(FEATURE):
         try:
@@ -146,13 +166,21 @@ def _fetch_all(missing: Sequence[tuple[HubFile, Path]], client: HubClient, meter
     return digests
 
 
-def _put_in_place(missing: Sequence[tuple[HubFile, Path]], digests: Sequence[str], client: HubClient,
-                  paths: EmberPaths) -> None:
+def _put_in_place(
+    missing: Sequence[tuple[HubFile, Path]], digests: Sequence[str], client: HubClient, paths: EmberPaths
+) -> None:
     """Record where the files came from, then give every file its final name (each rename atomic)."""
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record_origins({final: Origin(f.repo, f.path, f.revision, sha, f.size, when, client.endpoint)
-                    for (f, final), sha in zip(missing, digests, strict=True)}, paths)
-    for (_, final), sha in zip(missing, digests, strict=True):
+    record_origins(
+        {
+            final: Origin(f.repo, f.path, f.revision, sha, f.size, when, client.endpoint)
+            for (f, final), sha in zip(missing, digests, strict=True)
+        },
+        paths,
+    )
+    # Projectors first: a vision model never has its final name before its projector does.
+    renames = sorted(zip(missing, digests, strict=True), key=lambda item: not item[0][0].is_projector)
+    for (_, final), sha in renames:
         os.replace(part_path(final), final)
         meta_path(final).unlink(missing_ok=True)
         fsync_dir(final.parent)

@@ -21,8 +21,10 @@ class DownloadCancelled(DownloadError):
 
 def gated_line(repo: str, status: int, has_token: bool) -> str:
     if has_token:
-        return (f"{repo} is gated and this token may not read it (HTTP {status}): accept its licence on the "
-                f"repository's page with the account the token belongs to")
+        return (
+            f"{repo} is gated and this token may not read it (HTTP {status}): accept its licence on the "
+            f"repository's page with the account the token belongs to"
+        )
     return f"{repo} is gated or private (HTTP {status}): accept its licence on the Hub, then {TOKEN_HOW}"
 
 

@@ -106,8 +106,9 @@ class _Receiver:
         self.on_bytes(len(block), True)
 
 
-def fetch(file: HubFile, final: Path, *, client: HubClient, on_bytes: OnBytes,
-          cancel: threading.Event | None = None) -> str:
+def fetch(
+    file: HubFile, final: Path, *, client: HubClient, on_bytes: OnBytes, cancel: threading.Event | None = None
+) -> str:
     """Bring `final`'s `.part` to the whole, verified file; returns its SHA-256 (hex). The `.part` stays."""
     part, meta = part_path(final), meta_path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -140,8 +141,10 @@ def fetch(file: HubFile, final: Path, *, client: HubClient, on_bytes: OnBytes,
             fh.close()
             for p in (part, meta):
                 p.unlink(missing_ok=True)
-            raise DownloadError(f"{file.name}: the bytes received do not match the Hub's SHA-256 "
-                                f"({sha[:12]}… instead of {file.sha256[:12]}…); the file was deleted, nothing was kept")
+            raise DownloadError(
+                f"{file.name}: the bytes received do not match the Hub's SHA-256 "
+                f"({sha[:12]}… instead of {file.sha256[:12]}…); the file was deleted, nothing was kept"
+            )
         _write_meta(meta, {"identity": _identity(file), "verified": sha})
     return sha
 
@@ -154,14 +157,17 @@ def _fill(file: HubFile, got: _Receiver, client: HubClient, cancel: threading.Ev
             _one_request(file, got, client, cancel)
         except _Cut as cut:
             if not cut.moved or resumes >= MAX_RESUMES:
-                raise DownloadError(f"{file.name}: {cut} after {_mb(got.offset)} of {_mb(file.size)}; the "
-                                    f"part received is kept: pull again to resume") from cut
+                raise DownloadError(
+                    f"{file.name}: {cut} after {_mb(got.offset)} of {_mb(file.size)}; the "
+                    f"part received is kept: pull again to resume"
+                ) from cut
             resumes += 1
         except _Wait as wait:
             if wait.seconds is None or waited + wait.seconds > client.retry_after_max:
                 asked = f", asked to wait {wait.seconds:g} s" if wait.seconds is not None else ""
-                raise DownloadError(f"{file.name}: the Hub is rate-limiting downloads (HTTP 429{asked}); "
-                                    f"pull again later to resume") from wait
+                raise DownloadError(
+                    f"{file.name}: the Hub is rate-limiting downloads (HTTP 429{asked}); pull again later to resume"
+                ) from wait
             waited += wait.seconds
             if cancel is None:
                 time.sleep(wait.seconds)
@@ -192,8 +198,9 @@ def _one_request(file: HubFile, got: _Receiver, client: HubClient, cancel: threa
     raise DownloadError(f"{file.name}: more than {MAX_REDIRECTS} redirects; the Hub's address may be wrong")
 
 
-def _send(conn: http.client.HTTPConnection, url: str, headers: dict[str, str], file: HubFile,
-          client: HubClient) -> http.client.HTTPResponse:
+def _send(
+    conn: http.client.HTTPConnection, url: str, headers: dict[str, str], file: HubFile, client: HubClient
+) -> http.client.HTTPResponse:
     u = urlsplit(url)
     try:
         conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=headers)
@@ -201,14 +208,21 @@ def _send(conn: http.client.HTTPConnection, url: str, headers: dict[str, str], f
     except EgressRefused as exc:
         raise DownloadError(str(exc)) from exc
     except TimeoutError as exc:
-        raise DownloadError(f"{file.name}: {_host(url)} did not answer within {client.timeout:g} s; "
-                            f"pull again to resume") from exc
+        raise DownloadError(
+            f"{file.name}: {_host(url)} did not answer within {client.timeout:g} s; pull again to resume"
+        ) from exc
     except (OSError, http.client.HTTPException) as exc:
         raise DownloadError(f"cannot reach {_host(url)}: {exc or type(exc).__name__}") from exc
 
 
-def _receive(response: http.client.HTTPResponse, file: HubFile, got: _Receiver, cancel: threading.Event | None,
-             client: HubClient, url: str) -> None:
+def _receive(
+    response: http.client.HTTPResponse,
+    file: HubFile,
+    got: _Receiver,
+    cancel: threading.Event | None,
+    client: HubClient,
+    url: str,
+) -> None:
     start = _start(response)
     if start != got.offset:  # the server ignored the range (200) or sent another one: start over
         got.reset()
@@ -221,9 +235,11 @@ def _receive(response: http.client.HTTPResponse, file: HubFile, got: _Receiver, 
         try:
             n = response.readinto(view)
         except TimeoutError as exc:
-            raise DownloadError(f"{file.name}: {_host(url)} stopped sending for {client.timeout:g} s after "
-                                f"{_mb(got.offset)} of {_mb(file.size)}; the part received is kept: "
-                                f"pull again to resume") from exc
+            raise DownloadError(
+                f"{file.name}: {_host(url)} stopped sending for {client.timeout:g} s after "
+                f"{_mb(got.offset)} of {_mb(file.size)}; the part received is kept: "
+                f"pull again to resume"
+            ) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise _Cut(got.offset > before, "the connection was cut") from exc
         if not n:
@@ -268,8 +284,10 @@ def _check_status(response: http.client.HTTPResponse, file: HubFile, client: Hub
     if status in (401, 403):
         if code == "GatedRepo" or status == 403:
             raise DownloadError(gated_line(file.repo, status, client.token is not None))
-        raise DownloadError(f"{file.repo} is private, gated or missing (HTTP 401): check the name; if it is "
-                            f"gated, set HF_TOKEN, or run `hf auth login`")
+        raise DownloadError(
+            f"{file.repo} is private, gated or missing (HTTP 401): check the name; if it is "
+            f"gated, set HF_TOKEN, or run `hf auth login`"
+        )
     raise DownloadError(status_line(f"{file.repo}/{file.path}", status))
 
 
@@ -286,8 +304,9 @@ def _next_hop(url: str, location: str | None) -> str:
 
 def _check_cancel(cancel: threading.Event | None, file: HubFile, got: _Receiver) -> None:
     if cancel is not None and cancel.is_set():
-        raise DownloadCancelled(f"download cancelled; {file.name}: {_mb(got.offset)} of {_mb(file.size)} "
-                                f"kept, and the next pull resumes it")
+        raise DownloadCancelled(
+            f"download cancelled; {file.name}: {_mb(got.offset)} of {_mb(file.size)} kept, and the next pull resumes it"
+        )
 
 
 def _destination(url: str) -> Destination:
@@ -304,8 +323,7 @@ def _host(url: str) -> str:
 
 
 def _identity(file: HubFile) -> dict[str, object]:
-    return {"repo": file.repo, "path": file.path, "revision": file.revision, "sha256": file.sha256,
-            "size": file.size}
+    return {"repo": file.repo, "path": file.path, "revision": file.revision, "sha256": file.sha256, "size": file.size}
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
@@ -324,8 +342,10 @@ def _write_meta(path: Path, data: dict[str, object]) -> None:
 
 def _disk_error(exc: OSError, file: HubFile, received: int) -> DownloadError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DownloadError(f"the disk filled up while downloading {file.name}; the {_mb(received)} received "
-                             f"are kept: free some space and pull again to resume")
+        return DownloadError(
+            f"the disk filled up while downloading {file.name}; the {_mb(received)} received "
+            f"are kept: free some space and pull again to resume"
+        )
     return DownloadError(f"cannot write {file.name}: {exc.strerror or exc}")
 
 

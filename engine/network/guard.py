@@ -42,8 +42,15 @@ from models.library.paths import EmberPaths
 UNNAMED_FEATURE = "unnamed code"
 _NAME_TTL_S = 60.0
 _INET = (socket.AF_INET, socket.AF_INET6)
-_LOOKUPS = frozenset({"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex",
-                      "socket.gethostbyaddr", "socket.getnameinfo"})
+_LOOKUPS = frozenset(
+    {
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+    }
+)
 _SENDS = frozenset({"socket.sendto", "socket.sendmsg"})
 _EVENTS = frozenset({"socket.connect", *_LOOKUPS, *_SENDS})
 
@@ -65,8 +72,10 @@ class EgressRefused(BackendError, PermissionError):
 
 
 def refusal_line(destination: str, feature: str) -> str:
-    return (f"zero-egress mode refused a connection to {destination} ({feature}); to allow it, save it as a "
-            f"server in the window or run: ember network allow {destination}")
+    return (
+        f"zero-egress mode refused a connection to {destination} ({feature}); to allow it, save it as a "
+        f"server in the window or run: ember network allow {destination}"
+    )
 
 
 @contextlib.contextmanager

@@ -73,8 +73,7 @@ class Attempt:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
         except (OverflowError, OSError, ValueError):  # a time no calendar holds
             when = "(time unknown)     "
-        return (f"{when}  {self.verdict:<7}  {shown(self.action):<7}  {shown(self.destination)}"
-                f"  ({shown(self.feature)})")
+        return f"{when}  {self.verdict:<7}  {shown(self.action):<7}  {shown(self.destination)}  ({shown(self.feature)})"
 
 
 def shown(text: str) -> str:
@@ -197,7 +196,7 @@ def _tail(path: Path, limit: int) -> bytes:
     finally:
         os.close(fd)
     if start > 0:
-        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
     return data
 
 

@@ -84,7 +84,7 @@ def check_entry(text: str) -> str:
     """An `allow` entry in its stored spelling; ConfigError (one line) if it is neither form."""
     text = text.strip()
     if text.startswith(MCP_PREFIX):
-        if not text[len(MCP_PREFIX):].strip():
+        if not text[len(MCP_PREFIX) :].strip():
             raise ConfigError(f"{text!r}: name the MCP server, e.g. mcp:fetch")
         return text
     return str(parse_destination(text))
@@ -95,7 +95,7 @@ def view_of(settings: NetworkSettings, paths: EmberPaths) -> PolicyView:
     mcp: set[str] = set()
     for entry in settings.allow:
         if entry.startswith(MCP_PREFIX):
-            mcp.add(entry[len(MCP_PREFIX):])
+            mcp.add(entry[len(MCP_PREFIX) :])
             continue
         try:
             allowed.append(Allowed(parse_destination(entry), NETWORK_FILE))

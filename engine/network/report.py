@@ -62,7 +62,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"MCP servers Ember starts: NOT enforced — {child['how']}")
     shown: list[dict[str, Any]] = report["ledger"]
-    lines.append(f"ledger ({report['ledger_file']}): {totals['allowed']} allowed, {totals['refused']} refused"
-                 + (f"; the last {len(shown)}:" if shown else ""))
+    lines.append(
+        f"ledger ({report['ledger_file']}): {totals['allowed']} allowed, {totals['refused']} refused"
+        + (f"; the last {len(shown)}:" if shown else "")
+    )
     lines.extend("  " + a.line() for e in shown if (a := Attempt.from_json(e)) is not None)
     return lines

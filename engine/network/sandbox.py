@@ -6,7 +6,7 @@ every connection it tries fails, whatever language it is written in, and abstrac
 sockets (which belong to the network namespace) are out of reach too. Unix sockets that are
 files are not: the system D-Bus leads to systemd-resolved (a DNS query on request), and any
 relay on the file system forwards whatever it is sent. So where the kernel allows it the
-child also gets a mount namespace (`unshare -m`) in which `LAUNCHER` mounts an empty tmpfs
+child also gets a mount namespace (`unshare -m`) in which `launch` mounts an empty tmpfs
 over `/run` (and `/var/run` where it is a folder of its own), unsets the D-Bus addresses and
 `XDG_RUNTIME_DIR`, and drops every capability for good (bounding set, ambient set, securebits)
 before it starts the program, so the program cannot unmount what hides the sockets.
@@ -24,39 +24,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from engine.child_env import function_child
+
 PROBE_TIMEOUT_S = 5.0
 HIDDEN = ("/run", "/var/run")  # where a system's service sockets live (D-Bus, resolved, docker, the user's)
 SCRUBBED = ("DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "XDG_RUNTIME_DIR")  # addresses of sockets
 STILL_REACHABLE = "Unix sockets outside /run and /var/run (in /tmp or the home folder) stay reachable"
-
-# Runs inside the new namespaces, unsets the variables named in argv[1] (comma-separated), then
-# becomes the program (argv[2:]). Standard library only, started with -I (isolated mode), so
-# nothing in the current folder or the environment is imported.
-LAUNCHER = r"""
-import ctypes, os, shutil, sys
-libc = ctypes.CDLL(None, use_errno=True)
-program = shutil.which(sys.argv[2]) or sys.argv[2]
-program = os.path.realpath(program)  # found before /run is hidden (NixOS keeps its PATH under /run)
-for folder in ("/run", "/var/run"):
-    if os.path.isdir(folder) and not os.path.islink(folder):
-        if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 2 | 4 | 8, b"size=1m,mode=755") != 0:
-            sys.exit("ember: cannot hide the sockets in %s (%s)" % (folder, os.strerror(ctypes.get_errno())))
-        os.mkdir(folder + "/lock")  # what programs expect of /run that holds no socket
-        os.chmod(folder + "/lock", 0o1777)
-        if os.path.isdir("/dev/shm"):
-            os.symlink("/dev/shm", folder + "/shm")
-for name in sys.argv[1].split(","):
-    os.environ.pop(name, None)
-# No capability survives the exec, not even for uid 0 in the namespace: SECBIT_NOROOT (+ locked),
-# no ambient capabilities, an empty bounding set, and no way to gain privileges back.
-ok = libc.prctl(28, 3, 0, 0, 0) == 0 and libc.prctl(47, 4, 0, 0, 0) == 0
-for cap in range(64):
-    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
-        ok = False
-if not ok or libc.prctl(38, 1, 0, 0, 0) != 0:
-    sys.exit("ember: cannot drop the sandbox's capabilities (%s)" % os.strerror(ctypes.get_errno()))
-os.execv(program, sys.argv[2:])
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +57,18 @@ def isolation() -> Isolation:
     unshare = shutil.which("unshare")
     if unshare is None:
         return Isolation(False, how="the unshare command (util-linux) is not installed")
-    # The frozen app runs `-c CODE` itself (packaging/ember_main.py); an interpreter gets -I too.
-    launcher = (sys.executable, "-c", LAUNCHER) if getattr(sys, "frozen", False) else \
-        (sys.executable, "-I", "-c", LAUNCHER)
+    launcher = tuple(function_child("engine.network.sandbox:launch").argv)
     # -c keeps the user's own id inside the namespace (util-linux 2.38+) and --keep-caps lets the
     # launcher mount before it drops everything; -r maps the user to root instead.
     for flags in (("-cnm", "--keep-caps"), ("-rnm",)):
         prefix = (unshare, *flags, "--", *launcher, ",".join(SCRUBBED))
         if _works([*prefix, "true"]):
-            return Isolation(True, prefix, f"new network and mount namespaces (unshare {' '.join(flags)}), "
-                             "with /run's sockets hidden", hides_sockets=True)
+            return Isolation(
+                True,
+                prefix,
+                f"new network and mount namespaces (unshare {' '.join(flags)}), with /run's sockets hidden",
+                hides_sockets=True,
+            )
     # Without a mount namespace the sockets stay in view; at least the addresses that name them go.
     scrub = ("env", *(f"--unset={name}" for name in SCRUBBED))
     for flag in ("-cn", "-rn"):
@@ -116,3 +91,35 @@ def without_network(command: str, args: tuple[str, ...]) -> tuple[str, tuple[str
     if not iso.available:
         return None
     return iso.prefix[0], (*iso.prefix[1:], command, *args)
+
+
+def launch() -> int:
+    """Runs inside the new namespaces (started by `isolation()`'s prefix): unsets the variables
+    named in argv[1] (comma-separated), hides /run's sockets, drops every capability, then
+    becomes the program (argv[2:])."""
+    import ctypes
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    program = shutil.which(sys.argv[2]) or sys.argv[2]
+    program = os.path.realpath(program)  # found before /run is hidden (NixOS keeps its PATH under /run)
+    for folder in ("/run", "/var/run"):
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 2 | 4 | 8, b"size=1m,mode=755") != 0:
+                sys.exit(f"ember: cannot hide the sockets in {folder} ({os.strerror(ctypes.get_errno())})")
+            os.mkdir(folder + "/lock")  # what programs expect of /run that holds no socket
+            os.chmod(folder + "/lock", 0o1777)
+            if os.path.isdir("/dev/shm"):
+                os.symlink("/dev/shm", folder + "/shm")
+    for name in sys.argv[1].split(","):
+        os.environ.pop(name, None)
+    # No capability survives the exec, not even for uid 0 in the namespace: SECBIT_NOROOT (+ locked),
+    # no ambient capabilities, an empty bounding set, and no way to gain privileges back.
+    ok = libc.prctl(28, 3, 0, 0, 0) == 0 and libc.prctl(47, 4, 0, 0, 0) == 0
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
+            ok = False
+    if not ok or libc.prctl(38, 1, 0, 0, 0) != 0:
+        sys.exit(f"ember: cannot drop the sandbox's capabilities ({os.strerror(ctypes.get_errno())})")
+    os.execv(program, sys.argv[2:])
+    return 127  # not reached: execv replaced this process

@@ -30,7 +30,7 @@ class ReplyPipeline:
         # slices: each regex scan then holds the GIL briefly, so the GUI thread keeps running.
         runs: list[tuple[type[Delta], list[str]]] = []
         for start in range(0, len(piece.text), MAX_PIECE_CHARS):
-            part = Piece(piece.text[start:start + MAX_PIECE_CHARS], piece.token_id, False, piece.user_defined)
+            part = Piece(piece.text[start : start + MAX_PIECE_CHARS], piece.token_id, False, piece.user_defined)
             for delta in self._feed_one(part):
                 if runs and runs[-1][0] is type(delta):
                     runs[-1][1].append(delta.text)

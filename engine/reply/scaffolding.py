@@ -213,8 +213,7 @@ SpanSink = Callable[[str, str, bool], bool]
 class ScaffoldingFilter:
     """Streams visible answer text with every registered scaffolding span removed."""
 
-    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY, *,
-                 sink: SpanSink | None = None) -> None:
+    def __init__(self, registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY, *, sink: SpanSink | None = None) -> None:
         self._sink = sink
         self._span_full: list[str] = []  # the whole span, kept only for a sink
         self._patterns = {p.start: p for p in registry}

@@ -44,7 +44,7 @@ _NAME = re.compile(r"[A-Za-z_][\w.\-]*\Z")
 
 
 def _between(span: str, start: str, end: str | None) -> str:
-    body = span[len(start):] if span.startswith(start) else span
+    body = span[len(start) :] if span.startswith(start) else span
     if end and body.endswith(end):
         body = body[: -len(end)]
     return body.strip()
@@ -96,8 +96,9 @@ def _json_values(text: str) -> list[Any]:
     return values
 
 
-def _object_calls(text: str, *, name_key: str = "name", arg_keys: tuple[str, ...] = ("arguments", "parameters"),
-                  id_key: str = "id") -> list[ParsedCall]:
+def _object_calls(
+    text: str, *, name_key: str = "name", arg_keys: tuple[str, ...] = ("arguments", "parameters"), id_key: str = "id"
+) -> list[ParsedCall]:
     calls: list[ParsedCall] = []
     for value in _json_values(text):
         if not isinstance(value, dict):
@@ -291,8 +292,9 @@ _STEP_PARAM = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:para
 
 
 def _steptml(text: str) -> list[ParsedCall]:
-    calls = [_call(name, {k: _typed(v) for k, v in _STEP_PARAM.findall(inner)})
-             for name, inner in _STEP_INVOKE.findall(text)]
+    calls = [
+        _call(name, {k: _typed(v) for k, v in _STEP_PARAM.findall(inner)}) for name, inner in _STEP_INVOKE.findall(text)
+    ]
     if not calls:
         raise CallSyntaxError("no steptml invoke")
     return calls
@@ -325,8 +327,11 @@ _KIMI_CALL = re.compile(
 def kimi_k2(span: str) -> list[ParsedCall]:
     """`<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{…}<|tool_call_end|>`."""
     calls = [
-        _call(name, _json(arguments.replace("<|tool_calls_section_end|>", "").strip() or "{}"),
-              f"functions.{name}:{index}" if index else None)
+        _call(
+            name,
+            _json(arguments.replace("<|tool_calls_section_end|>", "").strip() or "{}"),
+            f"functions.{name}:{index}" if index else None,
+        )
         for name, index, arguments in _KIMI_CALL.findall(span)
     ]
     if not calls:
@@ -404,7 +409,7 @@ def _gemma_calls(body: str, quote: str) -> list[ParsedCall]:
         if not colon or not key.strip():
             raise CallSyntaxError("expected key:value")
         if rest.startswith(quote):
-            value, closed, rest = rest[len(quote):].partition(quote)
+            value, closed, rest = rest[len(quote) :].partition(quote)
             if not closed:
                 raise CallSyntaxError("an unclosed string")
             arguments[key.strip()] = value

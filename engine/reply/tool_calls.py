@@ -86,4 +86,4 @@ def partial_call(span: str, names: Iterable[str]) -> tuple[str, str] | None:
     if found is None or found.group(1) not in set(names):
         return None
     rest = _ARGUMENTS.search(span, found.end()) or _ARGUMENTS.search(span)
-    return found.group(1), span[rest.end():].rstrip() if rest else ""
+    return found.group(1), span[rest.end() :].rstrip() if rest else ""

@@ -10,18 +10,26 @@ apart: the context policy drops or joins them (engine/turns/context_policy.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from engine.backends.base import Message
+from engine.backends.image_input import ImageData
 from engine.history.types import TOOLS_STATS_KEY, StoredMessage
 from engine.tools.permissions import DENIED_TEXT, cut_result
 
 REPLAY_RESULT_CHARS = 2_000
 
 
-def branch_messages(path: Sequence[StoredMessage], *, system: str = "", replay_tools: bool = False) -> list[Message]:
-    """The model messages for a branch (`path`, root first), led by `system` when there is one."""
+def branch_messages(
+    path: Sequence[StoredMessage],
+    *,
+    system: str = "",
+    replay_tools: bool = False,
+    images: Mapping[int, list[ImageData]] | None = None,
+) -> list[Message]:
+    """The model messages for a branch (`path`, root first), led by `system` when there is one;
+    a question with `images` (by message id) carries them."""
     out: list[Message] = [{"role": "system", "content": system}] if system.strip() else []
     for msg in path:
         if msg.role == "assistant" and not msg.content.strip():
@@ -29,18 +37,36 @@ def branch_messages(path: Sequence[StoredMessage], *, system: str = "", replay_t
         records: Any = msg.stats.get(TOOLS_STATS_KEY)
         if replay_tools and msg.role == "assistant" and isinstance(records, list) and records:
             out.extend(_replayed(cast(list[Any], records)))
-        out.append({"role": msg.role, "content": msg.content})
+        message: Message = {"role": msg.role, "content": msg.content}
+        if images and msg.id in images:
+            message["images"] = images[msg.id]
+        out.append(message)
     return out
 
 
 def _replayed(records: list[Any]) -> list[Message]:
     calls = [cast(dict[str, Any], r) for r in records if isinstance(r, dict)]
-    assistant: Message = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": str(r.get("id")), "type": "function",
-         "function": {"name": str(r.get("name")), "arguments": r.get("arguments") or {}}} for r in calls]}
+    assistant: Message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": str(r.get("id")),
+                "type": "function",
+                "function": {"name": str(r.get("name")), "arguments": r.get("arguments") or {}},
+            }
+            for r in calls
+        ],
+    }
     results: list[Message] = []
     for r in calls:
         text = DENIED_TEXT if r.get("approval") == "denied" else str(r.get("result", ""))
-        results.append({"role": "tool", "tool_call_id": str(r.get("id")), "name": str(r.get("name")),
-                        "content": cut_result(text, REPLAY_RESULT_CHARS)})
+        results.append(
+            {
+                "role": "tool",
+                "tool_call_id": str(r.get("id")),
+                "name": str(r.get("name")),
+                "content": cut_result(text, REPLAY_RESULT_CHARS),
+            }
+        )
     return [assistant, *results]

@@ -79,7 +79,7 @@ def with_format(settings: Mapping[str, Any], fmt: ReplyFormat) -> dict[str, Any]
 def check_schema(schema: Any) -> str | None:
     """None when `schema` is a usable JSON Schema object, else one line saying why not."""
     if not isinstance(schema, dict):
-        return "A schema must be a JSON object, like {\"type\": \"object\"}."
+        return 'A schema must be a JSON object, like {"type": "object"}.'
     try:
         compile_schema(cast(dict[str, Any], schema))
     except ConfigError as exc:

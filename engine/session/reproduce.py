@@ -46,8 +46,13 @@ _FIELDS = {
     "system": (optional(is_text), "text"),
     "device": (optional(is_text), "text"),
 }
-_SAMPLING = {"temperature": is_number, "top_p": is_number, "min_p": is_number, "repeat_penalty": is_number,
-             "top_k": is_int}
+_SAMPLING = {
+    "temperature": is_number,
+    "top_p": is_number,
+    "min_p": is_number,
+    "repeat_penalty": is_number,
+    "top_k": is_int,
+}
 
 OpenModel = Callable[[Path, Mapping[str, Any]], Backend]
 
@@ -79,8 +84,12 @@ def receipt_of(store: HistoryStore, message_id: int) -> Mapping[str, Any]:
     return cast(dict[str, Any], receipt)
 
 
-def reproduce(store: HistoryStore, message_id: int, open_model: OpenModel,
-              candidates: Callable[[], Iterator[Path]] = lambda: iter(())) -> Reproduction:
+def reproduce(
+    store: HistoryStore,
+    message_id: int,
+    open_model: OpenModel,
+    candidates: Callable[[], Iterator[Path]] = lambda: iter(()),
+) -> Reproduction:
     receipt = receipt_of(store, message_id)
     _check_reproducible(receipt)
     check_receipt(receipt)
@@ -98,8 +107,10 @@ def reproduce(store: HistoryStore, message_id: int, open_model: OpenModel,
 
 def _check_reproducible(receipt: Mapping[str, Any]) -> None:
     if receipt.get("backend") != "llama.cpp":
-        raise CannotReproduce(f"the reply came from {receipt.get('backend', 'another backend')}; "
-                              "only replies of a local model can be re-run")
+        raise CannotReproduce(
+            f"the reply came from {receipt.get('backend', 'another backend')}; "
+            "only replies of a local model can be re-run"
+        )
     if receipt.get("tools") or receipt.get("grammar"):
         raise CannotReproduce("the reply used tools or a JSON schema; its last prompt is not in the history")
 
@@ -123,8 +134,9 @@ def _check_fits(request: Request, receipt: Mapping[str, Any]) -> None:
     n_ctx = int(receipt.get("context_size") or MAX_CONTEXT)  # checked by check_receipt
     chars = sum(len(str(m.get("content") or "")) for m in request.messages)
     if chars > n_ctx * CHARS_PER_TOKEN:
-        raise CannotReproduce(f"the rebuilt prompt ({chars:,} characters) cannot fit the receipt's "
-                              f"{n_ctx:,}-token context")
+        raise CannotReproduce(
+            f"the rebuilt prompt ({chars:,} characters) cannot fit the receipt's {n_ctx:,}-token context"
+        )
 
 
 def find_model(receipt: Mapping[str, Any], candidates: Iterator[Path]) -> Path:
@@ -166,8 +178,10 @@ def _verdict(message_id: int, receipt: Mapping[str, Any], again: Mapping[str, An
     if matched:
         line = f"reply {message_id}: matches token for token ({n} tokens, reply sha256 {str(recorded['sha256'])[:12]}…)"
     elif not prompt_ok:
-        line = (f"reply {message_id}: cannot compare: the rebuilt prompt differs from the recorded one "
-                "(the conversation was edited, or trimmed to fit the context)")
+        line = (
+            f"reply {message_id}: cannot compare: the rebuilt prompt differs from the recorded one "
+            "(the conversation was edited, or trimmed to fit the context)"
+        )
     else:
         line = f"reply {message_id}: DIFFERS: {n} tokens re-run vs {m} recorded{_why(receipt, again)}"
     return Reproduction(message_id, matched, prompt_ok, recorded, reproduced, text, line)
@@ -175,11 +189,17 @@ def _verdict(message_id: int, receipt: Mapping[str, Any], again: Mapping[str, An
 
 def _why(receipt: Mapping[str, Any], again: Mapping[str, Any]) -> str:
     """What differed between the recorded run and the re-run, by name (older receipts lack some fields)."""
-    changed = [label for key, label in (("llama_cpp_python", "llama-cpp-python version"),
-                                        ("chat_template_sha256", "chat template"),
-                                        ("cpu_variant", "CPU variant"), ("prompt_lookup", "prompt-lookup drafting"),
-                                        ("draft_model", "draft model"))
-               if key in receipt and receipt.get(key) != again.get(key)]
+    changed = [
+        label
+        for key, label in (
+            ("llama_cpp_python", "llama-cpp-python version"),
+            ("chat_template_sha256", "chat template"),
+            ("cpu_variant", "CPU variant"),
+            ("prompt_lookup", "prompt-lookup drafting"),
+            ("draft_model", "draft model"),
+        )
+        if key in receipt and receipt.get(key) != again.get(key)
+    ]
     if device_kind(receipt.get("device")) != device_kind(again.get("device")):
         changed.insert(0, "device")
     cache, cache_again = _part(receipt, "kv_cache"), _part(again, "kv_cache")

@@ -48,7 +48,7 @@ def sweep(folder: Path) -> int:
 
 def _owner_pid(name: str) -> int | None:
     """The pid in `ember-unsaved-<pid>-<random>`; None for any other name (left alone)."""
-    head = name[len(PREFIX):].split("-", 1)[0]
+    head = name[len(PREFIX) :].split("-", 1)[0]
     return int(head) if head.isdigit() else None
 
 

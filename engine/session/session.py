@@ -18,6 +18,11 @@ or a template's `ConfigError` before anything is stored. `begin` commits the que
 the edited question, or opens another answer) under the conversation's writer lock; the
 `Turn` records every event, tool calls included, and saves the "always allow" choices.
 
+The API server (`ember serve`) has no branch to read: its request is the prompt, so its plan
+is `Plan.of_request(request)` (sent as it is, never cut, no line added), fitted the same way,
+whose refusal is the client's `context_length_exceeded`; with `--record`,
+`begin_request` stores the request's past as a new conversation and begins the turn.
+
 A session without history (`ChatSession.unsaved()`) keeps its conversations in a scratch
 database that is removed on close, so there is one code path either way. The methods here
 run on the caller's thread; the async ones (the window's) do their store work through
@@ -30,16 +35,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.backends.image_input import ImageData, refuse_unseen
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event, Sources
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
+from engine.history.images import images_of
 from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
@@ -71,10 +78,15 @@ class Ask:
     kind: Literal["send", "regenerate", "edit"]
     text: str = ""
     message_id: int | None = None  # regenerate: the answer (or its question); edit: the question
+    images: tuple[ImageData, ...] = ()  # send: the pictures the new message carries
+    attach: tuple[Path, ...] = ()  # send: files attached to the message (then the conversation's)
+    collection: str | None = None  # the collection to answer from (None: the conversation's)
 
     @classmethod
-    def send(cls, text: str) -> Ask:
-        return cls("send", text)
+    def send(
+        cls, text: str, images: Sequence[ImageData] = (), *, attach: Sequence[Path] = (), collection: str | None = None
+    ) -> Ask:
+        return cls("send", text, images=tuple(images), attach=tuple(attach), collection=collection or None)
 
     @classmethod
     def regenerate(cls, message_id: int) -> Ask:
@@ -97,6 +109,15 @@ class Plan:
     fitted: Fit | None = None
     sources: Sources | None = None  # the documents' passages the question carries
 
+    @classmethod
+    def of_request(cls, request: Request) -> Plan:
+        """The plan of an API request (`ember serve`): the request is the prompt, sent as it is
+        (`verbatim`) or refused by the fit; its question is its last user message."""
+        request = request.with_(verbatim=True)
+        asked = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
+        text = str(asked.get("content") or "") if asked is not None else ""
+        return cls(Ask.send(text), request, ContextPolicy.STOP, None, None)
+
     def with_documents(self, messages: list[Message], sources: Sources | None) -> Plan:
         """This plan with the question carrying its documents' passages (before the fit)."""
         return replace(self, request=self.request.with_(messages=tuple(messages)), sources=sources)
@@ -107,6 +128,7 @@ class Plan:
         Raises the policy's `ContextOverflowError` (the message must not be stored) or a
         template's `ConfigError`.
         """
+        refuse_unseen(backend.capabilities.vision, backend.name, self.request.messages)
         request, fitted = fit_request(backend, self.request, self.policy)
         return replace(self, request=request, fitted=fitted)
 
@@ -123,8 +145,15 @@ class Plan:
 class ChatSession:
     """The open conversation over one history store, and every turn in it."""
 
-    def __init__(self, store: HistoryStore, conversation_id: int | None = None, *, saved: bool = True,
-                 lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        conversation_id: int | None = None,
+        *,
+        saved: bool = True,
+        lock_wait_s: float = 0.0,
+        on_wait: Callable[[], None] | None = None,
+    ) -> None:
         self.store = store
         self.conversation_id = conversation_id  # None: a fresh conversation, stored at its first message
         self.saved = saved  # False: history is off, the store is a scratch file
@@ -246,6 +275,21 @@ class ChatSession:
             self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
             self._known = (self.conversation_id, settings)
 
+    def documents_for(self, ask: Ask) -> tuple[list[Path], str | None]:
+        """The files and collection `ask` is answered from: the conversation's attached files, then the
+        ask's (absolute, each once); the collection asked for, else the conversation's.
+
+        A front end opens them (`desktop.core.documents.TurnDocuments`), puts their passages into
+        the plan (`Plan.with_documents`) and has the conversation remember the files it could read.
+        """
+        known = self.settings
+        files = [Path(p) for p in known.attachments]
+        for path in ask.attach:
+            absolute = path.expanduser().resolve()
+            if absolute not in files:
+                files.append(absolute)
+        return files, ask.collection or known.docs
+
     def path(self, *, upto: int | None = None) -> list[StoredMessage]:
         """The open conversation's active branch (or the one ending at `upto`), root first."""
         if self.conversation_id is None:
@@ -256,12 +300,22 @@ class ChatSession:
         """The active branch as chat messages, without the system prompt (what a view shows)."""
         return branch_messages(self.path())
 
-    def messages(self, settings: TurnSettings, *, replay_tools: bool = False, upto: int | None = None,
-                 path: list[StoredMessage] | None = None) -> list[Message]:
+    def messages(
+        self,
+        settings: TurnSettings,
+        *,
+        replay_tools: bool = False,
+        upto: int | None = None,
+        path: list[StoredMessage] | None = None,
+    ) -> list[Message]:
         """The model messages of the branch ending at `upto`: the system prompt first."""
         system = self.settings.system or settings.system_prompt
-        return branch_messages(self.path(upto=upto) if path is None else path, system=system,
-                               replay_tools=replay_tools)
+        branch = self.path(upto=upto) if path is None else path
+        return branch_messages(branch, system=system, replay_tools=replay_tools, images=self.images_of(branch))
+
+    def images_of(self, branch: Sequence[StoredMessage]) -> dict[int, list[ImageData]]:
+        """The stored images of the branch's questions, by message id."""
+        return images_of(self.store, [m.id for m in branch if m.role == "user"])
 
     def policy(self, settings: TurnSettings, override: ContextPolicy | None = None) -> ContextPolicy:
         """The context policy in force: `override`, else the conversation's, else the model's."""
@@ -269,8 +323,15 @@ class ChatSession:
 
     # -- a turn --------------------------------------------------------------------------
 
-    def prepare(self, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
-                schema: Schema | None = None, policy: ContextPolicy | None = None) -> Plan:
+    def prepare(
+        self,
+        ask: Ask,
+        settings: TurnSettings,
+        *,
+        tools: ToolSet | None = None,
+        schema: Schema | None = None,
+        policy: ContextPolicy | None = None,
+    ) -> Plan:
         """The request for `ask`, built from the stored branch (read once), not stored yet.
 
         Holds the conversation's writer lock from here (HistoryError when another writer
@@ -280,8 +341,9 @@ class ChatSession:
         try:
             messages = self._messages_for(ask, settings, replay_tools=bool(tools))
             specs = tuple(tools.specs()) if tools else None
-            request = make_request(messages, tools=specs, sampling=settings.sampling,
-                                   max_tokens=settings.max_tokens, schema=schema)
+            request = make_request(
+                messages, tools=specs, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema
+            )
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -291,23 +353,37 @@ class ChatSession:
     def _messages_for(self, ask: Ask, settings: TurnSettings, *, replay_tools: bool) -> list[Message]:
         if ask.kind == "send":
             head = self.messages(settings, replay_tools=replay_tools)
-            return [*head, {"role": "user", "content": ask.text}]
+            asked: Message = {"role": "user", "content": ask.text}
+            if ask.images:
+                asked["images"] = list(ask.images)
+            return [*head, asked]
         if ask.message_id is None or self.conversation_id is None:
             raise HistoryError("no conversation is open")
         target = self.store.message(ask.message_id)
         if ask.kind == "edit":
             if target.role != "user":
                 raise HistoryError(f"message {ask.message_id} is not a user message")
-            head = self.messages(settings, replay_tools=replay_tools, upto=target.parent_id) \
-                if target.parent_id is not None else self.messages(settings, path=[])
-            return [*head, {"role": "user", "content": ask.text}]
+            head = (
+                self.messages(settings, replay_tools=replay_tools, upto=target.parent_id)
+                if target.parent_id is not None
+                else self.messages(settings, path=[])
+            )
+            kept = self.images_of([target]).get(target.id)
+            return [*head, {"role": "user", "content": ask.text} | ({"images": kept} if kept else {})]
         question = target.parent_id if target.role == "assistant" else target.id
         if question is None:
             raise HistoryError(f"message {ask.message_id} does not answer a user message")
         return self.messages(settings, replay_tools=replay_tools, upto=question)
 
-    def begin(self, plan: Plan, *, model: str = "", approver: Approver = deny_all,
-              max_tool_rounds: int | None = None, ask_again: bool = False) -> Turn:
+    def begin(
+        self,
+        plan: Plan,
+        *,
+        model: str = "",
+        approver: Approver = deny_all,
+        max_tool_rounds: int | None = None,
+        ask_again: bool = False,
+    ) -> Turn:
         """Store the question of `plan` (or open another answer) and return the turn to run."""
         try:
             conversation_id = self._ensure_conversation(model)
@@ -329,10 +405,39 @@ class ChatSession:
                 use.max_rounds = max_tool_rounds
         return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources)
 
-    def open_turn(self, backend: Backend, ask: Ask, settings: TurnSettings, *, tools: ToolSet | None = None,
-                  schema: Schema | None = None, policy: ContextPolicy | None = None, model: str = "",
-                  approver: Approver = deny_all, max_tool_rounds: int | None = None,
-                  ask_again: bool = False, documents: Documents | None = None) -> Turn:
+    def begin_request(self, plan: Plan, *, model: str = "") -> Turn:
+        """Record an API request's turn (`ember serve --record`): a new conversation holding the
+        request's messages before its question (the system prompt in its settings; tool calls and
+        results are the client's, not stored), then `begin` stores the question."""
+        past = plan.request.messages
+        last = max((i for i, m in enumerate(past) if m.get("role") == "user"), default=len(past))
+        past = past[:last]
+        self.new()
+        system = "\n\n".join(str(m.get("content") or "") for m in past if m.get("role") == "system")
+        if system:
+            self.update_settings(system=system)
+        conversation_id, parent = self._ensure_conversation(model), None
+        for message in past:
+            role, content = message["role"], str(message.get("content") or "")
+            if (role == "user" or role == "assistant") and content.strip():
+                parent = self.store.add_message(conversation_id, role, content, parent_id=parent)
+        return self.begin(plan, model=model)  # the question goes after the active leaf: the last of these
+
+    def open_turn(
+        self,
+        backend: Backend,
+        ask: Ask,
+        settings: TurnSettings,
+        *,
+        tools: ToolSet | None = None,
+        schema: Schema | None = None,
+        policy: ContextPolicy | None = None,
+        model: str = "",
+        approver: Approver = deny_all,
+        max_tool_rounds: int | None = None,
+        ask_again: bool = False,
+        documents: Documents | None = None,
+    ) -> Turn:
         """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
 
         Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
@@ -346,12 +451,20 @@ class ChatSession:
         except BaseException:
             plan.release()
             raise
-        return self.begin(plan, model=model, approver=approver, max_tool_rounds=max_tool_rounds,
-                          ask_again=ask_again)
+        return self.begin(plan, model=model, approver=approver, max_tool_rounds=max_tool_rounds, ask_again=ask_again)
 
-    async def open_turn_async(self, engine: Engine, ask: Ask, settings: TurnSettings, *,
-                              tools: ToolSet | None = None, schema: Schema | None = None, model: str = "",
-                              approver: Approver = deny_all, documents: DocumentsAsync | None = None) -> Turn:
+    async def open_turn_async(
+        self,
+        engine: Engine,
+        ask: Ask,
+        settings: TurnSettings,
+        *,
+        tools: ToolSet | None = None,
+        schema: Schema | None = None,
+        model: str = "",
+        approver: Approver = deny_all,
+        documents: DocumentsAsync | None = None,
+    ) -> Turn:
         """`open_turn` on an event loop: the fit runs on the engine's counting thread.
 
         With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
@@ -367,16 +480,19 @@ class ChatSession:
             raise
         return await self.io(partial(self.begin, plan, model=model, approver=approver))
 
-    async def meter_async(self, engine: Engine, draft: str, settings: TurnSettings,
-                          documents: WithDocuments | None = None) -> Meter | None:
+    async def meter_async(
+        self, engine: Engine, draft: str, settings: TurnSettings, documents: WithDocuments | None = None
+    ) -> Meter | None:
         """The composer's meter for `draft` after the open conversation (None: no model, or it cannot count);
         `documents` adds the next message's documents as the turn will."""
         messages, policy = await self.io(lambda: (self.messages(settings), self.policy(settings)))
-        return await engine.measure(lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens,
-                                                            documents=documents))
+        return await engine.measure(
+            lambda b: measure_draft(b, messages, draft, policy, settings.max_tokens, documents=documents)
+        )
 
-    async def context_cut_async(self, engine: Engine, settings: TurnSettings,
-                                path: list[StoredMessage] | None = None) -> Fit | None:
+    async def context_cut_async(
+        self, engine: Engine, settings: TurnSettings, path: list[StoredMessage] | None = None
+    ) -> Fit | None:
         """Where the model's view of the open conversation (its branch `path`) begins; None when unknown."""
         messages, policy = await self.io(lambda: (self.messages(settings, path=path), self.policy(settings)))
         if not messages:
@@ -394,8 +510,10 @@ class ChatSession:
         except ConversationBusy as exc:
             if self.lock_wait_s:
                 raise
-            raise HistoryError("another reply is being written in this conversation right now "
-                               "(`ember chat`); try again when it is done") from exc
+            raise HistoryError(
+                "another reply is being written in this conversation right now "
+                "(`ember chat`); try again when it is done"
+            ) from exc
         return lock
 
     def _ensure_conversation(self, model: str) -> int:
@@ -420,7 +538,7 @@ class ChatSession:
 
 def _start(recorder: TurnRecorder, ask: Ask) -> None:
     if ask.kind == "send":
-        recorder.begin(ask.text)
+        recorder.begin(ask.text, ask.images)
     elif ask.kind == "edit":
         assert ask.message_id is not None
         recorder.begin_edit(ask.message_id, ask.text)
@@ -493,6 +611,27 @@ class Turn:
         if fitted is not None:
             self.request, self.fit = fitted
 
+    def adopt(self, settings: TurnSettings, conversation_system: str = "") -> None:
+        """Run with `settings` (the model's, known only once it loaded): sampling, reply cap, system prompt.
+
+        A turn stored while its model loaded was prepared with the settings known then; the
+        model's own (recommended, built-in, saved) apply from the moment it runs. The
+        conversation's own system prompt (`conversation_system`) wins over the model's. A turn
+        already fitted to a model keeps its request (it was prepared with that model's settings).
+        """
+        if self.fit.measured:
+            return
+        messages = list(self.request.messages)
+        if messages and messages[0].get("role") == "system":
+            messages = messages[1:]
+        system = conversation_system or settings.system_prompt
+        if system.strip():
+            messages.insert(0, {"role": "system", "content": system})
+        self.request = self.request.with_(
+            messages=tuple(messages), sampling=settings.sampling, max_tokens=settings.max_tokens
+        )
+        self.fit = unmeasured(self.request.messages)  # measured by `refit_async`
+
     def record(self, event: Event) -> None:
         """Record an event the front end made itself (no model, say)."""
         self.recorder.on_event(event)
@@ -516,7 +655,8 @@ class Turn:
             if self.tools is not None and frozenset(self.tools.permissions.always) != self._always:
                 self._always = frozenset(self.tools.permissions.always)
                 with contextlib.suppress(HistoryError):  # the choice holds for this run either way
-                    self.session.update_settings(self.recorder.conversation_id,
-                                                 tools_always=tuple(sorted(self._always)))
+                    self.session.update_settings(
+                        self.recorder.conversation_id, tools_always=tuple(sorted(self._always))
+                    )
         finally:
             self.lock.release()

@@ -68,8 +68,14 @@ def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = No
         s = dataclasses.replace(saved or ModelSettings(), **given)
     except ValueError as exc:
         raise ConfigError(str(exc).replace("invalid model setting ", "invalid value for ")) from exc
-    sampling = Sampling(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
-                        repeat_penalty=s.repeat_penalty, seed=s.seed)
+    sampling = Sampling(
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k,
+        min_p=s.min_p,
+        repeat_penalty=s.repeat_penalty,
+        seed=s.seed,
+    )
     return TurnSettings(s, sampling, s.reply_limit)
 
 
@@ -111,12 +117,15 @@ class ConversationSettings:
     tools_folders: tuple[str, ...] = ()
     tools_mcp: tuple[str, ...] = ()
     tools_always: tuple[str, ...] = ()  # tools the user chose to always allow here
+    docs: str | None = None  # the collection its questions are answered from
+    attachments: tuple[str, ...] = ()  # the files attached to it (absolute paths), answered from too
     extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> ConversationSettings:
         system = stored.get(_SYSTEM)
         policy = stored.get(_POLICY)
+        docs = stored.get(_DOCS)
         return cls(
             system=system if isinstance(system, str) else "",
             context_policy=parse_policy(policy, DEFAULT_POLICY) if isinstance(policy, str) and policy else None,
@@ -125,6 +134,8 @@ class ConversationSettings:
             tools_folders=_names(stored.get(_FOLDERS)),
             tools_mcp=_names(stored.get(_MCP)),
             tools_always=_names(stored.get(_ALWAYS)),
+            docs=docs if isinstance(docs, str) and docs else None,
+            attachments=tuple(p for p in _names(stored.get(_ATTACHMENTS)) if p),
             extra={k: v for k, v in stored.items() if k not in _KEYS},
         )
 
@@ -139,7 +150,14 @@ class ConversationSettings:
             out[REPLY_FORMAT_KEY] = fmt
         if self.tools_enabled:
             out[_ENABLED] = True
-        for key, names in ((_FOLDERS, self.tools_folders), (_MCP, self.tools_mcp), (_ALWAYS, self.tools_always)):
+        if self.docs:
+            out[_DOCS] = self.docs
+        for key, names in (
+            (_FOLDERS, self.tools_folders),
+            (_MCP, self.tools_mcp),
+            (_ALWAYS, self.tools_always),
+            (_ATTACHMENTS, self.attachments),
+        ):
             if names:
                 out[key] = list(names)
         return out
@@ -150,7 +168,8 @@ class ConversationSettings:
 
 _SYSTEM, _POLICY = "system", POLICY_KEY
 _ENABLED, _FOLDERS, _MCP, _ALWAYS = "tools_enabled", "tools_folders", "tools_mcp", "tools_always"
-_KEYS = frozenset({_SYSTEM, _POLICY, REPLY_FORMAT_KEY, _ENABLED, _FOLDERS, _MCP, _ALWAYS})
+_DOCS, _ATTACHMENTS = "docs", "attachments"  # the keys `ember chat --docs/--attach` stored before they were typed
+_KEYS = frozenset({_SYSTEM, _POLICY, REPLY_FORMAT_KEY, _ENABLED, _FOLDERS, _MCP, _ALWAYS, _DOCS, _ATTACHMENTS})
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -158,6 +177,8 @@ def _names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(str(v) for v in cast(list[Any], value) if isinstance(v, str | int))
+
+
 def is_builtin(path: Path) -> bool:
     try:
         return path.resolve() == default_model_path().resolve()

@@ -45,8 +45,9 @@ def calculator_tool() -> Tool:
         except CalcError as exc:
             raise ToolError(str(exc)) from exc
 
-    params = object_schema({"expression": {"type": "string", "description": "arithmetic, e.g. 2 * (3 + 4) ** 2"}},
-                           required=["expression"])
+    params = object_schema(
+        {"expression": {"type": "string", "description": "arithmetic, e.g. 2 * (3 + 4) ** 2"}}, required=["expression"]
+    )
     return Tool("calculator", "Evaluate an arithmetic expression exactly.", params, run)
 
 
@@ -67,8 +68,12 @@ def file_tools(grants: FolderGrants) -> list[Tool]:
     granted = f" Granted folders: {grants.names()}."
     return [
         Tool("list_files", "List the files in a folder the user granted." + granted, object_schema(_PATH), list_run),
-        Tool("read_file", "Read a text file inside a folder the user granted." + granted,
-             object_schema(_PATH, required=["path"]), read_run),
+        Tool(
+            "read_file",
+            "Read a text file inside a folder the user granted." + granted,
+            object_schema(_PATH, required=["path"]),
+            read_run,
+        ),
     ]
 
 
@@ -95,8 +100,9 @@ def search_tool(history_db: Path) -> Tool:
     return Tool("search_conversations", "Search the user's earlier conversations with Ember.", params, run)
 
 
-def builtin_tools(*, grants: FolderGrants | None = None, history_db: Path | None = None,
-                  now: Callable[[], dt.datetime] | None = None) -> list[Tool]:
+def builtin_tools(
+    *, grants: FolderGrants | None = None, history_db: Path | None = None, now: Callable[[], dt.datetime] | None = None
+) -> list[Tool]:
     tools = [current_time_tool(now) if now else current_time_tool(), calculator_tool()]
     if grants:
         tools.extend(file_tools(grants))

@@ -31,18 +31,36 @@ class CalcError(ValueError):
 
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: operator.mod,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: operator.mod,
     ast.Pow: lambda a, b: a**b,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
-    "atan": math.atan, "log": math.log, "log10": math.log10, "log2": math.log2, "exp": math.exp,
-    "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil,
+    "sqrt": math.sqrt,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "exp": math.exp,
+    "abs": abs,
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
 }
-_TWO_ARGUMENTS = {"log": "log() takes a number and an optional base",
-                  "round": "round() takes a number and an optional whole number of digits"}
+_TWO_ARGUMENTS = {
+    "log": "log() takes a number and an optional base",
+    "round": "round() takes a number and an optional whole number of digits",
+}
 _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
 

@@ -42,8 +42,9 @@ _T = TypeVar("_T")
 class McpServer:
     """One configured stdio server: started on first use, restarted after a failure."""
 
-    def __init__(self, config: ServerConfig, *, start_timeout_s: float = START_TIMEOUT_S,
-                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+    def __init__(
+        self, config: ServerConfig, *, start_timeout_s: float = START_TIMEOUT_S, call_timeout_s: float = CALL_TIMEOUT_S
+    ) -> None:
         self.config = config
         self.start_timeout_s = start_timeout_s
         self.call_timeout_s = call_timeout_s
@@ -68,15 +69,24 @@ class McpServer:
         """The server's tools, as Ember tools that call back into it."""
         listed: Any = self._request(lambda s: s.list_tools(), self.start_timeout_s, "listing tools")
         return [
-            Tool(t.name, t.description or "", dict(t.input_schema or {"type": "object"}), self._runner(t.name),
-                 source=f"mcp:{self.name}")
+            Tool(
+                t.name,
+                t.description or "",
+                dict(t.input_schema or {"type": "object"}),
+                self._runner(t.name),
+                source=f"mcp:{self.name}",
+            )
             for t in listed.tools
         ]
 
     def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
         timeout = self.call_timeout_s
-        result: Any = self._request(lambda s: s.call_tool(tool, dict(arguments), read_timeout_seconds=timeout),
-                               timeout, f"running {tool}", grace_s=1.0)
+        result: Any = self._request(
+            lambda s: s.call_tool(tool, dict(arguments), read_timeout_seconds=timeout),
+            timeout,
+            f"running {tool}",
+            grace_s=1.0,
+        )
         text = _result_text(result)
         if getattr(result, "is_error", False):
             raise ToolError(text or f"{tool} failed on MCP server {self.name}")
@@ -94,8 +104,9 @@ class McpServer:
 
         return run
 
-    def _request(self, make: Callable[[ClientSession], Coroutine[Any, Any, Any]], timeout: float, what: str,
-                 grace_s: float = 0.0) -> Any:
+    def _request(
+        self, make: Callable[[ClientSession], Coroutine[Any, Any, Any]], timeout: float, what: str, grace_s: float = 0.0
+    ) -> Any:
         link = self._started()
         try:
             return link.run(make(link.session), timeout + grace_s)
@@ -148,8 +159,9 @@ class _Link:
         self._too_deep = asyncio.Event()  # a reply nested too deeply to parse arrived
         self._thread = threading.Thread(target=self._main, name=f"mcp-{config.name}", daemon=True)
         # Zero-egress mode: the server starts in a network namespace of its own where it can.
-        self.launch = network_guard.child_launch(f"MCP server {config.name}", f"mcp:{config.name}",
-                                                 config.command, tuple(config.args))
+        self.launch = network_guard.child_launch(
+            f"MCP server {config.name}", f"mcp:{config.name}", config.command, tuple(config.args)
+        )
 
     @classmethod
     def start(cls, config: ServerConfig, timeout: float) -> _Link:
@@ -190,14 +202,17 @@ class _Link:
         # `initialize` then gets the SDK's shutdown (stdin closed, SIGTERM, SIGKILL to its whole
         # process group), instead of outliving Ember. A native task.cancel() could skip that.
         launch = self.launch
-        params = StdioServerParameters(command=launch.command, args=list(launch.args),
-                                       env=dict(self.config.env) or None)
+        params = StdioServerParameters(
+            command=launch.command, args=list(launch.args), env=dict(self.config.env) or None
+        )
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self._closing:
                 scope.cancel()
-            async with stdio_client(params, errlog=errlog) as (read, write), \
-                    ClientSession(read, write, message_handler=self._on_message) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, message_handler=self._on_message) as session,
+            ):
                 await session.initialize()
                 self.ready.set_result(session)
                 await anyio.sleep_forever()
@@ -225,8 +240,10 @@ class _Link:
             unreadable.cancel()
         if not request.done():
             request.cancel()
-            raise _Unreadable(f"MCP server {self.config.name} sent a reply nested too deeply to read "
-                              "(a tool's schema or result deeper than the JSON parser's limit)")
+            raise _Unreadable(
+                f"MCP server {self.config.name} sent a reply nested too deeply to read "
+                "(a tool's schema or result deeper than the JSON parser's limit)"
+            )
         return request.result()
 
     def close(self) -> None:
@@ -237,7 +254,6 @@ class _Link:
             self._thread.join(timeout=STOP_TIMEOUT_S)
         if self._thread.is_alive():
             log.warning("MCP server %s did not stop in time; leaving its thread", self.config.name)
-
 
     def _cancel(self) -> None:
         if self._scope is not None:

@@ -33,7 +33,7 @@ def load_mcp_config(path: Path) -> dict[str, ServerConfig]:
     data: Any = read_json(path)
     servers = cast(dict[str, Any], data).get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
-        raise ConfigError(f"{path}: expected an object with \"mcpServers\"")
+        raise ConfigError(f'{path}: expected an object with "mcpServers"')
     return {str(name): _server(str(name), raw, path) for name, raw in cast(dict[str, Any], servers).items()}
 
 
@@ -44,11 +44,11 @@ def _server(name: str, raw: Any, path: Path) -> ServerConfig:
     entry = cast(dict[str, Any], raw)
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise ConfigError(f"{where} needs a \"command\" (only stdio servers are supported)")
+        raise ConfigError(f'{where} needs a "command" (only stdio servers are supported)')
     args: Any = entry.get("args", [])
     env: Any = entry.get("env", {})
     if not isinstance(args, list) or not all(isinstance(a, str) for a in cast(list[Any], args)):
-        raise ConfigError(f"{where}: \"args\" must be a list of strings")
+        raise ConfigError(f'{where}: "args" must be a list of strings')
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in cast(dict[str, Any], env).values()):
-        raise ConfigError(f"{where}: \"env\" must map names to strings")
+        raise ConfigError(f'{where}: "env" must map names to strings')
     return ServerConfig(name, command, tuple(cast(list[str], args)), dict(cast(dict[str, str], env)))

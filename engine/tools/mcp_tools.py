@@ -22,8 +22,13 @@ from engine.tools.registry import Tool, ToolError
 class McpServers:
     """The configured servers; each starts at most once, when first needed."""
 
-    def __init__(self, configs: dict[str, ServerConfig], *, start_timeout_s: float = START_TIMEOUT_S,
-                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        configs: dict[str, ServerConfig],
+        *,
+        start_timeout_s: float = START_TIMEOUT_S,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+    ) -> None:
         self.servers = {
             name: McpServer(config, start_timeout_s=start_timeout_s, call_timeout_s=call_timeout_s)
             for name, config in configs.items()
@@ -41,11 +46,12 @@ class McpServers:
         """ConfigError (one line) for a server name that is not configured; starts nothing."""
         for name in names:
             if name not in self.servers:
-                known = ", ".join(self.servers) or f"none; add them to {CONFIG_NAME} under \"mcpServers\""
+                known = ", ".join(self.servers) or f'none; add them to {CONFIG_NAME} under "mcpServers"'
                 raise ConfigError(f"no MCP server named {name!r} is configured (configured: {known})")
 
-    def tools_for(self, names: Iterable[str], *, taken: Iterable[str] = (),
-                  warn: Callable[[str], None] = lambda _: None) -> list[Tool]:
+    def tools_for(
+        self, names: Iterable[str], *, taken: Iterable[str] = (), warn: Callable[[str], None] = lambda _: None
+    ) -> list[Tool]:
         names = list(names)
         self.check(names)
         used = set(taken)

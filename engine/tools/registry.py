@@ -30,14 +30,20 @@ class Tool:
     source: str = "builtin"  # "builtin" or "mcp:SERVER"
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
 
 
-def object_schema(properties: Mapping[str, Mapping[str, Any]] | None = None,
-                  required: Iterable[str] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": {k: dict(v) for k, v in (properties or {}).items()},
-            "required": list(required)}
+def object_schema(
+    properties: Mapping[str, Mapping[str, Any]] | None = None, required: Iterable[str] = ()
+) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {k: dict(v) for k, v in (properties or {}).items()},
+        "required": list(required),
+    }
 
 
 class ToolSet:

@@ -95,11 +95,13 @@ class MessageTooLongError(ContextOverflowError):
             super().__init__(
                 f"the model's {n_ctx:,}-token context has no room for this message: with room kept for the "
                 f"reply, the system prompt and the tools' descriptions already fill it; raise the context "
-                f"length or turn the tools off")
+                f"length or turn the tools off"
+            )
             return
         super().__init__(
             f"this message needs {tokens:,} tokens, but with room kept for the reply the model's "
-            f"{n_ctx:,}-token context holds at most {limit:,}; shorten it or raise the context length")
+            f"{n_ctx:,}-token context holds at most {limit:,}; shorten it or raise the context length"
+        )
 
 
 class MessageTooLargeError(MessageTooLongError):
@@ -107,8 +109,10 @@ class MessageTooLargeError(MessageTooLongError):
 
     def __init__(self, chars: int, limit: int, n_ctx: int) -> None:
         ContextOverflowError.__init__(
-            self, f"this message is {chars:,} characters long, far more than the model's {n_ctx:,}-token context "
-                  f"can hold; shorten it (or attach it as a file: it is then searched, not sent whole)")
+            self,
+            f"this message is {chars:,} characters long, far more than the model's {n_ctx:,}-token context "
+            f"can hold; shorten it (or attach it as a file: it is then searched, not sent whole)",
+        )
         self.tokens, self.limit, self.n_ctx = chars // MAX_CHARS_PER_TOKEN, limit, n_ctx
 
 
@@ -117,8 +121,10 @@ class SystemPromptTooLongError(MessageTooLongError):
 
     def __init__(self, tokens: int, limit: int, n_ctx: int) -> None:
         ContextOverflowError.__init__(
-            self, f"the system prompt alone ({tokens:,} tokens) is longer than the model's {n_ctx:,}-token "
-                  f"context allows ({limit:,} with room kept for the reply); shorten it or raise the context length")
+            self,
+            f"the system prompt alone ({tokens:,} tokens) is longer than the model's {n_ctx:,}-token "
+            f"context allows ({limit:,} with room kept for the reply); shorten it or raise the context length",
+        )
         self.tokens, self.limit, self.n_ctx = tokens, limit, n_ctx
 
 
@@ -129,7 +135,8 @@ class ContextFullError(ContextOverflowError):
         self.tokens, self.limit, self.n_ctx = tokens, limit, n_ctx
         super().__init__(
             f"the conversation ({tokens:,} tokens) no longer fits the {n_ctx:,}-token context "
-            f"({limit:,} with room for the reply); choose another context policy or start a new conversation")
+            f"({limit:,} with room for the reply); choose another context policy or start a new conversation"
+        )
 
 
 def reply_reserve(n_ctx: int, max_tokens: int) -> int:
@@ -174,8 +181,16 @@ class _Split:
     turns: list[list[int]] = field(default_factory=list[list[int]])
 
 
-def fit_messages(messages: Sequence[Message], policy: ContextPolicy, counter: TokenCounter, *, n_ctx: int,
-                 max_tokens: int, stable: bool = True, headroom: int = 0) -> Fit:
+def fit_messages(
+    messages: Sequence[Message],
+    policy: ContextPolicy,
+    counter: TokenCounter,
+    *,
+    n_ctx: int,
+    max_tokens: int,
+    stable: bool = True,
+    headroom: int = 0,
+) -> Fit:
     """The part of `messages` the model sees under `policy`.
 
     `headroom` tokens are kept free besides the reply's room (a recovery round's extra line).
@@ -236,8 +251,7 @@ def unmeasured(messages: Sequence[Message]) -> Fit:
     return Fit(_pick(clean, range(len(clean))), 0, 0, turns=len(_split(clean).turns), measured=False)
 
 
-def _head(clean: list[Message], split: _Split, policy: ContextPolicy, counter: TokenCounter,
-          budget: int) -> list[int]:
+def _head(clean: list[Message], split: _Split, policy: ContextPolicy, counter: TokenCounter, budget: int) -> list[int]:
     """The turns kept at the start: the first exchange under truncate-middle, if it fits with the newest."""
     if policy is not ContextPolicy.TRUNCATE_MIDDLE or len(split.turns) < 2:
         return []
@@ -247,8 +261,16 @@ def _head(clean: list[Message], split: _Split, policy: ContextPolicy, counter: T
     return head
 
 
-def _window(clean: list[Message], split: _Split, head: list[int], counter: TokenCounter, budget: int,
-            stable: bool, total: int, floor: int = 0) -> Fit:
+def _window(
+    clean: list[Message],
+    split: _Split,
+    head: list[int],
+    counter: TokenCounter,
+    budget: int,
+    stable: bool,
+    total: int,
+    floor: int = 0,
+) -> Fit:
     turns = split.turns
     first = max(floor, 1 if head else 0)  # the first turn the window may start at
 
@@ -352,7 +374,10 @@ def join_runs(messages: Sequence[Message]) -> tuple[Message, ...]:
     for m in messages:
         role = m.get("role")
         if out and role in ("user", "assistant") and out[-1].get("role") == role:
-            out[-1] = {**out[-1], "content": f"{out[-1].get('content') or ''}\n\n{m.get('content') or ''}"}
+            joined = {**out[-1], "content": f"{out[-1].get('content') or ''}\n\n{m.get('content') or ''}"}
+            if images := [*(out[-1].get("images") or ()), *(m.get("images") or ())]:
+                joined["images"] = images  # each question's pictures go with the joined one
+            out[-1] = joined
         else:
             out.append(dict(m))
     return tuple(out)

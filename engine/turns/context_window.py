@@ -2,7 +2,9 @@
 
 What is measured is the request a turn actually sends: its messages as the runner's first
 round sends them (`engine.turns.runner.sent_messages`) with the tools offered, their
-descriptions included; the recovery round's extra line is kept free as headroom.
+descriptions included; the recovery round's extra line is kept free as headroom. A
+`verbatim` request (the API server's) is measured as it is, never cut: the request is the
+prompt, and one that does not fit the context is refused (`ContextFullError`) by the same fit.
 
 A backend that can count declares it in its capabilities: `token_count` (its
 ``count_prompt_tokens(messages, tools)``, through its chat template and tokenizer, and
@@ -39,28 +41,38 @@ TextCache = OrderedDict[str, int]
 _CACHES: weakref.WeakKeyDictionary[Backend, TextCache] = weakref.WeakKeyDictionary()
 CACHE_SIZE = 8192  # texts whose token counts are remembered (the window's grid recounts every turn)
 RECOVERY_MARGIN = 4  # the blank line that joins the correction line, and a tokenizer's seams
+VERBATIM_RESERVE = 1  # an API request's prompt must leave the reply one token, as the backend checks
 
 
 class BackendCounter:
     """A `TokenCounter` over a counting backend, remembering the counts of texts it has seen.
 
     It measures a prompt as the turn sends it: with the runner's own line folded into the
-    system message and with `tools` (the tools' descriptions count against the context too).
+    system message and with `tools` (the tools' descriptions count against the context too);
+    `verbatim`, as the API server sends it: nothing folded in, and no recovery round.
     """
 
-    def __init__(self, backend: Backend, cache: TextCache | None = None,
-                 tools: tuple[ToolSpec, ...] | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        cache: TextCache | None = None,
+        tools: tuple[ToolSpec, ...] | None = None,
+        *,
+        verbatim: bool = False,
+    ) -> None:
         self.backend = backend
         self.n_ctx = backend.capabilities.n_ctx
         self.tools = tools or None
+        self.verbatim = verbatim
         self._texts: TextCache = OrderedDict() if cache is None else cache
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
-        return self.backend.count_prompt_tokens(sent_messages(tuple(messages), self.tools), self.tools)
+        sent = tuple(messages) if self.verbatim else sent_messages(tuple(messages), self.tools)
+        return self.backend.count_prompt_tokens(sent, self.tools)
 
     def recovery_headroom(self) -> int:
         """Tokens the recovery round may add to the prompt: its correction line, folded in."""
-        return self.text_tokens(CORRECTION_LINE) + RECOVERY_MARGIN
+        return 0 if self.verbatim else self.text_tokens(CORRECTION_LINE) + RECOVERY_MARGIN
 
     def text_tokens(self, text: str) -> int:
         known = self._texts.get(text)
@@ -74,7 +86,9 @@ class BackendCounter:
         return count
 
 
-def counter_for(backend: Backend, tools: tuple[ToolSpec, ...] | None = None) -> BackendCounter | None:
+def counter_for(
+    backend: Backend, tools: tuple[ToolSpec, ...] | None = None, *, verbatim: bool = False
+) -> BackendCounter | None:
     """A counter for `backend` (offering `tools`), or None when it cannot count or its context is unknown."""
     caps = backend.capabilities
     if not caps.token_count or caps.n_ctx <= 0:
@@ -83,24 +97,37 @@ def counter_for(backend: Backend, tools: tuple[ToolSpec, ...] | None = None) -> 
         cache = _CACHES.setdefault(backend, OrderedDict())
     except TypeError:  # not weakly referable: no shared cache, still correct
         cache = None
-    return BackendCounter(backend, cache, tools)
+    return BackendCounter(backend, cache, tools, verbatim=verbatim)
 
 
-def fit_for(backend: Backend, messages: Sequence[Message], policy: ContextPolicy, max_tokens: int,
-            tools: tuple[ToolSpec, ...] | None = None) -> Fit:
+def fit_for(
+    backend: Backend,
+    messages: Sequence[Message],
+    policy: ContextPolicy,
+    max_tokens: int,
+    tools: tuple[ToolSpec, ...] | None = None,
+    *,
+    verbatim: bool = False,
+) -> Fit:
     """`messages` fitted to `backend`'s context under `policy` (all of them when it cannot count)."""
-    counter = counter_for(backend, tools)
+    counter = counter_for(backend, tools, verbatim=verbatim)
     if counter is None:
         return unmeasured(messages)
-    return fit_messages(messages, policy, counter, n_ctx=counter.n_ctx, max_tokens=max_tokens,
-                        headroom=counter.recovery_headroom())
+    return fit_messages(
+        messages, policy, counter, n_ctx=counter.n_ctx, max_tokens=max_tokens, headroom=counter.recovery_headroom()
+    )
 
 
 def fit_request(backend: Backend, request: Request, policy: ContextPolicy) -> tuple[Request, Fit]:
     """`request` with its messages fitted to `backend`'s context: the request a turn sends.
 
     Raises the policy's `ContextOverflowError`s (and `ConfigError` for a template that fails).
+    A `verbatim` request is sent as it is or refused, whatever `policy`: its reply takes the room
+    the prompt leaves (the backend stops there), so only the prompt itself must fit.
     """
+    if request.verbatim:
+        fit = fit_for(backend, request.messages, ContextPolicy.STOP, VERBATIM_RESERVE, request.tools, verbatim=True)
+        return request, fit
     fit = fit_for(backend, request.messages, policy, request.max_tokens, request.tools)
     return request.with_(messages=fit.messages), fit
 
@@ -125,9 +152,15 @@ class Meter:
         return f"{self.used:,} / {self.n_ctx:,}"
 
 
-def measure_draft(backend: Backend, messages: Sequence[Message], draft: str, policy: ContextPolicy,
-                  max_tokens: int, tools: tuple[ToolSpec, ...] | None = None,
-                  documents: WithDocuments | None = None) -> Meter | None:
+def measure_draft(
+    backend: Backend,
+    messages: Sequence[Message],
+    draft: str,
+    policy: ContextPolicy,
+    max_tokens: int,
+    tools: tuple[ToolSpec, ...] | None = None,
+    documents: WithDocuments | None = None,
+) -> Meter | None:
     """The meter for `draft` typed after `messages`; None when the backend cannot count.
 
     `documents` puts the files attached to the next message (and its collection's passages)

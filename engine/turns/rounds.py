@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import ContentDelta, PromptProgress, ThinkingDelta
+from engine.events import ContentDelta, PromptProgress, ThinkingDelta, TokenLogprobs
 from engine.reply.pipeline import ReplyPipeline
 from engine.reply.scaffolding import SpanSink
 from engine.turns.tally import Tally
 
-Round = Generator[ThinkingDelta | ContentDelta | PromptProgress, None, tuple[ReplyPipeline | None, StreamInfo]]
+Delta = ThinkingDelta | ContentDelta | TokenLogprobs | PromptProgress
+Round = Generator[Delta, None, tuple[ReplyPipeline | None, StreamInfo]]
 
 
 def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
@@ -23,8 +24,9 @@ def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]
     return ({"role": "system", "content": line}, *messages)
 
 
-def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally,
-                 span_sink: SpanSink | None = None) -> Round:
+def stream_round(
+    backend: Backend, request: Request, cancel: CancelToken, tally: Tally, span_sink: SpanSink | None = None
+) -> Round:
     """One model request through a fresh guardrail pipeline, counted in `tally`.
 
     `span_sink` gets each scaffolding span the guardrail closes (a tool turn parses calls).
@@ -45,6 +47,8 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
                 pipeline = ReplyPipeline(prefilled=info.prefilled_thinking, span_sink=span_sink)
             tally.mark_piece()
             pieces += 1
+            if piece.logprobs:  # before the deltas they stand behind (asked for by the request)
+                yield TokenLogprobs(piece.logprobs)
             yield from pipeline.feed(piece)
         if pipeline is not None:
             yield from pipeline.flush()
@@ -52,3 +56,24 @@ def stream_round(backend: Backend, request: Request, cancel: CancelToken, tally:
         tally.add(info, pieces, pipeline.stripped_chars if pipeline is not None else 0)
     return pipeline, info
 
+
+def raw_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Round:
+    """A raw prompt's continuation (`Request.prompt`): the text as the model wrote it, through no
+    guardrail (no thinking split, nothing stripped), as a completions API returns it."""
+    tally.attempts += 1
+    info = StreamInfo()
+    pieces = 0
+    try:
+        for piece in backend.stream(request, cancel, info):
+            if isinstance(piece, PromptProgress):
+                yield piece
+                continue
+            tally.mark_piece()
+            pieces += 1
+            if piece.logprobs:
+                yield TokenLogprobs(piece.logprobs)
+            if piece.text:
+                yield ContentDelta(piece.text)
+    finally:
+        tally.add(info, pieces, 0)
+    return None, info

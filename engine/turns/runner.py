@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request
+from engine.backends.image_input import refuse_unseen
 from engine.errors import (
     BackendError,
     ConfigError,
@@ -33,7 +34,7 @@ from engine.errors import (
 )
 from engine.events import Event, FinishReason, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.tools.permissions import ToolUse
-from engine.turns.rounds import fold_system, stream_round
+from engine.turns.rounds import fold_system, raw_round, stream_round
 from engine.turns.structured import structured_rounds
 from engine.turns.tally import Tally
 from engine.turns.tool_loop import ToolRounds, offered_round
@@ -43,8 +44,7 @@ log = logging.getLogger("engine.turn")
 E = TypeVar("E")
 
 NO_TOOLS_LINE = (
-    "Answer in plain text. No tools are available in this conversation: never write tool calls "
-    "or tool-call syntax."
+    "Answer in plain text. No tools are available in this conversation: never write tool calls or tool-call syntax."
 )
 CORRECTION_LINE = (
     "Your previous reply had no visible answer. Reply to the user directly in plain text, "
@@ -104,11 +104,16 @@ class TurnRunner:
 
     def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
+        refuse_unseen(self.backend.capabilities.vision, self.backend.name, request.messages)
         if request.schema is not None:
-            return structured_rounds(self.backend, request, cancel, tally)
-        return self._chat_rounds(request, cancel, tally)
+            yield from structured_rounds(self.backend, request, cancel, tally)
+        else:
+            yield from self._chat_rounds(request, cancel, tally)
 
     def _chat_rounds(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
+        if request.prompt is not None:  # a raw completion: the model's text, as it came
+            yield from raw_round(self.backend, request, cancel, tally)
+            return
         if self.tools is not None:
             rounds = ToolRounds(self.backend, self.tools)
             try:
@@ -121,7 +126,7 @@ class TurnRunner:
         else:
             last = request if request.verbatim else request.with_(messages=sent_messages(request.messages, None))
             visible = yield from self._round(last, cancel, tally)
-        if visible or cancel.cancelled:
+        if visible or cancel.cancelled or request.verbatim:  # an API client gets the reply as it came
             return
         yield Recovery("empty_reply")
         retry = last.with_(messages=fold_system(last.messages, CORRECTION_LINE), tools=None, grammar=None)
@@ -158,6 +163,15 @@ def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request, tool_
     log.info(
         "turn outcome=%s%s%s%s attempts=%d tokens=%d ttft_ms=%d tokens_per_s=%.1f "
         "total_ms=%d retries=%d scaffold_stripped=%d",
-        outcome, extra, structured, tools, stats.attempts, stats.tokens, stats.ttft_ms, stats.tokens_per_s,
-        stats.total_ms, stats.retries, stats.scaffold_stripped,
+        outcome,
+        extra,
+        structured,
+        tools,
+        stats.attempts,
+        stats.tokens,
+        stats.ttft_ms,
+        stats.tokens_per_s,
+        stats.total_ms,
+        stats.retries,
+        stats.scaffold_stripped,
     )

@@ -81,7 +81,7 @@ def bounded_pattern(pattern: str) -> str:
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
-            out.append(pattern[i:i + 2])
+            out.append(pattern[i : i + 2])
             i += 2
             continue
         if in_class:

@@ -36,8 +36,13 @@ CHECK_SECONDS = 2.0  # all pattern checks of one reply (a real reply takes micro
 PROBE_SECONDS = 0.25  # all probes of one pattern, at compile time
 MAX_PATTERN_CHARS = 4096
 # Short strings on which catastrophic backtracking shows at once (a run, then a miss).
-_PROBES = ("the quick brown fox jumps over the lazy dog", "a" * 40 + "!", "1" * 40 + "!", " " * 40 + "!",
-           "x" * 40 + "\n")
+_PROBES = (
+    "the quick brown fox jumps over the lazy dog",
+    "a" * 40 + "!",
+    "1" * 40 + "!",
+    " " * 40 + "!",
+    "x" * 40 + "\n",
+)
 
 
 class PatternTooCostly(ConfigError):
@@ -67,8 +72,10 @@ def search(pattern: str, text: str) -> bool:
             raise TimeoutError
         return _compiled(pattern).search(text, timeout=left, concurrent=True) is not None
     except TimeoutError:
-        raise PatternTooCostly(f"the schema's pattern {_show(pattern)} could not be checked on a "
-                               f"{len(text):,}-character value within {CHECK_SECONDS:g} s") from None
+        raise PatternTooCostly(
+            f"the schema's pattern {_show(pattern)} could not be checked on a "
+            f"{len(text):,}-character value within {CHECK_SECONDS:g} s"
+        ) from None
 
 
 @lru_cache(maxsize=256)
@@ -111,8 +118,7 @@ def _one_pattern_problem(pattern: str) -> str | None:
         for probe in _PROBES:
             compiled.search(probe, timeout=max(deadline - time.monotonic(), 0.001), concurrent=True)
     except TimeoutError:
-        return (f"the pattern {_show(pattern)} is too costly to check (it backtracks without end "
-                "on a short string)")
+        return f"the pattern {_show(pattern)} is too costly to check (it backtracks without end on a short string)"
     return None
 
 

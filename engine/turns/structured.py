@@ -49,13 +49,10 @@ log = logging.getLogger("engine.structured")
 
 MAX_STRUCTURED_RETRIES = 2
 FEEDBACK = (
-    "Your previous reply could not be parsed: {error}. "
-    "Reply again with ONLY valid JSON matching the required schema."
+    "Your previous reply could not be parsed: {error}. Reply again with ONLY valid JSON matching the required schema."
 )
 INSTRUCTION = "Reply with ONLY a JSON value, and no other text, that matches this JSON Schema:\n{schema}"
 STOPPED = "the request was stopped before a valid reply"
-
-
 
 
 # -- schemas -------------------------------------------------------------------------------
@@ -120,8 +117,11 @@ def grammar_for(backend: Backend, schema: Schema, notes: list[str] | None = None
     try:
         gbnf = _schema_to_gbnf(schema)
     except Exception as exc:  # any converter failure just means "no grammar"
-        log.warning("structured: the schema does not convert to a grammar (%s: %s); decoding unconstrained",
-                    type(exc).__name__, exc)
+        log.warning(
+            "structured: the schema does not convert to a grammar (%s: %s); decoding unconstrained",
+            type(exc).__name__,
+            exc,
+        )
         _note(notes, f"the schema cannot be turned into a grammar ({type(exc).__name__})")
         return None
     # llama.cpp may crash the process on a grammar it cannot parse, so ask before using it
@@ -192,8 +192,7 @@ def _best_error(validator: Validator, value: Any) -> ValidationError | None:
     from jsonschema import exceptions
 
     # jsonschema leaves best_match's return type unannotated.
-    pick = cast(Callable[[Iterable["ValidationError"]], "ValidationError | None"],
-                exceptions.best_match)  # pyright: ignore[reportUnknownMemberType]
+    pick = cast(Callable[[Iterable["ValidationError"]], "ValidationError | None"], exceptions.best_match)  # pyright: ignore[reportUnknownMemberType]
     return pick(validator.iter_errors(value))
 
 
@@ -256,10 +255,16 @@ def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tal
             return (pipeline.content if pipeline is not None else ""), info
 
 
-def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema, *,
-                   sampling: Sampling | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
-                   on_retry: Callable[[StructuredRetry], None] | None = None,
-                   cancel: CancelToken | None = None) -> Any:
+def run_structured(
+    backend: Backend,
+    messages: Sequence[Message],
+    schema: Schema,
+    *,
+    sampling: Sampling | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    on_retry: Callable[[StructuredRetry], None] | None = None,
+    cancel: CancelToken | None = None,
+) -> Any:
     """The parsed, schema-valid JSON value of the model's reply to `messages`.
 
     A structured turn run to its value, on the thread that owns `backend`. Raises ConfigError
@@ -273,4 +278,3 @@ def run_structured(backend: Backend, messages: Sequence[Message], schema: Schema
         if isinstance(event, StructuredRetry) and on_retry is not None:
             on_retry(event)
     raise StructuredOutputError(STOPPED)
-

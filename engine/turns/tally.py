@@ -52,11 +52,19 @@ class Tally:
         gen_s = now - first
         tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
         return TurnStats(
-            tokens=self.tokens, prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+            tokens=self.tokens,
+            prompt_tokens=self.prompt_tokens,
+            cached_tokens=self.cached_tokens,
             ttft_ms=round((first - self.started) * 1000, 1),
-            tokens_per_s=round(tps, 2), total_ms=round((now - self.started) * 1000, 1), retries=self.retries,
-            scaffold_stripped=self.stripped, attempts=self.attempts, finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens, context_size=self.n_ctx,
-            drafted=self.drafted, accepted=self.accepted,
+            tokens_per_s=round(tps, 2),
+            total_ms=round((now - self.started) * 1000, 1),
+            retries=self.retries,
+            scaffold_stripped=self.stripped,
+            attempts=self.attempts,
+            finish_reason=self.finish_reason,
+            context_used=self.prompt_tokens + self.tokens,
+            context_size=self.n_ctx,
+            drafted=self.drafted,
+            accepted=self.accepted,
             receipt=self.receipt,
         )

@@ -34,10 +34,7 @@ TITLE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 SYSTEM = "You name conversations. A title is a few plain words that say what the conversation is about."
-PROMPT = (
-    "Write a title of at most six words for this conversation.\n\n"
-    "User: {user}\n\nAssistant: {reply}"
-)
+PROMPT = "Write a title of at most six words for this conversation.\n\nUser: {user}\n\nAssistant: {reply}"
 
 
 def title_request(first_user: str, first_reply: str) -> Request:

@@ -59,13 +59,16 @@ def _hermes(tools: Sequence[dict[str, Any]], max_calls: int) -> str:
     # must open with "<think>": with free text allowed first, a small model rambles to max_tokens
     # (SmolLM2 did). A template that prefills "<think>" (Qwen3) thus gets no call under the grammar,
     # and the caller's one retry without it.
-    return (f"root ::= think? tool-call{more}\n"
-            f'tool-call ::= "<tool_call>\\n" call "\\n</tool_call>"\n{_THINK}\n{body}')
+    return f'root ::= think? tool-call{more}\ntool-call ::= "<tool_call>\\n" call "\\n</tool_call>"\n{_THINK}\n{body}'
 
 
 def _call_schema(name: str, parameters: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": {"name": {"const": name}, "arguments": parameters},
-            "required": ["name", "arguments"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": name}, "arguments": parameters},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
 
 
 def _parameters(spec: dict[str, Any]) -> Any:

@@ -84,8 +84,10 @@ class ToolRounds:
             left_out = len(collector.calls) - len(calls)
             if left_out:  # thousands of calls in one reply would be thousands of prompts or cards
                 log.warning("a reply asked for %d tool calls; only the first %d run", len(collector.calls), len(calls))
-                yield Notice(f"the model asked for {len(collector.calls):,} tool calls in one reply; "
-                             f"only the first {MAX_CALLS_PER_ROUND} were considered")
+                yield Notice(
+                    f"the model asked for {len(collector.calls):,} tool calls in one reply; "
+                    f"only the first {MAX_CALLS_PER_ROUND} were considered"
+                )
             messages.append(_assistant_message(content, calls))
             budget = self._result_budget(this, info, len(calls))
             for call in calls:
@@ -93,8 +95,11 @@ class ToolRounds:
                 if cancel.cancelled:
                     return True, this
             if left_out:
-                messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n" + LEFT_OUT_NOTE.format(
-                    n=left_out, most=MAX_CALLS_PER_ROUND)}
+                messages[-1] = {
+                    **messages[-1],
+                    "content": f"{messages[-1]['content']}\n"
+                    + LEFT_OUT_NOTE.format(n=left_out, most=MAX_CALLS_PER_ROUND),
+                }
         return True, request  # unreachable: the last round either has no calls or hits the limit
 
     def _event(self, call: ParsedCall) -> ToolCall:
@@ -172,8 +177,7 @@ def _assistant_message(content: str, calls: list[ToolCall]) -> Message:
         "role": "assistant",
         "content": content,
         "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
         ],
     }
 
@@ -182,8 +186,9 @@ def _tool_message(call: ToolCall, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
 
-def offered_round(backend: Backend, request: Request, cancel: CancelToken,
-                  tally: Tally) -> Generator[Event, None, bool]:
+def offered_round(
+    backend: Backend, request: Request, cancel: CancelToken, tally: Tally
+) -> Generator[Event, None, bool]:
     """One round offering `request.tools` without running them (an API client runs them).
 
     A span that parses into calls of the offered tools becomes `ToolCall` events after the

@@ -20,8 +20,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-BASE_MODEL_NOTE = ("This file has no chat template: it looks like a base model, "
-                   "which continues text rather than answering")
+BASE_MODEL_NOTE = (
+    "This file has no chat template: it looks like a base model, which continues text rather than answering"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,13 @@ from pathlib import Path
 from models.errors import GGUFError
 from models.gguf.architectures import LLAMA_CPP_VERSION, SUPPORTED_ARCHITECTURES
 from models.gguf.meta import ModelMetadata, read_metadata
+from models.gguf.projector import projector_note
 
 
 def metadata_problem(meta: ModelMetadata) -> str | None:
     """Why a file that parsed cleanly still is not a chat model llama.cpp can run."""
     if meta.is_projector:
-        return "a vision projector (mmproj), not a chat model; open the model it belongs to"
+        return projector_note(meta.path)
     if meta.architecture not in SUPPORTED_ARCHITECTURES:
         return (
             f"unsupported architecture {meta.architecture!r} "

@@ -60,6 +60,7 @@ class ModelProfile:
     eos_token: str | None
     marker_tokens: tuple[MarkerToken, ...] = ()
 
+
 @dataclass(frozen=True, slots=True)
 class ModelMetadata:
     path: Path

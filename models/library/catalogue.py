@@ -3,7 +3,8 @@
 `catalogue.json` beside this module holds about 15 well-known models from 360M to 14B
 parameters. Each entry names its Hugging Face repository, the files offered per quantisation
 with their approximate size, the licence and its link, the context length, whether the model
-thinks, its tool-call family (a key of `models.formats.BY_KEY`, or none), and, where they
+thinks, its tool-call family (a key of `models.formats.BY_KEY`, or none), for a vision model
+the image projector (`mmproj*.gguf`) every download of it brings along, and, where they
 were checked, the architecture figures the memory estimate needs. `checked_against` records
 the stored copy of the repository listing or model card each entry was checked against
 (docs/catalogue.md has the table). Exact sizes and SHA-256 come from the Hub at download time.
@@ -57,6 +58,14 @@ class CatalogueFile:
 
 
 @dataclass(frozen=True, slots=True)
+class CatalogueProjector:
+    """A vision model's image projector (`mmproj*.gguf`), downloaded with whichever file is chosen."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class CatalogueEntry:
     key: str
     name: str
@@ -73,6 +82,12 @@ class CatalogueEntry:
     files: tuple[CatalogueFile, ...]
     checked_against: tuple[str, ...]
     unchecked: tuple[str, ...] = ()
+    projector: CatalogueProjector | None = None
+
+    @property
+    def vision(self) -> bool:
+        """Whether the entry sees images: it names the projector its download brings along."""
+        return self.projector is not None
 
     @property
     def default_file(self) -> CatalogueFile:
@@ -89,8 +104,17 @@ class CatalogueEntry:
 
     def matches(self, text: str) -> bool:
         """Whether every word of `text` appears in the name, repository, size or licence."""
-        haystack = " ".join((self.name, self.repo, self.parameters, self.licence, self.key,
-                             "thinking" if self.thinks else "")).casefold()
+        haystack = " ".join(
+            (
+                self.name,
+                self.repo,
+                self.parameters,
+                self.licence,
+                self.key,
+                "thinking" if self.thinks else "",
+                "vision" if self.vision else "",
+            )
+        ).casefold()
         return all(word in haystack for word in text.casefold().split())
 
 
@@ -133,6 +157,23 @@ def _file(raw: object, where: str) -> CatalogueFile:
     return CatalogueFile(_need(obj, "quant", str, where), name, size)
 
 
+def _projector(raw: object, where: str, files: Sequence[CatalogueFile]) -> CatalogueProjector | None:
+    if raw is None:
+        return None
+    obj = _object(raw)
+    if obj is None:
+        raise CatalogueError(f"{where}: 'projector' is not an object")
+    name = _need(obj, "file", str, where)
+    if not name.endswith(".gguf") or "/" in name or "mmproj" not in name.lower():
+        raise CatalogueError(f"{where}: projector {name!r} is not an mmproj*.gguf file name")
+    if any(f.name == name for f in files):
+        raise CatalogueError(f"{where}: projector {name} is also offered as a model file")
+    size = _need(obj, "size", int, where)
+    if size <= 0:
+        raise CatalogueError(f"{where}: projector {name} has no size")
+    return CatalogueProjector(name, size)
+
+
 def _strings(raw: object, where: str, key: str) -> tuple[str, ...]:
     items = cast(list[object], raw) if isinstance(raw, list) else None
     if items is None or not all(isinstance(s, str) for s in items):
@@ -158,6 +199,7 @@ def parse_entry(raw: object, index: int) -> CatalogueEntry:
     repo = _need(obj, "repo", str, where)
     if repo.count("/") != 1:
         raise CatalogueError(f"{where}: repository {repo!r} is not owner/name")
+    model_files = tuple(_file(f, where) for f in files)
     return CatalogueEntry(
         key=_need(obj, "key", str, where),
         name=_need(obj, "name", str, where),
@@ -171,9 +213,10 @@ def parse_entry(raw: object, index: int) -> CatalogueEntry:
         thinks=_need(obj, "thinks", bool, where),
         tool_calls=tool_calls,
         architecture=_architecture(obj.get("architecture"), where),
-        files=tuple(_file(f, where) for f in files),
+        files=model_files,
         checked_against=checked,
         unchecked=_strings(obj.get("unchecked", []), where, "unchecked"),
+        projector=_projector(obj.get("projector"), where, model_files),
     )
 
 
@@ -209,6 +252,11 @@ def shipped_catalogue() -> tuple[CatalogueEntry, ...]:
 def search(entries: Iterable[CatalogueEntry], text: str) -> list[CatalogueEntry]:
     """The entries matching every word of `text` (all of them for blank text), in catalogue order."""
     return [e for e in entries if e.matches(text)] if text.strip() else list(entries)
+
+
+def entry_for_repo(entries: Iterable[CatalogueEntry], repo: str) -> CatalogueEntry | None:
+    """The entry that downloads from `repo` (case-insensitive, as the Hub treats ids), if any."""
+    return next((e for e in entries if e.repo.casefold() == repo.casefold()), None)
 
 
 def find_file(entries: Sequence[CatalogueEntry], name: str) -> tuple[CatalogueEntry, CatalogueFile] | None:

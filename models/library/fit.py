@@ -79,8 +79,10 @@ class Need:
 
     def parts(self) -> str:
         """'model 2.5 GB + context 604.0 MB + work space 536.9 MB'."""
-        return (f"model {format_bytes(self.weights)} + context {format_bytes(self.kv_cache)} + work space "
-                f"{format_bytes(self.compute)}")
+        return (
+            f"model {format_bytes(self.weights)} + context {format_bytes(self.kv_cache)} + work space "
+            f"{format_bytes(self.compute)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +96,14 @@ class Verdict:
         return self.fit is not Fit.TOO_BIG
 
 
-def estimate_need(weights: int, n_ctx: int, *, architecture: Architecture | None = None,
-                  parameters_b: float | None = None, kv_cache: str = "f16") -> Need:
+def estimate_need(
+    weights: int,
+    n_ctx: int,
+    *,
+    architecture: Architecture | None = None,
+    parameters_b: float | None = None,
+    kv_cache: str = "f16",
+) -> Need:
     """Weights + KV cache + compute buffers for a file of `weights` bytes at `n_ctx` positions."""
     if architecture is not None:
         per_position = architecture.kv_bytes_per_token(kv_cache)
@@ -120,14 +128,18 @@ def judge(need: Need, free: FreeMemory) -> Verdict:
         budget = gpu_budget(free.gpu_bytes)
         gpu = free.gpu_name or "the GPU"
         if need.total <= budget:
-            return Verdict(Fit.GPU, f"Needs about {total} of the {format_bytes(free.gpu_bytes)} free on {gpu} "
-                           f"({parts}).", need)
+            return Verdict(
+                Fit.GPU, f"Needs about {total} of the {format_bytes(free.gpu_bytes)} free on {gpu} ({parts}).", need
+            )
         spill = need.total - max(budget, 0)
         if budget > need.compute and (free.ram_bytes is None or spill <= ram_budget(free.ram_bytes)):
             share = round(100 * (budget - need.compute) / max(1, need.weights + need.kv_cache))
-            return Verdict(Fit.PARTIAL, f"Needs about {total}; about {share}% of it fits on {gpu} "
-                           f"({format_bytes(free.gpu_bytes)} free), the rest runs from memory, slower ({parts}).",
-                           need)
+            return Verdict(
+                Fit.PARTIAL,
+                f"Needs about {total}; about {share}% of it fits on {gpu} "
+                f"({format_bytes(free.gpu_bytes)} free), the rest runs from memory, slower ({parts}).",
+                need,
+            )
     return _on_cpu(need, free)
 
 
@@ -137,11 +149,18 @@ def _on_cpu(need: Need, free: FreeMemory) -> Verdict:
     if free.ram_bytes is None:
         return Verdict(Fit.CPU, f"Needs about {total} ({parts}); how much memory is free is unknown here.", need)
     if need.total > ram_budget(free.ram_bytes):
-        return Verdict(Fit.TOO_BIG, f"Needs about {total} but only {format_bytes(free.ram_bytes)} is free "
-                       f"({parts}); choose a smaller model or file.", need)
+        return Verdict(
+            Fit.TOO_BIG,
+            f"Needs about {total} but only {format_bytes(free.ram_bytes)} is free "
+            f"({parts}); choose a smaller model or file.",
+            need,
+        )
     slow = " Expect a few words a second." if need.weights > SLOW_ON_CPU_BYTES else ""
-    return Verdict(Fit.CPU, f"Needs about {total} of the {format_bytes(free.ram_bytes)} free memory "
-                   f"({parts}{why_cpu}).{slow}", need)
+    return Verdict(
+        Fit.CPU,
+        f"Needs about {total} of the {format_bytes(free.ram_bytes)} free memory ({parts}{why_cpu}).{slow}",
+        need,
+    )
 
 
 def context_for(entry: CatalogueEntry, n_ctx: int) -> int:
@@ -149,11 +168,23 @@ def context_for(entry: CatalogueEntry, n_ctx: int) -> int:
     return min(n_ctx, entry.context_length) if entry.context_length > 0 else n_ctx
 
 
-def fit_file(entry: CatalogueEntry, file: CatalogueFile, free: FreeMemory, *,
-             n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16", size: int | None = None) -> Verdict:
+def fit_file(
+    entry: CatalogueEntry,
+    file: CatalogueFile,
+    free: FreeMemory,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+    size: int | None = None,
+) -> Verdict:
     """The mark for one file of a catalogue entry (`size`: the exact size once the Hub said it)."""
-    need = estimate_need(size or file.size, context_for(entry, n_ctx), architecture=entry.architecture,
-                         parameters_b=entry.parameters_b, kv_cache=kv_cache)
+    need = estimate_need(
+        size or file.size,
+        context_for(entry, n_ctx),
+        architecture=entry.architecture,
+        parameters_b=entry.parameters_b,
+        kv_cache=kv_cache,
+    )
     return judge(need, free)
 
 
@@ -175,8 +206,9 @@ class Suggestion:
         return (self.verdict.fit.rank, self.slow, -self.entry.quality, self.file.size)
 
 
-def suggest(entry: CatalogueEntry, free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-            kv_cache: str = "f16") -> Suggestion:
+def suggest(
+    entry: CatalogueEntry, free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16"
+) -> Suggestion:
     """The entry's best file here: the first (the reviewers' default) among those that run best."""
     judged = [(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files]
     best = min(v.fit.rank for _, v in judged)
@@ -184,8 +216,9 @@ def suggest(entry: CatalogueEntry, free: FreeMemory, *, n_ctx: int = DEFAULT_CON
     return Suggestion(entry, file, verdict)
 
 
-def ranked(entries: Sequence[CatalogueEntry], free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-           kv_cache: str = "f16") -> list[Suggestion]:
+def ranked(
+    entries: Sequence[CatalogueEntry], free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16"
+) -> list[Suggestion]:
     """Every entry with its best file here, best first: where it runs (and, off the GPU, the
     ones that answer at a useful speed first), then quality, then size."""
     return sorted((suggest(e, free, n_ctx=n_ctx, kv_cache=kv_cache) for e in entries), key=lambda s: s.sort_key)

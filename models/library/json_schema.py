@@ -56,6 +56,7 @@ def describe(value: object) -> str:
 
 # --- checks used by more than one file ---------------------------------------------------------
 
+
 def is_text(v: object) -> TypeGuard[str]:
     return isinstance(v, str)
 
@@ -111,6 +112,7 @@ def is_url(v: object) -> bool:
 
 
 # --- strict JSON out ---------------------------------------------------------------------------
+
 
 def strict_dumps(value: object, **kwargs: Any) -> str:
     """`json.dumps` that always gives strict JSON: non-finite numbers become null and anything

@@ -92,8 +92,10 @@ def kv_cache_problem(meta: ModelMetadata, kv_cache: str, flash_attn: bool = True
         return f"a {kv_cache} KV cache needs flash attention (llama.cpp quantizes V only with it)"
     sizes = head_sizes(meta)
     if sizes is not None and (sizes[0] % KV_BLOCK or sizes[1] % KV_BLOCK):
-        return (f"a {kv_cache} KV cache needs attention heads of a multiple of {KV_BLOCK} values; "
-                f"this model's are {sizes[0]} (K) and {sizes[1]} (V): use f16")
+        return (
+            f"a {kv_cache} KV cache needs attention heads of a multiple of {KV_BLOCK} values; "
+            f"this model's are {sizes[0]} (K) and {sizes[1]} (V): use f16"
+        )
     return None
 
 
@@ -138,7 +140,10 @@ def _warning(total: int, weights: int, kv: int, available: int | None) -> str | 
 
 
 def estimate_memory(
-    meta: ModelMetadata, n_ctx: int, *, available: int | Literal["measure"] | None = "measure",
+    meta: ModelMetadata,
+    n_ctx: int,
+    *,
+    available: int | Literal["measure"] | None = "measure",
     kv_cache: str = "f16",
 ) -> MemoryEstimate:
     """Estimate for `meta` at `n_ctx` with a `kv_cache`-type cache; `available` is measured

@@ -30,8 +30,9 @@ def remove_model(path: Path, paths: EmberPaths) -> list[Path]:
     """Delete `path` (a model Ember owns) with its shards and `.part` leftovers; returns what was deleted."""
     path = Path(os.path.abspath(path))
     if not owned_by_ember(path, paths):
-        raise RemoveRefused(f"{path} was not downloaded by Ember and is not in its models folder; "
-                            f"Ember deletes only its own files")
+        raise RemoveRefused(
+            f"{path} was not downloaded by Ember and is not in its models folder; Ember deletes only its own files"
+        )
     deleted: list[Path] = []
     for shard in shard_paths(path):
         for candidate in (shard, shard.with_name(shard.name + ".part"), shard.with_name(shard.name + ".part.json")):

@@ -173,8 +173,13 @@ def library_file(paths: EmberPaths | None = None) -> Path:
 
 
 # Lists are kept when some items are bad: `from_json` checks them one by one.
-_SCHEMA: Schema = {"folders": is_list, "recent": is_list, "remote_servers": is_list,
-                   "last_used": optional(is_text), "last_used_server": optional(is_text)}
+_SCHEMA: Schema = {
+    "folders": is_list,
+    "recent": is_list,
+    "remote_servers": is_list,
+    "last_used": optional(is_text),
+    "last_used_server": optional(is_text),
+}
 
 
 def load_library_state(paths: EmberPaths | None = None) -> LibraryState:
@@ -235,8 +240,9 @@ def last_used_entry(
     server = state.last_server
     if server is not None:
         return server, None
-    return default_model_path(), (f"The last used server is no longer saved ({state.last_used_server}); "
-                                  "opened the built-in model instead.")
+    return default_model_path(), (
+        f"The last used server is no longer saved ({state.last_used_server}); opened the built-in model instead."
+    )
 
 
 # --- scanning ---------------------------------------------------------------------------
@@ -305,6 +311,14 @@ def scan_folder(folder: Path) -> list[ModelFile]:
     candidates = [p for p in _gguf_names(folder) if not is_projector_name(p) and read_magic(p)]
     models = _group_shards(candidates)
     return sorted((m for m in models if not _peek_projector(m.path)), key=lambda m: str(m.path).lower())
+
+
+def skipped_files(folder: Path) -> list[Path]:
+    """Files under `folder` named like models (`*.gguf`, not a projector) that are not GGUF at all.
+
+    `scan_folder` leaves them out; the picker lists them, greyed, with what they are instead.
+    """
+    return [p for p in _gguf_names(folder) if not is_projector_name(p) and not read_magic(p)]
 
 
 # --- the whole library -------------------------------------------------------------------

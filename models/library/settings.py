@@ -79,6 +79,8 @@ _CHECKS: Mapping[str, Callable[[object], bool]] = {
     "kv_cache": lambda v: isinstance(v, str) and v in KV_CACHE_TYPES,
     "prompt_lookup": lambda v: isinstance(v, bool),
     "draft_model": _optional(lambda v: isinstance(v, str) and 0 < len(v) <= 4096),
+    "projector": _optional(lambda v: isinstance(v, str) and 0 < len(v) <= 4096),
+    "gpu_device": lambda v: isinstance(v, str) and len(v) <= 200,
 }
 
 
@@ -101,6 +103,8 @@ class ModelSettings:
     kv_cache: str = "f16"  # the KV cache's type: f16, q8_0 or q4_0 (smaller, slightly less exact)
     prompt_lookup: bool = True  # speculative decoding by prompt lookup (same output, faster on repeats)
     draft_model: str | None = None  # a GGUF with the same vocabulary that drafts tokens ahead
+    projector: str | None = None  # a vision projector (mmproj) chosen; None: a fitting one beside the model
+    gpu_device: str = ""  # "" = the best real GPU; a device's name or index (a software one too); "cpu"
 
     @property
     def reply_limit(self) -> int:
@@ -139,8 +143,11 @@ class ModelSettings:
                 good[name] = value
             else:
                 log.warning("ignoring model setting %s=%s (invalid); using the default", name, describe(value))
-        return dataclasses.replace(base, **cast(dict[str, Any], good)) if base is not None \
+        return (
+            dataclasses.replace(base, **cast(dict[str, Any], good))
+            if base is not None
             else cls(**cast(dict[str, Any], good))
+        )
 
 
 _FLOAT_FIELDS = frozenset({"temperature", "top_p", "min_p", "repeat_penalty"})
@@ -174,7 +181,10 @@ def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
 
 
 def load_model_settings(
-    model: Path, *, n_ctx_train: int | None = None, paths: EmberPaths | None = None,
+    model: Path,
+    *,
+    n_ctx_train: int | None = None,
+    paths: EmberPaths | None = None,
     defaults: ModelSettings | None = None,
 ) -> ModelSettings:
     """Saved settings for `model` (`defaults` if none, or for what was not saved), capped at its training context."""
@@ -195,6 +205,13 @@ def save_model_settings(model: Path, settings: ModelSettings, *, paths: EmberPat
 
 def load_options(s: ModelSettings) -> dict[str, Any]:
     """The settings a local model is loaded with, as `make_backend`'s keyword arguments."""
-    return {"n_ctx": s.context_length, "n_gpu_layers": s.gpu_layers, "n_threads": s.threads,
-            "kv_cache": s.kv_cache, "prompt_lookup": s.prompt_lookup,
-            "draft_model": Path(s.draft_model).expanduser() if s.draft_model else None}
+    return {
+        "n_ctx": s.context_length,
+        "n_gpu_layers": s.gpu_layers,
+        "n_threads": s.threads,
+        "kv_cache": s.kv_cache,
+        "prompt_lookup": s.prompt_lookup,
+        "draft_model": Path(s.draft_model).expanduser() if s.draft_model else None,
+        "projector": Path(s.projector).expanduser() if s.projector else None,
+        "gpu_device": s.gpu_device,
+    }

@@ -1,0 +1,391 @@
+"""Attachments you can see: chips above the message box, the same on the sent question, a drop overlay.
+
+Pictures and files attached to the next message show as chips above the box (a thumbnail, or
+the file's name), each with × to take it out; a click opens it (a picture full size in a
+window, a file in its own application). The sent question shows the same chips without ×,
+and a reopened conversation shows its pictures again. Files and screenshots come by the
+paperclip, by pasting (Ctrl+V of a screenshot or of copied files) or by dropping anywhere on
+the chat, where a "Drop files here" overlay shows while something is dragged over.
+
+Pictures are decoded by `QImageReader` only after its header size passed the pixel bound,
+and straight at the size shown (`setScaledSize`), so a hostile picture costs no more memory
+than its chip. Pictures go with the message (`desktop.core.pending_images`); other files go
+to the paperclip's documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QDesktopServices,
+    QDragEnterEvent,
+    QDropEvent,
+    QImage,
+    QImageReader,
+    QImageWriter,
+    QMouseEvent,
+    QPixmap,
+)
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.core.pending_images import PendingImages, is_image_file
+from desktop.qt.chat.composer import ComposerBar
+from desktop.qt.chat.documents_ui import DocumentsButton
+from desktop.qt.chat.message_view import UserMessage
+from engine.backends.image_input import MAX_PIXELS, ImageData
+
+THUMB = 48  # a chip's picture, in pixels (its longer side)
+VIEW_MAX = 2048  # a picture opened full size is shown at most this large
+NAME_CHARS = 24
+
+
+def decode(data: bytes, longest: int) -> QImage | None:
+    """The picture scaled to at most `longest` pixels on its longer side; None if it is refused or broken."""
+    buffer = QBuffer()
+    buffer.setData(QByteArray(data))
+    buffer.open(QIODevice.OpenModeFlag.ReadOnly)
+    reader = QImageReader(buffer)
+    reader.setAutoTransform(True)
+    size = reader.size()
+    if not size.isValid() or size.width() * size.height() > MAX_PIXELS:
+        return None
+    scale = min(1.0, longest / max(size.width(), size.height(), 1))
+    reader.setScaledSize(QSize(max(1, round(size.width() * scale)), max(1, round(size.height() * scale))))
+    image = reader.read()
+    return None if image.isNull() else image
+
+
+def png_bytes(image: QImage) -> bytes:
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    QImageWriter(buffer, QByteArray(b"png")).write(image)
+    return bytes(buffer.data().data())
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 9] + "…" + name[-8:]
+
+
+class Chip(QFrame):
+    """One attachment: thumbnail or name, × when it can be taken out; a click opens it.
+
+    Signals:
+        removeRequested(): × was pressed.
+        opened(): the chip was clicked (or Enter pressed on it).
+    """
+
+    removeRequested = Signal()
+    opened = Signal()
+
+    def __init__(self, name: str, picture: QImage | None, *, removable: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("AttachmentChip")
+        self.name = name
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setAccessibleName(f"Attachment {name}")
+        self.setToolTip(f"{name} — click to open")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 2, 2 if removable else 6, 2)
+        layout.setSpacing(4)
+        self.thumbnail = QLabel(self)
+        if picture is not None:
+            self.thumbnail.setPixmap(QPixmap.fromImage(picture))
+        else:
+            self.thumbnail.setText("📄")
+        layout.addWidget(self.thumbnail)
+        layout.addWidget(QLabel(_short(name), self))
+        self.remove_button: QToolButton | None = None
+        if removable:
+            self.remove_button = QToolButton(self)
+            self.remove_button.setText("×")
+            self.remove_button.setAutoRaise(True)
+            self.remove_button.setAccessibleName(f"Remove {name}")
+            self.remove_button.setToolTip(f"Remove {name}")
+            self.remove_button.clicked.connect(self.removeRequested)
+            layout.addWidget(self.remove_button)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton and self.rect().contains(event.position().toPoint()):
+            self.opened.emit()
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event: object) -> None:
+        from PySide6.QtGui import QKeyEvent
+
+        if isinstance(event, QKeyEvent) and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
+            self.opened.emit()
+            return
+        if isinstance(event, QKeyEvent):
+            super().keyPressEvent(event)
+
+
+class PictureWindow(QDialog):
+    """A picture full size (at most VIEW_MAX pixels on its longer side), scrollable."""
+
+    def __init__(self, image: ImageData, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("PictureWindow")
+        self.setWindowTitle(image.name)
+        picture = decode(image.data, VIEW_MAX)
+        label = QLabel(self)
+        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        if picture is None:
+            label.setText(f"{image.name} cannot be shown (a damaged or oversized picture).")
+        else:
+            label.setPixmap(QPixmap.fromImage(picture))
+        self.label = label
+        area = QScrollArea(self)
+        area.setWidget(label)
+        area.setWidgetResizable(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(area)
+        self.resize(
+            min(900, (picture.width() if picture else 400) + 24), min(700, (picture.height() if picture else 200) + 24)
+        )
+
+
+def open_picture(image: ImageData, parent: QWidget | None) -> PictureWindow:
+    window = PictureWindow(image, parent)
+    window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    window.show()
+    return window
+
+
+def open_file(path: Path) -> None:
+    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
+def picture_chip(image: ImageData, *, removable: bool, parent: QWidget | None = None) -> Chip:
+    chip = Chip(image.name, decode(image.data, THUMB), removable=removable, parent=parent)
+    chip.opened.connect(lambda: open_picture(image, chip.window()))
+    return chip
+
+
+def file_chip(path: Path, *, removable: bool, parent: QWidget | None = None) -> Chip:
+    chip = Chip(path.name, None, removable=removable, parent=parent)
+    chip.opened.connect(lambda: open_file(path))
+    return chip
+
+
+class ChipRow(QWidget):
+    """A row of chips; hidden while empty."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("AttachmentChips")
+        self._layout = QHBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(6)
+        self.chips: list[Chip] = []
+        self.hide()
+
+    def set_chips(self, chips: Sequence[Chip]) -> None:
+        for old in self.chips:
+            old.hide()
+            old.deleteLater()
+        while self._layout.count():
+            self._layout.takeAt(0)
+        self.chips = list(chips)
+        for chip in self.chips:
+            chip.setParent(self)
+            self._layout.addWidget(chip)
+        self._layout.addStretch(1)
+        self.setVisible(bool(self.chips))
+
+
+def add_question_chips(message: UserMessage, images: Sequence[ImageData], files: Sequence[Path] = ()) -> None:
+    """The sent question's attachments, under its bubble, without ×."""
+    if not images and not files:
+        return
+    row = ChipRow(message)
+    row.set_chips([picture_chip(i, removable=False) for i in images] + [file_chip(f, removable=False) for f in files])
+    layout = message.layout()
+    if isinstance(layout, QBoxLayout):
+        layout.insertWidget(1, row, 0, Qt.AlignmentFlag.AlignRight)
+
+
+class DropOverlay(QLabel):
+    """ "Drop files here" over the chat while files are dragged over it."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__("Drop files here", parent)
+        self.setObjectName("DropOverlay")
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setStyleSheet(
+            "#DropOverlay { background: rgba(40, 90, 200, 60); border: 2px dashed palette(highlight);"
+            " font-size: 18pt; }"
+        )
+        self.hide()
+
+    def cover(self) -> None:
+        parent = self.parentWidget()
+        if parent is not None:
+            self.setGeometry(parent.rect())
+        self.raise_()
+        self.show()
+
+
+class Attachments(QObject):
+    """The window's attachments: the chips above the box, routing, paste, drop anywhere."""
+
+    def __init__(
+        self, window: QMainWindow, composer: ComposerBar, pending: PendingImages, docs: DocumentsButton | None
+    ) -> None:
+        super().__init__(window)
+        self.window = window
+        self.docs = docs
+        self.pending = pending
+        self.composer = composer
+        self.row = ChipRow()
+        self.problem = ""  # the last refusal shown (for tests and the status bar)
+        self._sending_files: list[Path] = []
+        self.chat = self._place_row()
+        self.overlay = DropOverlay(self.chat or window)
+        self._wire()
+        self.refresh()
+
+    def _place_row(self) -> QWidget | None:
+        """Above the composer row, in the chat column (None when the layout is not the expected one)."""
+        composer_row = self.composer.parentWidget()
+        chat = composer_row.parentWidget() if composer_row is not None else None
+        layout = chat.layout() if chat is not None else None
+        if composer_row is None or not isinstance(layout, QBoxLayout):
+            return None
+        self.row.setParent(chat)
+        self.row.setContentsMargins(12, 4, 12, 0)
+        layout.insertWidget(layout.indexOf(composer_row), self.row)
+        return chat
+
+    def _wire(self) -> None:
+        edit = self.composer.edit
+        if self.docs is not None:  # dropped and chosen files come here first: pictures stay, the rest are documents
+            self.docs.route = self.route
+            self.docs.changed.connect(self.refresh)
+        edit.filesDropped.connect(self.route)
+        edit.imagePasted.connect(self.paste)
+        self.composer.submitted.connect(self._snapshot)
+        self.pending.changed.append(self.refresh)
+        self.pending.on_sent.append(self._on_sent)
+        self.window.setAcceptDrops(True)
+        self.window.installEventFilter(self)
+        if self.chat is not None:
+            self.chat.installEventFilter(self)
+
+    # -- what arrives ------------------------------------------------------------------------
+
+    def route(self, paths: Sequence[str | Path]) -> None:
+        """Pictures go with the message; other files to the paperclip's documents."""
+        files: list[Path] = []
+        for raw in paths:
+            path = Path(raw)
+            if is_image_file(path):
+                self._note(self.pending.add_file(path))
+            else:
+                files.append(path)
+        if files and self.docs is not None:
+            self.docs.attach(files)
+        elif files:
+            self._note(f"{files[0].name}: only pictures can be attached here")
+
+    def paste(self, source: QMimeData) -> None:
+        """A picture without a file (a screenshot): checked, kept as PNG."""
+        image = source.imageData()
+        if not isinstance(image, QImage) or image.isNull():
+            self._note("the pasted picture could not be read")
+            return
+        if image.width() * image.height() > MAX_PIXELS:
+            self._note(f"the pasted picture is {image.width()}×{image.height()} pixels; too large")
+            return
+        self._note(self.pending.add_bytes(png_bytes(image), f"pasted-{len(self.pending.items) + 1}.png"))
+
+    def _note(self, problem: str | None) -> None:
+        if problem:
+            self.problem = problem
+            self.window.statusBar().showMessage(problem, 8000)
+
+    # -- what shows --------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        chips = [self._pending_chip(i, image) for i, image in enumerate(self.pending.items)]
+        for path in self._pending_files():
+            chip = file_chip(path, removable=True)
+            chip.removeRequested.connect(lambda p=path: self._detach(p))
+            chips.append(chip)
+        self.row.set_chips(chips)
+
+    def _pending_chip(self, index: int, image: ImageData) -> Chip:
+        chip = picture_chip(image, removable=True)
+        chip.removeRequested.connect(lambda: self._remove(index))
+        return chip
+
+    def _remove(self, index: int) -> None:
+        self.pending.remove(index)
+        self.composer.focus_edit()
+
+    def _pending_files(self) -> list[Path]:
+        return list(self.docs.docs.pending) if self.docs is not None else []
+
+    def _detach(self, path: Path) -> None:
+        if self.docs is not None:
+            self.docs.docs.detach(path)
+            self.docs.refresh()
+            self.docs.changed.emit()
+        self.composer.focus_edit()
+
+    def _snapshot(self, _text: str) -> None:
+        self._sending_files = self._pending_files()
+
+    def _on_sent(self, images: Sequence[ImageData]) -> None:
+        questions = self.window.findChildren(UserMessage)
+        if questions:
+            add_question_chips(questions[-1], images, self._sending_files)
+        self._sending_files = []
+
+    # -- drop anywhere -----------------------------------------------------------------------
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        kind = event.type()
+        if watched is self.chat and kind == QEvent.Type.Resize and self.overlay.isVisible():
+            self.overlay.cover()
+        if watched is not self.window:
+            return False
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and isinstance(event, QDragEnterEvent | QDropEvent):
+            mime = event.mimeData()
+            if mime.hasUrls() or mime.hasImage():
+                event.acceptProposedAction()
+                self.overlay.cover()
+                return True
+        if kind == QEvent.Type.DragLeave:
+            self.overlay.hide()
+        if kind == QEvent.Type.Drop and isinstance(event, QDropEvent):
+            self.overlay.hide()
+            self.drop(event.mimeData())
+            event.acceptProposedAction()
+            return True
+        return False
+
+    def drop(self, mime: QMimeData) -> None:
+        files = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
+        if files:
+            self.route(files)
+        elif mime.hasImage():
+            self.paste(mime)
+        self.composer.focus_edit()

@@ -1,0 +1,395 @@
+"""Documents in the window: the composer's paperclip, drag-and-drop and paste of files, collections.
+
+The paperclip's menu attaches files, lists the ones attached (click one to take it out), picks
+the collection this conversation searches, and opens the collections dialog. Files dropped on
+or pasted into the composer are attached the same way. The dialog (`CollectionsDialog`) creates
+collections, adds files and folders, re-indexes and removes, indexing on a worker thread with a
+progress bar and Cancel; a file that cannot be read is listed with its one-line reason.
+File and collection names are shown escaped (`engine.docs.names.shown`): a newline, a bidi
+override or a byte that is not UTF-8 in a name shows as an escape, never as layout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.core.conversation_docs import ConversationDocs
+from desktop.qt.look.appearance import current_palette
+from desktop.qt.look.icons import set_icon
+from desktop.qt.look.last_folder import last_folder, remember
+from desktop.qt.look.menu_heading import add_heading
+from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
+from engine.docs.index import DocIndex, default_path
+from engine.docs.indexer import IndexReport, Progress, index_collection
+from engine.docs.names import shown
+from engine.errors import EngineError
+
+log = logging.getLogger("desktop.documents")
+
+FILE_FILTER = (
+    "Documents (*.pdf *.docx *.epub *.md *.markdown *.txt *.html *.htm *.rst *.csv *.json *.py *.js *.ts "
+    "*.c *.cpp *.h *.java *.go *.rs *.rb);;Pictures (*.png *.jpg *.jpeg *.gif *.bmp);;All files (*)"
+)
+
+
+class DocumentsButton(QToolButton):
+    """The paperclip: attach files, see and remove them, choose the conversation's collection.
+
+    Signals:
+        changed(): the documents of the next message changed (attached, removed, collection).
+    """
+
+    changed = Signal()
+
+    def __init__(self, docs: ConversationDocs, parent: QWidget | None = None, index_path: Path | None = None) -> None:
+        super().__init__(parent)
+        self.docs = docs
+        self.index_path = index_path
+        self.route: Callable[[Sequence[str]], None] | None = None  # where chosen files go, when not all to docs
+        self.setObjectName("DocumentsButton")
+        self.setAccessibleName("Attach documents")
+        self.setAutoRaise(True)
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        set_icon(self, "attach", current_palette().muted, 16)
+        self._menu = QMenu(self)
+        self._menu.aboutToShow.connect(self._fill_menu)
+        self.setMenu(self._menu)
+        self.refresh()
+
+    def attach(self, paths: Sequence[str | Path]) -> None:
+        self.docs.attach(paths)
+        self.refresh()
+        self.changed.emit()
+
+    def refresh(self) -> None:
+        files = self.docs.pending + self.docs.attached
+        parts = [f"{len(files)} file{'s' * (len(files) != 1)}"] if files else []
+        if self.docs.collection:
+            parts.append(shown(self.docs.collection))
+        self.setText(" · ".join(parts))
+        tip = ["Attach files (or drop them on the message box)"]
+        tip += [f"Attached: {shown(p.name)}" for p in files]
+        if self.docs.collection:
+            tip.append(f"Searching collection: {shown(self.docs.collection)}")
+        self.setToolTip("\n".join(tip))
+
+    def _fill_menu(self) -> None:
+        menu = self._menu
+        menu.clear()
+        menu.addAction("Attach files…", self._choose_files)
+        files = self.docs.pending + self.docs.attached
+        if files:
+            add_heading(menu, "Attached (click to remove)")
+            for path in files:
+                menu.addAction(f"✕  {shown(path.name)}", lambda p=path: self._detach(p))
+        sub = menu.addMenu("Search a collection")
+        none = sub.addAction("None", lambda: self._choose(None))
+        none.setCheckable(True)
+        none.setChecked(self.docs.collection is None)
+        for name in self._collection_names():
+            action = sub.addAction(shown(name), lambda n=name: self._choose(n))
+            action.setCheckable(True)
+            action.setChecked(name == self.docs.collection)
+        menu.addAction("Manage collections…", self.open_collections)
+
+    def _collection_names(self) -> list[str]:
+        try:
+            with DocIndex.open(self.index_path or default_path()) as index:
+                return [c.name for c in index.collections()]
+        except EngineError:
+            return []
+
+    def _choose_files(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Attach files", last_folder("documents"), FILE_FILTER)
+        if files:
+            remember("documents", files[0])
+            (self.route or self.attach)(files)  # pictures go with the message (attachment_chips)
+
+    def _detach(self, path: Path) -> None:
+        self.docs.detach(path)
+        self.refresh()
+        self.changed.emit()
+
+    def _choose(self, name: str | None) -> None:
+        self.docs.choose_collection(name)
+        self.refresh()
+        self.changed.emit()
+
+    def open_collections(self) -> CollectionsDialog:
+        dialog = CollectionsDialog(self.index_path or default_path(), self.window())
+        dialog.chosen.connect(self._choose)
+        dialog.show()
+        return dialog
+
+
+class _Worker(QObject):
+    """Runs one indexing job on a thread; its signals arrive on the window's thread."""
+
+    progressed = Signal(int, int, int, int, str)  # files done, files total, pages, passages, current
+    finished = Signal(object)  # IndexReport, or an EngineError
+
+    def __init__(self, job: Callable[[Callable[[Progress], None], Callable[[], bool]], IndexReport]) -> None:
+        super().__init__()
+        self._job = job
+        self.cancelled = threading.Event()
+        self.runner = threading.Thread(target=self._run, name="ember-docs-index", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            report: object = self._job(self._progress, self.cancelled.is_set)
+        except EngineError as exc:
+            report = exc
+        except Exception as exc:  # never a silent dead worker: the dialog would spin for ever
+            log.exception("indexing failed")
+            report = EngineError(f"indexing stopped: {shown(str(exc)) or type(exc).__name__}")
+        self.finished.emit(report)
+
+    def _progress(self, p: Progress) -> None:
+        self.progressed.emit(p.files_done, p.files_total, p.pages, p.chunks, p.current)
+
+
+class CollectionsDialog(QDialog):
+    """Create, fill, re-index and remove collections; choose one for this conversation.
+
+    Signals:
+        chosen(str): "Use in this conversation" was pressed for this collection.
+    """
+
+    chosen = Signal(str)
+
+    def __init__(self, index_path: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Document collections")
+        self.setObjectName("CollectionsDialog")
+        self.index_path = index_path
+        self.worker: _Worker | None = None
+        self.list = QListWidget(self)
+        self.list.setAccessibleName("Collections")
+        self.detail = QLabel(self)
+        self.detail.setObjectName("Muted")
+        self.detail.setWordWrap(True)
+        self.progress = QProgressBar(self)
+        self.progress.hide()
+        self.buttons: dict[str, QPushButton] = {}
+        row = QHBoxLayout()
+        for key, text, slot in (
+            ("new", "New…", self._new),
+            ("files", "Add files…", self._add_files),
+            ("folder", "Add folder…", self._add_folder),
+            ("reindex", "Re-index", self._reindex),
+            ("remove", "Remove", self._remove),
+            ("use", "Use in this conversation", self._use),
+            ("cancel", "Cancel indexing", self._cancel),
+        ):
+            button = QPushButton(text, self)
+            button.clicked.connect(slot)
+            self.buttons[key] = button
+            if key != "cancel":
+                row.addWidget(button)
+        # Cancel sits beside the progress bar, both shown only while indexing: in the row of
+        # buttons it widened the dialog when it appeared, and the dialog stayed wide after.
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.progress, 1)
+        progress_row.addWidget(self.buttons["cancel"])
+        self.buttons["cancel"].hide()
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        close.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.detail)
+        layout.addLayout(progress_row)
+        layout.addLayout(row)
+        layout.addWidget(close)
+        self.list.currentItemChanged.connect(lambda *_: self._show_detail())
+        self.resize(640, 420)
+        self.reload()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _index(self) -> DocIndex:
+        return DocIndex.open(self.index_path)
+
+    def reload(self, select: str | None = None) -> None:
+        current = select or self.selected()
+        self.list.clear()
+        try:
+            with self._index() as index:
+                infos = [index.info(c) for c in index.collections()]
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        for info in infos:
+            pending = f", {info.indexing} unfinished" if info.indexing else ""
+            failed = f", {info.failed} unreadable" if info.failed else ""
+            item = QListWidgetItem(
+                f"{shown(info.collection.name)} — {info.ready} file{'s' * (info.ready != 1)}, "
+                f"{info.chunks:,} passage{'s' * (info.chunks != 1)}{failed}{pending}"
+            )
+            item.setData(Qt.ItemDataRole.UserRole, info.collection.name)
+            self.list.addItem(item)
+            if info.collection.name == current:
+                self.list.setCurrentItem(item)
+        if self.list.currentItem() is None and self.list.count():
+            self.list.setCurrentRow(0)
+        self._show_detail()
+
+    def selected(self) -> str | None:
+        item = self.list.currentItem()
+        return None if item is None else str(item.data(Qt.ItemDataRole.UserRole))
+
+    def _show_detail(self) -> None:
+        name = self.selected()
+        busy = self.worker is not None
+        for key in ("files", "folder", "reindex", "remove", "use"):
+            self.buttons[key].setEnabled(name is not None and not busy)
+        self.buttons["new"].setEnabled(not busy)
+        if name is None:
+            self.detail.setText("No collections yet: New… makes one from files and folders.")
+            return
+        try:
+            with self._index() as index:
+                coll = index.collection(name)
+                roots = index.roots(coll)
+                failed = [f for f in index.files(coll).values() if f.status == "failed"]
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]
+        lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
+        if len(failed) > 5:
+            lines.append(f"… and {len(failed) - 5} more unreadable files")
+        self.detail.setText("\n".join(lines))
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def _new(self) -> None:
+        name, ok = QInputDialog.getText(self, "New collection", "Name:")
+        if ok and name.strip():
+            self.create_collection(name.strip())
+
+    def create_collection(self, name: str) -> None:
+        try:
+            with self._index() as index:
+                index.create_collection(name, DEFAULT_EMBEDDER)  # new collections embed by default
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        self.reload(select=name)
+
+    def _add_files(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Add files", last_folder("documents"), FILE_FILTER)
+        if files:
+            remember("documents", files[0])
+            self.add_paths([Path(f) for f in files])
+
+    def _add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add folder", last_folder("documents"))
+        if folder:
+            remember("documents", Path(folder).parent)
+            self.add_paths([Path(folder)])
+
+    def add_paths(self, paths: Sequence[Path]) -> None:
+        name = self.selected()
+        if name is None:
+            return
+        try:
+            with self._index() as index:
+                index.add_roots(index.collection(name), [p.resolve() for p in paths])
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        self.index_selected()
+
+    def _reindex(self) -> None:
+        self.index_selected()
+
+    def index_selected(self) -> _Worker | None:
+        """Index the selected collection on a worker thread (progress shown, Cancel stops it)."""
+        name = self.selected()
+        if name is None or self.worker is not None:
+            return None
+        path = self.index_path
+
+        def job(progress: Callable[[Progress], None], cancel: Callable[[], bool]) -> IndexReport:
+            with DocIndex.open(path) as index:  # its own connection, on the worker's thread
+                coll = index.collection(name)
+                embedder = shared_embedder(coll.embedder) if coll.embedder else None  # kept loaded
+                return index_collection(index, coll, embedder=embedder, progress=progress, cancel=cancel)
+
+        worker = self.worker = _Worker(job)
+        worker.progressed.connect(self._on_progress)
+        worker.finished.connect(self._on_finished)
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        self.buttons["cancel"].show()
+        self._show_detail()
+        worker.runner.start()
+        return worker
+
+    def _on_progress(self, done: int, total: int, pages: int, chunks: int, current: str) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{done}/{total} files · {pages:,} pages · {chunks:,} passages")
+        self.detail.setText(f"Indexing {shown(Path(current).name)}…" if current else "")
+
+    def _on_finished(self, report: object) -> None:
+        self.worker = None
+        self.progress.hide()
+        self.buttons["cancel"].hide()
+        self.reload()
+        if isinstance(report, EngineError):
+            self.detail.setText(str(report))
+        elif isinstance(report, IndexReport):
+            said = f"{len(report.indexed)} indexed, {report.unchanged} unchanged"
+            if report.cancelled:
+                said += " — stopped; Re-index goes on from here"
+            lines = [said] + [reason for _, reason in (report.failed + report.notes)[:5]]
+            self.detail.setText("\n".join(lines))
+
+    def _cancel(self) -> None:
+        if self.worker is not None:
+            self.worker.cancelled.set()
+
+    def _remove(self) -> None:
+        name = self.selected()
+        if name is None:
+            return
+        try:
+            with self._index() as index:
+                index.remove_collection(index.collection(name))
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        self.reload()
+
+    def _use(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.chosen.emit(name)
+
+    def reject(self) -> None:
+        self._cancel()
+        super().reject()

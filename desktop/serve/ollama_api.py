@@ -1,0 +1,233 @@
+"""Ollama's API beside OpenAI's, on the same port, key, browser gate and model line.
+
+`/api/chat` and `/api/generate` run the same turn as `/v1/chat/completions` and
+`/v1/completions` (`ollama_wire` turns their bodies into a `ChatCall`), answered in Ollama's
+shape: one JSON object, or NDJSON lines ending with a `done: true` line that carries the counts
+and durations. `/api/tags`, `/api/show`, `/api/version` and `/api/embed` answer what Open WebUI
+and the `ollama` client ask before and beside a chat. Errors are `{"error": "…"}`, as Ollama's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from desktop.serve import app as api
+from desktop.serve.completions import Reply
+from desktop.serve.embeddings import parse_embeddings
+from desktop.serve.errors import ApiError
+from desktop.serve.ollama_wire import parse_ollama_chat, parse_ollama_generate
+from desktop.serve.wire import ChatCall, parse_json
+
+OLLAMA_API_VERSION = "0.12.0"  # the Ollama release whose API these routes follow
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def ollama_routes(state: api.ServeState) -> list[Route]:
+    """The `/api/…` routes on `state`'s engine and line."""
+
+    def guarded(handler: Handler) -> Handler:
+        async def run(request: Request) -> Response:
+            try:
+                api.authorize(request, state)
+                return await handler(request)
+            except ApiError as exc:  # Ollama's clients read `error` as a string
+                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+        return run
+
+    async def tags(_request: Request) -> Response:
+        return JSONResponse({"models": [_model_entry(state.model_id())]})
+
+    async def version(_request: Request) -> Response:
+        return JSONResponse({"version": OLLAMA_API_VERSION})
+
+    async def show(request: Request) -> Response:
+        body = await _body(request)
+        name = str(body.get("model") or body.get("name") or "")
+        if name and _bare(name) not in (state.model_id(), _bare(state.model_id())):
+            raise ApiError(404, f"model '{name}' not found (GET /api/tags lists what is served)")
+        return JSONResponse(_show(state))
+
+    async def chat(request: Request) -> Response:
+        call = parse_ollama_chat(await _body(request), state.defaults())
+        return await _answer(request, state, call, chat=True)
+
+    async def generate(request: Request) -> Response:
+        call = parse_ollama_generate(await _body(request), state.defaults())
+        return await _answer(request, state, call, chat=False)
+
+    async def embed(request: Request) -> Response:
+        if state.embedder is None:
+            raise ApiError(501, "this server has no embedding model: start it with `ember serve --embedder GGUF`")
+        call = parse_embeddings(await _body(request))
+        state.requests += 1
+        state.on_request()
+        started = time.perf_counter_ns()
+        done = await api.embed_rows(request, state, state.embedder, call)
+        if done is None:
+            return Response(status_code=api.CLIENT_GONE)
+        rows, tokens = done
+        return JSONResponse(
+            {
+                "model": call.model or state.model_id(),
+                "embeddings": [list(r) for r in rows],
+                "total_duration": time.perf_counter_ns() - started,
+                "prompt_eval_count": tokens,
+            }
+        )
+
+    return [
+        Route("/api/tags", guarded(tags), methods=["GET"]),
+        Route("/api/version", guarded(version), methods=["GET"]),
+        Route("/api/show", guarded(show), methods=["POST"]),
+        Route("/api/chat", guarded(chat), methods=["POST"]),
+        Route("/api/generate", guarded(generate), methods=["POST"]),
+        Route("/api/embed", guarded(embed), methods=["POST"]),
+    ]
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    return parse_json(await api.read_body(request))
+
+
+def _bare(name: str) -> str:
+    return name.removesuffix(":latest")
+
+
+def _model_entry(model_id: str) -> dict[str, Any]:
+    return {
+        "name": model_id,
+        "model": model_id,
+        "modified_at": _now(),
+        "size": 0,
+        "digest": "",
+        "details": {"format": "gguf", "family": "", "families": None, "parameter_size": "", "quantization_level": ""},
+    }
+
+
+def _show(state: api.ServeState) -> dict[str, Any]:
+    backend = state.engine.backend
+    context = backend.capabilities.n_ctx if backend is not None else 0
+    tools = backend is not None and backend.capabilities.tools
+    return {
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "details": _model_entry(state.model_id())["details"],
+        "model_info": {"general.architecture": "", "llama.context_length": context} if context else {},
+        "capabilities": ["completion", *(["tools"] if tools else [])],
+        "modified_at": _now(),
+    }
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+async def _answer(request: Request, state: api.ServeState, call: ChatCall, *, chat: bool) -> Response:
+    state.requests += 1
+    state.on_request()
+    shape = OllamaShape(state.model_id(), chat)
+    try:
+        started = await api.start_choice(request, state, call, 0)
+        if started is None:
+            return Response(status_code=api.CLIENT_GONE)
+        if call.stream:
+            return StreamingResponse(_lines(started, shape), media_type="application/x-ndjson")
+        reply = await api.finish_choice(request, started)
+    except api.ClientGone:
+        return Response(status_code=api.CLIENT_GONE)
+    return JSONResponse(shape.whole(reply))
+
+
+async def _lines(started: api.Started, shape: OllamaShape) -> AsyncIterator[str]:
+    """NDJSON: a line per delta, then the `done` line (or an `error` line when the turn failed)."""
+    reply, events = started.reply, started.events
+    try:
+        pending = [started.first]
+        while not reply.finished:
+            event = pending.pop() if pending else await anext(events, None)
+            if event is None:
+                break
+            delta = reply.take(event)
+            if delta:
+                yield json.dumps(shape.part(delta), ensure_ascii=False) + "\n"
+        if reply.error is not None or not reply.finished:
+            message = reply.error.message if reply.error is not None else "the server is shutting down"
+            yield json.dumps({"error": message}, ensure_ascii=False) + "\n"
+        else:
+            yield json.dumps(shape.done(reply, {}), ensure_ascii=False) + "\n"
+    finally:
+        await events.aclose()
+
+
+class OllamaShape:
+    """Ollama's response objects for one chat or generate request."""
+
+    def __init__(self, model: str, chat: bool) -> None:
+        self.model, self.chat = model, chat
+        self.started = time.perf_counter_ns()
+
+    def part(self, delta: dict[str, Any]) -> dict[str, Any]:
+        return self._base(delta, done=False)
+
+    def whole(self, reply: Reply) -> dict[str, Any]:
+        delta: dict[str, Any] = {"content": "".join(reply.content)}
+        if reply.reasoning:
+            delta["reasoning_content"] = "".join(reply.reasoning)
+        if reply.calls:
+            delta["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.calls]
+        return self.done(reply, delta)
+
+    def done(self, reply: Reply, delta: dict[str, Any]) -> dict[str, Any]:
+        stats, total = reply.stats, time.perf_counter_ns() - self.started
+        out = self._base(delta, done=True)
+        out.update(
+            {
+                "done_reason": "length" if reply.finish_reason == "length" else "stop",
+                "total_duration": total,
+                "load_duration": 0,
+                "prompt_eval_count": stats.prompt_tokens,
+                "prompt_eval_duration": int(stats.ttft_ms * 1e6),
+                "eval_count": stats.tokens,
+                "eval_duration": max(total - int(stats.ttft_ms * 1e6), 0),
+            }
+        )
+        return out
+
+    def _base(self, delta: dict[str, Any], *, done: bool) -> dict[str, Any]:
+        text = str(delta.get("content") or "")
+        out: dict[str, Any] = {"model": self.model, "created_at": _now()}
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if delta.get("reasoning_content"):
+                message["thinking"] = delta["reasoning_content"]
+            if delta.get("tool_calls"):
+                message["tool_calls"] = [_ollama_call(c) for c in delta["tool_calls"]]
+            out["message"] = message
+        else:
+            out["response"] = text
+            if delta.get("reasoning_content"):
+                out["thinking"] = delta["reasoning_content"]
+        out["done"] = done
+        return out
+
+
+def _ollama_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call with its arguments as an object (Ollama's), from either shape."""
+    function = dict(call.get("function") or {})
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            function["arguments"] = json.loads(arguments) if arguments else {}
+        except ValueError:  # a call cut by max_tokens: its text so far
+            function["arguments"] = {}
+    return {"function": {"name": function.get("name"), "arguments": function.get("arguments") or {}}}

@@ -1,0 +1,41 @@
+"""OpenAI `image_url` content parts on the way in: data URLs only, never fetched.
+
+A link (`https:`, `file:`) would make the server reach out on a client's word, so it is refused
+like any other bad part; a data URL is decoded and checked (kind, pixel bound) before anything
+else sees it (`engine.backends.image_input`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from desktop.serve.errors import bad_request
+from engine.backends.image_input import ImageData, from_data_url
+from engine.errors import ConfigError
+
+MAX_IMAGES = 8  # per message
+
+
+def is_image_part(part: Any) -> bool:
+    return isinstance(part, dict) and cast(dict[str, Any], part).get("type") == "image_url"
+
+
+def part_images(value: Any, where: str) -> list[ImageData]:
+    """The images among a message's content parts, in order."""
+    if not isinstance(value, list):
+        return []
+    found = [(i, cast(dict[str, Any], p)) for i, p in enumerate(cast(list[Any], value)) if is_image_part(p)]
+    if len(found) > MAX_IMAGES:
+        raise bad_request(f"'{where}' has {len(found)} images; at most {MAX_IMAGES}", where)
+    return [_image(part, f"{where}[{i}]") for i, part in found]
+
+
+def _image(part: dict[str, Any], where: str) -> ImageData:
+    ref: Any = part.get("image_url")
+    url: Any = cast(dict[str, Any], ref).get("url") if isinstance(ref, dict) else ref
+    if not isinstance(url, str):
+        raise bad_request(f"'{where}.image_url.url' must be a string", where)
+    try:
+        return ImageData(from_data_url(url, "the image"), f"image{where.rsplit('[', 1)[-1].rstrip(']')}")
+    except ConfigError as exc:
+        raise bad_request(f"'{where}.image_url': {exc}", where) from None

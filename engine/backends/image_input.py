@@ -1,0 +1,182 @@
+"""Images given to a model: their kind and size read from the header, bounded before decoding.
+
+Every image reaches a decoder (llama.cpp's stb_image in-process, a server's remotely) only after
+`check_image` has read its format and pixel size from the first bytes itself, so a 30,000×30,000
+header, a decompression bomb (a small file declaring a huge picture), a text file named `.png`
+or a truncated header ends here in one line, before any memory is spent on pixels. Formats are
+the ones stb_image and the OpenAI-compatible servers both decode: PNG, JPEG, GIF (first frame),
+BMP. WebP is left out: stb_image cannot read it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+
+MAX_PIXELS = 40_000_000  # ~ an 8K screenshot; 160 MB as RGBA, decoded once
+MAX_BYTES = 64 * 1024 * 1024
+NO_PROJECTOR = (
+    "this model has no vision projector, so it cannot see images; put its mmproj file beside it "
+    "or choose one in the model's settings"
+)
+_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInfo:
+    """What the header says: `mime` ("image/png"…), width and height in pixels."""
+
+    mime: str
+    width: int
+    height: int
+
+    @property
+    def extension(self) -> str:
+        return self.mime.split("/")[1].replace("jpeg", "jpg")
+
+
+def image_digest(data: bytes) -> str:
+    """The image's content address: a SHA-256 hex digest of its bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ImageData:
+    """An image in a message (`message["images"]`): its encoded bytes (PNG, JPEG…).
+
+    `str()` is its content address, so a request's prompt key names images by digest
+    without dumping their bytes.
+    """
+
+    data: bytes
+    name: str = "image"
+
+    @property
+    def digest(self) -> str:
+        return image_digest(self.data)
+
+    def __str__(self) -> str:
+        return f"image:sha256:{self.digest}"
+
+
+def refuse_unseen(vision: bool, backend: str, messages: Sequence[Mapping[str, Any]]) -> None:
+    """ConfigError (one line) when messages carry images a backend cannot see."""
+    if not vision and any(message_images(m) for m in messages):
+        raise ConfigError(f"{backend}: {NO_PROJECTOR}")
+
+
+def message_images(message: Mapping[str, Any]) -> list[ImageData]:
+    """The images a message carries (`message["images"]`), in order."""
+    return [i for i in message.get("images") or () if isinstance(i, ImageData)]
+
+
+def wire_content(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
+    """The message's content as the chat-completions API takes it: with images, a list of
+    parts, the text first, then each image as an `image_url` data URL (never a link)."""
+    text = message.get("content")
+    images = message_images(message)
+    if not images:
+        return text if isinstance(text, str) else str(text or "")
+    parts: list[dict[str, Any]] = [{"type": "text", "text": str(text or "")}] if text else []
+    parts += [{"type": "image_url", "image_url": {"url": data_url(i.data, i.name)}} for i in images]
+    return parts
+
+
+def check_image(data: bytes, name: str = "image") -> ImageInfo:
+    """The image's kind and size, or ConfigError in one line naming `name`."""
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{name} is {len(data) // 2**20} MB; images over {MAX_BYTES // 2**20} MB are refused")
+    info = _sniff(data)
+    if info is None:
+        raise ConfigError(f"{name} is not a PNG, JPEG, GIF or BMP picture (or it is cut short)")
+    if info.width <= 0 or info.height <= 0:
+        raise ConfigError(f"{name} declares an empty picture ({info.width}×{info.height})")
+    if info.width * info.height > MAX_PIXELS:
+        raise ConfigError(
+            f"{name} is {info.width}×{info.height} pixels; pictures over "
+            f"{MAX_PIXELS // 1_000_000} megapixels are refused"
+        )
+    return info
+
+
+def _sniff(data: bytes) -> ImageInfo | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24 and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        return ImageInfo("image/png", width, height)
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        width, height = struct.unpack("<HH", data[6:10])
+        return ImageInfo("image/gif", width, height)
+    if data.startswith(b"BM") and len(data) >= 26:
+        width, height = struct.unpack("<ii", data[18:26])
+        return ImageInfo("image/bmp", width, abs(height))
+    if data.startswith(b"\xff\xd8"):
+        return _jpeg(data)
+    return None
+
+
+def _jpeg(data: bytes) -> ImageInfo | None:
+    """Walk the JPEG's segments to its frame header (SOFn), which holds the size."""
+    at = 2
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            at += 2
+            continue
+        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
+        if marker in _JPEG_SOF:
+            if at + 9 > len(data):
+                return None
+            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+            return ImageInfo("image/jpeg", width, height)
+        if length < 2:
+            return None
+        at += 2 + length
+    return None
+
+
+def data_url(data: bytes, name: str = "image") -> str:
+    """The image as a `data:` URL (what the OpenAI API takes in an `image_url` part)."""
+    info = check_image(data, name)
+    return f"data:{info.mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def from_data_url(url: str, name: str = "image") -> bytes:
+    """The bytes of a `data:image/…;base64,` URL; anything else (http:, file:) is refused."""
+    head, sep, body = url.partition(",")
+    if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
+        raise ConfigError(f"{name}: only data:image/…;base64 URLs are accepted; images are never fetched")
+    if len(body) > MAX_BYTES * 4 // 3 + 4:
+        raise ConfigError(f"{name} is over {MAX_BYTES // 2**20} MB; refused")
+    try:
+        data = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(f"{name}: the data URL is not valid base64") from None
+    check_image(data, name)
+    return data
+
+
+def read_image_file(path: Path) -> ImageData:
+    """An image file as a message's image, checked (kind, pixel bound) before anything decodes it."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ConfigError(f"{path.name} is {size // 2**20} MB; images over {MAX_BYTES // 2**20} MB are refused")
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    check_image(data, path.name)
+    return ImageData(data, path.name)

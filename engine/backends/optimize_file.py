@@ -1,0 +1,91 @@
+"""`ember models optimize PATH` and the window's offer: a faster copy of a user's slow-format file.
+
+A file whose format has no repacked kernel on the CPU (Q4_1, Q5_0, Q5_1, …) gets a copy beside
+it in the fastest format that keeps quality (`fast_copy`); a file already fast is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.backends import quant_formats
+from engine.errors import EngineError
+from models.errors import EmberError
+from models.gguf.meta import ModelMetadata, read_metadata
+
+if TYPE_CHECKING:
+    from engine.backends.fast_copy import Outcome, Progress
+
+# Bits per weight of each format (block bytes × 8 / block size), for the size a copy will have.
+_BITS = {"Q4_0": 4.5, "Q4_1": 5.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q8_0": 8.5, "Q8_1": 9.0}
+
+
+class NothingToGain(EngineError):
+    """The file is already in a fast format, or in one Ember cannot improve."""
+
+
+def copy_path(path: Path, fmt: str) -> Path:
+    """`model.Q4_1.gguf` -> `model.Q4_0.gguf`; a name without its format gets `.Q4_0` added."""
+    stem = path.name.removesuffix(".gguf")
+    renamed = re.sub(r"(?i)q[0-9]_[0-9k](?!.*q[0-9]_)", fmt, stem)
+    return path.with_name(f"{renamed if renamed != stem else stem + '.' + fmt}.gguf")
+
+
+def estimated_bytes(meta: ModelMetadata, fmt: str) -> int:
+    return int(meta.file_size * _BITS.get(fmt, 8.5) / _BITS.get(meta.quantization, 8.5))
+
+
+def offer_text(meta: ModelMetadata) -> str | None:
+    """The window's offer for a slow-format file, or None when there is nothing to gain."""
+    candidates = quant_formats.candidates_for(meta.quantization)
+    if not candidates:
+        return None
+    sizes = sorted({round(estimated_bytes(meta, f) / 1e6) for f in candidates})
+    size = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}–{sizes[-1]:,}"
+    return f"This file's format is slow on this CPU: make a faster copy (about {size} MB, same quality)"
+
+
+def refusal(meta: ModelMetadata) -> str | None:
+    """One line saying why `meta`'s file gets no copy, or None when it may."""
+    if quant_formats.is_fast(meta.quantization):
+        return f"already {meta.quantization}, a format with fast kernels on this CPU"
+    if not quant_formats.candidates_for(meta.quantization):
+        return f"{meta.quantization} has no faster format Ember can write without losing quality"
+    return None
+
+
+def optimize(path: Path, threads: int, say: Progress, max_tokens: int | None = None) -> Outcome:
+    """Write the fastest copy that keeps quality beside `path`; NothingToGain for a fast file."""
+    meta = read_metadata(path)
+    reason = refusal(meta)
+    if reason is not None:
+        raise NothingToGain(reason)
+    candidates = quant_formats.candidates_for(meta.quantization)
+    taken = [copy_path(path, f) for f in candidates if copy_path(path, f).exists()]
+    if taken:
+        raise NothingToGain(f"{taken[0].name} exists already (remove it to make a new copy)")
+    from engine.backends.fast_copy import make_fast_copy  # llama.cpp, loaded only to write a copy
+
+    return make_fast_copy(path, lambda fmt: copy_path(path, fmt), candidates, threads, say, max_tokens)
+
+
+# -- in a child process (the window's offer) ------------------------------------------------
+
+
+def run_child() -> int:
+    """The path in argv[1]; the outcome as one JSON line on stdout, or one line on stderr (exit 2)."""
+    import json
+    import sys
+
+    from engine.backends.cpu_threads import default_threads
+
+    path = Path(sys.argv[1])
+    try:
+        outcome = optimize(path, default_threads(), lambda _m: None)
+    except (EmberError, OSError) as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
+    sys.stdout.write(json.dumps({**outcome.to_json(), "path": str(outcome.path) if outcome.path else None}) + "\n")
+    return 0

@@ -1,0 +1,140 @@
+"""`ember bench` without flags: how fast this model is here, in well under a minute.
+
+One load, then a warm-up turn and `rounds` timed turns through Ember's own pipeline
+(`TurnRunner`): prompt reading (prompt tokens over the time to the first token), decoding
+(tokens after the first over the time after it) and the time to first token. With a
+`llama-bench` binary, native llama.cpp's pp/tg on the same model follow in one line. For the
+built-in model, the fast copy's figures (measured side by side when it was made,
+`models.library.fast_builtin`) join the report. The long comparisons are `ember bench --full`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.backends.base import Request, Sampling, make_request
+from engine.backends.llama import LlamaBackend
+from engine.bench.native import run_llama_bench
+from engine.errors import BenchError
+from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError
+from engine.turns.runner import TurnRunner
+from models.library import fast_builtin
+
+PROMPT = "Summarise the following licence in three sentences, then list who may use the software.\n\n{text}"
+TEXT_CHARS = 1_000  # about 250 tokens of the licence: a prompt long enough to time its reading
+N_CTX, MAX_TOKENS = 2048, 64
+TURNS_BUDGET_S = 25.0  # timed turns stop once they have taken this long (at least one runs)
+
+Progress = Callable[[str], None]
+
+
+def request(text: str) -> Request:
+    prompt = PROMPT.format(text=text[:TEXT_CHARS])
+    return make_request([{"role": "user", "content": prompt}], sampling=Sampling.greedy(), max_tokens=MAX_TOKENS)
+
+
+def time_turn(backend: LlamaBackend, req: Request) -> tuple[float, float, int]:
+    """(time to first token s, decode seconds, tokens) of one turn from an empty KV cache."""
+    backend.reset_cache()
+    start = time.perf_counter()
+    first: float | None = None
+    tokens = 0
+    for event in TurnRunner(backend).run(req):
+        match event:
+            case ContentDelta() | ThinkingDelta():
+                first = first or time.perf_counter()
+            case TurnDone(stats=stats):
+                tokens = stats.tokens
+            case TurnError(message=message):
+                raise BenchError(f"the turn failed: {message}")
+            case _:
+                pass
+    end = time.perf_counter()
+    first = first or end
+    return first - start, end - first, tokens
+
+
+def measure(model: Path, threads: int, gpu_layers: int, say: Progress, rounds: int = 3) -> dict[str, Any]:
+    """Load, warm up, then up to `rounds` turns within `TURNS_BUDGET_S`: the medians."""
+    from engine.backends.quant_quality import TEXT_FILE
+
+    say("loading the model")
+    start = time.perf_counter()
+    backend = LlamaBackend(model, n_ctx=N_CTX, n_threads=threads, n_gpu_layers=gpu_layers)
+    load_ms = (time.perf_counter() - start) * 1000
+    backend.prompt_lookup = False  # the per-token cost, as llama-bench's tg measures it
+    try:
+        req = request(TEXT_FILE.read_text(encoding="utf-8"))
+        n_prompt = len(backend.prompt_tokens(req)[0])
+        say(f"a short warm-up, then up to {rounds} turns of {MAX_TOKENS} tokens on a {n_prompt}-token prompt")
+        time_turn(backend, req.with_(max_tokens=4))  # pages the weights in; the timed turns then compare
+        runs = _timed_turns(backend, req, rounds)
+    finally:
+        backend.close()
+    ttft = statistics.median(r[0] for r in runs)
+    tps = statistics.median((r[2] - 1) / r[1] for r in runs if r[1] > 0 and r[2] > 1) if runs else None
+    return {
+        "load_ms": round(load_ms),
+        "prompt_tokens": n_prompt,
+        "engine_ttft_ms": round(ttft * 1000, 1),
+        "engine_pp_tps": round(n_prompt / ttft, 1),
+        "engine_tps": round(tps, 2) if tps else None,
+        "max_tokens": MAX_TOKENS,
+        "runs": len(runs),
+    }
+
+
+def _timed_turns(backend: LlamaBackend, req: Request, rounds: int) -> list[tuple[float, float, int]]:
+    start = time.perf_counter()
+    runs = [time_turn(backend, req)]
+    while len(runs) < rounds and time.perf_counter() - start < TURNS_BUDGET_S:
+        runs.append(time_turn(backend, req))
+    return runs
+
+
+def native(binary: Path, model: Path, threads: int, report: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """llama-bench's pp64/tg on the same model, and Ember / native for decoding."""
+    try:
+        out = run_llama_bench(binary, model, threads, n_gen=MAX_TOKENS, flash_attn="auto", timeout_s=45)
+    except (BenchError, OSError, ValueError) as exc:
+        notes.append(f"llama-bench: {exc}")
+        return {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
+    tps = report.get("engine_tps")
+    out["engine_vs_native_tps_ratio"] = round(tps / out["native_tg_tps"], 3) if tps else None
+    return out
+
+
+def builtin_fast(shipped: Path) -> dict[str, Any]:
+    """The fast copy's figures from its record (`fast_builtin`): format, speed ratios, quality."""
+    keys = (
+        "builtin_fast_format",
+        "builtin_fast_vs_shipped_pp_ratio",
+        "builtin_fast_vs_shipped_tg_ratio",
+        "builtin_fast_top1_agreement",
+        "builtin_fast_ppl_ratio",
+        "builtin_fast_verdict",
+    )
+    out: dict[str, Any] = dict.fromkeys(keys)
+    record = fast_builtin.read_record()
+    if record is None:
+        return out
+    candidates: dict[str, Any] = record.get("candidates") or {}
+    # The format in use, else (none kept) the candidate that came closest, with the verdict beside it.
+    fmt = record.get("format") or max(
+        candidates, key=lambda f: candidates[f].get("top1_agreement") or 0.0, default=None
+    )
+    figures: dict[str, Any] = candidates.get(fmt) or {} if fmt else {}
+    out.update(
+        builtin_fast_format=fmt,
+        builtin_fast_vs_shipped_pp_ratio=figures.get("pp_ratio"),
+        builtin_fast_vs_shipped_tg_ratio=figures.get("tg_ratio"),
+        builtin_fast_top1_agreement=figures.get("top1_agreement"),
+        builtin_fast_ppl_ratio=figures.get("ppl_ratio"),
+        builtin_fast_verdict=record.get("reason"),
+    )
+    out["builtin_fast_in_use"] = fast_builtin.fast_copy(shipped) is not None
+    return out

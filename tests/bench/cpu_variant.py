@@ -1,0 +1,102 @@
+"""The CPU variant chosen at run time against the AVX2-only one (`haswell`), side by side (#24).
+
+One process can hold one CPU variant, so each side is a child process with `EMBER_CPU_VARIANT`
+set: the same model and threads, a 256-token prompt read in one batch (`pp`) and 64 single-token
+decodes (`tg`), raw llama-cpp-python calls so that nothing but the variant differs. Rounds
+alternate the two sides; each ratio is the chosen side's median over the portable side's median.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from engine.backends.cpu_variants import FORCE_ENV, ensure_backends, lib_dir, variant_files
+from engine.child_env import python_child
+from engine.errors import BenchError
+
+PORTABLE = "haswell"  # AVX2 + FMA + F16C + BMI2: what the one-variant build used (-DGGML_NATIVE=OFF)
+N_PROMPT, N_GEN = 256, 64
+TIMEOUT_S = 600.0
+
+MEASURE_CODE = """
+import json, sys, time
+from engine.backends.cpu_variants import ensure_backends
+choice = ensure_backends()
+from engine.backends.llama_plain import new_llama
+threads, n_prompt, n_gen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+llm = new_llama(model_path=sys.argv[1], n_ctx=512, n_batch=n_prompt, n_ubatch=n_prompt,
+                n_threads=threads, n_threads_batch=threads, n_gpu_layers=0, verbose=False)
+prompt = llm.tokenize(b"The quick brown fox jumps over the lazy dog, then naps in the sun. " * 40)[:n_prompt]
+start = time.perf_counter()
+llm.eval(prompt)
+pp = len(prompt) / (time.perf_counter() - start)
+token = llm.tokenize(b" the", add_bos=False)[0]
+start = time.perf_counter()
+for _ in range(n_gen):
+    llm.eval([token])
+tg = n_gen / (time.perf_counter() - start)
+print(json.dumps({"variant": choice.chosen if choice else None, "pp": pp, "tg": tg}))
+"""
+
+
+def in_use() -> str | None:
+    """The CPU variant this process runs on, by name (every bench report has it)."""
+    choice = ensure_backends()
+    return choice.chosen if choice else "built in (one variant)"
+
+
+def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
+    """One child on the named variant: {"variant", "pp", "tg"} (tokens per second)."""
+    child = python_child(
+        MEASURE_CODE, str(model.absolute()), str(threads), str(N_PROMPT), str(N_GEN), env=env, **{FORCE_ENV: name}
+    )
+    done = subprocess.run(
+        child.argv,
+        env=child.env,
+        cwd=child.cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise BenchError(f"CPU variant {name}: the measuring child failed ({done.returncode}): {tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if result.get("variant") != name:
+        raise BenchError(f"CPU variant {name}: the child ran {result.get('variant')!r} instead")
+    return result
+
+
+def compare_variants(model: Path, threads: int, rounds: int, env: dict[str, str]) -> dict[str, Any]:
+    """`cpu_variant` and `default_vs_portable_{tg,pp}_ratio` (None where there is nothing to compare)."""
+    choice = ensure_backends()
+    files = variant_files(lib_dir())
+    out: dict[str, Any] = {
+        "cpu_variant": in_use(),
+        "cpu_variant_how": choice.how if choice else "chosen when llama.cpp was built",
+        "cpu_variants_built": len(files),
+        "default_vs_portable_tps_ratio": None,
+        "default_vs_portable_pp_ratio": None,
+    }
+    if choice is None or choice.chosen is None or PORTABLE not in files:
+        return out
+    sides: dict[str, list[dict[str, Any]]] = {choice.chosen: [], PORTABLE: []}
+    for i in range(rounds):
+        order = list(sides) if i % 2 == 0 else list(reversed(sides))  # neither side always goes first
+        for name in order:
+            sides[name].append(measure_variant(name, model, threads, env))
+    chosen, portable = sides[choice.chosen], sides[PORTABLE]
+    for key, row in (("tg", "default_vs_portable_tps_ratio"), ("pp", "default_vs_portable_pp_ratio")):
+        mine, theirs = statistics.median(r[key] for r in chosen), statistics.median(r[key] for r in portable)
+        out[row] = round(mine / theirs, 3) if theirs else None
+        out[f"cpu_variant_{key}_tps"] = round(mine, 1)
+        out[f"portable_{key}_tps"] = round(theirs, 1)
+    out["cpu_variant_rounds"] = rounds
+    return out

@@ -1,0 +1,86 @@
+"""`ember bench` without flags: this model's speed here, in well under a minute (issue #41).
+
+Timings are never asserted (they are benchmarks); the report's shape and its sense are.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop.cli import cmd_bench
+from desktop.cli.main import main
+from models.library import fast_builtin
+
+DEFAULT_KEYS = ("model", "cpu", "threads", "load_average", "load_ms", "prompt_tokens", "engine_ttft_ms",
+                "engine_pp_tps", "engine_tps", "builtin_fast_format", "builtin_fast_vs_shipped_pp_ratio",
+                "builtin_fast_vs_shipped_tg_ratio", "builtin_fast_top1_agreement", "builtin_fast_ppl_ratio",
+                "bench_default_seconds", "notes")  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # a hang guard, not a speed check
+def test_the_default_bench_reports_this_models_speed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no llama-bench: the native line is left out, not failed
+    fast_builtin.write_record(
+        {
+            "source": "x",
+            "verdict": fast_builtin.KEPT,
+            "format": None,
+            "reason": "kept",
+            "candidates": {"Q4_0": {"top1_agreement": 0.6, "ppl_ratio": 1.27}},
+        }
+    )
+    assert main(["bench", "--json", "--threads", "2"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [k for k in DEFAULT_KEYS if k not in report] == []
+    assert report["prompt_tokens"] > 100 and report["engine_pp_tps"] > 0 and report["engine_tps"] > 0
+    assert report["engine_ttft_ms"] > 0 and report["bench_default_seconds"] > 0
+    assert report["native_tg_tps"] is None if "native_tg_tps" in report else True
+    assert report["builtin_fast_format"] == "Q4_0" and report["builtin_fast_top1_agreement"] == 0.6
+    assert report["builtin_fast_in_use"] is False
+    assert "raw_tps" not in report  # the raw comparison is --full's
+
+
+def test_the_table_names_each_figure() -> None:
+    report = {
+        "model": "m.gguf",
+        "cpu": "c",
+        "threads": 2,
+        "load_average": 1.0,
+        "load_average_end": 1.5,
+        "engine_pp_tps": 200.0,
+        "prompt_tokens": 250,
+        "engine_tps": 60.0,
+        "engine_ttft_ms": 1250.0,
+        "load_ms": 300,
+        "native_tg_tps": 70.0,
+        "native_pp_tps": 230.0,
+        "engine_vs_native_tps_ratio": 0.857,
+        "builtin_fast_format": None,
+        "bench_default_seconds": 12.5,
+        "notes": ["a note"],
+    }
+    text = cmd_bench.format_report(report)
+    assert "prompt reading      200.0 tokens/s (250-token prompt)" in text
+    assert "Ember / native decoding 0.857" in text and "answered in 12.5 s" in text
+    assert text.splitlines()[-1] == "note: a note" and "fast copy" not in text
+
+
+def test_full_in_a_frozen_app_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert main(["bench", "--full"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"ember: {cmd_bench.FULL_ONLY}"]
+
+
+def test_the_product_carries_no_bench_comparisons() -> None:
+    root = Path(cmd_bench.__file__).resolve().parents[2]
+    shipped = {p.name for p in (root / "engine" / "bench").glob("*.py")}
+    assert shipped == {"__init__.py", "native.py", "quick.py"}
+    assert not list((root / "desktop" / "cli").glob("bench_*.py"))

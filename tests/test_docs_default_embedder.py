@@ -1,0 +1,108 @@
+"""The default embedder: all-MiniLM-L6-v2 from its wheel, converted to llama.cpp's BERT GGUF by Ember."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.docs.embed import (
+    DEFAULT_EMBEDDER,
+    EmbedCancelled,
+    LlamaEmbedder,
+    chat_model_warning,
+    embed_in_groups,
+    embedder_kind,
+    resolve_embedder,
+    shared_embedder,
+)
+from engine.errors import ModelLoadError
+from models.library import default_embedder
+from models.library.bert_gguf import phantom
+
+REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="module")
+def minilm() -> LlamaEmbedder:
+    return shared_embedder(DEFAULT_EMBEDDER)
+
+
+def test_the_vectors_match_sentence_transformers(minilm: LlamaEmbedder) -> None:
+    # The reference rows were computed once by sentence-transformers itself (SentenceTransformer.encode,
+    # normalize_embeddings=True) on the wheel's own files; the test needs neither it nor torch.
+    ref = json.loads(REFERENCE.read_text())
+    got = minilm.embed(ref["sentences"])
+    cosines = np.einsum("ij,ij->i", got, np.asarray(ref["vectors"], dtype=np.float32))
+    assert cosines.min() >= 0.99, cosines
+
+
+def test_it_is_an_encoder_with_the_wordpiece_vocabulary(minilm: LlamaEmbedder) -> None:
+    kind = embedder_kind(Path(minilm.name))
+    assert (kind.encoder, kind.context, kind.architecture) == (True, 512, "bert")
+    assert minilm.max_tokens == 512
+    assert minilm.llama.tokenize(b"Hello world, unbelievable") == [101, 7592, 2088, 1010, 23653, 102]  # type: ignore[attr-defined]
+    assert (phantom("##ing", False), phantom("word", False), phantom("[CLS]", True)) == ("ing", "\u2581word", "[CLS]")
+    # A passage far longer than the model's 512 positions is cut, not an error.
+    assert minilm.embed(["word " * 3000]).shape == (1, 384)
+
+
+def test_a_chat_model_as_embedder_is_warned_about(smollm_path: Path, minilm: LlamaEmbedder) -> None:
+    warning = chat_model_warning(smollm_path)
+    assert warning is not None and "chat model" in warning and "slow" in warning
+    assert chat_model_warning(Path(minilm.name)) is None
+
+
+@pytest.mark.slow
+def test_the_converted_file_is_checked_and_made_again_when_corrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "embedders" / "minilm.gguf"
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(target))
+    path = default_embedder.default_embedder_path()
+    good = default_embedder.sha256(path)
+    assert good == default_embedder.SHA256  # the conversion is deterministic
+    with path.open("r+b") as f:  # a flipped byte in the middle of a weight
+        f.seek(path.stat().st_size // 2)
+        f.write(b"\x00\x01\x02\x03")
+    assert default_embedder.default_embedder_path() == path and default_embedder.sha256(path) == good
+    assert not list(target.parent.glob("*.part"))
+
+
+@pytest.mark.slow
+def test_a_conversion_that_does_not_match_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
+    with pytest.raises(default_embedder.DefaultEmbedderMissing) as info:
+        default_embedder.default_embedder_path(expected="0" * 64)
+    assert "\n" not in str(info.value) and "unexpected file" in str(info.value)
+    assert not (tmp_path / "minilm.gguf").exists()
+
+
+def test_a_missing_or_broken_archive_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
+    broken = tmp_path / "model.zip"
+    broken.write_bytes(b"PK\x03\x04 not really a zip")
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER_ZIP", str(broken))
+    with pytest.raises(ModelLoadError) as info:
+        LlamaEmbedder.load(resolve_embedder(DEFAULT_EMBEDDER))
+    assert "\n" not in str(info.value) and "default embedding model" in str(info.value)
+
+
+def test_cancel_is_seen_between_groups_within_a_second(minilm: LlamaEmbedder) -> None:
+    texts = ["A passage about a subject of some length, with several words in it. " * 12] * 400
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(EmbedCancelled):
+        embed_in_groups(minilm, texts, stop.is_set)
+    assert time.monotonic() - started - 0.3 < 30  # against a hang only: a group of 2 takes under a second
+
+
+def test_the_shared_embedder_is_loaded_once(minilm: LlamaEmbedder) -> None:
+    assert shared_embedder(DEFAULT_EMBEDDER) is minilm

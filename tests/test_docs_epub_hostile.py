@@ -1,0 +1,103 @@
+"""EPUB reading (bounded like DOCX) and the hostile inputs of the default embedder's world."""
+
+from __future__ import annotations
+
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from engine.docs.chunk import chunk_blocks
+from engine.docs.embed import DEFAULT_EMBEDDER, embed_in_groups, shared_embedder
+from engine.docs.errors import DocumentError
+from engine.docs.extract import extract
+from engine.docs.index import DocIndex
+from engine.docs.indexer import find_files, index_collection
+
+CONTAINER = (
+    '<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0">'
+    '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+    "</rootfiles></container>"
+)
+OPF = (
+    '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+    '<item id="c2" href="text/two.xhtml" media-type="application/xhtml+xml"/>'
+    '<item id="c1" href="text/one.xhtml" media-type="application/xhtml+xml"/>'
+    '<item id="css" href="style.css" media-type="text/css"/></manifest>'
+    '<spine><itemref idref="c1"/><itemref idref="c2"/></spine></package>'
+)
+
+
+def _chapter(title: str, body: str) -> str:
+    return (
+        f'<html xmlns="http://www.w3.org/1999/xhtml"><head><title>x</title><style>p {{}}</style></head>'
+        f"<body><h1>{title}</h1><p>{body}</p></body></html>"
+    )
+
+
+def write_epub(path: Path, **extra: bytes) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/epub+zip")
+        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("OEBPS/content.opf", OPF)
+        z.writestr("OEBPS/text/one.xhtml", _chapter("The Harbour", "The lighthouse keeper feeds the cormorants."))
+        z.writestr("OEBPS/text/two.xhtml", _chapter("The Storm", "Waves broke over the pier at midnight."))
+        for name, data in extra.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_an_epub_is_read_chapter_by_chapter_in_spine_order(tmp_path: Path) -> None:
+    text = "".join(b.text for b in extract(write_epub(tmp_path / "book.epub")))
+    assert text.index("# The Harbour") < text.index("cormorants") < text.index("# The Storm") < text.index("midnight")
+    assert "p {}" not in text  # styles are not text
+    assert find_files([tmp_path])[0] == [tmp_path / "book.epub"]
+
+
+def test_an_epub_bomb_is_refused_before_inflating(tmp_path: Path) -> None:
+    bomb = write_epub(tmp_path / "bomb.epub", **{"OEBPS/text/huge.xhtml": b"\0" * (65 << 20)})
+    with pytest.raises(DocumentError) as info:
+        list(extract(bomb))
+    assert "zip bomb" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_broken_epub_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.epub"
+    broken.write_bytes(b"PK\x03\x04 not a zip at all")
+    with pytest.raises(DocumentError) as info:
+        list(extract(broken))
+    assert "not a readable EPUB" in str(info.value)
+    nospine = tmp_path / "nospine.epub"
+    with zipfile.ZipFile(nospine, "w") as z:
+        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("OEBPS/content.opf", OPF.replace('<itemref idref="c1"/><itemref idref="c2"/>', ""))
+    with pytest.raises(DocumentError, match="no chapters"):
+        list(extract(nospine))
+
+
+@pytest.mark.slow
+def test_a_megabyte_without_a_space_is_cut_into_passages_and_embedded(tmp_path: Path) -> None:
+    blob = tmp_path / "blob.txt"
+    blob.write_text("x" * (1 << 20))
+    chunks = list(chunk_blocks(extract(blob)))
+    assert len(chunks) > 100 and max(len(c.text) for c in chunks) <= 2000
+    embedder = shared_embedder(DEFAULT_EMBEDDER)
+    started = time.monotonic()
+    vectors = embed_in_groups(embedder, [c.text for c in chunks[:8]], lambda: False)
+    assert vectors.shape == (8, 384) and time.monotonic() - started < 120  # generous: against a hang
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_hundred_thousand_tiny_files_are_indexed_with_bm25(tmp_path: Path) -> None:
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    for i in range(100_000):
+        (folder / f"f{i:06d}.txt").write_text(f"note {i} walnut{i % 97}\n")
+    with DocIndex.open(tmp_path / "d.sqlite3") as index:
+        coll = index.create_collection("tiny")
+        index.add_roots(coll, [folder])
+        report = index_collection(index, coll)
+        assert len(report.indexed) == 100_000 and not report.failed
+        assert len(index.search(coll, "walnut13", k=8)) == 8

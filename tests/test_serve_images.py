@@ -1,0 +1,86 @@
+"""`ember serve` takes OpenAI image_url parts as data URLs only: never fetched, checked first."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from serve_helpers import EchoBackend, Served, serve
+
+from engine.backends.base import CancelToken, Capabilities, Request, StreamInfo
+from engine.backends.image_input import ImageData
+from engine.events import Piece
+from tests.projector_fixture import png, png_chunks
+
+
+class SeeingEcho(EchoBackend):
+    capabilities = Capabilities(device="Scripted", vision=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[list[ImageData]] = []
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        self.seen.append([i for m in request.messages for i in m.get("images") or ()])
+        return super().stream(request, cancel, info)
+
+
+@pytest.fixture
+def seeing() -> Iterator[tuple[Served, SeeingEcho]]:
+    backend = SeeingEcho()
+    s = serve(backend)
+    yield s, backend
+    s.close()
+
+
+def _post(s: Served, content: list[dict[str, Any]]) -> httpx.Response:
+    body = {"model": "m", "messages": [{"role": "user", "content": content}]}
+    return httpx.post(f"{s.url}/chat/completions", json=body, timeout=30)
+
+
+def _url(data: bytes) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+
+
+def test_a_data_url_image_reaches_the_model(seeing: tuple[Served, SeeingEcho]) -> None:
+    s, backend = seeing
+    picture = png(6, 4)
+    response = _post(s, [{"type": "text", "text": "what is this"}, _url(picture)])
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "echo: what is this"
+    assert [i.data for i in backend.seen[-1]] == [picture]
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        ({"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}}, "never fetched"),
+        ({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, "never fetched"),
+        (_url(png_chunks(struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0), b"")), "megapixels"),
+        (_url(b"%PDF-1.4 a document"), "not a PNG"),
+    ],
+)
+def test_links_and_hostile_images_get_a_400_in_one_line(
+    seeing: tuple[Served, SeeingEcho], part: dict[str, Any], says: str
+) -> None:
+    s, backend = seeing
+    response = _post(s, [{"type": "text", "text": "hi"}, part])
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert says in error["message"] and "\n" not in error["message"]
+    assert error["param"] == "messages[0].content[1]"
+    assert backend.seen == []
+
+
+def test_a_model_that_cannot_see_refuses_the_image() -> None:
+    s = serve(EchoBackend())
+    try:
+        response = _post(s, [{"type": "text", "text": "hi"}, _url(png(4, 4))])
+        assert response.status_code == 400, response.text
+        assert "no vision projector" in response.json()["error"]["message"]
+    finally:
+        s.close()
