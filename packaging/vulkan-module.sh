@@ -200,6 +200,7 @@ EOF
     fail "the source's ggml is $want but llama_cpp/lib has $(cd "$lib" && ls libggml-base.so.*.* 2>/dev/null): not building a module that would not load"
   build=$CACHE/vulkan-module/build-$key
   log=$CACHE/vulkan-module/build-$key.log
+  mkdir -p "$CACHE/vulkan-module" # the source may come from uv's cache: nothing made this folder yet
   say "building libggml-vulkan.so for llama-cpp-python $version (ggml $want) with $JOBS jobs: about 15 minutes on two cores; log: $log"
   start=$(date +%s)
   {
