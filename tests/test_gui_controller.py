@@ -134,7 +134,7 @@ def test_a_message_sent_while_loading_waits_for_the_model() -> None:
         view = FakeView()
         controller = ChatController(Engine(), view)
         choice = GatedChoice(BackendSpec("script", "x"), label="gated")
-        load = asyncio.ensure_future(controller.load_model(choice))
+        load = asyncio.ensure_future(controller.models.load(choice))
         send = asyncio.ensure_future(controller.send("hi"))
         await asyncio.sleep(0.05)
         assert view.replies[0].events == [("waiting", "gated")]  # shown waiting, nothing run yet
@@ -160,7 +160,7 @@ def test_stop_while_the_model_loads_ends_the_wait_at_once() -> None:
     async def main() -> tuple[FakeView, bool]:
         view = FakeView()
         controller = ChatController(Engine(), view)
-        load = asyncio.ensure_future(controller.load_model(GatedChoice(BackendSpec("script", "x"), label="g")))
+        load = asyncio.ensure_future(controller.models.load(GatedChoice(BackendSpec("script", "x"), label="g")))
         send = asyncio.ensure_future(controller.send("hi"))
         await asyncio.sleep(0.05)
         controller.stop()
@@ -189,7 +189,7 @@ def test_a_message_sent_during_a_slow_load_runs_with_the_models_own_settings() -
         view = FakeView()
         controller = ChatController(Engine(), view)
         choice = GatedChoice(BackendSpec("script", "x"), label="slow", settings=safe)
-        load = asyncio.ensure_future(controller.load_model(choice))
+        load = asyncio.ensure_future(controller.models.load(choice))
         send = asyncio.ensure_future(controller.send("hi"))
         await asyncio.sleep(0.2)  # typed and stored long before the model is there
         assert view.replies and view.replies[0].events == [("waiting", "slow")]
@@ -235,7 +235,7 @@ def test_the_waiting_reply_and_the_status_show_how_far_the_load_has_got() -> Non
     async def main() -> FakeView:
         view = FakeView()
         controller = ChatController(Engine(), view)
-        load = asyncio.ensure_future(controller.load_model(ReportingChoice(BackendSpec("script", "x"), label="slow")))
+        load = asyncio.ensure_future(controller.models.load(ReportingChoice(BackendSpec("script", "x"), label="slow")))
         assert await asyncio.to_thread(ReportingChoice.reported.wait, 5)
         await asyncio.sleep(0.05)  # the report crosses to the loop
         send = asyncio.ensure_future(controller.send("hi"))  # typed after 30 %: it shows 30 % at once

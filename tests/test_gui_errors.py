@@ -139,7 +139,7 @@ def test_a_model_load_failure_is_readable_and_the_app_stays_usable(
 ) -> None:
     chat = make_chat(no_model=True)
     choice = choose_model(str(tmp_path / "missing.gguf"), None)
-    load = asyncio.ensure_future(chat.controller.load_model(choice))
+    load = asyncio.ensure_future(chat.controller.models.load(choice))
     qtbot.waitUntil(load.done, timeout=WAIT_MS)
     assert load.result() is False
     notice = chat.window.notice

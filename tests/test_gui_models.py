@@ -198,7 +198,7 @@ def test_turns_use_the_models_sampling_length_and_system_prompt(make_chat, qtbot
     ReadyChoice.backend = backend = ScriptedBackend.from_texts("first", "second")  # it records requests
     settings = ModelSettings(temperature=0.2, top_k=7, seed=42, max_tokens=77, system_prompt="Be terse.")
     choice = ReadyChoice(BackendSpec("llama"), Path("m.gguf"), "m", settings=settings)
-    load = asyncio.ensure_future(chat.controller.load_model(choice))
+    load = asyncio.ensure_future(chat.controller.models.load(choice))
     qtbot.waitUntil(load.done, timeout=WAIT_MS)
     chat.type_and_send("hello")
     chat.wait_reply_finished()

@@ -45,7 +45,7 @@ def test_json_replies_render_as_formatted_json_after_a_quiet_retry(make_chat: Ma
     chat = make_chat(backend=backend)
     button = format_button(chat)
     choose(button, "Any JSON object")
-    assert button.text() == "JSON  ▾" and chat.controller.reply_format == ReplyFormat("json")
+    assert button.text() == "JSON  ▾" and chat.controller.screen.reply_format == ReplyFormat("json")
     chat.type_and_send("give me json")
     qtbot.waitUntil(
         lambda: chat.window.last_reply() is not None and chat.reply().status.text() == "Retrying (attempt 2)…",
@@ -124,7 +124,7 @@ def test_a_saved_schema_is_the_conversations_format(make_chat: MakeChat, qtbot: 
     assert dialog is not None and dialog.isVisible()
     dialog.editor.setPlainText(json.dumps(ANSWER_SCHEMA))
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
-    assert button.text() == "Schema  ▾" and chat.controller.reply_format.schema == ANSWER_SCHEMA
+    assert button.text() == "Schema  ▾" and chat.controller.screen.reply_format.schema == ANSWER_SCHEMA
     chat.type_and_send("hello")
     assert chat.wait_reply_finished().answer_text() == fenced_json({"answer": "hi"})
     history = chat.controller.history
@@ -138,7 +138,7 @@ def test_a_saved_schema_is_the_conversations_format(make_chat: MakeChat, qtbot: 
     assert isinstance(sidebar, HistorySidebar)
     sidebar.openRequested.emit(first, None)
     qtbot.waitUntil(lambda: button.text() == "Schema  ▾", timeout=WAIT_MS)
-    assert chat.controller.reply_format == ReplyFormat("schema", ANSWER_SCHEMA)
+    assert chat.controller.screen.reply_format == ReplyFormat("schema", ANSWER_SCHEMA)
 
 
 def test_cancelling_the_schema_editor_keeps_the_format(make_chat: MakeChat) -> None:
@@ -147,7 +147,7 @@ def test_cancelling_the_schema_editor_keeps_the_format(make_chat: MakeChat) -> N
     choose(button, "JSON schema…")
     assert button.dialog is not None
     button.dialog.reject()
-    assert button.text() == "Text  ▾" and chat.controller.reply_format == ReplyFormat()
+    assert button.text() == "Text  ▾" and chat.controller.screen.reply_format == ReplyFormat()
 
 
 def test_schema_text_checks() -> None:

@@ -29,8 +29,6 @@ from engine.session.reply_format import ReplyFormat
 from engine.session.session import Ask, ChatSession, Turn
 from engine.session.titling import ConversationTitler
 from engine.tools.registry import ToolSet
-from engine.turns.context_policy import ContextPolicy
-from engine.turns.context_window import Meter
 from engine.turns.runner import error_kind
 
 log = logging.getLogger("desktop.controller")
@@ -89,14 +87,6 @@ class ChatController:
     def model(self) -> ModelInfo | None:
         return self.models.model
 
-    @property
-    def reply_format(self) -> ReplyFormat:
-        return self.screen.reply_format
-
-    async def load_model(self, choice: ModelChoice) -> bool:
-        """Load `choice` on the engine's worker; a failure is shown, never raised."""
-        return await self.models.load(choice)
-
     # -- turns -----------------------------------------------------------------------------
 
     async def send(self, text: str) -> bool:
@@ -153,7 +143,7 @@ class ChatController:
             self._opening = False
 
     async def _checked_and_stored(self, ask: Ask) -> Turn | None:
-        tools = await self.tool_turns.for_turn() if self.reply_format.schema is None else None
+        tools = await self.tool_turns.for_turn() if self.screen.reply_format.schema is None else None
         documents = partial(self._with_documents, ask)
         try:
             turn = await self.session.open_turn_async(
@@ -161,7 +151,7 @@ class ChatController:
                 ask,
                 self.models.turn_settings(),
                 tools=tools,
-                schema=self.reply_format.schema,
+                schema=self.screen.reply_format.schema,
                 model=self.models.name,
                 approver=self.tool_turns.approver(),
                 documents=documents,
@@ -190,18 +180,6 @@ class ChatController:
         self.view.clear_turn_failure(remove=True)
         self._retry.failure = failure = failure_for(kind, message)
         self.view.show_turn_failure(failure)
-
-    # -- context -------------------------------------------------------------------------
-
-    @property
-    def context_policy(self) -> ContextPolicy:
-        return self.context.policy
-
-    def set_context_policy(self, policy: ContextPolicy) -> None:
-        self.context.set_policy(policy)
-
-    async def measure_draft(self, draft: str) -> Meter | None:
-        return await self.context.measure_draft(draft)
 
     # -- running ---------------------------------------------------------------------------
 

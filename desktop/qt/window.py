@@ -359,7 +359,7 @@ class MainWindow(QMainWindow):
             await self.controller.new_conversation()
             self.composer.focus_edit()
         elif action == FailureAction.DROP_OLDER:  # the stop policy's limit: keep chatting under truncate-middle
-            self.controller.set_context_policy(ContextPolicy.TRUNCATE_MIDDLE)
+            self.controller.context.set_policy(ContextPolicy.TRUNCATE_MIDDLE)
             self.conversation.clear_failure(remove=True)
             if self.composer.text().strip():
                 self.composer.submit()

@@ -3,7 +3,7 @@
 It counts what the next message would send: the conversation as the context policy keeps it,
 plus the draft, with the passages of the documents attached to it as the turn will put them in
 (`ConversationDocs.counted`). Typing restarts a short timer; when it fires, the count runs on the engine's
-counting thread (`ChatController.measure_draft`), never on the UI thread, and only the newest
+counting thread (`ConversationContext.measure_draft`), never on the UI thread, and only the newest
 draft's result is shown. Its menu chooses the conversation's context policy.
 """
 
@@ -66,7 +66,7 @@ class ContextMeter(QToolButton):
         return menu, actions
 
     def _check_current(self) -> None:
-        self._actions[self.controller.context_policy].setChecked(True)
+        self._actions[self.controller.context.policy].setChecked(True)
 
     def set_cut(self, cut: bool) -> None:
         """Whether earlier messages fall outside the context (the count is then of the rest)."""
@@ -75,7 +75,7 @@ class ContextMeter(QToolButton):
             self.show_meter(self.meter)
 
     def choose(self, policy: ContextPolicy) -> None:
-        self.controller.set_context_policy(policy)
+        self.controller.context.set_policy(policy)
         self.recount()
 
     # -- counting --------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class ContextMeter(QToolButton):
         self._asked += 1
         asked, draft = self._asked, self._draft
         try:
-            meter = await self.controller.measure_draft(draft)
+            meter = await self.controller.context.measure_draft(draft)
         finally:
             self._running = False
         if asked == self._asked:
@@ -154,7 +154,7 @@ class ContextMeter(QToolButton):
         tip = (
             f"Next request: {meter.used:,} of {meter.n_ctx:,} tokens (draft {meter.draft:,}; {documents}"
             f"{meter.reserve:,} kept for the reply).{outside}\n"
-            f"Context policy: {self.controller.context_policy.label}"
+            f"Context policy: {self.controller.context.policy.label}"
         )
         self.setToolTip(f"{meter.problem}\n\n{tip}" if meter.problem else tip)
         self.setProperty("over", bool(meter.problem))

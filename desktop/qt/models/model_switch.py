@@ -133,7 +133,7 @@ class ModelSwitcher(QObject):
 
     async def load(self, choice: ModelChoice) -> bool:
         """Load `choice` in the background; on success show its notice and the model's, if any."""
-        ok = await self._controller.load_model(choice)
+        ok = await self._controller.models.load(choice)
         model = self._controller.model
         notes = [n for n in (choice.notice, model.note if model else "") if n]
         if ok and notes:
