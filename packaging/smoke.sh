@@ -9,7 +9,8 @@
 #   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), a PDF helper process
 #   reads pages for the app (`-c` in the frozen app), `chat --events` on the
 #   built-in model ends with a done event, `doctor`, `tools` (an MCP server is started through
-#   the SDK), `history list` (shows the chat), `models --json`, `doctor --network --json`
+#   the SDK), `history list` (shows the chat), `models --json`, `docs add` and `docs search` on
+#   a small text file with the default embedder (converted at first use), `doctor --network --json`
 #   (zero-egress on, no connection made by any of the above), every bundled library resolves
 #   (ldd, Linux), the xcb plugin's helpers are bundled, and the window on a real X server
 #   (Xvfb, xcb): first paint (measured), then quit on SIGTERM with exit status 0.
@@ -95,7 +96,8 @@ bad, n = [], 0
 names = [m.name for p in (desktop, engine, models) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
 names += ["mcp", "mcp.client.stdio", "llama_cpp", "PySide6.QtWidgets", "qasync", "qtawesome",
           "pypdfium2", "docx", "ziamath",  # loaded lazily by documents and math: load them here
-          "huggingface_hub.hf_api", "huggingface_hub.utils", "regex"]  # the Hub's lazy attributes; schema patterns
+          "huggingface_hub.hf_api", "huggingface_hub.utils", "regex",  # the Hub's lazy attributes; schema patterns
+          "gguf"]  # the default embedder's converter (imported at its first use)
 for name in names:
     if name.endswith(".__main__"):
         continue
@@ -173,6 +175,21 @@ if [[ $rc -eq 0 ]] && grep -q "SmolLM2-135M-Instruct.Q4_1.gguf" <<<"$out"; then
   pass "models --json lists the bundled SmolLM2-135M-Instruct.Q4_1.gguf"
 else
   fail "models --json (exit $rc): $(head -c 800 <<<"$out") $(tail -c 1500 "$tmp/models.err")"
+fi
+
+# documents with the default embedder: all-MiniLM-L6-v2 is converted at first use from the bundled
+# model.zip (gguf, numpy), a collection of one small text file is embedded, and a search finds it
+printf '# Garden notes\n\nThe tomato seedlings go out after the last frost in May.\n' >"$tmp/garden.md"
+t0=$(ms_now)
+out=$(run 300 docs add Garden "$tmp/garden.md" 2>&1); rc=$?
+secs=$(( ($(ms_now) - t0) / 1000 ))
+listed=$(run 60 docs list --json 2>&1)
+found=$(run 120 docs search Garden "When do the tomato seedlings go out?" --json 2>&1); rc_search=$?
+if [[ $rc -eq 0 && $rc_search -eq 0 ]] && grep -q '"embedder": "default"' <<<"$listed" \
+   && grep -qE '"vectors": [1-9]' <<<"$listed" && grep -q 'garden\.md' <<<"$found"; then
+  pass "docs add with the default embedder (${secs}s, converted at first use): $out; docs search finds the passage"
+else
+  fail "docs with the default embedder (add exit $rc, search exit $rc_search): $(tail -c 800 <<<"$out") $(tail -c 600 <<<"$listed") $(tail -c 800 <<<"$found")"
 fi
 
 # zero-egress: on for a fresh install, and nothing above connected anywhere

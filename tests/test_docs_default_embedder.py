@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -65,12 +66,46 @@ def test_the_converted_file_is_checked_and_made_again_when_corrupt(
     monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(target))
     path = default_embedder.default_embedder_path()
     good = default_embedder.sha256(path)
-    assert good == default_embedder.SHA256  # the conversion is deterministic
+    assert default_embedder.content_sha256(path) == default_embedder.CONTENT_SHA256
+    assert default_embedder.record_path(path).read_text().split()[0] == good  # what this install wrote
     with path.open("r+b") as f:  # a flipped byte in the middle of a weight
         f.seek(path.stat().st_size // 2)
         f.write(b"\x00\x01\x02\x03")
     assert default_embedder.default_embedder_path() == path and default_embedder.sha256(path) == good
+    default_embedder.record_path(path).unlink()  # an older Ember's file, with no record: made again
+    made = path.stat().st_mtime_ns
+    assert default_embedder.default_embedder_path() == path and path.stat().st_mtime_ns != made
     assert not list(target.parent.glob("*.part"))
+
+
+@pytest.mark.slow
+def test_another_gguf_layout_of_the_same_model_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another gguf version may write the header differently (keys added, reordered, padded): the
+    # bytes change, the content does not, and the file is accepted and recorded as written.
+    from models.library import bert_gguf
+
+    reference = _reference_sha(tmp_path)
+    plain = bert_gguf._hyperparameters  # pyright: ignore[reportPrivateUsage]
+
+    def with_an_extra_key(writer, config, pooling):  # type: ignore[no-untyped-def]
+        writer.add_string("general.description", "written by another gguf version")
+        plain(writer, config, pooling)
+
+    monkeypatch.setattr(bert_gguf, "_hyperparameters", with_an_extra_key)
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
+    path = default_embedder.default_embedder_path()
+    assert default_embedder.sha256(path) != reference  # other bytes…
+    assert default_embedder.content_sha256(path) == default_embedder.CONTENT_SHA256  # …the same model
+    assert default_embedder.default_embedder_path() == path  # and its record holds on the next use
+
+
+def _reference_sha(tmp_path: Path) -> str:
+    plain = tmp_path / "plain" / "minilm.gguf"
+    from models.library import bert_gguf
+
+    plain.parent.mkdir()
+    bert_gguf.convert(default_embedder._members(default_embedder.archive_path()), plain)  # pyright: ignore[reportPrivateUsage]
+    return default_embedder.sha256(plain)
 
 
 @pytest.mark.slow
@@ -80,8 +115,35 @@ def test_a_conversion_that_does_not_match_is_refused_in_one_line(
     monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
     with pytest.raises(default_embedder.DefaultEmbedderMissing) as info:
         default_embedder.default_embedder_path(expected="0" * 64)
-    assert "\n" not in str(info.value) and "unexpected file" in str(info.value)
-    assert not (tmp_path / "minilm.gguf").exists()
+    assert "\n" not in str(info.value) and "unexpected weights" in str(info.value)
+    assert not list(tmp_path.iterdir())  # neither the file, its record nor a partial one is left
+
+
+def test_a_converter_that_cannot_be_imported_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The frozen app once left `gguf` out: the ModuleNotFoundError escaped as a traceback.
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
+    monkeypatch.setitem(sys.modules, "gguf", None)  # `import gguf` raises ModuleNotFoundError
+    with pytest.raises(ModelLoadError) as info:
+        resolve_embedder(DEFAULT_EMBEDDER)
+    assert str(info.value).startswith("cannot prepare the default embedding model: the gguf package is missing")
+    assert "\n" not in str(info.value) and not list(tmp_path.iterdir())
+
+
+def test_any_conversion_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.library import bert_gguf
+
+    def broken(files: object, out: Path) -> None:
+        out.write_bytes(b"GGUF half")
+        raise RuntimeError("the disk went away\nand took a second line with it")
+
+    monkeypatch.setattr(bert_gguf, "convert", broken)
+    monkeypatch.setenv("EMBER_DEFAULT_EMBEDDER", str(tmp_path / "minilm.gguf"))
+    with pytest.raises(default_embedder.DefaultEmbedderMissing) as info:
+        default_embedder.default_embedder_path()
+    assert str(info.value) == (
+        "cannot prepare the default embedding model: the disk went away and took a second line with it"
+    )
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_missing_or_broken_archive_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
