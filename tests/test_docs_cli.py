@@ -221,6 +221,39 @@ def test_one_file_and_one_passage_are_counted_in_the_singular(
     assert _run(capsys, "docs", "list")[1] == "Keys: 1 file, 1 passage (BM25)\n"
 
 
+class _QuestionsApart:
+    """A scripted embedder whose questions (ending in '?') point away from every passage."""
+
+    name = "apart"
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        return np.asarray([[0.0, 1.0] if t.endswith("?") else [1.0, 0.0] for t in texts], dtype=np.float32)
+
+
+def test_search_with_nothing_relevant_says_the_line_chat_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("The spare key is under the blue pot.\n")
+    line = "No passage in 'Keys' matches this question"
+    assert _run(capsys, "docs", "add", "Keys", str(note), "--embedder", "none")[0] == 0
+    # BM25 alone: no word in common.
+    assert _run(capsys, "docs", "search", "Keys", "Which train leaves at noon?") == (0, line + "\n", "")
+    # With vectors: "key" is a shared word, but the embedder finds the passage unrelated (the cut-off).
+    monkeypatch.setattr("desktop.cli.cmd_docs.shared_embedder", lambda spec: _QuestionsApart())
+    monkeypatch.setattr("desktop.core.documents.shared_embedder", lambda spec: _QuestionsApart())
+    assert _run(capsys, "docs", "add", "Keys", str(note), "--embedder", "default")[0] == 0
+    assert _run(capsys, "docs", "search", "Keys", "What key signature is the sonata in?") == (0, line + "\n", "")
+    assert "under the blue pot" in _run(capsys, "docs", "search", "Keys", "spare key")[1]  # not a question: near
+    # `ember chat --docs` says the same line.
+    status, out, err = _run(
+        capsys, "chat", "--backend", _script(tmp_path, "I don't know."), "--docs", "Keys", "What key is the sonata in?"
+    )
+    assert status == 0 and out == "I don't know.\n" and f"ember: {line}\n" in err
+
+
 def test_removing_a_root_drops_its_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

@@ -141,6 +141,26 @@ def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
         assert index.search(index.collection("Manuals"), "button 3")[0].path.endswith("m3.md")
 
 
+def test_new_collection_with_an_existing_name_selects_it_and_keeps_its_embedder(
+    make_chat: MakeChat, tmp_path: Path
+) -> None:
+    with DocIndex.open(default_path()) as index:
+        index.create_collection("Logs", "")  # BM25 alone, as `ember docs add --embedder none` makes it
+        index.create_collection("Other", "")
+    chat = make_chat(backend=ScriptedBackend.from_texts("ok"))
+    dialog = _with_docs(chat, tmp_path).open_collections()
+    assert isinstance(dialog, CollectionsDialog)
+    chat.qtbot.addWidget(dialog)
+    dialog.create_collection("Logs")
+    assert dialog.selected() == "Logs" and "already exists" in dialog.detail.text()
+    with DocIndex.open(default_path()) as index:
+        assert index.collection("Logs").embedder == ""  # never switched to the default model
+    dialog.create_collection("Fresh")
+    assert "already exists" not in dialog.detail.text()
+    with DocIndex.open(default_path()) as index:
+        assert index.collection("Fresh").embedder == "default"
+
+
 def test_the_dialog_indexes_a_long_pdf(make_chat: MakeChat, tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "handbook.pdf", [f"Handbook page {i + 1} about rule {i + 1}." for i in range(100)])
     chat = make_chat(backend=ScriptedBackend.from_texts("ok"))

@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail, positive_int, warn
-from engine.docs.context import label, numbered
+from engine.docs.context import label, no_match_line, numbered
 from engine.docs.embed import DEFAULT_EMBEDDER, chat_model_warning, shared_embedder
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection, prune
@@ -48,8 +48,9 @@ def register(sub: Any) -> None:
         "--embedder",
         metavar="GGUF",
         default=None,
-        help="embedding model (a GGUF) for a new collection's vector search; 'default' (the "
-        "default): all-MiniLM-L6-v2; 'none': BM25 alone",
+        help="embedding model (a GGUF) for the collection's vector search; 'default' (the "
+        "default for a new collection): all-MiniLM-L6-v2; 'none': BM25 alone. Given for an existing "
+        "collection with another model, its vectors are dropped and its files embedded again",
     )
     add.add_argument("--no-index", action="store_true", help="only record the paths; index later with reindex")
     ls = dsub.add_parser("list", help="the collections, or one collection's files")
@@ -90,10 +91,10 @@ def _emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
-def _embedder_spec(index: DocIndex, name: str, spec: str | None) -> str:
-    """What the collection stores: '' (BM25 alone), DEFAULT_EMBEDDER or a GGUF path; an existing one keeps its own."""
+def _embedder_spec(spec: str | None) -> str:
+    """What a collection stores: '' (BM25 alone), DEFAULT_EMBEDDER (also for None) or a GGUF path."""
     if spec is None:
-        return "" if index.find_collection(name) is not None else DEFAULT_EMBEDDER
+        return DEFAULT_EMBEDDER
     if spec in ("none", DEFAULT_EMBEDDER):
         return "" if spec == "none" else DEFAULT_EMBEDDER
     path = Path(spec).expanduser().resolve()
@@ -109,15 +110,26 @@ def _add(index: DocIndex, args: argparse.Namespace) -> int:
     for root in roots:
         if not root.exists():
             return fail(f"{shown(root.name)}: not found ({shown(str(root))})")
-    coll = index.create_collection(args.name, _embedder_spec(index, args.name, args.embedder))
-    if args.embedder == "none" and coll.embedder:
-        coll = index.set_embedder(coll, "")
+    embedder = _embedder_spec(args.embedder)
+    coll = index.create_collection(args.name, embedder)
+    if args.embedder is not None and coll.embedder != embedder:  # an existing collection, told to change
+        coll = _change_embedder(index, coll, embedder)
     index.add_roots(coll, roots)
     if args.no_index:
         if args.json:
             _emit(_info_json(index.info(coll)))
         return EXIT_OK
     return _reindex(index, coll, args)
+
+
+def _change_embedder(index: DocIndex, coll: Collection, embedder: str) -> Collection:
+    """Its vectors go (another model's cannot be mixed with the new one's) and its files are embedded again."""
+    ready = index.info(coll).ready
+    changed = index.set_embedder(coll, embedder)
+    files = f"its {ready} file{'s are' if ready != 1 else ' is'}"
+    again = f"{files} embedded again at this index run" if embedder else "BM25 alone from now on"
+    warn(f"collection '{shown(coll.name)}': embedding model changed, its vectors dropped; {again}")
+    return changed
 
 
 def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int:
@@ -278,13 +290,13 @@ def _remove(index: DocIndex, args: argparse.Namespace) -> int:
 def _search(index: DocIndex, args: argparse.Namespace) -> int:
     coll = index.collection(args.name)
     embedder = shared_embedder(coll.embedder) if coll.embedder else None
-    refs = CollectionSource(index, coll, embedder).search(args.query, args.k)
-    refs = numbered(refs)
+    source = CollectionSource(index, coll, embedder)
+    refs = numbered(source.search(args.query, args.k))
     if args.json:
         _emit(json_text([r.to_json() for r in refs]))
         return EXIT_OK
-    if not refs:
-        sys.stdout.write("no passage matches\n")
+    if not refs:  # the same line `ember chat --docs` and the window show
+        sys.stdout.write(no_match_line([source]) + "\n")
     for r in refs:
         preview = " ".join(r.text.split())[:200]
         sys.stdout.write(f"[{r.n}] {label(r)} (score {r.score:.4f})\n    {preview}\n")

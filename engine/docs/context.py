@@ -46,6 +46,11 @@ def scope_of(sources: Sequence[DocSource]) -> str:
     return " or ".join(names) if names else "your documents"
 
 
+def no_match_line(sources: Sequence[DocSource]) -> str:
+    """The one line a front end shows when no passage is relevant: "No passage in 'Tax 2026' matches this question"."""
+    return NO_MATCH.format(scope=scope_of(sources)).split(". ")[0]
+
+
 def label(ref: SourceRef) -> str:
     """ "report.pdf, page 2": the file's name escaped (a newline or RLO in it cannot forge a line)."""
     name = shown(Path(ref.path).name)
@@ -75,7 +80,7 @@ def build_context(
     ranked = numbered(search_all(sources, question, k))
     if not ranked:  # the relevance cut-off left nothing: the model is told so, and so is the user
         note = NO_MATCH.format(scope=scope_of(sources))
-        return DocContext(f"{note}\n\nQuestion: {question}", (), False, note.split(". ")[0])
+        return DocContext(f"{note}\n\nQuestion: {question}", (), False, no_match_line(sources))
     n = _most_that_fit(question, ranked, fits, max_chars)
     chosen = ranked[:n]
     return DocContext(render(question, chosen), chosen, False)

@@ -4,11 +4,11 @@
     vectors = embedder.embed(["passage one", …])  # float32 rows of unit length
 
 Ember's default is all-MiniLM-L6-v2 (`DEFAULT_EMBEDDER`, converted once from its wheel by
-`models.library.default_embedder`): a 22M-parameter model trained for retrieval, about 60×
-faster per passage here than the chat model. A user's own embedding model (nomic-embed, bge,
-e5…) works the same way, with the pooling its GGUF names. A chat model loads too (mean pooling
-over a decoder), but `chat_model_warning` says what it costs: slow, and vectors that know
-nothing about questions.
+`models.library.default_embedder`): a 22M-parameter model trained for retrieval, about 40×
+faster per passage here than the chat model (×40.4 on the same passages, docs/performance.md).
+A user's own embedding model (nomic-embed, bge, e5…) works the same way, with the pooling its
+GGUF names. A chat model loads too (mean pooling over a decoder), but `chat_model_warning` says
+what it costs: slow, and vectors that know nothing about questions.
 
 An encoder (BERT) reads at most its trained context at once, so a passage is cut to it; a
 decoder's passages are cut to the 2,048-token batch. `embed` holds a lock: the window's indexer

@@ -9,8 +9,9 @@ Search is hybrid: SQLite FTS5's BM25 always (no model needed; `engine.docs.bm25`
 common words out and lets SQLite cut the ranking off), plus cosine similarity over the
 collection's vectors when it has an embedding model (`engine.docs.vectors`: one contiguous
 float32 matrix read once, exact top-k by one matrix-vector product and argpartition), the two
-top-50 lists merged by reciprocal-rank fusion. Only passages of `ready` files are ever
-returned. Every sqlite3 error becomes a `DocsDatabaseError` (one line) at this boundary.
+top-10 lists (`WINDOW`, or top k when k is larger) merged by reciprocal-rank fusion. Only
+passages of `ready` files are ever returned. Every sqlite3 error becomes a `DocsDatabaseError`
+(one line) at this boundary.
 
 Paths are stored as text when they are UTF-8 and as the file system's bytes when not
 (`engine.docs.names.db_path`), and always come back as the `str` Python uses for them.
@@ -174,15 +175,14 @@ class DocIndex:
 
     @_translated
     def create_collection(self, name: str, embedder: str = "") -> Collection:
-        """The collection `name` (made if new); CollectionNameError for a name with controls or too long."""
+        """The collection `name`, made with `embedder` if new; an existing one keeps its own (see
+        `set_embedder`). CollectionNameError for a name with controls or too long."""
         name = check_collection_name(name)
         with self.transaction():
             self.conn.execute(
                 "INSERT OR IGNORE INTO collections (name, embedder, created_at) VALUES (?, ?, ?)",
                 (name, embedder, time.time()),
             )
-            if embedder:
-                self.conn.execute("UPDATE collections SET embedder = ? WHERE name = ?", (embedder, name))
             coll = self.collection(name)
             for statement in fts_statements(coll.id):  # its own BM25 statistics
                 self.conn.execute(statement)
@@ -190,7 +190,11 @@ class DocIndex:
 
     @_translated
     def set_embedder(self, coll: Collection, embedder: str) -> Collection:
-        """Change the collection's embedder ('' for BM25 alone); its vectors from another model go."""
+        """Change the collection's embedder ('' for BM25 alone). Its vectors go (another model's
+        have another width and meaning: mixed, they were skipped), and with a new embedder every
+        ready file is marked changed, so the next index run reads and embeds it again."""
+        if self.collection(coll.name).embedder == embedder:
+            return coll
         with self.transaction():
             self.conn.execute("UPDATE collections SET embedder = ? WHERE id = ?", (embedder, coll.id))
             self.conn.execute(
@@ -198,6 +202,12 @@ class DocIndex:
                 "ON f.id = c.file_id WHERE f.collection_id = ?)",
                 (coll.id,),
             )
+            if embedder:  # no hash and an impossible mtime: never taken as unchanged
+                self.conn.execute(
+                    "UPDATE files SET hash = '', mtime_ns = -1 WHERE collection_id = ? AND status = 'ready'",
+                    (coll.id,),
+                )
+        self._matrices.pop(coll.id, None)
         return self.collection(coll.name)
 
     @_translated

@@ -291,13 +291,17 @@ class CollectionsDialog(QDialog):
             self.create_collection(name.strip())
 
     def create_collection(self, name: str) -> None:
+        """A new collection embeds with the default model; an existing name is selected as it is."""
         try:
             with self._index() as index:
-                index.create_collection(name, DEFAULT_EMBEDDER)  # new collections embed by default
+                existed = index.find_collection(name) is not None
+                index.create_collection(name, DEFAULT_EMBEDDER)  # never changes an existing one's embedder
         except EngineError as exc:
             self.detail.setText(str(exc))
             return
         self.reload(select=name)
+        if existed:
+            self.detail.setText(f"“{shown(name)}” already exists: selected, its files and embedding model unchanged.")
 
     def _add_files(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, "Add files", last_folder("documents"), FILE_FILTER)
