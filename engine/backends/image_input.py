@@ -153,17 +153,25 @@ def data_url(data: bytes, name: str = "image") -> str:
     return f"data:{info.mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def from_data_url(url: str, name: str = "image") -> bytes:
-    """The bytes of a `data:image/…;base64,` URL; anything else (http:, file:) is refused."""
+def base64_length(n: int) -> int:
+    """The length of `n` bytes in base64 (padded)."""
+    return (n + 2) // 3 * 4
+
+
+def from_data_url(url: str, name: str = "image", limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a `data:image/…;base64,` URL, at most `limit` of them; anything else
+    (http:, file:) is refused."""
     head, sep, body = url.partition(",")
     if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
         raise ConfigError(f"{name}: only data:image/…;base64 URLs are accepted; images are never fetched")
-    if len(body) > MAX_BYTES * 4 // 3 + 4:
-        raise ConfigError(f"{name} is over {MAX_BYTES // 2**20} MB; refused")
+    if len(body) > base64_length(limit):  # refused before it is decoded
+        raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     try:
         data = base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
         raise ConfigError(f"{name}: the data URL is not valid base64") from None
+    if len(data) > limit:
+        raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     check_image(data, name)
     return data
 
