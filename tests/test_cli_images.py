@@ -55,6 +55,20 @@ def test_a_bad_image_fails_in_one_line_before_anything_runs(
     assert expected in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_more_pictures_than_one_message_takes_fail_in_one_line(tmp_path: Path, ember_home: Path) -> None:
+    from desktop.core.pending_images import MAX_PENDING
+
+    files: list[str] = []
+    for n in range(MAX_PENDING + 1):
+        path = tmp_path / f"shot{n}.png"
+        path.write_bytes(png(4, 4, seed=n))
+        files += ["--image", str(path)]
+    result = ember("chat", "--backend", _script(tmp_path, [["never"]]), *files, "hi", home=ember_home)
+    assert result.returncode == 2
+    assert f"at most {MAX_PENDING} pictures" in result.stderr and result.stderr.count("\n") == 1
+    assert "never" not in result.stdout  # nothing ran
+
+
 @pytest.mark.slow
 def test_the_built_in_model_without_projector_refuses_an_image(tmp_path: Path, ember_home: Path) -> None:
     path = tmp_path / "shot.png"

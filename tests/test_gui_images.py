@@ -173,3 +173,31 @@ def test_a_projector_chosen_in_the_settings_is_checked_against_the_model(
     dialog.projector.setText(str(fitting))
     dialog.save()
     assert load_model_settings(model).projector == str(fitting)
+
+
+def test_a_picture_missing_on_disk_shows_a_placeholder_and_the_rest_opens(
+    make_chat: MakeChat, tmp_path: Path, qtbot: QtBot
+) -> None:
+    from engine.backends.image_input import image_digest
+    from engine.history.images import image_folder
+
+    chat = make_chat("Two pictures.", "Hello again.")
+    attachments = _attachments(chat, tmp_path)
+    lost = png(20, 10, seed=7)
+    attachments.pending.add(ImageData(png(20, 10), "cat.png"))
+    attachments.pending.add(ImageData(lost, "dog.png"))
+    chat.type_and_send("What are these?")
+    chat.wait_reply_finished()
+    conversation = chat.controller.session.conversation_id
+    assert conversation is not None
+    digest = image_digest(lost)
+    (image_folder(chat.controller.session.store) / digest[:2] / digest).unlink()
+    fresh = asyncio.ensure_future(chat.controller.new_conversation())
+    qtbot.waitUntil(fresh.done, timeout=WAIT_MS)
+    reopened = asyncio.ensure_future(chat.controller.open_conversation(conversation))
+    qtbot.waitUntil(reopened.done, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bool(chat.window.findChildren(UserMessage)), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(_question_chips(chat)) == 2, timeout=WAIT_MS)
+    cat, dog = _question_chips(chat)
+    assert cat.name == "cat.png" and not cat.thumbnail.pixmap().isNull()
+    assert dog.name == "dog.png (unavailable)" and "missing" in dog.toolTip() and "\n" not in dog.toolTip()

@@ -12,7 +12,7 @@ import pytest
 from engine.backends.image_input import ImageData, image_digest
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
-from engine.history.export import ImportFormatError, export_json, import_json
+from engine.history.export import ImportFormatError, export_json, export_markdown, import_json
 from engine.history.images import image_folder
 from engine.history.store import HistoryStore
 from engine.session.session import Ask, ChatSession
@@ -118,3 +118,49 @@ def test_joined_questions_keep_both_pictures() -> None:
         [{"role": "user", "content": "one", "images": [first]}, {"role": "user", "content": "two", "images": [second]}]
     )
     assert joined["content"] == "one\n\ntwo" and joined["images"] == [first, second]
+
+
+def _damage(store: HistoryStore, missing: bytes, changed: bytes) -> None:
+    folder = image_folder(store)
+    (folder / image_digest(missing)[:2] / image_digest(missing)).unlink()
+    (folder / image_digest(changed)[:2] / image_digest(changed)).write_bytes(png(8, 6, seed=99))
+
+
+def test_a_missing_or_changed_image_file_does_not_block_the_conversation(session: ChatSession, tmp_path: Path) -> None:
+    from desktop.core.history_session import HistorySession
+
+    backend = ScriptedBackend.from_texts("Three pictures.", "Still here.")
+    kept, missing, changed = png(8, 6, seed=10), png(8, 6, seed=11), png(8, 6, seed=12)
+    send(session, backend, "What are these?", kept, missing, changed)
+    _damage(session.store, missing, changed)
+    reopened = ChatSession(HistoryStore(session.store.db_path))
+    reopened.open(session.conversation_id or 0)
+    [question, _reply] = HistorySession(reopened).branch()
+    assert [i.data for i in question.images] == [kept]
+    assert [d.name for d in question.damaged] == ["shot1.png", "shot2.png"]
+    assert "missing" in question.damaged[0].note and "changed on disk" in question.damaged[1].note
+    assert all("\n" not in d.note for d in question.damaged)
+    send(reopened, backend, "And now?")  # the next turn goes, with the picture that is left
+    first = next(m for m in backend.requests[1].messages if m["role"] == "user")
+    assert first["images"] == [ImageData(kept, "shot0.png")]
+    reopened.close()
+
+
+def test_an_export_with_a_damaged_image_notes_it_and_imports(session: ChatSession, tmp_path: Path) -> None:
+    backend = ScriptedBackend.from_texts("Three pictures.")
+    kept, missing, changed = png(8, 6, seed=20), png(8, 6, seed=21), png(8, 6, seed=22)
+    send(session, backend, "What are these?", kept, missing, changed)
+    _damage(session.store, missing, changed)
+    data = json.loads(json.dumps(export_json(session.store, session.conversation_id or 0)))
+    images = data["messages"][0]["images"]
+    assert [i["name"] for i in images] == ["shot0.png", "shot1.png", "shot2.png"]
+    assert images[0]["url"].startswith("data:image/png;base64,")
+    assert "url" not in images[1] and "missing" in images[1]["missing"]
+    assert "changed on disk" in images[2]["missing"]
+    assert "What are these?" in export_markdown(session.store, session.conversation_id or 0)
+    elsewhere = HistoryStore(tmp_path / "other" / "history.db")
+    conversation = import_json(elsewhere, data)
+    [question] = [m for m in elsewhere.messages(conversation.id) if m.role == "user"]
+    other = ChatSession(elsewhere)
+    assert other.images_of([question])[question.id] == [ImageData(kept, "shot0.png")]
+    other.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk
@@ -104,3 +105,57 @@ def test_the_remote_backend_sends_images_as_image_url_data_urls(stubs: list[Stub
             ],
         },
     ]
+
+
+def _jpeg_with_big_exif(exif_bytes: int) -> bytes:
+    """A real JPEG (Pillow) with `exif_bytes` of APP1 segments (≤ 64 KB each, as in a camera's
+    EXIF and XMP) between SOI and its frame header."""
+    import io
+
+    pil = pytest.importorskip("PIL.Image")
+    buf = io.BytesIO()
+    pil.new("RGB", (33, 21), "red").save(buf, "JPEG")
+    jpeg = buf.getvalue()
+    segments = b""
+    while exif_bytes > 0:
+        payload = b"Exif\x00\x00" + b"\x00" * min(exif_bytes, 65_000)
+        segments += b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
+        exif_bytes -= 65_000
+    return jpeg[:2] + segments + jpeg[2:]
+
+
+def test_a_jpeg_with_a_large_exif_block_before_its_frame_is_a_picture(tmp_path: Path) -> None:
+    from desktop.core.pending_images import is_image_file
+    from engine.backends.image_input import read_image_file, sniff_file
+
+    photo = tmp_path / "IMG_0001.JPG"
+    photo.write_bytes(_jpeg_with_big_exif(300_000))  # the frame header lies past the first 64 KB
+    assert photo.read_bytes().index(b"\xff\xc0") > 300_000
+    info = sniff_file(photo)
+    assert info is not None and (info.mime, info.width, info.height) == ("image/jpeg", 33, 21)
+    assert is_image_file(photo)
+    assert read_image_file(photo).data == photo.read_bytes()
+
+
+def test_a_jpeg_whose_segment_runs_past_its_end_is_not_a_picture(tmp_path: Path) -> None:
+    from desktop.core.pending_images import is_image_file
+
+    whole = _jpeg_with_big_exif(300_000)
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(whole[:200_000])  # inside the EXIF segments: no frame header to find
+    assert not is_image_file(cut)
+    lying = tmp_path / "lying.jpg"
+    lying.write_bytes(b"\xff\xd8\xff\xe1\xff\xff" + b"\x00" * 100)  # a segment longer than the file
+    assert not is_image_file(lying)
+    fill = tmp_path / "fill.jpg"
+    fill.write_bytes(b"\xff\xd8" + b"\xff" * 300_000)  # fill bytes only: the walk is bounded
+    assert not is_image_file(fill)
+    text = tmp_path / "notes.png"
+    text.write_text("not a picture")
+    assert not is_image_file(text)
+    assert is_image_file(_write(tmp_path / "small.png", png(4, 3)))
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path

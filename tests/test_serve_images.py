@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from serve_helpers import EchoBackend, Served, serve
 
+from desktop.serve.wire_images import MAX_IMAGE_BYTES, MAX_IMAGES
 from engine.backends.base import CancelToken, Capabilities, Request, StreamInfo
 from engine.backends.image_input import ImageData
 from engine.events import Piece
@@ -84,3 +86,36 @@ def test_a_model_that_cannot_see_refuses_the_image() -> None:
         assert "no vision projector" in response.json()["error"]["message"]
     finally:
         s.close()
+
+
+def _photo(size: int) -> bytes:
+    """A PNG of about `size` bytes (stored, not compressed: a photo's bytes do not shrink either)."""
+    width = 1024
+    height = size // (width * 3 + 1) + 1
+    rows = b"".join(b"\0" + bytes((x + y) % 256 for x in range(width * 3)) for y in range(height))
+    return png_chunks(struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0), zlib.compress(rows, 0))
+
+
+def test_a_5_mb_photo_gets_through(seeing: tuple[Served, SeeingEcho]) -> None:
+    s, backend = seeing
+    picture = _photo(5_000_000)
+    assert len(base64.b64encode(picture)) > 6_500_000  # more than the 4 MB text bound, as sent
+    response = _post(s, [{"type": "text", "text": "what is this"}, _url(picture)])
+    assert response.status_code == 200, response.text
+    assert [i.data for i in backend.seen[-1]] == [picture]
+
+
+def test_an_image_over_the_api_cap_gets_a_400_in_one_line(seeing: tuple[Served, SeeingEcho]) -> None:
+    s, backend = seeing
+    response = _post(s, [{"type": "text", "text": "hi"}, _url(_photo(MAX_IMAGE_BYTES + 1))])
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "over 8 MB" in message and "\n" not in message
+    assert backend.seen == []
+
+
+def test_the_images_a_message_may_carry_fit_the_body_bound() -> None:
+    from desktop.serve.app import MAX_BODY_BYTES, MAX_CHAT_BODY_BYTES
+
+    most = MAX_IMAGES * len(_url(b"x" * MAX_IMAGE_BYTES)["image_url"]["url"])
+    assert MAX_BODY_BYTES + most <= MAX_CHAT_BODY_BYTES < 100 * 2**20  # room for all, and still firm

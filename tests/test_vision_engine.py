@@ -203,3 +203,24 @@ def test_a_stop_after_the_image_is_seen_before_the_text_that_follows(vision: Any
     assert info.finish_reason is FinishReason.CANCELLED and info.completion_tokens == 0
     assert seen[-1][0] < seen[-1][1]  # stopped before the whole prompt was read
     assert 0 < vision.cached_tokens < info.prompt_tokens
+
+
+def test_more_images_than_the_projector_keeps_and_a_rerun_after_eviction_run(smollm_path: Path, tmp_path: Path) -> None:
+    """17+ pictures in one conversation, and a remembered prompt run again after its picture left
+    the projector's cache: each span owns its chunk. In a child process, so a native crash (the
+    freed chunk this once was) fails the test instead of ending pytest."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_PERTURB_": "165"}  # freed memory is scribbled over, so a stale read shows
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.vision_eviction_child", str(smollm_path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("survived")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from desktop.core.pending_images import MAX_PENDING
 from engine.backends.image_input import ImageData, read_image_file
+from engine.errors import ConfigError
 
 
 def add_image_options(p: argparse.ArgumentParser) -> None:
@@ -15,11 +17,15 @@ def add_image_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         action="append",
         default=[],
-        help="send this picture with the message (PNG, JPEG, GIF, BMP; repeatable); the model needs "
-        "its vision projector (mmproj) beside it",
+        help=f"send this picture with the message (PNG, JPEG, GIF, BMP; repeatable, at most {MAX_PENDING}); "
+        "the model needs its vision projector (mmproj) beside it",
     )
 
 
 def read_images(args: argparse.Namespace) -> list[ImageData]:
-    """The `--image` files; ConfigError (one line) for one that cannot be read or is no picture."""
+    """The `--image` files; ConfigError (one line) for too many, or one that cannot be read or is no picture."""
+    if len(args.image) > MAX_PENDING:  # the window's limit: one message, at most this many pictures
+        raise ConfigError(
+            f"at most {MAX_PENDING} pictures go with one message; --image was given {len(args.image)} times"
+        )
     return [read_image_file(Path(p)) for p in args.image]

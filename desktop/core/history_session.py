@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from engine.backends.image_input import ImageData
 from engine.history.export import export_json, export_markdown, import_json
+from engine.history.images import DamagedImage
 from engine.history.store import HistoryStore
 from engine.history.types import Conversation, HistoryError, SearchHit, StoredMessage, Versions
 from engine.session.session import ChatSession
@@ -39,6 +40,7 @@ class BranchItem:
     message: StoredMessage
     versions: Versions
     images: Sequence[ImageData] = ()  # a question's pictures, in order
+    damaged: Sequence[DamagedImage] = ()  # its pictures missing or changed on disk (shown as placeholders)
 
 
 Branch = list[BranchItem]
@@ -104,8 +106,11 @@ class HistorySession:
             return []
         path = self.session.path(upto=upto)
         siblings = self.store.sibling_ids(self.conversation_id)  # one query, not one per message
-        images = self.session.images_of(path)
-        return [BranchItem(m, _versions(m, siblings), images.get(m.id, ())) for m in path]
+        images = self.session.stored_images(path)
+        return [
+            BranchItem(m, _versions(m, siblings), images.found.get(m.id, ()), images.damaged.get(m.id, ()))
+            for m in path
+        ]
 
     # -- the sidebar's calls ------------------------------------------------------------
 

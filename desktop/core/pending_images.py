@@ -11,24 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine.backends.image_input import ImageData, check_image, read_image_file
+from engine.backends.image_input import ImageData, check_image, read_image_file, sniff_file
 from engine.errors import ConfigError
 
 MAX_PENDING = 8
 
 
 def is_image_file(path: Path) -> bool:
-    """Whether `path` holds a picture (its first bytes say so), whatever its name."""
+    """Whether `path` holds a picture (its header says so), whatever its name; a picture too
+    big still is one (adding it explains why it is refused)."""
     try:
-        with path.open("rb") as f:
-            head = f.read(64 * 1024)
+        info = sniff_file(path)
     except OSError:
         return False
-    try:
-        check_image(head, path.name)
-    except ConfigError as exc:
-        return "megapixels" in str(exc)  # a picture, if too big: adding it explains why it is refused
-    return True
+    return info is not None and info.width > 0 and info.height > 0
 
 
 class PendingImages:

@@ -39,12 +39,16 @@ from desktop.serve.origins import HostPolicy, OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.text_completions import TextEnvelope
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_completion, parse_json
+from desktop.serve.wire_images import IMAGES_BODY_BYTES, images_length
 from engine.events import Event, TurnError
 from engine.runtime import Engine
 
 log = logging.getLogger("desktop.serve")
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
+# A chat request may also carry a message's images as base64 data URLs (a third larger than
+# the files): room for MAX_IMAGES at the API's per-image cap, and still a firm bound (~89 MB).
+MAX_CHAT_BODY_BYTES = MAX_BODY_BYTES + IMAGES_BODY_BYTES
 PING_S = 15  # SSE keep-alive comments while a long prompt is read
 T = TypeVar("T")
 
@@ -79,7 +83,10 @@ def build_app(
         authorize(request, state)
         state.requests += 1
         state.on_request()
-        call = parse_chat(parse_json(await read_body(request)), state.defaults())
+        body = await read_body(request, MAX_CHAT_BODY_BYTES)
+        call = parse_chat(parse_json(body), state.defaults())
+        if len(body) - images_length(call.messages) > MAX_BODY_BYTES:  # the text keeps the text bound
+            raise _too_large(MAX_BODY_BYTES, "the request's text, images aside,")
         return await _complete(request, state, call, Envelope(state.model_id()))
 
     async def text(request: Request) -> Response:
@@ -187,8 +194,8 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     return bytes(body)
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MB", code="request_too_large")
+def _too_large(limit: int, what: str = "the request body") -> ApiError:
+    return ApiError(413, f"{what} is larger than {limit // (1024 * 1024)} MB", code="request_too_large")
 
 
 async def until_disconnected(request: Request) -> None:

@@ -7,13 +7,23 @@ else sees it (`engine.backends.image_input`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
-from engine.backends.image_input import ImageData, from_data_url
+from engine.backends.image_input import ImageData, base64_length, from_data_url
 from engine.errors import ConfigError
 
-MAX_IMAGES = 8  # per message
+MAX_IMAGES = 8  # per message, as the window's MAX_PENDING
+# Per image over the API, below the engine's own 64 MB: a phone photo fits, and a whole
+# request's images stay within a body the server buffers (`IMAGES_BODY_BYTES`).
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+IMAGES_BODY_BYTES = MAX_IMAGES * (base64_length(MAX_IMAGE_BYTES) + 64)  # a message's images as data URLs
+
+
+def images_length(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How much of the request body the messages' images took, as base64 data URLs."""
+    return sum(base64_length(len(i.data)) for m in messages for i in m.get("images") or () if isinstance(i, ImageData))
 
 
 def is_image_part(part: Any) -> bool:
@@ -36,6 +46,8 @@ def _image(part: dict[str, Any], where: str) -> ImageData:
     if not isinstance(url, str):
         raise bad_request(f"'{where}.image_url.url' must be a string", where)
     try:
-        return ImageData(from_data_url(url, "the image"), f"image{where.rsplit('[', 1)[-1].rstrip(']')}")
+        return ImageData(
+            from_data_url(url, "the image", MAX_IMAGE_BYTES), f"image{where.rsplit('[', 1)[-1].rstrip(']')}"
+        )
     except ConfigError as exc:
         raise bad_request(f"'{where}.image_url': {exc}", where) from None

@@ -14,7 +14,7 @@ import base64
 import binascii
 import hashlib
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ NO_PROJECTOR = (
     "this model has no vision projector, so it cannot see images; put its mmproj file beside it "
     "or choose one in the model's settings"
 )
+_HEAD_BYTES = 64 * 1024  # enough for every header but a JPEG's, which is walked
+_JPEG_MAX_STEPS = 100_000
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
@@ -123,28 +125,55 @@ def _sniff(data: bytes) -> ImageInfo | None:
 
 
 def _jpeg(data: bytes) -> ImageInfo | None:
-    """Walk the JPEG's segments to its frame header (SOFn), which holds the size."""
+    return _jpeg_walk(lambda at, n: data[at : at + n], len(data))
+
+
+def _jpeg_walk(read: Callable[[int, int], bytes], size: int) -> ImageInfo | None:
+    """Walk the JPEG's segments by their lengths to its frame header (SOFn), which holds the size.
+
+    `read(at, n)` gives up to `n` bytes at offset `at` of a `size`-byte file; only the segments'
+    heads are read, so EXIF, ICC or XMP blocks of any length before the frame cost nothing."""
     at = 2
-    while at + 4 <= len(data):
-        if data[at] != 0xFF:
+    for _ in range(_JPEG_MAX_STEPS):  # a bound for a file of fill bytes or tiny segments
+        head = read(at, 4)
+        if len(head) < 4 or head[0] != 0xFF:
             return None
-        marker = data[at + 1]
+        marker = head[1]
         if marker == 0xFF:  # fill byte
             at += 1
             continue
         if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
             at += 2
             continue
-        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
+        (length,) = struct.unpack(">H", head[2:4])
         if marker in _JPEG_SOF:
-            if at + 9 > len(data):
+            frame = read(at + 5, 4)
+            if len(frame) < 4:
                 return None
-            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+            height, width = struct.unpack(">HH", frame)
             return ImageInfo("image/jpeg", width, height)
-        if length < 2:
+        if length < 2 or at + 2 + length > size:
             return None
         at += 2 + length
     return None
+
+
+def sniff_file(path: Path) -> ImageInfo | None:
+    """What `path`'s header says it is (None: not a picture), reading only the header: a JPEG's
+    segments before its frame are stepped over by their lengths, however long. OSError if unreadable."""
+    with path.open("rb") as f:
+        head = f.read(_HEAD_BYTES)
+        if not head.startswith(b"\xff\xd8"):
+            return _sniff(head)
+        size = f.seek(0, 2)
+
+        def read(at: int, n: int) -> bytes:
+            if at + n <= len(head):
+                return head[at : at + n]
+            f.seek(at)
+            return f.read(n)
+
+        return _jpeg_walk(read, size)
 
 
 def data_url(data: bytes, name: str = "image") -> str:
@@ -153,17 +182,25 @@ def data_url(data: bytes, name: str = "image") -> str:
     return f"data:{info.mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def from_data_url(url: str, name: str = "image") -> bytes:
-    """The bytes of a `data:image/…;base64,` URL; anything else (http:, file:) is refused."""
+def base64_length(n: int) -> int:
+    """The length of `n` bytes in base64 (padded)."""
+    return (n + 2) // 3 * 4
+
+
+def from_data_url(url: str, name: str = "image", limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a `data:image/…;base64,` URL, at most `limit` of them; anything else
+    (http:, file:) is refused."""
     head, sep, body = url.partition(",")
     if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
         raise ConfigError(f"{name}: only data:image/…;base64 URLs are accepted; images are never fetched")
-    if len(body) > MAX_BYTES * 4 // 3 + 4:
-        raise ConfigError(f"{name} is over {MAX_BYTES // 2**20} MB; refused")
+    if len(body) > base64_length(limit):  # refused before it is decoded
+        raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     try:
         data = base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
         raise ConfigError(f"{name}: the data URL is not valid base64") from None
+    if len(data) > limit:
+        raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     check_image(data, name)
     return data
 

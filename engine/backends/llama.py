@@ -133,7 +133,6 @@ class LlamaBackend:
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._projector: Projector | None = self._load_projector(projector)
         self._marker = f"<ember-image-{secrets.token_hex(8)}>"  # no one types it: where an image goes
-        self._media: dict[str, dict[int, Span]] = {}  # by prompt key: the images' spans in its ids
         self._classes = TokenClasses(self._vocab)
         self._template = self._make_template(checked)
         self._stop_ids = self._single_tokens(self._template.stop_markers)
@@ -153,7 +152,9 @@ class LlamaBackend:
         self._kv_trimmable = self._kv.can_trim()
         self.draft_policy = DraftPolicy()  # measured costs and acceptance, kept across requests
         self._pieces = PieceReader(self._vocab)
-        self._prompts: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
+        # By prompt key: ids, the thinking opener, and the images' spans by offset in the ids (the
+        # spans own their image chunks, so an entry stays valid whatever the projector evicts).
+        self._prompts: OrderedDict[str, tuple[tuple[int, ...], str, dict[int, Span]]] = OrderedDict()
         self._prompt_lock = threading.Lock()
         self._cache_state: dict[str, Any] = {"type": kv_cache, "warm_tokens": 0, "shifted_tokens": 0}
         self.renders = 0  # prompts rendered and tokenized (not served from the cache): for benches and tests
@@ -394,23 +395,26 @@ class LlamaBackend:
         streams, so the prompt is rendered and tokenized once (the counting thread and the
         model's thread share the cache under a lock).
         """
+        ids, prefilled, _ = self._prompt(request)
+        return ids, prefilled
+
+    def _prompt(self, request: Request) -> tuple[list[int], str, dict[int, Span]]:
+        """`prompt_tokens`, with the images' spans by their offset in the ids."""
         if request.prompt is not None:
-            return self._raw_prompt(request.prompt, request.suffix), ""
+            return self._raw_prompt(request.prompt, request.suffix), "", {}
         key = prompt_key(request.messages, request.tools)
         with self._prompt_lock:
             known = self._prompts.get(key)
             if known is not None:
                 self._prompts.move_to_end(key)
-                return list(known[0]), known[1]
+                return list(known[0]), known[1], known[2]
         media: dict[int, Span] = {}
         ids, prefilled = self._render(request, media)
         with self._prompt_lock:
-            self._prompts[key] = (tuple(ids), prefilled)
-            if media:
-                self._media[key] = media
+            self._prompts[key] = (tuple(ids), prefilled, media)
             while len(self._prompts) > PROMPT_CACHE_SIZE:
-                self._media.pop(self._prompts.popitem(last=False)[0], None)
-        return ids, prefilled
+                self._prompts.popitem(last=False)
+        return ids, prefilled, media
 
     def _raw_prompt(self, prompt: str, suffix: str | None) -> list[int]:
         """A raw prompt's tokens, no template (special tokens in it parse, as llama.cpp's server does);
@@ -493,8 +497,7 @@ class LlamaBackend:
     # -- streaming ------------------------------------------------------------------------
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece | PromptProgress]:
-        tokens, prefilled = self.prompt_tokens(request)
-        media = self._media.get(prompt_key(request.messages, request.tools), {})
+        tokens, prefilled, media = self._prompt(request)  # one look: the spans belong to these ids
         info.prompt_tokens = len(tokens)
         # The context window moved: keep what the cache still holds (not with images: a shift could cut one).
         shifted = 0 if media else reuse_shifted(self._kv, tokens)

@@ -9,6 +9,10 @@ cache's prefix reuse (`llama_decode.KvCache`) treats the image as opaque: the sa
 the same place compares equal and is kept, a changed one differs and is evaluated again. The
 `Span` evaluates the image's chunk (encode, then decode its embeddings) at its position.
 
+Each `Span` owns a copy of its chunk, freed when the last reference to the span goes: the
+projector's image cache and the backend's prompt cache hold spans independently, so evicting
+a picture from one never leaves the other pointing at freed memory.
+
 Images are bounded before they reach stb_image (`image_input.check_image`).
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,11 +55,14 @@ def is_pseudo(token: int) -> bool:
 
 
 class Span:
-    """One image's chunk in the prompt: `n_pos` positions, evaluated by `evaluate(ctx, at, n_batch)`."""
+    """One image's chunk in the prompt: `n_pos` positions, evaluated by `evaluate(ctx, at, n_batch)`.
+
+    Owns `chunk` (a copy made for it, `mtmd_input_chunk_copy`), freed with the span."""
 
     def __init__(self, projector: Projector, chunk: Any, n_pos: int, n_tokens: int) -> None:
         self._projector = projector
-        self._chunk = chunk  # kept alive by the tokenized chunks its Projector caches
+        self._chunk = chunk
+        self._free = weakref.finalize(self, _mtmd().mtmd_input_chunk_free, chunk)
         self.n_pos = n_pos
         self.n_tokens = n_tokens
 
@@ -62,12 +70,22 @@ class Span:
         """Encode the image and decode its embeddings at positions `at`…; BackendError if mtmd fails."""
         m = _mtmd()
 
+        if not self._projector.ctx:
+            raise ConfigError("the vision projector was closed; load the model again")
         new_past = ctypes.c_int32(0)
         code = m.mtmd_helper_eval_chunk_single(
             self._projector.ctx, ctx, self._chunk, at, 0, n_batch, False, ctypes.byref(new_past)
         )
         if code != 0:  # llama_decode's own code (2: the abort callback stopped it)
             raise DecodeError(code)
+
+
+def _owned(chunk: Any) -> Any:
+    """A copy of `chunk` that its Span owns (the tokenized list it came from is freed at once)."""
+    owned = _mtmd().mtmd_input_chunk_copy(chunk)
+    if not owned:
+        raise MemoryError("the image's chunk could not be copied")
+    return owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +119,7 @@ class Projector:
             self.close()
             raise ModelLoadError(f"{path.name}: this projector takes no images (an audio projector?)")
         self._lock = threading.Lock()
-        self._images: OrderedDict[str, tuple[Any, ImageTokens]] = OrderedDict()
+        self._images: OrderedDict[str, ImageTokens] = OrderedDict()  # spans own their chunks
 
     def tokens(self, image: ImageData) -> ImageTokens:
         """The image's stand-in ids and spans, tokenized once per image (cached by digest)."""
@@ -110,15 +128,15 @@ class Projector:
             known = self._images.get(key)
             if known is not None:
                 self._images.move_to_end(key)
-                return known[1]
-        chunks, result = self._tokenize(image, key)
+                return known
+        result = self._tokenize(image, key)
         with self._lock:
-            self._images[key] = (chunks, result)
+            self._images[key] = result
             while len(self._images) > IMAGE_CACHE_SIZE:
-                self._free_chunks(self._images.popitem(last=False)[1][0])
+                self._images.popitem(last=False)  # its spans live on where a prompt still holds them
         return result
 
-    def _tokenize(self, image: ImageData, digest: str) -> tuple[Any, ImageTokens]:
+    def _tokenize(self, image: ImageData, digest: str) -> ImageTokens:
         m = _mtmd()
 
         check_image(image.data, image.name)
@@ -134,11 +152,10 @@ class Projector:
             code = m.mtmd_tokenize(self.ctx, chunks, ctypes.byref(text), bitmaps, 1)
             if code != 0:
                 raise ConfigError(f"{image.name} could not be prepared for the model (mtmd returned {code})")
-            return chunks, self._stand_in(chunks, digest)
-        except BaseException:
-            self._free_chunks(chunks)
-            raise
+            return self._stand_in(chunks, digest)
         finally:
+            if chunks:
+                m.mtmd_input_chunks_free(chunks)  # the spans took copies of the image chunks
             m.mtmd_bitmap_free(bitmap)
 
     def _stand_in(self, chunks: Any, digest: str) -> ImageTokens:
@@ -153,23 +170,21 @@ class Projector:
                 text = m.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
                 ids.extend(int(text[j]) for j in range(n.value))
                 continue
-            n_pos = int(m.mtmd_input_chunk_get_n_pos(chunk))
-            spans.append((len(ids), Span(self, chunk, n_pos, int(m.mtmd_input_chunk_get_n_tokens(chunk)))))
-            ids.extend(pseudo_ids(f"{digest}:{i}", n_pos))
+            span = Span(
+                self,
+                _owned(chunk),
+                int(m.mtmd_input_chunk_get_n_pos(chunk)),
+                int(m.mtmd_input_chunk_get_n_tokens(chunk)),
+            )
+            spans.append((len(ids), span))
+            ids.extend(pseudo_ids(f"{digest}:{i}", span.n_pos))
         return ImageTokens(tuple(ids), tuple(spans))
-
-    @staticmethod
-    def _free_chunks(chunks: Any) -> None:
-        m = _mtmd()
-
-        if chunks:
-            m.mtmd_input_chunks_free(chunks)
 
     def close(self) -> None:
         m = _mtmd()
 
-        for chunks, _ in self._images.values() if hasattr(self, "_images") else ():
-            self._free_chunks(chunks)
+        if hasattr(self, "_images"):
+            self._images.clear()  # spans still held elsewhere free their own chunks; none evaluates now
         if getattr(self, "ctx", None):
             m.mtmd_free(self.ctx)
             self.ctx = None

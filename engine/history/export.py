@@ -8,7 +8,9 @@ JSON shape (`format` "ember.conversation", `version` 1):
                    "created_at", "updated_at", "images"?}, ...]}
 
 A question's images travel inside the file, as `{"name", "url"}` with a `data:image/…;base64`
-URL; import checks each (`engine.backends.image_input`) and stores it by content again.
+URL; import checks each (`engine.backends.image_input`) and stores it by content again. An
+image whose file was missing or changed on disk at export is `{"name", "missing": note}`: the
+export still goes, and import skips it (there is nothing to restore).
 
 Message ids are local to the file (parents come before children); timestamps are ISO 8601
 UTC. Import creates a new conversation with new ids, all versions and the active branch
@@ -25,7 +27,7 @@ from typing import Any, cast
 
 from engine.backends.image_input import ImageData, data_url, from_data_url
 from engine.errors import ConfigError
-from engine.history.images import images_of, save_images
+from engine.history.images import read_images, save_images
 from engine.history.store import HistoryStore
 from engine.history.times import as_datetime, in_range
 from engine.history.types import Conversation, HistoryError, StoredMessage
@@ -113,10 +115,14 @@ def export_json(store: HistoryStore, conversation_id: int) -> dict[str, Any]:
 
 
 def _with_images(store: HistoryStore, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    images = images_of(store, [m["id"] for m in messages if m["role"] == "user"])
+    """Each question's images as data URLs; one missing or changed on disk as `{"name", "missing"}`
+    (a note, so the export still goes and says what it lacks)."""
+    images = read_images(store, [m["id"] for m in messages if m["role"] == "user"])
     for m in messages:
-        if m["id"] in images:
-            m["images"] = [{"name": i.name, "url": data_url(i.data, i.name)} for i in images[m["id"]]]
+        found = [{"name": i.name, "url": data_url(i.data, i.name)} for i in images.found.get(m["id"], ())]
+        lost = [{"name": d.name, "missing": d.note} for d in images.damaged.get(m["id"], ())]
+        if found or lost:
+            m["images"] = found + lost
     return messages
 
 
@@ -271,6 +277,8 @@ def _images(value: Any, where: str) -> list[ImageData]:
     for i, item in enumerate(cast(list[Any], value)):
         image = _mapping(item, f"{where}.images[{i}]")
         name = _text(image, "name", f"{where}.images[{i}]") or "image"
+        if "url" not in image and isinstance(image.get("missing"), str):
+            continue  # lost before the export: its note is all there is
         try:
             out.append(ImageData(from_data_url(_text(image, "url", f"{where}.images[{i}]"), name), name))
         except ConfigError as exc:

@@ -3,21 +3,27 @@
 An image is stored once, as `images/<first two hex digits>/<sha256>` in the data folder, however
 many messages carry it; `message_images` rows name it by digest, in order. When the last
 conversation that holds an image is purged, `prune` removes its file. Reads check the digest,
-so a file changed on disk is refused rather than shown or sent as another picture.
+so a file changed on disk is refused rather than shown or sent as another picture. A missing or
+changed file never blocks its conversation: `read_images` leaves it out and names it as a
+`DamagedImage` (the view shows a placeholder, the export a note), and the rest is read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.backends.image_input import ImageData, check_image, image_digest
+from engine.backends.image_input import MAX_BYTES, ImageData, check_image, image_digest
 from engine.history.types import HistoryError
+
+log = logging.getLogger(__name__)
 
 
 class HistoryStore(Protocol):
@@ -64,10 +70,31 @@ def _write_once(path: Path, data: bytes) -> None:
         raise
 
 
+@dataclass(frozen=True, slots=True)
+class DamagedImage:
+    """A stored image that could not be read back: its name and why, in one line."""
+
+    name: str
+    note: str
+
+
+@dataclass(slots=True)
+class StoredImages:
+    """A branch's images by message id: those read back, and those missing or changed on disk."""
+
+    found: dict[int, list[ImageData]] = field(default_factory=lambda: dict[int, list[ImageData]]())
+    damaged: dict[int, list[DamagedImage]] = field(default_factory=lambda: dict[int, list[DamagedImage]]())
+
+
 def images_of(store: HistoryStore, message_ids: Iterable[int]) -> dict[int, list[ImageData]]:
-    """The images of each of `message_ids` that carries any, in order."""
+    """The images of each of `message_ids` that carries any, in order; a damaged one is left out."""
+    return read_images(store, message_ids).found
+
+
+def read_images(store: HistoryStore, message_ids: Iterable[int]) -> StoredImages:
+    """The images of each of `message_ids`, in order, the damaged ones apart."""
     ids = list(message_ids)
-    out: dict[int, list[ImageData]] = {}
+    out = StoredImages()
     if not ids or not store.execute("SELECT 1 FROM message_images LIMIT 1"):
         return out  # the usual case (no pictures anywhere): one tiny query, not one per 500 messages
     for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
@@ -79,13 +106,21 @@ def images_of(store: HistoryStore, message_ids: Iterable[int]) -> dict[int, list
             tuple(part),
         )
         for row in rows:
-            out.setdefault(int(row[0]), []).append(read_image(store, str(row[1]), str(row[2])))
+            message_id, name = int(row[0]), str(row[2])
+            try:
+                image = read_image(store, str(row[1]), name)
+            except HistoryError as exc:  # the conversation opens without it
+                log.warning("message %d: %s", message_id, exc)
+                out.damaged.setdefault(message_id, []).append(DamagedImage(name, str(exc)))
+                continue
+            out.found.setdefault(message_id, []).append(image)
     return out
 
 
 def read_image(store: HistoryStore, digest: str, name: str = "image") -> ImageData:
     try:
-        data = _file(store, digest).read_bytes()
+        with _file(store, digest).open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # a file grown past any stored image fails the digest below
     except OSError as exc:
         raise HistoryError(f"the image {name} is missing from {image_folder(store)}: {exc.strerror or exc}") from None
     if image_digest(data) != digest:

@@ -46,7 +46,7 @@ from engine.backends.image_input import ImageData, refuse_unseen
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event, Sources
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
-from engine.history.images import images_of
+from engine.history.images import StoredImages, images_of, read_images
 from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
@@ -314,8 +314,12 @@ class ChatSession:
         return branch_messages(branch, system=system, replay_tools=replay_tools, images=self.images_of(branch))
 
     def images_of(self, branch: Sequence[StoredMessage]) -> dict[int, list[ImageData]]:
-        """The stored images of the branch's questions, by message id."""
+        """The stored images of the branch's questions, by message id (a damaged one left out)."""
         return images_of(self.store, [m.id for m in branch if m.role == "user"])
+
+    def stored_images(self, branch: Sequence[StoredMessage]) -> StoredImages:
+        """`images_of`, with the damaged ones named apart (what the view shows in their place)."""
+        return read_images(self.store, [m.id for m in branch if m.role == "user"])
 
     def policy(self, settings: TurnSettings, override: ContextPolicy | None = None) -> ContextPolicy:
         """The context policy in force: `override`, else the conversation's, else the model's."""

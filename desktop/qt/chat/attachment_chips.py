@@ -47,6 +47,7 @@ from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.chat.documents_ui import DocumentsButton
 from desktop.qt.chat.message_view import UserMessage
 from engine.backends.image_input import MAX_PIXELS, ImageData
+from engine.history.images import DamagedImage
 
 THUMB = 48  # a chip's picture, in pixels (its longer side)
 VIEW_MAX = 2048  # a picture opened full size is shown at most this large
@@ -178,6 +179,16 @@ def picture_chip(image: ImageData, *, removable: bool, parent: QWidget | None = 
     return chip
 
 
+def damaged_chip(image: DamagedImage, parent: QWidget | None = None) -> Chip:
+    """A stored picture that could not be read back: its place, its name, why (nothing opens)."""
+    chip = Chip(f"{image.name} (unavailable)", None, removable=False, parent=parent)
+    chip.thumbnail.setText("⚠")
+    chip.setToolTip(image.note)
+    chip.setAccessibleDescription(image.note)
+    chip.setCursor(Qt.CursorShape.ArrowCursor)
+    return chip
+
+
 def file_chip(path: Path, *, removable: bool, parent: QWidget | None = None) -> Chip:
     chip = Chip(path.name, None, removable=removable, parent=parent)
     chip.opened.connect(lambda: open_file(path))
@@ -210,12 +221,21 @@ class ChipRow(QWidget):
         self.setVisible(bool(self.chips))
 
 
-def add_question_chips(message: UserMessage, images: Sequence[ImageData], files: Sequence[Path] = ()) -> None:
-    """The sent question's attachments, under its bubble, without ×."""
-    if not images and not files:
+def add_question_chips(
+    message: UserMessage,
+    images: Sequence[ImageData],
+    files: Sequence[Path] = (),
+    damaged: Sequence[DamagedImage] = (),
+) -> None:
+    """The sent question's attachments, under its bubble, without ×; a damaged picture as a placeholder."""
+    if not images and not files and not damaged:
         return
     row = ChipRow(message)
-    row.set_chips([picture_chip(i, removable=False) for i in images] + [file_chip(f, removable=False) for f in files])
+    row.set_chips(
+        [picture_chip(i, removable=False) for i in images]
+        + [damaged_chip(d) for d in damaged]
+        + [file_chip(f, removable=False) for f in files]
+    )
     layout = message.layout()
     if isinstance(layout, QBoxLayout):
         layout.insertWidget(1, row, 0, Qt.AlignmentFlag.AlignRight)

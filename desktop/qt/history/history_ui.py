@@ -87,7 +87,7 @@ class HistoryPresenter(QObject):
     def _stored_user(self, item: BranchItem) -> QWidget:
         widget = self.conversation.user_widget(item.message.content)
         widget.set_history(item.message.id, item.versions)
-        add_question_chips(widget, item.images)
+        add_question_chips(widget, item.images, damaged=item.damaged)
         return widget
 
     def _stored_reply(self, item: BranchItem) -> QWidget:
