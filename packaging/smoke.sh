@@ -5,7 +5,8 @@
 #   bash packaging/smoke.sh [DIST_FOLDER]      (default: dist/ember)
 #
 # Each check has a time limit. On a copy of the folder in a temporary directory:
-#   --version (its cold start is measured), --help (lists every command), every module of
+#   --version (its cold start is measured), --help (lists every command), the licence texts
+#   (LICENSE, THIRD-PARTY/), every module of
 #   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), a PDF helper process
 #   reads pages for the app (`-c` in the frozen app), `chat --events` on the
 #   built-in model ends with a done event, `doctor`, `tools` (an MCP server is started through
@@ -87,6 +88,15 @@ for cmd in chat models history bench tools docs doctor serve network; do
   grep -qE "^\s+$cmd\b" <<<"$help" || missing+=" $cmd"
 done
 if [[ $rc -eq 0 && -z "$missing" ]]; then pass "--help lists every command"; else fail "--help (exit $rc) lacks:$missing"; fi
+
+# the licences travel with the app: Ember's, and each third-party distribution's (Qt's LGPLv3)
+third="$APP/_internal/THIRD-PARTY"
+if [[ -f "$APP/_internal/LICENSE" && -f "$third/README.txt" ]] && compgen -G "$third/pyside6-essentials-*/LGPL-3.0.txt" >/dev/null \
+  && compgen -G "$third/llama-cpp-python-*/*" >/dev/null; then
+  pass "licences: LICENSE and THIRD-PARTY/ ($(find "$third" -mindepth 1 -maxdepth 1 -type d | wc -l) distributions)"
+else
+  fail "licences: LICENSE or THIRD-PARTY/ (README.txt, PySide6's LGPL-3.0.txt, llama-cpp-python's) missing in $APP/_internal"
+fi
 
 # every module of Ember imports in the frozen app, and the libraries its paths load
 read -r -d '' IMPORTS <<'PY'

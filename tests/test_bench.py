@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from desktop.cli.main import main
-from engine.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
 from engine.errors import BenchError
 from tests.bench.cli_long_chat import report_rows
 from tests.bench.full import format_report, measure_gui
 from tests.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native
 from tests.bench.long_chat import _report  # pyright: ignore[reportPrivateUsage]
+from tests.bench.native import NativePrompt, NativeRun, parse_llama_bench, prompt_ms
 from tests.bench.suite import BenchConfig, cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]

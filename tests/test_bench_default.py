@@ -79,8 +79,50 @@ def test_full_in_a_frozen_app_is_one_line(capsys: pytest.CaptureFixture[str], mo
     assert capsys.readouterr().err.strip().splitlines() == [f"ember: {cmd_bench.FULL_ONLY}"]
 
 
+def test_llama_bench_in_a_frozen_app_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    binary = tmp_path / "llama-bench"
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert main(["bench", "--llama-bench", str(binary)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"ember: {cmd_bench.FULL_ONLY}"]
+
+
+def _fake_llama_bench(tmp_path: Path, rows: list[dict[str, Any]], status: int = 0) -> Path:
+    binary = tmp_path / "llama-bench"
+    binary.write_text(f"#!/bin/sh\necho '{json.dumps(rows)}'\necho 'it broke' >&2\nexit {status}\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_native_beside_the_default_run_is_its_figures_and_embers_ratio(tmp_path: Path) -> None:
+    from tests.bench.native import beside_quick
+
+    rows = [
+        {"n_prompt": 64, "n_gen": 0, "flash_attn": -1, "avg_ts": 230.0},
+        {"n_prompt": 0, "n_gen": 64, "flash_attn": -1, "avg_ts": 80.0, "build_commit": "abc"},
+    ]
+    notes: list[str] = []
+    out = beside_quick(_fake_llama_bench(tmp_path, rows), tmp_path / "m.gguf", 2, {"engine_tps": 60.0}, notes, 64)
+    assert out["native_tg_tps"] == 80.0 and out["native_pp_tps"] == 230.0
+    assert out["engine_vs_native_tps_ratio"] == 0.75 and notes == []
+
+
+def test_a_failing_llama_bench_is_a_note_not_a_failed_bench(tmp_path: Path) -> None:
+    from tests.bench.native import beside_quick
+
+    notes: list[str] = []
+    out = beside_quick(
+        _fake_llama_bench(tmp_path, [], status=3), tmp_path / "m.gguf", 2, {"engine_tps": 60.0}, notes, 64
+    )
+    assert out == {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
+    assert notes == ["llama-bench: llama-bench failed (3): it broke"]
+
+
 def test_the_product_carries_no_bench_comparisons() -> None:
     root = Path(cmd_bench.__file__).resolve().parents[2]
     shipped = {p.name for p in (root / "engine" / "bench").glob("*.py")}
-    assert shipped == {"__init__.py", "native.py", "quick.py"}
+    assert shipped == {"__init__.py", "quick.py"}  # native llama-bench is tests/bench/native.py
     assert not list((root / "desktop" / "cli").glob("bench_*.py"))

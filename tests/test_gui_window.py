@@ -10,7 +10,7 @@ from typing import Any
 from gui_helpers import WAIT_MS, Chat
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QImage, QTextDocument
-from PySide6.QtWidgets import QAbstractButton, QLabel
+from PySide6.QtWidgets import QAbstractButton, QLabel, QMainWindow, QSplitter, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.answer.markdown_view import TextSegment
@@ -165,6 +165,37 @@ def test_ctrl_q_quits_and_the_window_remembers_its_size_and_conversation(make_ch
     again.restore_state()
     assert (again.width(), again.height()) == (700, 500)
     again.controller.session.close()
+
+
+class _Switch:
+    """A sidebar switch: folded by a narrow window or not, and what it was last asked to show."""
+
+    def __init__(self, folded: bool) -> None:
+        self.sidebar_folded = folded
+        self.shown: list[bool] = []
+
+    def set_sidebar_visible(self, visible: bool) -> None:
+        self.shown.append(visible)
+
+
+def test_a_sidebar_folded_by_a_narrow_window_is_remembered_as_shown(qtbot: QtBot) -> None:
+    """The state asks the window's switch (not its private fields) whether a hidden sidebar was
+    the user's choice, and gives the choice back to it on the next start."""
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    splitter, sidebar = QSplitter(), QWidget()
+    splitter.addWidget(sidebar)
+    splitter.addWidget(QWidget())
+    window.setCentralWidget(splitter)
+    sidebar.hide()  # hidden: by the narrow window, or by the user
+    state = WindowState()
+    state.save_from(window, switch=_Switch(folded=True), conversation=None)
+    assert state.sidebar is True
+    state.save_from(window, switch=_Switch(folded=False), conversation=None)
+    assert state.sidebar is False
+    switch = _Switch(folded=False)
+    WindowState.load().restore(window, sidebar=switch)
+    assert switch.shown == [False]
 
 
 def test_f1_opens_the_shortcuts_sheet(make_chat: MakeChat, qtbot: QtBot) -> None:

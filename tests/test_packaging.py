@@ -202,3 +202,32 @@ def test_the_frozen_app_passes_the_smoke_check(frozen_app: Path) -> None:
         "PASS  window on X",
     ):
         assert check in smoke.stdout, smoke.stdout
+
+
+def _licence_files():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("licence_files", PACKAGING / "licence_files.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_app_carries_every_run_time_dependencys_licence(tmp_path: Path) -> None:
+    """What packaging/ember.spec puts in THIRD-PARTY/: each direct dependency is listed with its
+    licence, Qt's LGPLv3 text is there (PySide6 ships none), and every text exists."""
+    licences = _licence_files()
+    datas: list[tuple[str, str]] = licences.spec_datas(tmp_path)
+    assert all(Path(source).is_file() for source, _ in datas)
+    readme = (tmp_path / "README.txt").read_text(encoding="utf-8")
+    listed = {line.split(" ", 1)[0].lower().replace("_", "-") for line in readme.splitlines()[5:]}
+    for direct in ("pyside6-essentials", "llama-cpp-python", "qasync", "numpy", "starlette", "pypdfium2", "mcp"):
+        assert direct in listed, direct
+    folders = {dest for _, dest in datas}
+    assert any(d.startswith("THIRD-PARTY/pyside6-essentials-") for d in folders)
+    assert (
+        (PACKAGING / "licenses" / "LGPL-3.0.txt").read_text().lstrip().startswith("GNU LESSER GENERAL PUBLIC LICENSE")
+    )
+    assert any(d.startswith("THIRD-PARTY/llama-cpp-python-") for d in folders)
+    assert "ember-chat" not in listed  # Ember's own LICENSE sits at the top of the app

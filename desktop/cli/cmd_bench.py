@@ -1,11 +1,11 @@
 """`ember bench`: how fast a model is on this machine, answered in well under a minute.
 
 Without flags: the model's prompt reading and decoding speed and its time to first token,
-through Ember's own pipeline (`engine.bench.quick`), plus one line against native llama.cpp
-when a `llama-bench` binary is given or on PATH, and the built-in model's fast copy.
+through Ember's own pipeline (`engine.bench.quick`), and the built-in model's fast copy.
 
 `--full` runs the long comparisons (raw llama-cpp-python, native at depth, GUI under load,
-long chats, documents, the API server, start-up, downloads). They are developer instruments
+long chats, documents, the API server, start-up, downloads), and `--llama-bench PATH` without
+it puts native llama.cpp's figures beside the default run's. They are developer instruments
 kept in the source checkout (tests/bench), so a frozen app says so in one line.
 """
 
@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from engine.errors import EngineError
 from models.errors import EmberError
 
 EXIT_OK, EXIT_FAILED = 0, 2
-FULL_ONLY = "ember bench --full needs a source checkout of Ember (its comparisons live in tests/bench)"
+FULL_ONLY = "ember bench --full and --llama-bench need a source checkout of Ember (the comparisons live in tests/bench)"
 
 
 def register(sub: Any) -> None:
@@ -50,7 +49,7 @@ def register(sub: Any) -> None:
         type=executable_arg,
         default=None,
         metavar="PATH",
-        help="a built llama.cpp llama-bench binary (default: llama-bench on PATH, if any)",
+        help="a built llama.cpp llama-bench binary, to compare with native (source checkout)",
     )
     p.add_argument(
         "--gpu-layers",
@@ -139,7 +138,7 @@ def _say(message: str) -> None:
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
-    """The default run's report: this model's speed here, native beside it, the built-in's fast copy."""
+    """The default run's report: this model's speed here (native beside it: --llama-bench), the fast copy."""
     from engine.backends.cpu_threads import default_threads
     from engine.backends.load_errors import precheck_model_file
     from engine.bench import quick
@@ -160,10 +159,12 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
     }
     report.update(quick.measure(model, threads, args.gpu_layers, _say))
-    binary = args.llama_bench or _which_llama_bench()
-    if binary is not None:
+    if args.llama_bench is not None:
         _say("native llama-bench on the same model")
-        report.update(quick.native(binary, model, threads, report, notes))
+        from tests.bench.native import beside_quick  # pyright: ignore[reportMissingImports]
+
+        native: dict[str, Any] = beside_quick(args.llama_bench, model, threads, report, notes, quick.MAX_TOKENS)
+        report.update(native)
     if getattr(args, "model", None) is None and not os.environ.get("EMBER_DEFAULT_MODEL"):
         report.update(quick.builtin_fast(shipped_model_path()))
     report["load_average_end"] = _load()
@@ -178,11 +179,6 @@ def _cpu_name() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown"
-
-
-def _which_llama_bench() -> Path | None:
-    found = shutil.which("llama-bench")
-    return Path(found) if found else None
 
 
 def _load() -> float | None:
@@ -226,6 +222,9 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.full or args.llama_bench is not None) and not _checkout_bench():
+        sys.stderr.write(f"ember: {FULL_ONLY}\n")
+        return EXIT_FAILED
     if args.full:
         return _run_full(args)
     try:
@@ -237,13 +236,17 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_full(args: argparse.Namespace) -> int:
-    """`tests/bench/full.py` from this checkout; one line where there is none (the frozen app)."""
+def _checkout_bench() -> bool:
+    """Whether this is a source checkout with tests/bench (not the frozen app); its root on the path."""
     if getattr(sys, "frozen", False) or not (ROOT / "tests" / "bench" / "full.py").is_file():
-        sys.stderr.write(f"ember: {FULL_ONLY}\n")
-        return EXIT_FAILED
+        return False
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    return True
+
+
+def _run_full(args: argparse.Namespace) -> int:
+    """`tests/bench/full.py` from this checkout (`run` has checked there is one)."""
     from tests.bench.full import run as run_full  # pyright: ignore[reportMissingImports]
 
     status: int = run_full(args)

@@ -270,6 +270,11 @@ class MainWindow(QMainWindow):
         cursor.movePosition(cursor.MoveOperation.End)
         self.composer.edit.setTextCursor(cursor)
 
+    @property
+    def sidebar_folded(self) -> bool:
+        """The sidebar was folded by a narrow window, not by the user."""
+        return self._sidebar_folded
+
     def set_sidebar_visible(self, visible: bool) -> None:
         """Show or hide the sidebar (the header's switch, Ctrl+B); the conversation takes the room."""
         self._sidebar_folded = False  # the user's choice from now on
@@ -492,11 +497,12 @@ class MainWindow(QMainWindow):
 
     def restore_state(self) -> None:
         """Size, position, the sidebar and its width as they were when the window last closed."""
-        self.state.restore(self)
+        self.state.restore(self, sidebar=self)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         history = self.controller.history
-        self.state.save_from(self, history.conversation_id if history is not None else None)
+        conversation = history.conversation_id if history is not None else None
+        self.state.save_from(self, switch=self, conversation=conversation)
         self.controller.stop()  # the reply ends within a token; the app awaits shutdown
         self.closing.emit()
         super().closeEvent(event)

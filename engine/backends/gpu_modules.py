@@ -37,65 +37,7 @@ VISIBLE_ENV = {"Vulkan": "GGML_VK_VISIBLE_DEVICES", "CUDA": "CUDA_VISIBLE_DEVICE
 ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
 ICD_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES", "CUDA_VISIBLE_DEVICES")
 
-# A child per machine: Vulkan's physical devices (type, name, device-local memory) through the
-# loader, then llama.cpp's devices from each module with every Vulkan device made visible.
-LIST_CODE = r"""
-import ctypes, json, os, sys
-KINDS = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "software"}
-out = {"vulkan": [], "ggml": [], "notes": []}
-names = {"win32": "vulkan-1.dll", "darwin": "libvulkan.1.dylib"}
-try:
-    vk = ctypes.CDLL(names.get(sys.platform, "libvulkan.so.1"))
-except OSError:
-    vk = None
-    out["notes"].append("no Vulkan loader (libvulkan.so.1)")
-if vk is not None:
-    class CreateInfo(ctypes.Structure):
-        _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
-                    ("app", ctypes.c_void_p), ("nlayers", ctypes.c_uint32), ("layers", ctypes.c_void_p),
-                    ("nexts", ctypes.c_uint32), ("exts", ctypes.c_void_p)]
-    info, inst = CreateInfo(1), ctypes.c_void_p()
-    if vk.vkCreateInstance(ctypes.byref(info), None, ctypes.byref(inst)) != 0:
-        out["notes"].append("the Vulkan loader found no driver")
-    else:
-        count = ctypes.c_uint32(0)
-        vk.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), None)
-        phys = (ctypes.c_void_p * count.value)()
-        vk.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), phys)
-        for i in range(count.value):
-            props, mem = ctypes.create_string_buffer(4096), ctypes.create_string_buffer(1024)
-            vk.vkGetPhysicalDeviceProperties(ctypes.c_void_p(phys[i]), props)
-            vk.vkGetPhysicalDeviceMemoryProperties(ctypes.c_void_p(phys[i]), mem)
-            kind = int.from_bytes(props.raw[16:20], "little")
-            name = props.raw[20:276].split(b"\0", 1)[0].decode("utf-8", "replace")
-            heaps = int.from_bytes(mem.raw[260:264], "little")
-            local = sum(int.from_bytes(mem.raw[264 + 16 * h:272 + 16 * h], "little") for h in range(min(heaps, 16))
-                        if int.from_bytes(mem.raw[272 + 16 * h:276 + 16 * h], "little") & 1)
-            out["vulkan"].append({"index": i, "name": name, "kind": KINDS.get(kind, "other"), "total": local})
-        vk.vkDestroyInstance(inst, None)
-if out["vulkan"]:
-    os.environ["GGML_VK_VISIBLE_DEVICES"] = ",".join(str(d["index"]) for d in out["vulkan"])
-print(json.dumps(out), flush=True)  # what the loader saw, even if a module crashes below
-from engine.backends.cpu_variants import ggml_library
-from engine.backends.llama_devices import declare
-lib = ggml_library()
-declare(lib)
-for path in sys.argv[1:]:
-    if "vulkan" in os.path.basename(path) and not out["vulkan"]:
-        continue
-    print("loading", path, flush=True)
-    if not lib.ggml_backend_load(path.encode()):
-        out["notes"].append("llama.cpp could not load " + os.path.basename(path))
-for i in range(int(lib.ggml_backend_dev_count())):
-    dev = lib.ggml_backend_dev_get(i)
-    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-    lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-    out["ggml"].append({"name": (lib.ggml_backend_dev_name(dev) or b"").decode(),
-                        "type": lib.ggml_backend_dev_type(dev),
-                        "description": (lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", "replace"),
-                        "free": free.value, "total": total.value})
-print(json.dumps(out), flush=True)
-"""
+LIST_CHILD = "engine.backends.gpu_list_child:run_child"  # Vulkan's devices, then llama.cpp's
 
 
 def module_files(folder: Path | None) -> list[Path]:
@@ -152,14 +94,17 @@ def devices_from(report: dict[str, Any]) -> list[GpuDevice]:
 
 
 def list_devices(
-    files: Sequence[Path], python: str = sys.executable, code: str = LIST_CODE, timeout: float = LIST_TIMEOUT_S
+    files: Sequence[Path], python: str = sys.executable, child: str = LIST_CHILD, timeout: float = LIST_TIMEOUT_S
 ) -> tuple[list[GpuDevice], str]:
-    """Every device the modules see, and a note (one line) when listing failed part-way."""
-    from engine.child_env import python_child
+    """Every device the modules see (`child`, module:function, lists them), and a note (one line)
+    when listing failed part-way."""
+    from engine.child_env import function_child
 
-    child = python_child(code, *(str(f) for f in files), python=python)
+    run = function_child(child, *(str(f) for f in files), python=python)
     try:
-        done = subprocess.run(child.argv, env=child.env, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            run.argv, env=run.env, cwd=run.cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         return [], f"the GPU driver hung while starting (over {timeout:.0f} s); running on the CPU"
     reports = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]

@@ -2,9 +2,9 @@
 
 One load, then a warm-up turn and `rounds` timed turns through Ember's own pipeline
 (`TurnRunner`): prompt reading (prompt tokens over the time to the first token), decoding
-(tokens after the first over the time after it) and the time to first token. With a
-`llama-bench` binary, native llama.cpp's pp/tg on the same model follow in one line. For the
-built-in model, the fast copy's figures (measured side by side when it was made,
+(tokens after the first over the time after it) and the time to first token. (With
+`--llama-bench`, a source checkout puts native llama.cpp's figures beside them: tests/bench/native.py.)
+For the built-in model, the fast copy's figures (measured side by side when it was made,
 `models.library.fast_builtin`) join the report. The long comparisons are `ember bench --full`.
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 
 from engine.backends.base import Request, Sampling, make_request
 from engine.backends.llama import LlamaBackend
-from engine.bench.native import run_llama_bench
 from engine.errors import BenchError
 from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError
 from engine.turns.runner import TurnRunner
@@ -94,18 +93,6 @@ def _timed_turns(backend: LlamaBackend, req: Request, rounds: int) -> list[tuple
     while len(runs) < rounds and time.perf_counter() - start < TURNS_BUDGET_S:
         runs.append(time_turn(backend, req))
     return runs
-
-
-def native(binary: Path, model: Path, threads: int, report: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """llama-bench's pp64/tg on the same model, and Ember / native for decoding."""
-    try:
-        out = run_llama_bench(binary, model, threads, n_gen=MAX_TOKENS, flash_attn="auto", timeout_s=45)
-    except (BenchError, OSError, ValueError) as exc:
-        notes.append(f"llama-bench: {exc}")
-        return {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
-    tps = report.get("engine_tps")
-    out["engine_vs_native_tps_ratio"] = round(tps / out["native_tg_tps"], 3) if tps else None
-    return out
 
 
 def builtin_fast(shipped: Path) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from typing import Any
 
 from engine.backends.llama import LlamaBackend
 from engine.backends.offload import ALL_LAYERS
-from engine.bench.native import NativePrompt
 from engine.child_env import python_child
 from engine.errors import BenchError
 from tests.bench.long_chat import NativeTtft, measure_long_chat
+from tests.bench.native import NativePrompt
 from tests.bench.suite import BenchConfig
 
 LONG_CHAT_TURNS, LONG_CHAT_TURNS_QUICK, LONG_CHAT_CTX = 100, 30, 2048

@@ -6,7 +6,7 @@
 - the scaffolding guardrail's cost per piece (`engine.reply.scaffolding.bench_filter`);
 - history search over 10,000 messages (the history module's `bench_search`, when present);
 - optionally native llama.cpp's `llama-bench` on the same model, interleaved with Ember's runs
-  at the same KV depth (`engine.bench.native`);
+  at the same KV depth (`tests.bench.native`);
 - speculative decoding (prompt lookup; a draft model when given) and the KV cache types
   (`tests.bench.speculative`).
 
@@ -31,7 +31,6 @@ from engine.backends.cpu_threads import default_threads
 from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
-from engine.bench.native import NativeRun
 from engine.child_env import child_env
 from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
@@ -39,6 +38,7 @@ from tests.bench import llama as bench_llama
 from tests.bench import speculative as bench_spec
 from tests.bench.cpu_variant import compare_variants
 from tests.bench.cpu_variant import in_use as variant_in_use
+from tests.bench.native import NativeRun
 from tests.bench.vulkan import BUILD_SECONDS_CPU_ONLY, BUILD_SECONDS_WITH_VULKAN, compare_vulkan, vulkan_device
 
 Progress = Callable[[str], None]

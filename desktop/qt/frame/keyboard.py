@@ -10,13 +10,37 @@ are not lost. Ctrl+Shift+C copies the last reply, Ctrl+R answers again, Ctrl+K s
 from __future__ import annotations
 
 from functools import cmp_to_key
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QApplication, QLineEdit, QScrollArea, QWidget
 
-if TYPE_CHECKING:
-    from desktop.qt.window import MainWindow
+from desktop.qt.chat.composer import ComposerBar
+from desktop.qt.chat.message_view import AssistantMessage
+
+
+class KeyboardWindow(Protocol):
+    """What the keys need of the main window (`MainWindow` is one): its parts, in the order drawn."""
+
+    @property
+    def header(self) -> QWidget: ...
+    @property
+    def sidebar(self) -> QWidget: ...
+    @property
+    def notice(self) -> QWidget: ...
+    @property
+    def conversation(self) -> QWidget: ...
+    @property
+    def composer(self) -> ComposerBar: ...
+
+    def window(self) -> QWidget:
+        """The top-level widget (QWidget.window(): the main window itself)."""
+        ...
+
+    def last_reply(self) -> AssistantMessage | None: ...
+
+    def set_sidebar_visible(self, visible: bool) -> None: ...
+
 
 SHORTCUT_KEYS = (
     ("Ctrl+Shift+C", "Copy the last reply"),
@@ -25,7 +49,7 @@ SHORTCUT_KEYS = (
 )
 
 
-def regions(window: MainWindow) -> list[QWidget]:
+def regions(window: KeyboardWindow) -> list[QWidget]:
     """The window's parts in reading order (the sidebar only while it shows)."""
     parts: list[QWidget] = [window.header]
     if window.sidebar.isVisible():
@@ -59,12 +83,13 @@ def _is_stop(widget: QWidget, window: QWidget) -> bool:
     )
 
 
-def tab_chain(window: MainWindow) -> list[QWidget]:
+def tab_chain(window: KeyboardWindow) -> list[QWidget]:
     """Every Tab stop of the window, in reading order."""
-    return [w for region in regions(window) for w in _stops(region, window)]
+    top = window.window()
+    return [w for region in regions(window) for w in _stops(region, top)]
 
 
-def step(window: MainWindow, forward: bool) -> bool:
+def step(window: KeyboardWindow, forward: bool) -> bool:
     """Move the focus to the next (previous) stop in reading order; False when it is not ours to move."""
     focused = QApplication.focusWidget()
     chain = tab_chain(window)
@@ -72,7 +97,7 @@ def step(window: MainWindow, forward: bool) -> bool:
         return False
     if focused in chain:
         index = (chain.index(focused) + (1 if forward else -1)) % len(chain)
-    elif focused is None or focused.window() is window:
+    elif focused is None or focused.window() is window.window():
         index = 0 if forward else len(chain) - 1
     else:
         return False
@@ -93,7 +118,7 @@ def _scroll_area_of(widget: QWidget) -> QScrollArea | None:
     return None
 
 
-def copy_last_reply(window: MainWindow) -> bool:
+def copy_last_reply(window: KeyboardWindow) -> bool:
     reply = window.last_reply()
     text = reply.answer_text() if reply is not None else ""
     if not text.strip():
@@ -102,7 +127,7 @@ def copy_last_reply(window: MainWindow) -> bool:
     return True
 
 
-def regenerate_last(window: MainWindow) -> bool:
+def regenerate_last(window: KeyboardWindow) -> bool:
     reply = window.last_reply()
     if reply is None or window.composer.busy or reply.message_id is None:
         return False
@@ -110,7 +135,7 @@ def regenerate_last(window: MainWindow) -> bool:
     return True
 
 
-def focus_search(window: MainWindow) -> bool:
+def focus_search(window: KeyboardWindow) -> bool:
     """Show the sidebar if it is folded, and put the caret in its search field."""
     search = window.sidebar.findChild(QLineEdit, "HistorySearch")
     if search is None:

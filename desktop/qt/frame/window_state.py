@@ -10,6 +10,7 @@ import base64
 import binascii
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
@@ -20,6 +21,17 @@ from models.library.paths import ember_paths
 
 log = logging.getLogger(__name__)
 FILE_NAME = "window.json"
+
+
+class SidebarSwitch(Protocol):
+    """The window's sidebar switch, as the state needs it (`MainWindow` is one)."""
+
+    @property
+    def sidebar_folded(self) -> bool:
+        """Folded away by a narrow window, not by the user (so it is still the user's choice to show it)."""
+        ...
+
+    def set_sidebar_visible(self, visible: bool) -> None: ...
 
 
 @dataclass(slots=True)
@@ -57,7 +69,7 @@ class WindowState:
         except OSError as exc:  # a read-only config folder must not break the window
             log.warning("could not save the window state: %s", exc)
 
-    def restore(self, window: QMainWindow) -> None:
+    def restore(self, window: QMainWindow, sidebar: SidebarSwitch) -> None:
         """Size and place (kept on a screen by Qt), the sidebar and its width."""
         if self.geometry:
             try:
@@ -67,16 +79,13 @@ class WindowState:
         splitter = window.findChild(QSplitter)
         if isinstance(splitter, QSplitter) and len(self.splitter) == splitter.count() and self.splitter[0] > 0:
             splitter.setSizes(self.splitter)
-        set_visible = getattr(window, "set_sidebar_visible", None)
-        if set_visible is not None:
-            set_visible(self.sidebar)
+        sidebar.set_sidebar_visible(self.sidebar)
 
-    def save_from(self, window: QMainWindow, conversation: int | None) -> None:
+    def save_from(self, window: QMainWindow, switch: SidebarSwitch, conversation: int | None) -> None:
         self.geometry = base64.b64encode(bytes(window.saveGeometry().data())).decode("ascii")
         splitter = window.findChild(QSplitter)
         sidebar: QWidget | None = splitter.widget(0) if isinstance(splitter, QSplitter) and splitter.count() else None
-        folded_for_width = bool(getattr(window, "_sidebar_folded", False))  # not the user's choice
-        self.sidebar = folded_for_width or (sidebar is not None and not sidebar.isHidden())
+        self.sidebar = switch.sidebar_folded or (sidebar is not None and not sidebar.isHidden())
         if isinstance(splitter, QSplitter) and self.sidebar:
             self.splitter = list(splitter.sizes())
         self.conversation = conversation

@@ -65,7 +65,7 @@ class HistorySidebar(QFrame):
         self.setObjectName("HistorySidebar")
         self.setMinimumWidth(MIN_WIDTH)
         self.session = session
-        self.files = SidebarFiles(self)  # export and import
+        self.files = SidebarFiles(self, parent=self)  # export and import
         self.confirm_delete: Callable[[str], bool] = self._ask_delete  # tests answer for the user
         self.search = self._make_search()
         self.menu_button = self._make_menu_button()
@@ -264,6 +264,10 @@ class HistorySidebar(QFrame):
 
     def show_message(self, text: str) -> None:
         self.undo_bar.show_message(text)
+
+    def open_conversation(self, conversation_id: int) -> None:
+        """Ask the window to open this conversation at its end."""
+        self.openRequested.emit(conversation_id, None)
 
     def title_of(self, conversation_id: int) -> str:
         listed = self.list.title_of(conversation_id)  # on screen already: no read

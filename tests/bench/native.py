@@ -1,13 +1,15 @@
-"""Native llama.cpp's own `llama-bench`, run on the same model for comparison (optional).
+"""Native llama.cpp's own `llama-bench`, run on the same model for comparison (a developer
+instrument: it lives in tests/bench and runs from a source checkout, never in the wheel or the app).
 
 llama-cpp-python ships llama.cpp's sources; building only the `llama-bench` target gives
 the number the C++ runtime reaches without any Python. `tg` is the decode rate over `n_gen`
 tokens, `pp` the prompt rate over `n_prompt` tokens.
 
-`ember bench --llama-bench PATH` runs `NativeRun` once per round, interleaved with Ember's
+`ember bench --full --llama-bench PATH` runs `NativeRun` once per round, interleaved with Ember's
 runs, at the KV depth of Ember's prompt (`-d`): that gives `engine_vs_native_tps_ratio`.
 `run_llama_bench` is the one-off form: one figure with Ember's flash-attention setting (like
-for like) and one with llama-bench's defaults (`-fa auto`), the figure people quote.
+for like) and one with llama-bench's defaults (`-fa auto`), the figure people quote;
+`beside_quick` puts it beside the default run's figures (`ember bench --llama-bench PATH`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ def run_llama_bench(
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchError(f"llama-bench failed ({result.returncode}): {tail}")
     return parse_llama_bench(result.stdout, flash_attn)
+
+
+def beside_quick(
+    binary: Path, model: Path, threads: int, report: dict[str, Any], notes: list[str], n_gen: int
+) -> dict[str, Any]:
+    """llama-bench's pp64/tg on the same model, and Ember / native for decoding (`report`'s
+    `engine_tps`); a failed run is a note and empty figures, not a failed bench."""
+    try:
+        out = run_llama_bench(binary, model, threads, n_gen=n_gen, flash_attn="auto", timeout_s=45)
+    except (BenchError, OSError, ValueError) as exc:
+        notes.append(f"llama-bench: {exc}")
+        return {"native_tg_tps": None, "engine_vs_native_tps_ratio": None}
+    tps = report.get("engine_tps")
+    out["engine_vs_native_tps_ratio"] = round(tps / out["native_tg_tps"], 3) if tps else None
+    return out
 
 
 def parse_llama_bench(stdout: str, flash_attn: str = "auto") -> dict[str, Any]:
