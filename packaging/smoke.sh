@@ -7,8 +7,8 @@
 # Each check has a time limit. On a copy of the folder in a temporary directory:
 #   --version (its cold start is measured), --help (lists every command), the licence texts
 #   (LICENSE, THIRD-PARTY/), every module of
-#   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), a PDF helper process
-#   reads pages for the app (`-c` in the frozen app), `chat --events` on the
+#   Ember imports in the frozen app (and the MCP SDK, llama.cpp, Qt), a child process runs one of
+#   Ember's functions (as the CPU probe and the grammar checker do), `chat --events` on the
 #   built-in model ends with a done event, `doctor`, `tools` (an MCP server is started through
 #   the SDK), `history list` (shows the chat), `models --json`, `docs add` and `docs search` on
 #   a small text file with the default embedder (converted at first use), `doctor --network --json`
