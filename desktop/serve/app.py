@@ -46,6 +46,7 @@ log = logging.getLogger("desktop.serve")
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
 PING_S = 15  # SSE keep-alive comments while a long prompt is read
+DEFAULT_MODEL = "default"  # a name for whichever model is served (chat takes any name)
 T = TypeVar("T")
 
 
@@ -92,9 +93,9 @@ def build_app(
     async def model(request: Request) -> Response:
         authorize(request, state)
         wanted = request.path_params["id"]
-        for entry in _model_list(state):
-            if entry["id"] == wanted:
-                return JSONResponse(entry)
+        entry = served_model(state, wanted)
+        if entry is not None:
+            return JSONResponse(entry)
         raise ApiError(
             404,
             f"no model {wanted!r} here (GET /v1/models lists what is served)",
@@ -131,6 +132,15 @@ def build_app(
     }
     gate = Middleware(BrowserGate, origins=state.origins, hosts=hosts)
     return Starlette(routes=routes, exception_handlers=handlers, middleware=[gate])
+
+
+def served_model(state: ServeState, name: str) -> dict[str, Any] | None:
+    """The `/v1/models` entry `name` asks for: a listed id, or `default` (what chat accepts and the
+    README sends), which is the model being served; None when it names neither."""
+    entries = _model_list(state)
+    if name == DEFAULT_MODEL:
+        return entries[0]
+    return next((entry for entry in entries if entry["id"] == name), None)
 
 
 def _model_list(state: ServeState) -> list[dict[str, Any]]:

@@ -158,12 +158,17 @@ def from_data_url(url: str, name: str = "image") -> bytes:
     head, sep, body = url.partition(",")
     if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
         raise ConfigError(f"{name}: only data:image/…;base64 URLs are accepted; images are never fetched")
-    if len(body) > MAX_BYTES * 4 // 3 + 4:
+    return from_base64(body, name, "the data URL")
+
+
+def from_base64(text: str, name: str = "image", what: str = "the image") -> bytes:
+    """The bytes of a base64 image (Ollama's `images` entries), bounded and checked like a data URL's."""
+    if len(text) > MAX_BYTES * 4 // 3 + 4:
         raise ConfigError(f"{name} is over {MAX_BYTES // 2**20} MB; refused")
     try:
-        data = base64.b64decode(body, validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ConfigError(f"{name}: the data URL is not valid base64") from None
+        raise ConfigError(f"{name}: {what} is not valid base64") from None
     check_image(data, name)
     return data
 
