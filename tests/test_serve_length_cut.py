@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import ollama
 import pytest
 from serve_helpers import Served, serve
 
@@ -130,3 +131,26 @@ def test_langchains_request_on_the_built_in_model_cut_short_is_a_partial_call(
     [call] = choice["message"]["tool_calls"]
     assert call["function"]["name"] == "City" and call["function"]["arguments"].startswith('{"city": ')
     assert response.json()["usage"]["completion_tokens"] == 30  # one attempt: no retry spent
+
+
+def _ollama_cut(served: list[Served], *, stream: bool) -> tuple[list[Any], str | None, ScriptedBackend]:
+    backend = ScriptedBackend.from_texts(CUT_CALL)
+    s = serve(backend)
+    served.append(s)
+    client = ollama.Client(host=s.url.removesuffix("/v1"), timeout=20)
+    messages: list[Any] = [{"role": "user", "content": "Give facts about Paris."}]
+    if not stream:
+        reply = client.chat(model="default", messages=messages, tools=CITY, options={"num_predict": 4})
+        return list(reply.message.tool_calls or []), reply.done_reason, backend
+    parts = list(client.chat(model="default", messages=messages, tools=CITY, options={"num_predict": 4}, stream=True))
+    return [c for p in parts for c in p.message.tool_calls or []], parts[-1].done_reason, backend
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_ollamas_cut_call_keeps_the_fields_it_finished_and_says_length(served: list[Served], stream: bool) -> None:
+    """Ollama's arguments are an object (its client refuses text), so the cut call carries the
+    fields written in full; `done_reason: "length"` says it is cut, as OpenAI's finish_reason does."""
+    calls, done_reason, backend = _ollama_cut(served, stream=stream)
+    assert [(c.function.name, dict(c.function.arguments)) for c in calls] == [("City", {"city": "Paris"})]
+    assert done_reason == "length"
+    assert len(backend.requests) == 1

@@ -50,6 +50,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
 # the files): room for MAX_IMAGES at the API's per-image cap, and still a firm bound (~89 MB).
 MAX_CHAT_BODY_BYTES = MAX_BODY_BYTES + IMAGES_BODY_BYTES
 PING_S = 15  # SSE keep-alive comments while a long prompt is read
+DEFAULT_MODEL = "default"  # a name for whichever model is served (chat takes any name)
 T = TypeVar("T")
 
 
@@ -99,9 +100,9 @@ def build_app(
     async def model(request: Request) -> Response:
         authorize(request, state)
         wanted = request.path_params["id"]
-        for entry in _model_list(state):
-            if entry["id"] == wanted:
-                return JSONResponse(entry)
+        entry = served_model(state, wanted)
+        if entry is not None:
+            return JSONResponse(entry)
         raise ApiError(
             404,
             f"no model {wanted!r} here (GET /v1/models lists what is served)",
@@ -138,6 +139,15 @@ def build_app(
     }
     gate = Middleware(BrowserGate, origins=state.origins, hosts=hosts)
     return Starlette(routes=routes, exception_handlers=handlers, middleware=[gate])
+
+
+def served_model(state: ServeState, name: str) -> dict[str, Any] | None:
+    """The `/v1/models` entry `name` asks for: a listed id, or `default` (what chat accepts and the
+    README sends), which is the model being served; None when it names neither."""
+    entries = _model_list(state)
+    if name == DEFAULT_MODEL:
+        return entries[0]
+    return next((entry for entry in entries if entry["id"] == name), None)
 
 
 def _model_list(state: ServeState) -> list[dict[str, Any]]:

@@ -5,6 +5,10 @@
 shape: one JSON object, or NDJSON lines ending with a `done: true` line that carries the counts
 and durations. `/api/tags`, `/api/show`, `/api/version` and `/api/embed` answer what Open WebUI
 and the `ollama` client ask before and beside a chat. Errors are `{"error": "…"}`, as Ollama's.
+
+A request that only asks for the model to be loaded (no messages, no prompt: how Ollama's
+clients preload) is answered as Ollama answers it, `done_reason: "load"`, without a turn: the
+model is already loaded, and nothing is queued, counted or recorded.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from desktop.serve import app as api
 from desktop.serve.completions import Reply
 from desktop.serve.embeddings import parse_embeddings
 from desktop.serve.errors import ApiError
-from desktop.serve.ollama_wire import parse_ollama_chat, parse_ollama_generate
+from desktop.serve.ollama_wire import is_load, parse_ollama_chat, parse_ollama_generate
+from desktop.serve.partial_args import finished_fields
 from desktop.serve.wire import ChatCall, parse_json
+from engine.events import ToolCall
 
 OLLAMA_API_VERSION = "0.12.0"  # the Ollama release whose API these routes follow
 Handler = Callable[[Request], Awaitable[Response]]
@@ -52,16 +58,23 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
     async def show(request: Request) -> Response:
         body = await _body(request)
         name = str(body.get("model") or body.get("name") or "")
-        if name and _bare(name) not in (state.model_id(), _bare(state.model_id())):
+        entry = (api.served_model(state, name) or api.served_model(state, _bare(name))) if name else None
+        if name and (entry is None or entry["id"] != state.model_id()):  # `default`, or the chat model's id
             raise ApiError(404, f"model '{name}' not found (GET /api/tags lists what is served)")
         return JSONResponse(_show(state))
 
     async def chat(request: Request) -> Response:
-        call = parse_ollama_chat(await _body(request), state.defaults())
+        body = await _body(request)
+        if is_load(body, chat=True):
+            return _loaded(state, body, chat=True)
+        call = parse_ollama_chat(body, state.defaults())
         return await _answer(request, state, call, chat=True)
 
     async def generate(request: Request) -> Response:
-        call = parse_ollama_generate(await _body(request), state.defaults())
+        body = await _body(request)
+        if is_load(body, chat=False):
+            return _loaded(state, body, chat=False)
+        call = parse_ollama_generate(body, state.defaults())
         return await _answer(request, state, call, chat=False)
 
     async def embed(request: Request) -> Response:
@@ -102,6 +115,17 @@ def _bare(name: str) -> str:
     return name.removesuffix(":latest")
 
 
+def _loaded(state: api.ServeState, body: dict[str, Any], *, chat: bool) -> Response:
+    """Ollama's answer to a preload: one object (streamed or not), `done_reason: "load"`."""
+    if state.engine.backend is None:
+        raise ApiError(503, "no model is loaded: choose one in the window (or start `ember serve --model PATH`)")
+    model = body.get("model")
+    out: dict[str, Any] = {"model": model if isinstance(model, str) else state.model_id(), "created_at": _now()}
+    out.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+    out.update(done=True, done_reason="load")
+    return JSONResponse(out)
+
+
 def _model_entry(model_id: str) -> dict[str, Any]:
     return {
         "name": model_id,
@@ -117,13 +141,14 @@ def _show(state: api.ServeState) -> dict[str, Any]:
     backend = state.engine.backend
     context = backend.capabilities.n_ctx if backend is not None else 0
     tools = backend is not None and backend.capabilities.tools
+    vision = backend is not None and backend.capabilities.vision  # Open WebUI offers images on "vision"
     return {
         "modelfile": "",
         "parameters": "",
         "template": "",
         "details": _model_entry(state.model_id())["details"],
         "model_info": {"general.architecture": "", "llama.context_length": context} if context else {},
-        "capabilities": ["completion", *(["tools"] if tools else [])],
+        "capabilities": ["completion", *(["tools"] if tools else []), *(["vision"] if vision else [])],
         "modified_at": _now(),
     }
 
@@ -184,7 +209,7 @@ class OllamaShape:
         if reply.reasoning:
             delta["reasoning_content"] = "".join(reply.reasoning)
         if reply.calls:
-            delta["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.calls]
+            delta["tool_calls"] = [{"function": {"name": c.name, "arguments": _arguments(c)}} for c in reply.calls]
         return self.done(reply, delta)
 
     def done(self, reply: Reply, delta: dict[str, Any]) -> dict[str, Any]:
@@ -221,13 +246,16 @@ class OllamaShape:
         return out
 
 
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments; one cut by max_tokens (`partial`: its text so far) gives the fields it finished."""
+    return finished_fields(call.partial) if call.partial is not None else call.arguments
+
+
 def _ollama_call(call: dict[str, Any]) -> dict[str, Any]:
-    """A tool call with its arguments as an object (Ollama's), from either shape."""
+    """A tool call with its arguments as an object (Ollama's), from either shape: a streamed call's
+    are JSON text, the text so far when the call was cut by max_tokens (`done_reason: "length"`)."""
     function = dict(call.get("function") or {})
     arguments = function.get("arguments")
     if isinstance(arguments, str):
-        try:
-            function["arguments"] = json.loads(arguments) if arguments else {}
-        except ValueError:  # a call cut by max_tokens: its text so far
-            function["arguments"] = {}
+        function["arguments"] = finished_fields(arguments)
     return {"function": {"name": function.get("name"), "arguments": function.get("arguments") or {}}}

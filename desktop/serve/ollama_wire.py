@@ -5,29 +5,46 @@ Ollama puts sampling in `options` (`num_predict`, `temperature`, `top_k`, `top_p
 `"stream": false`, and asks for JSON with `format`: `"json"` or a JSON Schema. Fields Ember
 has no use for (`keep_alive`, `num_ctx`, `num_thread`, …) are accepted and ignored, as Ollama
 ignores unknown ones. A missing option takes the same neutral default as on the OpenAI side.
+A user message's `images` (and `/api/generate`'s) are the same checked images as OpenAI's
+`image_url` parts (`wire_images`); a model that cannot see refuses them in one line, as there.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
 from desktop.serve.wire import JSON_OBJECT_SCHEMA, ChatCall, Defaults, parse_chat, parse_completion
-from engine.backends.base import Schema
+from desktop.serve.wire_images import base64_images
+from engine.backends.base import Message, Schema
+from engine.backends.image_input import ImageData
 
 _OPTIONS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "frequency_penalty", "presence_penalty")
 
 
+def is_load(body: dict[str, Any], *, chat: bool) -> bool:
+    """A request that only asks for the model to be loaded, as Ollama reads it: `/api/chat` with no
+    messages, `/api/generate` with no prompt (`keep_alive`, even 0, changes nothing here)."""
+    if chat:
+        return body.get("messages") is None or body.get("messages") == []
+    return body.get("prompt") is None or body.get("prompt") == ""
+
+
 def parse_ollama_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
-    """`/api/chat`: messages (with `tool_calls` whose arguments are objects), tools, options, format."""
+    """`/api/chat`: messages (with `tool_calls` whose arguments are objects, and `images`), tools,
+    options, format."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise bad_request("'messages' must be an array of messages", "messages")
-    openai: dict[str, Any] = {"messages": [_message(m) for m in cast(list[Any], messages)], **_common(body, defaults)}
+    items = cast(list[Any], messages)
+    pictures = {i: found for i, m in enumerate(items) if (found := _images(m, f"messages[{i}]"))}
+    openai: dict[str, Any] = {"messages": [_message(m) for m in items], **_common(body, defaults)}
     if body.get("tools"):
         openai["tools"] = body["tools"]
-    return parse_chat(openai, defaults)
+    call = parse_chat(openai, defaults)
+    return _with_images(call, pictures) if pictures else call
 
 
 def parse_ollama_generate(body: dict[str, Any], defaults: Defaults) -> ChatCall:
@@ -41,11 +58,34 @@ def parse_ollama_generate(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         raise bad_request("'suffix' must be a string", "suffix")
     system = body.get("system")
     common = _common(body, defaults)
+    images = base64_images(body.get("images"), "images")
     if body.get("raw") is True or suffix:
+        if images:
+            raise bad_request("'images' need the chat template: not with 'raw' or 'suffix'", "images")
         call = parse_completion({"prompt": prompt, "suffix": suffix or None, **common}, defaults)
         return _with_format(call, body)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if isinstance(system, str) else []
-    return parse_chat({"messages": [*messages, {"role": "user", "content": prompt}], **common}, defaults)
+    call = parse_chat({"messages": [*messages, {"role": "user", "content": prompt}], **common}, defaults)
+    return _with_images(call, {len(messages): images}) if images else call
+
+
+def _images(raw: Any, where: str) -> list[ImageData]:
+    """A message's `images`, checked; only a user message may carry them (as on the OpenAI side)."""
+    if not isinstance(raw, dict):
+        return []
+    message = cast(dict[str, Any], raw)
+    found = base64_images(message.get("images") or None, f"{where}.images")
+    if found and message.get("role") != "user":
+        raise bad_request(f"'{where}.images': only a user message may carry images", f"{where}.images")
+    return found
+
+
+def _with_images(call: ChatCall, pictures: dict[int, list[ImageData]]) -> ChatCall:
+    """The call with each message's images where the OpenAI side puts an `image_url` part's."""
+    messages: list[Message] = []
+    for i, message in enumerate(call.messages):
+        messages.append({**message, "images": pictures[i]} if i in pictures else message)
+    return replace(call, messages=tuple(messages))
 
 
 def _common(body: dict[str, Any], defaults: Defaults) -> dict[str, Any]:
@@ -90,13 +130,12 @@ def _format(value: Any) -> Schema | None:
 
 
 def _message(raw: Any) -> Any:
-    """An Ollama message as the OpenAI side reads it: `tool_calls` arguments as JSON text, and
-    `images` refused (this is a text model)."""
+    """An Ollama message as the OpenAI side reads it: `tool_calls` arguments as JSON text (its
+    `images` are taken apart, by `_images`)."""
     if not isinstance(raw, dict):
         return raw
     message = dict(cast(dict[str, Any], raw))
-    if message.get("images"):
-        raise bad_request("'images' are not supported: this model takes text only", "messages")
+    message.pop("images", None)
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         message["tool_calls"] = [_call(c, i) for i, c in enumerate(cast(list[Any], calls))]

@@ -1,8 +1,9 @@
-"""OpenAI `image_url` content parts on the way in: data URLs only, never fetched.
+"""Images on the way in: OpenAI `image_url` parts (data URLs only, never fetched) and Ollama's
+`images` (base64 strings).
 
 A link (`https:`, `file:`) would make the server reach out on a client's word, so it is refused
-like any other bad part; a data URL is decoded and checked (kind, pixel bound) before anything
-else sees it (`engine.backends.image_input`).
+like any other bad part; an image is decoded and checked (kind, pixel bound) before anything
+else sees it (`engine.backends.image_input`), with the same limits on both APIs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
-from engine.backends.image_input import ImageData, base64_length, from_data_url
+from engine.backends.image_input import ImageData, base64_length, from_base64, from_data_url
 from engine.errors import ConfigError
 
 MAX_IMAGES = 8  # per message, as the window's MAX_PENDING
@@ -51,3 +52,28 @@ def _image(part: dict[str, Any], where: str) -> ImageData:
         )
     except ConfigError as exc:
         raise bad_request(f"'{where}.image_url': {exc}", where) from None
+
+
+def base64_images(value: Any, where: str) -> list[ImageData]:
+    """Ollama's `images`: base64 strings (a data URL is taken too), at most `MAX_IMAGES`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise bad_request(f"'{where}' must be an array of base64 strings", where)
+    items = cast(list[Any], value)
+    if len(items) > MAX_IMAGES:
+        raise bad_request(f"'{where}' has {len(items)} images; at most {MAX_IMAGES}", where)
+    return [_base64_image(item, f"{where}[{i}]") for i, item in enumerate(items)]
+
+
+def _base64_image(item: Any, where: str) -> ImageData:
+    if not isinstance(item, str):
+        raise bad_request(f"'{where}' must be a base64 string", where)
+    try:
+        if item.startswith("data:"):
+            data = from_data_url(item, "the image", MAX_IMAGE_BYTES)
+        else:
+            data = from_base64(item, "the image", limit=MAX_IMAGE_BYTES)
+    except ConfigError as exc:
+        raise bad_request(f"'{where}': {exc}", where) from None
+    return ImageData(data, f"image{where.rsplit('[', 1)[-1].rstrip(']')}")

@@ -193,12 +193,17 @@ def from_data_url(url: str, name: str = "image", limit: int = MAX_BYTES) -> byte
     head, sep, body = url.partition(",")
     if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
         raise ConfigError(f"{name}: only data:image/…;base64 URLs are accepted; images are never fetched")
-    if len(body) > base64_length(limit):  # refused before it is decoded
+    return from_base64(body, name, "the data URL", limit)
+
+
+def from_base64(text: str, name: str = "image", what: str = "the image", limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a base64 image (Ollama's `images` entries, a data URL's body), at most `limit`."""
+    if len(text) > base64_length(limit):  # refused before it is decoded
         raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     try:
-        data = base64.b64decode(body, validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ConfigError(f"{name}: the data URL is not valid base64") from None
+        raise ConfigError(f"{name}: {what} is not valid base64") from None
     if len(data) > limit:
         raise ConfigError(f"{name} is over {limit // 2**20} MB; refused")
     check_image(data, name)

@@ -1,14 +1,19 @@
 """The `ember serve` part of `ember bench` (no Qt in this process).
 
-On one loaded model, interleaved rounds of the same greedy story request:
-- the in-process engine (`tests.bench.llama.time_engine`);
-- one streaming client of `ember serve` on 127.0.0.1 (the same engine behind HTTP + SSE);
+On one loaded model, interleaved rounds of the same greedy story request, every side sent the
+same messages (the engine's, its no-tools line folded in: the API adds nothing, so Ember
+renders the same prompt on both of its sides):
+- the in-process engine (`tests.bench.llama.time_engine`), its KV cache emptied first;
+- one streaming client of `ember serve` on 127.0.0.1 (the same engine behind HTTP + SSE), its
+  KV cache emptied first too: `serve_vs_engine_tps_ratio` and the TTFT overhead;
 - llama-cpp-python's own server (`llama_cpp.server`, the `server` extra) in a child process on
-  the same file, threads and context, when it is installed.
-Then 32 concurrent streaming clients against `ember serve` (one model: they take turns), as
-total completion tokens per second of wall time. Ember's KV cache is emptied before every
-single-client run; llama-cpp-python's server keeps its own prompt cache (noted in the report).
-Every figure is reported, never asserted.
+  the same file, threads, context, batch and flash-attention setting, when it is installed,
+  and beside it `ember serve` once more without emptying its cache: llama-cpp-python reuses the
+  prefix its last request left in its context, and so does Ember, so both read the prompt from
+  a warm cache. Tokens/s and time to first token are Ember's warm side over it.
+Then 8, and 32, concurrent streaming clients against `ember serve` (one model: they take
+turns), as total completion tokens per second of wall time. Every figure is reported, never
+asserted.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from tests.bench import llama as bench_llama
 from tests.bench.suite import BenchConfig
 
 CLIENTS = 32
+FEW_CLIENTS = 8  # what a handful of editors and scripts sharing one server look like
 CLIENT_TOKENS, CLIENT_TOKENS_QUICK = 32, 16
 SERVER_START_S = 120
 
@@ -51,7 +57,7 @@ def collect(
         return {}
     say(
         f"ember serve: {runs} interleaved rounds against the engine and llama-cpp-python's server, "
-        f"then {CLIENTS} clients"
+        f"then {FEW_CLIENTS} and {CLIENTS} clients"
     )
     client_tokens = min(config.max_tokens, CLIENT_TOKENS_QUICK if args.quick else CLIENT_TOKENS)
     try:
@@ -84,24 +90,28 @@ def measure_serve(config: BenchConfig, runs: int, client_tokens: int, notes: lis
     work = bench_llama.Workload.story(config.max_tokens)
     try:
         _reach(server.address)  # before starting anything else: the bench's own loopback client must connect
-        with _llama_cpp_server(config, threads, notes) as llama_url:
+        with _llama_cpp_server(config, threads, backend.flash_attn_mode, notes) as llama_url:
 
             def in_process() -> bench_llama.RunTiming:
                 _wait_idle(engine)
                 return bench_llama.time_engine(backend, work)
 
-            def served() -> bench_llama.RunTiming:
+            def served(*, cold: bool = True) -> bench_llama.RunTiming:
                 _wait_idle(engine)
-                backend.reset_cache()  # like the engine runs: the whole prompt is evaluated
-                return time_stream(server.address, work, list(work.request.messages))
+                if cold:  # like the engine runs: the whole prompt is evaluated
+                    backend.reset_cache()
+                return time_stream(server.address, work, work.raw_messages)
 
             sides: list[Callable[[], bench_llama.RunTiming]] = [in_process, served]
-            if llama_url:  # the prompt Ember renders, its own system line included
+            if llama_url:  # the same messages; each server's cache holds its previous run's prompt
                 sides.append(lambda: time_stream(llama_url, work, work.raw_messages))
+                sides.append(lambda: served(cold=False))
             for side in sides:  # warm-up
                 side()
             rounds = list(bench_llama.interleaved_rounds(sides, runs))
         report = summarize(rounds, has_llama=bool(llama_url))
+        report["serve_flash_attn"] = backend.flash_attn_mode
+        report["serve_8_clients_total_tps"] = asyncio.run(_many_clients(server.address, FEW_CLIENTS, client_tokens))
         report["serve_32_clients_total_tps"] = asyncio.run(_many_clients(server.address, CLIENTS, client_tokens))
         report["serve_clients_tokens_each"] = client_tokens
         return report
@@ -145,14 +155,23 @@ def summarize(rounds: list[list[bench_llama.RunTiming]], *, has_llama: bool) -> 
         "serve_outputs_match": all(r[0].text == r[1].text for r in rounds),
         "llama_cpp_server_tps": None,
         "serve_vs_llama_cpp_server_tps_ratio": None,
+        "serve_ttft_vs_llama_cpp_server_ratio": None,
     }
-    if has_llama:
+    if has_llama:  # r[2]: llama-cpp-python's server, r[3]: ember serve with its cache as it was
         llama_tps = _median([r[2].tokens_per_s for r in rounds])
+        llama_ttft = _median([r[2].ttft_ms for r in rounds])
+        warm_tps = _median([r[3].tokens_per_s for r in rounds])
+        warm_ttft = _median([r[3].ttft_ms for r in rounds])
         out.update(
             llama_cpp_server_tps=llama_tps,
-            llama_cpp_server_ttft_ms=_median([r[2].ttft_ms for r in rounds]),
-            serve_vs_llama_cpp_server_tps_ratio=round(serve_tps / llama_tps, 3) if llama_tps else None,
-            llama_cpp_server_kv_reuse="its own prompt cache (the shared prompt prefix is reused)",
+            llama_cpp_server_ttft_ms=llama_ttft,
+            serve_warm_tps=warm_tps,
+            serve_warm_ttft_ms=warm_ttft,
+            serve_vs_llama_cpp_server_tps_ratio=round(warm_tps / llama_tps, 3) if llama_tps else None,
+            # Lower is better (target <= 1.0): Ember's first token over its, in the same rounds.
+            serve_ttft_vs_llama_cpp_server_ratio=round(warm_ttft / llama_ttft, 3) if llama_ttft else None,
+            serve_outputs_match_llama_cpp_server=all(r[3].text == r[2].text for r in rounds),
+            llama_cpp_server_kv_reuse="both servers keep the prefix their previous request left in the KV cache",
         )
     return out
 
@@ -207,7 +226,7 @@ async def _many_clients(base_url: str, clients: int, max_tokens: int) -> float:
 
     async def one(http: httpx.AsyncClient) -> None:
         nonlocal tokens
-        body = _body(work, list(work.request.messages), max_tokens)
+        body = _body(work, work.raw_messages, max_tokens)
         async with http.stream("POST", f"{base_url}/chat/completions", json=body) as response:
             async for line in response.aiter_lines():
                 if line.startswith("data: {") and '"usage"' in line:
@@ -221,8 +240,10 @@ async def _many_clients(base_url: str, clients: int, max_tokens: int) -> float:
 
 
 @contextlib.contextmanager
-def _llama_cpp_server(config: BenchConfig, threads: int, notes: list[str]) -> Iterator[str | None]:
-    """llama-cpp-python's server on the same model in a child process; None (and a note) without it."""
+def _llama_cpp_server(config: BenchConfig, threads: int, flash_attn: str, notes: list[str]) -> Iterator[str | None]:
+    """llama-cpp-python's server on the same model in a child process, set up as Ember's backend is
+    (threads for decode and batch, batch size, flash attention: `flash_attn` is the loaded
+    context's "on"/"off"); None (and a note) without it."""
     try:
         import llama_cpp.server  # noqa: F401  # pyright: ignore[reportUnusedImport]
     except ImportError as exc:
@@ -244,6 +265,12 @@ def _llama_cpp_server(config: BenchConfig, threads: int, notes: list[str]) -> It
         str(config.n_ctx),
         "--n_threads",
         str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--n_batch",
+        str(min(512, config.n_ctx)),
+        "--flash_attn",
+        str(flash_attn == "on"),
         "--n_gpu_layers",
         str(config.gpu_layers),
         "--verbose",
@@ -282,20 +309,28 @@ def _wait_ready(url: str, proc: subprocess.Popen[str]) -> bool:
 def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
     if r.get("serve_tps") is None:
         return []
-    llama = r.get("llama_cpp_server_tps")
-    versus = (
-        (f"; llama-cpp-python's server {llama} tokens/s, ember serve / it {r['serve_vs_llama_cpp_server_tps_ratio']}")
-        if llama is not None
-        else ""
-    )
-    return [
-        row(
-            "ember serve, one client",
-            f"{r['serve_tps']} tokens/s, x{r['serve_vs_engine_tps_ratio']} of the engine{versus}",
-        ),
+    rows = [
+        row("ember serve, one client", f"{r['serve_tps']} tokens/s, x{r['serve_vs_engine_tps_ratio']} of the engine"),
         row(
             "ember serve TTFT overhead",
             f"{r['serve_ttft_overhead_ms']} ms over the engine's (first token at {r['serve_ttft_ms']} ms)",
+        ),
+    ]
+    if r.get("llama_cpp_server_tps") is not None:
+        rows.append(
+            row(
+                "ember serve vs llama-cpp-python's server",
+                f"x{r['serve_vs_llama_cpp_server_tps_ratio']} its tokens/s ({r['serve_warm_tps']} vs "
+                f"{r['llama_cpp_server_tps']}), first token x{r['serve_ttft_vs_llama_cpp_server_ratio']} its time "
+                f"({r['serve_warm_ttft_ms']} vs {r['llama_cpp_server_ttft_ms']} ms); both caches warm, "
+                f"flash attention {r.get('serve_flash_attn', '?')} on both",
+            )
+        )
+    return [
+        *rows,
+        row(
+            f"ember serve, {FEW_CLIENTS} clients",
+            f"{r['serve_8_clients_total_tps']} tokens/s in total ({r['serve_clients_tokens_each']} tokens each)",
         ),
         row(
             f"ember serve, {CLIENTS} clients",
