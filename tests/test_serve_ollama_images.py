@@ -113,3 +113,19 @@ def test_a_model_that_cannot_see_refuses_the_picture_in_one_line(served: list[Se
     error = response.json()["error"]
     assert "no vision projector" in error and "\n" not in error
     assert backend.pieces == 0
+
+
+def test_a_5_mb_photo_gets_through_and_the_text_keeps_its_bound(seeing: tuple[Served, SeeingEcho]) -> None:
+    from test_serve_images import _photo
+
+    from desktop.serve.app import MAX_BODY_BYTES
+
+    s, backend = seeing
+    picture = _photo(5_000_000)
+    response = _chat(s, {"role": "user", "content": "what is this", "images": [_b64(picture)]})
+    assert response.status_code == 200, response.text  # 6.7 MB of base64: over the 4 MB text bound
+    assert [i.data for i in backend.seen[-1]] == [picture]
+    seen = len(backend.seen)
+    response = _chat(s, {"role": "user", "content": "x" * (MAX_BODY_BYTES + 1)})
+    assert response.status_code == 413 and "images aside" in response.json()["error"]
+    assert len(backend.seen) == seen

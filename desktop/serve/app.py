@@ -85,9 +85,7 @@ def build_app(
         state.requests += 1
         state.on_request()
         body = await read_body(request, MAX_CHAT_BODY_BYTES)
-        call = parse_chat(parse_json(body), state.defaults())
-        if len(body) - images_length(call.messages) > MAX_BODY_BYTES:  # the text keeps the text bound
-            raise _too_large(MAX_BODY_BYTES, "the request's text, images aside,")
+        call = check_text_bound(len(body), parse_chat(parse_json(body), state.defaults()))
         return await _complete(request, state, call, Envelope(state.model_id()))
 
     async def text(request: Request) -> Response:
@@ -186,6 +184,14 @@ def authorize(request: Request, state: ServeState) -> None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), state.api_key.encode()):
         raise ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", code="invalid_api_key")
+
+
+def check_text_bound(body_length: int, call: ChatCall) -> ChatCall:
+    """`call`, unless its body without its images is over the text bound (413): a chat body may
+    be as large as its images need, its text may not."""
+    if body_length - images_length(call.messages) > MAX_BODY_BYTES:
+        raise _too_large(MAX_BODY_BYTES, "the request's text, images aside,")
+    return call
 
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:

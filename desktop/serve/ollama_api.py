@@ -64,17 +64,19 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
         return JSONResponse(_show(state))
 
     async def chat(request: Request) -> Response:
-        body = await _body(request)
+        raw = await api.read_body(request, api.MAX_CHAT_BODY_BYTES)  # room for `images`
+        body = parse_json(raw)
         if is_load(body, chat=True):
             return _loaded(state, body, chat=True)
-        call = parse_ollama_chat(body, state.defaults())
+        call = api.check_text_bound(len(raw), parse_ollama_chat(body, state.defaults()))
         return await _answer(request, state, call, chat=True)
 
     async def generate(request: Request) -> Response:
-        body = await _body(request)
+        raw = await api.read_body(request, api.MAX_CHAT_BODY_BYTES)  # room for `images`
+        body = parse_json(raw)
         if is_load(body, chat=False):
             return _loaded(state, body, chat=False)
-        call = parse_ollama_generate(body, state.defaults())
+        call = api.check_text_bound(len(raw), parse_ollama_generate(body, state.defaults()))
         return await _answer(request, state, call, chat=False)
 
     async def embed(request: Request) -> Response:
