@@ -4,7 +4,9 @@ The paperclip's menu attaches files, lists the ones attached (click one to take 
 the collection this conversation searches, and opens the collections dialog. Files dropped on
 or pasted into the composer are attached the same way. The dialog (`CollectionsDialog`) creates
 collections, adds files and folders, re-indexes and removes, indexing on a worker thread with a
-progress bar and Cancel; a file that cannot be read is listed with its one-line reason.
+progress bar and Cancel; a file that cannot be read is listed with its one-line reason. Its
+"Embedding model" control (`embedder_choice`) changes the selected collection's model, as
+`ember docs add NAME --embedder` does: asked first when vectors would be dropped, then indexed.
 File and collection names are shown escaped (`engine.docs.names.shown`): a newline, a bidi
 override or a byte that is not UTF-8 in a name shows as an escape, never as layout.
 """
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMenu,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QToolButton,
@@ -35,12 +38,13 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.core.conversation_docs import ConversationDocs
+from desktop.qt.chat.embedder_choice import EmbedderChoice, describe
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import set_icon
 from desktop.qt.look.last_folder import last_folder, remember
 from desktop.qt.look.menu_heading import add_heading
 from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
-from engine.docs.index import DocIndex, default_path
+from engine.docs.index import CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection
 from engine.docs.names import shown
 from engine.errors import EngineError
@@ -171,6 +175,31 @@ class _Worker(QObject):
         self.progressed.emit(p.files_done, p.files_total, p.pages, p.chunks, p.current)
 
 
+class CollectionPrompts:
+    """The dialog's one question (tests pass canned answers)."""
+
+    def confirm(self, parent: QWidget, title: str, text: str) -> bool:
+        answer = QMessageBox.question(
+            parent,
+            title,
+            text,
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+
+def _change_question(info: CollectionInfo, spec: str) -> str:
+    name, ready = shown(info.collection.name), info.ready
+    files = f"its {ready} file{'s' * (ready != 1)}"
+    if not spec:
+        return f"“{name}” will be searched by its words only, and the embeddings of {files} are removed."
+    return (
+        f"“{name}” will use {describe(spec)}: {files} {'are' if ready != 1 else 'is'} embedded again at the "
+        "next index, which starts now and can take a while."
+    )
+
+
 class CollectionsDialog(QDialog):
     """Create, fill, re-index and remove collections; choose one for this conversation.
 
@@ -185,12 +214,16 @@ class CollectionsDialog(QDialog):
         self.setWindowTitle("Document collections")
         self.setObjectName("CollectionsDialog")
         self.index_path = index_path
+        self.prompts = CollectionPrompts()
         self.worker: _Worker | None = None
         self.list = QListWidget(self)
         self.list.setAccessibleName("Collections")
         self.detail = QLabel(self)
         self.detail.setObjectName("Muted")
         self.detail.setWordWrap(True)
+        self.embedder = EmbedderChoice(self)
+        self.embedder.chosen.connect(self.change_embedder)
+        self.embedder.refused.connect(self.detail.setText)
         self.progress = QProgressBar(self)
         self.progress.hide()
         self.buttons: dict[str, QPushButton] = {}
@@ -219,6 +252,7 @@ class CollectionsDialog(QDialog):
         close.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(self.list, 1)
+        layout.addWidget(self.embedder)
         layout.addWidget(self.detail)
         layout.addLayout(progress_row)
         layout.addLayout(row)
@@ -266,6 +300,7 @@ class CollectionsDialog(QDialog):
         for key in ("files", "folder", "reindex", "remove", "use"):
             self.buttons[key].setEnabled(name is not None and not busy)
         self.buttons["new"].setEnabled(not busy)
+        self.embedder.show_spec(None)
         if name is None:
             self.detail.setText("No collections yet: New… makes one from files and folders.")
             return
@@ -277,7 +312,12 @@ class CollectionsDialog(QDialog):
         except EngineError as exc:
             self.detail.setText(str(exc))
             return
-        lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]
+        self.embedder.show_spec(coll.embedder)
+        self.embedder.combo.setEnabled(not busy)  # the worker embeds with the collection's model
+        lines = [
+            "Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none"),
+            f"Embedding model: {describe(coll.embedder)}",
+        ]
         lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
         if len(failed) > 5:
             lines.append(f"… and {len(failed) - 5} more unreadable files")
@@ -329,6 +369,34 @@ class CollectionsDialog(QDialog):
 
     def _reindex(self) -> None:
         self.index_selected()
+
+    def change_embedder(self, spec: str) -> None:
+        """Give the selected collection another embedding model (`spec` as stored), asking first
+        when its vectors would go; a new model's embeddings are then made at once."""
+        name = self.selected()
+        if name is None or self.worker is not None:
+            return
+        try:
+            with self._index() as index:
+                info = index.info(index.collection(name))
+        except EngineError as exc:
+            self.detail.setText(str(exc))
+            return
+        if info.collection.embedder == spec:
+            return
+        if info.vectors and not self.prompts.confirm(self, "Change the embedding model?", _change_question(info, spec)):
+            self._show_detail()  # the combo back to the collection's model
+            return
+        try:
+            with self._index() as index:
+                index.set_embedder(info.collection, spec)
+        except EngineError as exc:
+            self._show_detail()
+            self.detail.setText(str(exc))
+            return
+        self.reload(select=name)
+        if spec and info.files:  # words alone keep their passages: nothing to read again
+            self.index_selected()
 
     def index_selected(self) -> _Worker | None:
         """Index the selected collection on a worker thread (progress shown, Cancel stops it)."""
