@@ -314,10 +314,7 @@ class CollectionsDialog(QDialog):
             return
         self.embedder.show_spec(coll.embedder)
         self.embedder.combo.setEnabled(not busy)  # the worker embeds with the collection's model
-        lines = [
-            "Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none"),
-            f"Embedding model: {describe(coll.embedder)}",
-        ]
+        lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]  # the model: above
         lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
         if len(failed) > 5:
             lines.append(f"… and {len(failed) - 5} more unreadable files")
