@@ -243,7 +243,7 @@ def test_search_with_nothing_relevant_says_the_line_chat_says(
     assert _run(capsys, "docs", "search", "Keys", "Which train leaves at noon?") == (0, line + "\n", "")
     # With vectors: "key" is a shared word, but the embedder finds the passage unrelated (the cut-off).
     monkeypatch.setattr("desktop.cli.cmd_docs.shared_embedder", lambda spec: _QuestionsApart())
-    monkeypatch.setattr("desktop.core.documents.shared_embedder", lambda spec: _QuestionsApart())
+    monkeypatch.setattr("engine.session.turn_documents.shared_embedder", lambda spec: _QuestionsApart())
     assert _run(capsys, "docs", "add", "Keys", str(note), "--embedder", "default")[0] == 0
     assert _run(capsys, "docs", "search", "Keys", "What key signature is the sonata in?") == (0, line + "\n", "")
     assert "under the blue pot" in _run(capsys, "docs", "search", "Keys", "spare key")[1]  # not a question: near

@@ -1,14 +1,15 @@
 """Documents go through the session: the window's controller and `ember chat` send the same prompt.
 
-Both name a turn's documents through `ChatSession.documents_for` and keep them in the typed
-`ConversationSettings` (`docs`, `attachments`), where rows written before they were typed are
-read too.
+Both open a turn's documents through the one session method (`ChatSession.prepare_documents`),
+which keeps them in the typed `ConversationSettings` (`docs`, `attachments`), where rows written
+before they were typed are read too.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_gui_controller import FakeView
@@ -23,8 +24,9 @@ from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import index_collection
 from engine.history.store import HistoryStore
 from engine.runtime import Engine
-from engine.session.session import ChatSession
+from engine.session.session import Ask, ChatSession
 from engine.session.settings import ConversationSettings
+from engine.session.turn_documents import TurnDocuments
 from models.library.paths import ember_paths
 
 QUESTION = "How long should I knead the dough?"
@@ -81,6 +83,36 @@ def test_the_window_and_the_command_line_send_the_same_prompt_with_a_collection(
     assert [(s.docs, s.attachments) for s in stored] == [remembered, remembered]
     assert (window_settings.docs, window_settings.attachments) == remembered
     assert not {"docs", "attachments"} & set(stored[0].extra)
+
+
+def test_both_front_ends_open_their_documents_through_the_one_session_method(
+    kitchen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    note, gone = tmp_path / "note.md", tmp_path / "gone.md"
+    note.write_text("# Oven\n\nBake the loaf at 220 degrees for thirty minutes.\n")
+    # what each call opened: files, collection, the readable files, the problems
+    opened: list[tuple[tuple[Path, ...], str | None, tuple[Path, ...], tuple[str, ...]]] = []
+    prepare = ChatSession.prepare_documents
+
+    async def recorded(self: ChatSession, ask: Ask, **options: Any) -> TurnDocuments:
+        docs = await prepare(self, ask, **options)
+        opened.append((docs.files, docs.collection, tuple(docs.attached), tuple(docs.problems)))
+        return docs
+
+    monkeypatch.setattr(ChatSession, "prepare_documents", recorded)
+    window, window_settings = _window_prompt(kitchen, [note, gone])
+    scripted = ScriptedBackend.from_texts("Ten minutes [1].")
+    monkeypatch.setattr(cmd_chat, "open_backend", lambda args, settings: scripted)
+    assert main(["chat", "--docs", kitchen, "--attach", str(note), "--attach", str(gone), QUESTION]) == 0
+    assert len(opened) == 2 and opened[0] == opened[1]  # one call each, the same documents
+    files, collection, readable, problems = opened[0]
+    assert (files, collection, readable) == ((note.resolve(), gone.resolve()), kitchen, (note.resolve(),))
+    assert len(problems) == 1 and "gone.md" in problems[0] and "gone.md" in capsys.readouterr().err
+    assert list(scripted.requests[0].messages) == window
+    with _store() as store:  # the session remembered the readable file for both
+        stored = [ConversationSettings.from_stored(c.settings) for c in store.conversations()]
+    assert [(s.docs, s.attachments) for s in stored] == [(kitchen, (str(note.resolve()),))] * 2
+    assert (window_settings.docs, window_settings.attachments) == (kitchen, (str(note.resolve()),))
 
 
 def test_a_conversation_stored_with_untyped_document_keys_keeps_its_documents(

@@ -69,9 +69,9 @@ def test_a_planted_cycle_through_any_engine_package_breaks_the_layers(
 
 @pytest.mark.slow  # starts a process
 def test_the_server_is_a_sibling_of_the_core_not_above_it(tmp_path: Path) -> None:
-    done = _lint_planted(tmp_path, [("desktop/serve/app.py", "import desktop.core.documents")])
+    done = _lint_planted(tmp_path, [("desktop/serve/app.py", "import desktop.core.citations")])
     assert done.returncode != 0
-    assert "desktop.serve.app -> desktop.core.documents" in done.stdout
+    assert "desktop.serve.app -> desktop.core.citations" in done.stdout
 
 
 def _lint_planted(tmp_path: Path, plants: list[tuple[str, str]]) -> subprocess.CompletedProcess[str]:

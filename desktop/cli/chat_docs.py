@@ -13,15 +13,16 @@ continues with them).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from desktop.cli.common import warn
 from desktop.core.citations import unsupported_citations
-from desktop.core.documents import TurnDocuments
 from engine.docs.context import label
 from engine.docs.names import shown
 from engine.events import Sources
 from engine.session.session import Ask, ChatSession
+from engine.session.turn_documents import TurnDocuments
 
 
 def add_doc_options(p: argparse.ArgumentParser) -> None:
@@ -41,16 +42,16 @@ def add_doc_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def open_docs(session: ChatSession, ask: Ask) -> tuple[TurnDocuments, dict[str, object]]:
-    """The documents the session names for `ask`, and the settings changes that remember them.
+def open_docs(session: ChatSession, ask: Ask) -> TurnDocuments:
+    """The documents `ask` is answered from, opened and remembered by the session (as the window's are);
+    each attached file it could not read is one line on stderr.
 
     Raises DocsDatabaseError/ModelLoadError (one line) for an unusable collection.
     """
-    files, collection = session.documents_for(ask)
-    docs, problems = TurnDocuments.open(files, collection)
-    for problem in problems:
+    docs = asyncio.run(session.prepare_documents(ask))
+    for problem in docs.problems:
         warn(problem)
-    return docs, TurnDocuments.remembered(docs.attached, collection)
+    return docs
 
 
 def print_sources(event: Sources, answer: str = "", no_match: str = "") -> None:

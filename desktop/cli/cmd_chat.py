@@ -45,7 +45,6 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
-from desktop.core.documents import TurnDocuments
 from engine.backends.base import Backend, CancelToken, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
@@ -68,6 +67,7 @@ from engine.events import (
 from engine.history.types import HistoryError
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import TurnSettings
+from engine.session.turn_documents import TurnDocuments
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
@@ -142,11 +142,11 @@ def run(args: argparse.Namespace) -> int:
         # Checked before a model loads too; MCP servers start here, files are read here.
         tools = build_toolset(args, session.store.db_path if session.saved else None) if args.tools else None
         ask = Ask.send(args.prompt, images, attach=[Path(p) for p in args.attach], collection=args.docs)
-        docs, remembered = open_docs(session, ask)
+        docs = open_docs(session, ask)
         backend = open_backend(args, settings)
         note_clamped_context(settings.model.context_length, backend)
         note_base_model(backend)
-        _keep_choices(args, session, remembered)
+        _keep_choices(args, session)
         return _chat(args, backend, settings, schema, session, tools, docs, ask)
     except EngineError as exc:
         return fail(str(exc))
@@ -182,7 +182,7 @@ def _chat(
             approver=TerminalApprover(yes=args.yes),
             max_tool_rounds=args.max_tool_rounds,
             ask_again=args.ask_again,
-            documents=docs.apply if docs else None,
+            documents=docs,
         )
     except (ContextOverflowError, ConfigError) as exc:
         sys.stderr.write(f"ember: {exc}\n")
@@ -202,9 +202,9 @@ def _chat(
         return EXIT_INTERRUPTED
 
 
-def _keep_choices(args: argparse.Namespace, session: ChatSession, remembered: dict[str, object]) -> None:
-    """`--context-policy`, `--system`, `--docs` and attached files: remembered as the conversation's own."""
-    changes = dict(remembered)
+def _keep_choices(args: argparse.Namespace, session: ChatSession) -> None:
+    """`--context-policy` and `--system`: remembered as the conversation's own (the session keeps its documents)."""
+    changes: dict[str, object] = {}
     if args.context_policy:
         changes["context_policy"] = ContextPolicy(args.context_policy)
     if args.system:

@@ -21,9 +21,8 @@ from desktop.core.model_choice import ModelChoice, ModelInfo
 from desktop.core.model_slot import ModelSlot
 from desktop.core.pending_images import PendingImages
 from desktop.core.reply_events import play
-from engine.backends.base import Message
 from engine.errors import ConfigError, ContextOverflowError
-from engine.events import FinishReason, Sources, TurnDone, TurnError, TurnErrorKind
+from engine.events import FinishReason, TurnDone, TurnError, TurnErrorKind
 from engine.runtime import Engine
 from engine.session.reply_format import ReplyFormat
 from engine.session.session import Ask, ChatSession, Turn
@@ -61,7 +60,6 @@ class ChatController:
         self.context = ConversationContext(engine, self.models, self.screen, self.documents, view)
         self._retry = self.screen.retry
         self.images = PendingImages()  # the window's attachment chips fill it; a send takes them
-        self._doc_problems: list[str] = []  # attached files the last message could not read
         self._turn: asyncio.Task[None] | None = None
         self._opening = False  # a message is being checked against the context and stored
         self._stop_requested = False
@@ -144,7 +142,6 @@ class ChatController:
 
     async def _checked_and_stored(self, ask: Ask) -> Turn | None:
         tools = await self.tool_turns.for_turn() if self.screen.reply_format.schema is None else None
-        documents = partial(self._with_documents, ask)
         try:
             turn = await self.session.open_turn_async(
                 self.engine,
@@ -154,7 +151,7 @@ class ChatController:
                 schema=self.screen.reply_format.schema,
                 model=self.models.name,
                 approver=self.tool_turns.approver(),
-                documents=documents,
+                documents=partial(self.documents.prepare, self.session, ask),
             )
         except (ContextOverflowError, ConfigError) as exc:
             return self._refuse(refusal_kind(exc), str(exc), tools)
@@ -164,14 +161,6 @@ class ChatController:
         self.view.clear_turn_failure(remove=False)
         self.screen.list_changed()
         return turn
-
-    async def _with_documents(
-        self, ask: Ask, messages: list[Message], max_tokens: int
-    ) -> tuple[list[Message], Sources | None]:
-        """Attached files and the conversation's collection: their passages go into the question."""
-        prepared = await self.documents.prepare(self.session, self.engine, ask, messages, max_tokens)
-        self._doc_problems = prepared.problems
-        return prepared.messages, prepared.sources
 
     def _refuse(self, kind: str, message: str, tools: ToolSet | None) -> None:
         if tools is not None:
@@ -249,9 +238,8 @@ class ChatController:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
         self.context.show(turn.fit)
         sink = self.models.take_waiting() or self.view.start_reply()
-        if self._doc_problems:
-            sink.note("; ".join(self._doc_problems))
-            self._doc_problems = []
+        if notes := self.documents.take_notes():  # files it could not read, no passage that matches
+            sink.note("; ".join(notes))
         return self._settle(await play(turn, self.engine, sink, self.tool_turns), sink, turn)
 
     def _settle(self, outcome: TurnDone | TurnError, sink: ReplySink, turn: Turn) -> bool:

@@ -2,12 +2,12 @@
 
 Files attached in the composer wait in `pending` and go with the next message (`Ask.attach`);
 once sent they belong to the conversation (its typed `ConversationSettings.attachments`, like
-`ember chat`'s), so later questions are answered from them too. A turn's documents are the ones
-the session names (`ChatSession.documents_for`, the CLI's path too): `prepare` reads what is new
-on a worker thread (extraction and indexing never block the window), then puts the passages that
-fit into the turn's last user message, measured by the backend, and returns the `Sources` event
-the turn starts with. The composer's token meter counts the same documents (`counted`), reading
-them as soon as they are attached; the message then reuses that reading.
+`ember chat`'s), so later questions are answered from them too. A turn opens them through the
+session, as `ember chat` does (`ChatSession.prepare_documents`: read on a worker thread, so
+extraction and indexing never block the window; the readable files remembered on the history
+thread), and the session puts their passages into the question. The composer's token meter
+counts the same documents (`counted`), reading them as soon as they are attached; the message
+then reuses that reading.
 """
 
 from __future__ import annotations
@@ -15,29 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from desktop.core.documents import TurnDocuments
-from desktop.core.history_session import HISTORY_ERRORS
-from engine.backends.base import Message
 from engine.backends.image_input import ImageData
 from engine.errors import EngineError
-from engine.events import SourceRef, Sources
-from engine.runtime import Engine
+from engine.events import SourceRef
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import ConversationSettings
+from engine.session.turn_documents import TurnDocuments
 from engine.turns.context_window import WithDocuments
 
 log = logging.getLogger("desktop.documents")
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    messages: list[Message]
-    sources: Sources | None
-    problems: list[str] = field(default_factory=list[str])  # attached files that could not be read
 
 
 class ConversationDocs:
@@ -46,9 +35,8 @@ class ConversationDocs:
         self.pending: list[Path] = []
         self.attached: list[Path] = []
         self.collection: str | None = None
-        self._docs: TurnDocuments | None = None
-        self._key: tuple[tuple[Path, ...], str | None] | None = None
-        self._problems: list[str] = []  # files of `_docs` that could not be read
+        self._docs: TurnDocuments | None = None  # the last reading, reused while the documents are the same
+        self._sent: TurnDocuments | None = None  # the documents of the message being sent: `take_notes`
         self._opening = asyncio.Lock()
         self.on_change: Callable[[], None] | None = None  # the window's paperclip refreshes itself
 
@@ -89,34 +77,35 @@ class ConversationDocs:
         """A new message carrying the files attached for it and the collection chosen."""
         return Ask.send(text, images, attach=self.pending, collection=self.collection)
 
-    async def prepare(
-        self, session: ChatSession, engine: Engine, ask: Ask, messages: Sequence[Message], max_tokens: int
-    ) -> Prepared:
-        """`messages` with the passages of the documents `ask` is answered from in the last one.
+    async def prepare(self, session: ChatSession, ask: Ask) -> TurnDocuments | None:
+        """The documents `ask` is answered from, opened by the session (`open_turn_async` asks).
 
-        Files are read on a worker thread; the passages are measured (and a collection's query
-        embedded) on the engine's counting thread, like every other count. The conversation
-        remembers the window's choices and the files that could be read.
+        The conversation remembers the window's choices first (a file taken out, another
+        collection); the session reuses the reading the meter made when the documents are the same.
         """
-        await _remember(session, self.attached, self.collection)  # a file taken out, another collection
+        self._sent = None
+        await session.remember_documents(self.attached, self.collection)
         if not self.active:
-            return Prepared(list(messages), None)
-        files, collection = session.documents_for(ask)
-        docs = await self._opened(files, collection)
-        problems, self._problems = self._problems, []  # reported with the message that sent them
+            return None
+        async with self._opening:
+            docs = await session.prepare_documents(ask, index_path=self.index_path, opened=self._docs)
+            if docs is not self._docs:
+                self.close()
+                self._docs = docs
+        self._sent = docs
         self.attached = list(docs.attached)
-        self.pending = [p for p in self.pending if p not in files]
-        if not self.pending:  # the readable files give the same passages: the meter reuses this reading
-            self._key = (tuple(self.attached), collection)
+        self.pending = [p for p in self.pending if p not in ask.attach]
         self._changed()
-        await _remember(session, self.attached, collection)
-        if not docs:
-            return Prepared(list(messages), None, problems)
-        applied = await engine.measure(lambda backend: docs.apply(backend, messages, max_tokens))
-        if applied is None:  # the model went away meanwhile: the turn reports that
-            return Prepared(list(messages), None, problems)
-        no_match = [docs.no_match] if docs.no_match else []  # "No passage in … matches this question"
-        return Prepared(applied[0], applied[1], problems + no_match)
+        return docs
+
+    def take_notes(self) -> list[str]:
+        """What the reply says first: the attached files its message could not read (said once), and
+        "No passage in … matches this question"."""
+        docs, self._sent = self._sent, None
+        if docs is None:
+            return []
+        notes, docs.problems = docs.problems, []
+        return notes + ([docs.no_match] if docs.no_match else [])
 
     async def counted(self) -> WithDocuments | None:
         """What the token meter adds for the next message's documents (None: it has none, or they fail).
@@ -137,21 +126,17 @@ class ConversationDocs:
     async def _opened(self, files: Sequence[Path], collection: str | None) -> TurnDocuments:
         """The documents for `files` and `collection`, read on a worker thread when they changed."""
         async with self._opening:  # the meter and a turn may ask at once: read once
-            wanted = (tuple(files), collection)
-            if self._docs is None or self._key != wanted:
+            if self._docs is None or not self._docs.answers(files, collection):
                 self.close()
-                self._docs, self._problems = await asyncio.to_thread(
+                self._docs = await asyncio.to_thread(
                     TurnDocuments.open, list(files), collection, index_path=self.index_path
                 )
-                self._key = wanted
             return self._docs
 
     def close(self) -> None:
         if self._docs is not None:
             self._docs.close()
         self._docs = None
-        self._key = None
-        self._problems = []
 
 
 @runtime_checkable
@@ -159,17 +144,3 @@ class SourcesSink(Protocol):
     """A reply view that shows its sources (the window's; other sinks simply do not)."""
 
     def set_sources(self, sources: tuple[SourceRef, ...]) -> None: ...
-
-
-async def _remember(session: ChatSession, attached: Sequence[Path], collection: str | None) -> None:
-    """Store `attached` and `collection` as the open conversation's documents, when they changed."""
-    changes = TurnDocuments.remembered(attached, collection)
-    if session.settings.with_(**changes) == session.settings:
-        return
-    write = session.update_settings_soon(**changes)
-    if write is None:  # a fresh conversation: kept until it is stored
-        return
-    try:
-        await write
-    except HISTORY_ERRORS as exc:
-        log.warning("history: could not remember the conversation's documents: %s", exc)

@@ -18,6 +18,12 @@ or a template's `ConfigError` before anything is stored. `begin` commits the que
 the edited question, or opens another answer) under the conversation's writer lock; the
 `Turn` records every event, tool calls included, and saves the "always allow" choices.
 
+A message's documents are the session's too, for the window and `ember chat` alike:
+`prepare_documents(ask)` opens the files attached to it or to the conversation and its
+collection, reports the files it could not read and remembers the readable ones in the
+conversation's typed settings; `open_turn(documents=…)` puts the passages that fit into the
+question before the fit (engine/session/turn_documents.py).
+
 The API server (`ember serve`) has no branch to read: its request is the prompt, so its plan
 is `Plan.of_request(request)` (sent as it is, never cut, no line added), fitted the same way,
 whose refusal is the client's `context_length_exceeded`; with `--record`,
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -55,6 +62,7 @@ from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
 from engine.session.scratch import make_scratch
 from engine.session.settings import ConversationSettings, TurnSettings
+from engine.session.turn_documents import TurnDocuments, remembered
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
@@ -64,11 +72,9 @@ from engine.turns.runner import TurnRunner
 T = TypeVar("T")
 FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
 
-# Documents put their passages into the question before the fit: (messages, max_tokens) ->
-# (messages, the Sources event the turn starts with). Counting on the backend (`Documents`) or
-# on the engine's counting thread (`DocumentsAsync`).
-Documents = Callable[[Backend, list[Message], int], tuple[list[Message], Sources | None]]
-DocumentsAsync = Callable[[list[Message], int], Awaitable[tuple[list[Message], Sources | None]]]
+# The window opens a turn's documents inside the turn (after its branch is read, before the fit).
+OpenDocuments = Callable[[], Awaitable[TurnDocuments | None]]
+log = logging.getLogger("engine.session")
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,20 +281,45 @@ class ChatSession:
             self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
             self._known = (self.conversation_id, settings)
 
-    def documents_for(self, ask: Ask) -> tuple[list[Path], str | None]:
-        """The files and collection `ask` is answered from: the conversation's attached files, then the
-        ask's (absolute, each once); the collection asked for, else the conversation's.
+    async def prepare_documents(
+        self, ask: Ask, *, index_path: Path | None = None, opened: TurnDocuments | None = None
+    ) -> TurnDocuments:
+        """The documents `ask` is answered from (the conversation's files, then the ask's; the collection
+        asked for, else the conversation's), read on a worker thread unless `opened` is a reading of the
+        same (the window's meter reads ahead). Unreadable files are their `problems`; the readable ones
+        and the collection are remembered with the conversation. `open_turn` puts in their passages.
 
-        A front end opens them (`desktop.core.documents.TurnDocuments`), puts their passages into
-        the plan (`Plan.with_documents`) and has the conversation remember the files it could read.
+        Raises `DocsDatabaseError` for an unknown collection, `ModelLoadError` for its embedder.
         """
         known = self.settings
         files = [Path(p) for p in known.attachments]
         for path in ask.attach:
-            absolute = path.expanduser().resolve()
-            if absolute not in files:
+            if (absolute := path.expanduser().resolve()) not in files:
                 files.append(absolute)
-        return files, ask.collection or known.docs
+        collection = ask.collection or known.docs
+        docs = opened
+        if docs is None or not docs.answers(files, collection):
+            docs = await asyncio.to_thread(TurnDocuments.open, files, collection, index_path=index_path)
+        try:
+            await self.remember_documents(docs.attached, collection)
+        except BaseException:  # cancelled: what this opened is closed here
+            if docs is not opened:
+                docs.close()
+            raise
+        return docs
+
+    async def remember_documents(self, attached: Sequence[Path], collection: str | None) -> None:
+        """Keep `attached` and `collection` as the open conversation's documents (written through `io`
+        when they changed); a write that fails is logged, the turn goes on with them."""
+        changes = remembered(attached, collection)
+        if self.settings.with_(**changes) == self.settings:
+            return
+        write = self.update_settings_soon(**changes)
+        try:
+            if write is not None:  # None: a fresh conversation keeps them until it is stored
+                await write
+        except (HistoryError, OSError) as exc:
+            log.warning("history: could not remember the conversation's documents: %s", exc)
 
     def path(self, *, upto: int | None = None) -> list[StoredMessage]:
         """The open conversation's active branch (or the one ending at `upto`), root first."""
@@ -440,7 +471,7 @@ class ChatSession:
         approver: Approver = deny_all,
         max_tool_rounds: int | None = None,
         ask_again: bool = False,
-        documents: Documents | None = None,
+        documents: TurnDocuments | None = None,
     ) -> Turn:
         """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
 
@@ -449,8 +480,8 @@ class ChatSession:
         """
         plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
         try:
-            if documents is not None:
-                plan = plan.with_documents(*documents(backend, list(plan.request.messages), settings.max_tokens))
+            if documents:  # their passages go into the question
+                plan = plan.with_documents(*documents.apply(backend, plan.request.messages, settings.max_tokens))
             plan = plan.fit(backend)
         except BaseException:
             plan.release()
@@ -467,7 +498,7 @@ class ChatSession:
         schema: Schema | None = None,
         model: str = "",
         approver: Approver = deny_all,
-        documents: DocumentsAsync | None = None,
+        documents: OpenDocuments | None = None,
     ) -> Turn:
         """`open_turn` on an event loop: the fit runs on the engine's counting thread.
 
@@ -476,8 +507,11 @@ class ChatSession:
         """
         plan = await self.io(partial(self.prepare, ask, settings, tools=tools, schema=schema))
         try:
-            if documents is not None:
-                plan = plan.with_documents(*await documents(list(plan.request.messages), settings.max_tokens))
+            docs = await documents() if documents is not None else None
+            if docs:  # their passages, measured on the counting thread (None: the model went away)
+                messages = plan.request.messages
+                applied = await engine.measure(lambda b: docs.apply(b, messages, settings.max_tokens))
+                plan = plan.with_documents(*applied) if applied is not None else plan
             plan = await engine.measure(plan.fit) or plan
         except BaseException:
             plan.release()

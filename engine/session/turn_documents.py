@@ -1,12 +1,9 @@
-"""The documents a turn uses: files attached to the message and the conversation's collection (no Qt).
+"""The documents a turn is answered from: files attached to it and a collection.
 
-Shared by the window and `ember chat`. `TurnDocuments.open(attach, collection)` reads the
+`ChatSession.prepare_documents` names them for an `Ask` and opens them here: `open` reads the
 attached files (each unreadable one is a one-line problem; the rest are used) and opens the
 collection (with its embedding model, when it has one); `apply` puts the passages that fit
 into the turn's last user message and returns the `Sources` event the turn starts with.
-Which files and collection a turn uses is the session's to say (`ChatSession.documents_for`);
-the conversation remembers them in its typed settings (`remembered`): later messages are
-answered from them too (each turn takes what fits for its own question).
 """
 
 from __future__ import annotations
@@ -24,32 +21,34 @@ from engine.events import Sources
 
 
 class TurnDocuments:
-    def __init__(self) -> None:
+    def __init__(self, files: Sequence[Path] = (), collection: str | None = None) -> None:
+        self.files = tuple(files)  # the files asked for, readable or not
+        self.collection = collection
         self.sources: list[DocSource] = []
         self.attached: list[Path] = []  # the attached files that could be read
+        self.problems: list[str] = []  # one line per attached file that could not be read
         self.no_match = ""  # set by `apply` when nothing relevant was found
         self._closers: list[Callable[[], None]] = []
 
     @classmethod
     def open(
         cls,
-        attach: Sequence[Path],
+        files: Sequence[Path],
         collection: str | None,
         *,
         index_path: Path | None = None,
         cancel: Callable[[], bool] | None = None,
-    ) -> tuple[TurnDocuments, list[str]]:
-        """The documents for a turn and the one-line problems of attached files left out.
+    ) -> TurnDocuments:
+        """The documents for a turn; attached files left out are its `problems`.
 
         Raises `DocsDatabaseError` for an unknown collection, `ModelLoadError` for its embedder.
         """
-        docs = cls()
-        problems: list[str] = []
+        docs = cls(files, collection)
         try:
             if collection:
                 docs._open_collection(collection, index_path or default_path())
-            if attach:
-                attachments, problems = Attachments.load(attach, cancel)
+            if files:
+                attachments, docs.problems = Attachments.load(files, cancel)
                 docs._closers.append(attachments.close)
                 if len(attachments):
                     docs.sources.append(attachments)
@@ -57,7 +56,7 @@ class TurnDocuments:
         except BaseException:
             docs.close()
             raise
-        return docs, problems
+        return docs
 
     def _open_collection(self, name: str, path: Path) -> None:
         index = DocIndex.open(path)
@@ -67,10 +66,10 @@ class TurnDocuments:
         embedder = shared_embedder(coll.embedder) if coll.embedder else None
         self.sources.append(CollectionSource(index, coll, embedder))
 
-    @staticmethod
-    def remembered(attached: Sequence[Path], collection: str | None) -> dict[str, Any]:
-        """The conversation's settings changes that keep these documents for its next questions."""
-        return {"attachments": tuple(str(p) for p in attached), "docs": collection}
+    def answers(self, files: Sequence[Path], collection: str | None) -> bool:
+        """Whether these documents are `files` and `collection`: the files asked for, or only the
+        readable ones (the unreadable give no passage)."""
+        return collection == self.collection and tuple(files) in (self.files, tuple(self.attached))
 
     def __bool__(self) -> bool:
         return bool(self.sources)
@@ -84,3 +83,8 @@ class TurnDocuments:
         for close in reversed(self._closers):
             close()
         self._closers.clear()
+
+
+def remembered(attached: Sequence[Path], collection: str | None) -> dict[str, Any]:
+    """The settings changes that make `attached` and `collection` a conversation's documents."""
+    return {"attachments": tuple(str(p) for p in attached), "docs": collection}
