@@ -865,7 +865,7 @@ def test_attachments_show_as_chips_and_a_drop_shows_its_overlay(make_chat: MakeC
     )
     QApplication.sendEvent(chat.window, enter)
     chat.qtbot.waitUntil(lambda: _on_screen(attachments.overlay, chat.window), timeout=WAIT_MS)
-    assert attachments.overlay.text() == "Drop files here"
+    assert "Drop files here" in attachments.overlay.text()
     assert attachments.overlay.width() >= 0.5 * chat.window.conversation.width()  # over the chat, not the box
     _shot("17-drop-overlay-over-the-chat-1040x780", chat.window)
     QApplication.sendEvent(chat.window, QDragLeaveEvent())

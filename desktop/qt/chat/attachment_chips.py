@@ -27,6 +27,10 @@ from PySide6.QtGui import (
     QImageReader,
     QImageWriter,
     QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
     QPixmap,
 )
 from PySide6.QtWidgets import (
@@ -242,18 +246,32 @@ def add_question_chips(
 
 
 class DropOverlay(QLabel):
-    """ "Drop files here" over the chat while files are dragged over it."""
+    """ "Drop files here" over the chat while files are dragged over it: nearly opaque, so the
+    words under it (suggestions, shortcut hints) do not show through and collide with it."""
 
     def __init__(self, parent: QWidget) -> None:
-        super().__init__("Drop files here", parent)
+        super().__init__(
+            "<div style='font-size:18pt'>Drop files here</div>"
+            "<div style='font-size:10pt'>Pictures go to the model with your next message;"
+            " other files are read as documents</div>",
+            parent,
+        )
         self.setObjectName("DropOverlay")
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setTextFormat(Qt.TextFormat.RichText)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.setStyleSheet(
-            "#DropOverlay { background: rgba(40, 90, 200, 60); border: 2px dashed palette(highlight);"
-            " font-size: 18pt; }"
-        )
         self.hide()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        fill = self.palette().color(QPalette.ColorRole.Window)
+        fill.setAlpha(235)
+        painter.fillRect(self.rect(), fill)
+        pen = QPen(self.palette().color(QPalette.ColorRole.Highlight), 2, Qt.PenStyle.DashLine)
+        painter.setPen(pen)
+        painter.drawRoundedRect(self.rect().adjusted(6, 6, -7, -7), 10, 10)
+        painter.end()
+        super().paintEvent(event)  # the words, over the fill
 
     def cover(self) -> None:
         parent = self.parentWidget()
