@@ -79,3 +79,25 @@ def test_the_picker_marks_a_model_whose_projector_sits_beside_it(ember_home: Pat
     assert ("Vision", "mmproj-seeing-f16.gguf: vision projector (mlp, 28 px) for models 576 wide") in detail_items(
         rows["seeing.gguf"]
     )
+
+
+def test_the_picker_marks_a_model_whose_projector_was_chosen_in_its_settings(ember_home: Path, tmp_path: Path) -> None:
+    from desktop.core.model_rows import VISION_MARK, entry_row
+    from models.library.paths import ember_paths
+    from models.library.scan import library_entries
+    from models.library.settings import ModelSettings, save_model_settings
+
+    models_dir = ember_paths().models_dir
+    models_dir.mkdir(parents=True)
+    model = models_dir / "seeing.gguf"
+    gf.write_tiny_llama(model, name="Seeing", n_embd=576)
+    elsewhere = tmp_path / "projectors"
+    elsewhere.mkdir()
+    write_projector_fixture(elsewhere / "mmproj-seeing-f16.gguf")  # not beside the model: no sibling to find
+
+    def row() -> str:
+        return next(entry_row(e) for e in library_entries() if e.path == model).subtitle
+
+    assert row() == "Seeing"
+    save_model_settings(model, ModelSettings(projector=str(elsewhere / "mmproj-seeing-f16.gguf")))
+    assert row() == f"Seeing · {VISION_MARK}"

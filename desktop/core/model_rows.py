@@ -91,9 +91,11 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
     n_ctx_train = meta.n_ctx_train if meta else None
     path = None if entry.source is Source.BUILTIN else entry.path  # the built-in is the default choice
     base = meta is not None and meta.base_model
-    projector = _projector(entry.path, meta) if meta and not error else None
+    choice = local_choice(path, n_ctx_train=n_ctx_train)
+    chosen = choice.settings.projector if choice.settings is not None else None
+    projector = _projector(entry.path, meta, chosen) if meta and not error else None
     return ModelRow(
-        choice=local_choice(path, n_ctx_train=n_ctx_train),
+        choice=choice,
         # Named by file, as the header's chip names it: three copies of one model differ only there.
         name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.path.name,
         title=meta.name if meta and meta.name else "",
@@ -142,10 +144,11 @@ def skipped_rows(state: LibraryState) -> list[ModelRow]:
     return [skipped_row(p, source) for folder, source in folders for p in skipped_files(folder)]
 
 
-def _projector(path: Path, meta: ModelMetadata) -> ProjectorInfo | None:
-    """The vision projector beside a model, when one fits it (read from headers, not loaded)."""
+def _projector(path: Path, meta: ModelMetadata, chosen: str | None) -> ProjectorInfo | None:
+    """The model's vision projector, when one fits it: the one chosen in its settings, else one
+    beside it (read from headers, not loaded)."""
     try:
-        return pair(path, meta.embedding_length).projector
+        return pair(path, meta.embedding_length, Path(chosen).expanduser() if chosen else None).projector
     except GGUFError:
         return None
 
