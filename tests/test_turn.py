@@ -133,3 +133,20 @@ def test_a_stopped_turn_is_done_with_the_cancelled_reason() -> None:
     assert isinstance(events[-1], TurnDone) and events[-1].stats.finish_reason == "cancelled"
     assert not any(isinstance(e, Recovery) for e in events)
     assert len(backend.requests) == 1
+
+
+def test_a_question_with_a_picture_keeps_thinking_apart_and_recovers_with_the_picture() -> None:
+    """Images take the same turn: thinking in its pane, scaffolding stripped, and the one
+    recovery request still carries the picture (the model is asked again about the same image)."""
+    from engine.backends.image_input import ImageData
+    from tests.projector_fixture import png
+
+    picture = ImageData(png(6, 4), "screenshot.png")
+    backend = ScriptedBackend.from_texts(["<think>", "a small image", "</think>", *SCAFFOLD], "A tiny picture.")
+    question = {"role": "user", "content": "What is this?", "images": [picture]}
+    events = list(TurnRunner(backend).run(make_request([question])))
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "a small image"
+    assert _content(events) == "A tiny picture." and [type(e) for e in events].count(Recovery) == 1
+    assert isinstance(events[-1], TurnDone)
+    for sent in backend.requests:  # the first request and the recovery
+        assert [m.get("images") for m in sent.messages if m["role"] == "user"] == [[picture]]
