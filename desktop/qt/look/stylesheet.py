@@ -69,7 +69,7 @@ def _chrome(p: Palette, body_pt: float) -> str:
     #HistorySearch:focus {{ border: 1px solid {p.accent}; }}
     QStatusBar {{ background: {p.window}; color: {p.muted}; border-top: 1px solid {p.border};
                   font-size: {_pt(body_pt, "caption")}; }}
-    QStatusBar QLabel {{ color: {p.muted}; }}
+    QStatusBar QLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; }}  /* a font set on a parent does not reach its children */
     #ServeToggle {{ font-size: {_pt(body_pt, "caption")}; color: {p.muted}; border: 1px solid transparent;
                     border-radius: {RADIUS_SM}px; padding: 0px 6px; background: transparent; }}
     #ServeToggle:hover {{ background: {p.surface_alt}; color: {p.text}; }}
