@@ -172,6 +172,28 @@ def test_the_same_prompt_twice_still_samples_from_fresh_logits(smollm: LlamaBack
     assert [p.token_id for p in first] == [p.token_id for p in second]
 
 
+def test_only_a_prompt_read_in_batches_gets_the_abort_callback(
+    smollm: LlamaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama.cpp calls it hundreds of times per decode; a warm cache re-reads one token, a decode
+    # as short as a reply token's (which never has the callback), so it is not attached then.
+    attached: list[bool] = []
+    real = smollm._set_abort_callback  # pyright: ignore[reportPrivateUsage]
+
+    def spy(on: bool) -> None:
+        attached.append(on)
+        real(on)
+
+    monkeypatch.setattr(smollm, "_set_abort_callback", spy)
+    smollm.reset_cache()
+    cold, _ = _run(smollm, max_tokens=6)
+    assert smollm.last_prompt_evaluated > 1 and attached[0] is True and attached[-1] is False
+    attached.clear()
+    warm, _ = _run(smollm, max_tokens=6)
+    assert smollm.last_prompt_evaluated == 1 and True not in attached
+    assert [p.token_id for p in warm] == [p.token_id for p in cold]
+
+
 def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend) -> None:
     story = [{"role": "user", "content": "Write a poem about the sea."}]
 

@@ -121,6 +121,18 @@ def test_registry_start_markers_are_prefix_free() -> None:
         MarkerSet(["<a>", "<a>b"])
 
 
+def test_filters_share_their_registrys_markers_and_a_registry_keeps_its_own() -> None:
+    # Built once per registry (a filter is made for every model request, after its first token).
+    first, second = ScaffoldingFilter(), ScaffoldingFilter()
+    assert first._starts is second._starts  # pyright: ignore[reportPrivateUsage]
+    only = ScaffoldPattern("Test", "<<call>>", "<</call>>", "x<<call>>y<</call>>z")
+    custom = ScaffoldingFilter([only])
+    text = "a<<call>>b<</call>>c<tool_call>{}</tool_call>d"
+    assert custom.feed(text) + custom.flush() == "ac<tool_call>{}</tool_call>d"
+    default = ScaffoldingFilter()
+    assert default.feed(text) + default.flush() == "a<<call>>b<</call>>cd"
+
+
 def test_every_required_family_is_registered() -> None:
     families = {p.family for p in DEFAULT_REGISTRY}
     for name in ("LFM2", "Hermes/Qwen", "DeepSeek", "Kimi K2", "Command R7B", "MiniMax", "Seed-OSS"):

@@ -17,6 +17,7 @@ hold-back rule for thinking markers.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
@@ -210,6 +211,16 @@ def _is_control(piece: Piece) -> bool:
 SpanSink = Callable[[str, str, bool], bool]
 
 
+@functools.lru_cache(maxsize=8)
+def _start_markers(starts: frozenset[str]) -> tuple[MarkerSet, frozenset[str]]:
+    """The start markers' set and every prefix a start may grow from, built once per registry: a
+    filter is made for every model request, right after its first token, and building these
+    (hundreds of prefixes, two regexes) took 0.15-0.2 ms of the first token's way to the client.
+    A MarkerSet is immutable, so the filters share it."""
+    markers = MarkerSet(starts)
+    return markers, markers.prefixes | markers.markers
+
+
 class ScaffoldingFilter:
     """Streams visible answer text with every registered scaffolding span removed."""
 
@@ -217,8 +228,7 @@ class ScaffoldingFilter:
         self._sink = sink
         self._span_full: list[str] = []  # the whole span, kept only for a sink
         self._patterns = {p.start: p for p in registry}
-        self._starts = MarkerSet(self._patterns)
-        self._may_start = self._starts.prefixes | self._starts.markers
+        self._starts, self._may_start = _start_markers(frozenset(self._patterns))
         self._find_first_char = self._starts.find_first_char
         self._buf = PieceBuffer()
         self._open: ScaffoldPattern | None = None  # the span being stripped, if any
