@@ -69,7 +69,8 @@ def _chrome(p: Palette, body_pt: float) -> str:
     #HistorySearch:focus {{ border: 1px solid {p.accent}; }}
     QStatusBar {{ background: {p.window}; color: {p.muted}; border-top: 1px solid {p.border};
                   font-size: {_pt(body_pt, "caption")}; }}
-    QStatusBar QLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; }}  /* a font set on a parent does not reach its children */
+    /* QStatusBar's font does not reach its labels: they are sized as its toggle is */
+    QStatusBar QLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; }}
     #ServeToggle {{ font-size: {_pt(body_pt, "caption")}; color: {p.muted}; border: 1px solid transparent;
                     border-radius: {RADIUS_SM}px; padding: 0px 6px; background: transparent; }}
     #ServeToggle:hover {{ background: {p.surface_alt}; color: {p.text}; }}
