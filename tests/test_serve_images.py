@@ -6,7 +6,7 @@ import base64
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -119,3 +119,44 @@ def test_the_images_a_message_may_carry_fit_the_body_bound() -> None:
 
     most = MAX_IMAGES * len(_url(b"x" * MAX_IMAGE_BYTES)["image_url"]["url"])
     assert MAX_BODY_BYTES + most <= MAX_CHAT_BODY_BYTES < 100 * 2**20  # room for all, and still firm
+
+
+def test_only_two_picture_sized_bodies_are_read_at_once_and_small_ones_never_wait() -> None:
+    """256 connections must not make the server hold 256 bodies of 89 MB: past the text bound,
+    bodies are read `LARGE_READS` at a time; the rest wait unread (the socket holds their bytes)."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from desktop.serve.app import LARGE_READS, MAX_BODY_BYTES, ServeState, read_chat_body
+
+    started: list[str] = []
+
+    def request(name: str, size: int, gate: asyncio.Event):  # a Request (generic in starlette: inferred)
+        async def receive() -> dict[str, object]:
+            started.append(name)
+            await gate.wait()
+            return {"type": "http.request", "body": b"x" * size, "more_body": False}
+
+        scope = {"type": "http", "method": "POST", "headers": [(b"content-length", str(size).encode())]}
+        return Request(scope, receive)
+
+    async def scenario() -> None:
+        state = ServeState(cast(Any, None), lambda: "m", cast(Any, lambda: None))
+        gates = {name: asyncio.Event() for name in ("a", "b", "c", "small")}
+        big = MAX_BODY_BYTES + 1
+        reads = {n: asyncio.ensure_future(read_chat_body(request(n, big, gates[n]), state)) for n in "abc"}
+        small = asyncio.ensure_future(read_chat_body(request("small", 10, gates["small"]), state))
+        await asyncio.sleep(0.05)
+        assert LARGE_READS == 2 and sorted(started) == ["a", "b", "small"]  # c waits, unread
+        gates["small"].set()
+        assert len(await small) == 10
+        gates["a"].set()
+        assert len(await reads["a"]) == big
+        await asyncio.sleep(0.05)
+        assert "c" in started  # a slot came free
+        gates["b"].set()
+        gates["c"].set()
+        assert [len(await reads[n]) for n in "bc"] == [big, big]
+
+    asyncio.run(scenario())

@@ -49,6 +49,9 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
 # A chat request may also carry a message's images as base64 data URLs (a third larger than
 # the files): room for MAX_IMAGES at the API's per-image cap, and still a firm bound (~89 MB).
 MAX_CHAT_BODY_BYTES = MAX_BODY_BYTES + IMAGES_BODY_BYTES
+# Chat bodies past the text bound (pictures) read at once; the others wait with their bytes unread
+# (the socket holds them back), so 256 connections cannot make the server hold 256 bodies of 89 MB.
+LARGE_READS = 2
 PING_S = 15  # SSE keep-alive comments while a long prompt is read
 DEFAULT_MODEL = "default"  # a name for whichever model is served (chat takes any name)
 T = TypeVar("T")
@@ -69,6 +72,7 @@ class ServeState:
     embedder: TextEmbedder | None = None  # `--embedder`: `/v1/embeddings` answers
     origins: OriginPolicy = field(default_factory=OriginPolicy.default)  # browser pages that may call
     requests: int = 0
+    large_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(LARGE_READS))
 
 
 def build_app(
@@ -84,7 +88,7 @@ def build_app(
         authorize(request, state)
         state.requests += 1
         state.on_request()
-        body = await read_body(request, MAX_CHAT_BODY_BYTES)
+        body = await read_chat_body(request, state)
         call = check_text_bound(len(body), parse_chat(parse_json(body), state.defaults()))
         return await _complete(request, state, call, Envelope(state.model_id()))
 
@@ -192,6 +196,16 @@ def check_text_bound(body_length: int, call: ChatCall) -> ChatCall:
     if body_length - images_length(call.messages) > MAX_BODY_BYTES:
         raise _too_large(MAX_BODY_BYTES, "the request's text, images aside,")
     return call
+
+
+async def read_chat_body(request: Request, state: ServeState) -> bytes:
+    """A chat body: as large as its pictures need, but a body that may pass the text bound (its
+    declared length says so, or it declares none) is read only in one of `LARGE_READS` slots."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) <= MAX_BODY_BYTES:
+        return await read_body(request)
+    async with state.large_reads:
+        return await read_body(request, MAX_CHAT_BODY_BYTES)
 
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:

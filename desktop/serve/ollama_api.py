@@ -64,7 +64,7 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
         return JSONResponse(_show(state))
 
     async def chat(request: Request) -> Response:
-        raw = await api.read_body(request, api.MAX_CHAT_BODY_BYTES)  # room for `images`
+        raw = await api.read_chat_body(request, state)  # room for `images`
         body = parse_json(raw)
         if is_load(body, chat=True):
             return _loaded(state, body, chat=True)
@@ -72,7 +72,7 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
         return await _answer(request, state, call, chat=True)
 
     async def generate(request: Request) -> Response:
-        raw = await api.read_body(request, api.MAX_CHAT_BODY_BYTES)  # room for `images`
+        raw = await api.read_chat_body(request, state)  # room for `images`
         body = parse_json(raw)
         if is_load(body, chat=False):
             return _loaded(state, body, chat=False)
