@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import posixpath
 import zipfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
@@ -19,7 +18,7 @@ from xml.etree import ElementTree
 from engine.docs.errors import DocumentError
 from engine.docs.names import shown
 from engine.docs.regular import open_regular
-from engine.docs.zip_member import inflated_member
+from engine.docs.zip_member import ZIP_ERRORS, inflated_member
 
 MAX_PART = 64 << 20  # one chapter (a long book's chapter is well under 1 MB)
 MAX_TOTAL = 256 << 20  # every part together
@@ -40,16 +39,7 @@ def chapters(path: Path, *, follow: bool = True) -> Iterator[str]:
                 _check_sizes(path, archive)
                 for name in _spine(path, archive):
                     yield inflated_member(path, archive, name, MAX_PART).decode("utf-8", errors="replace")
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        EOFError,
-        NotImplementedError,
-        RuntimeError,
-        zlib.error,
-        ValueError,
-        KeyError,
-    ) as exc:
+    except (*ZIP_ERRORS, KeyError) as exc:  # KeyError: the spine names a member that is not there
         raise DocumentError(path, f"is not a readable EPUB ({shown(str(exc))})") from exc
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import codecs
 import io
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -42,7 +41,7 @@ from engine.docs.errors import DocumentError
 from engine.docs.names import shown
 from engine.docs.pdf_page import PageUnreadable, page_text, pypdfium2
 from engine.docs.regular import NotRegular, not_regular, open_regular
-from engine.docs.zip_member import inflated_member
+from engine.docs.zip_member import ZIP_ERRORS, inflated_member
 
 READ_BYTES = 1 << 20  # text is read and handed on in pieces of about this size
 SNIFF_BYTES = 8192
@@ -429,15 +428,7 @@ def _inflated_docx(path: Path, follow: bool) -> io.BytesIO:
                         data = _inflated_part(path, archive, info, DOCX_MAX_TOTAL - total)
                         total += len(data)
                         copy.writestr(info.filename, data)
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        EOFError,
-        NotImplementedError,
-        RuntimeError,
-        zlib.error,
-        ValueError,
-    ) as exc:
+    except ZIP_ERRORS as exc:
         raise DocumentError(path, f"is not a readable DOCX ({shown(str(exc))})") from exc
     out.seek(0)
     return out

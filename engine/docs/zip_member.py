@@ -7,12 +7,24 @@ passes `limit`, so a zip bomb costs at most `limit` bytes of memory.
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 from engine.docs.errors import DocumentError
 from engine.docs.names import shown
 
 PIECE = 1 << 20  # inflated this much at a time
+# What reading a damaged or hostile container raises (zipfile's own, a cut stream, a bad deflate
+# stream, an unsupported method, an encrypted member): each means "not a readable file".
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    zlib.error,
+    ValueError,
+)
 
 
 def inflated_member(path: Path, archive: zipfile.ZipFile, member: str | zipfile.ZipInfo, limit: int) -> bytes:
