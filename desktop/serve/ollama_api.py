@@ -63,21 +63,21 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
             raise ApiError(404, f"model '{name}' not found (GET /api/tags lists what is served)")
         return JSONResponse(_show(state))
 
-    async def chat(request: Request) -> Response:
+    async def turn(request: Request, *, chat: bool) -> Response:
+        """`/api/chat` (`chat`) or `/api/generate`: a preload, or a turn."""
         raw = await api.read_chat_body(request, state)  # room for `images`
         body = parse_json(raw)
-        if is_load(body, chat=True):
-            return _loaded(state, body, chat=True)
-        call = api.check_text_bound(len(raw), parse_ollama_chat(body, state.defaults()))
-        return await _answer(request, state, call, chat=True)
+        if is_load(body, chat=chat):
+            return _loaded(state, body, chat=chat)
+        parse = parse_ollama_chat if chat else parse_ollama_generate
+        call = api.check_text_bound(len(raw), parse(body, state.defaults()))
+        return await _answer(request, state, call, chat=chat)
+
+    async def chat(request: Request) -> Response:
+        return await turn(request, chat=True)
 
     async def generate(request: Request) -> Response:
-        raw = await api.read_chat_body(request, state)  # room for `images`
-        body = parse_json(raw)
-        if is_load(body, chat=False):
-            return _loaded(state, body, chat=False)
-        call = api.check_text_bound(len(raw), parse_ollama_generate(body, state.defaults()))
-        return await _answer(request, state, call, chat=False)
+        return await turn(request, chat=False)
 
     async def embed(request: Request) -> Response:
         if state.embedder is None:
