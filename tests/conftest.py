@@ -16,7 +16,7 @@ import pytest
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 
 if TYPE_CHECKING:
-    from serve_helpers import Served
+    from serve_helpers import SeeingEcho, Served
     from sse_stub import StubServer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -89,6 +89,17 @@ def served() -> Iterator[list[Served]]:
     yield started
     for s in started:
         s.close()
+
+
+@pytest.fixture
+def seeing() -> Iterator[tuple[Served, SeeingEcho]]:
+    """A local API server over an echo backend that can see, and that backend."""
+    from serve_helpers import SeeingEcho, serve
+
+    backend = SeeingEcho()
+    s = serve(backend)
+    yield s, backend
+    s.close()
 
 
 @pytest.fixture(scope="session")

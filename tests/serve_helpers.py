@@ -26,6 +26,7 @@ from engine.backends.base import (
     Sampling,
     StreamInfo,
 )
+from engine.backends.image_input import ImageData
 from engine.events import Piece
 from engine.runtime import Engine
 from engine.session.settings import TurnSettings
@@ -131,3 +132,17 @@ class EchoBackend(PlainBackend):
 
     def close(self) -> None:
         pass
+
+
+class SeeingEcho(EchoBackend):
+    """The echo, able to see: it accepts images and keeps the ones each request carried."""
+
+    capabilities = Capabilities(device="Scripted", vision=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[list[ImageData]] = []
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        self.seen.append([i for m in request.messages for i in m.get("images") or ()])
+        return super().stream(request, cancel, info)

@@ -5,38 +5,14 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
 import pytest
-from serve_helpers import EchoBackend, Served, serve
+from serve_helpers import EchoBackend, SeeingEcho, Served, serve
 
 from desktop.serve.wire_images import MAX_IMAGE_BYTES, MAX_IMAGES
-from engine.backends.base import CancelToken, Capabilities, Request, StreamInfo
-from engine.backends.image_input import ImageData
-from engine.events import Piece
 from tests.projector_fixture import png, png_chunks
-
-
-class SeeingEcho(EchoBackend):
-    capabilities = Capabilities(device="Scripted", vision=True)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[list[ImageData]] = []
-
-    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
-        self.seen.append([i for m in request.messages for i in m.get("images") or ()])
-        return super().stream(request, cancel, info)
-
-
-@pytest.fixture
-def seeing() -> Iterator[tuple[Served, SeeingEcho]]:
-    backend = SeeingEcho()
-    s = serve(backend)
-    yield s, backend
-    s.close()
 
 
 def _post(s: Served, content: list[dict[str, Any]]) -> httpx.Response:

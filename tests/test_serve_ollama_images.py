@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import ollama
 import pytest
-from serve_helpers import EchoBackend, Served, serve
-from test_serve_images import SeeingEcho
+from serve_helpers import EchoBackend, SeeingEcho, Served, serve
 
 from desktop.serve.wire_images import MAX_IMAGES
 from tests.projector_fixture import png, png_chunks
-
-
-@pytest.fixture
-def seeing() -> Iterator[tuple[Served, SeeingEcho]]:
-    backend = SeeingEcho()
-    s = serve(backend)
-    yield s, backend
-    s.close()
 
 
 def _b64(data: bytes) -> str:
