@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.cpu_variants import FORCE_ENV, ensure_backends, lib_dir, variant_files
-from engine.child_env import python_child
+from engine.child_env import PythonChild, python_child
 from engine.errors import BenchError
 
 PORTABLE = "haswell"  # AVX2 + FMA + F16C + BMI2: what the one-variant build used (-DGGML_NATIVE=OFF)
@@ -49,11 +49,9 @@ def in_use() -> str | None:
     return choice.chosen if choice else "built in (one variant)"
 
 
-def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
-    """One child on the named variant: {"variant", "pp", "tg"} (tokens per second)."""
-    child = python_child(
-        MEASURE_CODE, str(model.absolute()), str(threads), str(N_PROMPT), str(N_GEN), env=env, **{FORCE_ENV: name}
-    )
+def run_measuring(child: PythonChild) -> tuple[dict[str, Any] | None, str]:
+    """A measuring child's result (its last line of output, JSON), or None and why: "(STATUS): the
+    last line it wrote to stderr"."""
     done = subprocess.run(
         child.argv,
         env=child.env,
@@ -67,8 +65,18 @@ def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        raise BenchError(f"CPU variant {name}: the measuring child failed ({done.returncode}): {tail}")
-    result: dict[str, Any] = json.loads(lines[-1])
+        return None, f"({done.returncode}): {tail}"
+    return json.loads(lines[-1]), ""
+
+
+def measure_variant(name: str, model: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
+    """One child on the named variant: {"variant", "pp", "tg"} (tokens per second)."""
+    child = python_child(
+        MEASURE_CODE, str(model.absolute()), str(threads), str(N_PROMPT), str(N_GEN), env=env, **{FORCE_ENV: name}
+    )
+    result, failure = run_measuring(child)
+    if result is None:
+        raise BenchError(f"CPU variant {name}: the measuring child failed {failure}")
     if result.get("variant") != name:
         raise BenchError(f"CPU variant {name}: the child ran {result.get('variant')!r} instead")
     return result

@@ -10,8 +10,6 @@ The build times are figures measured once on the project's 2-core machine and wr
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from engine.backends import gpu_modules
 from engine.backends.cpu_variants import ensure_backends, lib_dir
 from engine.backends.gpu_pick import FORCE_ENV
 from engine.child_env import python_child
+from tests.bench.cpu_variant import run_measuring
 
 # llama-cpp-python 0.3.36 with the CPU variants, wall seconds on the 2-core machine when quiet.
 BUILD_SECONDS_CPU_ONLY = 582
@@ -28,7 +27,6 @@ BUILD_SECONDS_CPU_ONLY = 582
 BUILD_SECONDS_VULKAN_MODULE = 795
 BUILD_SECONDS_WITH_VULKAN = BUILD_SECONDS_CPU_ONLY + BUILD_SECONDS_VULKAN_MODULE
 N_GEN = 32
-TIMEOUT_S = 600.0
 
 MEASURE_CODE = """
 import json, sys, time
@@ -63,20 +61,9 @@ def vulkan_device() -> str | None:
 
 def _decode_tps(model: Path, threads: int, device: str, env: dict[str, str]) -> tuple[str | None, float]:
     child = python_child(MEASURE_CODE, str(model.absolute()), str(threads), str(N_GEN), env=env, **{FORCE_ENV: device})
-    done = subprocess.run(
-        child.argv,
-        env=child.env,
-        cwd=child.cwd,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
+    result, _ = run_measuring(child)
+    if result is None:
         return None, 0.0
-    result: dict[str, Any] = json.loads(lines[-1])
     return result.get("device"), float(result.get("tg", 0.0))
 
 
