@@ -14,7 +14,7 @@ from serve_helpers import Served, serve
 
 from desktop.cli.cmd_serve import register
 from engine.backends.base import Request, Sampling
-from engine.backends.llama_decode import _device_samplable  # pyright: ignore[reportPrivateUsage]
+from engine.backends.llama_decode import device_samplable
 from engine.backends.scripted import ScriptedBackend
 from engine.session.settings import resolve
 from engine.turns.runner import NO_TOOLS_LINE
@@ -55,7 +55,7 @@ def test_temperature_0_is_plain_greedy_decoding(served: list[Served]) -> None:
     request = _sent(served, {"messages": COLORS, "temperature": 0, "max_tokens": 40})
     assert request.sampling.temperature == 0 and request.sampling.repeat_penalty == 1.0
     assert request.max_tokens == 40
-    assert _device_samplable(request.sampling, None)  # llama.cpp's greedy chain: argmax, nothing else
+    assert device_samplable(request.sampling, None)  # llama.cpp's greedy chain: argmax, nothing else
 
 
 def test_the_models_recommended_settings_on_request(served: list[Served]) -> None:

@@ -47,7 +47,16 @@ from engine.backends.grammar_guard import grammar_problem
 from engine.backends.image_input import NO_PROJECTOR
 from engine.backends.kv_reuse import reuse_shifted
 from engine.backends.kv_types import kv_cache_types
-from engine.backends.llama_decode import DecodeError, GrammarError, KvCache, PieceReader, SamplerChain, grammar_error
+from engine.backends.llama_decode import (
+    DecodeError,
+    DeviceGreedy,
+    GrammarError,
+    KvCache,
+    PieceReader,
+    SamplerChain,
+    device_samplable,
+    grammar_error,
+)
 from engine.backends.llama_media import Projector, Span, is_pseudo, tokenize_with_images, with_markers
 from engine.backends.llama_plain import chat_handler, new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
@@ -131,6 +140,7 @@ class LlamaBackend:
             base_model=self.metadata.base_model,
         )
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
+        self._device_greedy = DeviceGreedy(self._vocab)
         self._projector: Projector | None = self._load_projector(projector)
         self._marker = f"<ember-image-{secrets.token_hex(8)}>"  # no one types it: where an image goes
         self._classes = TokenClasses(self._vocab)
@@ -314,9 +324,10 @@ class LlamaBackend:
         """The underlying `llama_cpp.Llama`, for side-by-side measurements (`ember bench`).
 
         Whatever the caller does to its context, the backend forgets its KV-cache record,
-        so its next request starts from an empty cache.
+        so its next request starts from an empty cache; no chain stays attached to it.
         """
         self._kv.forget()
+        self._device_greedy.release()
         return self._llm
 
     def _token_text(self, token: int) -> str:
@@ -530,15 +541,7 @@ class LlamaBackend:
         s = request.sampling
         seed = s.seed if s.seed is not None else secrets.randbits(31)
         info.receipt = self._receipt(request, seed, tokens)
-        on_device = self.placement.on_gpu and self.device_sampling and request.logprobs is None  # logits: host
-        device_ctx = self._llm.ctx if on_device else None
-        try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
-            text_ids = [t for t in tokens if not is_pseudo(t)] if media else tokens
-            chain = SamplerChain(
-                self._vocab, s, seed, request.grammar, text_ids, device_ctx=device_ctx, reply_limit=limit
-            )
-        except GrammarError as exc:
-            raise ConfigError(str(exc)) from exc
+        chain = self._sampler(request, seed, [t for t in tokens if not is_pseudo(t)] if media else tokens, limit)
         probs = None
         if request.logprobs is not None:
             probs = LogprobReader(
@@ -553,9 +556,26 @@ class LlamaBackend:
                 return
             yield from self._decode_loop(chain, cancel, info, limit, tokens, reply, probs, drafting=not media)
         finally:
-            chain.close()
+            if chain is not self._device_greedy.attached:
+                chain.close()
             info.receipt["reply"] = reply.to_json()
             info.receipt["model"]["sha256"] = self._digest.result()  # ready long before, but for a huge file
+
+    def _sampler(self, request: Request, seed: int, text_ids: list[int], limit: int) -> SamplerChain:
+        """This request's sampler chain: greedy on a GPU samples inside the graph, with the one
+        chain kept attached between requests (`DeviceGreedy`); anything else on the host."""
+        s = request.sampling
+        on_device = self.placement.on_gpu and self.device_sampling and request.logprobs is None  # logits: host
+        if on_device and device_samplable(s, request.grammar):
+            kept = self._device_greedy.chain(self._llm.ctx)
+            if kept is not None:
+                return kept
+        else:
+            self._device_greedy.release()
+        try:  # the chain refuses a grammar llama.cpp cannot parse (a NULL sampler), so no second parse first
+            return SamplerChain(self._vocab, s, seed, request.grammar, text_ids, reply_limit=limit)
+        except GrammarError as exc:
+            raise ConfigError(str(exc)) from exc
 
     def _receipt(self, request: Request, seed: int, tokens: list[int]) -> dict[str, Any]:
         import llama_cpp as lc
@@ -741,6 +761,9 @@ class LlamaBackend:
         if projector is not None:
             projector.close()  # before the model it was loaded against
             self._projector = None
+        greedy: DeviceGreedy | None = getattr(self, "_device_greedy", None)
+        if greedy is not None:
+            greedy.release()  # detached before the context that points at it goes
         llm: Any = getattr(self, "_llm", None)
         if llm is not None and hasattr(self, "_kv"):
             self._kv.close()

@@ -84,7 +84,7 @@ class SamplerChain:
         self.tap: Callable[[int, int], None] | None = None  # sees (batch position, token) of every sample
         try:
             self._build(vocab, sampling, seed, grammar, recent, reply_limit)
-            if device_ctx is not None and _device_samplable(sampling, grammar):
+            if device_ctx is not None and device_samplable(sampling, grammar):
                 self._attach(device_ctx)
         except BaseException:
             self.close()
@@ -161,7 +161,44 @@ class SamplerChain:
             self._chain = None
 
 
-def _device_samplable(s: Sampling, grammar: str | None) -> bool:
+class DeviceGreedy:
+    """The greedy chain kept inside the GPU graph from one greedy request to the next.
+
+    Attaching or detaching a chain makes llama.cpp reserve its scheduler again (it frees and
+    reallocates the compute buffers): time on every request on a GPU, and on Mesa 22.3's lavapipe
+    a use after free (docs/performance.md). Greedy carries no state from token to token, so one
+    chain serves every greedy request until one samples on the host, which needs the logits an
+    attached chain keeps on the device.
+    """
+
+    def __init__(self, vocab: Any) -> None:
+        self._vocab = vocab
+        self._chain: SamplerChain | None = None
+        self._declined = False  # llama.cpp would not run it in the graph: do not ask each request
+
+    @property
+    def attached(self) -> SamplerChain | None:
+        return self._chain
+
+    def chain(self, ctx: Any) -> SamplerChain | None:
+        """The attached greedy chain, or None where llama.cpp declines to run one in the graph."""
+        if self._chain is None and not self._declined:
+            chain = SamplerChain(self._vocab, Sampling.greedy(), 0, device_ctx=ctx)
+            if chain.on_device:
+                self._chain = chain
+            else:
+                chain.close()
+                self._declined = True
+        return self._chain
+
+    def release(self) -> None:
+        """Detach and free the chain: a request that samples on the host, or the context's end."""
+        if self._chain is not None:
+            self._chain.close()
+            self._chain = None
+
+
+def device_samplable(s: Sampling, grammar: str | None) -> bool:
     """Greedy with no grammar and no penalties: a chain llama.cpp runs wholly on the device,
     with no state to carry between tokens."""
     return (
