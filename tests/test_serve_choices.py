@@ -131,3 +131,24 @@ def test_penalties_reach_the_sampler(served: list[Served]) -> None:
     client.chat.completions.create(model="m", messages=HI, frequency_penalty=0.5, presence_penalty=-1.0)
     sampling = backend.requests[0].sampling
     assert (sampling.frequency_penalty, sampling.presence_penalty) == (0.5, -1.0)
+
+
+class ThinkingProbe(ProbingBackend):
+    """Thinks, then answers "Hello world": every token carries its log probability."""
+
+    SCRIPT = (("<think>", True), ("Let me see", False), ("</think>", True), ("Hello", False), (" world", False))
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        for i, (text, special) in enumerate(self.SCRIPT):
+            yield Piece(text, special=special, logprobs=(_entry(text, -0.1 * (i + 1), 0),))
+        info.finish_reason = "stop"
+
+
+def test_logprobs_cover_the_content_not_the_thinking(served: list[Served]) -> None:
+    served.append(serve(ThinkingProbe()))
+    client = openai.OpenAI(base_url=served[-1].url, api_key="x", max_retries=0, timeout=30)
+    reply = client.chat.completions.create(model="m", messages=HI, logprobs=True)
+    message: Any = reply.choices[0].message
+    assert message.content == "Hello world" and message.reasoning_content == "Let me see"
+    logprobs = reply.choices[0].logprobs
+    assert logprobs is not None and [t.token for t in logprobs.content or []] == ["Hello", " world"]

@@ -8,6 +8,7 @@ from engine.backends.base import Backend, CancelToken, Message, Request, StreamI
 from engine.events import ContentDelta, PromptProgress, ThinkingDelta, TokenLogprobs
 from engine.reply.pipeline import ReplyPipeline
 from engine.reply.scaffolding import SpanSink
+from engine.turns.content_logprobs import ContentLogprobs
 from engine.turns.tally import Tally
 
 Delta = ThinkingDelta | ContentDelta | TokenLogprobs | PromptProgress
@@ -37,6 +38,7 @@ def stream_round(
     tally.attempts += 1
     info = StreamInfo()
     pipeline: ReplyPipeline | None = None
+    logprobs = ContentLogprobs()  # the content's tokens only, as OpenAI's logprobs are
     pieces = 0
     try:
         for piece in backend.stream(request, cancel, info):
@@ -47,11 +49,14 @@ def stream_round(
                 pipeline = ReplyPipeline(prefilled=info.prefilled_thinking, span_sink=span_sink)
             tally.mark_piece()
             pieces += 1
-            if piece.logprobs:  # before the deltas they stand behind (asked for by the request)
-                yield TokenLogprobs(piece.logprobs)
-            yield from pipeline.feed(piece)
+            if request.logprobs is None:
+                yield from pipeline.feed(piece)
+                continue
+            stripped = pipeline.stripped_chars
+            deltas = pipeline.feed(piece)
+            yield from logprobs.sort(piece, deltas, pipeline.stripped_chars > stripped)
         if pipeline is not None:
-            yield from pipeline.flush()
+            yield from logprobs.sort(None, pipeline.flush(), False)
     finally:
         tally.add(info, pieces, pipeline.stripped_chars if pipeline is not None else 0)
     return pipeline, info
