@@ -7,6 +7,8 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from tests.bench.docs_corpus import prose
 
 WORDS = (
@@ -175,3 +177,16 @@ def write_lying_docx(path: Path, inflated_mb: int, declared: int = 1000) -> Path
     struct.pack_into("<I", data, at + 24, declared)
     path.write_bytes(bytes(data))
     return path
+
+
+class WidthEmbedder:
+    """Unit vectors of a fixed width: the width tells which model made them."""
+
+    def __init__(self, name: str, width: int) -> None:
+        self.name, self.width, self.calls = name, width, 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += len(texts)
+        rows = np.zeros((len(texts), self.width), dtype=np.float32)
+        rows[:, 0] = 1.0
+        return rows

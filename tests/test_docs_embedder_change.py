@@ -7,28 +7,14 @@ the mismatched ones silently skipped. Scripted embedders stand in for the models
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
+from doc_fixtures import WidthEmbedder
 from gguf_factory import write_tiny_llama
 
 from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
-
-
-class WidthEmbedder:
-    """Unit vectors of a fixed width: the width tells which model made them."""
-
-    def __init__(self, name: str, width: int) -> None:
-        self.name, self.width, self.calls = name, width, 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += len(texts)
-        rows = np.zeros((len(texts), self.width), dtype=np.float32)
-        rows[:, 0] = 1.0
-        return rows
 
 
 def _widths(index: DocIndex, coll_id: int) -> set[int]:

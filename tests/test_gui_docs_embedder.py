@@ -7,11 +7,11 @@ synthetic ones, read only for their header.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
+from doc_fixtures import WidthEmbedder
 from gguf_factory import write_tiny_llama
 from gui_helpers import WAIT_MS
 from pytestqt.qtbot import QtBot
@@ -21,19 +21,6 @@ from desktop.qt.chat.embedder_choice import CHOOSE_LABEL, DEFAULT_LABEL, NONE_LA
 from engine.docs.embed import DEFAULT_EMBEDDER
 from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
-
-
-class WidthEmbedder:
-    """Unit vectors of a fixed width: the width tells which model made them."""
-
-    def __init__(self, name: str, width: int) -> None:
-        self.name, self.width, self.calls = name, width, 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += len(texts)
-        rows = np.zeros((len(texts), self.width), dtype=np.float32)
-        rows[:, 0] = 1.0
-        return rows
 
 
 class Prompts(CollectionPrompts, EmbedderPrompts):
