@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from desktop.qt.look.last_folder import last_folder, remember
+from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.look.style import warning_border, warning_fill
 from engine.docs.embed import DEFAULT_EMBEDDER, embedder_kind
 from engine.docs.names import shown
@@ -31,13 +31,7 @@ class EmbedderPrompts:
     """The file dialog (tests pass a fake)."""
 
     def gguf_file(self, parent: QWidget) -> Path | None:
-        # An embedding model usually sits with the chat models: the same remembered folder.
-        name, _ = QFileDialog.getOpenFileName(
-            parent, "Choose an embedding model", last_folder("models"), "GGUF models (*.gguf);;All files (*)"
-        )
-        if name:
-            remember("models", name)
-        return Path(name) if name else None
+        return choose_gguf(parent, "Choose an embedding model")
 
 
 def describe(spec: str) -> str:

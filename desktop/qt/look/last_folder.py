@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtWidgets import QFileDialog, QWidget
+
 from models.library.jsonstore import load_json_object, write_json_atomic
 from models.library.paths import ember_paths
 
 FILE_NAME = "last_folders.json"
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 
 
 def _file() -> Path:
@@ -41,3 +44,13 @@ def remember(kind: str, chosen: str | Path) -> None:
         write_json_atomic(_file(), data)
     except (OSError, ValueError):
         pass  # only a convenience: the next dialog starts at home
+
+
+def choose_gguf(parent: QWidget, title: str) -> Path | None:
+    """A GGUF file from the native dialog, started in (and noted as) the models' folder; None if cancelled.
+
+    Chat, draft and embedding models usually sit together, so all three share that folder."""
+    name, _ = QFileDialog.getOpenFileName(parent, title, last_folder("models"), GGUF_FILTER)
+    if name:
+        remember("models", name)
+    return Path(name) if name else None

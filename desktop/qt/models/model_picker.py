@@ -38,7 +38,7 @@ from qasync import asyncSlot
 from desktop.core.async_tasks import spawn
 from desktop.core.model_choice import ModelChoice, remote_choice, same_model
 from desktop.core.model_rows import ModelRow, library_rows
-from desktop.qt.look.last_folder import last_folder, remember
+from desktop.qt.look.last_folder import choose_gguf, last_folder, remember
 from desktop.qt.look.style import SPACING, muted_text, warning_border, warning_fill
 from desktop.qt.models.model_details import ModelDetails
 from desktop.qt.models.settings_dialog import ModelSettingsDialog, open_settings_dialog
@@ -65,12 +65,7 @@ class FilePrompts:
     """The native file and folder dialogs (tests pass a fake)."""
 
     def open_file(self, parent: QWidget) -> Path | None:
-        name, _ = QFileDialog.getOpenFileName(
-            parent, "Open GGUF model", last_folder("models"), "GGUF models (*.gguf);;All files (*)"
-        )
-        if name:
-            remember("models", name)
-        return Path(name) if name else None
+        return choose_gguf(parent, "Open GGUF model")
 
     def folder(self, parent: QWidget) -> Path | None:
         name = QFileDialog.getExistingDirectory(parent, "Add a folder of models", last_folder("models"))

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
-    QFileDialog,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -36,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.core.model_choice import ModelChoice
-from desktop.qt.look.last_folder import last_folder, remember
+from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.models.settings_help import with_reset
 from engine.session.settings import model_defaults
 from engine.turns.context_policy import ContextPolicy
@@ -330,12 +329,9 @@ class ModelSettingsDialog(QDialog):
         return row
 
     def _browse_draft(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(
-            self, "Choose a draft model", last_folder("models"), "GGUF models (*.gguf);;All files (*)"
-        )
-        if name:
-            remember("models", name)
-            self.draft_model.setText(name)
+        path = choose_gguf(self, "Choose a draft model")
+        if path is not None:
+            self.draft_model.setText(str(path))
 
     # -- values ----------------------------------------------------------------------------
 
