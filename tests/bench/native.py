@@ -96,28 +96,7 @@ class NativeRun:
     timeout_s: float = 300
 
     def command(self) -> list[str]:
-        ngl = 99 if self.n_gpu_layers < 0 else self.n_gpu_layers
-        return [
-            str(self.binary),
-            "-m",
-            str(self.model),
-            "-p",
-            "0",
-            "-n",
-            str(self.n_gen),
-            "-d",
-            str(self.depth),
-            "-t",
-            str(self.threads),
-            "-ngl",
-            str(ngl),
-            "-fa",
-            self.flash_attn,
-            "-r",
-            "1",
-            "-o",
-            "json",
-        ]
+        return _bench_command(self, n_prompt=0, n_gen=self.n_gen, depth=self.depth, reps=1)
 
     def __call__(self) -> float:
         """Run it once; its tg tokens/s."""
@@ -141,14 +120,19 @@ class NativePrompt:
     timeout_s: float = 300
 
     def command(self, n_prompt: int, depth: int) -> list[str]:
-        ngl = 99 if self.n_gpu_layers < 0 else self.n_gpu_layers
-        return [str(self.binary), "-m", str(self.model), "-p", str(n_prompt), "-n", "0", "-d", str(depth),
-                "-t", str(self.threads), "-ngl", str(ngl), "-fa", self.flash_attn, "-r", str(self.reps),
-                "-o", "json"]  # fmt: skip
+        return _bench_command(self, n_prompt=n_prompt, n_gen=0, depth=depth, reps=self.reps)
 
     def __call__(self, n_prompt: int, depth: int) -> float:
         """Milliseconds to read the prompt (the mean of `reps` runs)."""
         return prompt_ms(_run(self.command(n_prompt, depth), self.timeout_s), n_prompt)
+
+
+def _bench_command(run: NativeRun | NativePrompt, *, n_prompt: int, n_gen: int, depth: int, reps: int) -> list[str]:
+    """`llama-bench` with the run's model, threads, layers (-1: all) and flash attention, JSON out."""
+    ngl = 99 if run.n_gpu_layers < 0 else run.n_gpu_layers
+    return [str(run.binary), "-m", str(run.model), "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth),
+            "-t", str(run.threads), "-ngl", str(ngl), "-fa", run.flash_attn, "-r", str(reps),
+            "-o", "json"]  # fmt: skip
 
 
 def _run(command: list[str], timeout_s: float) -> str:
