@@ -66,6 +66,7 @@ def request_for(call: ChatCall) -> Request:
         sampling=call.sampling,
         max_tokens=call.max_tokens,
         schema=call.schema,
+        schema_hint=call.schema_hint,
         verbatim=True,
         logprobs=call.logprobs,
         prompt=call.prompt,

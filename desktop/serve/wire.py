@@ -30,7 +30,7 @@ MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 MAX_TOKENS_CAP = 1 << 20  # without a known context size, anything above this is absurd
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-# `json_object` asks for any JSON object; Ember's structured turn takes a schema for it.
+# `json_object` asks for any JSON object: the grammar of this schema, and nothing said to the model.
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
@@ -54,6 +54,7 @@ class ChatCall:
     suffix: str | None = None  # fill-in-the-middle: the text after the gap
     echo: bool = False  # the reply's text starts with the prompt
     logprobs: int | None = None  # `logprobs: true`: with this many `top_logprobs` alternatives
+    schema_hint: bool = False  # `"ember": {"schema_instruction": true}`: the model is told the schema too
 
 
 # What a field the client leaves out means on OpenAI's API (temperature 1, top_p 1, no
@@ -138,6 +139,8 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
     include_usage = bool(_opt(options, "include_usage", bool, "stream_options.include_usage"))
     tools, forced = _tools(body)
     schema = _response_format(body)
+    # The grammar alone holds the reply to the schema; telling the model it too is one field away.
+    hint = bool(_opt(ember, "schema_instruction", bool, "ember.schema_instruction")) and schema is not None
     if tools and schema is not None:
         raise bad_request("tools and response_format cannot be used together", "response_format")
     # The request is the prompt: a forced tool_choice is held by the grammar (forced_calls), not a line.
@@ -156,6 +159,7 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         parallel_calls=bool(_opt(body, "parallel_tool_calls", bool)),
         n=n,
         logprobs=logprobs,
+        schema_hint=hint and schema is not JSON_OBJECT_SCHEMA,  # no schema to tell for json_object
     )
 
 

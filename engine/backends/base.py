@@ -68,6 +68,10 @@ class Request:
     # The messages are the prompt, as an API client sent them: a tool-less chat turn adds no
     # no-tools line (engine.turns.runner), so the template's own default system prompt stays.
     verbatim: bool = False
+    # A structured turn folds an instruction naming its schema into the system message, unless
+    # the request is `verbatim` (an API client's: its grammar alone constrains the reply), which
+    # asks for the instruction with `schema_hint` (`"ember": {"schema_instruction": true}`).
+    schema_hint: bool = False
     # Log probabilities of the reply's tokens, with this many alternatives each (0 to 20); None: none.
     logprobs: int | None = None
     # A raw prompt (`/v1/completions`): tokenized as it is, no template; `messages` are then ignored.

@@ -11,6 +11,10 @@ times: 3 model requests at worst, each with its own transport-retry budget. Succ
 `StructuredValue`; exhaustion raises `StructuredOutputError` with the LAST error. An empty
 reply is one more failed attempt (the chat recovery line would contradict the JSON
 instruction), and the attempts' deltas are not passed on: a structured turn shows its value.
+
+An API request (`Request.verbatim`) is the prompt: no instruction is folded in unless it asks
+(`schema_hint`), and a reply cut by its length limit is not retried but ends with its text so
+far (a `ContentDelta`, finish reason "length"), as a cut chat reply does.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from engine.backends.base import (
     make_request,
 )
 from engine.errors import ConfigError, StructuredOutputError
-from engine.events import Event, FinishReason, Notice, StructuredRetry, StructuredValue
+from engine.events import ContentDelta, Event, FinishReason, Notice, StructuredRetry, StructuredValue
 from engine.json_files import read_json
 from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
@@ -212,7 +216,7 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
     """The structured policy for `request` (its `schema` set); raises on failure, see the module."""
     assert request.schema is not None
     validator = compile_schema(request.schema)  # a bad schema fails before any model call
-    thread = list(fold_system(request.messages, INSTRUCTION.format(schema=json.dumps(request.schema))))
+    thread = list(_instructed(request))
     notes: list[str] = []
     grammar, error = grammar_for(backend, request.schema, notes), ""
     for note in notes:  # an unusable grammar: the user sees why decoding is unconstrained
@@ -228,6 +232,12 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
             value = parse_reply(content, validator)
         except ReplyError as exc:
             cut_off = info.finish_reason == FinishReason.LENGTH
+            if cut_off and request.verbatim:
+                # An API reply cut by its length limit ends as any cut reply does, with what was
+                # written (finish_reason "length"): the same limit would cut every retry too.
+                log.info("structured: cut off at the length limit on attempt %d; answered as it is", attempt)
+                yield ContentDelta(content)
+                return
             error = f"{exc}; the reply was cut off at the length limit" if cut_off else str(exc)
             # The retry sees the failed reply and why it was refused (a shorter JSON, when cut off).
             feedback = FEEDBACK.format(error=error)
@@ -242,6 +252,14 @@ def structured_rounds(backend: Backend, request: Request, cancel: CancelToken, t
         yield StructuredValue(value)
         return
     raise StructuredOutputError(error)
+
+
+def _instructed(request: Request) -> tuple[Message, ...]:
+    """The messages the first attempt sends: a verbatim request's as they came (its grammar alone
+    constrains the reply), unless it asked for the schema instruction (`schema_hint`)."""
+    if request.verbatim and not request.schema_hint:
+        return request.messages
+    return fold_system(request.messages, INSTRUCTION.format(schema=json.dumps(request.schema)))
 
 
 def _attempt(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> tuple[str, StreamInfo]:
