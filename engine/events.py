@@ -47,6 +47,16 @@ class TokenLogprobs:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptLogprobs:
+    """A raw prompt's own tokens scored by the model (`Request.score_prompt`), before any reply token.
+
+    The first token has no context to be scored in: its `logprob` is 0.0 and `top` is empty
+    (the completions API reports it as null)."""
+
+    tokens: tuple[TokenLogprob, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ThinkingDelta:
     text: str
 
@@ -236,6 +246,7 @@ Event = (
     ThinkingDelta
     | ContentDelta
     | TokenLogprobs
+    | PromptLogprobs
     | Recovery
     | StructuredRetry
     | Notice
@@ -260,6 +271,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "content", "text": text}
         case TokenLogprobs(tokens=tokens):
             return {"type": "logprobs", "tokens": [{"token": t.token, "logprob": t.logprob} for t in tokens]}
+        case PromptLogprobs(tokens=tokens):
+            return {"type": "prompt_logprobs", "tokens": [{"token": t.token, "logprob": t.logprob} for t in tokens]}
         case Recovery(reason=reason):
             return {"type": "recovery", "reason": reason}
         case StructuredRetry(attempt=attempt, error=error):

@@ -33,6 +33,7 @@ from engine.errors import ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
     Event,
+    PromptLogprobs,
     StructuredValue,
     ThinkingDelta,
     TokenLogprob,
@@ -71,6 +72,7 @@ def request_for(call: ChatCall) -> Request:
         logprobs=call.logprobs,
         prompt=call.prompt,
         suffix=call.suffix,
+        score_prompt=call.prompt is not None and call.echo and call.logprobs is not None,
     )
 
 
@@ -167,6 +169,7 @@ class Reply:
     finished: bool = False
     logprobs: list[TokenLogprob] = field(default_factory=list)
     index: int = 0  # the choice's index (`n`)
+    prompt_logprobs: tuple[TokenLogprob, ...] = ()  # a scored prompt's (`/v1/completions` echo)
 
     def __post_init__(self) -> None:
         self._stops = StopMatcher(self.call.stops)
@@ -176,6 +179,8 @@ class Reply:
         match event:
             case TokenLogprobs(tokens=tokens):
                 self.logprobs.extend(tokens)
+            case PromptLogprobs(tokens=tokens):
+                self.prompt_logprobs = tokens  # sent with the echoed prompt (text_completions)
             case ThinkingDelta(text=text):
                 self.reasoning.append(text)
                 return {"reasoning_content": text}
@@ -267,19 +272,16 @@ def logprob_json(entry: TokenLogprob) -> dict[str, Any]:
 
 
 def usage_of(replies: list[Reply]) -> dict[str, Any]:
-    """Every choice's tokens (each choice evaluates the prompt: `n` choices are `n` generations)."""
-    total: dict[str, Any] = {
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "total_tokens": 0,
-        "prompt_tokens_details": {"cached_tokens": 0},
+    """The request's tokens: the prompt once (every choice reads the same prompt; OpenAI counts it
+    once for `n` > 1), every choice's completion."""
+    prompt = replies[0].usage() if replies else {"prompt_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
+    completion = sum(reply.usage()["completion_tokens"] for reply in replies)
+    return {
+        "prompt_tokens": prompt["prompt_tokens"],
+        "completion_tokens": completion,
+        "total_tokens": prompt["prompt_tokens"] + completion,
+        "prompt_tokens_details": {"cached_tokens": prompt["prompt_tokens_details"]["cached_tokens"]},
     }
-    for reply in replies:
-        usage = reply.usage()
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            total[key] += usage[key]
-        total["prompt_tokens_details"]["cached_tokens"] += usage["prompt_tokens_details"]["cached_tokens"]
-    return total
 
 
 class Shape(Protocol):

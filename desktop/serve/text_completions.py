@@ -15,26 +15,35 @@ from typing import Any
 from desktop.serve.completions import Reply, usage_of
 
 
-def legacy_logprobs(reply: Reply, start: int = 0) -> dict[str, Any] | None:
-    """The completions API's `logprobs`: parallel lists from token `start` on (None when not asked).
+def legacy_logprobs(reply: Reply, start: int = 0, *, echoed: bool = True) -> dict[str, Any] | None:
+    """The completions API's `logprobs`: parallel lists (None when not asked) of the generated
+    tokens from token `start` on, after the prompt's own when it is scored and `echoed` here.
 
-    With `echo`, the prompt's tokens are not scored: the lists cover the generated tokens.
+    `text_offset` indexes the prompt and the reply as one text, echoed or not (as OpenAI and
+    llama-cpp-python give it); a scored prompt's first token has no logprob (null), as OpenAI's.
     """
     if reply.call.logprobs is None:
         return None
-    entries = reply.logprobs[start:]
-    offset = len(reply.call.prompt or "") if reply.call.echo else 0
-    offset += sum(len(t.token) for t in reply.logprobs[:start])
+    tokens: list[str] = []
+    values: list[float | None] = []
+    tops: list[dict[str, float] | None] = []
     offsets: list[int] = []
-    for entry in entries:
-        offsets.append(offset)
-        offset += len(entry.token)
-    return {
-        "tokens": [t.token for t in entries],
-        "token_logprobs": [t.logprob for t in entries],
-        "top_logprobs": [{a.token: a.logprob for a in t.top} for t in entries],
-        "text_offset": offsets,
-    }
+    if echoed:
+        at = 0
+        for i, entry in enumerate(reply.prompt_logprobs):
+            tokens.append(entry.token)
+            values.append(entry.logprob if i else None)
+            tops.append({a.token: a.logprob for a in entry.top} if i else None)
+            offsets.append(at)
+            at += len(entry.token)
+    at = len(reply.call.prompt or "") + sum(len(t.token) for t in reply.logprobs[:start])
+    for entry in reply.logprobs[start:]:
+        tokens.append(entry.token)
+        values.append(entry.logprob)
+        tops.append({a.token: a.logprob for a in entry.top})
+        offsets.append(at)
+        at += len(entry.token)
+    return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
 
 @dataclass(slots=True)
@@ -45,6 +54,7 @@ class TextEnvelope:
     id: str = field(default_factory=lambda: f"cmpl-{uuid.uuid4().hex[:24]}")
     created: int = field(default_factory=lambda: int(time.time()))
     _sent: dict[int, int] = field(default_factory=dict[int, int])  # logprobs already streamed, per choice
+    _echoed: set[int] = field(default_factory=set[int])  # choices whose prompt a chunk carried
 
     def completion(self, replies: list[Reply]) -> dict[str, Any]:
         return {
@@ -53,20 +63,28 @@ class TextEnvelope:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {"index": r.index, "text": _text(r), "finish_reason": r.finish_reason, "logprobs": legacy_logprobs(r)}
+                {
+                    "index": r.index,
+                    "text": _text(r),
+                    "finish_reason": r.finish_reason,
+                    "logprobs": legacy_logprobs(r, echoed=r.call.echo),
+                }
                 for r in replies
             ],
             "usage": _plain_usage(replies),
         }
 
     def opening(self, reply: Reply) -> dict[str, Any] | None:
-        """The first chunk: the prompt, when echoed."""
-        return self._chunk(reply, reply.call.prompt or "", None) if reply.call.echo else None
+        """No chunk of its own: an echoed prompt comes with the first chunk, beside its scores
+        (which the model gives with its first token, or alone with `max_tokens: 0`)."""
+        return None
 
     def chunk(self, reply: Reply, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        return self._chunk(reply, str(delta.get("content") or ""), finish_reason)
-
-    def _chunk(self, reply: Reply, text: str, finish_reason: str | None) -> dict[str, Any]:
+        text = str(delta.get("content") or "")
+        echo = reply.call.echo and reply.index not in self._echoed
+        if echo:
+            self._echoed.add(reply.index)
+            text = (reply.call.prompt or "") + text
         start = self._sent.get(reply.index, 0)
         self._sent[reply.index] = len(reply.logprobs)
         return {
@@ -79,7 +97,7 @@ class TextEnvelope:
                     "index": reply.index,
                     "text": text,
                     "finish_reason": finish_reason,
-                    "logprobs": legacy_logprobs(reply, start),
+                    "logprobs": legacy_logprobs(reply, start, echoed=echo),
                 }
             ],
         }

@@ -173,6 +173,9 @@ def parse_completion(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         prompt = cast(list[Any], prompt)[0]  # a batch of one
     if not isinstance(prompt, str):
         raise bad_request("'prompt' must be a string (or an array of one string)", "prompt")
+    suffix = _opt(body, "suffix", str)
+    if not prompt and not suffix:  # the model needs at least one token to continue from
+        raise bad_request("'prompt' is empty: give the text to continue", "prompt")
     options = _opt(body, "stream_options", dict) or {}
     top = _whole(body, "logprobs", 0, MAX_TOP_LOGPROBS)
     return ChatCall(
@@ -186,14 +189,18 @@ def parse_completion(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         n=_whole(body, "n", 1, MAX_CHOICES) or 1,
         logprobs=top,
         prompt=prompt,
-        suffix=_opt(body, "suffix", str),
+        suffix=suffix,
         echo=bool(_opt(body, "echo", bool)),
     )
 
 
 def _completion_tokens(body: dict[str, Any], defaults: Defaults) -> int:
-    """OpenAI's completions default to 16 tokens when `max_tokens` is left out."""
-    return _max_tokens(body, defaults) if body.get("max_tokens") is not None else min(16, defaults.max_tokens)
+    """OpenAI's completions default to 16 tokens when `max_tokens` is left out; 0 with `echo`
+    scores the prompt without generating (lm-evaluation-harness's loglikelihood requests)."""
+    value = body.get("max_tokens")
+    if value == 0 and not isinstance(value, bool) and body.get("echo") is True:
+        return 0
+    return _max_tokens(body, defaults) if value is not None else min(16, defaults.max_tokens)
 
 
 def _whole(body: dict[str, Any], key: str, low: int, high: int) -> int | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from engine.errors import ConfigError
-from engine.events import FinishReason, Piece, PromptProgress
+from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
 from models.library.settings import ModelSettings
 
 Message = dict[str, Any]
@@ -78,6 +78,9 @@ class Request:
     # `suffix` asks for fill-in-the-middle (the model's FIM tokens around prompt and suffix).
     prompt: str | None = None
     suffix: str | None = None
+    # A raw prompt's own tokens are scored too (`StreamInfo.prompt_logprobs`, with `logprobs`
+    # alternatives each): the completions API's `echo` with `logprobs`. `max_tokens` may then be 0.
+    score_prompt: bool = False
 
     def with_(self, **changes: Any) -> Request:
         return replace(self, **changes)
@@ -145,6 +148,8 @@ class StreamInfo:
     prefilled_thinking: str = ""
     # The request's receipt (engine/backends/receipt.py), filled in by backends that can.
     receipt: dict[str, Any] = field(default_factory=dict[str, Any])
+    # `Request.score_prompt`: the prompt's tokens and their log probabilities, set before any piece.
+    prompt_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -551,8 +551,14 @@ class LlamaBackend:
         info.finish_reason = FinishReason.LENGTH
         reply = TokenDigest()
         try:
-            if not (yield from self._evaluate_prompt(tokens, cancel, media)):
+            if request.score_prompt and not media:
+                evaluated = self._score_prompt(tokens, request, cancel, info)
+            else:
+                evaluated = yield from self._evaluate_prompt(tokens, cancel, media)
+            if not evaluated:
                 info.finish_reason = FinishReason.CANCELLED
+                return
+            if limit <= 0:  # `max_tokens: 0`: the prompt scored, nothing generated
                 return
             yield from self._decode_loop(chain, cancel, info, limit, tokens, reply, probs, drafting=not media)
         finally:
@@ -597,6 +603,29 @@ class LlamaBackend:
             "draft_model": self._draft is not None,
             "cpu_variant": _cpu_variant(),
         }
+
+    def _score_prompt(self, tokens: list[int], request: Request, cancel: CancelToken, info: StreamInfo) -> bool:
+        """Decode the prompt with logits at every position and keep each token's log probability
+        given the ones before it (`info.prompt_logprobs`; the first has no context: 0.0, no
+        alternatives); False if a stop came first."""
+        reader = LogprobReader(
+            self._llm.ctx, self._llm.n_vocab(), request.logprobs or 0, lambda t: self._pieces.read(t, True)
+        )
+
+        def read(first: int, n: int) -> None:
+            for i in range(n):
+                if first + i + 1 < len(tokens):
+                    reader.record(i, tokens[first + i + 1])
+
+        try:
+            done = self._kv.score(tokens, read, lambda: cancel.cancelled)
+        except DecodeError as exc:
+            raise _decode_failure(exc) from exc
+        if done:
+            head = self._pieces.read(tokens[0], True)
+            first = TokenLogprob(head.decode("utf-8", "replace"), tuple(head), 0.0)
+            info.prompt_logprobs = (first, *(reader.take() for _ in tokens[1:]))
+        return done
 
     def _evaluate_prompt(
         self, tokens: list[int], cancel: CancelToken, media: dict[int, Span]

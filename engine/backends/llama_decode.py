@@ -334,12 +334,30 @@ class KvCache:
             first = end
             yield first - start, total
 
-    def _fill(self, chunk: Sequence[int], pos: int, *, last_has_logits: bool) -> None:
+    def score(self, tokens: Sequence[int], on_batch: Callable[[int, int], None], stop: Callable[[], bool]) -> bool:
+        """Decode `tokens` from an empty cache with logits at every position (a prompt scored token by
+        token: the cache's prefix has none to give); `on_batch(first, n)` reads a batch's logits
+        right after it is decoded. False if `stop` said so between batches."""
+        self.forget()
+        first = 0
+        while first < len(tokens):
+            if stop():
+                return False
+            chunk = tokens[first : first + self.n_batch]
+            self._fill(chunk, first, last_has_logits=True, every=True)
+            self._decode()
+            self.tokens.extend(chunk)
+            on_batch(first, len(chunk))
+            first += len(chunk)
+        self.last_evaluated = len(tokens)
+        return True
+
+    def _fill(self, chunk: Sequence[int], pos: int, *, last_has_logits: bool, every: bool = False) -> None:
         token, position, logits = self._token, self._pos, self._logits
         for i, t in enumerate(chunk):
             token[i] = t
             position[i] = pos + i
-            logits[i] = 0
+            logits[i] = 1 if every else 0
         logits[len(chunk) - 1] = 1 if last_has_logits else 0
         self._batch.n_tokens = len(chunk)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
-from engine.events import ContentDelta, PromptProgress, ThinkingDelta, TokenLogprobs
+from engine.events import ContentDelta, PromptLogprobs, PromptProgress, ThinkingDelta, TokenLogprobs
 from engine.reply.pipeline import ReplyPipeline
 from engine.reply.scaffolding import SpanSink
 from engine.turns.content_logprobs import ContentLogprobs
 from engine.turns.tally import Tally
 
-Delta = ThinkingDelta | ContentDelta | TokenLogprobs | PromptProgress
+Delta = ThinkingDelta | ContentDelta | TokenLogprobs | PromptProgress | PromptLogprobs
 Round = Generator[Delta, None, tuple[ReplyPipeline | None, StreamInfo]]
 
 
@@ -64,21 +64,28 @@ def stream_round(
 
 def raw_round(backend: Backend, request: Request, cancel: CancelToken, tally: Tally) -> Round:
     """A raw prompt's continuation (`Request.prompt`): the text as the model wrote it, through no
-    guardrail (no thinking split, nothing stripped), as a completions API returns it."""
+    guardrail (no thinking split, nothing stripped), as a completions API returns it. A scored
+    prompt's log probabilities (`Request.score_prompt`) come first, as one `PromptLogprobs`."""
     tally.attempts += 1
     info = StreamInfo()
     pieces = 0
+    scored = False
     try:
         for piece in backend.stream(request, cancel, info):
             if isinstance(piece, PromptProgress):
                 yield piece
                 continue
+            if info.prompt_logprobs and not scored:
+                scored = True
+                yield PromptLogprobs(info.prompt_logprobs)
             tally.mark_piece()
             pieces += 1
             if piece.logprobs:
                 yield TokenLogprobs(piece.logprobs)
             if piece.text:
                 yield ContentDelta(piece.text)
+        if info.prompt_logprobs and not scored:  # nothing generated (`max_tokens: 0`)
+            yield PromptLogprobs(info.prompt_logprobs)
     finally:
         tally.add(info, pieces, 0)
     return None, info
