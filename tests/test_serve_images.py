@@ -97,42 +97,77 @@ def test_the_images_a_message_may_carry_fit_the_body_bound() -> None:
     assert MAX_BODY_BYTES + most <= MAX_CHAT_BODY_BYTES < 100 * 2**20  # room for all, and still firm
 
 
-def test_only_two_picture_sized_bodies_are_read_at_once_and_small_ones_never_wait() -> None:
-    """256 connections must not make the server hold 256 bodies of 89 MB: past the text bound,
-    bodies are read `LARGE_READS` at a time; the rest wait unread (the socket holds their bytes)."""
-    import asyncio
-
+def _two_part_request(name: str, parts: list[bytes], gate: Any, received: list[str], length: bool = True) -> Any:
+    """A starlette Request whose body comes as `parts`; each part after the first waits for `gate`
+    (an asyncio.Event), and `received` names each part as the server takes it ("a1", "a2", …)."""
     from starlette.requests import Request
+
+    left = list(parts)
+
+    async def receive() -> dict[str, object]:
+        if len(left) < len(parts):
+            await gate.wait()
+        received.append(f"{name}{len(parts) - len(left) + 1}")
+        body = left.pop(0)
+        return {"type": "http.request", "body": body, "more_body": bool(left)}
+
+    size = sum(len(p) for p in parts)
+    headers = [(b"content-length", str(size).encode())] if length else [(b"transfer-encoding", b"chunked")]
+    return Request({"type": "http", "method": "POST", "headers": headers}, receive)
+
+
+def test_only_two_picture_sized_bodies_are_read_past_the_text_bound_at_once() -> None:
+    """256 connections must not make the server hold 256 bodies of 89 MB: past the text bound,
+    bodies are read on `LARGE_READS` at a time; the rest wait there (the socket holds their bytes)."""
+    import asyncio
 
     from desktop.serve.app import LARGE_READS, MAX_BODY_BYTES, ServeState, read_chat_body
 
-    started: list[str] = []
-
-    def request(name: str, size: int, gate: asyncio.Event):  # a Request (generic in starlette: inferred)
-        async def receive() -> dict[str, object]:
-            started.append(name)
-            await gate.wait()
-            return {"type": "http.request", "body": b"x" * size, "more_body": False}
-
-        scope = {"type": "http", "method": "POST", "headers": [(b"content-length", str(size).encode())]}
-        return Request(scope, receive)
+    received: list[str] = []
 
     async def scenario() -> None:
         state = ServeState(cast(Any, None), lambda: "m", cast(Any, lambda: None))
-        gates = {name: asyncio.Event() for name in ("a", "b", "c", "small")}
-        big = MAX_BODY_BYTES + 1
-        reads = {n: asyncio.ensure_future(read_chat_body(request(n, big, gates[n]), state)) for n in "abc"}
-        small = asyncio.ensure_future(read_chat_body(request("small", 10, gates["small"]), state))
+        gates = {name: asyncio.Event() for name in "abc"}
+        parts = [b"x" * MAX_BODY_BYTES, b"y"]  # one byte past the text bound
+        reads = {
+            n: asyncio.ensure_future(read_chat_body(_two_part_request(n, parts, gates[n], received), state))
+            for n in "abc"
+        }
         await asyncio.sleep(0.05)
-        assert LARGE_READS == 2 and sorted(started) == ["a", "b", "small"]  # c waits, unread
-        gates["small"].set()
-        assert len(await small) == 10
+        assert LARGE_READS == 2 and sorted(received) == ["a1", "b1", "c1"]  # each has read its text bound
         gates["a"].set()
-        assert len(await reads["a"]) == big
-        await asyncio.sleep(0.05)
-        assert "c" in started  # a slot came free
-        gates["b"].set()
+        assert len(await reads["a"]) == MAX_BODY_BYTES + 1
         gates["c"].set()
-        assert [len(await reads[n]) for n in "bc"] == [big, big]
+        await asyncio.sleep(0.05)
+        assert "c2" in received and "b2" not in received  # a's slot went to c; b still holds its own
+        gates["b"].set()
+        assert [len(await reads[n]) for n in "bc"] == [MAX_BODY_BYTES + 1] * 2
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["declared-5MB", "chunked"])
+def test_slow_bodies_that_stay_small_hold_no_large_slot(length: bool) -> None:
+    """S5-145/146: two connections trickling bodies (chunked, or declaring more than 4 MB) used to hold both
+    large-body slots, so every chunked request waited up to 30 s. A body takes a slot only once it
+    has really passed the text bound."""
+    import asyncio
+
+    from desktop.serve.app import ServeState, read_chat_body
+
+    received: list[str] = []
+
+    async def scenario() -> None:
+        state = ServeState(cast(Any, None), lambda: "m", cast(Any, lambda: None))
+        never = asyncio.Event()
+        slow = [b"{" * 10, b"x" * 5_000_000] if length else [b"{", b"x"]
+        trickling = [
+            asyncio.ensure_future(read_chat_body(_two_part_request(n, slow, never, received, length), state))
+            for n in "ab"
+        ]
+        small = _two_part_request("c", [b'{"messages": []}'], never, received, length=False)
+        assert await asyncio.wait_for(read_chat_body(small, state), 2) == b'{"messages": []}'
+        for task in trickling:
+            task.cancel()
 
     asyncio.run(scenario())

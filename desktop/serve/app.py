@@ -49,8 +49,9 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # far more text than any local context holds
 # A chat request may also carry a message's images as base64 data URLs (a third larger than
 # the files): room for MAX_IMAGES at the API's per-image cap, and still a firm bound (~89 MB).
 MAX_CHAT_BODY_BYTES = MAX_BODY_BYTES + IMAGES_BODY_BYTES
-# Chat bodies past the text bound (pictures) read at once; the others wait with their bytes unread
-# (the socket holds them back), so 256 connections cannot make the server hold 256 bodies of 89 MB.
+# Chat bodies past the text bound (pictures) read on LARGE_READS at once; the others wait with their
+# bytes unread (the socket holds them back), so 256 connections cannot make the server hold 256 bodies
+# of 89 MB. Every body reads its first MAX_BODY_BYTES without a slot, so slow small ones hold none.
 LARGE_READS = 2
 PING_S = 15  # SSE keep-alive comments while a long prompt is read
 DEFAULT_MODEL = "default"  # a name for whichever model is served (chat takes any name)
@@ -199,13 +200,19 @@ def check_text_bound(body_length: int, call: ChatCall) -> ChatCall:
 
 
 async def read_chat_body(request: Request, state: ServeState) -> bytes:
-    """A chat body: as large as its pictures need, but a body that may pass the text bound (its
-    declared length says so, or it declares none) is read only in one of `LARGE_READS` slots."""
+    """A chat body: as large as its pictures need. Its first `MAX_BODY_BYTES` are read like any
+    body's; only a body that really goes past them reads on in one of `LARGE_READS` slots, so
+    slow senders of small or unsized bodies cannot hold the slots (a declared length is no proof)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) <= MAX_BODY_BYTES:
-        return await read_body(request)
+    if declared.isdigit() and int(declared) > MAX_CHAT_BODY_BYTES:
+        raise _too_large(MAX_CHAT_BODY_BYTES)
+    body = bytearray()
+    chunks = request.stream()
+    if await _read_into(body, chunks, MAX_BODY_BYTES, stop_past=True):
+        return bytes(body)
     async with state.large_reads:
-        return await read_body(request, MAX_CHAT_BODY_BYTES)
+        await _read_into(body, chunks, MAX_CHAT_BODY_BYTES)
+    return bytes(body)
 
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -214,14 +221,22 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     body = bytearray()
+    await _read_into(body, request.stream(), limit)
+    return bytes(body)
+
+
+async def _read_into(body: bytearray, chunks: AsyncIterator[bytes], limit: int, *, stop_past: bool = False) -> bool:
+    """Append `chunks` to `body`; True at the body's end. Past `limit`: 413, or False (`stop_past`)."""
     try:
-        async for chunk in request.stream():
+        async for chunk in chunks:
             body += chunk
             if len(body) > limit:
+                if stop_past:
+                    return False
                 raise _too_large(limit)
     except ClientDisconnect:  # the client left, or was cut off for sending too slowly: nobody reads this
         raise ApiError(408, "the request body did not arrive in time", code="request_timeout") from None
-    return bytes(body)
+    return True
 
 
 def _too_large(limit: int, what: str = "the request body") -> ApiError:
