@@ -4,7 +4,7 @@ Each chat request is read with a size limit, checked (`desktop.serve.wire`), que
 model in arrival order (`desktop.serve.admission`), then run as a `TurnJob`. A failure
 before the first event is an HTTP error with the right status; after it (streaming), an
 error chunk and `[DONE]`. A client that disconnects, while queued or mid-reply, frees its
-place and stops its generation. Every error is in OpenAI's shape (`desktop.serve.errors`).
+place and stops its generation. Every error is in OpenAI's shape (`desktop.serve.errors`), or Ollama's on `/api/…`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from desktop.serve.completions import Envelope, Reply, Shape, TurnJob, choice_ca
 from desktop.serve.embeddings import EmbedCall, TextEmbedder, check_dimensions, embed_all, parse_embeddings
 from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.embeddings import response as embedding_response
-from desktop.serve.errors import ApiError, turn_error
+from desktop.serve.errors import ApiError, bad_request, turn_error
 from desktop.serve.gate import BrowserGate
 from desktop.serve.origins import HostPolicy, OriginPolicy
 from desktop.serve.record import ApiHistory
@@ -91,6 +91,7 @@ def build_app(
         state.on_request()
         body = await read_chat_body(request, state)
         call = check_text_bound(len(body), parse_chat(parse_json(body), state.defaults()))
+        refuse_embedder(state, call.model)
         return await _complete(request, state, call, Envelope(state.model_id()))
 
     async def text(request: Request) -> Response:
@@ -98,6 +99,7 @@ def build_app(
         state.requests += 1
         state.on_request()
         call = parse_completion(parse_json(await read_body(request)), state.defaults())
+        refuse_embedder(state, call.model)
         return await _complete(request, state, call, TextEnvelope(state.model_id()))
 
     async def model(request: Request) -> Response:
@@ -154,19 +156,41 @@ def served_model(state: ServeState, name: str) -> dict[str, Any] | None:
 
 
 def _model_list(state: ServeState) -> list[dict[str, Any]]:
-    ids = [state.model_id()]
-    if state.embedder is not None and embedding_model_id(state.embedder) not in ids:
-        ids.append(embedding_model_id(state.embedder))
+    """The chat model, then the embedder; `capabilities` (Ollama's words) tells a picker which chats."""
     created = int(time.time())
-    return [{"id": i, "object": "model", "created": created, "owned_by": "ember"} for i in ids]
+    chat = {"id": state.model_id(), "object": "model", "created": created, "owned_by": "ember"}
+    entries = [{**chat, "capabilities": ["completion"]}]
+    embedder = embedder_id(state)
+    if embedder is not None:
+        entries.append({**chat, "id": embedder, "capabilities": ["embedding"]})
+    return entries
 
 
-async def _api_error(_request: Request, exc: Exception) -> Response:
+def embedder_id(state: ServeState) -> str | None:
+    """The embedding model's id, when it is served and is not also the chat model."""
+    if state.embedder is None or embedding_model_id(state.embedder) == state.model_id():
+        return None
+    return embedding_model_id(state.embedder)
+
+
+def refuse_embedder(state: ServeState, name: str) -> None:
+    """A 400 when a chat or completion request names the embedding model (any other name is the chat model's)."""
+    embedder = embedder_id(state)
+    if embedder is not None and name.removesuffix(":latest") == embedder:
+        raise bad_request(
+            f"{name!r} is an embedding model: it answers /v1/embeddings (and /api/embed), not chat; "
+            f"ask {state.model_id()!r} or 'default'",
+            "model",
+            "model_not_chat",
+        )
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return exc.response()
+    return exc.response(request.url.path)
 
 
-async def _http_error(_request: Request, exc: Exception) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     messages = {
         404: "no such endpoint (Ember serves /v1/models, /v1/chat/completions, /v1/completions, "
@@ -175,12 +199,12 @@ async def _http_error(_request: Request, exc: Exception) -> Response:
     }
     return ApiError(
         exc.status_code, messages.get(exc.status_code, str(exc.detail)), headers=dict(exc.headers or {})
-    ).response()
+    ).response(request.url.path)
 
 
-async def _internal_error(_request: Request, exc: Exception) -> Response:
+async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("serve: internal error", exc_info=exc)
-    return ApiError(500, f"internal error: {type(exc).__name__}").response()
+    return ApiError(500, f"internal error: {type(exc).__name__}").response(request.url.path)
 
 
 def authorize(request: Request, state: ServeState) -> None:

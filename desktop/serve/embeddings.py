@@ -47,9 +47,10 @@ class TextEmbedder(Protocol):
 class LlamaTextEmbedder:
     """`engine.docs.embed.LlamaEmbedder` (llama.cpp, mean pooling) with its tokenizer's counts."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, path: Path | None = None) -> None:
         self._inner = inner
         self.name: str = inner.name
+        self.path = path  # the GGUF file (`/api/tags` reads its size, digest and details)
         llama = inner.llama
         self._tokenize: Callable[[bytes], list[int]] = llama.tokenize
         self.dimensions: int = llama.n_embd()
@@ -59,7 +60,7 @@ class LlamaTextEmbedder:
     def load(cls, path: Path, *, n_threads: int | None = None) -> LlamaTextEmbedder:
         from engine.docs.embed import LlamaEmbedder  # loads llama.cpp (and numpy): only when asked for
 
-        return cls(LlamaEmbedder.load(path, n_threads=n_threads))
+        return cls(LlamaEmbedder.load(path, n_threads=n_threads), path)
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenize(text.encode("utf-8")))  # as `Llama.embed` tokenizes: with BOS

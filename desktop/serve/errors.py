@@ -50,8 +50,15 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+    def response(self, path: str = "") -> JSONResponse:
+        """The error as OpenAI's clients read it, or Ollama's (`{"error": "…"}`) on its `/api/…` paths."""
+        body = {"error": self.message} if is_ollama_path(path) else self.body()
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def is_ollama_path(path: str) -> bool:
+    """Ollama's API, whose clients read `error` as a string."""
+    return path == "/api" or path.startswith("/api/")
 
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:

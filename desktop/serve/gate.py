@@ -5,7 +5,10 @@ Order matters: a request from a page that may not call (wrong `Host`: DNS rebind
 runs the model nor reaches `--record`. A POST that is not JSON is a 415: a `text/plain` or
 form body is what a page sends to dodge the CORS preflight. A missing Content-Type is read
 as JSON: browsers only omit it for bodies that also carry `Origin`, checked above, and
-plain HTTP clients (Python's `http.client`) omit it.
+plain HTTP clients (Python's `http.client`) omit it. Ollama's `/api/…` read any body as JSON
+when the request has no `Origin`: Ollama's own documented examples post with `curl -d`
+(a form Content-Type), and a browser always sends `Origin` on a cross-site POST, so a page
+still meets the check.
 
 Allowed origins get CORS headers on every response (errors too, so a page can read why)
 and a preflight answered with 204.
@@ -19,7 +22,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from desktop.serve.errors import ApiError
+from desktop.serve.errors import ApiError, is_ollama_path
 from desktop.serve.origins import HostPolicy, OriginPolicy
 
 METHODS = "GET, POST, OPTIONS"
@@ -44,7 +47,7 @@ class BrowserGate:
         headers = Headers(scope=scope)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await refusal.response()(scope, receive, send)
+            await refusal.response(scope["path"])(scope, receive, send)
             return
         origin = headers.get("origin")
         if scope["method"] == "OPTIONS":
@@ -69,7 +72,7 @@ class BrowserGate:
                 "ORIGIN or EMBER_ORIGINS)",
                 code="origin_not_allowed",
             )
-        if scope["method"] == "POST":
+        if scope["method"] == "POST" and (origins or not is_ollama_path(scope["path"])):
             return _content_type_refusal(headers.get("content-type"))
         return None
 

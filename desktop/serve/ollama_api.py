@@ -3,8 +3,10 @@
 `/api/chat` and `/api/generate` run the same turn as `/v1/chat/completions` and
 `/v1/completions` (`ollama_wire` turns their bodies into a `ChatCall`), answered in Ollama's
 shape: one JSON object, or NDJSON lines ending with a `done: true` line that carries the counts
-and durations. `/api/tags`, `/api/show`, `/api/version` and `/api/embed` answer what Open WebUI
-and the `ollama` client ask before and beside a chat. Errors are `{"error": "…"}`, as Ollama's.
+and durations. `/api/tags`, `/api/show`, `/api/ps` (filled from the GGUF: `ollama_models`),
+`/api/version`, `/api/embed` and the legacy `/api/embeddings` answer what Open WebUI and the
+`ollama` client ask before and beside a chat; `/api/pull` fetches a model from the Hugging Face
+Hub (`ollama_pull`). Every error on `/api/…` is `{"error": "…"}`, as Ollama's.
 
 A request that only asks for the model to be loaded (no messages, no prompt: how Ollama's
 clients preload) is answered as Ollama answers it, `done_reason: "load"`, without a turn: the
@@ -13,10 +15,12 @@ model is already loaded, and nothing is queued, counted or recorded.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
@@ -25,14 +29,17 @@ from starlette.routing import Route
 
 from desktop.serve import app as api
 from desktop.serve.completions import Reply
-from desktop.serve.embeddings import parse_embeddings
+from desktop.serve.embeddings import EmbedCall, parse_embeddings
 from desktop.serve.errors import ApiError
+from desktop.serve.ollama_models import ModelFacts, facts_of
+from desktop.serve.ollama_pull import pull
 from desktop.serve.ollama_wire import is_load, parse_ollama_chat, parse_ollama_generate
 from desktop.serve.partial_args import finished_fields
 from desktop.serve.wire import ChatCall, parse_json
 from engine.events import ToolCall
 
 OLLAMA_API_VERSION = "0.12.0"  # the Ollama release whose API these routes follow
+NEVER = "2318-08-31T00:00:00Z"  # `/api/ps`' expiry of a model kept loaded (Ollama's `keep_alive: -1`)
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -50,18 +57,30 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
         return run
 
     async def tags(_request: Request) -> Response:
-        return JSONResponse({"models": [_model_entry(state.model_id())]})
+        return JSONResponse({"models": [entry for entry, _ in await _served(state)]})
+
+    async def ps(_request: Request) -> Response:
+        gpu = state.engine.backend is not None and state.engine.backend.capabilities.device == "GPU"
+        running = [
+            {**entry, "expires_at": NEVER, "size_vram": entry["size"] if gpu and i == 0 else 0}
+            for i, (entry, _) in enumerate(await _served(state))
+        ]
+        for entry in running:
+            entry.pop("modified_at", None)
+        return JSONResponse({"models": running})
 
     async def version(_request: Request) -> Response:
         return JSONResponse({"version": OLLAMA_API_VERSION})
 
     async def show(request: Request) -> Response:
         body = await _body(request)
-        name = str(body.get("model") or body.get("name") or "")
-        entry = (api.served_model(state, name) or api.served_model(state, _bare(name))) if name else None
-        if name and (entry is None or entry["id"] != state.model_id()):  # `default`, or the chat model's id
+        name = _bare(str(body.get("model") or body.get("name") or ""))
+        served = await _served(state)
+        wanted = served[0] if name in ("", api.DEFAULT_MODEL) else None
+        wanted = wanted or next((s for s in served if s[0]["name"] == name), None)
+        if wanted is None:
             raise ApiError(404, f"model '{name}' not found (GET /api/tags lists what is served)")
-        return JSONResponse(_show(state))
+        return JSONResponse(_show(state, *wanted))
 
     async def turn(request: Request, *, chat: bool) -> Response:
         """`/api/chat` (`chat`) or `/api/generate`: a preload, or a turn."""
@@ -71,6 +90,7 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
             return _loaded(state, body, chat=chat)
         parse = parse_ollama_chat if chat else parse_ollama_generate
         call = api.check_text_bound(len(raw), parse(body, state.defaults()))
+        api.refuse_embedder(state, str(body.get("model") or ""))
         return await _answer(request, state, call, chat=chat)
 
     async def chat(request: Request) -> Response:
@@ -80,13 +100,9 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
         return await turn(request, chat=False)
 
     async def embed(request: Request) -> Response:
-        if state.embedder is None:
-            raise ApiError(501, "this server has no embedding model: start it with `ember serve --embedder GGUF`")
         call = parse_embeddings(await _body(request))
-        state.requests += 1
-        state.on_request()
         started = time.perf_counter_ns()
-        done = await api.embed_rows(request, state, state.embedder, call)
+        done = await _embedded(request, call)
         if done is None:
             return Response(status_code=api.CLIENT_GONE)
         rows, tokens = done
@@ -99,8 +115,32 @@ def ollama_routes(state: api.ServeState) -> list[Route]:
             }
         )
 
+    async def embeddings(request: Request) -> Response:
+        """The legacy endpoint: one `prompt`, one `embedding`."""
+        body = await _body(request)
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise ApiError(400, "'prompt' must be a string (the text to embed)")
+        done = await _embedded(request, parse_embeddings({"model": body.get("model"), "input": prompt}))
+        if done is None:
+            return Response(status_code=api.CLIENT_GONE)
+        return JSONResponse({"embedding": list(done[0][0])})
+
+    async def pulled(request: Request) -> Response:
+        return await pull(await _body(request))
+
+    async def _embedded(request: Request, call: EmbedCall) -> tuple[list[Any], int] | None:
+        if state.embedder is None:
+            raise ApiError(501, "this server has no embedding model: start it with `ember serve --embedder GGUF`")
+        state.requests += 1
+        state.on_request()
+        return await api.embed_rows(request, state, state.embedder, call)
+
     return [
         Route("/api/tags", guarded(tags), methods=["GET"]),
+        Route("/api/ps", guarded(ps), methods=["GET"]),
+        Route("/api/embeddings", guarded(embeddings), methods=["POST"]),
+        Route("/api/pull", guarded(pulled), methods=["POST"]),
         Route("/api/version", guarded(version), methods=["GET"]),
         Route("/api/show", guarded(show), methods=["POST"]),
         Route("/api/chat", guarded(chat), methods=["POST"]),
@@ -128,30 +168,53 @@ def _loaded(state: api.ServeState, body: dict[str, Any], *, chat: bool) -> Respo
     return JSONResponse(out)
 
 
-def _model_entry(model_id: str) -> dict[str, Any]:
-    return {
-        "name": model_id,
-        "model": model_id,
-        "modified_at": _now(),
-        "size": 0,
-        "digest": "",
-        "details": {"format": "gguf", "family": "", "families": None, "parameter_size": "", "quantization_level": ""},
-    }
+async def _served(state: api.ServeState) -> list[tuple[dict[str, Any], ModelFacts]]:
+    """`/api/tags`' entries, the chat model first, each with the facts of its file (read off the loop)."""
+    files: list[tuple[str, Path | None, str]] = [
+        (state.model_id(), getattr(state.engine.backend, "path", None), "completion")
+    ]
+    embedder = api.embedder_id(state)
+    if embedder is not None:
+        files.append((embedder, getattr(state.embedder, "path", None), "embedding"))
+    out: list[tuple[dict[str, Any], ModelFacts]] = []
+    for name, path, capability in files:
+        facts = await asyncio.to_thread(facts_of, path if isinstance(path, Path) else None)
+        entry = {
+            "name": name,
+            "model": name,
+            "modified_at": facts.modified_at or _now(),
+            "size": facts.size,
+            "digest": facts.digest,
+            "details": facts.details(),
+            "capabilities": [capability],  # Open WebUI and others keep an embedder out of chat pickers
+        }
+        out.append((entry, facts))
+    return out
 
 
-def _show(state: api.ServeState) -> dict[str, Any]:
+def _show(state: api.ServeState, entry: dict[str, Any], facts: ModelFacts) -> dict[str, Any]:
     backend = state.engine.backend
-    context = backend.capabilities.n_ctx if backend is not None else 0
-    tools = backend is not None and backend.capabilities.tools
-    vision = backend is not None and backend.capabilities.vision  # Open WebUI offers images on "vision"
+    capabilities = entry["capabilities"]
+    info = dict(facts.model_info)
+    if capabilities == ["completion"] and backend is not None:
+        context = backend.capabilities.n_ctx
+        arch = info.get("general.architecture") or ""
+        if context and arch:
+            info.setdefault(f"{arch}.context_length", context)
+        # Open WebUI offers tools and images on these words.
+        capabilities = [
+            "completion",
+            *(["tools"] if backend.capabilities.tools else []),
+            *(["vision"] if backend.capabilities.vision else []),
+        ]
     return {
         "modelfile": "",
         "parameters": "",
-        "template": "",
-        "details": _model_entry(state.model_id())["details"],
-        "model_info": {"general.architecture": "", "llama.context_length": context} if context else {},
-        "capabilities": ["completion", *(["tools"] if tools else []), *(["vision"] if vision else [])],
-        "modified_at": _now(),
+        "template": facts.template,
+        "details": entry["details"],
+        "model_info": info,
+        "capabilities": capabilities,
+        "modified_at": entry["modified_at"],
     }
 
 
