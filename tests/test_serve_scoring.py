@@ -42,6 +42,7 @@ def _reference(path: Path, ids: list[int]) -> list[float]:
     return [float(scores[i, ids[i + 1]] - norm[i]) for i in range(len(ids) - 1)]
 
 
+@pytest.mark.slow  # loads a (tiny) model through llama.cpp
 def test_echo_with_logprobs_scores_the_prompt_without_generating(served: list[Served], tmp_path: Path) -> None:
     """Defect 5: `max_tokens: 0` was a 400 and the prompt's tokens had no logprobs."""
     client, backend = _tiny(served, tmp_path)
@@ -64,6 +65,7 @@ def test_echo_with_logprobs_scores_the_prompt_without_generating(served: list[Se
     assert all(1 <= len(top or {}) <= 2 for top in (logprobs.top_logprobs or [])[1:])
 
 
+@pytest.mark.slow  # loads a (tiny) model through llama.cpp
 def test_echo_scores_the_prompt_then_continues_it(served: list[Served], tmp_path: Path) -> None:
     client, backend = _tiny(served, tmp_path)
     ids, _ = backend.prompt_tokens(backend_request("hello"))
@@ -86,6 +88,7 @@ def test_max_tokens_zero_without_echo_is_still_refused(served: list[Served]) -> 
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "max_tokens"
 
 
+@pytest.mark.slow  # loads a (tiny) model through llama.cpp
 def test_text_offset_without_echo_starts_after_the_prompt(served: list[Served], tmp_path: Path) -> None:
     """llama-cpp-python's and OpenAI's offsets index prompt + completion; Ember's started at 0."""
     client, _ = _tiny(served, tmp_path)
@@ -104,11 +107,14 @@ def test_text_offset_without_echo_starts_after_the_prompt(served: list[Served], 
     ],
     ids=["plain", "echo", "array", "stream"],
 )
-def test_an_empty_prompt_is_a_400_naming_prompt(served: list[Served], tmp_path: Path, body: dict[str, Any]) -> None:
-    """S5-57…60: a 500 "internal error: an empty prompt" and a traceback in the log."""
-    _tiny(served, tmp_path)
+def test_an_empty_prompt_is_a_400_naming_prompt(served: list[Served], body: dict[str, Any]) -> None:
+    """S5-57…60: a 500 "internal error: an empty prompt" and a traceback in the log (llama_decode
+    refused it); now refused before any model sees it."""
+    backend = ScriptedBackend.from_texts("never")
+    served.append(serve(backend))
     reply = httpx.post(f"{served[-1].url}/completions", json=body, timeout=30)
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "prompt"
+    assert backend.requests == []
 
 
 def test_n_choices_count_the_prompt_once(served: list[Served]) -> None:
