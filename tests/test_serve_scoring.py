@@ -86,6 +86,7 @@ def test_max_tokens_zero_without_echo_is_still_refused(served: list[Served]) -> 
     served.append(serve(ScriptedBackend.from_texts("never")))
     reply = httpx.post(f"{served[-1].url}/completions", json={"prompt": "a", "max_tokens": 0}, timeout=30)
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "max_tokens"
+    assert "echo" in reply.json()["error"]["message"]
 
 
 @pytest.mark.slow  # loads a (tiny) model through llama.cpp

@@ -198,7 +198,9 @@ def _completion_tokens(body: dict[str, Any], defaults: Defaults) -> int:
     """OpenAI's completions default to 16 tokens when `max_tokens` is left out; 0 with `echo`
     scores the prompt without generating (lm-evaluation-harness's loglikelihood requests)."""
     value = body.get("max_tokens")
-    if value == 0 and not isinstance(value, bool) and body.get("echo") is True:
+    if value == 0 and not isinstance(value, bool):
+        if body.get("echo") is not True:
+            raise bad_request("'max_tokens' 0 scores the prompt without generating: it needs 'echo'", "max_tokens")
         return 0
     return _max_tokens(body, defaults) if value is not None else min(16, defaults.max_tokens)
 
