@@ -19,6 +19,14 @@ Switches, read on every request (set them from the test, even mid-download):
     tamper_only  when not empty, `tamper` flips bytes only in these paths (one bad file of an item)
     fail         (status, headers): resolve requests answer that, `fail_times` times (None: always)
     redirect     resolve answers 302 to a second server on `localhost` (another host: a CDN)
+    redirect_to  resolve answers 302 with this Location, as written (a hostile Hub)
+    no_lfs       paths listed without LFS metadata (no SHA-256), with `sizes` overriding their size
+    twice        paths listed twice in the model info
+    alt          {path: another local file}: once a cut happened, that path serves the other file
+    drip_s       file bodies are sent a byte every drip_s seconds (for at most drip_for_s), then cut
+    info_drip_s  the model info is sent a byte every info_drip_s seconds (for at most drip_for_s)
+    search_raw   the search answers this JSON as is
+File responses carry an ETag (of the bytes served) and honour If-Range.
 A repository listed in `gated` answers resolve with 401 (X-Error-Code: GatedRepo) unless the
 request carries `Bearer {token}`. `requests` records (method, path, Range, host) of each request.
 """
@@ -74,6 +82,15 @@ class FakeHub:
     fail: tuple[int, dict[str, str]] | None = None
     fail_times: int | None = None
     redirect: bool = False
+    redirect_to: str | None = None
+    no_lfs: set[str] = field(default_factory=set[str])
+    sizes: dict[str, int] = field(default_factory=dict[str, int])
+    twice: set[str] = field(default_factory=set[str])
+    alt: dict[str, Path] = field(default_factory=dict[str, Path])
+    drip_s: float | None = None
+    info_drip_s: float | None = None
+    drip_for_s: float = 5.0
+    search_raw: object = None
     requests: list[Request] = field(default_factory=list[Request])
 
     def __post_init__(self) -> None:
@@ -129,7 +146,14 @@ class FakeHub:
             if self.cut_at is None or self.cuts <= 0:
                 return None
             self.cuts -= 1
+            self._was_cut = True
             return self.cut_at
+
+    def local(self, repo: str, path: str) -> Path:
+        """The bytes `path` serves now: its `alt` file once a cut happened."""
+        if getattr(self, "_was_cut", False) and path in self.alt:
+            return self.alt[path]
+        return self.repos[repo][path]
 
     def entry(self, repo: str, path: str, blobs: bool = True) -> dict[str, Any]:
         local = self.repos[repo][path]
@@ -159,13 +183,15 @@ class FakeHub:
             "likes": 7,
             "tags": ["gguf"],
             "library_name": "gguf",
-            "siblings": [self._sibling(repo, p, blobs) for p in self.repos[repo]],
+            "siblings": [self._sibling(repo, p, blobs) for p in self.repos[repo] for _ in range(1 + (p in self.twice))],
         }
 
     def _sibling(self, repo: str, path: str, blobs: bool) -> dict[str, Any]:
         e = self.entry(repo, path, blobs)
         out: dict[str, Any] = {"rfilename": path}
-        if blobs:
+        if blobs and path in self.no_lfs:
+            out.update(size=self.sizes.get(path, e["size"]), blobId=e["blobId"])
+        elif blobs:
             out.update(
                 size=e["size"], blobId=e["blobId"], lfs={k: e["lfs"][k] for k in ("sha256", "size", "pointerSize")}
             )
@@ -222,7 +248,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return
             blobs = query.get("blobs", ["false"])[0].lower() == "true"
             tail = rest[2:]
-            if not tail or tail[0] == "revision":
+            if (not tail or tail[0] == "revision") and hub.info_drip_s is not None:
+                self._drip(json.dumps(hub.info(repo, blobs)).encode(), hub.info_drip_s)
+            elif not tail or tail[0] == "revision":
                 self._json(200, hub.info(repo, blobs))
             elif tail[0] == "tree":
                 folder = "/".join(tail[2:])
@@ -238,6 +266,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             failure = hub.take_failure()
             if failure is not None and failure[0] == 429:
                 self._json(429, {"error": "slow down"}, failure[1])
+                return
+            if hub.search_raw is not None:
+                self._json(200, hub.search_raw)
                 return
             text = query.get("search", [""])[0].lower()
             limit = int(query.get("limit", ["100"])[0])
@@ -262,8 +293,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if repo in hub.gated and self.headers.get("Authorization") != f"Bearer {hub.token}":
                 self._json(401, {"error": "Access to this repo is restricted"}, {"X-Error-Code": "GatedRepo"})
                 return
-            if hub.redirect:
-                target = f"{hub.cdn_url}/cdn/{repo}/{quote(path)}"
+            if hub.redirect or hub.redirect_to is not None:
+                target = hub.redirect_to or f"{hub.cdn_url}/cdn/{repo}/{quote(path)}"
                 self.send_response(302)
                 self.send_header("Location", target)
                 self.send_header("Content-Length", "0")
@@ -272,20 +303,30 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self._file(repo, path, method)
 
         def _file(self, repo: str, path: str, method: str) -> None:
-            local = hub.repos[repo][path]
+            local = hub.local(repo, path)
             size = local.stat().st_size
-            start, end = _range(self.headers.get("Range"), size)
+            etag = f'"{sha256_of(local)[:16]}"'
+            ranged = self.headers.get("Range")
+            if_range = self.headers.get("If-Range")
+            if ranged and if_range is not None and if_range != etag:
+                ranged = None  # the file changed: the whole of the new one (RFC 9110 13.1.5)
+            start, end = _range(ranged, size)
             if start >= size:
                 self._json(416, {"error": "range not satisfiable"}, {"Content-Range": f"bytes */{size}"})
                 return
-            self.send_response(206 if self.headers.get("Range") else 200)
+            self.send_response(206 if ranged else 200)
             self.send_header("Content-Length", str(end - start))
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("X-Repo-Commit", COMMIT)
-            if self.headers.get("Range"):
+            self.send_header("ETag", etag)
+            if ranged:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             self.end_headers()
-            if method != "HEAD":
+            if method != "HEAD" and hub.drip_s is not None:
+                with local.open("rb") as f:
+                    f.seek(start)
+                    self._drip_body(f.read(end - start), hub.drip_s)
+            elif method != "HEAD":
                 self._send_body(local, start, end, size, not hub.tamper_only or path in hub.tamper_only)
 
         def _send_body(self, local: Path, start: int, end: int, size: int, may_tamper: bool = True) -> None:
@@ -313,6 +354,26 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 hub._stop.wait(120)
             if stop_at < end:
                 self.close_connection = True
+
+        def _drip(self, data: bytes, every_s: float) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self._drip_body(data, every_s)
+
+        def _drip_body(self, data: bytes, every_s: float) -> None:
+            """A byte at a time, each within any read timeout, for at most drip_for_s; then the connection closes."""
+            deadline = time.monotonic() + hub.drip_for_s
+            self.close_connection = True
+            for i in range(len(data)):
+                if time.monotonic() > deadline or hub._stop.wait(every_s):
+                    return
+                try:
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                except OSError:
+                    return
 
         def _json(self, status: int, body: object, headers: Mapping[str, str] | None = None) -> None:
             data = json.dumps(body).encode()

@@ -74,7 +74,13 @@ def test_pull_with_allow_downloads_verifies_and_lists_it(
     assert result["model"] == str(_final())
     assert result["revision"] == COMMIT
     assert result["files"] == [
-        {"path": str(_final()), "file": NAME, "size": smollm_path.stat().st_size, "sha256": sha256_of(smollm_path)}
+        {
+            "path": str(_final()),
+            "file": NAME,
+            "size": smollm_path.stat().st_size,
+            "sha256": sha256_of(smollm_path),
+            "verified": True,
+        }
     ]
     assert "100%" in err and "MB/s" in err and "left" in err  # the bar, on stderr
     assert sha256_of(_final()) == sha256_of(smollm_path)

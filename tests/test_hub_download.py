@@ -18,6 +18,7 @@ from engine.hub.consent import allow_downloads, downloads_allowed
 from engine.hub.download import DownloadCancelled, DownloadError, Progress, default_models_dir, download, target_path
 from engine.hub.errors import HubError
 from engine.hub.files import HubFile, pick_files
+from engine.hub.route import CDN_HOSTS
 from engine.hub.transfer import meta_path, part_path
 from engine.network.guard import enforced, guard_for
 from engine.network.ledger import LEDGER_FILE, read_ledger_file
@@ -283,7 +284,10 @@ def test_a_file_already_there_that_is_not_this_one_is_never_overwritten(hub: Fak
     assert hub.resolves() == []
 
 
-def test_zero_egress_refuses_until_allowed_and_the_ledger_shows_the_download(hub: FakeHub, paths: EmberPaths) -> None:
+def test_zero_egress_refuses_until_allowed_and_the_ledger_shows_the_download(
+    hub: FakeHub, paths: EmberPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CDN_HOSTS, "127.0.0.1", ("localhost",))  # the fake Hub's published file server
     client = HubClient()
     with enforced(guard_for(paths)):
         assert not downloads_allowed(paths, client)

@@ -8,7 +8,9 @@ Zero-egress mode stays on: the first search or pull asks once whether downloads 
 Hub's host may be allowed (`--allow` says yes up front; without a terminal and without
 `--allow` it explains and exits with status 2). A catalogue vision model's pull brings its
 image projector (`mmproj*.gguf`) into the same folder, as one download. A pull shows a bar with speed and time left
-on stderr; Ctrl+C cancels and keeps the `.part` files, and the same pull resumes them.
+on stderr (or how long the server has been silent, and no time left); Ctrl+C cancels and keeps the `.part` files,
+and the same pull resumes them. "SHA-256 checked" is said only of files the Hub gave a digest for. Every string
+the Hub supplied (file names in lines and errors) is shown escaped, on one line.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail
+from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 from desktop.core.get_models import DownloadChoiceError, projector_to_fetch
 from desktop.core.terminal_text import safe_cell
 from engine.hub.client import HubClient
@@ -34,13 +36,16 @@ BAR_WIDTH = 24
 
 
 def search(text: str, *, as_json: bool, allow: bool, limit: int) -> int:
-    paths, client = ember_paths(), HubClient()
+    try:
+        paths, client = ember_paths(), HubClient()
+    except HubError as exc:
+        return _fail(str(exc), EXIT_USAGE)
     if not _consented(paths, client, allow):
         return fail(refusal_line(client))
     try:
         repos = client.search(text, limit=limit)
     except HubError as exc:
-        return fail(str(exc), EXIT_FAILED)
+        return _fail(str(exc), EXIT_FAILED)
     if as_json:
         rows = [{"repo": r.repo, "downloads": r.downloads, "likes": r.likes, "gated": r.gated} for r in repos]
         sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
@@ -55,11 +60,11 @@ def search(text: str, *, as_json: bool, allow: bool, limit: int) -> int:
 
 
 def pull(spec: str, *, as_json: bool, allow: bool) -> int:
-    paths, client = ember_paths(), HubClient()
     try:
+        paths, client = ember_paths(), HubClient()
         repo, selector = parse_spec(spec)
     except HubError as exc:
-        return fail(str(exc))
+        return _fail(str(exc), EXIT_USAGE)
     if not _consented(paths, client, allow):
         return fail(refusal_line(client))
     bar = _Bar(sys.stderr.isatty())
@@ -70,17 +75,18 @@ def pull(spec: str, *, as_json: bool, allow: bool) -> int:
             # A catalogue vision model comes with its projector, in the same item (one bar, both or neither).
             files += projector_to_fetch(listing, entry_for_repo(_catalogue(), repo))
         _say(
-            f"{repo}: {', '.join(f.path for f in files)} ({_size(total_size(files))}) into {default_models_dir(paths)}"
+            f"{repo}: {', '.join(safe_cell(f.path) for f in files)} ({_size(total_size(files))}) "
+            f"into {default_models_dir(paths)}"
         )
         saved = download(files, default_models_dir(paths), client=client, progress=bar.show)
     except KeyboardInterrupt:
         bar.clear()
-        return fail(
+        return _fail(
             f"cancelled; the part downloaded is kept, and `ember models pull {spec}` resumes it", EXIT_INTERRUPTED
         )
     except (HubError, DownloadChoiceError) as exc:
         bar.clear()
-        return fail(str(exc), EXIT_FAILED)
+        return _fail(str(exc), EXIT_FAILED)
     bar.clear()
     _report(files, saved, as_json)
     return EXIT_OK
@@ -123,17 +129,31 @@ def _report(files: list[HubFile], saved: list[Path], as_json: bool) -> None:
             "revision": files[0].revision,
             "model": str(model),
             "files": [
-                {"path": str(p), "file": f.path, "size": f.size, "sha256": f.sha256}
+                {"path": str(p), "file": f.path, "size": f.size, "sha256": f.sha256, "verified": f.sha256 is not None}
                 for f, p in zip(files, saved, strict=True)
             ],
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    print(f"saved {model} ({_size(total_size(files))}, SHA-256 checked)")
+    print(f"saved {safe_cell(str(model))} ({_size(total_size(files))}, {_checked(files)})")
     for f, p in zip(files, saved, strict=True):
         if f.is_projector:
             print(f"with its image projector {safe_cell(p.name)}, beside it")
     print(f"chat with it: ember chat --model {safe_cell(str(model))}")
+
+
+def _checked(files: list[HubFile]) -> str:
+    """What was verified, truly: the SHA-256 only where the Hub gave one."""
+    unchecked = [f for f in files if f.sha256 is None]
+    if not unchecked:
+        return "SHA-256 checked"
+    if len(unchecked) == len(files):
+        return "no checksum from the Hub: not verified"
+    return "no checksum from the Hub for " + ", ".join(safe_cell(f.name) for f in unchecked)
+
+
+def _fail(message: str, status: int = EXIT_FAILED) -> int:
+    return fail(safe_cell(message), status)
 
 
 def _say(text: str) -> None:
@@ -179,9 +199,11 @@ class _Bar:
 def _bar_line(p: Progress, fraction: float) -> str:
     filled = int(fraction * BAR_WIDTH)
     speed = f"{p.bytes_per_s / 1e6:.1f} MB/s" if p.bytes_per_s > 0 else "-- MB/s"
+    waiting = getattr(p, "waiting_s", 0.0)
+    state = f"waiting for the server ({waiting:.0f} s)" if waiting else f"{speed}  {_left(p.seconds_left)}"
     return (
         f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {_size(p.done)} of {_size(p.total)}  "
-        f"{speed}  {_left(p.seconds_left)}  {safe_cell(p.file)[:40]}"
+        f"{state}  {safe_cell(p.file)[:40]}"
     )
 
 

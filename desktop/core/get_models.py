@@ -315,9 +315,12 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def progress_text(done: int, total: int, bytes_per_s: float, seconds_left: float | None) -> str:
-    """'1.2 GB of 4.7 GB · 12.3 MB/s · about 5 min left'."""
+def progress_text(done: int, total: int, bytes_per_s: float, seconds_left: float | None, waiting_s: float = 0.0) -> str:
+    """'1.2 GB of 4.7 GB · 12.3 MB/s · about 5 min left', or '… · waiting for the server (12 s)'."""
     parts = [f"{format_bytes(done)} of {format_bytes(total)}" if total > 0 else format_bytes(done)]
+    if waiting_s > 0:  # no speed and no time left are made up while nothing arrives
+        parts.append(f"waiting for the server ({duration_text(waiting_s)})")
+        return " · ".join(parts)
     if bytes_per_s > 0:
         parts.append(f"{format_bytes(int(bytes_per_s))}/s")
     if seconds_left is not None and seconds_left >= 0:

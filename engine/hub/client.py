@@ -7,17 +7,25 @@ the feature "model download". `huggingface_hub` is imported only when the Hub is
 
 Its shared HTTP session is given a transport that bounds every wait (`huggingface_hub`
 passes `timeout=None`, which waits forever, on some calls), so a stalled server ends in
-one line after `timeout` seconds. A 429 is retried after its Retry-After while the wait
-stays under `retry_after_max` seconds in all.
+one line after `timeout` seconds, and a body drip-fed slower than the transfer's minimum
+rate ends in one line too. A 429 is retried after its Retry-After (at least RETRY_FLOOR_S)
+at most MAX_429_TRIES times, while the wait stays under `retry_after_max` seconds in all.
+
+Proxies are honoured as the Hugging Face client honours them (httpx reads `HTTPS_PROXY`,
+`HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY`): the proxy is permitted for the Hub's calls alone,
+every request (each redirect too) is checked against zero-egress mode before it is sent,
+and the ledger names the proxy and what was reached through it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Generator, Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
@@ -28,18 +36,23 @@ from engine import __version__
 from engine.hub.consent import refusal_line
 from engine.hub.errors import TOKEN_HOW, HubError, gated_line, status_line
 from engine.hub.files import HubFile, HubRepo, check_repo_id
+from engine.hub.proxy import proxy_for
 from engine.network.destinations import Destination
-from engine.network.guard import EgressRefused, feature, require
+from engine.network.guard import EgressRefused, feature, granted, note, require
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 FEATURE = "model download"
 TIMEOUT_S = 30.0  # the longest a silent server is waited for, per read
 RETRY_AFTER_MAX_S = 60.0  # the longest Ember waits in all on a 429 before saying so
+RETRY_FLOOR_S = 1.0  # the shortest wait after a 429, whatever Retry-After says (0, negative)
+MAX_429_TRIES = 5
+MIN_RATE = 1000  # bytes a second over RATE_WINDOW_S: a slower answer is given up on
+RATE_WINDOW_S = 60.0
 USER_AGENT = f"ember/{__version__}"
 _PORTS = {"http": 80, "https": 443}
 _T = TypeVar("_T")
 _session_lock = threading.Lock()
-_session_set = False
+_session_env: tuple[tuple[str, str], ...] | None = None  # the proxy variables the session was made with
 _bound_now: contextvars.ContextVar[float] = contextvars.ContextVar("ember_hub_timeout", default=TIMEOUT_S)
 
 
@@ -55,13 +68,15 @@ class HubClient:
         retry_after_max: float = RETRY_AFTER_MAX_S,
     ) -> None:
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).strip().rstrip("/")
-        url = urlsplit(self.endpoint)
-        try:
+        try:  # `[::1` fails in urlsplit, a port over 65535 in .port: neither may become a default
+            url = urlsplit(self.endpoint)
             port = url.port
-        except ValueError:
-            port = None
-        if url.scheme not in _PORTS or not url.hostname:
-            raise HubError(f"not a Hub address: {self.endpoint!r} (expected https://host, e.g. {DEFAULT_ENDPOINT})")
+        except ValueError as exc:
+            raise HubError(f"not a Hub address: {self.endpoint[:120]!r} ({exc})") from exc
+        if url.scheme not in _PORTS or not url.hostname or port == 0:
+            raise HubError(
+                f"not a Hub address: {self.endpoint[:120]!r} (expected https://host, e.g. {DEFAULT_ENDPOINT})"
+            )
         self.destination = Destination(url.hostname.lower(), port or _PORTS[url.scheme])
         self._explicit_port = port is not None and port != _PORTS[url.scheme]
         self._token = token
@@ -94,7 +109,11 @@ class HubClient:
                 limit=limit,
                 expand=["downloads", "likes", "gated"],
             )
-            return [HubRepo(m.id, m.downloads or 0, m.likes or 0, bool(m.gated)) for m in found]
+            return [
+                HubRepo(m.id, _count(m.downloads), _count(m.likes), m.gated not in (None, False))
+                for m in found
+                if isinstance(m.id, str) and m.id
+            ]
 
         return self._call(f"search {text!r}", call)
 
@@ -111,10 +130,9 @@ class HubClient:
             info = self._api().model_info(repo, revision=revision, files_metadata=True, timeout=self.timeout)
             if not info.sha:
                 raise HubError(f"{repo}: the Hub did not say which commit it listed")
-            files = tuple(
-                _hub_file(repo, info.sha, s) for s in info.siblings or () if s.rfilename.lower().endswith(".gguf")
-            )
-            return HubRepo(info.id or repo, info.downloads or 0, info.likes or 0, bool(info.gated), files)
+            named = {s.rfilename: s for s in info.siblings or () if str(s.rfilename).lower().endswith(".gguf")}
+            files = tuple(_hub_file(repo, info.sha, s) for s in named.values())  # a name listed twice is one file
+            return HubRepo(info.id or repo, _count(info.downloads), _count(info.likes), bool(info.gated), files)
 
         return self._call(repo, call)
 
@@ -157,8 +175,8 @@ class HubClient:
             _bound_now.reset(bound)
 
     def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
-        waited = 0.0
-        with feature(FEATURE):
+        waited, tries = 0.0, 0
+        with feature(FEATURE), self._through_proxy():
             self.check_allowed()
             while True:
                 try:
@@ -167,10 +185,25 @@ class HubClient:
                     raise
                 except Exception as exc:
                     wait = _retry_after(exc)
-                    if wait is None or waited + wait > self.retry_after_max:
+                    pause = None if wait is None else max(RETRY_FLOOR_S, wait)
+                    tries += 1
+                    if pause is None or waited + pause > self.retry_after_max or tries > MAX_429_TRIES:
                         raise HubError(self.describe(exc, what)) from exc
-                    time.sleep(wait)
-                    waited += wait
+                    time.sleep(pause)
+                    waited += pause
+
+    @contextlib.contextmanager
+    def _through_proxy(self) -> Generator[None]:
+        """Permit the proxy the environment names for the Hub (if any) to these calls alone."""
+        try:
+            proxy = proxy_for(self.endpoint)
+        except HubError:
+            proxy = None  # httpx itself refuses what it cannot use, in its own words
+        if proxy is None:
+            yield
+            return
+        with granted(proxy.destination, f"proxy for {FEATURE} from {self.host}"):
+            yield
 
     def describe(self, exc: BaseException, what: str) -> str:
         """One line for a failed call about `what` (a repository, a file or a search)."""
@@ -179,6 +212,8 @@ class HubClient:
         status = _status(exc)
         if isinstance(exc, EgressRefused):
             return str(exc)
+        if isinstance(exc, _TooSlow):
+            return f"{self.host} sent its answer too slowly ({exc}; {what}); try again later"
         if isinstance(exc, hf.GatedRepoError) or status == 403:
             return gated_line(what, status or 403, self.token is not None)
         if isinstance(exc, hf.RevisionNotFoundError):
@@ -201,7 +236,16 @@ class HubClient:
 def _hub_file(repo: str, sha: str, sibling: Any) -> HubFile:
     lfs = sibling.lfs
     size = (lfs.size if lfs is not None else sibling.size) or 0
-    return HubFile(repo, sibling.rfilename, int(size), lfs.sha256 if lfs is not None else None, sha)
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        # 0 bytes (or fewer) is no model, and a digest-less empty file would be "saved" unchecked.
+        raise HubError(f"{repo}: the Hub lists {sibling.rfilename!r} with a size of {size!r} bytes; not a model file")
+    digest = lfs.sha256 if lfs is not None else None
+    return HubFile(repo, sibling.rfilename, size, digest if isinstance(digest, str) else None, sha)
+
+
+def _count(value: object) -> int:
+    """A count the Hub reports (downloads, likes): anything but a whole number reads as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _port(url: str) -> int | None:
@@ -245,27 +289,71 @@ def _saved_token() -> str | None:
     return get_token()
 
 
-class _BoundedTransport(httpx.HTTPTransport):
-    """Fills in the waits a request left unbounded (`timeout=None`) with the calling client's bound."""
+class _TooSlow(httpx.ReadTimeout):
+    """An answer drip-fed slower than MIN_RATE over RATE_WINDOW_S (each read within the timeout)."""
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        given: dict[str, float | None] = request.extensions.get("timeout") or {}
-        bound = _bound_now.get()
-        request.extensions["timeout"] = {k: given.get(k) or bound for k in ("connect", "read", "write", "pool")}
-        return super().handle_request(request)
+
+class _RateBound(httpx.SyncByteStream):
+    """The response body, ended by `_TooSlow` when it arrives slower than the minimum rate."""
+
+    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request) -> None:
+        self._inner, self._request = inner, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        since, got = time.monotonic(), 0
+        for chunk in self._inner:
+            got += len(chunk)
+            now = time.monotonic()
+            if now - since >= RATE_WINDOW_S:
+                if got < MIN_RATE * RATE_WINDOW_S:
+                    raise _TooSlow(f"{got:,} bytes in {now - since:.0f} s", request=self._request)
+                since, got = now, 0
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _on_request(request: httpx.Request) -> None:
+    """Before each request (each redirect too): bound its waits, and check its destination.
+
+    Through a proxy the audit hook sees only the proxy, so the destination is checked here.
+    """
+    given: dict[str, float | None] = request.extensions.get("timeout") or {}
+    bound = _bound_now.get()
+    request.extensions["timeout"] = {k: given.get(k) or bound for k in ("connect", "read", "write", "pool")}
+    url = request.url
+    port = url.port or _PORTS.get(url.scheme)
+    require(url.host, port, FEATURE)
+    proxy = proxy_for(str(url))
+    if proxy is not None:
+        note(f"{Destination(url.host, port)} via proxy {proxy}")
+
+
+def _on_response(response: httpx.Response) -> None:
+    stream = response.stream
+    if isinstance(stream, httpx.SyncByteStream):
+        response.stream = _RateBound(stream, response.request)
 
 
 def _bound_session() -> None:
-    """Give `huggingface_hub`'s shared session a bounded transport (once per process)."""
-    global _session_set
+    """Give `huggingface_hub`'s shared session bounded waits and the destination check.
+
+    Once per process, and again when the proxy variables change (httpx reads them when the
+    session is made; a session kept past a change would still go to the old proxy).
+    """
+    global _session_env
+    env = tuple(sorted(urllib.request.getproxies_environment().items()))
     with _session_lock:
-        if _session_set:
+        if _session_env == env:
             return
         from huggingface_hub import set_client_factory
 
         set_client_factory(
             lambda: httpx.Client(
-                transport=_BoundedTransport(), follow_redirects=True, headers={"User-Agent": USER_AGENT}
+                follow_redirects=True,
+                headers={"User-Agent": USER_AGENT},
+                event_hooks={"request": [_on_request], "response": [_on_response]},
             )
         )
-        _session_set = True
+        _session_env = env

@@ -4,13 +4,15 @@ Zero-egress mode stays on. Allowing downloads adds one entry (`huggingface.co:44
 `HF_ENDPOINT` host) that `ember network` lists and `ember network remove` takes away again.
 The Hub sends the bytes of large files from file servers of its own (a CDN whose host names
 change); a download from the allowed host may follow those redirects while it runs, and
-only then (`engine.network.guard.granted`). Every connection is in the ledger either way.
+only then (`engine.network.guard.granted`), only to the file servers the Hub publishes, at
+public addresses (`engine.hub.route`). Every lookup and connection is in the ledger either way.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from engine.hub.route import allowed_words
 from engine.network.destinations import Destination
 from engine.network.policy import EgressPolicy, NetworkSettings, load_settings, save_settings
 from models.library.paths import EmberPaths
@@ -30,8 +32,8 @@ def consent_question(client: HubClient) -> str:
     """The question asked once, before the first search or download."""
     return (
         f"Allow downloads from {client.host}? Ember stays offline otherwise: this adds {client.destination} "
-        f"to the allowed destinations (ember network), and a download may also connect to the file "
-        f"servers {client.host} sends it to, while it runs. Every connection is in the network ledger."
+        f"to the allowed destinations (ember network); a download may connect to "
+        f"{allowed_words(client.destination)}. Every lookup and connection is in the network ledger."
     )
 
 

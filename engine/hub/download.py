@@ -11,7 +11,9 @@ only when every file of the item is complete and matches the Hub's SHA-256 do th
 their final names (`os.replace`, atomic), after their origin (repository, revision, SHA-256,
 size, date) is recorded in `models.library.origins` for the receipts. Nothing ever has a
 final name while half-written, and a cut, a kill, a cancel or a restart resumes from the
-`.part` at the next call with the same files.
+`.part` at the next call with the same files; its progress starts at the bytes already
+there. While no byte arrives the progress is still reported (every TICK_S), with the speed
+falling to 0, no time left, and `waiting_s` saying how long the server has been silent.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import os
 import shutil
 import threading
 import time
+import unicodedata
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -52,6 +55,8 @@ __all__ = [
 RESERVE_BYTES = 64 << 20  # left free on the disk after a download
 SPEED_WINDOW_S = 3.0  # the speed shown is the average over this many seconds
 REPORT_EVERY_S = 0.1
+TICK_S = 1.0  # progress is reported at least this often, bytes or not
+WAITING_S = 5.0  # silent this long, the server is shown as being waited for (no time left is guessed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +64,9 @@ class Progress:
     done: int  # bytes of the whole item, including those from an earlier try
     total: int
     bytes_per_s: float  # over the last few seconds, network bytes only
-    seconds_left: float | None  # None until there is a speed to go by
+    seconds_left: float | None  # None until there is a speed to go by, and while waiting
     file: str  # the file being fetched (its name)
+    waiting_s: float = 0.0  # how long no byte has arrived, once that is WAITING_S or more (else 0)
 
 
 def default_models_dir(paths: EmberPaths) -> Path:
@@ -71,9 +77,14 @@ def default_models_dir(paths: EmberPaths) -> Path:
 def target_path(dest_dir: Path, file: HubFile) -> Path:
     """Where `file` lands: `dest_dir/<owner>/<name>/<path in the repository>` (nothing outside)."""
     parts = [*file.repo.split("/"), *PurePosixPath(file.path).parts]
-    if any(p in ("", ".", "..") or p.startswith("/") or "\\" in p for p in parts):
+    if any(p in ("", ".", "..") or p.startswith("/") or "\\" in p or _has_controls(p) for p in parts):
         raise DownloadError(f"refusing the file name {file.path!r} from {file.repo}")
     return dest_dir.joinpath(*parts)
+
+
+def _has_controls(name: str) -> bool:
+    """NUL, line breaks, escapes, bidi overrides: no file name of a model holds one (`Cc`, `Cf`)."""
+    return any(unicodedata.category(c) in ("Cc", "Cf") for c in name)
 
 
 def disk_free(folder: Path) -> int:
@@ -102,20 +113,25 @@ def download(
     if not files:
         raise DownloadError("nothing to download")
     paths = paths or ember_paths()
-    targets = [(f, target_path(dest_dir, f)) for f in files]
+    unique: dict[Path, HubFile] = {}
+    for f in files:  # a file listed twice is fetched (and renamed) once
+        unique.setdefault(target_path(dest_dir, f), f)
+    targets = [(f, final) for final, f in unique.items()]
     missing = [(f, final) for f, final in targets if not _already_there(f, final, paths)]
-    meter = _Meter(sum(f.size for f in files), progress)
-    meter.add(sum(f.size for f in files) - sum(f.size for f, _ in missing), received=False)
+    meter = _Meter(sum(f.size for f, _ in targets), progress)
+    # Counted without a report: the first report comes with the bytes a `.part` holds (a resume starts there).
+    meter.done = sum(f.size for f, _ in targets) - sum(f.size for f, _ in missing)
     if missing:
         _check_space(missing, dest_dir, free_space)
         try:
-            digests = _fetch_all(missing, client, meter, cancel)
+            with _ticking(meter):
+                digests = _fetch_all(missing, client, meter, cancel)
         except DownloadError:
             _prune_empty({final.parent for _, final in missing}, dest_dir)
             raise
         _put_in_place(missing, digests, client, paths)
     meter.report(force=True)
-    return [final for _, final in targets]
+    return [target_path(dest_dir, f) for f in files]
 
 
 def _already_there(file: HubFile, final: Path, paths: EmberPaths) -> bool:
@@ -199,8 +215,27 @@ def _prune_empty(folders: set[Path], top: Path) -> None:
             folder = folder.parent
 
 
+@contextlib.contextmanager
+def _ticking(meter: _Meter) -> Generator[None]:
+    """Report progress every TICK_S while the block runs, so a silent server shows as waited for."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(TICK_S):
+            if meter.started:  # before the first figures, the caller's "asking the Hub" stays
+                meter.report(force=True)
+
+    ticker = threading.Thread(target=tick, name="download-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+
+
 class _Meter:
-    """Bytes done over the whole item, the recent speed, and throttled reports."""
+    """Bytes done over the whole item, the recent speed, and throttled reports (from two threads)."""
 
     def __init__(self, total: int, report: Callable[[Progress], None] | None) -> None:
         self.total, self._report = total, report
@@ -209,11 +244,17 @@ class _Meter:
         self._samples: deque[tuple[float, int]] = deque()
         self._received = 0
         self._last = 0.0
+        self._last_byte = time.monotonic()
+        self._lock = threading.Lock()
+        self.started = False
 
     def add(self, n: int, received: bool) -> None:
-        self.done += n
-        if received:
-            self._received += n
+        with self._lock:
+            self.started = True
+            self.done += n
+            if received:
+                self._received += n
+                self._last_byte = time.monotonic()
         self.report()
 
     def speed(self, now: float) -> float:
@@ -224,13 +265,18 @@ class _Meter:
         return (self._received - r0) / (now - t0) if now > t0 else 0.0
 
     def report(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if self._report is None or (not force and now - self._last < REPORT_EVERY_S):
-            return
-        self._last = now
-        speed = self.speed(now)
-        left = (self.total - self.done) / speed if speed > 0 else None
-        self._report(Progress(self.done, self.total, speed, left, self.file))
+        with self._lock:
+            now = time.monotonic()
+            if self._report is None or (not force and now - self._last < REPORT_EVERY_S):
+                return
+            self._last = now
+            speed = self.speed(now)
+            silent = now - self._last_byte
+            waiting = silent if silent >= WAITING_S and self.done < self.total else 0.0
+            if waiting:
+                speed = 0.0  # the last speed seen is not the speed now
+            left = (self.total - self.done) / speed if speed > 0 else None
+            self._report(Progress(self.done, self.total, speed, left, self.file, waiting))
 
 
 def _gb(n: int) -> str:

@@ -4,7 +4,8 @@ A repository of GGUF files usually holds one model in many quantisations
 (`Qwen2.5-7B-Instruct-Q4_K_M.gguf`, `…-Q8_0.gguf`), some split in shards
 (`…-Q8_0-00001-of-00002.gguf`), sometimes with a vision projector (`mmproj-…gguf`).
 `pick_files` turns what the user typed after the colon (`REPO:Q4_K_M`, `REPO:FILE.gguf`, or
-nothing) into the files of one model: every shard of a split model, never half of one.
+nothing) into the files of one model: every shard of a split model, never half of one (a
+split model the Hub lists incompletely is refused), and a file listed twice once.
 """
 
 from __future__ import annotations
@@ -90,8 +91,13 @@ def pick_files(files: Sequence[HubFile], selector: str | None) -> list[HubFile]:
     """The files of the one model `selector` names (a file path or name, or a quantisation).
 
     No selector: the only model, else the first of PREFERRED_QUANTS the repository has.
-    HubError (one line, naming the choices) when nothing or more than one model matches.
+    HubError (one line, naming the choices) when nothing or more than one model matches, or
+    when the model is split and the Hub does not list every shard.
     """
+    return _whole(_pick(list({f.path: f for f in files}.values()), selector))
+
+
+def _pick(files: Sequence[HubFile], selector: str | None) -> list[HubFile]:
     models = [m for m in models_in(files) if not m[0].is_projector] or models_in(files)
     if not models:
         raise HubError("the repository has no GGUF files")
@@ -108,6 +114,23 @@ def pick_files(files: Sequence[HubFile], selector: str | None) -> list[HubFile]:
         names = ", ".join(m[0].path for m in by_quant)
         raise HubError(f"{selector} matches {len(by_quant)} models ({names}); name the file instead")
     raise HubError(f"no GGUF file matches {selector!r}; this repository has {choices(models)}")
+
+
+def _whole(model: list[HubFile]) -> list[HubFile]:
+    """`model` if every shard of it is listed; HubError naming what is missing otherwise."""
+    info = shard_info(Path(model[0].name))
+    if info is None:
+        return model
+    have = {i[1] for f in model if (i := shard_info(Path(f.name))) is not None}
+    missing = [n for n in range(1, info[2] + 1) if n not in have]
+    if missing or len(model) != info[2]:
+        shown = ", ".join(str(n) for n in missing[:10]) + (" …" if len(missing) > 10 else "")
+        raise HubError(
+            f"{model[0].repo}: {info[0]} is split in {info[2]} files and the Hub lists {len(model)} of them"
+            + (f" (missing {shown})" if missing else "")
+            + "; a part of a model cannot be used, so nothing was downloaded"
+        )
+    return model
 
 
 def _default_model(models: Sequence[tuple[HubFile, ...]]) -> tuple[HubFile, ...]:

@@ -39,6 +39,8 @@ def parse_destination(text: str) -> Destination:
         raise ConfigError(f"not a destination: {text!r} ({exc})") from exc
     if not host:
         raise ConfigError(f"not a destination: {text!r} (expected host, host:port or a URL)")
+    if port == 0:  # `.port` refuses 65536 and up itself; 0 would later read as "no port" (the default)
+        raise ConfigError(f"not a destination: {text!r} (port 0 is not a port to connect to)")
     if port is None and url.scheme in _DEFAULT_PORTS:
         port = _DEFAULT_PORTS[url.scheme]
     return Destination(host.lower().rstrip("."), port)
@@ -66,6 +68,7 @@ def is_loopback_name(host: str) -> bool:
 def answered_locally(host: str) -> bool:
     """A name whose lookup never reaches a resolver: `localhost` itself (the hosts file) or an
     IP literal. `x.localhost` is loopback by RFC 6761, but with `hosts: files dns` glibc asks
-    DNS for it, so a lookup of `secret-data.localhost` would carry data off the machine."""
-    name = host.lower().rstrip(".")
+    DNS for it, so a lookup of `secret-data.localhost` would carry data off the machine; so
+    does `localhost.` (an absolute name the hosts file does not match)."""
+    name = host.lower()
     return name in ("localhost", "localhost.localdomain") or is_ip_literal(name)

@@ -139,8 +139,14 @@ class Guard:
             host = host.decode("ascii", "replace")
         if not isinstance(host, str) or not host or answered_locally(host):
             return
-        if not self.view().names_allowed(host):
+        view = self.view()
+        # `localhost.` goes to DNS (the hosts file has no absolute names): never as if it were `localhost`.
+        dotted_loopback = view.zero_egress and host.endswith(".") and is_loopback_name(host)
+        if dotted_loopback or not view.names_allowed(host):
             self._refuse(host.lower(), "lookup", None)
+        if _granted.get() and not self.policy.view().names_allowed(host):
+            # A name allowed only for one download (a file server it was sent to): its lookup is recorded.
+            self.ledger.record(Attempt(time.time(), host.lower(), "lookup", True, _feature.get()))
 
     def _on_send(self, sock: Any, address: Any, action: str) -> None:
         if getattr(sock, "family", None) not in _INET or not isinstance(address, tuple):
@@ -237,6 +243,14 @@ def enforced(guard: Guard) -> Generator[Guard]:
 def guard_for(paths: EmberPaths) -> Guard:
     """The guard of an Ember process: the policy from `paths`' config, the ledger in its data folder."""
     return Guard(EgressPolicy(paths), Ledger(paths.data_dir / LEDGER_FILE))
+
+
+def note(destination: str, action: str = "connect") -> None:
+    """Record an allowed attempt the audit hook cannot see whole (a connection through a proxy names the
+    proxy; this names what it reached through it)."""
+    guard = _active
+    if guard is not None:
+        guard.ledger.record(Attempt(time.time(), destination, action, True, _feature.get()))
 
 
 def require(host: str, port: int | None, feature_name: str) -> None:
