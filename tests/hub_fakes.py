@@ -7,7 +7,8 @@ before, and independently of, the real Hub client. `fake_services` wires them in
 `fake_services` at them here (one place).
 
 The download can pause after its first chunk (`FakeDownloader.pause`) so a test sees a
-download in progress, and cancels between chunks, deleting its part file.
+download in progress, and cancels between chunks, keeping its part file: the next download
+of the same file resumes from it, reporting the bytes already there first (as `engine.hub`).
 """
 
 from __future__ import annotations
@@ -132,12 +133,14 @@ class FakeDownloader:
             final = dest_dir.joinpath(*f.repo.split("/"), *Path(f.path).parts)  # as engine.hub lands it
             part = final.with_name(final.name + ".part")
             final.parent.mkdir(parents=True, exist_ok=True)
-            with part.open("wb") as fh:
-                for start in range(0, len(data), self.chunk):
+            with part.open("ab") as fh:
+                have = fh.tell()  # a part kept by a cancel: resumed
+                done += have
+                if have and progress is not None:
+                    progress(FakeProgress(done, total, 0.0, None, f.path))
+                for start in range(have, len(data), self.chunk):
                     if cancel is not None and cancel.is_set():
-                        fh.close()
-                        part.unlink()
-                        raise FakeDownloadCancelled("download cancelled")
+                        raise FakeDownloadCancelled("download cancelled; the part is kept")
                     fh.write(data[start : start + self.chunk])
                     done += len(data[start : start + self.chunk])
                     if progress is not None:

@@ -153,7 +153,7 @@ def test_download_shows_progress_in_place_then_offers_use(
     assert used.args == [models / TINY_TARGET]
 
 
-def test_cancel_stops_the_download_and_keeps_no_part(
+def test_cancel_stops_the_download_and_offers_to_resume_it(
     qtbot: QtBot, entries, hub, tmp_path: Path, tiny_bytes: bytes
 ) -> None:
     downloader = FakeDownloader(chunk=max(1, len(tiny_bytes) // 8), pause=True)
@@ -169,9 +169,24 @@ def test_cancel_stops_the_download_and_keeps_no_part(
     assert tiny.progress_label.text() == "Stopping…"
     downloader.resume.set()
     qtbot.waitUntil(lambda: not tiny.downloading, timeout=WAIT_MS)
-    assert tiny.note.text() == "Download cancelled."
-    assert tiny.action.isVisible() and tiny.action.text().startswith("Download")
-    assert [p for p in models.rglob("*") if p.is_file()] == []
+    assert tiny.note.text() == "Download cancelled; what was downloaded is kept."
+    kept = (models / TINY_TARGET).with_name(TINY_FILE + ".part").stat().st_size
+    assert 0 < kept < len(tiny_bytes)
+    assert tiny.action.isVisible() and tiny.action.text().startswith("Resume download (")  # was "Download …"
+    # Resume continues from the part, and its bar starts at the bytes already there.
+    starts: list[int] = []
+    downloader.pause = False
+    original = tiny.show_progress
+
+    def first_done(done: int, *rest: Any) -> None:
+        starts.append(done)
+        original(done, *rest)
+
+    tiny.show_progress = first_done  # type: ignore[method-assign]
+    click(qtbot, tiny.action)
+    qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
+    assert starts[0] >= kept
+    assert (models / TINY_TARGET).read_bytes() == tiny_bytes
 
 
 def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:

@@ -458,9 +458,12 @@ def test_get_models_search_download_cancel_use_by_keyboard_and_mouse(
     chat.qtbot.mouseClick(row.cancel, Qt.MouseButton.LeftButton)
     downloader.resume.set()
     chat.qtbot.waitUntil(lambda: not row.downloading, timeout=WAIT_MS)
-    assert row.note.text() == "Download cancelled." and not (models / TINY_TARGET).exists()
+    assert row.note.text() == "Download cancelled; what was downloaded is kept." and not (models / TINY_TARGET).exists()
+    assert row.action.text().startswith("Resume download (")  # the part is kept: the same button resumes it
+    chat.qtbot.wait(100)
+    _check_geometry(page)
 
-    # Again, to the end; then "Use this model" from the keyboard loads it.
+    # Resume, to the end; then "Use this model" from the keyboard loads it.
     downloader.pause = False
     chat.qtbot.mouseClick(row.action, Qt.MouseButton.LeftButton)
     chat.qtbot.waitUntil(lambda: row.ready, timeout=WAIT_MS)

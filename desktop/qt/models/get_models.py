@@ -411,7 +411,11 @@ class GetModelsDialog(QDialog):
         row = self.row(key)
         if row is not None:
             row.show_progress(
-                int(progress.done), int(progress.total), float(progress.bytes_per_s), progress.seconds_left
+                int(progress.done),
+                int(progress.total),
+                float(progress.bytes_per_s),
+                progress.seconds_left,
+                float(getattr(progress, "waiting_s", 0.0)),
             )
 
     def _on_downloaded(self, key: str, job: Job, result: object) -> None:
@@ -423,9 +427,11 @@ class GetModelsDialog(QDialog):
             path = Path(paths[0])
             row.finish(path, f"Downloaded to {path.parent}.")
         elif job.cancel.is_set():
-            row.finish(None, "Download cancelled.")
+            row.finish(None, "Download cancelled; what was downloaded is kept.", resumable=True)
         else:
-            row.finish(None, str(result) if isinstance(result, EmberError) else "The download did not finish.")
+            row.finish(
+                None, str(result) if isinstance(result, EmberError) else "The download did not finish.", resumable=True
+            )
 
     def cancel(self, row: OfferRow) -> None:
         job = self.jobs.get(row.offer.key)

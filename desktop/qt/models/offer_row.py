@@ -64,6 +64,8 @@ class OfferRow(QFrame):
         self.offer = offer
         self.downloaded: Path | None = offer.downloaded
         self.downloading = False
+        self.last_progress = (0, 0)  # (bytes done, total) of the running download
+        self.kept: tuple[str, int, int] | None = None  # (file, bytes kept, total) after a cancel: Resume
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName(f"Model {offer.title}")
         self._build()
@@ -170,6 +172,11 @@ class OfferRow(QFrame):
             self.action.setText("Use this model")
             self.action.setAccessibleName(f"Use {self.offer.title}")
             self.action.setToolTip(str(self.downloaded))
+        elif self.kept is not None and self.kept[0] == chosen.name:
+            # A cancelled (or cut) download keeps its part: the same button resumes it.
+            self.action.setText(f"Resume download ({format_bytes(self.kept[1])} of {format_bytes(self.kept[2])} kept)")
+            self.action.setAccessibleName(f"Resume the download of {self.offer.title} {chosen.quant}")
+            self.action.setToolTip(f"Continue {Path(chosen.name).name} from where it stopped.")
         else:
             self.action.setText(f"Download {format_bytes(chosen.size)}")
             self.action.setAccessibleName(f"Download {self.offer.title} {chosen.quant}")
@@ -200,21 +207,27 @@ class OfferRow(QFrame):
         self.cancel.setEnabled(True)
         self._set_downloading(True)
 
-    def show_progress(self, done: int, total: int, bytes_per_s: float, seconds_left: float | None) -> None:
+    def show_progress(
+        self, done: int, total: int, bytes_per_s: float, seconds_left: float | None, waiting_s: float = 0.0
+    ) -> None:
         if total > 0:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * min(done, total) / total))
-        self.progress_label.setText(f"{self.chosen().quant}: {progress_text(done, total, bytes_per_s, seconds_left)}")
+        self.last_progress = (done, total)
+        words = progress_text(done, total, bytes_per_s, seconds_left, waiting_s)
+        self.progress_label.setText(f"{self.chosen().quant}: {words}")
 
     def cancelling(self) -> None:
         self.cancel.setEnabled(False)
         self.progress_label.setText("Stopping…")
 
-    def finish(self, path: Path | None, note: str = "") -> None:
-        """The download ended: with the file at `path`, or not (`note` says why)."""
+    def finish(self, path: Path | None, note: str = "", *, resumable: bool = False) -> None:
+        """The download ended: with the file at `path`, or not (`note` says why; `resumable`: a part is kept)."""
         self._set_downloading(False)
         if path is not None:
             self.downloaded = path
+        done, total = self.last_progress
+        self.kept = (self.chosen().name, done, total) if resumable and path is None and 0 < done < total else None
         self._show_file()
         self.say(note)
 
