@@ -128,14 +128,14 @@ def test_a_hostile_redirect_is_never_looked_up_or_connected_to(
 # -- hangs --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("retry_after", ["0", "-5", "0.0001"])
+@pytest.mark.parametrize("retry_after", ["0", "-5", "0.0001", "soon", ""])
 def test_retry_after_zero_or_negative_is_a_bounded_number_of_paced_tries(
     hub: FakeHub, paths: EmberPaths, monkeypatch: pytest.MonkeyPatch, retry_after: str
 ) -> None:
     monkeypatch.setattr(transfer, "RETRY_FLOOR_S", 0.05)
     hub.fail, hub.fail_times = (429, {"Retry-After": retry_after}), 200  # HB44: was 8,807 requests in 15 s
     started = time.monotonic()
-    with pytest.raises(DownloadError, match=r"rate-limiting downloads \(HTTP 429, .*\) after 6 tries"):
+    with pytest.raises(DownloadError, match=r"rate-limiting downloads \(HTTP 429.*\) after 6 tries"):
         _pull(paths)
     assert len(hub.resolves()) == transfer.MAX_429_TRIES + 1
     assert time.monotonic() - started >= transfer.MAX_429_TRIES * 0.05  # each retry waited the floor

@@ -185,7 +185,7 @@ class HubClient:
                     raise
                 except Exception as exc:
                     wait = _retry_after(exc)
-                    pause = None if wait is None else max(RETRY_FLOOR_S, wait)
+                    pause = None if wait is None else max(RETRY_FLOOR_S, wait)  # None: not a 429
                     tries += 1
                     if pause is None or waited + pause > self.retry_after_max or tries > MAX_429_TRIES:
                         raise HubError(self.describe(exc, what)) from exc
@@ -280,7 +280,8 @@ def _retry_after(exc: BaseException) -> float | None:
     if _status(exc) != 429:
         return None
     response: Any = getattr(exc, "response", None)
-    return retry_after_s(response.headers.get("Retry-After")) if response is not None else None
+    asked = retry_after_s(response.headers.get("Retry-After")) if response is not None else None
+    return 0.0 if asked is None else asked  # a 429 without a readable Retry-After waits the floor
 
 
 def _saved_token() -> str | None:

@@ -184,15 +184,13 @@ def _fill(
             _one_request(file, got, client, cancel, keep_etag)
         except _Cut as cut:
             if not cut.moved or resumes >= MAX_RESUMES:
-                raise DownloadError(
-                    f"{file.name}: {cut} after {_mb(got.offset)} of {_mb(file.size)}; the "
-                    f"part received is kept: pull again to resume"
-                ) from cut
+                kept = "the part received is kept: pull again to resume" if got.offset else "nothing was kept"
+                raise DownloadError(f"{file.name}: {cut} after {_mb(got.offset)} of {_mb(file.size)}; {kept}") from cut
             resumes += 1
         except _Wait as wait:
-            pause = None if wait.seconds is None else max(RETRY_FLOOR_S, wait.seconds)
+            pause = max(RETRY_FLOOR_S, wait.seconds or 0.0)  # no or an unreadable Retry-After: the floor
             tries += 1
-            if pause is None or waited + pause > client.retry_after_max or tries > MAX_429_TRIES:
+            if waited + pause > client.retry_after_max or tries > MAX_429_TRIES:
                 asked = f", asked to wait {wait.seconds:g} s" if wait.seconds is not None else ""
                 tried = f" after {tries} tries" if tries > 1 else ""
                 raise DownloadError(
