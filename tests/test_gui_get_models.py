@@ -189,6 +189,25 @@ def test_cancel_stops_the_download_and_offers_to_resume_it(
     assert (models / TINY_TARGET).read_bytes() == tiny_bytes
 
 
+def test_a_download_left_part_way_earlier_is_offered_as_a_resume(
+    qtbot: QtBot, entries, hub, tmp_path: Path, tiny_bytes: bytes
+) -> None:
+    models = tmp_path / "models"
+    part = (models / TINY_TARGET).with_name(TINY_FILE + ".part")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(tiny_bytes[:100])  # a pull cancelled in another session
+    downloader = FakeDownloader()
+    page = open_page(
+        qtbot,
+        **page_options(entries, hub, downloader, models, Gate(allowed=True), Prompts(), FreeMemory(ram_bytes=8 * GB)),
+    )
+    tiny = row(page, "tiny-chat")
+    assert tiny.action.text().startswith("Resume download (100 B of ")
+    click(qtbot, tiny.action)
+    qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
+    assert (models / TINY_TARGET).read_bytes() == tiny_bytes
+
+
 def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
     page = open_page(
         qtbot,

@@ -76,6 +76,7 @@ class ModelOffer:
     entry: CatalogueEntry | None = None
     gated: bool = False
     downloaded: Path | None = None
+    kept: tuple[str, int, int] | None = None  # (file, bytes, size) of a download left part-way: Resume
 
     @property
     def default_file(self) -> OfferedFile:
@@ -111,6 +112,19 @@ def existing_file(models_dir: Path, repo: str, name: str) -> Path | None:
         return None
 
 
+def kept_part(models_dir: Path, repo: str, files: Sequence[OfferedFile]) -> tuple[int, tuple[str, int, int]] | None:
+    """(index, (file, bytes, size)) of the first file a cancelled or cut download left as a `.part`."""
+    for i, f in enumerate(files):
+        part = models_dir.joinpath(*repo.split("/"), *Path(f.name).parts)
+        try:
+            have = part.with_name(part.name + ".part").stat().st_size
+        except OSError:
+            continue
+        if 0 < have:
+            return i, (f.name, have, f.size)
+    return None
+
+
 def _offered(file: CatalogueFile, verdict: Verdict) -> OfferedFile:
     return OfferedFile(file.name, file.quant, file.size, verdict)
 
@@ -136,8 +150,11 @@ def offer_from_suggestion(
         and existing_file(models_dir, entry.repo, entry.projector.name) is None
     ):
         downloaded = None  # a vision model without its projector: the download brings the projector
+    kept = kept_part(models_dir, entry.repo, files) if downloaded is None else None
     if downloaded is not None:
         default = downloaded[0]
+    elif kept is not None:
+        default = kept[0]  # the row offers to resume it
     return ModelOffer(
         entry.key,
         entry.name,
@@ -149,6 +166,7 @@ def offer_from_suggestion(
         default,
         entry,
         downloaded=downloaded[1] if downloaded else None,
+        kept=kept[1] if kept else None,
     )
 
 
@@ -222,6 +240,9 @@ def hub_offer(
     if repo.gated:
         facts += " · gated: needs a Hugging Face token (HF_TOKEN)"
     downloaded = existing_file(models_dir, repo.repo, offered[default].name)
+    kept = kept_part(models_dir, repo.repo, offered) if downloaded is None else None
+    if kept is not None:
+        default = kept[0]
     return ModelOffer(
         f"hub:{repo.repo}",
         repo.repo.split("/", 1)[-1],
@@ -233,6 +254,7 @@ def hub_offer(
         default,
         gated=repo.gated,
         downloaded=downloaded,
+        kept=kept[1] if kept else None,
     )
 
 

@@ -65,7 +65,7 @@ class OfferRow(QFrame):
         self.downloaded: Path | None = offer.downloaded
         self.downloading = False
         self.last_progress = (0, 0)  # (bytes done, total) of the running download
-        self.kept: tuple[str, int, int] | None = None  # (file, bytes kept, total) after a cancel: Resume
+        self.kept = offer.kept  # (file, bytes kept, total) left part-way, now or earlier: Resume
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName(f"Model {offer.title}")
         self._build()
