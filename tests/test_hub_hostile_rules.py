@@ -184,15 +184,18 @@ def test_proxies_are_read_as_the_hugging_face_client_reads_them(monkeypatch: pyt
 
 
 def test_a_file_servers_lookup_is_in_the_ledger_and_refused_without_a_grant() -> None:
-    """HB16: a redirect's lookup was not in the ledger; a granted name's lookup now is (no query is made here)."""
+    """HB16: a redirect's lookup was not in the ledger; every lookup now is (no query is made here)."""
     ledger = Ledger()
     guard = Guard(EgressPolicy.fixed(PolicyView(True, (Allowed(HF, "network.json"),)), ember_paths()), ledger)
     with feature("model download"), granted(Destination("cdn-lfs.hf.co", 443), "test"):
         guard.on_event("socket.getaddrinfo", ("cdn-lfs.hf.co", 443, 0, 1, 0))
-    guard.on_event("socket.getaddrinfo", ("huggingface.co", 443, 0, 1, 0))  # allowed by the policy: not a grant
+    guard.on_event("socket.getaddrinfo", ("huggingface.co", 443, 0, 1, 0))  # allowed by the policy itself
+    guard.on_event("socket.getaddrinfo", ("localhost", 443, 0, 1, 0))  # answered by the hosts file: no query
     with pytest.raises(EgressRefused):
         guard.on_event("socket.getaddrinfo", ("evil.invalid", 80, 0, 1, 0))
     assert [(a.destination, a.action, a.allowed, a.feature) for a in ledger.entries()] == [
         ("cdn-lfs.hf.co", "lookup", True, "model download"),
+        ("huggingface.co", "lookup", True, "unnamed code"),
         ("evil.invalid", "lookup", False, "unnamed code"),
     ]
+    assert (ledger.allowed_count, ledger.refused_count) == (0, 1)  # lookups are not counted as connections

@@ -7,8 +7,9 @@ destination the policy does not permit is refused by raising `EgressRefused` (a
 PermissionError, so code that handles network failures handles it) and recorded in the
 ledger with the feature that asked (`feature("remote server")` around a request names it).
 `localhost` and IP literals are looked up without asking (no query leaves the machine);
-connecting to them is still checked. Other `*.localhost` names are asked about like any
-name: glibc may send them to DNS. Unix sockets and listening sockets are not egress.
+connecting to them is still checked. Other `*.localhost` names (and `localhost.`) are asked
+about like any name: glibc may send them to DNS. Every lookup that may leave the machine is
+in the ledger, allowed or not. Unix sockets and listening sockets are not egress.
 
 Backends also call `require(host, port, feature)` before they connect, so a refusal ends a
 request with the one-line message at once instead of as a transport failure to retry.
@@ -144,8 +145,7 @@ class Guard:
         dotted_loopback = view.zero_egress and host.endswith(".") and is_loopback_name(host)
         if dotted_loopback or not view.names_allowed(host):
             self._refuse(host.lower(), "lookup", None)
-        if _granted.get() and not self.policy.view().names_allowed(host):
-            # A name allowed only for one download (a file server it was sent to): its lookup is recorded.
+        if view.zero_egress:  # a query leaves the machine: in the ledger, like a connection
             self.ledger.record(Attempt(time.time(), host.lower(), "lookup", True, _feature.get()))
 
     def _on_send(self, sock: Any, address: Any, action: str) -> None:

@@ -103,10 +103,10 @@ class Ledger:
     def record(self, attempt: Attempt) -> None:
         with self._lock:
             self._recent.append(attempt)
-            if attempt.allowed:
-                self.allowed_count += 1
-            else:
+            if not attempt.allowed:
                 self.refused_count += 1
+            elif attempt.action != "lookup":  # the count is of connections
+                self.allowed_count += 1
             listeners = list(self._listeners)
             self._append(attempt)
         for listener in listeners:
