@@ -209,6 +209,13 @@ def test_a_listed_size_of_zero_or_less_is_no_model(hub: FakeHub, paths: EmberPat
     assert _leftovers(paths) == []
 
 
+def test_one_empty_entry_spoils_nothing_else_in_the_listing(hub: FakeHub, tmp_path: Path) -> None:
+    hub.repos = {REPO: {"m.gguf": hub.repos[REPO]["m.gguf"], "empty-Q8_0.gguf": _gguf(tmp_path / "e.gguf")}}
+    hub.no_lfs.add("empty-Q8_0.gguf")
+    hub.sizes["empty-Q8_0.gguf"] = 0
+    assert [f.path for f in HubClient().list_gguf(REPO)] == ["m.gguf"]
+
+
 def test_a_file_without_a_digest_is_not_called_checked(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
     hub.no_lfs.add("m.gguf")
     assert main(["models", "pull", REPO, "--allow"]) == 0

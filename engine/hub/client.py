@@ -131,7 +131,7 @@ class HubClient:
             if not info.sha:
                 raise HubError(f"{repo}: the Hub did not say which commit it listed")
             named = {s.rfilename: s for s in info.siblings or () if str(s.rfilename).lower().endswith(".gguf")}
-            files = tuple(_hub_file(repo, info.sha, s) for s in named.values())  # a name listed twice is one file
+            files = _usable(repo, [_hub_file(repo, info.sha, s) for s in named.values()])  # listed twice: one file
             return HubRepo(info.id or repo, _count(info.downloads), _count(info.likes), bool(info.gated), files)
 
         return self._call(repo, call)
@@ -233,14 +233,23 @@ class HubClient:
         return f"{what}: the Hub's answer could not be read ({type(exc).__name__}: {exc})"
 
 
-def _hub_file(repo: str, sha: str, sibling: Any) -> HubFile:
+def _hub_file(repo: str, sha: str, sibling: Any) -> HubFile | str:
+    """The file, or why it is no model file (a size of 0 or less would be "saved" as an empty file)."""
     lfs = sibling.lfs
     size = (lfs.size if lfs is not None else sibling.size) or 0
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        # 0 bytes (or fewer) is no model, and a digest-less empty file would be "saved" unchecked.
-        raise HubError(f"{repo}: the Hub lists {sibling.rfilename!r} with a size of {size!r} bytes; not a model file")
+        return f"{repo}: the Hub lists {sibling.rfilename!r} with a size of {size!r} bytes; not a model file"
     digest = lfs.sha256 if lfs is not None else None
     return HubFile(repo, sibling.rfilename, size, digest if isinstance(digest, str) else None, sha)
+
+
+def _usable(repo: str, listed: list[HubFile | str]) -> tuple[HubFile, ...]:
+    """The files that can be models; HubError saying why when none can (one bad entry spoils nothing else)."""
+    files = tuple(f for f in listed if isinstance(f, HubFile))
+    why = [f for f in listed if isinstance(f, str)]
+    if why and not files:
+        raise HubError(why[0])
+    return files
 
 
 def _count(value: object) -> int:
