@@ -42,6 +42,7 @@ REPO = "qa/t"
 SIZE = 300_000
 _socket_events: list[tuple[str, tuple[Any, ...]]] = []
 _watching = False
+_hooked = False
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
@@ -49,13 +50,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         _socket_events.append((event, args))
 
 
-sys.addaudithook(_audit)
-
-
 @pytest.fixture
 def watch() -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
-    """Every connect and name lookup this process makes inside the test."""
-    global _watching
+    """Every connect and name lookup this process makes inside the test (an audit hook, added once)."""
+    global _watching, _hooked
+    if not _hooked:
+        sys.addaudithook(_audit)
+        _hooked = True
     _socket_events.clear()
     _watching = True
     try:
