@@ -208,6 +208,17 @@ def test_a_download_left_part_way_earlier_is_offered_as_a_resume(
     assert (models / TINY_TARGET).read_bytes() == tiny_bytes
 
 
+def test_a_hub_address_that_is_no_address_is_one_line_on_the_page(
+    qtbot: QtBot, entries, hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "https://[::1")  # HB52a: was a ValueError out of HubClient()
+    options = page_options(entries, hub, FakeDownloader(), tmp_path, Gate(), Prompts(), FreeMemory(ram_bytes=8 * GB))
+    page = open_page(qtbot, **(options | {"services": default_services}))
+    click(qtbot, row(page, "tiny-chat").action)
+    assert page.message.text().startswith("not a Hub address: 'https://[::1' (")
+    assert "tiny-chat" not in page.jobs
+
+
 def test_a_failed_download_says_why_in_one_line(qtbot: QtBot, entries, hub, tmp_path: Path) -> None:
     page = open_page(
         qtbot,

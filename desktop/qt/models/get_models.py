@@ -238,11 +238,20 @@ class GetModelsDialog(QDialog):
 
     @property
     def models_dir(self) -> Path:
-        return self.services().models_dir
+        try:
+            return self.services().models_dir
+        except EmberError:  # a bad HF_ENDPOINT: the rows still show what is on disk; the Hub's actions say why
+            from models.library.paths import ember_paths
+
+            return ember_paths().models_dir
 
     def _gate(self) -> HubServices | None:
         """The services once downloads are allowed (asking once), else None with the reason said."""
-        found = self.services()
+        try:
+            found = self.services()
+        except EmberError as exc:  # HF_ENDPOINT that is no Hub address (`https://[::1`, a port over 65535)
+            self.say(str(exc))
+            return None
         if not found.allowed():
             if not self.prompts.allow_downloads(self, found.client.host):
                 self.say(f"Downloads from {found.client.host} stay off; nothing was fetched.")
