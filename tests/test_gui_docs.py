@@ -46,6 +46,7 @@ def _drop(chat: Chat, *paths: Path) -> None:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     chat.window.composer.edit.insertFromMimeData(mime)  # what a drop and a paste both do
+    chat.qtbot.waitUntil(lambda: not chat.window.attachments.reading, timeout=WAIT_MS)  # read on a worker
 
 
 def test_a_dropped_pdf_grounds_the_answer_and_its_citation_opens_the_page(

@@ -5,12 +5,14 @@ conversation reopened with its thumbnails (scripted backend)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from gui_helpers import WAIT_MS, Chat
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent, QImage
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -20,6 +22,7 @@ from desktop.qt.chat.message_view import UserMessage
 from engine.backends.image_input import ImageData
 from engine.backends.scripted import ScriptedBackend
 from tests.projector_fixture import png, png_chunks
+from tests.test_hostile_picture_files import released
 
 pytest_plugins = ["gui_helpers"]
 MakeChat = Callable[..., Chat]
@@ -71,7 +74,7 @@ def test_a_chip_removes_its_picture_and_a_click_opens_it_full_size(
     one.write_bytes(png(300, 200, seed=1))
     two.write_bytes(png(30, 20, seed=2))
     chat.window.composer.edit.insertFromMimeData(_files(one, two))
-    assert [c.name for c in attachments.row.chips] == ["one.png", "two.png"]
+    qtbot.waitUntil(lambda: [c.name for c in attachments.row.chips] == ["one.png", "two.png"], timeout=WAIT_MS)
     qtbot.mouseClick(attachments.row.chips[0], Qt.MouseButton.LeftButton)
     opened = [w for w in QApplication.topLevelWidgets() if isinstance(w, PictureWindow) and w.isVisible()]
     assert opened and opened[-1].label.pixmap().width() == 300  # full size
@@ -103,6 +106,7 @@ def test_a_document_and_a_picture_dropped_anywhere_go_their_ways_with_an_overlay
     drop = QDropEvent(where, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(chat.window, drop)
     assert not attachments.overlay.isVisible()
+    chat.qtbot.waitUntil(lambda: len(attachments.row.chips) == 2, timeout=WAIT_MS)  # read on a worker
     assert sorted(c.name for c in attachments.row.chips) == ["notes.txt", "shot.png"]  # both as chips
     assert [i.name for i in attachments.pending.items] == ["shot.png"]  # the picture with the message
     chat.type_and_send("When is the meeting?")
@@ -117,11 +121,13 @@ def test_hostile_pictures_are_refused_in_one_line_and_attach_nothing(make_chat: 
     huge = tmp_path / "huge.png"
     huge.write_bytes(png_chunks(struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0), b""))
     chat.window.composer.edit.insertFromMimeData(_files(huge))
+    chat.qtbot.waitUntil(lambda: bool(attachments.problem), timeout=WAIT_MS)
     assert "30000×30000 pixels" in attachments.problem and "\n" not in attachments.problem
     assert attachments.pending.items == []
     cut = tmp_path / "cut.png"
     cut.write_bytes(png(200, 100)[:300])  # a header that passes, pixels that stop short
     chat.window.composer.edit.insertFromMimeData(_files(cut))
+    chat.qtbot.waitUntil(lambda: len(attachments.row.chips) == 1, timeout=WAIT_MS)
     [chip] = attachments.row.chips  # it attaches (the header is sound); its thumbnail is the file icon
     assert chip.thumbnail.pixmap().isNull()
 
@@ -201,3 +207,28 @@ def test_a_picture_missing_on_disk_shows_a_placeholder_and_the_rest_opens(
     cat, dog = _question_chips(chat)
     assert cat.name == "cat.png" and not cat.thumbnail.pixmap().isNull()
     assert dog.name == "dog.png (unavailable)" and "missing" in dog.toolTip() and "\n" not in dog.toolTip()
+
+
+def test_a_fifo_dropped_on_the_window_never_blocks_its_gui_thread(
+    make_chat: MakeChat, tmp_path: Path, qtbot: QtBot
+) -> None:
+    """IW-01: the drop read `photo.png` (a FIFO) on the GUI thread, which blocked until someone wrote."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    chat = make_chat()
+    attachments = chat.window.attachments
+    fifo, picture = tmp_path / "photo.png", tmp_path / "real.png"
+    os.mkfifo(fifo)
+    picture.write_bytes(png(16, 12))
+    beats: list[int] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: beats.append(1))  # the event loop keeps turning while the drop is read
+    timer.start(5)
+    with released(fifo) as release:
+        attachments.route([str(fifo), str(picture)])  # what a drop of the two does
+        qtbot.waitUntil(lambda: len(attachments.pending.items) == 1 and len(beats) >= 3, timeout=WAIT_MS)
+    timer.stop()
+    assert not release.had_to_release, "the drop blocked on the FIFO"
+    assert [i.name for i in attachments.pending.items] == ["real.png"]
+    qtbot.waitUntil(lambda: "photo.png" in attachments.problem, timeout=WAIT_MS)
+    assert "is a pipe (FIFO)" in attachments.problem and "\n" not in attachments.problem

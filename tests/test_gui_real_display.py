@@ -873,8 +873,11 @@ def test_attachments_show_as_chips_and_a_drop_shows_its_overlay(make_chat: MakeC
     _shot("17-drop-overlay-over-the-chat-1040x780", chat.window)
     QApplication.sendEvent(chat.window, QDragLeaveEvent())
     chat.window.composer.edit.insertFromMimeData(mime)  # what the drop (or a paste) does
+    chat.qtbot.waitUntil(  # the dropped files are read on a worker: the chips come a moment later
+        lambda: len(attachments.row.chips) == 2 and all(_on_screen(c, chat.window) for c in attachments.row.chips),
+        timeout=WAIT_MS,
+    )
     chips = attachments.row.chips
-    chat.qtbot.waitUntil(lambda: all(_on_screen(c, chat.window) for c in chips) and len(chips) == 2, timeout=WAIT_MS)
     assert all(c.remove_button is not None for c in chips)  # × above the box
     assert max(_bottom(c, chat.window) for c in chips) <= _top(chat.window.composer.edit, chat.window) + 2
     chat.window.composer.edit.setPlainText("When is the meeting?")

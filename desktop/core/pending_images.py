@@ -1,7 +1,9 @@
 """The pictures the next message carries (the window's attachment chips), Qt-free.
 
 Files are read and checked here (kind and pixel bound from the header) when they are added,
-so a bad one is refused in one line at once, not when the message is sent. The controller
+so a bad one is refused in one line at once, not when the message is sent. `sort_dropped` does
+that reading for a drop or a paste of files, meant for a worker thread: only regular files are
+opened, without blocking (a FIFO named `photo.png`), and a slow disk holds the worker, not the window. The controller
 takes them with the message and clears them only once the message is stored; a refused
 message keeps them, as it keeps its draft.
 """
@@ -9,12 +11,51 @@ message keeps them, as it keeps its draft.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine.backends.image_input import ImageData, check_image, read_image_file, sniff_file
+from engine.backends.image_input import (
+    MAX_MESSAGE_IMAGES,
+    ImageData,
+    NotAFile,
+    check_image,
+    read_image_file,
+    sniff_file,
+)
 from engine.errors import ConfigError
 
-MAX_PENDING = 8
+MAX_PENDING = MAX_MESSAGE_IMAGES
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """One dropped file, sorted: a picture read and checked (`image`), a picture refused
+    (`problem`, one line), or neither: a document for the paperclip."""
+
+    path: Path
+    image: ImageData | None = None
+    problem: str = ""
+
+
+def sort_dropped(paths: Sequence[Path]) -> list[Dropped]:
+    """Each path read as a picture when its header says it is one; no Qt (run it on a worker)."""
+    out: list[Dropped] = []
+    for path in paths:
+        try:
+            info = None if path.is_dir() else sniff_file(path)  # a folder goes on to the documents
+        except NotAFile as exc:  # a pipe or a device: nothing to attach, whatever it is named
+            out.append(Dropped(path, problem=str(exc)))
+            continue
+        except OSError:
+            info = None
+        if info is None or info.width <= 0 or info.height <= 0:
+            out.append(Dropped(path))
+            continue
+        try:
+            out.append(Dropped(path, image=read_image_file(path)))
+        except ConfigError as exc:
+            out.append(Dropped(path, problem=str(exc)))
+    return out
 
 
 def is_image_file(path: Path) -> bool:

@@ -13,22 +13,29 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
+import stat
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from engine.errors import ConfigError
 
 MAX_PIXELS = 40_000_000  # ~ an 8K screenshot; 160 MB as RGBA, decoded once
 MAX_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_IMAGES = 8  # pictures one message carries (the window, `ember chat --image`, imports)
 NO_PROJECTOR = (
     "this model has no vision projector, so it cannot see images; put its mmproj file beside it "
     "or choose one in the model's settings"
 )
 _HEAD_BYTES = 64 * 1024  # enough for every header but a JPEG's, which is walked
 _JPEG_MAX_STEPS = 100_000
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
@@ -158,10 +165,50 @@ def _jpeg_walk(read: Callable[[int, int], bytes], size: int) -> ImageInfo | None
     return None
 
 
+class NotAFile(OSError):
+    """The path is not a regular file (a pipe, a device, a folder…); the message says which."""
+
+
+def open_picture(path: Path) -> BinaryIO:
+    """`path` opened for reading if it is a regular file; NotAFile (one line) if it is not.
+
+    A FIFO named `photo.png` would block `open()` until someone writes to it, and a link to
+    `/dev/zero` reads for ever: the name is resolved once (a link the user chose is followed),
+    the target looked at with `lstat`, then opened with `O_NONBLOCK | O_NOFOLLOW` (a pipe or a
+    link swapped in after the look can neither block nor redirect the open) and checked again
+    on the open descriptor before a byte is read."""
+    target = os.path.realpath(path)
+    reason = _kind_reason(os.lstat(target).st_mode)
+    if reason:
+        raise NotAFile(f"{path.name} {reason}")
+    fd = os.open(target, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC | _BINARY)
+    try:
+        reason = _kind_reason(os.fstat(fd).st_mode)
+        if reason:
+            raise NotAFile(f"{path.name} {reason}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind_reason(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a picture"
+    if stat.S_ISFIFO(mode):
+        return "is a pipe (FIFO), not a picture file; refused"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a picture file; refused"
+    return "is not a regular file; refused"
+
+
 def sniff_file(path: Path) -> ImageInfo | None:
     """What `path`'s header says it is (None: not a picture), reading only the header: a JPEG's
-    segments before its frame are stepped over by their lengths, however long. OSError if unreadable."""
-    with path.open("rb") as f:
+    segments before its frame are stepped over by their lengths, however long. OSError if
+    unreadable, NotAFile if it is no regular file (never blocks on a pipe)."""
+    with open_picture(path) as f:
         head = f.read(_HEAD_BYTES)
         if not head.startswith(b"\xff\xd8"):
             return _sniff(head)
@@ -213,11 +260,13 @@ def from_base64(text: str, name: str = "image", what: str = "the image", limit: 
 def read_image_file(path: Path) -> ImageData:
     """An image file as a message's image, checked (kind, pixel bound) before anything decodes it."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(f"{path.name} is {size // 2**20} MB; images over {MAX_BYTES // 2**20} MB are refused")
-        with path.open("rb") as f:
+        with open_picture(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_BYTES:
+                raise ConfigError(f"{path.name} is {size // 2**20} MB; images over {MAX_BYTES // 2**20} MB are refused")
             data = f.read(MAX_BYTES + 1)
+    except NotAFile as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     check_image(data, path.name)

@@ -15,6 +15,7 @@ to the paperclip's documents.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.core.pending_images import PendingImages, is_image_file
+from desktop.core.pending_images import PendingImages, sort_dropped
 from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.chat.documents_ui import DocumentsButton
 from desktop.qt.chat.message_view import UserMessage
@@ -295,6 +296,7 @@ class Attachments(QObject):
         self.row = ChipRow()
         self.problem = ""  # the last refusal shown (for tests and the status bar)
         self._sending_files: list[Path] = []
+        self._routing: set[asyncio.Task[None]] = set()  # drops being read on a worker
         self.chat = self._place_row()
         self.overlay = DropOverlay(self.chat or window)
         self._wire()
@@ -330,14 +332,30 @@ class Attachments(QObject):
     # -- what arrives ------------------------------------------------------------------------
 
     def route(self, paths: Sequence[str | Path]) -> None:
-        """Pictures go with the message; other files to the paperclip's documents."""
+        """Pictures go with the message; other files to the paperclip's documents. The files are
+        read on a worker thread (`sort_dropped`): a pipe or a slow disk never holds the window."""
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:  # no loop (the window is closing)
+            return
+        task = loop.create_task(self._route([Path(p) for p in paths]))
+        self._routing.add(task)  # kept until done: a task only weakly referenced may be collected
+        task.add_done_callback(self._routing.discard)
+
+    @property
+    def reading(self) -> bool:
+        """Whether dropped files are still being read (their chips are not there yet)."""
+        return bool(self._routing)
+
+    async def _route(self, paths: list[Path]) -> None:
         files: list[Path] = []
-        for raw in paths:
-            path = Path(raw)
-            if is_image_file(path):
-                self._note(self.pending.add_file(path))
+        for dropped in await asyncio.to_thread(sort_dropped, paths):
+            if dropped.image is not None:
+                self._note(self.pending.add(dropped.image))
+            elif dropped.problem:
+                self._note(dropped.problem)
             else:
-                files.append(path)
+                files.append(dropped.path)
         if files and self.docs is not None:
             self.docs.attach(files)
         elif files:
