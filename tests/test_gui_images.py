@@ -232,3 +232,30 @@ def test_a_fifo_dropped_on_the_window_never_blocks_its_gui_thread(
     assert [i.name for i in attachments.pending.items] == ["real.png"]
     qtbot.waitUntil(lambda: "photo.png" in attachments.problem, timeout=WAIT_MS)
     assert "is a pipe (FIFO)" in attachments.problem and "\n" not in attachments.problem
+
+
+def test_a_picture_for_a_model_whose_projector_was_refused_says_why_in_one_line(
+    make_chat: MakeChat, qtbot: QtBot
+) -> None:
+    """PJ-08/PJ-10 in the window: the model loads text-only and the picture is refused, naming why."""
+    from dataclasses import replace
+
+    from PySide6.QtWidgets import QLabel
+
+    why = "mmproj-x.gguf is refused: its layer-norm epsilon nan is not a finite number ≥ 0"
+    backend = ScriptedBackend.from_texts("never")
+    backend.capabilities = replace(backend.capabilities, vision=False, vision_note=why)
+    chat = make_chat(backend=backend)
+    screenshot = QImage(20, 10, QImage.Format.Format_RGB32)
+    screenshot.fill(QColor("red"))
+    mime = QMimeData()
+    mime.setImageData(screenshot)
+    chat.window.composer.edit.insertFromMimeData(mime)
+    chat.type_and_send("What is this?")
+
+    def shown() -> list[str]:
+        return [label.text() for label in chat.window.findChildren(QLabel) if why in label.text()]
+
+    qtbot.waitUntil(lambda: bool(shown()), timeout=WAIT_MS)
+    assert all("\n" not in text for text in shown())
+    assert backend.requests == []  # nothing reached the model

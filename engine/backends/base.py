@@ -165,6 +165,7 @@ class Capabilities:
     device_note: str = ""  # e.g. why GPU layers were not used
     base_model: bool = False  # the file has no chat template (models.gguf.builtin_templates.BASE_MODEL_NOTE)
     vision: bool = False  # takes images in messages (`message["images"]`): a projector, or a remote server
+    vision_note: str = ""  # why not, when a projector beside the model was refused (one line)
 
 
 @runtime_checkable

@@ -76,10 +76,10 @@ class ImageData:
         return f"image:sha256:{self.digest}"
 
 
-def refuse_unseen(vision: bool, backend: str, messages: Sequence[Mapping[str, Any]]) -> None:
-    """ConfigError (one line) when messages carry images a backend cannot see."""
+def refuse_unseen(vision: bool, backend: str, messages: Sequence[Mapping[str, Any]], why: str = "") -> None:
+    """ConfigError (one line) when messages carry images a backend cannot see (`why`: a refused projector)."""
     if not vision and any(message_images(m) for m in messages):
-        raise ConfigError(f"{backend}: {NO_PROJECTOR}")
+        raise ConfigError(f"{backend}: {why or NO_PROJECTOR}")
 
 
 def message_images(message: Mapping[str, Any]) -> list[ImageData]:

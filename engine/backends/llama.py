@@ -63,6 +63,7 @@ from engine.backends.load_errors import explain_llama_failure, precheck_model_fi
 from engine.backends.logprobs import LogprobReader
 from engine.backends.offload import Placement
 from engine.backends.plain_transcript import PlainTranscript
+from engine.backends.projector_probe import check_projector
 from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
 from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
 from engine.backends.stops import StopMatcher
@@ -141,6 +142,7 @@ class LlamaBackend:
         )
         self._vocab = ll.llama_model_get_vocab(self._llm.model)
         self._device_greedy = DeviceGreedy(self._vocab)
+        self.projector_refused = ""  # why a projector beside the model was refused (one line)
         self._projector: Projector | None = self._load_projector(projector)
         self._marker = f"<ember-image-{secrets.token_hex(8)}>"  # no one types it: where an image goes
         self._classes = TokenClasses(self._vocab)
@@ -150,7 +152,10 @@ class LlamaBackend:
         eos = self._token_text(self._llm.token_eos()) if self._llm.token_eos() >= 0 else ""
         self._llm.chat_handler = chat_handler(self._template.render, eos, self._llm.token_eos())
         self.capabilities = replace(
-            self.capabilities, tool_markup=call_markup(self._template.source), vision=self._projector is not None
+            self.capabilities,
+            tool_markup=call_markup(self._template.source),
+            vision=self._projector is not None,
+            vision_note=self.projector_refused,
         )
         # The receipt's model digest: hashed once per file (cached), on a thread of its own.
         self._digest = DigestJob(self.path)
@@ -274,7 +279,15 @@ class LlamaBackend:
             pairing = pair(self.path, self.metadata.embedding_length, Path(chosen) if chosen else None)
             if pairing.note:
                 log.info("%s: projectors passed over: %s", self.name, pairing.note)
+            self.projector_refused = pairing.refused
             if pairing.projector is None:
+                return None
+            refused = check_projector(self.path, pairing.projector.path)  # a child encodes once per file
+            if refused and chosen:
+                raise GGUFError(refused, pairing.projector.path)
+            if refused:
+                log.warning("%s: %s", self.name, refused)
+                self.projector_refused = refused
                 return None
             return Projector(pairing.projector.path, self._llm.model, self.n_threads, use_gpu=self.placement.on_gpu)
         except GGUFError as exc:
@@ -468,7 +481,7 @@ class LlamaBackend:
         # A template that ignores tools gets them described in the system message instead.
         messages, images = with_markers(request.messages, self._marker)
         if images and self._projector is None:
-            raise ConfigError(f"{self.name}: {NO_PROJECTOR}")
+            raise ConfigError(f"{self.name}: {self.projector_refused or NO_PROJECTOR}")
         messages, tools = fallback_for(self._template.source, messages, request.tools)
         segments = self._template.segments(messages, tools=tools)
         ids: list[int] = []

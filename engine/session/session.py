@@ -134,7 +134,8 @@ class Plan:
         Raises the policy's `ContextOverflowError` (the message must not be stored) or a
         template's `ConfigError`.
         """
-        refuse_unseen(backend.capabilities.vision, backend.name, self.request.messages)
+        caps = backend.capabilities
+        refuse_unseen(caps.vision, backend.name, self.request.messages, caps.vision_note)
         request, fitted = fit_request(backend, self.request, self.policy)
         return replace(self, request=request, fitted=fitted)
 

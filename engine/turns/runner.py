@@ -104,7 +104,8 @@ class TurnRunner:
 
     def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
-        refuse_unseen(self.backend.capabilities.vision, self.backend.name, request.messages)
+        caps = self.backend.capabilities
+        refuse_unseen(caps.vision, self.backend.name, request.messages, caps.vision_note)
         if request.schema is not None:
             yield from structured_rounds(self.backend, request, cancel, tally)
         else:

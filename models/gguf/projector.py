@@ -4,7 +4,8 @@ A projector turns an image into embeddings of the chat model's width: its projec
 must equal the model's `embedding_length`, or llama.cpp's multimodal library refuses the pair
 at load. Converted files state the width (`clip.vision.projection_dim`, written as the text
 model's width); older ones only through the last projection tensor's shape, which is read
-as a fallback. `pairing_problem` says in one line why a projector does not go with a model.
+as a fallback. `pairing_problem` says in one line why a projector does not go with a model,
+including one whose header would make llama.cpp abort (`projector_check`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from models.errors import GGUFError
 from models.gguf.architectures import PROJECTOR_ARCHITECTURES
 from models.gguf.header import GGUFHeader, MetaValue, read_header
+from models.gguf.projector_check import projector_problem
 
 # The projection's last tensor per projector kind: its output width is the model's width
 # (shapes are GGUF's ne order: [in, out]).
@@ -40,6 +42,7 @@ class ProjectorInfo:
     audio: bool
     image_size: int | None  # the encoder's native square size, in pixels
     projection_width: int | None  # None: neither stated nor derivable
+    problem: str | None = None  # why clip could abort on it (projector_check); None: sound
 
     def summary(self) -> str:
         """One line for the picker: "vision projector (idefics3, 512 px) for models 576 wide"."""
@@ -59,16 +62,18 @@ def read_projector(path: Path) -> ProjectorInfo:
     if not is_projector_header(header):
         raise GGUFError("not a vision projector (mmproj) file", path)
     kv = header.kv
+    vision = _bool(kv, "clip.has_vision_encoder", default=not _bool(kv, "clip.has_audio_encoder"))
     return ProjectorInfo(
         path=path,
         name=_str(kv, "general.name") or path.stem,
         projector_type=_str(kv, "clip.projector_type") or _str(kv, "clip.vision.projector_type") or "",
-        vision=_bool(kv, "clip.has_vision_encoder", default=not _bool(kv, "clip.has_audio_encoder")),
+        vision=vision,
         audio=_bool(kv, "clip.has_audio_encoder"),
         image_size=_int(kv, "clip.vision.image_size"),
         projection_width=_int(kv, "clip.vision.projection_dim")
         or _int(kv, "clip.audio.projection_dim")
         or _tensor_width(header),
+        problem=projector_problem(header) if vision else None,
     )
 
 
@@ -78,12 +83,17 @@ def pairing_problem(projector: ProjectorInfo, model_name: str, embedding_length:
     if not projector.vision:
         return f"{projector.path.name} is an audio projector; Ember passes only images"
     width = projector.projection_width
-    if width is None or embedding_length is None or width == embedding_length:
-        return None
-    return (
-        f"{projector.path.name} does not go with {model_name}: it projects images to {width} "
-        f"values, the model's embeddings are {embedding_length} wide"
-    )
+    if width is not None and embedding_length is not None and width != embedding_length:
+        return (
+            f"{projector.path.name} does not go with {model_name}: it projects images to {width} "
+            f"values, the model's embeddings are {embedding_length} wide"
+        )
+    return unsafe(projector)
+
+
+def unsafe(projector: ProjectorInfo) -> str | None:
+    """Why llama.cpp could abort on the projector (one line), None if its header is sound."""
+    return f"{projector.path.name} is refused: {projector.problem}" if projector.problem else None
 
 
 def _tensor_width(header: GGUFHeader) -> int | None:

@@ -4,7 +4,9 @@ A model sees images when a projector goes with it: the one chosen in its setting
 sibling `mmproj*.gguf` in its folder whose projection width is the model's width (downloads
 put them side by side; one that names the model is preferred when several fit). A chosen
 projector that does not fit is refused in one line; a sibling that does not fit is passed
-over (a folder of several models may hold several projectors).
+over (a folder of several models may hold several projectors). A sibling that fits but whose
+header would make llama.cpp abort (`models.gguf.projector_check`) is passed over too, and named
+in `refused`, so a picture sent to the model is refused with that reason rather than "no projector".
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.errors import GGUFError
-from models.gguf.projector import ProjectorInfo, pairing_problem, read_projector
+from models.gguf.projector import ProjectorInfo, pairing_problem, read_projector, unsafe
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +24,7 @@ class Pairing:
 
     projector: ProjectorInfo | None
     note: str = ""
+    refused: str = ""  # a projector that fits the model but is unsafe: why (one line)
 
 
 def sibling_projectors(model: Path) -> list[Path]:
@@ -47,6 +50,7 @@ def pair(model: Path, model_width: int | None, chosen: Path | None = None) -> Pa
             raise GGUFError(problem, chosen)
         return Pairing(info)
     notes: list[str] = []
+    refused = ""
     for path in sibling_projectors(model):
         try:
             info = read_projector(path)
@@ -57,4 +61,5 @@ def pair(model: Path, model_width: int | None, chosen: Path | None = None) -> Pa
         if problem is None:
             return Pairing(info)
         notes.append(problem)
-    return Pairing(None, "; ".join(notes))
+        refused = refused or (problem if problem == unsafe(info) else "")
+    return Pairing(None, "; ".join(notes), refused)

@@ -21,24 +21,37 @@ SMOLLM_WIDTH = 576
 
 
 def write_projector_fixture(
-    path: Path, *, projection: int = SMOLLM_WIDTH, width: int = 32, image_size: int = 28, patch: int = 14, seed: int = 0
+    path: Path,
+    *,
+    projection: int = SMOLLM_WIDTH,
+    width: int = 32,
+    image_size: int = 28,
+    patch: int = 14,
+    seed: int = 0,
+    heads: int = 2,
+    blocks: int = 1,
+    blocks_written: int | None = None,
+    kind: str = "mlp",
+    pos_rows: int | None = None,
+    eps: float = 1e-5,
 ) -> Path:
+    """The fixture; the keyword knobs make hostile variants (a short position table, a NaN epsilon…)."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), "clip")
     w.add_type("mmproj")
     w.add_bool("clip.has_vision_encoder", True)
-    w.add_string("clip.projector_type", "mlp")
+    w.add_string("clip.projector_type", kind)
     for key, value in (
         ("image_size", image_size),
         ("patch_size", patch),
         ("embedding_length", width),
         ("feed_forward_length", 2 * width),
         ("projection_dim", projection),
-        ("attention.head_count", 2),
-        ("block_count", 1),
+        ("attention.head_count", heads),
+        ("block_count", blocks),
     ):
         w.add_uint32(f"clip.vision.{key}", value)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", eps)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     w.add_bool("clip.use_gelu", True)
@@ -54,16 +67,19 @@ def write_projector_fixture(
         w.add_tensor(f"{name}.weight", np.ones(width, np.float32))
         w.add_tensor(f"{name}.bias", rand(width))
 
-    w.add_tensor("v.patch_embd.weight", rand(width, 3, patch, patch).astype(np.float16))
+    side = max(patch, 1)
+    w.add_tensor("v.patch_embd.weight", rand(width, 3, side, side).astype(np.float16))
     w.add_tensor("v.class_embd", rand(width))
-    w.add_tensor("v.position_embd.weight", rand((image_size // patch) ** 2 + 1, width))
+    rows = (image_size // side) ** 2 + 1 if pos_rows is None else pos_rows
+    w.add_tensor("v.position_embd.weight", rand(rows, width))
     norm("v.pre_ln")
-    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-        linear(f"v.blk.0.{name}", width, width)
-    norm("v.blk.0.ln1")
-    norm("v.blk.0.ln2")
-    linear("v.blk.0.ffn_up", 2 * width, width)
-    linear("v.blk.0.ffn_down", width, 2 * width)
+    for b in range(blocks if blocks_written is None else blocks_written):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            linear(f"v.blk.{b}.{name}", width, width)
+        norm(f"v.blk.{b}.ln1")
+        norm(f"v.blk.{b}.ln2")
+        linear(f"v.blk.{b}.ffn_up", 2 * width, width)
+        linear(f"v.blk.{b}.ffn_down", width, 2 * width)
     linear("mm.0", projection, width)
     linear("mm.2", projection, projection)
     w.write_header_to_file()
