@@ -169,3 +169,22 @@ def test_the_listing_child_runs_as_a_real_function_here() -> None:
     assert all(
         d.backend == "Vulkan" and d.kind in ("other", "integrated", "discrete", "virtual", "software") for d in devices
     )
+
+
+# -- adversarial review 3, F9 (tracebacks): GV-12, GV-13, GV-20 ----------------------------------
+
+
+@pytest.mark.parametrize("wanted", ["²", "①", "³²", "٣"])
+def test_a_device_index_in_other_digits_is_a_pick_or_not_found_never_a_traceback(wanted: str) -> None:
+    """`"²".isdigit()` is true and `int("²")` raises: the index is read only from decimal digits."""
+    pick = choose([IGPU, DGPU], wanted)
+    assert pick.chosen == DGPU  # "٣" is a decimal 3 (none here); "²" is no index: not found either way
+    assert pick.note.startswith(f"GPU device {wanted!r} not found") and "\n" not in pick.note
+
+
+def test_a_models_device_field_of_superscript_two_is_a_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GV-20: the second model of a run, its settings' device field `²` (gpu_modules.want → find)."""
+    monkeypatch.delenv(FORCE_ENV, raising=False)
+    monkeypatch.setattr(gpu_modules, "_pick", choose([IGPU, DGPU]))
+    note = gpu_modules.want("²")
+    assert note.startswith("GPU device '²' takes effect when Ember next starts") and "\n" not in note

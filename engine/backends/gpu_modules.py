@@ -78,7 +78,7 @@ def devices_from(report: dict[str, Any]) -> list[GpuDevice]:
         )
     for g in ggml:
         name = str(g.get("name", ""))
-        if name.startswith("CUDA") and name[4:].isdigit():
+        if name.startswith("CUDA") and name[4:].isdecimal():
             kind = "integrated" if g.get("type") == 2 else "discrete"
             out.append(
                 GpuDevice(

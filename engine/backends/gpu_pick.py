@@ -91,7 +91,7 @@ def find(devices: Sequence[GpuDevice], wanted: str) -> GpuDevice | None:
     """The device `wanted` names: its index in `devices`, `Vulkan1`, a backend (`vulkan`: its best
     device), or (a part of) its name."""
     w = wanted.strip().casefold()
-    if w.isdigit():
+    if w.isdecimal():  # not isdigit(): "²" and "①" are digits that int() refuses
         i = int(w)
         return devices[i] if i < len(devices) else None
     for d in devices:

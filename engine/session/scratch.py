@@ -49,7 +49,7 @@ def sweep(folder: Path) -> int:
 def _owner_pid(name: str) -> int | None:
     """The pid in `ember-unsaved-<pid>-<random>`; None for any other name (left alone)."""
     head = name[len(PREFIX) :].split("-", 1)[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isdecimal() else None  # not isdigit(): int("²") raises
 
 
 def _alive(pid: int) -> bool:
