@@ -136,6 +136,38 @@ def test_archive_leaves_the_list_and_archived_lists_it(
     assert ember(capsys, "history", "archive", "999")[0] == 2
 
 
+def test_unarchive_of_a_conversation_in_the_trash_says_it_is_there(
+    capsys: pytest.CaptureFixture[str], backend: ScriptedBackend
+) -> None:
+    """HI-02: archive, delete, unarchive said "back in the list" while the trash still held it."""
+    ember(capsys, "chat", "first")
+    (cid,) = [str(c["id"]) for c in ember_json(capsys, "history", "list", "--json")]
+    assert ember(capsys, "history", "archive", cid)[0] == 0
+    assert ember(capsys, "history", "delete", cid)[0] == 0
+    status, out, _ = ember(capsys, "history", "unarchive", cid)
+    assert status == 0 and "back in the list" not in out
+    assert out == (
+        f"conversation {cid} is no longer archived, but it is in the trash "
+        f"(ember history restore {cid} brings it back to the list)\n"
+    )
+    assert ember_json(capsys, "history", "list", "--archived", "--json") == []  # it is unarchived
+    status, out, _ = ember(capsys, "history", "restore", cid)
+    assert (status, out) == (0, f"restored conversation {cid}\n")
+    assert [str(c["id"]) for c in ember_json(capsys, "history", "list", "--json")] == [cid]  # where the user expects
+
+
+def test_restore_of_an_archived_conversation_says_where_it_went(
+    capsys: pytest.CaptureFixture[str], backend: ScriptedBackend
+) -> None:
+    ember(capsys, "chat", "first")
+    (cid,) = [str(c["id"]) for c in ember_json(capsys, "history", "list", "--json")]
+    ember(capsys, "history", "archive", cid)
+    ember(capsys, "history", "delete", cid)
+    status, out, _ = ember(capsys, "history", "restore", cid)
+    assert status == 0 and f"it is archived (ember history unarchive {cid} lists it)" in out
+    assert ember_json(capsys, "history", "list", "--json") == []
+
+
 def test_history_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = ember(capsys, "history", "show", "42")
     assert (status, err) == (2, "ember: no conversation 42\n")

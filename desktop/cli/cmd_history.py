@@ -261,14 +261,25 @@ def _archive(store: HistoryStore, args: argparse.Namespace) -> int:
 
 
 def _unarchive(store: HistoryStore, args: argparse.Namespace) -> int:
-    store.unarchive(args.id)
-    print(f"conversation {args.id} is back in the list")
+    conv = store.conversation(args.id)
+    store.unarchive(conv.id)
+    if conv.deleted_at is not None:  # unarchived, but the trash still hides it: say so, and how
+        print(
+            f"conversation {conv.id} is no longer archived, but it is in the trash "
+            f"(ember history restore {conv.id} brings it back to the list)"
+        )
+    else:
+        print(f"conversation {conv.id} is back in the list")
     return EXIT_OK
 
 
 def _restore(store: HistoryStore, args: argparse.Namespace) -> int:
-    store.restore(args.id)
-    print(f"restored conversation {args.id}")
+    conv = store.conversation(args.id)
+    store.restore(conv.id)
+    if conv.archived_at is not None:  # back from the trash into the archive, not the list
+        print(f"restored conversation {conv.id}; it is archived (ember history unarchive {conv.id} lists it)")
+    else:
+        print(f"restored conversation {conv.id}")
     return EXIT_OK
 
 
