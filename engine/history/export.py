@@ -8,7 +8,8 @@ JSON shape (`format` "ember.conversation", `version` 1):
                    "created_at", "updated_at", "images"?}, ...]}
 
 A question's images travel inside the file, as `{"name", "url"}` with a `data:image/…;base64`
-URL; import checks each (`engine.backends.image_input`) and stores it by content again. An
+URL; import checks each (`engine.backends.image_input`) and stores it by content again, at most
+MAX_MESSAGE_IMAGES per message and MAX_FILE_IMAGES per file (more is refused in one line). An
 image whose file was missing or changed on disk at export is `{"name", "missing": note}`: the
 export still goes, and import skips it (there is nothing to restore).
 
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from engine.backends.image_input import ImageData, data_url, from_data_url
+from engine.backends.image_input import MAX_MESSAGE_IMAGES, ImageData, data_url, from_data_url
 from engine.errors import ConfigError
 from engine.history.images import read_images, save_images
 from engine.history.store import HistoryStore
@@ -43,6 +44,7 @@ STATUSES = ("complete", "stopped", "interrupted", "error")
 # search the receiver's own), and keys this version does not know (it cannot judge them safe).
 # Values are checked again where they are used (engine.session.settings reads them tolerantly).
 IMPORTABLE_SETTINGS: Mapping[str, type] = {"system": str, "context_policy": str, "reply_format": dict}
+MAX_FILE_IMAGES = 256  # pictures one imported file carries (MAX_MESSAGE_IMAGES per message)
 _ROLE_HEADINGS = {"system": "System", "user": "You", "assistant": "Assistant"}
 
 
@@ -204,6 +206,7 @@ def import_json(store: HistoryStore, data: Any) -> Conversation:
             settings=portable_settings(_mapping(conv_data.get("settings"), "conversation.settings")),
         )
         ids: dict[Any, int] = {}
+        _count_images(messages)
         for i, raw in enumerate(messages):
             key = _message_key(raw, i, ids, f"messages[{i}]")
             ids[key] = _import_message(store, conv.id, raw, ids, f"messages[{i}]")
@@ -273,8 +276,9 @@ def _images(value: Any, where: str) -> list[ImageData]:
         return []
     if not isinstance(value, list):
         raise ImportFormatError(f"{where}.images must be a list")
+    items = cast(list[Any], value)  # counted against the bounds before (_count_images)
     out: list[ImageData] = []
-    for i, item in enumerate(cast(list[Any], value)):
+    for i, item in enumerate(items):
         image = _mapping(item, f"{where}.images[{i}]")
         name = _text(image, "name", f"{where}.images[{i}]") or "image"
         if "url" not in image and isinstance(image.get("missing"), str):
@@ -284,6 +288,20 @@ def _images(value: Any, where: str) -> list[ImageData]:
         except ConfigError as exc:
             raise ImportFormatError(f"{where}.images[{i}]: {exc}") from None
     return out
+
+
+def _count_images(messages: list[Mapping[str, Any]]) -> None:
+    """Refuse a message carrying more than MAX_MESSAGE_IMAGES pictures, or a file more than
+    MAX_FILE_IMAGES, before any is decoded: each becomes a thumbnail when the conversation opens."""
+    counts = [len(cast(list[Any], m["images"])) if isinstance(m.get("images"), list) else 0 for m in messages]
+    for i, count in enumerate(counts):
+        if count > MAX_MESSAGE_IMAGES:  # as many as one message can carry when it is sent
+            raise ImportFormatError(
+                f"messages[{i}].images holds {count:,} pictures; at most {MAX_MESSAGE_IMAGES} go with one message"
+            )
+    total = sum(counts)
+    if total > MAX_FILE_IMAGES:
+        raise ImportFormatError(f"the file carries {total:,} pictures; at most {MAX_FILE_IMAGES:,} are imported")
 
 
 def _message_key(raw: Mapping[str, Any], index: int, seen: Mapping[Any, int], where: str) -> Any:
