@@ -64,6 +64,21 @@ def test_size_and_depth_are_bounded(tmp_path: Path) -> None:
         read_json_input(deep)
 
 
+def test_an_import_larger_than_the_bound_is_refused_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """IM-06 (re-run): a 1.1 GB sparse file given to `history import` is refused by its size."""
+    from models.library.json_input import IMPORT_MAX_BYTES
+
+    sparse = tmp_path / "huge.json"
+    with sparse.open("wb") as f:
+        f.truncate(IMPORT_MAX_BYTES + 100 * 2**20)  # a hole: no disk used, nothing worth reading
+    assert main(["history", "import", str(sparse)]) == 2
+    err = capsys.readouterr().err
+    assert "larger than" in err and err.count("\n") == 1
+    assert main(["history", "list", "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(

@@ -65,7 +65,7 @@ def _hostile_lines() -> list[str]:
         _entry(time=-1e17),
         _entry(allowed="yes"),
         _entry(destination=["a"]),
-        _entry(destination="evil:1\nember: 0 connections"),
+        _entry(destination="evil:1\nember: 0 connections"),  # NW-14: would forge a report line
         _entry(destination="good:1"),
     ]
 

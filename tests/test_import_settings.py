@@ -158,3 +158,25 @@ def test_the_allow_list_is_the_conversation_settings_less_permissions() -> None:
     )
     stored = typed.to_stored() | {"context_policy": "stop", "reply_format": {"kind": "json"}}
     assert set(portable_settings(stored)) == set(IMPORTABLE_SETTINGS) == {"system", "context_policy", "reply_format"}
+
+
+def test_an_imported_conversation_continued_with_a_remote_server_sends_no_file(
+    tmp_path: Path, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """IA-02: the same import continued with an allowed server (a loopback stub that records every
+    request body): the bodies carry none of the files the import named."""
+    from sse_stub import DONE, Reply, StubServer, chunk
+
+    paths = [str(files["key"]), str(files["passwd"]), "/etc/passwd", "/etc/hostname"]
+    assert main(["history", "import", str(hostile_file(tmp_path, {"attachments": paths, "docs": "Tax 2026"}))]) == 0
+    with StubServer([Reply([chunk("ok."), chunk(finish="stop"), DONE])] * 3) as stub:
+        assert main(["network", "allow", stub.host]) == 0
+        capsys.readouterr()
+        status = main(["chat", "--conversation", "1", "--backend", f"openai:{stub.url}", "any tips?"])
+        out = capsys.readouterr()
+        assert status == 0, out.err
+        bodies = json.dumps([r.body for r in stub.requests if r.method == "POST"])
+    assert "any tips?" in bodies  # the request went out, and it is the one recorded
+    assert SECRET not in bodies and PASSWD not in bodies and "root:x:0:0" not in bodies
+    assert "id_rsa" not in bodies and "hostname" not in bodies
+    assert "Traceback" not in out.err
