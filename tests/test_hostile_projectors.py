@@ -60,6 +60,12 @@ def test_a_hostile_projector_header_is_refused_in_one_line(tmp_path: Path, case:
     assert expected in problem
 
 
+def test_a_graph_the_checks_do_not_model_is_left_to_the_probe(tmp_path: Path) -> None:
+    """Shapes are judged only for the standard ViT types; a merger's own layout is not guessed at."""
+    assert _problem(tmp_path, kind="qwen2vl_merger", heads=7, pos_rows=2) is None
+    assert _problem(tmp_path, kind="qwen2vl_merger", eps=float("nan")) is not None  # every graph normalises
+
+
 def test_a_patch_kernel_that_disagrees_with_the_header_is_refused(tmp_path: Path) -> None:
     header = read_header(write_projector_fixture(tmp_path / "mmproj-x.gguf"))
     # the header says 7-pixel patches of 14-pixel pictures (4 patches: the table's 5 rows fit); the kernel is 14×14

@@ -55,13 +55,10 @@ def projector_problem(header: GGUFHeader) -> str | None:
     if kind not in KNOWN_TYPES:
         return f"its projector type {kind[:40]!r} is not one llama.cpp knows" if kind else "it states no projector type"
     tensors = {t.name: t for t in header.tensors}
-    for check in (_sizes, _heads, _epsilon):
-        problem = check(kv)
-        if problem:
-            return problem
-    if kind in STANDARD_VIT:
-        return _blocks(kv, tensors) or _patch_kernel(kv, tensors) or _positions(kind, kv, tensors)
-    return None
+    problem = _sizes(kv) or _epsilon(kv)  # every vision graph divides by the patch size and normalises
+    if problem or kind not in STANDARD_VIT:
+        return problem  # other graphs (MobileNet, mergers, resamplers): the probe judges the rest
+    return _heads(kv) or _blocks(kv, tensors) or _patch_kernel(kind, kv, tensors) or _positions(kind, kv, tensors)
 
 
 def _sizes(kv: Mapping[str, MetaValue]) -> str | None:
@@ -107,10 +104,11 @@ def _blocks(kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> s
     return None
 
 
-def _patch_kernel(kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> str | None:
+def _patch_kernel(kind: str, kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> str | None:
+    """The conv kernel of the fixed-size graphs (llava's, siglip's); the resizing ones may differ."""
     kernel = tensors.get("v.patch_embd.weight")
     patch, width = _uint(kv, "clip.vision.patch_size"), _uint(kv, "clip.vision.embedding_length")
-    if kernel is None or len(kernel.shape) != 4:
+    if kind in ROW_SQUARE or kernel is None or len(kernel.shape) != 4:
         return None  # a linear patch embedding (or none): the probe judges it
     kx, ky, _channels, out = kernel.shape
     if (kx, ky) != (patch, patch) or out != width:
