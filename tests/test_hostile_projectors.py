@@ -96,6 +96,33 @@ def test_the_refusal_is_read_with_the_metadata(tmp_path: Path) -> None:
 # -- the probe: a first encode in a child, once per file ------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("returncode", "refused", "cached"),
+    [(-6, True, True), (0, False, True), (3, False, True), (124, False, True), (None, False, False)],
+    ids=["SIGABRT", "encoded", "clip refused it itself", "timed out", "could not start"],
+)
+def test_how_the_probe_child_ended_decides_and_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returncode: int | None, refused: bool, cached: bool
+) -> None:
+    """Only a child killed by a signal refuses; every ending but a failed start is remembered."""
+    import subprocess
+
+    from engine.backends import cpu_probe, projector_probe
+
+    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
+    ended = None if returncode is None else subprocess.CompletedProcess(["x"], returncode, "", "clip: bad")
+    monkeypatch.setattr(cpu_probe, "run", lambda *_a, **_k: ended)
+    projector = write_projector_fixture(tmp_path / "mmproj-x.gguf")
+    verdict = projector_probe.check_projector(tmp_path / "model.gguf", projector)
+    assert (verdict is not None) == refused
+    if verdict is not None:
+        assert verdict == (
+            "mmproj-x.gguf is refused: llama.cpp died of SIGABRT encoding a first picture "
+            "with it (a damaged or hostile projector)"
+        )
+    assert (tmp_path / "cache" / projector_probe.CACHE_FILE).exists() == cached
+
+
 @pytest.mark.slow
 def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
     tmp_path: Path, smollm_path: Path, monkeypatch: pytest.MonkeyPatch

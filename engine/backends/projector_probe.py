@@ -41,15 +41,16 @@ def check_projector(model: Path, projector: Path, timeout: float = PROBE_TIMEOUT
         return cached or None
     done = cpu_probe.run(PROBE_CHILD, [str(model.absolute()), str(projector.absolute())], timeout)
     verdict = _verdict(projector, done)
-    if done is not None and done.returncode != cpu_probe.TIMED_OUT:  # a hang says nothing: ask again next time
+    if done is not None:  # a child that timed out is let through, once: waiting at every load helps no one
         _write(key, verdict or "")
     return verdict
 
 
 def _verdict(projector: Path, done: Any) -> str | None:
     if done is None or done.returncode >= 0:
-        if done is not None and done.returncode not in (0, cpu_probe.TIMED_OUT):
-            log.info("projector probe of %s: %s", projector.name, (done.stderr or "").strip()[-300:])
+        if done is not None and done.returncode != 0:  # clip refused it in its own words, or it took too long
+            why = "timed out" if done.returncode == cpu_probe.TIMED_OUT else (done.stderr or "").strip()[-300:]
+            log.info("projector probe of %s: %s", projector.name, why)
         return None
     return (
         f"{projector.name} is refused: llama.cpp {cpu_probe.ending(done)} encoding a first picture "
