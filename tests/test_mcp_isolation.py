@@ -149,6 +149,15 @@ def test_a_localhost_subdomain_lookup_is_asked_about(tmp_path: Path) -> None:
     assert [(a.action, a.destination) for a in guard.ledger.entries()] == [("lookup", "secret-data.localhost")]
 
 
+@pytest.mark.parametrize("name", ["localhost.", "LOCALHOST.", "localhost.localdomain.", "127.0.0.1."])
+def test_a_fully_qualified_localhost_lookup_is_asked_about(name: str) -> None:
+    """X-08: `localhost.` was taken as answered locally, and glibc sent it to the resolver."""
+    guard = Guard(EgressPolicy.fixed(PolicyView(True), ember_paths()), Ledger(None))
+    with enforced(guard), pytest.raises(EgressRefused):
+        socket.getaddrinfo(name, 80)
+    assert [(a.action, a.destination) for a in guard.ledger.entries()] == [("lookup", name.lower())]
+
+
 @pytest.mark.slow
 def test_without_a_mount_namespace_the_socket_addresses_are_still_unset(
     relay: Relay, monkeypatch: pytest.MonkeyPatch
