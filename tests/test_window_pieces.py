@@ -9,8 +9,7 @@ import pytest
 
 from desktop.core.load_errors import humane_cause, load_failure_text, squeeze
 from desktop.core.markdown_blocks import MarkdownStream, brackets_to_dollars, looks_like_code, math_source
-from engine.session.settings import model_defaults, saved_settings
-from models.library.recommended import BUILTIN_DEFAULTS
+from engine.api.models import model_settings
 from models.library.settings import ModelSettings, save_model_settings
 
 
@@ -73,24 +72,14 @@ def test_load_errors_read_as_a_sentence_with_the_raw_text_behind() -> None:
     assert squeeze("a    b\n  c  ") == "a b\nc"
 
 
-def test_the_built_in_model_gets_a_penalty_and_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    builtin = gf.write_tiny_llama(tmp_path / "builtin.gguf")
-    monkeypatch.setenv("EMBER_DEFAULT_MODEL", str(builtin))
-    defaults = model_defaults(builtin)
-    assert defaults.repeat_penalty == BUILTIN_DEFAULTS["repeat_penalty"] and defaults.repeat_penalty > 1.0
-    assert defaults.max_tokens == BUILTIN_DEFAULTS["max_tokens"]
-    other = gf.write_tiny_llama(tmp_path / "other.gguf")
-    assert model_defaults(other) == ModelSettings()  # nothing recommended: the plain defaults
-
-
 def test_a_models_own_recommendations_are_its_defaults_and_saved_settings_win(tmp_path: Path) -> None:
     model = gf.write_tiny_llama(
         tmp_path / "m.gguf",
         extra={"general.sampling.temp": 0.3, "general.sampling.penalty_repeat": 1.2, "general.sampling.top_k": 20},
     )
-    defaults = saved_settings(model)
+    defaults = model_settings(model)
     assert defaults.temperature == pytest.approx(0.3) and defaults.repeat_penalty == pytest.approx(1.2)
     assert defaults.top_k == 20
     save_model_settings(model, ModelSettings(temperature=0.9))
-    saved = saved_settings(model)
+    saved = model_settings(model)
     assert saved.temperature == pytest.approx(0.9) and saved.repeat_penalty == 1.0  # what was saved, as saved

@@ -66,22 +66,17 @@ def positive_int(text: str) -> int:
 
 def model_path(args: argparse.Namespace) -> Path:
     """The GGUF file `--model` names (`default`: the built-in one); ModelLoadError if it is missing."""
-    from engine.errors import ModelLoadError
-    from models.library.default_model import DefaultModelMissing, default_model_path
+    from engine.api.models import model_file
 
-    if args.model not in (None, "default"):
-        return Path(args.model).expanduser()
-    try:
-        return default_model_path()
-    except DefaultModelMissing as exc:
-        raise ModelLoadError(str(exc)) from exc
+    return model_file(args.model)
 
 
 def run_settings(args: argparse.Namespace) -> TurnSettings:
     """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
+    from engine.api.models import model_settings
     from engine.backends.factory import parse_backend_spec
     from engine.errors import ModelLoadError
-    from engine.session.settings import Overrides, resolve, saved_settings
+    from engine.session.settings import Overrides, resolve
     from models.errors import GGUFError
     from models.library.paths import resolve_model_file
     from models.library.settings import ModelSettings
@@ -89,7 +84,7 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
     saved = ModelSettings()
     if parse_backend_spec(args.backend).kind == "llama":
         try:
-            saved = saved_settings(resolve_model_file(model_path(args)))
+            saved = model_settings(resolve_model_file(model_path(args)))
         except (ModelLoadError, GGUFError):
             pass  # the load reports the missing model or the link loop
     overrides = Overrides(
@@ -107,9 +102,9 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
 
 def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
     """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
-    from engine.backends.factory import make_backend, parse_backend_spec
+    from engine.api.models import open_model
+    from engine.backends.factory import parse_backend_spec
     from engine.errors import ConfigError
-    from models.library.settings import load_options
 
     spec = parse_backend_spec(args.backend)
     if spec.kind == "openai":
@@ -117,7 +112,6 @@ def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
         if args.api_key_env and key is None:
             raise ConfigError(f"the environment variable {args.api_key_env} is not set")
         name = None if args.model == "default" else args.model
-        return make_backend(spec, model_name=name, api_key=key)
-    s = settings.model
+        return open_model(spec, model_name=name, api_key=key)
     path = model_path(args) if spec.kind == "llama" else None
-    return make_backend(spec, model_path=path, **load_options(s))
+    return open_model(spec, path=path, settings=settings.model)

@@ -18,10 +18,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from desktop.core.terminal_text import label_text
+from engine.api.models import model_settings, open_model
 from engine.backends.base import Backend
-from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
-from engine.errors import ModelLoadError
-from engine.session.settings import saved_settings
+from engine.backends.factory import BackendSpec, parse_backend_spec
 from models.errors import GGUFError
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
@@ -35,7 +34,7 @@ from models.library.scan import (
     note_server_used,
     save_library_state,
 )
-from models.library.settings import ModelSettings, load_options
+from models.library.settings import ModelSettings
 
 log = logging.getLogger("desktop.models")
 
@@ -61,19 +60,8 @@ class ModelChoice:
 
     def factory(self) -> Backend:
         """Build the backend; runs on the engine's loader thread (Engine.load)."""
-        try:
-            return self._build()
-        except DefaultModelMissing as exc:  # a FileNotFoundError: give it the load-error shape
-            raise ModelLoadError(str(exc)) from exc
-
-    def _build(self) -> Backend:
-        if self.spec.kind == "openai":
-            key = load_api_key(self.spec.target)  # read here, never stored on the choice
-            return make_backend(self.spec, model_name=self.model_name, api_key=key)
-        if self.spec.kind != "llama" or self.settings is None:
-            return make_backend(self.spec, model_path=self.path)
-        s = self.settings
-        return make_backend(self.spec, model_path=self.path, **load_options(s))
+        key = load_api_key(self.spec.target) if self.spec.kind == "openai" else None  # never stored here
+        return open_model(self.spec, path=self.path, settings=self.settings, model_name=self.model_name, api_key=key)
 
     @property
     def model_file(self) -> Path | None:
@@ -135,7 +123,7 @@ def local_choice(
     else:
         choice = ModelChoice(spec, path, label or path.name, notice=notice)
     file = choice.model_file
-    settings = saved_settings(file, n_ctx_train) if file is not None else ModelSettings()
+    settings = model_settings(file, n_ctx_train) if file is not None else ModelSettings()
     return choice.with_settings(settings)
 
 

@@ -2,17 +2,16 @@
 and a conversation's own settings (`ConversationSettings`, typed).
 
 The GUI passes the loaded model's saved settings (its dialog edits them); `ember chat` the
-same saved settings plus its flags. One set of defaults: `models.library.settings.ModelSettings`'s,
+same saved settings plus its flags (the saved settings over the defaults that follow the
+model: `engine.api.models.model_settings`). One set of defaults: `models.library.settings.ModelSettings`'s,
 which `engine.backends.base.Sampling` also takes. Qt-free; not in `models/`, as it builds `Sampling`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 from engine.backends.base import Sampling
@@ -21,12 +20,7 @@ from engine.session.reply_format import SETTINGS_KEY as REPLY_FORMAT_KEY
 from engine.session.reply_format import ReplyFormat
 from engine.turns.context_policy import DEFAULT_POLICY, ContextPolicy, parse_policy
 from engine.turns.context_policy import SETTINGS_KEY as POLICY_KEY
-from models.errors import EmberError
-from models.library.default_model import default_model_path
-from models.library.recommended import recommended_values
-from models.library.settings import ModelSettings, load_model_settings
-
-log = logging.getLogger("desktop.settings")
+from models.library.settings import ModelSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,29 +71,6 @@ def resolve(saved: ModelSettings | None = None, overrides: Overrides | None = No
         seed=s.seed,
     )
     return TurnSettings(s, sampling, s.reply_limit)
-
-
-def saved_settings(path: Path, n_ctx_train: int | None = None) -> ModelSettings:
-    """The file's saved settings, capped at its training context.
-
-    What was never saved comes from the model's own recommended sampling (and, for the
-    built-in model, a repetition penalty and a reply cap: `models.library.recommended`).
-    """
-    defaults = model_defaults(path)
-    try:
-        return load_model_settings(path, n_ctx_train=n_ctx_train, defaults=defaults)
-    except (OSError, ValueError) as exc:
-        log.warning("could not read the settings of %s: %s", path.name, exc)
-        return defaults
-
-
-def model_defaults(path: Path) -> ModelSettings:
-    """The defaults for `path` before anything is saved for it."""
-    try:
-        return dataclasses.replace(ModelSettings(), **recommended_values(path, builtin=is_builtin(path)))  # pyright: ignore[reportArgumentType]
-    except ValueError as exc:  # a recommendation out of range: the plain defaults
-        log.warning("ignoring the recommended sampling of %s: %s", path.name, exc)
-        return ModelSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +148,3 @@ def _names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(str(v) for v in cast(list[Any], value) if isinstance(v, str | int))
-
-
-def is_builtin(path: Path) -> bool:
-    try:
-        return path.resolve() == default_model_path().resolve()
-    except (EmberError, OSError):
-        return False

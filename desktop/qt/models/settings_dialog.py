@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from desktop.core.model_choice import ModelChoice
 from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.models.settings_help import with_reset
-from engine.session.settings import model_defaults
+from engine.api.models import model_defaults
 from engine.turns.context_policy import ContextPolicy
 from models.errors import GGUFError
 from models.gguf.meta import ModelMetadata
