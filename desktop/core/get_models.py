@@ -13,7 +13,6 @@ and the words for a download's progress.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import TypeVar
 
 from desktop.core.hub_seam import HubFileLike, HubRepoLike
 from models.errors import EmberError
+from models.gguf.names import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
 from models.library.catalogue import CatalogueEntry, CatalogueFile
 from models.library.fit import (
     FreeMemory,
@@ -39,8 +39,6 @@ log = logging.getLogger("desktop.get_models")
 
 SHORT_LIST = 5
 HUB_ROWS = 8  # Hub results listed with their files (each needs one listing request)
-_QUANT = re.compile(r"(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?=[-_.]|$)", re.IGNORECASE)
-_SHARD = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _F = TypeVar("_F", bound=HubFileLike)
 
 
@@ -85,8 +83,7 @@ class ModelOffer:
 
 def quant_of(name: str) -> str:
     """The quantisation named in a GGUF file name ('Qwen3-4B-Q4_K_M.gguf' -> 'Q4_K_M'), else '?'."""
-    found = _QUANT.findall(name.removesuffix(".gguf"))
-    return found[-1].upper() if found else "?"
+    return quant_in_name(name) or "?"
 
 
 def facts_line(entry: CatalogueEntry) -> str:
@@ -198,23 +195,19 @@ def best_suggestion(entries: Sequence[CatalogueEntry], free: FreeMemory) -> Sugg
 
 def _main_files(files: Sequence[HubFileLike]) -> list[HubFileLike]:
     """The model files a user chooses among: no projectors, one line per split model (its first part)."""
-    out: list[HubFileLike] = []
-    for f in files:
-        name = Path(f.path).name
-        if name.casefold().startswith("mmproj"):
-            continue
-        shard = _SHARD.match(name)
-        if shard and shard["no"] != "00001":
-            continue
-        out.append(f)
-    return out
+    return [f for f in files if not is_projector_name(f.path) and is_first_part(f.path)]
+
+
+def _parts(files: Sequence[_F], first: str) -> list[_F]:
+    """Every part of the split model `first` names (sorted), or none when it is not split."""
+    if shard_of(first) is None:
+        return []
+    key = model_key(first)
+    return sorted((f for f in files if model_key(f.path) == key), key=lambda f: f.path)
 
 
 def _split_size(files: Sequence[HubFileLike], first: HubFileLike) -> int:
-    shard = _SHARD.match(Path(first.path).name)
-    if not shard:
-        return first.size
-    return sum(f.size for f in files if (m := _SHARD.match(Path(f.path).name)) and m["base"] == shard["base"])
+    return sum(f.size for f in _parts(files, first.path)) or first.size
 
 
 def hub_offer(
@@ -272,12 +265,10 @@ def files_to_fetch(listing: Sequence[HubFileLike], wanted: str) -> list[HubFileL
     DownloadChoiceError (one line) when there is no such file.
     """
     name = Path(wanted).name
-    exact = [f for f in listing if Path(f.path).name == name]
-    shard = _SHARD.match(name)
-    if shard:
-        parts = [f for f in listing if (m := _SHARD.match(Path(f.path).name)) and m["base"] == shard["base"]]
-        if parts:
-            return sorted(parts, key=lambda f: f.path)
+    exact = [f for f in listing if f.path == wanted] or [f for f in listing if Path(f.path).name == name]
+    parts = _parts(listing, exact[0].path if exact else wanted)
+    if parts:
+        return parts
     if exact:
         return exact[:1]
     quant = quant_of(name)

@@ -13,15 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from engine.hub.errors import HubError
-from models.gguf.meta import shard_info
+from models.gguf.names import is_projector_name, model_key, quant_in_name
 
 # The quantisation picked when the user names none: small, good, and what most repositories carry.
 PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "IQ4_XS", "Q4_0", "Q5_K_S", "Q6_K", "Q8_0", "Q4_1")
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_QUANT_IN_NAME = re.compile(r"(?<![A-Za-z0-9])(I?Q\d_[A-Z0-9_]*?|B?F16|F32)(?=[.-]|$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +39,12 @@ class HubFile:
 
     @property
     def is_projector(self) -> bool:
-        return "mmproj" in self.name.lower()
+        return is_projector_name(self.name)
 
     @property
     def quant(self) -> str | None:
         """`Q4_K_M` for `Model-Q4_K_M.gguf` (upper-case), None when the name carries none."""
-        found = _QUANT_IN_NAME.findall(PurePosixPath(self.path).stem)
-        return found[-1].upper() if found else None
+        return quant_in_name(self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +79,7 @@ def models_in(files: Sequence[HubFile]) -> list[tuple[HubFile, ...]]:
     """The repository's GGUF files grouped into models (a split model's shards together, in order)."""
     groups: dict[str, list[HubFile]] = {}
     for f in files:
-        info = shard_info(Path(f.name))
-        key = f"{PurePosixPath(f.path).parent}/{info[0]}#{info[2]}" if info else f.path
-        groups.setdefault(key, []).append(f)
+        groups.setdefault(model_key(f.path), []).append(f)
     return [tuple(sorted(g, key=lambda f: f.path)) for g in groups.values()]
 
 

@@ -9,7 +9,6 @@ template and its family, BOS/EOS, and which thinking/tool-call markers are singl
 from __future__ import annotations
 
 import array
-import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from models.gguf.architectures import PROJECTOR_ARCHITECTURES
 from models.gguf.builtin_templates import builtin_format, candidate_markers, instruction_tuned
 from models.gguf.ggml_types import file_type_name, ggml_type_name
 from models.gguf.header import GGUFHeader, MetaValue, Skipped, read_header
+from models.gguf.names import shard_name, shard_of
 from models.gguf.templates import TemplateFamily, detect_family, thinking_prefill
 
 # tokenizer.ggml.token_type values (llama_token_type / gguf.TokenType); a format constant.
@@ -30,8 +30,6 @@ TOKEN_TYPE_NAMES: Mapping[int, str] = {
 }  # fmt: skip
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS in llama.cpp's llama-hparams.h
-
-_SHARD = re.compile(r"^(?P<base>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 # Every marker of the one table of formats, encoded once: the scan compares raw token bytes.
 _MARKER_KINDS = vocabulary_markers()
@@ -181,10 +179,7 @@ def _int_layers(kv: Mapping[str, MetaValue], key: str, n_layers: int) -> tuple[i
 
 def shard_info(path: Path) -> tuple[str, int, int] | None:
     """(base name, shard number, shard count) for `name-00001-of-00003.gguf`, else None."""
-    m = _SHARD.match(path.name)
-    if m is None:
-        return None
-    return m["base"], int(m["no"]), int(m["count"])
+    return shard_of(path.name)
 
 
 def shard_paths(path: Path) -> list[Path]:
@@ -193,7 +188,7 @@ def shard_paths(path: Path) -> list[Path]:
     if info is None or info[2] < 1:
         return [path]
     base, _, count = info
-    return [path.with_name(f"{base}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    return [path.with_name(shard_name(base, i, count)) for i in range(1, count + 1)]
 
 
 def format_parameters(n: int) -> str:

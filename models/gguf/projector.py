@@ -17,6 +17,7 @@ from pathlib import Path
 from models.errors import GGUFError
 from models.gguf.architectures import PROJECTOR_ARCHITECTURES
 from models.gguf.header import GGUFHeader, MetaValue, read_header
+from models.gguf.names import is_gguf_name, is_projector_name
 from models.gguf.projector_check import projector_problem
 
 # The projection's last tensor per projector kind: its output width is the model's width
@@ -137,9 +138,7 @@ def projector_note(path: Path) -> str:
 def _sibling_models(path: Path) -> list[Path]:
     try:
         names = sorted(
-            p
-            for p in path.parent.iterdir()
-            if p.suffix.lower() == ".gguf" and "mmproj" not in p.name.lower() and p != path
+            p for p in path.parent.iterdir() if is_gguf_name(p.name) and not is_projector_name(p.name) and p != path
         )
     except OSError:
         return []

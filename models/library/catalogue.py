@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from models.errors import EmberError
 from models.formats import BY_KEY
+from models.gguf.names import is_gguf_name, is_projector_name
 from models.library.json_input import JsonInputError, read_json_input
 from models.library.memory import KV_CACHE_TYPES
 
@@ -164,7 +165,7 @@ def _projector(raw: object, where: str, files: Sequence[CatalogueFile]) -> Catal
     if obj is None:
         raise CatalogueError(f"{where}: 'projector' is not an object")
     name = _need(obj, "file", str, where)
-    if not name.endswith(".gguf") or "/" in name or "mmproj" not in name.lower():
+    if not is_gguf_name(name) or "/" in name or not is_projector_name(name):
         raise CatalogueError(f"{where}: projector {name!r} is not an mmproj*.gguf file name")
     if any(f.name == name for f in files):
         raise CatalogueError(f"{where}: projector {name} is also offered as a model file")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.errors import GGUFError
+from models.gguf.names import is_gguf_name, is_projector_name
 from models.gguf.projector import ProjectorInfo, pairing_problem, read_projector, unsafe
 
 
@@ -31,9 +32,7 @@ def sibling_projectors(model: Path) -> list[Path]:
     """The `mmproj*.gguf` files beside `model`, those that name the model first."""
     try:
         found = [
-            p
-            for p in model.parent.iterdir()
-            if p.is_file() and "mmproj" in p.name.lower() and p.name.lower().endswith(".gguf")
+            p for p in model.parent.iterdir() if p.is_file() and is_projector_name(p.name) and is_gguf_name(p.name)
         ]
     except OSError:
         return []

@@ -21,6 +21,8 @@ from typing import cast
 from models.errors import GGUFError
 from models.gguf.header import read_header, read_magic
 from models.gguf.meta import ModelMetadata, read_metadata, shard_info, shard_paths
+from models.gguf.names import is_projector_name
+from models.gguf.projector import is_projector_header
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
 from models.library.json_schema import Schema, is_list, is_text, is_url, optional
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
@@ -280,11 +282,7 @@ def _peek_projector(path: Path) -> bool:
         header = read_header(path, keep_tokens=False, stop_before=lambda key: not key.startswith("general."))
     except GGUFError:
         return False  # not ours to judge here; describing the file will report the error
-    return header.kv.get("general.type") == "mmproj" or header.kv.get("general.architecture") == "clip"
-
-
-def is_projector_name(path: Path) -> bool:
-    return "mmproj" in path.name.lower()
+    return is_projector_header(header)
 
 
 def _group_shards(files: Iterable[Path]) -> list[ModelFile]:
@@ -308,7 +306,7 @@ def _shard_group(count: int, found: dict[int, Path]) -> ModelFile:
 
 def scan_folder(folder: Path) -> list[ModelFile]:
     """GGUF chat models under `folder` (recursively), sorted by path."""
-    candidates = [p for p in _gguf_names(folder) if not is_projector_name(p) and read_magic(p)]
+    candidates = [p for p in _gguf_names(folder) if not is_projector_name(p.name) and read_magic(p)]
     models = _group_shards(candidates)
     return sorted((m for m in models if not _peek_projector(m.path)), key=lambda m: str(m.path).lower())
 
@@ -318,7 +316,7 @@ def skipped_files(folder: Path) -> list[Path]:
 
     `scan_folder` leaves them out; the picker lists them, greyed, with what they are instead.
     """
-    return [p for p in _gguf_names(folder) if not is_projector_name(p) and not read_magic(p)]
+    return [p for p in _gguf_names(folder) if not is_projector_name(p.name) and not read_magic(p)]
 
 
 # --- the whole library -------------------------------------------------------------------
