@@ -223,7 +223,7 @@ def test_a_collection_name_with_controls_or_absurd_length_is_refused_in_one_line
 
 def test_shown_escapes_every_control_and_undecodable_byte() -> None:
     assert shown("a\nb\tc\rd") == "a\\nb\\tc\\rd"
-    assert shown("x\x1b[2Jy\x7f\x9b") == "x\\x1b[2Jy\\x7f\\x9b"
+    assert shown("x\x1b[2Jy\x7f\x9b") == "x\\u001b[2Jy\\u007f\\u009b"
     assert shown("evil\u202egnp.exe\u2066") == "evil\\u202egnp.exe\\u2066"
     assert shown(os.fsdecode(b"caf\xe9.txt")) == "caf\\xe9.txt"
     assert shown("plain café — 東京.md") == "plain café — 東京.md"

@@ -4,11 +4,12 @@ A GGUF's `general.name`, a server's error body or a stored title may hold `ESC[2
 (clear the screen), `ESC]0;…` (retitle the window) or bidi overrides that reorder what
 follows. Printed raw, the text controls the terminal instead of being read.
 
-- `safe_text` escapes every control character except newline and tab as `\\uXXXX`; the
+The one rule (one unsafe set, its renderings) is `models.text`; here are its terminal names:
+- `safe_text` escapes every unsafe character except newline and tab as `\\uXXXX`; the
   same spelling is a JSON escape, so JSON output passed through it stays exact JSON.
 - `safe_cell` also folds line breaks and tabs, for one-row-per-item tables.
-- `label_text` is the window's counterpart: controls and every bidi formatting mark removed
-  and line breaks folded, so a model named "evil\u202egnp.exe" reads as written in a label.
+- `label_text` is the window's counterpart: unsafe characters removed and line breaks
+  folded, so a model named "evil\u202egnp.exe" reads as written in a label.
 - `SafeStream` wraps a text stream so everything written to it goes through `safe_text`,
   except the two SGR sequences Ember itself writes for search highlights (bold on, all
   attributes off): they cannot move the cursor, clear, or retitle anything.
@@ -19,36 +20,24 @@ from __future__ import annotations
 import re
 from typing import Any, TextIO
 
-# C0 controls except \t and \n, DEL, C1 controls, and the bidi embedding/override/isolate
-# marks (U+202A–U+202E, U+2066–U+2069). A lone \r is escaped too (it rewrites the line on
-# screen); \r\n, an ordinary line ending, is kept.
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
-_BREAKS = re.compile(r"[\t\r\n]+")
+from models.text import cell, is_safe, label, terminal
+
 _ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off, kept by SafeStream
 
 
-def _escape(m: re.Match[str]) -> str:
-    return f"\\u{ord(m.group()):04x}"
-
-
-# For labels in the window: the terminal set plus the invisible direction marks (ALM, LRM, RLM),
-# removed rather than escaped: a label is read, not copied into a terminal.
-_LABEL_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def label_text(text: str) -> str:
-    """`text` for a one-line label in the window: no control characters, no bidi overrides."""
-    return _LABEL_UNSAFE.sub("", _BREAKS.sub(" ", text))
+    """`text` for a one-line label in the window: no control characters, no bidi marks."""
+    return label(text)
 
 
 def safe_text(text: str) -> str:
-    """`text` with terminal control characters shown as `\\uXXXX` (newlines and tabs kept)."""
-    return _UNSAFE.sub(_escape, text)
+    """`text` with terminal control characters escaped (newlines and tabs kept)."""
+    return terminal(text)
 
 
 def safe_cell(text: str) -> str:
     """`text` made safe and put on one line: for a table cell or a one-line message."""
-    return safe_text(_BREAKS.sub(" ", text))
+    return cell(text)
 
 
 class SafeStream:
@@ -71,5 +60,5 @@ class SafeStream:
 
 
 def has_controls(text: str) -> bool:
-    """Whether `text` holds a control character, line break or tab (none belong in a title)."""
-    return bool(_UNSAFE.search(text) or _BREAKS.search(text))
+    """Whether `text` holds a control character, line break, tab or bidi mark (none belong in a title)."""
+    return not is_safe(text)

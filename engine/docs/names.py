@@ -6,7 +6,8 @@ ESC, a bidi override, or bytes that are not UTF-8 (Python hands those over as lo
 one everywhere a person reads it:
 
 - `shown(text)`: controls, line breaks, bidi marks and lone surrogates escaped (`\\n`, `\\u202e`,
-  `\\xff` for an undecodable byte), so one name is always one visible run of text;
+  `\\xff` for an undecodable byte), so one name is always one visible run of text (the one
+  rule of `models.text`, as every other name Ember shows);
 - `db_path(path)` / `path_of(value)`: how a path goes into SQLite (text when it is valid UTF-8, the
   file system's bytes otherwise; SQLite text must be UTF-8) and comes back as the same `str`.
 
@@ -17,32 +18,17 @@ characters and names past NAME_MAX_CHARS in one line.
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, cast
 
 from engine.errors import EngineError
+from models.text import escaped, is_safe, surrogates_escaped
 
 NAME_MAX_CHARS = 200
-# C0 and C1 controls (newline and tab included), DEL, line/paragraph separators, bidi marks and
-# overrides, and lone surrogates (an undecodable byte, or a broken source).
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the original byte
-        return f"\\x{code - 0xDC00:02x}"
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def shown(text: str) -> str:
     """`text` as one safe visible run: every control, break, bidi mark and undecodable byte escaped."""
-    return _UNSHOWN.sub(_escape, text)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    return escaped(text)
 
 
 def json_text(value: Any) -> Any:
@@ -51,7 +37,7 @@ def json_text(value: Any) -> Any:
     Only those: JSON output keeps every other character of a path exactly (JSON escapes controls).
     """
     if isinstance(value, str):
-        return _SURROGATE.sub(_escape, value) if _SURROGATE.search(value) else value
+        return surrogates_escaped(value)
     if isinstance(value, dict):
         return {json_text(k): json_text(v) for k, v in cast(dict[Any, Any], value).items()}
     if isinstance(value, list | tuple):
@@ -86,7 +72,7 @@ def check_collection_name(name: str) -> str:
         raise CollectionNameError(
             f"a collection name is at most {NAME_MAX_CHARS} characters (this one has {len(name):,})"
         )
-    if _UNSHOWN.search(name):
+    if not is_safe(name):
         raise CollectionNameError(
             f"a collection name cannot hold control characters, line breaks or bidi marks ({shown(name)})"
         )

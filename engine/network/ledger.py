@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from models.library.json_input import JsonInputError, parse_json_input
 from models.library.json_schema import strict_dumps
+from models.text import escaped
 
 log = logging.getLogger("engine.network")
 
@@ -78,11 +79,7 @@ class Attempt:
 
 def shown(text: str) -> str:
     """`text` on one line: control and other unprintable characters escaped, long text clipped."""
-    if len(text) > SHOWN_CHARS:
-        text = text[:SHOWN_CHARS] + "…"
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escaped(text[:SHOWN_CHARS] + "…" if len(text) > SHOWN_CHARS else text)
 
 
 Listener = Callable[[Attempt], None]
