@@ -51,13 +51,13 @@ for module in cuda vulkan; do
 done
 for m in syn135 syn1700; do
   echo "[\$(date +%T)] ember bench on \$m"
-  timeout 200 \$py -m desktop bench --full --json --model /tmp/\$m.gguf --gpu-layers -1 --llama-bench /tmp/b/bin/llama-bench \
+  timeout 200 \$py -m tests.bench --json --model /tmp/\$m.gguf --gpu-layers -1 --llama-bench /tmp/b/bin/llama-bench \
     --runs $RUNS --max-tokens 128 --gui-tokens 0 --filter-bytes 100000 --history-messages 1000 \
     > "$REPORT/bench-\$m.json" 2> "$REPORT/bench-\$m.log" || { status=1; tail -5 "$REPORT/bench-\$m.log"; }
 done
 # The same bench with sampling on the CPU (EMBER_DEVICE_SAMPLING=0), for the 1.7B shape: what sampling
 # inside the GPU graph is worth.
-EMBER_DEVICE_SAMPLING=0 timeout 200 \$py -m desktop bench --full --json --model /tmp/syn1700.gguf --gpu-layers -1 \
+EMBER_DEVICE_SAMPLING=0 timeout 200 \$py -m tests.bench --json --model /tmp/syn1700.gguf --gpu-layers -1 \
   --llama-bench /tmp/b/bin/llama-bench --runs $RUNS --max-tokens 128 --gui-tokens 0 --filter-bytes 100000 \
   --history-messages 1000 > "$REPORT/bench-syn1700-cpu-sampling.json" 2>/dev/null || status=1
 \$py packaging/gpu_report.py "$REPORT" > "$REPORT/report.md" || status=1

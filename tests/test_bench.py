@@ -12,6 +12,7 @@ import pytest
 
 from desktop.cli.main import main
 from engine.errors import BenchError
+from tests.bench.__main__ import main as bench_main
 from tests.bench.cli_long_chat import report_rows
 from tests.bench.full import format_report, measure_gui
 from tests.bench.llama import RunTiming, interleaved_rounds, rss_mb, summarize, summarize_native
@@ -27,7 +28,7 @@ REQUIRED = (
     "history_search_ms", "cpu", "threads", "runs", "max_tokens", "outputs_match", "flash_attn", "notes",
     "vulkan_device", "vulkan_vs_cpu_tps_ratio", "build_seconds_cpu_only", "build_seconds_with_vulkan",
 )  # fmt: skip
-TINY = ["--full", "--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200",
+TINY = ["--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-tokens", "200",
         "--filter-bytes", "20000", "--history-messages", "200", "--long-chat-turns", "6", "--scale-messages", "60",
         "--no-docs",
         "--skip-decoding", "--serve-runs", "0",  # ember serve's rows: test_serve_bench.py
@@ -38,8 +39,8 @@ TINY = ["--full", "--threads", "1", "--runs", "1", "--max-tokens", "8", "--gui-t
 @pytest.mark.timeout(330)  # a hang guard, not a speed check: the tiny bench runs every measurement once
 def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
     code = (
-        "import sys\nfrom desktop.cli.main import main\n"
-        f"rc = main(['bench', '--json', *{TINY!r}])\n"
+        "import sys\nfrom tests.bench.__main__ import main\n"
+        f"rc = main(['--json', *{TINY!r}])\n"
         "qt = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
         "print('QT', qt)\nsys.exit(rc)\n"
     )
@@ -64,7 +65,7 @@ def test_a_tiny_bench_reports_every_field_and_never_loads_qt() -> None:
 
 
 def test_a_model_that_is_not_there_is_one_readable_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    status = main(["bench", "--model", str(tmp_path / "missing.gguf"), *TINY])
+    status = bench_main(["--model", str(tmp_path / "missing.gguf"), *TINY])
     assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ember: bench failed:") and "does not exist" in err[-1]
@@ -77,7 +78,7 @@ def test_a_template_that_asks_too_much_gives_embers_own_line(
     import gguf_factory as gf
 
     model = gf.write_tiny_llama(tmp_path / "loop.gguf", "{% for i in range(10**9) %}x{% endfor %}" + gf.CHATML)
-    assert main(["bench", "--model", str(model), *TINY]) == 2
+    assert bench_main(["--model", str(model), *TINY]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
         "ember: bench failed: this model's chat template was stopped: it asked for a value too large to use (1e+09)"

@@ -5,8 +5,8 @@ Timings are never asserted (they are benchmarks); the report's shape and its sen
 
 from __future__ import annotations
 
+import ast
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +73,33 @@ def test_the_table_names_each_figure() -> None:
     assert text.splitlines()[-1] == "note: a note" and "fast copy" not in text
 
 
-def test_full_in_a_frozen_app_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert main(["bench", "--full"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"ember: {cmd_bench.FULL_ONLY}"]
+@pytest.mark.parametrize("flag", ["--full", "--llama-bench"])
+def test_ember_bench_is_the_quick_bench_only(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:  # the comparisons are `python -m tests.bench`
+        main(["bench", flag, "/bin/sh"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err
 
 
-def test_llama_bench_in_a_frozen_app_is_one_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    binary = tmp_path / "llama-bench"
-    binary.write_text("#!/bin/sh\nexit 0\n")
-    binary.chmod(0o755)
-    monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert main(["bench", "--llama-bench", str(binary)]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"ember: {cmd_bench.FULL_ONLY}"]
+def test_the_product_never_imports_tests() -> None:
+    root = Path(cmd_bench.__file__).resolve().parents[2]
+    offenders = []
+    for package in ("desktop", "engine", "models"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                offenders += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "tests"]
+    assert offenders == []
+
+
+def test_the_comparisons_want_a_llama_bench_beside_the_quick_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.bench.__main__ import main as bench_main
+
+    assert bench_main(["--beside-quick"]) == 2
+    assert capsys.readouterr().err == "--beside-quick needs --llama-bench PATH\n"
 
 
 def _fake_llama_bench(tmp_path: Path, rows: list[dict[str, Any]], status: int = 0) -> Path:

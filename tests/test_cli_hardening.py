@@ -89,7 +89,7 @@ def _main_status(argv: list[str]) -> int:
         (["chat", "--backend", "openai:http://127.0.0.1:99999/v1", "hi"], "port"),
         (["history", "show", "99999999999999999999999"], "ID"),
         (["history", "list", "--limit", "-3"], "--limit"),
-        (["bench", "--llama-bench", "/nonexistent"], "/nonexistent"),
+        (["bench", "--threads", "0"], "--threads"),
         (["--prompt", "  "], "the message is empty"),  # the app's --prompt, checked before Qt loads
     ],
 )

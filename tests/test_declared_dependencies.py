@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = {"desktop", "engine", "models"}
-FIRST_PARTY = OWN | {"tests"}  # `ember bench --full` runs tests/bench from a source checkout
+FIRST_PARTY = OWN  # the product never imports tests/ (test_bench_default.py checks)
 
 
 @functools.cache

@@ -1,12 +1,11 @@
 """`ember bench`: how fast a model is on this machine, answered in well under a minute.
 
-Without flags: the model's prompt reading and decoding speed and its time to first token,
-through Ember's own pipeline (`engine.bench.quick`), and the built-in model's fast copy.
+The model's prompt reading and decoding speed and its time to first token, through Ember's
+own pipeline (`engine.bench.quick`), and the built-in model's fast copy.
 
-`--full` runs the long comparisons (raw llama-cpp-python, native at depth, GUI under load,
-long chats, documents, the API server, start-up, downloads), and `--llama-bench PATH` without
-it puts native llama.cpp's figures beside the default run's. They are developer instruments
-kept in the source checkout (tests/bench), so a frozen app says so in one line.
+The long comparisons (raw llama-cpp-python, native llama.cpp, the GUI under load, long chats,
+documents, the API server, start-up, downloads) are developer instruments: they live in the
+source checkout and run as `python -m tests.bench` (which reuses `add_common` and `collect`).
 """
 
 from __future__ import annotations
@@ -20,36 +19,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from desktop.cli.arg_checks import executable_arg
-from engine.child_env import ROOT
 from engine.errors import EngineError
 from models.errors import EmberError
 
 EXIT_OK, EXIT_FAILED = 0, 2
-FULL_ONLY = "ember bench --full and --llama-bench need a source checkout of Ember (the comparisons live in tests/bench)"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="how fast a model is here (--full: the long comparisons)")
+    p = sub.add_parser("bench", help="how fast a model is here, in well under a minute")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    """The flags the quick bench and the long comparisons (`python -m tests.bench`) share."""
     p.add_argument(
         "--model", type=Path, default=argparse.SUPPRESS, metavar="PATH", help="GGUF file (default: the built-in model)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--full",
-        action="store_true",
-        help="the long comparisons against raw and native, GUI, documents, serve (source checkout)",
-    )
-    p.add_argument("--quick", action="store_true", help="with --full: fewer runs, shorter replies")
-    p.add_argument(
         "--threads", type=_positive, default=None, metavar="N", help="llama.cpp threads (default: logical CPUs)"
-    )
-    p.add_argument(
-        "--llama-bench",
-        type=executable_arg,
-        default=None,
-        metavar="PATH",
-        help="a built llama.cpp llama-bench binary, to compare with native (source checkout)",
     )
     p.add_argument(
         "--gpu-layers",
@@ -58,51 +47,9 @@ def register(sub: Any) -> None:
         metavar="N",
         help="layers on the GPU: -1 as many as fit (the default, as the app), 0 CPU only",
     )
-    p.add_argument(
-        "--draft-model",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="with --full: a GGUF with the model's vocabulary, for speculative decoding",
-    )
-    _full_knobs(p)
-    p.set_defaults(func=run)
 
 
-def _full_knobs(p: argparse.ArgumentParser) -> None:
-    """The full bench's flags; the hidden ones make a tiny run for the test suite."""
-    p.add_argument(
-        "--docs-big-file-mb",
-        type=int,
-        default=0,
-        metavar="MB",
-        help="with --full: also measure peak memory while indexing a text file of this size",
-    )
-    p.add_argument("--no-docs", action="store_true", help="with --full: leave out the documents benchmarks")
-    p.add_argument(
-        "--download-mb",
-        type=int,
-        default=None,
-        metavar="MB",
-        help="with --full: size of the file the download benchmark fetches (default 100)",
-    )
-    p.add_argument("--no-download", action="store_true", help="with --full: leave out the download benchmark")
-    for flag in (
-        "--runs",
-        "--max-tokens",
-        "--gui-tokens",
-        "--filter-bytes",
-        "--history-messages",
-        "--startup-runs",
-        "--long-chat-turns",
-        "--scale-messages",
-        "--serve-runs",
-    ):
-        p.add_argument(flag, type=_non_negative, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--skip-decoding", action="store_true", help=argparse.SUPPRESS)
-
-
-def _non_negative(text: str) -> int:
+def non_negative(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -123,7 +70,7 @@ def _layers(text: str) -> int:
 
 
 def _positive(text: str) -> int:
-    value = _non_negative(text)
+    value = non_negative(text)
     if value == 0:
         raise argparse.ArgumentTypeError("expected a positive whole number, got 0")
     return value
@@ -138,7 +85,7 @@ def _say(message: str) -> None:
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
-    """The default run's report: this model's speed here (native beside it: --llama-bench), the fast copy."""
+    """The quick report: this model's speed here and the built-in model's fast copy."""
     from engine.backends.cpu_threads import default_threads
     from engine.backends.load_errors import precheck_model_file
     from engine.bench import quick
@@ -159,12 +106,6 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
     }
     report.update(quick.measure(model, threads, args.gpu_layers, _say))
-    if args.llama_bench is not None:
-        _say("native llama-bench on the same model")
-        from tests.bench.native import beside_quick  # pyright: ignore[reportMissingImports]
-
-        native: dict[str, Any] = beside_quick(args.llama_bench, model, threads, report, notes, quick.MAX_TOKENS)
-        report.update(native)
     if getattr(args, "model", None) is None and not os.environ.get("EMBER_DEFAULT_MODEL"):
         report.update(quick.builtin_fast(shipped_model_path()))
     report["load_average_end"] = _load()
@@ -213,7 +154,7 @@ def format_report(r: dict[str, Any]) -> str:
             f"{_num(r['builtin_fast_top1_agreement'], digits=3)}, perplexity "
             f"x{_num(r['builtin_fast_ppl_ratio'], digits=3)} ({r.get('builtin_fast_verdict')})"
         )
-    lines.append(f"answered in {r['bench_default_seconds']} s; `ember bench --full` for the long comparisons")
+    lines.append(f"answered in {r['bench_default_seconds']} s")
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)
 
@@ -222,11 +163,6 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.full or args.llama_bench is not None) and not _checkout_bench():
-        sys.stderr.write(f"ember: {FULL_ONLY}\n")
-        return EXIT_FAILED
-    if args.full:
-        return _run_full(args)
     try:
         report = collect(args)
     except (EngineError, EmberError, FileNotFoundError, RuntimeError) as exc:
@@ -234,20 +170,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     sys.stdout.write((json.dumps(report, ensure_ascii=False) if args.json else format_report(report)) + "\n")
     return EXIT_OK
-
-
-def _checkout_bench() -> bool:
-    """Whether this is a source checkout with tests/bench (not the frozen app); its root on the path."""
-    if getattr(sys, "frozen", False) or not (ROOT / "tests" / "bench" / "full.py").is_file():
-        return False
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return True
-
-
-def _run_full(args: argparse.Namespace) -> int:
-    """`tests/bench/full.py` from this checkout (`run` has checked there is one)."""
-    from tests.bench.full import run as run_full  # pyright: ignore[reportMissingImports]
-
-    status: int = run_full(args)
-    return status

@@ -30,7 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "chat": "send one message and stream the reply",
     "models": "list, search, pull, add or remove models, or describe GGUF files",
     "history": "list, search, export and import recorded conversations",
-    "bench": "how fast a model is here (--full: the long comparisons)",
+    "bench": "how fast a model is here, in well under a minute",
     "tools": "list the built-in tools and the MCP servers' tools",
     "docs": "collections of documents to chat with (ember chat --docs NAME)",
     "doctor": "show llama.cpp's build, backends and devices, and whether the GPU is used",

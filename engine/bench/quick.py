@@ -5,7 +5,7 @@ One load, then a warm-up turn and `rounds` timed turns through Ember's own pipel
 (tokens after the first over the time after it) and the time to first token. (With
 `--llama-bench`, a source checkout puts native llama.cpp's figures beside them: tests/bench/native.py.)
 For the built-in model, the fast copy's figures (measured side by side when it was made,
-`models.library.fast_builtin`) join the report. The long comparisons are `ember bench --full`.
+`models.library.fast_builtin`) join the report. The long comparisons are `python -m tests.bench`.
 """
 
 from __future__ import annotations

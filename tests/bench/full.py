@@ -1,9 +1,9 @@
-"""`ember bench --full` (from a source checkout): Ember next to raw llama-cpp-python and native
+"""`python -m tests.bench` (from a source checkout): Ember next to raw llama-cpp-python and native
 llama.cpp, the GUI under load, long chats, documents, the API server, start-up and downloads.
 
-`desktop.cli.cmd_bench` parses the flags and hands the run here. The engine-side measurements
-come from `tests.bench.suite`. The GUI stall test runs in a child interpreter (the stall timer,
-offscreen), so Qt never loads into this process and
+`tests/bench/__main__.py` parses the flags (sharing `ember bench`'s own) and hands the run
+here. The engine-side measurements come from `tests.bench.suite`. The GUI stall test runs in
+a child interpreter (the stall timer, offscreen), so Qt never loads into this process and
 cannot disturb the engine's timings. Every figure is reported, never asserted.
 """
 
@@ -292,7 +292,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 def say(message: str) -> None:
     """Progress as the run goes: one line on stderr per step."""
-    sys.stderr.write(f"ember bench --full: {message}…\n")
+    sys.stderr.write(f"python -m tests.bench: {message}…\n")
     sys.stderr.flush()
 
 

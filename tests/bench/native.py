@@ -5,11 +5,11 @@ llama-cpp-python ships llama.cpp's sources; building only the `llama-bench` targ
 the number the C++ runtime reaches without any Python. `tg` is the decode rate over `n_gen`
 tokens, `pp` the prompt rate over `n_prompt` tokens.
 
-`ember bench --full --llama-bench PATH` runs `NativeRun` once per round, interleaved with Ember's
+`python -m tests.bench --llama-bench PATH` runs `NativeRun` once per round, interleaved with Ember's
 runs, at the KV depth of Ember's prompt (`-d`): that gives `engine_vs_native_tps_ratio`.
 `run_llama_bench` is the one-off form: one figure with Ember's flash-attention setting (like
 for like) and one with llama-bench's defaults (`-fa auto`), the figure people quote;
-`beside_quick` puts it beside the default run's figures (`ember bench --llama-bench PATH`).
+`beside_quick` puts it beside the default run's figures (`python -m tests.bench --beside-quick --llama-bench PATH`).
 """
 
 from __future__ import annotations
