@@ -67,6 +67,27 @@ def test_a_planted_cycle_through_any_engine_package_breaks_the_layers(
     assert "engine: api -> sessions" in done.stdout[done.stdout.index("Broken contracts") :]
 
 
+# The holes code-review-3 §3 found ("7 kept, 0 broken" with each of these planted).
+@pytest.mark.slow  # starts a process
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("engine/backends/base.py", "import engine.backends.llama", "no module cycles between siblings"),
+        ("engine/history/types.py", "import engine.history.store", "no module cycles between siblings"),
+        ("models/gguf/header.py", "import models.gguf.meta", "no module cycles between siblings"),
+        ("desktop/qt/look/theme.py", "import desktop.qt.window", "the window's rooms"),
+        ("desktop/qt/chat/composer.py", "import desktop.qt.frame.header", "the window's rooms"),
+        ("desktop/qt/frame/header.py", "import desktop.cli.common", "the window never imports the command line"),
+    ],
+)
+def test_a_planted_cycle_in_a_package_or_a_wrong_way_window_import_fails(
+    tmp_path: Path, module: str, line: str, contract: str
+) -> None:
+    done = _lint_planted(tmp_path, [(module, line)])
+    assert done.returncode != 0
+    assert contract in done.stdout[done.stdout.index("Broken contracts") :]
+
+
 @pytest.mark.slow  # starts a process
 def test_the_server_is_a_sibling_of_the_core_not_above_it(tmp_path: Path) -> None:
     done = _lint_planted(tmp_path, [("desktop/serve/app.py", "import desktop.core.citations")])
