@@ -19,6 +19,7 @@ The leaf of the tree: it imports nothing of Ember's.
 from __future__ import annotations
 
 import re
+from typing import Any, cast
 
 # C0 controls, DEL, C1 controls, the line and paragraph separators, the invisible direction
 # marks (ALM, LRM, RLM), the bidi embeddings, overrides and isolates, and lone surrogates.
@@ -66,3 +67,17 @@ def is_safe(text: str) -> bool:
 def surrogates_escaped(text: str) -> str:
     """Only the lone surrogates escaped: what UTF-8 output needs, every other character exact."""
     return re.sub("[\ud800-\udfff]", _escape, text)
+
+
+def json_text(value: Any) -> Any:
+    """`value` (JSON-shaped) with lone surrogates in its strings escaped, so it can be written as UTF-8.
+
+    Only those: JSON output keeps every other character of a path exactly (JSON escapes controls).
+    """
+    if isinstance(value, str):
+        return surrogates_escaped(value)
+    if isinstance(value, dict):
+        return {json_text(k): json_text(v) for k, v in cast(dict[Any, Any], value).items()}
+    if isinstance(value, list | tuple):
+        return [json_text(v) for v in cast(list[Any], value)]
+    return value

@@ -13,10 +13,9 @@ import re
 import pytest
 
 from desktop.core.terminal_text import SafeStream, has_controls, label_text, safe_cell, safe_text
-from engine.docs.names import json_text
 from engine.docs.names import shown as docs_shown
 from engine.network.ledger import shown as ledger_shown
-from models.text import UNSAFE, cell, escaped, is_safe, label, terminal
+from models.text import UNSAFE, cell, escaped, is_safe, json_text, label, terminal
 
 # input → (one visible run, terminal, cell, label)
 CASES = {

@@ -19,10 +19,10 @@ import sys
 from desktop.cli.common import warn
 from desktop.core.citations import unsupported_citations
 from engine.docs.context import label
-from engine.docs.names import shown
 from engine.events import Sources
 from engine.session.session import Ask, ChatSession
 from engine.session.turn_documents import TurnDocuments
+from models.text import escaped as shown
 
 
 def add_doc_options(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from desktop.core.pending_images import MAX_PENDING
-from engine.backends.image_input import ImageData, read_image_file
+from engine.api.values import ImageData, read_image_file
 from engine.errors import ConfigError
 
 

@@ -45,7 +45,7 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
-from engine.backends.base import Backend, CancelToken, Schema
+from engine.api.values import Backend, CancelToken, ContextPolicy, HistoryError, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
@@ -64,12 +64,10 @@ from engine.events import (
     TurnErrorKind,
     event_to_json,
 )
-from engine.history.types import HistoryError
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import TurnSettings
 from engine.session.turn_documents import TurnDocuments
 from engine.tools.registry import ToolSet
-from engine.turns.context_policy import ContextPolicy
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
 from models.library.json_schema import strict_dumps
 from models.library.memory import KV_CACHE_TYPES

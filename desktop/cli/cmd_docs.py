@@ -33,9 +33,10 @@ from engine.docs.context import label, no_match_line, numbered
 from engine.docs.embed import DEFAULT_EMBEDDER, chat_model_warning, shared_embedder
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection, prune
-from engine.docs.names import json_text, shown
 from engine.docs.sources import CollectionSource
 from engine.errors import EngineError
+from models.text import escaped as shown
+from models.text import json_text
 
 
 def register(sub: Any) -> None:

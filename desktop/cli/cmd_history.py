@@ -15,6 +15,8 @@ from desktop.cli import history_reproduce
 from desktop.cli.arg_checks import id_arg, text_arg, title_arg
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
+from engine.api.conversations import HistoryStore
+from engine.api.values import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError, as_datetime
 from engine.errors import ConfigError
 from engine.history.conversation_lock import DEFAULT_WAIT_S
 from engine.history.export import (
@@ -25,9 +27,6 @@ from engine.history.export import (
     iso,
     message_to_json,
 )
-from engine.history.store import HistoryStore
-from engine.history.times import as_datetime
-from engine.history.types import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError
 from engine.session.session import ChatSession
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.json_schema import strict_dumps

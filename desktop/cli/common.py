@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from models.library.json_schema import strict_dumps
 
 if TYPE_CHECKING:  # the helpers below import what they use: `ember --version` imports this module too
-    from engine.backends.base import Backend
+    from engine.api.values import Backend
     from engine.session.settings import TurnSettings
 
 EXIT_OK = 0
@@ -47,7 +47,7 @@ def note_base_model(backend: Backend) -> None:
 
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
-    from engine.docs.names import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8
+    from models.text import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8
 
     sys.stdout.write(strict_dumps(json_text(obj), ensure_ascii=False) + "\n")
     sys.stdout.flush()
@@ -73,8 +73,7 @@ def model_path(args: argparse.Namespace) -> Path:
 
 def run_settings(args: argparse.Namespace) -> TurnSettings:
     """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
-    from engine.api.models import model_settings
-    from engine.backends.factory import parse_backend_spec
+    from engine.api.models import model_settings, parse_backend_spec
     from engine.errors import ModelLoadError
     from engine.session.settings import Overrides, resolve
     from models.errors import GGUFError
@@ -102,8 +101,7 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
 
 def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
     """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
-    from engine.api.models import open_model
-    from engine.backends.factory import parse_backend_spec
+    from engine.api.models import open_model, parse_backend_spec
     from engine.errors import ConfigError
 
     spec = parse_backend_spec(args.backend)

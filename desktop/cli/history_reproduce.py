@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
-from engine.backends.base import Backend
+from engine.api.conversations import HistoryStore
+from engine.api.values import Backend
 from engine.errors import EngineError
-from engine.history.store import HistoryStore
 from engine.session.reproduce import CannotReproduce, reproduce
 from models.errors import EmberError
 from models.library.json_schema import strict_dumps

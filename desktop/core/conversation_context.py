@@ -7,8 +7,8 @@ from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.conversation_screen import ConversationScreen
 from desktop.core.history_session import HISTORY_ERRORS, Branch
 from desktop.core.model_slot import ModelSlot
+from engine.api.values import ContextPolicy, Fit
 from engine.runtime import Engine
-from engine.turns.context_policy import ContextPolicy, Fit
 from engine.turns.context_window import Meter
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from engine.backends.image_input import ImageData
+from engine.api.values import ImageData
 from engine.errors import EngineError
 from engine.events import SourceRef
 from engine.session.session import Ask, ChatSession

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from engine.api.values import ContextFullError, MessageTooLongError
 from engine.errors import MalformedReplyError
 from engine.events import TurnErrorKind
-from engine.turns.context_policy import ContextFullError, MessageTooLongError
 from engine.turns.runner import error_kind
 from engine.turns.structured import MAX_STRUCTURED_RETRIES
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from desktop.core.terminal_text import label_text
-from engine.api.models import model_settings, open_model
-from engine.backends.base import Backend
-from engine.backends.factory import BackendSpec, parse_backend_spec
+from engine.api.models import BackendSpec, model_settings, open_model, parse_backend_spec
+from engine.api.values import Backend
 from models.errors import GGUFError
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path

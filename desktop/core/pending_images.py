@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.backends.image_input import (
+from engine.api.values import (
     MAX_MESSAGE_IMAGES,
     ImageData,
     NotAFile,

@@ -18,8 +18,8 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from desktop.core.async_tasks import spawn
+from engine.api.values import HistoryError
 from engine.events import ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
-from engine.history.types import HistoryError
 from engine.session.session import ChatSession
 from engine.session.settings import ConversationSettings
 from engine.tools.builtin import builtin_tools

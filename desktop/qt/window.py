@@ -66,6 +66,7 @@ from desktop.qt.look.icons import recolour, set_icon_scale
 from desktop.qt.look.style import CONTENT_MAX_WIDTH
 from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
 from desktop.qt.models.model_switch import ModelSwitcher
+from engine.api.values import ContextPolicy
 from engine.events import TurnStats
 from engine.network import guard as network_guard
 from engine.network.guard import Guard
@@ -73,7 +74,6 @@ from engine.runtime import Engine
 from engine.session.session import ChatSession
 from engine.tools.mcp_tools import McpServers
 from engine.tools.registry import ToolSet
-from engine.turns.context_policy import ContextPolicy
 
 DEFAULT_SIZE = (1040, 780)
 NARROW_WIDTH = 880  # below this the sidebar folds away by itself

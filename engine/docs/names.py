@@ -18,10 +18,9 @@ characters and names past NAME_MAX_CHARS in one line.
 from __future__ import annotations
 
 import os
-from typing import Any, cast
 
 from engine.errors import EngineError
-from models.text import escaped, is_safe, surrogates_escaped
+from models.text import escaped, is_safe
 
 NAME_MAX_CHARS = 200
 
@@ -29,20 +28,6 @@ NAME_MAX_CHARS = 200
 def shown(text: str) -> str:
     """`text` as one safe visible run: every control, break, bidi mark and undecodable byte escaped."""
     return escaped(text)
-
-
-def json_text(value: Any) -> Any:
-    """`value` (JSON-shaped) with lone surrogates in its strings escaped, so it can be written as UTF-8.
-
-    Only those: JSON output keeps every other character of a path exactly (JSON escapes controls).
-    """
-    if isinstance(value, str):
-        return surrogates_escaped(value)
-    if isinstance(value, dict):
-        return {json_text(k): json_text(v) for k, v in cast(dict[Any, Any], value).items()}
-    if isinstance(value, list | tuple):
-        return [json_text(v) for v in cast(list[Any], value)]
-    return value
 
 
 def db_path(path: str) -> str | bytes:

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import QLabel, QToolTip, QWidget
 
 from desktop.core.citations import CITE_SCHEME
 from engine.docs.context import label
-from engine.docs.names import shown
 from engine.events import SourceRef
+from models.text import escaped as shown
 
 TOOLTIP_CHARS = 700
 

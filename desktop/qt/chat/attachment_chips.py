@@ -51,7 +51,7 @@ from desktop.core.pending_images import PendingImages, sort_dropped
 from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.chat.documents_ui import DocumentsButton
 from desktop.qt.chat.message_view import UserMessage
-from engine.backends.image_input import MAX_PIXELS, ImageData
+from engine.api.values import MAX_PIXELS, ImageData
 from engine.history.images import DamagedImage
 
 THUMB = 48  # a chip's picture, in pixels (its longer side)

@@ -27,8 +27,7 @@ from desktop.qt.chat.empty_state import EmptyState
 from desktop.qt.chat.message_view import AssistantMessage, TurnBanner, UserMessage
 from desktop.qt.look.focus import tab_focus_only
 from desktop.qt.look.style import CONTENT_MAX_WIDTH, SPACING
-from engine.history.types import Status
-from engine.turns.context_policy import DIVIDER_TEXT
+from engine.api.values import DIVIDER_TEXT, Status
 
 _W = TypeVar("_W", bound=QWidget)
 

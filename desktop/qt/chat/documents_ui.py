@@ -46,8 +46,8 @@ from desktop.qt.look.menu_heading import add_heading
 from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
 from engine.docs.index import CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, index_collection
-from engine.docs.names import shown
 from engine.errors import EngineError
+from models.text import escaped as shown
 
 log = logging.getLogger("desktop.documents")
 

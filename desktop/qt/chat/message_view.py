@@ -42,8 +42,8 @@ from desktop.qt.chat.version_nav import VersionNav
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.theme import ICON_PX
+from engine.api.values import Status, Versions
 from engine.events import FinishReason, SourceRef, TurnStats
-from engine.history.types import Status, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
 WAIT_TICK_MS = 400  # the waiting dots' pace

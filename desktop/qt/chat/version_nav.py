@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
-from engine.history.types import Versions
+from engine.api.values import Versions
 
 
 class VersionNav(QWidget):

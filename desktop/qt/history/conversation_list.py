@@ -28,8 +28,7 @@ from desktop.qt.history.row_delegate import (
     ConversationDelegate,
     relative_time,
 )
-from engine.history.times import as_datetime
-from engine.history.types import Conversation, SearchHit
+from engine.api.values import Conversation, SearchHit, as_datetime
 
 ARCHIVE_KEY = QKeySequence("Ctrl+E")
 _Cursor = QAbstractItemView.CursorAction

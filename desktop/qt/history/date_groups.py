@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from datetime import date, tzinfo
 from typing import TypeVar
 
-from engine.history.times import as_datetime
+from engine.api.values import as_datetime
 
 T = TypeVar("T")
 

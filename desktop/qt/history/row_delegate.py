@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QPainter
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from desktop.qt.look.style import accent_fill, muted_text, subtle_fill
-from engine.history.times import as_datetime
+from engine.api.values import as_datetime
 
 ID_ROLE = Qt.ItemDataRole.UserRole  # the conversation's id (None on a header)
 TIME_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -38,7 +38,7 @@ from desktop.core.model_choice import ModelChoice
 from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.models.settings_help import with_reset
 from engine.api.models import model_defaults
-from engine.turns.context_policy import ContextPolicy
+from engine.api.values import ContextPolicy
 from models.errors import GGUFError
 from models.gguf.meta import ModelMetadata
 from models.library.settings import MAX_SEED, MIN_CONTEXT_LENGTH, ModelSettings, save_model_settings
