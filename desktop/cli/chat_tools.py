@@ -19,13 +19,19 @@ from pathlib import Path
 from typing import TextIO
 
 from desktop.cli.common import positive_int, warn
+from engine.api.tools import (
+    DEFAULT_MAX_ROUNDS,
+    Decision,
+    FolderGrants,
+    McpServers,
+    Tool,
+    ToolError,
+    ToolSet,
+    arguments_text,
+    builtin_tools,
+)
 from engine.errors import ConfigError
 from engine.events import ToolCall
-from engine.tools.builtin import builtin_tools
-from engine.tools.files import FolderGrants
-from engine.tools.mcp_tools import McpServers
-from engine.tools.permissions import DEFAULT_MAX_ROUNDS, Decision, arguments_text
-from engine.tools.registry import Tool, ToolError, ToolSet
 from models.library.paths import ember_paths
 
 RESULT_PREVIEW_CHARS = 300

@@ -45,6 +45,8 @@ from desktop.cli.common import (
     run_settings,
 )
 from desktop.cli.thinking_output import ThinkingPrinter
+from engine.api.conversations import MAX_STRUCTURED_RETRIES, load_schema
+from engine.api.tools import ToolSet
 from engine.api.values import Backend, CancelToken, ContextPolicy, HistoryError, Schema
 from engine.errors import ConfigError, ContextOverflowError, EngineError
 from engine.events import (
@@ -67,8 +69,6 @@ from engine.events import (
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import TurnSettings
 from engine.session.turn_documents import TurnDocuments
-from engine.tools.registry import ToolSet
-from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
 from models.library.json_schema import strict_dumps
 from models.library.memory import KV_CACHE_TYPES
 from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH

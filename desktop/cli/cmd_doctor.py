@@ -111,7 +111,7 @@ def window_report() -> dict[str, Any]:
 
 def network_summary() -> dict[str, Any]:
     """Zero-egress mode in one line (`ember doctor --network` has the whole report)."""
-    from engine.network.report import network_report
+    from engine.api.network import network_report
 
     report = network_report(ember_paths(), limit=0)
     allowed = len(report["allowed"])
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _network(as_json: bool) -> int:
-    from engine.network.report import network_report, report_lines
+    from engine.api.network import network_report, report_lines
 
     report = network_report(ember_paths())
     if as_json:

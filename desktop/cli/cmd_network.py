@@ -13,9 +13,16 @@ import sys
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail
+from engine.api.network import (
+    NetworkSettings,
+    check_entry,
+    load_settings,
+    network_report,
+    report_lines,
+    save_settings,
+    settings_file,
+)
 from engine.errors import ConfigError
-from engine.network.policy import NetworkSettings, check_entry, load_settings, save_settings, settings_file
-from engine.network.report import network_report, report_lines
 from models.library.json_schema import strict_dumps
 from models.library.paths import ember_paths
 

@@ -13,12 +13,8 @@ from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail, warn
 from desktop.core.terminal_text import safe_cell
+from engine.api.tools import CONFIG_NAME, FolderGrants, McpServers, Tool, builtin_tools
 from engine.errors import ConfigError
-from engine.tools.builtin import builtin_tools
-from engine.tools.files import FolderGrants
-from engine.tools.mcp_config import CONFIG_NAME
-from engine.tools.mcp_tools import McpServers
-from engine.tools.registry import Tool
 from models.library.paths import ember_paths
 
 

@@ -21,14 +21,14 @@ from desktop.core.model_choice import ModelChoice, ModelInfo
 from desktop.core.model_slot import ModelSlot
 from desktop.core.pending_images import PendingImages
 from desktop.core.reply_events import play
+from engine.api.conversations import error_kind
+from engine.api.tools import ToolSet
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import FinishReason, TurnDone, TurnError, TurnErrorKind
 from engine.runtime import Engine
 from engine.session.reply_format import ReplyFormat
 from engine.session.session import Ask, ChatSession, Turn
 from engine.session.titling import ConversationTitler
-from engine.tools.registry import ToolSet
-from engine.turns.runner import error_kind
 
 log = logging.getLogger("desktop.controller")
 

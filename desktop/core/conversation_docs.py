@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from engine.api.conversations import WithDocuments
 from engine.api.values import ImageData
 from engine.errors import EngineError
 from engine.events import SourceRef
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import ConversationSettings
 from engine.session.turn_documents import TurnDocuments
-from engine.turns.context_window import WithDocuments
 
 log = logging.getLogger("desktop.documents")
 

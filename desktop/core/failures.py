@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from engine.api.conversations import MAX_STRUCTURED_RETRIES, error_kind
 from engine.api.values import ContextFullError, MessageTooLongError
 from engine.errors import MalformedReplyError
 from engine.events import TurnErrorKind
-from engine.turns.runner import error_kind
-from engine.turns.structured import MAX_STRUCTURED_RETRIES
 
 
 class FailureAction(StrEnum):

@@ -6,6 +6,7 @@ import logging
 
 from desktop.core.chat_views import ReplySink, ToolOffer
 from desktop.core.conversation_docs import SourcesSink
+from engine.api.conversations import error_kind
 from engine.errors import EngineError
 from engine.events import (
     ContentDelta,
@@ -28,7 +29,6 @@ from engine.events import (
 )
 from engine.runtime import Engine
 from engine.session.session import Turn
-from engine.turns.runner import error_kind
 
 log = logging.getLogger("desktop.controller")
 

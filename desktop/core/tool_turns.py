@@ -18,15 +18,11 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from desktop.core.async_tasks import spawn
+from engine.api.tools import Decision, FolderGrants, McpServers, ToolError, ToolPermissions, ToolSet, builtin_tools
 from engine.api.values import HistoryError
 from engine.events import ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
 from engine.session.session import ChatSession
 from engine.session.settings import ConversationSettings
-from engine.tools.builtin import builtin_tools
-from engine.tools.files import FolderGrants
-from engine.tools.mcp_tools import McpServers
-from engine.tools.permissions import Decision, ToolPermissions
-from engine.tools.registry import ToolError, ToolSet
 from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.tools")

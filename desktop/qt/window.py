@@ -66,14 +66,13 @@ from desktop.qt.look.icons import recolour, set_icon_scale
 from desktop.qt.look.style import CONTENT_MAX_WIDTH
 from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
 from desktop.qt.models.model_switch import ModelSwitcher
+from engine.api.network import Guard
+from engine.api.tools import McpServers, ToolSet
 from engine.api.values import ContextPolicy
 from engine.events import TurnStats
 from engine.network import guard as network_guard
-from engine.network.guard import Guard
 from engine.runtime import Engine
 from engine.session.session import ChatSession
-from engine.tools.mcp_tools import McpServers
-from engine.tools.registry import ToolSet
 
 DEFAULT_SIZE = (1040, 780)
 NARROW_WIDTH = 880  # below this the sidebar folds away by itself

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 from desktop.core.controller import ChatController
 from desktop.qt.look.menu_heading import add_heading
 from desktop.qt.look.theme import SPACE_MD
+from engine.api.conversations import Meter
 from engine.api.values import ContextPolicy
-from engine.turns.context_window import Meter
 
 DEBOUNCE_MS = 200  # a pause in typing this long triggers a count
 UNKNOWN = "– / –"

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from desktop.core.tool_turns import ToolTurns
 from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.look.menu_heading import add_heading
+from engine.api.tools import McpServers
 from engine.errors import ConfigError
-from engine.tools.mcp_tools import McpServers
 from models.library.paths import ember_paths
 
 

@@ -14,8 +14,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QLabel, QWidget
 
 from desktop.qt.frame.network_dialog import NetworkDialog, attempt_sentence, indicator_words
-from engine.network.guard import Guard
-from engine.network.ledger import Attempt
+from engine.api.network import Attempt, Guard
 
 POLICY_POLL_MS = 2000  # how soon an edit of network.json or a saved server shows
 TOOLTIP_ENTRIES = 8
