@@ -86,8 +86,8 @@ def _say(message: str) -> None:
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     """The quick report: this model's speed here and the built-in model's fast copy."""
+    from engine.api.models import precheck_model_file
     from engine.backends.cpu_threads import default_threads
-    from engine.backends.load_errors import precheck_model_file
     from engine.bench import quick
     from models.library.default_model import default_model_path, shipped_model_path
 

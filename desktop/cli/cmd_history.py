@@ -15,11 +15,9 @@ from desktop.cli import history_reproduce
 from desktop.cli.arg_checks import id_arg, text_arg, title_arg
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.core.terminal_text import safe_cell
-from engine.api.conversations import HistoryStore
-from engine.api.values import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError, as_datetime
-from engine.errors import ConfigError
-from engine.history.conversation_lock import DEFAULT_WAIT_S
-from engine.history.export import (
+from engine.api.conversations import (
+    DEFAULT_WAIT_S,
+    HistoryStore,
     conversation_to_json,
     export_json,
     export_markdown,
@@ -27,6 +25,8 @@ from engine.history.export import (
     iso,
     message_to_json,
 )
+from engine.api.values import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError, as_datetime
+from engine.errors import ConfigError
 from engine.session.session import ChatSession
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.json_schema import strict_dumps

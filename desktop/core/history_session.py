@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.api.conversations import HistoryStore
+from engine.api.conversations import DamagedImage, HistoryStore, export_json, export_markdown, import_json
 from engine.api.values import Conversation, HistoryError, ImageData, SearchHit, StoredMessage, Versions
-from engine.history.export import export_json, export_markdown, import_json
-from engine.history.images import DamagedImage
 from engine.session.session import ChatSession
 from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
 from models.library.json_schema import strict_dumps

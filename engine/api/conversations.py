@@ -1,14 +1,33 @@
 """Conversations: the history store the front ends open (the sidebar's queries, `ember history`).
 
 So far the store itself (the sidebar's queries and the recorder's writes are its methods), the
-context meter a conversation shows, a failed turn's kind, and a reply format's schema.
+context meter a conversation shows, a failed turn's kind, a reply format's schema, and the
+conversation's export and import.
 """
 
 from __future__ import annotations
 
+from engine.history.conversation_lock import DEFAULT_WAIT_S
+from engine.history.export import conversation_to_json, export_json, export_markdown, import_json, iso, message_to_json
+from engine.history.images import DamagedImage
 from engine.history.store import HistoryStore
 from engine.turns.context_window import Meter, WithDocuments
 from engine.turns.runner import error_kind
 from engine.turns.structured import MAX_STRUCTURED_RETRIES, load_schema
 
-__all__ = ["MAX_STRUCTURED_RETRIES", "HistoryStore", "Meter", "WithDocuments", "error_kind", "load_schema"]
+__all__ = [
+    "DEFAULT_WAIT_S",
+    "MAX_STRUCTURED_RETRIES",
+    "DamagedImage",
+    "HistoryStore",
+    "Meter",
+    "WithDocuments",
+    "conversation_to_json",
+    "error_kind",
+    "export_json",
+    "export_markdown",
+    "import_json",
+    "iso",
+    "load_schema",
+    "message_to_json",
+]

@@ -14,12 +14,21 @@ from pathlib import Path
 
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
+from engine.backends.load_errors import precheck_model_file
 from engine.errors import ModelLoadError
 from models.library.default_model import DefaultModelMissing, default_model_path
 from models.library.recommended import recommended_values
 from models.library.settings import ModelSettings, load_model_settings, load_options
 
-__all__ = ["BackendSpec", "model_defaults", "model_file", "model_settings", "open_model", "parse_backend_spec"]
+__all__ = [
+    "BackendSpec",
+    "model_defaults",
+    "model_file",
+    "model_settings",
+    "open_model",
+    "parse_backend_spec",
+    "precheck_model_file",
+]
 
 log = logging.getLogger(__name__)
 
