@@ -90,6 +90,23 @@ def test_a_planted_hole_of_the_review_fails(tmp_path: Path, module: str, line: s
 
 
 @pytest.mark.slow  # starts a process
+def test_the_front_doors_ignore_list_only_shrinks(tmp_path: Path) -> None:
+    """An ignored import the code no longer makes fails the check: the list cannot keep stale holes."""
+    _lint_planted(tmp_path, [])
+    config = tmp_path / "pyproject.toml"
+    text = config.read_text(encoding="utf-8")
+    assert text.count("ignore_imports = [\n") == 1  # the front door's list, one entry a line
+    config.write_text(
+        text.replace(
+            "ignore_imports = [\n", 'ignore_imports = [\n    "desktop.cli.cmd_doctor -> engine.history.store",\n'
+        )
+    )
+    done = _lint(tmp_path)
+    assert done.returncode != 0
+    assert "desktop.cli.cmd_doctor -> engine.history.store" in " ".join(done.stdout.split())
+
+
+@pytest.mark.slow  # starts a process
 def test_the_server_is_a_sibling_of_the_core_not_above_it(tmp_path: Path) -> None:
     done = _lint_planted(tmp_path, [("desktop/serve/app.py", "import desktop.core.citations")])
     assert done.returncode != 0
