@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from engine.hub.errors import HubError
-from models.gguf.names import is_projector_name, model_key, quant_in_name
+from models.gguf.names import is_projector_name, model_key, quant_in_name, shard_of
 
 # The quantisation picked when the user names none: small, good, and what most repositories carry.
 PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "IQ4_XS", "Q4_0", "Q5_K_S", "Q6_K", "Q8_0", "Q4_1")
@@ -114,10 +114,10 @@ def _pick(files: Sequence[HubFile], selector: str | None) -> list[HubFile]:
 
 def _whole(model: list[HubFile]) -> list[HubFile]:
     """`model` if every shard of it is listed; HubError naming what is missing otherwise."""
-    info = shard_info(Path(model[0].name))
+    info = shard_of(model[0].name)
     if info is None:
         return model
-    have = {i[1] for f in model if (i := shard_info(Path(f.name))) is not None}
+    have = {i[1] for f in model if (i := shard_of(f.name)) is not None}
     missing = [n for n in range(1, info[2] + 1) if n not in have]
     if missing or len(model) != info[2]:
         shown = ", ".join(str(n) for n in missing[:10]) + (" …" if len(missing) > 10 else "")
