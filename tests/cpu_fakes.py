@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 SCORES = {"x64": 1, "haswell": 50, "icelake": 80, "zen4": 90, "sapphirerapids": 99, "broken": 95}
-SPEED = {"zen4": 50.0, "icelake": 52.0, "haswell": 70.0, "x64": 10.0}
 INFO = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | OPENMP = 1 |"
 
 
@@ -33,7 +32,6 @@ def probe() -> int:
     print("features:", INFO, flush=True)
     if name == "sapphirerapids":
         os.kill(os.getpid(), signal.SIGILL)
-    print("tps:", SPEED[name], flush=True)
     print("decoded", flush=True)
     return 0
 

@@ -7,8 +7,10 @@ cannot run says so in one line instead of blaming the model file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,8 @@ from engine.backends.cpu_probe import CACHE_FILE
 from engine.backends.cpu_variants import Choice, Probe
 from engine.errors import ModelLoadError
 
-MEASURED = Choice("zen4", "measured", (Probe("zen4", 90, True, 50.0), Probe("sapphirerapids", 99, False)))
+PROBE_VARIANT = cpu_variants.probe_variant
+MEASURED = Choice("zen4", cpu_variants.PROBED, (Probe("zen4", 90, True), Probe("sapphirerapids", 99, False)))
 
 
 class _FakeGgml:
@@ -86,7 +89,7 @@ def test_a_cached_variant_llama_cpp_refuses_is_measured_again(
 ) -> None:
     path = _cache(
         build,
-        {"chosen": "sapphirerapids", "probes": [{"name": "sapphirerapids", "score": 99, "runs": True, "tps": 60.0}]},
+        {"chosen": "sapphirerapids", "probes": [{"name": "sapphirerapids", "score": 99, "runs": True}]},
     )
     ggml = _FakeGgml({"sapphirerapids"})
     monkeypatch.setattr(cpu_variants, "ggml_library", lambda: ggml)
@@ -98,17 +101,115 @@ def test_a_cached_variant_llama_cpp_refuses_is_measured_again(
     assert cpu_check.variant_verdict(choice).runs is True
 
 
-def test_a_forced_variant_that_cannot_run_says_so_in_one_line(
+def _probe_with(monkeypatch: pytest.MonkeyPatch, child: str) -> None:
+    """Probes run `child` (tests/cpu_fakes.py): a real child process, a real SIGILL for sapphirerapids."""
+    monkeypatch.setattr(cpu_variants, "probe_variant", functools.partial(PROBE_VARIANT, child=child))
+
+
+@pytest.mark.slow
+def test_a_forced_variant_that_traps_is_probed_in_a_child_and_refused_in_one_line(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CV-02: forced, it was loaded unprobed and its first decode killed the process."""
+    monkeypatch.setenv(cpu_variants.FORCE_ENV, "sapphirerapids")
+    ggml = _FakeGgml(set())
+    monkeypatch.setattr(cpu_variants, "ggml_library", lambda: ggml)
+    _probe_with(monkeypatch, "tests.cpu_fakes:probe")
+    with pytest.raises(ModelLoadError) as caught:
+        cpu_check.ensure_cpu_runs()
+    message = str(caught.value)
+    assert message == (
+        "CPU variant sapphirerapids cannot run here (died of SIGILL while decoding); "
+        f"unset {cpu_variants.FORCE_ENV} or name another"
+    )
+    assert ggml.loaded == []  # never loaded into this process
+    choice = cpu_variants.loaded()
+    assert choice is not None and cpu_check.chosen_line(choice, frozenset()) == f"CPU variant: {message}"
+    assert "cannot run here: died of SIGILL while decoding" in cpu_variants.in_use_line()
+    # The verdict is cached for this machine: the next process refuses without a child.
+    monkeypatch.setattr(cpu_variants, "_loaded", None)
+    monkeypatch.setattr(cpu_variants, "probe_variant", lambda *a, **k: pytest.fail("probed again"))
+    with pytest.raises(ModelLoadError):
+        cpu_check.ensure_cpu_runs()
+    # A forced variant that runs is used, and the automatic choice is still made afresh when unforced.
+    monkeypatch.setattr(cpu_variants, "_loaded", None)
+    _probe_with(monkeypatch, "tests.cpu_fakes:probe")
+    monkeypatch.setenv(cpu_variants.FORCE_ENV, "zen4")
+    forced = cpu_variants.ensure_backends()
+    assert forced is not None and forced.chosen == "zen4" and not forced.refused and ggml.loaded == ["zen4"]
+    assert cpu_variants.read_cached(cpu_probe.machine_key(build.values()), build) is None
+
+
+def test_a_forced_variant_llama_cpp_refuses_says_so_in_one_line(
     build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(cpu_variants.FORCE_ENV, "sapphirerapids")
     monkeypatch.setattr(cpu_variants, "ggml_library", lambda: _FakeGgml({"sapphirerapids"}))
-    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("a forced variant is not probed"))
+    monkeypatch.setattr(cpu_variants, "probe_variant", lambda name, *a, **k: Probe(name, -1, None, detail="unsure"))
+    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("a forced variant is not chosen"))
     with pytest.raises(ModelLoadError) as caught:
         cpu_check.ensure_cpu_runs()
     message = str(caught.value)
-    assert message.startswith("CPU variant sapphirerapids cannot run here") and "\n" not in message
+    assert message.startswith("CPU variant sapphirerapids cannot run here (llama.cpp refused") and "\n" not in message
     assert f"unset {cpu_variants.FORCE_ENV}" in message
+
+
+def _reaped() -> int:
+    child = subprocess.Popen([sys.executable, "-S", "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CV-06: a cached choice that traps killed every run, and `ember doctor` called it fine."""
+    path = _cache(
+        build, {"chosen": "sapphirerapids", "probes": [{"name": "sapphirerapids", "score": 99, "runs": True}]}
+    )
+    ggml = _FakeGgml(set())
+    monkeypatch.setattr(cpu_variants, "ggml_library", lambda: ggml)
+    first = cpu_variants.ensure_backends()  # the cached choice is loaded; a marker stays until a decode
+    assert first is not None and first.chosen == "sapphirerapids"
+    markers = cpu_probe.cache_dir() / cpu_variants.STARTS_DIR
+    mine = markers / str(os.getpid())
+    assert mine.read_text() == "sapphirerapids"
+    cpu_variants.decoded()
+    assert not mine.exists()
+    # That process dies of SIGILL before its first decode: its marker stays behind.
+    (markers / str(_reaped())).write_text("sapphirerapids")
+    (markers / str(os.getppid())).write_text("zen4")  # a process still running: not a crash
+    monkeypatch.setattr(cpu_variants, "_loaded", None)
+    zen4 = Choice("zen4", cpu_variants.PROBED, (Probe("zen4", 90, True),))
+
+    def choose(files: dict[str, Path], model: object) -> Choice:
+        assert "sapphirerapids" not in files  # the variant that took a run down is not tried again
+        return zen4
+
+    monkeypatch.setattr(cpu_variants, "choose", choose)
+    again = cpu_variants.ensure_backends()
+    assert again is not None and again.chosen == "zen4" and ggml.loaded == ["sapphirerapids", "zen4"]
+    gone = again.probe("sapphirerapids")
+    assert gone is not None and gone.runs is False and gone.detail == cpu_variants.CRASHED
+    line = cpu_check.chosen_line(again, frozenset())
+    assert f"skipped: sapphirerapids ({cpu_variants.CRASHED})" in line  # what `ember doctor` shows
+    assert next(iter(json.loads(path.read_text()).values()))["chosen"] == "zen4"  # the cache is mended
+    assert sorted(p.name for p in markers.iterdir()) == sorted([str(os.getpid()), str(os.getppid())])
+
+
+def test_a_forced_variant_that_took_a_run_down_is_refused_next_time(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cpu_variants.FORCE_ENV, "zen4")
+    monkeypatch.setattr(cpu_variants, "ggml_library", lambda: _FakeGgml(set()))
+    monkeypatch.setattr(cpu_variants, "probe_variant", lambda *a, **k: pytest.fail("a crash is not probed away"))
+    markers = cpu_probe.cache_dir() / cpu_variants.STARTS_DIR
+    markers.mkdir(parents=True)
+    (markers / str(_reaped())).write_text("zen4")
+    (markers / "not-a-pid").write_text("zen4")  # ignored, as is anything that is not a process's marker
+    with pytest.raises(ModelLoadError) as caught:
+        cpu_check.ensure_cpu_runs()
+    assert str(caught.value).startswith(f"CPU variant zen4 cannot run here ({cpu_variants.CRASHED})")
 
 
 def _host_lacks_amx() -> bool:
@@ -149,3 +250,27 @@ def test_the_real_build_refuses_a_forced_or_cached_variant_that_cannot_run(tmp_p
     healed = _ember(env, *chat)
     assert healed.returncode == 0, healed.stderr
     assert json.loads(path.read_text())[key]["chosen"] != "sapphirerapids"
+
+
+@pytest.mark.slow
+def test_a_real_run_killed_before_its_first_decode_is_avoided_and_named_by_doctor(tmp_path: Path) -> None:
+    """CV-06 end to end: a process dies of SIGILL with the variant loaded; the next start (here
+    `ember doctor`) leaves that variant out, probes again, and says why."""
+    if not cpu_variants.variant_files(cpu_probe.lib_dir()):
+        pytest.skip("this llama.cpp build has its CPU backend built in (no run-time variants)")
+    env = {"EMBER_CACHE_DIR": str(tmp_path / "cache"), cpu_variants.FORCE_ENV: ""}
+    trap = (
+        "import os, signal\n"
+        "from engine.backends import cpu_variants\n"
+        "print(cpu_variants.ensure_backends().chosen, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGILL)  # as a variant's first decode does where it traps\n"
+    )
+    died = subprocess.run(
+        [sys.executable, "-c", trap], capture_output=True, text=True, timeout=300, env=os.environ | env, check=False
+    )
+    assert died.returncode == -signal.SIGILL, died.stderr
+    trapped = died.stdout.split()[0]
+    doctor = _ember(env, "doctor")
+    assert f"skipped: {trapped} ({cpu_variants.CRASHED})" in doctor.stdout + doctor.stderr
+    assert f"CPU variant: {trapped} (" not in doctor.stdout  # another one was chosen
+    assert not list((tmp_path / "cache" / cpu_variants.STARTS_DIR).iterdir())  # doctor's own marker went at exit

@@ -53,8 +53,8 @@ def test_the_variant_in_use_comes_from_the_cache_without_probing(
     assert cpu_variants.in_use_line() == "CPU variant: chosen from 3 at the first model load"
     files = cpu_variants.variant_files(folder)
     cpu_variants.write_cached(
-        cpu_probe.machine_key(files.values()), Choice("haswell", "measured", (Probe("haswell", 64, True, 18.0),))
+        cpu_probe.machine_key(files.values()), Choice("haswell", "probed", (Probe("haswell", 64, True),))
     )
-    assert cpu_variants.in_use_line() == "CPU variant haswell (of 3, measured on this machine)"
+    assert cpu_variants.in_use_line() == "CPU variant haswell (of 3, probed on this machine)"
     monkeypatch.setenv(cpu_variants.FORCE_ENV, "x64")
     assert cpu_variants.in_use_line() == "CPU variant x64 (forced by EMBER_CPU_VARIANT)"

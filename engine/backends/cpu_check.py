@@ -67,13 +67,13 @@ def _unused_tail(features: Sequence[str], flags: frozenset[str]) -> str:
 def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
     """`CPU variant: icelake (x86-64 …), chosen at run time from 14; skipped: sapphirerapids (…)`."""
     chosen = choice.probe(choice.chosen)
+    if choice.refused:
+        return f"CPU variant: {choice.refused}"
     if chosen is None:
         return f"CPU variant: none chosen ({choice.how})"
     features = " ".join(chosen.features) or "features not reported"
-    speed = f", {chosen.tps:g} tok/s in its probe" if chosen.tps else ""
     line = (
-        f"CPU variant: {chosen.name} (x86-64 {features}), chosen at run time from "
-        f"{len(choice.probes)} ({choice.how}{speed})"
+        f"CPU variant: {chosen.name} (x86-64 {features}), chosen at run time from {len(choice.probes)} ({choice.how})"
     )
     skipped = [f"{p.name} ({p.detail})" for p in choice.skipped if p.detail]
     line += f"; skipped: {', '.join(skipped)}" if skipped else ""
@@ -82,7 +82,7 @@ def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
 
 def probe(command: Sequence[str] | None = None, model: Path | None = None, timeout: float | None = None) -> Verdict:
     """Run the build in a child process; `command` replaces the default child (tests)."""
-    got = cpu_probe.probe("", 0, model, timeout or cpu_probe.PROBE_TIMEOUT_S, argv=command)  # its own backend
+    got = cpu_probe.probe("", model, timeout or cpu_probe.PROBE_TIMEOUT_S, argv=command)  # its own backend
     detail = got.detail if got.runs or got.detail.startswith("the probe") else f"the probe {got.detail}"
     return Verdict(got.runs, got.features, detail)
 
@@ -126,10 +126,10 @@ def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = N
 
 def variant_verdict(choice: cpu_variants.Choice) -> Verdict:
     """The chosen variant as a verdict; no variant that runs is refused in one line."""
-    if choice.refused:  # a forced variant (or a re-measured one) llama.cpp would not load here
+    if choice.refused:  # a forced variant that traps, or one llama.cpp would not load here
         raise ModelLoadError(choice.refused)
     chosen = choice.probe(choice.chosen)
-    if choice.chosen is None and choice.how == "measured":
+    if choice.chosen is None and choice.how in (cpu_variants.PROBED, cpu_variants.CACHED):
         tried = _tried(choice)
         raise ModelLoadError(
             f"no llama.cpp CPU variant runs on this CPU ({tried}); rebuild it for this machine: {REBUILD}"

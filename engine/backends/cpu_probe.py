@@ -1,11 +1,11 @@
 """Probing llama.cpp on this CPU in child processes: the one probe, its cache and its time limit.
 
 Ember makes sure llama.cpp runs here before a model loads, in one of two ways: `cpu_variants`
-(a build with run-time CPU variants: score each, probe the best, keep the fastest that survives)
+(a build with run-time CPU variants: score each, probe the best-scored first, keep the first that survives)
 or `cpu_check` (a build with its one CPU backend built in: probe that one). Both use this module.
 A probe is a child process running `probe_child`: it loads llama.cpp (and a variant, when one is
 named), prints the build's CPU features, then decodes on the built-in model, which is where an
-unsupported instruction traps (SIGILL), and times single-token decodes. Verdicts are cached per
+unsupported instruction traps (SIGILL). Verdicts are cached per
 machine in one file under one key (the CPU's flags and the library files).
 
 A leaf: it imports neither `cpu_check` nor `cpu_variants`.
@@ -20,7 +20,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,39 +227,29 @@ class Outcome:
 
     runs: bool | None  # None: the probe could not tell (timed out, failed, could not start)
     features: tuple[str, ...]  # the build's CPU features (ggml's names)
-    tps: float | None  # single-token decodes per second (1 thread), when timed
     detail: str  # one line: "passed", "died of SIGILL while decoding", …
 
 
 def probe(
     variant: str,
-    tokens: int,
     model: Path | None,
     timeout: float,
     python: str | None = None,
     child: str = PROBE_CHILD,
     argv: Sequence[str] | None = None,
 ) -> Outcome:
-    """Decode in a child with `variant` loaded ("" for the build's own backend), timing `tokens`."""
-    done = run(child, [variant, str(tokens), *([str(model.absolute())] if model else [])], timeout, python, argv)
+    """Decode in a child with `variant` loaded ("" for the build's own backend)."""
+    done = run(child, [variant, *([str(model.absolute())] if model else [])], timeout, python, argv)
     if done is None or done.returncode == TIMED_OUT:
-        return Outcome(None, (), None, f"{ending(done)} (the probe's limit is {timeout:.0f} s)")
+        return Outcome(None, (), f"{ending(done)} (the probe's limit is {timeout:.0f} s)")
     out = done.stdout.splitlines()
     features = next((build_features(line) for line in out if line.startswith("features:")), ())
-    tps = next((_rate(line.split(":", 1)[1]) for line in out if line.startswith("tps:")), None)
     if done.returncode == 0 and "decoded" in out:
-        return Outcome(True, features, tps, "passed")
+        return Outcome(True, features, "passed")
     if done.returncode < 0:
-        return Outcome(False, features, None, f"{ending(done)} while decoding")
+        return Outcome(False, features, f"{ending(done)} while decoding")
     last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-    return Outcome(None, features, None, f"the probe failed (exit {done.returncode}): {last}")
-
-
-def _rate(text: str) -> float | None:
-    try:
-        return round(float(text), 1)
-    except ValueError:
-        return None
+    return Outcome(None, features, f"the probe failed (exit {done.returncode}): {last}")
 
 
 def ending(done: subprocess.CompletedProcess[str] | None) -> str:
@@ -293,12 +282,11 @@ def score_child() -> int:
 
 
 def probe_child() -> int:
-    """argv: VARIANT ("" for the build's own backend) TOKENS [MODEL]. The build's features first
-    (so a trap still tells the parent what it needed), then a real decode, then TOKENS timed
-    single-token decodes (the pick "by measured speed")."""
+    """argv: VARIANT ("" for the build's own backend) [MODEL]. The build's features first (so a
+    trap still tells the parent what it needed), then a real decode, where a trap happens."""
     import llama_cpp
 
-    variant, tokens, model = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    variant, model = sys.argv[1], sys.argv[2:]
     if variant and not ggml_library().ggml_backend_load(variant.encode()):
         print("llama.cpp did not load the variant", file=sys.stderr)
         return 1
@@ -308,11 +296,6 @@ def probe_child() -> int:
 
         llm = new_llama(model_path=model[0], n_ctx=128, n_threads=1, n_gpu_layers=0, verbose=False)
         llm.eval(llm.tokenize(b"Hello there, how are you today?"))
-        if tokens:
-            token = llm.tokenize(b" the", add_bos=False)[0]
-            start = time.perf_counter()
-            for _ in range(tokens):
-                llm.eval([token])
-            print("tps:", tokens / (time.perf_counter() - start), flush=True)
+        llm.eval(llm.tokenize(b" the", add_bos=False)[:1])  # a single-token decode: another kernel path
     print("decoded", flush=True)
     return 0

@@ -1,14 +1,19 @@
-"""llama.cpp's CPU variants: the fastest one this CPU runs without a trap, chosen at run time.
+"""llama.cpp's CPU variants: the best one by CPU features that does not trap, chosen at run time.
 
 The build (pyproject: `GGML_BACKEND_DL`, `GGML_CPU_ALL_VARIANTS`) ships the CPU backend once per
-x86-64 instruction-set level, `libggml-cpu-{x64,sse42,…,haswell,…,icelake,…,sapphirerapids}.so`
-in `llama_cpp/lib`, and registers none at start-up. llama.cpp's own pick (`ggml_backend_load_best`)
+x86-64 instruction-set level, `libggml-cpu-{x64,sse42,…,haswell,…,zen4,…,sapphirerapids}.so` in
+`llama_cpp/lib`, and registers none at start-up. llama.cpp's own pick (`ggml_backend_load_best`)
 takes the variant with the highest feature score, which on a VM that reports AMX but traps on it
-is the one that dies of SIGILL. So Ember picks: a child process reads every variant's score; the
-best-scored ones are probed one per child process (loaded, a prompt decoded, single-token decodes
-timed); the best-scored one that survives is taken unless another measured clearly faster; the
-choice is cached per machine (CPU flags and the variant files). `ensure_backends()` then loads it,
+is the one that dies of SIGILL. So Ember picks: a child process reads every variant's score, then
+the variants are probed best-scored first, one child each (loaded, a prompt decoded), and the
+first that survives is taken: features decide, a child proves it, no speed race. The choice is
+cached per machine (CPU flags and the variant files). A forced variant (`EMBER_CPU_VARIANT`) is
+probed the same way, and one that traps is one line. `ensure_backends()` then loads the choice,
 and any GPU backend module beside it, with `ggml_backend_load` before llama.cpp is used here.
+
+A cached choice can still trap (a cache copied from a host that runs it, a VM moved to another
+host): each process that loads a variant leaves a marker until its first decode (or its normal
+exit), so a run that died before it leaves the marker behind, and the next start probes again.
 
 A build without variant files (a rebuild with `-DGGML_BACKEND_DL=OFF`) has its backends built
 in: there is nothing to choose, and `cpu_check` probes that one build instead. The children, the
@@ -17,14 +22,17 @@ cache and the time limit are `cpu_probe`'s.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import re
 import runpy
+import stat
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -32,18 +40,17 @@ from typing import Any, cast
 from engine.backends import cpu_probe
 from engine.backends.cpu_probe import PROBE_CHILD, SCORE_CHILD, ending, ggml_library, lib_dir
 from engine.child_env import PythonChild, function_child
-from models.library.json_schema import is_bool, is_int, is_number, is_text
+from models.library.json_schema import is_bool, is_int, is_text
 
 log = logging.getLogger("engine.llama")
 
-FORCE_ENV = "EMBER_CPU_VARIANT"  # a variant's name: used as is, unprobed (the bench's AVX2-only side)
-NOT_PROBED = "not probed: better-scored variants run"
-MEASURED = 2  # variants that must survive their probe before the fastest of them is taken
-CLEARLY_FASTER = 1.10  # a lower-scored variant is taken only when it decodes this much faster
-TIMED_TOKENS = 16
+FORCE_ENV = "EMBER_CPU_VARIANT"  # a variant's name: probed like the automatic choice, then used
+PROBED = "probed"
+NOT_PROBED = "not probed: a better-scored variant runs"
 VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-(?P<name>.+)\.(?:so|dll|dylib)")
 BACKEND_FILE = re.compile(r"(?:lib)?ggml-(?P<name>[a-z0-9_]+)\.(?:so|dll|dylib)")
 NOT_BACKENDS = {"base", "cpu"}
+STARTS_DIR = "cpu-variant-starts"  # one marker per process that loaded a variant and has not decoded yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +60,6 @@ class Probe:
     name: str
     score: int  # ggml's feature score; 0: this CPU lacks what it needs; -1: unknown
     runs: bool | None = None  # None: not probed, or the probe could not tell
-    tps: float | None = None  # single-token decodes per second in the probe (1 thread)
     features: tuple[str, ...] = ()  # ggml's names, as llama_print_system_info reports them
     detail: str = ""
 
@@ -63,9 +69,9 @@ class Choice:
     """The variant in use (None: none runs) and what each candidate did."""
 
     chosen: str | None
-    how: str  # "measured", "forced by EMBER_CPU_VARIANT", …
+    how: str  # "probed", "forced by EMBER_CPU_VARIANT", …
     probes: tuple[Probe, ...] = field(default_factory=tuple)
-    refused: str = ""  # why llama.cpp would not load `chosen` here (one line); "" when it did
+    refused: str = ""  # why `chosen` cannot be used here (one line); "" when it can
 
     def probe(self, name: str | None) -> Probe | None:
         return next((p for p in self.probes if p.name == name), None)
@@ -138,9 +144,9 @@ def probe_variant(
     child: str = PROBE_CHILD,
     timeout: float | None = None,
 ) -> Probe:
-    """Load the variant in a child process and decode with it; how it ended, and how fast."""
-    got = cpu_probe.probe(str(path), TIMED_TOKENS, model, timeout or cpu_probe.PROBE_TIMEOUT_S, python, child)
-    return Probe(name, score, got.runs, got.tps, got.features, got.detail)
+    """Load the variant in a child process and decode with it: how it ended."""
+    got = cpu_probe.probe(str(path), model, timeout or cpu_probe.PROBE_TIMEOUT_S, python, child)
+    return Probe(name, score, got.runs, got.features, got.detail)
 
 
 def choose(
@@ -151,29 +157,19 @@ def choose(
     score_child: str = SCORE_CHILD,
     probe_child: str = PROBE_CHILD,
 ) -> Choice:
-    """Probe the best-scored variants until MEASURED of them run; take the best of those."""
+    """The best-scored variant whose child decodes: probed in score order until one runs."""
     deadline = time.monotonic() + cpu_probe.PROBE_TIMEOUT_S  # all probes together: hung children cannot add up
     scored = sorted(read_scores(files, python, score_child), key=lambda p: -p.score)
     probes: list[Probe] = []
+    chosen: str | None = None
     for p in scored:
         left = deadline - time.monotonic()
-        if p.score <= 0 or p.runs is False or sum(q.runs is True for q in probes) >= MEASURED or left <= 0:
+        if p.score <= 0 or p.runs is False or chosen is not None or left <= 0:
             probes.append(p if p.score <= 0 or p.runs is False else Probe(p.name, p.score, detail=NOT_PROBED))
             continue
         probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_child, timeout=left))
-    return Choice(pick(probes), "measured", tuple(probes))
-
-
-def pick(probes: Sequence[Probe]) -> str | None:
-    """The best-scored variant that runs, unless one that runs decoded CLEARLY_FASTER."""
-    running = sorted((p for p in probes if p.runs), key=lambda p: -p.score)
-    if not running:
-        return None
-    best = running[0]
-    for other in running[1:]:
-        if other.tps and best.tps and other.tps > best.tps * CLEARLY_FASTER:
-            best = other
-    return best.name
+        chosen = p.name if probes[-1].runs else None
+    return Choice(chosen, PROBED, tuple(probes))
 
 
 # --- in this process ---------------------------------------------------------------------------
@@ -199,33 +195,59 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
     with _lock:
         if _loaded is None:
             choice = _decide(files, model)
-            ok = _register(files, folder, choice)
+            ok = not choice.refused and _register(files, folder, choice)
             if not ok and choice.how == CACHED:
-                # A cache copied from a host that runs the variant, a changed VM: measure again
+                # A cache copied from a host that runs the variant, a changed VM: probe again
                 # rather than fail every load until someone deletes the cache.
                 log.warning("llama.cpp refused the cached CPU variant %s; choosing again", choice.chosen)
                 choice = _measure(files, model, cpu_probe.machine_key(files.values()))
                 ok = _register(files, folder, choice)
-            if not ok:
-                choice = _refused(choice)
+            if not ok and not choice.refused:
+                choice = _refused(choice, "llama.cpp refused to load it on this CPU")
+            if ok and choice.chosen is not None:
+                _mark_start(choice.chosen)
             _loaded = choice
         return _loaded
 
 
 def _decide(files: dict[str, Path], model: Path | None) -> Choice:
+    key = cpu_probe.machine_key(files.values())
+    crashed = crashed_starts()
     forced = os.environ.get(FORCE_ENV, "").strip()
     if forced:
         if forced in files:
-            return Choice(forced, f"forced by {FORCE_ENV}", (Probe(forced, -1),))
+            return _forced(forced, files, model, key, crashed)
         log.warning("%s=%s: no such CPU variant (this build has %s); choosing one", FORCE_ENV, forced, ", ".join(files))
     if os.environ.get(cpu_probe.SKIP_ENV) == "0":
         return Choice(None, f"llama.cpp's own pick by score ({cpu_probe.SKIP_ENV}=0: not probed)")
-    key = cpu_probe.machine_key(files.values())
-    return read_cached(key, files) or _measure(files, model, key)
+    cached = read_cached(key, files)
+    if cached is not None and cached.chosen in crashed:
+        log.warning("the last run on CPU variant %s died before its first decode; choosing another", cached.chosen)
+        cached = None
+    return cached or _measure(files, model, key, crashed)
 
 
-def _measure(files: dict[str, Path], model: Path | None, key: str) -> Choice:
-    choice = choose(files, model or cpu_probe.probe_model())
+def _forced(name: str, files: dict[str, Path], model: Path | None, key: str, crashed: set[str]) -> Choice:
+    """A forced variant, probed in a child once per machine like the automatic choice."""
+    how = f"forced by {FORCE_ENV}"
+    probe = _cached_probes(key).get(name)
+    if name in crashed:
+        probe = Probe(name, -1, False, detail=CRASHED)
+    elif probe is None or probe.runs is None:
+        probe = probe_variant(name, files[name], -1, model or cpu_probe.probe_model())
+    if probe.runs is not None:
+        _remember(key, probe)
+    choice = Choice(name, how, (probe,))
+    return _refused(choice, probe.detail) if probe.runs is False else choice
+
+
+def _measure(files: dict[str, Path], model: Path | None, key: str, crashed: Collection[str] = ()) -> Choice:
+    """Probe the variants (those that took a run down are not tried again), log and cache the choice."""
+    left = {n: p for n, p in files.items() if n not in crashed}
+    choice = choose(left, model or cpu_probe.probe_model())
+    gone = tuple(Probe(n, -1, False, detail=CRASHED) for n in files if n in crashed)
+    if gone:
+        choice = Choice(choice.chosen, choice.how, choice.probes + gone)
     for p in choice.probes:
         if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
             log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
@@ -234,11 +256,11 @@ def _measure(files: dict[str, Path], model: Path | None, key: str) -> Choice:
     return choice
 
 
-def _refused(choice: Choice) -> Choice:
-    why = f"CPU variant {choice.chosen} cannot run here (llama.cpp refused to load it on this CPU)" + (
+def _refused(choice: Choice, why: str) -> Choice:
+    line = f"CPU variant {choice.chosen} cannot run here ({why})" + (
         f"; unset {FORCE_ENV} or name another" if choice.how.startswith("forced") else ""
     )
-    return Choice(choice.chosen, choice.how, choice.probes, refused=why)
+    return Choice(choice.chosen, choice.how, choice.probes, refused=line)
 
 
 def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
@@ -303,18 +325,86 @@ def in_use_line() -> str:
     files = variant_files(lib_dir())
     if not files:
         return "CPU backend built into llama.cpp (no run-time variants)"
+    key = cpu_probe.machine_key(files.values())
     forced = os.environ.get(FORCE_ENV, "").strip()
     if forced in files:
-        return f"CPU variant {forced} (forced by {FORCE_ENV})"
-    cached = read_cached(cpu_probe.machine_key(files.values()), files)
+        probe = _cached_probes(key).get(forced)
+        trapped = f"; cannot run here: {probe.detail}" if probe and probe.runs is False else ""
+        return f"CPU variant {forced} (forced by {FORCE_ENV}{trapped})"
+    cached = read_cached(key, files)
     if cached is None or cached.chosen is None:
         return f"CPU variant: chosen from {len(files)} at the first model load"
-    return f"CPU variant {cached.chosen} (of {len(files)}, measured on this machine)"
+    return f"CPU variant {cached.chosen} (of {len(files)}, probed on this machine)"
+
+
+# --- markers: a run that dies before its first decode ------------------------------------------
+
+CRASHED = "a run died before its first decode with it"
+_marker: Path | None = None
+
+
+def _starts_dir() -> Path:
+    return cpu_probe.cache_dir() / STARTS_DIR
+
+
+def _mark_start(name: str) -> None:
+    """Leave a marker until this process's first decode or normal exit (a SIGILL leaves it behind)."""
+    global _marker
+    path = _starts_dir() / str(os.getpid())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(name, encoding="utf-8")
+    except OSError as exc:
+        log.info("could not leave the CPU variant's start marker in %s: %s", path, exc)
+        return
+    _marker = path
+    atexit.register(decoded)
+
+
+def decoded() -> None:
+    """This process decoded with its variant (or exits normally): its start marker goes."""
+    global _marker
+    if _marker is None:
+        return
+    with contextlib.suppress(OSError):
+        _marker.unlink()
+    _marker = None
+
+
+def crashed_starts() -> set[str]:
+    """Variants named by the markers of processes that are gone (each marker is then removed)."""
+    folder = _starts_dir()
+    try:
+        entries = [p for p in folder.iterdir() if p.name.isascii() and p.name.isdigit()]
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for path in entries[:1000]:  # a folder filled by hand cannot stall a start
+        if int(path.name) == os.getpid() or _alive(int(path.name)):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(path.lstat().st_mode):
+                with path.open("rb") as f:
+                    found.add(f.read(200).decode("utf-8", "replace").strip())
+            path.unlink()
+    return found
+
+
+def _alive(pid: int) -> bool:
+    if sys.platform == "win32":  # os.kill(pid, 0) would end the process there: assume it runs
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 # --- the per-machine cache ---------------------------------------------------------------------
 
-CACHED = "measured on this machine earlier (cached)"
+CACHED = "probed on this machine earlier (cached)"
 
 
 def read_cached(key: str, files: dict[str, Path]) -> Choice | None:
@@ -322,6 +412,8 @@ def read_cached(key: str, files: dict[str, Path]) -> Choice | None:
     the chosen variant is one of this build's `files` (a hand edit could name `../../x`)."""
     entry = cpu_probe.read_cache(key)
     if entry is None:
+        return None
+    if "chosen" not in entry:  # only forced variants were probed here so far
         return None
     chosen, raw = entry.get("chosen"), entry.get("probes")
     if not (chosen is None or (isinstance(chosen, str) and chosen in files)) or not isinstance(raw, list):
@@ -337,22 +429,35 @@ def _cached_probe(data: object) -> Probe | None:
     if not isinstance(data, dict):
         return None
     p = cast(dict[str, Any], data)
-    name, score, runs, tps = p.get("name"), p.get("score"), p.get("runs"), p.get("tps")
+    name, score, runs = p.get("name"), p.get("score"), p.get("runs")
     features, detail = p.get("features", []), p.get("detail", "")
     if not (
         is_text(name)
         and is_int(score)
         and (runs is None or is_bool(runs))
-        and (tps is None or is_number(tps))
         and isinstance(features, list)
         and is_text(detail)
     ):
         return None
-    return Probe(name, score, runs, tps, tuple(str(f) for f in cast(list[object], features)), detail)
+    return Probe(name, score, runs, tuple(str(f) for f in cast(list[object], features)), detail)
 
 
 def write_cached(key: str, choice: Choice) -> None:
     cpu_probe.write_cache(key, {"chosen": choice.chosen, "probes": [asdict(p) for p in choice.probes]})
+
+
+def _cached_probes(key: str) -> dict[str, Probe]:
+    """Every probe cached for this machine by name (a forced variant's among them)."""
+    raw = (cpu_probe.read_cache(key) or {}).get("probes")
+    probes = [_cached_probe(p) for p in cast(list[object], raw)] if isinstance(raw, list) else []
+    return {p.name: p for p in probes if p is not None}
+
+
+def _remember(key: str, probe: Probe) -> None:
+    """Add a forced variant's probe to this machine's entry, keeping the automatic choice."""
+    entry = cpu_probe.read_cache(key) or {}
+    probes = [asdict(p) for p in _cached_probes(key).values() if p.name != probe.name] + [asdict(probe)]
+    cpu_probe.write_cache(key, ({"chosen": entry["chosen"]} if "chosen" in entry else {}) | {"probes": probes})
 
 
 # --- small helpers -----------------------------------------------------------------------------

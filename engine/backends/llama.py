@@ -27,7 +27,7 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends import gpu_modules, llama_devices, llama_log, load_progress, offload
+from engine.backends import cpu_variants, gpu_modules, llama_devices, llama_log, load_progress, offload
 from engine.backends.base import (
     MAX_CHARS_PER_TOKEN,
     CancelToken,
@@ -660,6 +660,7 @@ class LlamaBackend:
                         yield PromptProgress(done, total)
                     if cancel.cancelled:
                         return False
+            cpu_variants.decoded()  # the CPU variant decoded here: no start marker left behind
             return True
         except DecodeError as exc:
             if exc.code == ABORTED and cancel.cancelled:
