@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from serve_helpers import SeeingEcho, Served
     from sse_stub import StubServer
 
+# A test that is slow but not marked `slow` fails under --check-slow-marks (.ci/run sets it).
+pytest_plugins = ("slow_marks", "pytester")
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # A test run started in the background (`cmd &`, nohup) inherits SIGINT ignored, and so would
 # the `ember` processes the Ctrl+C tests start (an ignored signal stays ignored across exec);

@@ -109,6 +109,7 @@ def _fake_llama_bench(tmp_path: Path, rows: list[dict[str, Any]], status: int = 
     return binary
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_native_beside_the_default_run_is_its_figures_and_embers_ratio(tmp_path: Path) -> None:
     from tests.bench.native import beside_quick
 
@@ -122,6 +123,7 @@ def test_native_beside_the_default_run_is_its_figures_and_embers_ratio(tmp_path:
     assert out["engine_vs_native_tps_ratio"] == 0.75 and notes == []
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_failing_llama_bench_is_a_note_not_a_failed_bench(tmp_path: Path) -> None:
     from tests.bench.native import beside_quick
 

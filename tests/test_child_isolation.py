@@ -47,6 +47,7 @@ def test_the_grammar_checker_is_isolated(hostile_cwd: Path, smollm_path: Path) -
     assert problem == ""  # usable: the checker still works
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_cpu_probe_is_isolated(hostile_cwd: Path) -> None:
     verdict = cpu_check.probe()
     assert _ran(hostile_cwd) == ""
@@ -89,6 +90,7 @@ def test_the_frozen_entry_accepts_isolation_flags(tmp_path: Path) -> None:
     assert done.stdout.strip() == "child ['a b', 'c']"
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_start_up_bench_child_is_isolated(hostile_cwd: Path) -> None:
     from tests.bench import cli_startup as bench_startup
 

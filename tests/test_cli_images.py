@@ -14,6 +14,7 @@ from tests.projector_fixture import png, write_projector_fixture
 from tests.test_cli_chat import _script, ember
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_images_go_with_the_message_and_are_stored(tmp_path: Path, ember_home: Path) -> None:
     one, two = tmp_path / "one.png", tmp_path / "two.png"
     one.write_bytes(png(8, 6, seed=1))
@@ -44,6 +45,7 @@ def test_images_go_with_the_message_and_are_stored(tmp_path: Path, ember_home: P
         (None, "cannot read"),
     ],
 )
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_bad_image_fails_in_one_line_before_anything_runs(
     tmp_path: Path, ember_home: Path, content: bytes | None, expected: str
 ) -> None:
@@ -55,6 +57,7 @@ def test_a_bad_image_fails_in_one_line_before_anything_runs(
     assert expected in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_more_pictures_than_one_message_takes_fail_in_one_line(tmp_path: Path, ember_home: Path) -> None:
     from desktop.core.pending_images import MAX_PENDING
 

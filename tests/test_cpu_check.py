@@ -38,6 +38,7 @@ def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("one_variant")
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,6 +60,7 @@ def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
 
 
 @pytest.mark.usefixtures("one_variant")
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -72,6 +74,7 @@ def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_probe_killed_by_a_signal_python_does_not_name_is_a_trap_not_a_crash() -> None:
     # 40 is a real-time signal: signal.Signals has no name for it (naming it raised ValueError).
     died = cpu_check.probe([sys.executable, "-c", "import os; os.kill(os.getpid(), 40)"])

@@ -160,6 +160,7 @@ def _reaped() -> int:
     return child.pid
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
     build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -197,6 +198,7 @@ def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
     assert sorted(p.name for p in markers.iterdir()) == sorted([str(os.getpid()), str(os.getppid())])
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_forced_variant_that_took_a_run_down_is_refused_next_time(
     build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,6 +48,7 @@ def test_variant_and_backend_files_are_told_apart(tmp_path: Path) -> None:
     assert cpu_variants.variant_files(tmp_path / "missing") == {}
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_variant_that_traps_is_skipped_with_a_log_line_and_the_next_best_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -92,6 +93,7 @@ def test_no_variant_that_runs_is_one_line_and_loads_nothing(monkeypatch: pytest.
     assert "haswell: died of SIGILL while decoding" in message and "-DGGML_BACKEND_DL=OFF" in message
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_probe_that_cannot_tell_is_not_cached_and_a_forced_variant_is_probed_in_a_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,12 +45,14 @@ def _reserves(caplog: pytest.LogCaptureFixture) -> int:
     return sum(RESERVING in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_reply_sampled_in_the_graph_is_the_hosts(smollm, in_graph) -> None:  # type: ignore[no-untyped-def]
     smollm.reset_cache()
     assert _ids(in_graph, _greedy()) == _ids(smollm, _greedy())
     assert in_graph._device_greedy.attached is not None  # pyright: ignore[reportPrivateUsage]
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_one_chain_stays_attached_across_greedy_requests(in_graph, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
     first = _ids(in_graph, _greedy())
@@ -62,6 +64,7 @@ def test_one_chain_stays_attached_across_greedy_requests(in_graph, caplog: pytes
     assert _reserves(caplog) == 0  # no buffer freed and reallocated between the two
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_a_request_sampled_on_the_host_detaches_it_once(in_graph, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
     _ids(in_graph, _greedy(4))

@@ -33,6 +33,7 @@ def minilm() -> LlamaEmbedder:
     return shared_embedder(DEFAULT_EMBEDDER)
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_the_vectors_match_sentence_transformers(minilm: LlamaEmbedder) -> None:
     # The reference rows were computed once by sentence-transformers itself (SentenceTransformer.encode,
     # normalize_embeddings=True) on the wheel's own files; the test needs neither it nor torch.
@@ -42,6 +43,7 @@ def test_the_vectors_match_sentence_transformers(minilm: LlamaEmbedder) -> None:
     assert cosines.min() >= 0.99, cosines
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_it_is_an_encoder_with_the_wordpiece_vocabulary(minilm: LlamaEmbedder) -> None:
     kind = embedder_kind(Path(minilm.name))
     assert (kind.encoder, kind.context, kind.architecture) == (True, 512, "bert")

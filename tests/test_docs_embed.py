@@ -25,6 +25,7 @@ def embedder(smollm_path: Path):  # type: ignore[no-untyped-def]
     e.close()
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_the_embedder_reads_batches_with_the_threads_it_was_given(smollm_path: Path) -> None:
     # llama-cpp-python's own batch default is every logical CPU; embedding is all batch work.
     e = LlamaEmbedder.load(smollm_path, n_threads=1)

@@ -109,6 +109,7 @@ def test_the_switch_and_a_standing_verdict_start_nothing(monkeypatch: pytest.Mon
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_conversion_runs_beside_a_first_start_that_does_not_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(builtin_convert.SWITCH, "1")
     started = time.perf_counter()
@@ -143,6 +144,7 @@ def test_optimize_refuses_a_file_already_fast_in_one_line(tmp_path: Path, capsys
     assert sorted(p.name for p in model.parent.iterdir()) == ["tiny.F32.gguf", "tiny.Q4_0.gguf"]
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_optimize_writes_a_copy_beside_a_slow_file_with_its_quality_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,6 +86,7 @@ def test_the_childs_report_joins_vulkans_types_with_llamas_free_memory() -> None
     ]
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_driver_that_crashes_while_starting_is_one_line_and_no_device(tmp_path: Path) -> None:
     crash = "tests.gpu_fakes:crash_while_loading"
     devices, note = gpu_modules.list_devices([tmp_path / "libggml-vulkan.so"], child=crash)
@@ -161,6 +162,7 @@ def test_the_bench_reports_no_vulkan_device_and_the_build_times_without_the_modu
     assert "build_seconds_with_vulkan" in report
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_listing_child_runs_as_a_real_function_here() -> None:
     """The child (engine.backends.gpu_list_child) starts, lists, and exits 0 with no module given:
     whatever the Vulkan loader sees here, and no note of a failed start."""

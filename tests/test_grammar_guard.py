@@ -205,6 +205,7 @@ def test_issue_grammars_pass_the_child_check(model: Path) -> None:
         assert grammar_problem(model, _schema_to_gbnf(schema)) is None
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_grammar_that_crashes_llama_cpp_kills_only_the_child(model: Path) -> None:
     # Unbounded conversion of maxLength 20000: 20,000 nested groups overflow the native stack.
     deep = "root ::= " + '("a" ' * 20000 + ")?" * 20000 + "\n"
@@ -213,10 +214,12 @@ def test_a_grammar_that_crashes_llama_cpp_kills_only_the_child(model: Path) -> N
     assert "crashes" in problem or "rejected" in problem
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_an_invalid_grammar_is_rejected(model: Path) -> None:
     assert grammar_problem(model, "root ::= (((") == "llama.cpp rejected the grammar"
 
 
+@pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_verdicts_are_cached_per_grammar_in_memory_and_on_disk(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gbnf = 'root ::= "yes" | "no"\n'
     assert grammar_problem(model, gbnf) is None

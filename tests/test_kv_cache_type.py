@@ -78,6 +78,7 @@ def test_ember_chat_takes_the_kv_cache_flag() -> None:
         build_parser().parse_args(["chat", "hi", "--kv-cache", "q5"])
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_smollm2_runs_with_a_q8_0_cache_and_a_bad_combination_is_refused(smollm_path: Path) -> None:
     from engine.backends.llama import LlamaBackend
 

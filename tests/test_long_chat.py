@@ -199,6 +199,7 @@ def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(
     assert max(i.cached_tokens for i in backend.infos) > 200
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> None:
     history = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 600}]
     for policy in ContextPolicy:

@@ -265,6 +265,7 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_and_changes_nothing(looku
     assert info.drafted > 0 and info.accepted == info.drafted  # the model agrees with itself
 
 
+@pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(tmp_path: Path, smollm_path: Path) -> None:
     from engine.backends.llama import LlamaBackend
     from engine.errors import ConfigError

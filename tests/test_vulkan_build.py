@@ -24,6 +24,7 @@ HAS_TOOLS = bool(
     and glob("/usr/share/cmake*/SPIRV-Headers/SPIRV-HeadersConfig.cmake")
     and glob("/usr/lib/*-linux-gnu/libvulkan.so.1")
 )
+pytestmark = pytest.mark.slow  # every test runs the script in bash (tests/slow_marks.py)
 needs_tools = pytest.mark.skipif(not HAS_TOOLS, reason="needs cmake, c++, spirv-headers and libvulkan1 installed")
 
 

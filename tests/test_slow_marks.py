@@ -1,0 +1,43 @@
+"""The check that keeps the fast lane fast (tests/slow_marks.py, issue #53): a test that starts a
+process or burns CPU without the `slow` mark fails under --check-slow-marks, and only then."""
+
+from __future__ import annotations
+
+import pytest
+
+TESTS = """
+import subprocess, sys, time
+import pytest
+
+def test_starts_a_process():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.mark.slow
+def test_marked():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_burns_cpu():
+    end = time.process_time() + 1.7
+    while time.process_time() < end:
+        pass
+
+def test_quick():
+    assert sum(range(1000)) == 499500
+"""
+
+
+@pytest.mark.slow
+def test_unmarked_slow_tests_fail_only_when_the_check_is_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sample=TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    checked = pytester.runpytest_inprocess("-p", "slow_marks", "--check-slow-marks", "-p", "no:cacheprovider")
+    checked.assert_outcomes(passed=4, errors=2)
+    checked.stdout.fnmatch_lines(
+        [
+            "*unmarked slow test (started a process: subprocess.Popen*): mark it @pytest.mark.slow*",
+            "*unmarked slow test (*s of CPU, limit 1.5): mark it @pytest.mark.slow*",
+        ],
+        consecutive=False,
+    )
+    assert "test_marked" not in "".join(line for line in checked.outlines if "unmarked" in line)
+    pytester.runpytest_inprocess("-p", "slow_marks", "-p", "no:cacheprovider").assert_outcomes(passed=4)
