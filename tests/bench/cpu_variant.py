@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,83 @@ def compare_variants(model: Path, threads: int, rounds: int, env: dict[str, str]
         out[f"portable_{key}_tps"] = round(theirs, 1)
     out["cpu_variant_rounds"] = rounds
     return out
+
+
+# Each x86-64 variant's nearest lower level (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS): what
+# a variant must beat to be worth its build (#53). `x64` is the floor.
+LOWER = {
+    "sse42": "x64",
+    "sandybridge": "sse42",
+    "ivybridge": "sandybridge",
+    "piledriver": "ivybridge",
+    "haswell": "piledriver",
+    "alderlake": "haswell",
+    "skylakex": "haswell",
+    "cannonlake": "skylakex",
+    "cascadelake": "skylakex",
+    "icelake": "cascadelake",
+    "cooperlake": "cascadelake",
+    "zen4": "icelake",
+    "sapphirerapids": "zen4",
+}
+
+
+def compare_levels(
+    model: Path, threads: int, rounds: int, env: dict[str, str], progress: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """Every built variant this CPU runs against its nearest lower level: medians over `rounds`
+    rounds, each round measuring every variant once (the order turned round each time, so a
+    load that drifts does not favour one side). A variant that cannot run here is left out."""
+    files = variant_files(lib_dir())
+    runs: dict[str, list[dict[str, Any]]] = {}
+    names = [n for n in ["x64", *LOWER] if n in files]
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else reversed(names):
+            try:
+                runs.setdefault(name, []).append(measure_variant(name, model, threads, env))
+            except BenchError:
+                runs[name] = []
+            if progress and runs[name]:
+                progress(f"round {i + 1}: {name} {json.dumps(runs[name][-1])}")
+    tg = {n: statistics.median(r["tg"] for r in rs) for n, rs in runs.items() if rs}
+    pp = {n: statistics.median(r["pp"] for r in rs) for n, rs in runs.items() if rs}
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        if name not in tg:
+            continue
+        lower = LOWER.get(name)
+        rows.append(
+            {
+                "variant": name,
+                "lower": lower,
+                "tg_tps": round(tg[name], 1),
+                "pp_tps": round(pp[name], 1),
+                "tg_vs_lower": round(tg[name] / tg[lower], 3) if lower in tg else None,
+                "pp_vs_lower": round(pp[name] / pp[lower], 3) if lower in pp else None,
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    """`python -m tests.bench.cpu_variant [ROUNDS] [THREADS]`: every variant against its lower level."""
+    import sys
+
+    from engine.child_env import child_env
+    from models.library.default_model import default_model_path
+
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    threads = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    rows = compare_levels(default_model_path(), threads, rounds, child_env(), lambda line: print(line, flush=True))
+    print(f"{'variant':15} {'lower':12} {'decode t/s':>10} {'prompt t/s':>10} {'decode ×':>9} {'prompt ×':>9}")
+    for r in rows:
+        print(
+            f"{r['variant']:15} {r['lower'] or '-':12} {r['tg_tps']:10.1f} {r['pp_tps']:10.1f} "
+            f"{r['tg_vs_lower'] or '-':>9} {r['pp_vs_lower'] or '-':>9}"
+        )
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
