@@ -55,6 +55,8 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.delenv(cpu_variants.FORCE_ENV, raising=False)
     monkeypatch.setattr(cpu_variants, "lib_dir", lambda: folder)
     monkeypatch.setattr(cpu_variants, "_loaded", None)
+    monkeypatch.setattr(cpu_variants, "_pending", None)
+    monkeypatch.setattr(cpu_variants, "_marker", None)
     monkeypatch.setattr(llama_log, "install", lambda: None)
     return cpu_variants.variant_files(folder)
 
@@ -170,12 +172,15 @@ def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
     )
     ggml = _FakeGgml(set())
     monkeypatch.setattr(cpu_variants, "ggml_library", lambda: ggml)
-    first = cpu_variants.ensure_backends()  # the cached choice is loaded; a marker stays until a decode
+    first = cpu_variants.ensure_backends()  # the cached choice is loaded: no marker until a decode starts
     assert first is not None and first.chosen == "sapphirerapids"
     markers = cpu_probe.cache_dir() / cpu_variants.STARTS_DIR
     mine = markers / str(os.getpid())
+    assert not mine.exists()
+    cpu_variants.decoding()  # the first decode: a marker until it is done
     assert mine.read_text() == "sapphirerapids"
     cpu_variants.decoded()
+    cpu_variants.decoding()  # later decodes leave none
     assert not mine.exists()
     # That process dies of SIGILL before its first decode: its marker stays behind.
     (markers / str(_reaped())).write_text("sapphirerapids")
@@ -195,7 +200,7 @@ def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
     line = cpu_check.chosen_line(again, frozenset())
     assert f"skipped: sapphirerapids ({cpu_variants.CRASHED})" in line  # what `ember doctor` shows
     assert next(iter(json.loads(path.read_text()).values()))["chosen"] == "zen4"  # the cache is mended
-    assert sorted(p.name for p in markers.iterdir()) == sorted([str(os.getpid()), str(os.getppid())])
+    assert [p.name for p in markers.iterdir()] == [str(os.getppid())]
 
 
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
@@ -265,6 +270,7 @@ def test_a_real_run_killed_before_its_first_decode_is_avoided_and_named_by_docto
         "import os, signal\n"
         "from engine.backends import cpu_variants\n"
         "print(cpu_variants.ensure_backends().chosen, flush=True)\n"
+        "cpu_variants.decoding()\n"
         "os.kill(os.getpid(), signal.SIGILL)  # as a variant's first decode does where it traps\n"
     )
     died = subprocess.run(

@@ -12,8 +12,8 @@ probed the same way, and one that traps is one line. `ensure_backends()` then lo
 and any GPU backend module beside it, with `ggml_backend_load` before llama.cpp is used here.
 
 A cached choice can still trap (a cache copied from a host that runs it, a VM moved to another
-host): each process that loads a variant leaves a marker until its first decode (or its normal
-exit), so a run that died before it leaves the marker behind, and the next start probes again.
+host): a process leaves a marker around its first decode, so a run that died there leaves the
+marker behind, and the next start leaves that variant out and probes again.
 
 A build without variant files (a rebuild with `-DGGML_BACKEND_DL=OFF`) has its backends built
 in: there is nothing to choose, and `cpu_check` probes that one build instead. The children, the
@@ -181,7 +181,7 @@ _lock = threading.Lock()
 
 def ensure_backends(model: Path | None = None) -> Choice | None:
     """Load the chosen CPU variant and the GPU modules once per process (None: no variants)."""
-    global _loaded
+    global _loaded, _pending
     if _loaded is not None:  # chosen and loaded in this process already: no listing, no lock
         return _loaded
     folder = lib_dir()
@@ -204,8 +204,7 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
                 ok = _register(files, folder, choice)
             if not ok and not choice.refused:
                 choice = _refused(choice, "llama.cpp refused to load it on this CPU")
-            if ok and choice.chosen is not None:
-                _mark_start(choice.chosen)
+            _pending = choice.chosen if ok else None
             _loaded = choice
         return _loaded
 
@@ -340,6 +339,7 @@ def in_use_line() -> str:
 # --- markers: a run that dies before its first decode ------------------------------------------
 
 CRASHED = "a run died before its first decode with it"
+_pending: str | None = None  # the variant loaded here that has not decoded yet
 _marker: Path | None = None
 
 
@@ -347,13 +347,17 @@ def _starts_dir() -> Path:
     return cpu_probe.cache_dir() / STARTS_DIR
 
 
-def _mark_start(name: str) -> None:
-    """Leave a marker until this process's first decode or normal exit (a SIGILL leaves it behind)."""
+def decoding() -> None:
+    """Before this process's first decode: leave a marker naming its variant, which a trap there
+    (SIGILL) leaves behind. Only around that decode, so a process stopped at another time (a
+    SIGTERM, a doctor that never decodes) is never taken for a crash."""
     global _marker
+    if _pending is None or _marker is not None:
+        return
     path = _starts_dir() / str(os.getpid())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(name, encoding="utf-8")
+        path.write_text(_pending, encoding="utf-8")
     except OSError as exc:
         log.info("could not leave the CPU variant's start marker in %s: %s", path, exc)
         return
@@ -362,8 +366,9 @@ def _mark_start(name: str) -> None:
 
 
 def decoded() -> None:
-    """This process decoded with its variant (or exits normally): its start marker goes."""
-    global _marker
+    """This process decoded with its variant (or exits normally): its marker goes, for good."""
+    global _marker, _pending
+    _pending = None
     if _marker is None:
         return
     with contextlib.suppress(OSError):

@@ -651,6 +651,7 @@ class LlamaBackend:
         prompt's last one): that decode is as short as a reply token's, which runs without the
         callback too, and its hundreds of calls into Python cost ~0.5 ms of the first token.
         """
+        cpu_variants.decoding()  # the first decode is where a CPU variant traps: a marker until it is done
         try:
             for done, total in self._kv.batches(tokens, media):
                 if done == 0 and total > 1:
