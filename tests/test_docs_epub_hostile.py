@@ -62,6 +62,44 @@ def test_an_epub_bomb_is_refused_before_inflating(tmp_path: Path) -> None:
     assert "zip bomb" in str(info.value) and "\n" not in str(info.value)
 
 
+def _repeating_epub(path: Path, times: int, body: str) -> Path:
+    """Review 3's EP-06: one chapter listed `times` times in the spine."""
+    spine = "".join('<itemref idref="c1"/>' for _ in range(times))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("OEBPS/content.opf", OPF.replace('<itemref idref="c1"/><itemref idref="c2"/>', spine))
+        z.writestr("OEBPS/text/one.xhtml", _chapter("Again", body))
+    return path
+
+
+def test_a_chapter_the_spine_repeats_is_read_once(tmp_path: Path) -> None:
+    body = "the same words again " * 50_000  # 1 MB, listed 12 times: 12 MB of text before
+    book = _repeating_epub(tmp_path / "repeat.epub", 12, body)
+    assert book.stat().st_size < 100_000
+    text = "".join(b.text for b in extract(book))
+    assert text.count("# Again") == 1
+    assert len(text) < len(body) + 100
+
+
+def test_the_spine_inflates_within_one_budget_for_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.docs.epub as epub
+
+    # Two chapters of 600 KB each under a 1 MB budget: the declared-size check is passed (as
+    # members that lie about their size would), and the running count still stops the second.
+    monkeypatch.setattr(epub, "MAX_TOTAL", 1 << 20)
+    monkeypatch.setattr(epub, "_check_sizes", lambda path, archive: None)
+    book = tmp_path / "two.epub"
+    with zipfile.ZipFile(book, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("OEBPS/content.opf", OPF)
+        z.writestr("OEBPS/text/one.xhtml", _chapter("One", "a" * 600_000))
+        z.writestr("OEBPS/text/two.xhtml", _chapter("Two", "b" * 600_000))
+    with pytest.raises(DocumentError, match="zip bomb"):
+        list(extract(book))
+
+
 def test_a_broken_epub_is_one_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken.epub"
     broken.write_bytes(b"PK\x03\x04 not a zip at all")
