@@ -152,6 +152,8 @@ def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     report = json.loads(out)
     assert sorted(Path(p).name for p in report["indexed"]) == ["letter.pdf", "receipts.md"]
     assert report["pages"] == 2 and report["failed"] == []
+    assert [Path(s["path"]).name for s in report["skipped"]] == ["photo.jpg"]  # said, not failed
+    assert "photo.jpg: is not a document Ember reads" in err
     listed = json.loads(_run(capsys, "docs", "list", "--json")[1])
     # A new collection embeds with the default embedder (all-MiniLM-L6-v2) unless told otherwise.
     assert [(c["name"], c["ready"], c["embedder"]) for c in listed] == [("Tax 2026", 2, "default")]

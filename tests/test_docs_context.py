@@ -74,7 +74,8 @@ def test_unreadable_attachments_are_one_line_each_and_the_rest_is_used(tmp_path:
     attachments, problems = Attachments.load([tmp_path / "ok.md", tmp_path / "img.png", tmp_path / "gone.txt"])
     assert problems == [
         "gone.txt: not found",
-        "img.png: unsupported type (.png); Ember reads text, Markdown, source code, HTML, PDF, DOCX and EPUB",
+        "img.png: unsupported type (.png); Ember reads text, Markdown, source code, HTML, PDF, DOCX and EPUB "
+        "(also as .gz, .bz2, .xz)",
     ]
     assert len(attachments) == 1
 

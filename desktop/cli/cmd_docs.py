@@ -142,7 +142,7 @@ def _reindex(index: DocIndex, coll: Collection, args: argparse.Namespace) -> int
             report = index_collection(index, coll, embedder=embedder, progress=printer.show, cancel=cancelled)
     finally:
         printer.clear()
-    for _, reason in report.failed + report.notes:
+    for _, reason in report.failed + report.skipped + report.notes:
         warn(reason)
     if report.repaired:
         warn(
@@ -165,6 +165,8 @@ def _summary(coll: Collection, report: IndexReport) -> str:
         parts.append(f"{report.removed} removed")
     if report.failed:
         parts.append(f"{len(report.failed)} could not be read")
+    if report.skipped:
+        parts.append(f"{len(report.skipped)} skipped (not documents)")
     return f"{shown(coll.name)}: " + ", ".join(parts) + f" ({report.chunks:,} passages, {report.pages:,} pages)"
 
 

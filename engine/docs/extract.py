@@ -30,13 +30,16 @@ A file that cannot be read raises `DocumentError` naming it, in one line.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Protocol
 
+from engine.docs.compressed import inner_name, is_compressed, open_inflated
 from engine.docs.errors import DocumentError
 from engine.docs.names import shown
 from engine.docs.pdf_page import PageUnreadable, page_text, pypdfium2
@@ -62,6 +65,12 @@ HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 KNOWN_NAMES = frozenset({"readme", "license", "makefile", "dockerfile", "changelog", "authors", "notice"})
 
 Cancel = Callable[[], bool]
+
+
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
 Note = Callable[[str], None]  # a one-line note about a file that was read in part
 
 
@@ -73,12 +82,20 @@ class Block:
 
 
 def kind_of(path: Path, *, follow: bool = True) -> str | None:
-    """'text', 'html', 'pdf' or 'docx' by name, else by the first bytes; None: not a document."""
-    return kind_by_name(path) or _sniff(path, follow)
+    """'text', 'html', 'pdf' or 'docx' by name, else by the first bytes; None: not a document.
+
+    A compressed file (`.gz`, `.bz2`, `.xz`) is the kind of text it holds, by its inner name or
+    its first inflated bytes; only text and HTML are read from inside one.
+    """
+    kind = kind_by_name(path) or _sniff(path, follow)
+    return kind if not is_compressed(path) or kind in ("text", "html") else None
 
 
 def kind_by_name(path: Path) -> str | None:
     """The kind a file's name says, without opening it; None when the name does not say."""
+    if is_compressed(path):
+        inner = kind_by_name(inner_name(path))
+        return inner if inner in ("text", "html") else None
     suffix = path.suffix.lower()
     if suffix == ".pdf":
         return "pdf"
@@ -95,9 +112,9 @@ def kind_by_name(path: Path) -> str | None:
 
 def _sniff(path: Path, follow: bool) -> str | None:
     try:
-        with open_regular(path, follow=follow) as f:
+        with _opened(path, follow) as f:
             head = f.read(SNIFF_BYTES)
-    except (OSError, ValueError):
+    except (OSError, ValueError, DocumentError):
         return None
     if head.startswith(b"%PDF-"):
         return "pdf"
@@ -135,11 +152,15 @@ def extract(
             return _capped(path, _checked_text(path, _docx_blocks(path, follow)), told)
         case "epub":
             return _capped(path, _checked_text(path, _epub_blocks(path, stop, follow)), told)
+        case _ if is_compressed(path):
+            raise DocumentError(
+                path, f"holds no text Ember reads ({path.suffix} of a binary file, an archive or a PDF); skipped"
+            )
         case _:
             raise DocumentError(
                 path,
                 f"unsupported type ({path.suffix or 'no extension'}); Ember reads text, "
-                "Markdown, source code, HTML, PDF, DOCX and EPUB",
+                "Markdown, source code, HTML, PDF, DOCX and EPUB (also as .gz, .bz2, .xz)",
             )
 
 
@@ -177,9 +198,14 @@ def _capped(path: Path, blocks: Iterator[Block], note: Note) -> Iterator[Block]:
 # -- plain text --------------------------------------------------------------------------
 
 
+def _opened(path: Path, follow: bool) -> contextlib.AbstractContextManager[Readable]:
+    """The file's bytes: as they are, or inflated (bounded: engine.docs.compressed) when compressed."""
+    return open_inflated(path, follow=follow) if is_compressed(path) else open_regular(path, follow=follow)
+
+
 def _decoded_pieces(path: Path, stop: Cancel, follow: bool) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    with open_regular(path, follow=follow) as f:
+    with _opened(path, follow) as f:
         first = True
         while not stop():
             raw = f.read(READ_BYTES)

@@ -55,6 +55,7 @@ BATCH = 64  # passages per write (embedded a few at a time, cancel looked at bet
 GROUP_BLOCKS = 16  # blocks handed from the reading thread at a time (PDF pages)…
 GROUP_CHARS = 1 << 18  # …until they hold this much text (a 1 MiB block of a text file goes alone)
 HASH_BYTES = 1 << 20
+NOT_A_DOCUMENT = "is not a document Ember reads (a picture, an archive, a binary file…); skipped"
 MAX_FILES = 100_000  # files found under a collection's roots at most (a root of "/" is a mistake)
 
 
@@ -73,6 +74,8 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # (path, one-line reason)
+    # Files in a folder that are not documents Ember reads (pictures, archives, binaries): said, not failed
+    skipped: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     notes: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])  # files read in part
     repaired: int = 0  # files indexed again because their passages disagreed with their count
     cancelled: bool = False
@@ -85,6 +88,7 @@ class IndexReport:
             "unchanged": self.unchanged,
             "removed": self.removed,
             "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "notes": [{"path": p, "note": n} for p, n in self.notes],
             "repaired": self.repaired,
             "cancelled": self.cancelled,
@@ -97,13 +101,15 @@ class Cancelled(Exception):
     """Raised inside the indexer when the cancel check says stop (caught by `index_collection`)."""
 
 
-def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Every document under the roots (a file root is taken as given) and the ones left out, with why.
+def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]], list[tuple[str, str]]]:
+    """Every document under the roots (a file root is taken as given), the ones left out and the
+    regular files that are not documents (skipped), each with why.
 
     Nothing is opened but what a regular file's name does not explain (sniffed for text).
     """
     found: dict[str, Path] = {}
     left_out: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = []
     for root in roots:
         try:
             mode = os.stat(root).st_mode
@@ -113,7 +119,8 @@ def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]]
         if stat.S_ISDIR(mode):
             for path, reason in _walk(root):
                 if reason:
-                    left_out.append((str(path), str(DocumentError(path, reason))))
+                    into = skipped if reason == NOT_A_DOCUMENT else left_out
+                    into.append((str(path), str(DocumentError(path, reason))))
                     continue
                 found.setdefault(str(path), path)
                 if len(found) >= MAX_FILES:
@@ -122,7 +129,7 @@ def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]]
             found.setdefault(str(root), root)
         else:
             left_out.append((str(root), str(DocumentError(root, kind_reason(mode)))))
-    return sorted(found.values()), left_out
+    return sorted(found.values()), left_out, skipped
 
 
 def _walk(root: Path) -> Iterator[tuple[Path, str]]:
@@ -142,9 +149,9 @@ def _walk(root: Path) -> Iterator[tuple[Path, str]]:
             except OSError:
                 continue  # gone meanwhile
             if stat.S_ISREG(mode):
-                # In a folder, only what Ember can read is taken (named files are tried and reported).
-                if kind_of(path, follow=False) is not None:
-                    yield path, ""
+                # In a folder, only what Ember can read is taken, the rest is listed as skipped
+                # (named files are tried and reported).
+                yield path, "" if kind_of(path, follow=False) is not None else NOT_A_DOCUMENT
             elif not stat.S_ISLNK(mode) or kind_by_name(path) is not None:
                 yield path, kind_reason(mode)
 
@@ -162,7 +169,7 @@ def file_digest(path: Path, follow: bool = True, stop: Callable[[], bool] | None
 def prune(index: DocIndex, coll: Collection, paths: list[Path] | None = None) -> int:
     """Drop the files no longer under the collection's roots (or gone); how many were dropped."""
     if paths is None:
-        paths, _ = find_files(index.roots(coll))
+        paths, _, _ = find_files(index.roots(coll))
     wanted = {str(p) for p in paths}
     gone = [row.id for path, row in index.files(coll).items() if path not in wanted]
     if gone:
@@ -184,8 +191,9 @@ def index_collection(
     with collection_lock(index, coll):
         roots = index.roots(coll)
         named = {str(r) for r in roots}  # files the user named are opened as named (links followed)
-        paths, left_out = find_files(roots)
+        paths, left_out, skipped = find_files(roots)
         report.failed.extend(left_out)
+        report.skipped.extend(skipped)
         report.removed = prune(index, coll, paths)
         known = index.files(coll)
         for path in index.miscounted_files(coll):  # duplicates left by older Embers' concurrent runs

@@ -435,7 +435,7 @@ class CollectionsDialog(QDialog):
             said = f"{len(report.indexed)} indexed, {report.unchanged} unchanged"
             if report.cancelled:
                 said += " — stopped; Re-index goes on from here"
-            lines = [said] + [reason for _, reason in (report.failed + report.notes)[:5]]
+            lines = [said] + [reason for _, reason in (report.failed + report.skipped + report.notes)[:5]]
             self.detail.setText("\n".join(lines))
 
     def _cancel(self) -> None:
