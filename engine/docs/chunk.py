@@ -7,6 +7,12 @@ code block is kept whole when it fits; a paragraph longer than a passage is cut 
 then sentence ends, then spaces. Each passage after the first in a section starts up to
 `overlap` characters before the previous one ended (at a word boundary), so a fact that
 straddles a break is still found whole in one of them.
+
+Each passage also carries a `head`: the file's title and the headings it sits under
+(`"zstd README — Benchmarks › Dictionary compression\n"`). The head is not part of the passage (its
+offsets and what the model is shown stay the span of the text), but it is what BM25 and the
+embedder read before the passage: a paragraph under "## Building on Windows" of zstd's README is
+found by a question about zstd on Windows even when it names neither.
 """
 
 from __future__ import annotations
@@ -15,11 +21,22 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine.docs.extract import Block
 
-TARGET_CHARS = 1200  # about 300 tokens: small enough to cite, large enough to carry a fact with its context
-OVERLAP_CHARS = 200
+# About 200 word pieces with the head: within the default embedder's window (all-MiniLM-L6-v2
+# reads 256, was trained on 128), so a passage is embedded whole; 1,200 characters (~300) were cut.
+TARGET_CHARS = 900
+OVERLAP_CHARS = 150
+MAX_HEAD_CHARS = 200  # a title and its headings, cut: a passage's own words must outweigh them
+
+_SETEXT = re.compile(r"[^\n]*\S[^\n]*\n(?:={3,}|-{3,})[ \t]*(?:\n|$)")
+_GENERIC_NAMES = frozenset(
+    "readme index news faq changelog notes todo install usage manual guide copying copyright license "
+    "licence authors contributing history".split()
+)
+_DOC_SUFFIXES = frozenset(".gz .bz2 .xz .md .markdown .txt .text .rst .html .htm .pdf .docx .epub".split())
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _HEADING = re.compile(r"^#{1,6} \S", re.MULTILINE)
@@ -32,12 +49,81 @@ class Chunk:
     page: int | None
     start: int  # offsets in the page's (PDF) or the document's text
     end: int
+    head: str = ""  # the title and headings above it, ending in a newline (or ""): indexed, not shown
+
+    @property
+    def indexed(self) -> str:
+        """What BM25 and the embedder read: the head, then the passage."""
+        return self.head + self.text
 
 
-def chunk_blocks(blocks: Iterable[Block], target: int = TARGET_CHARS, overlap: int = OVERLAP_CHARS) -> Iterator[Chunk]:
+def chunk_blocks(
+    blocks: Iterable[Block], target: int = TARGET_CHARS, overlap: int = OVERLAP_CHARS, *, title: str = ""
+) -> Iterator[Chunk]:
+    headings = _Headings(title)
     for block in blocks:
+        marks = _heading_marks(block.text)
         for s, e in chunk_spans(block.text, target, overlap):
-            yield Chunk(block.text[s:e], block.page, block.start + s, block.start + e)
+            own = False  # a passage that starts with a heading: its head is that heading's parents
+            while marks and marks[0][0] <= s:
+                own = marks[0][0] == s
+                headings.enter(*marks.pop(0)[1:])
+            yield Chunk(block.text[s:e], block.page, block.start + s, block.start + e, headings.head(own))
+        for _, level, name in marks:
+            headings.enter(level, name)
+
+
+def title_of(path: Path) -> str:
+    """A file's title for its passages' heads: `zstd/README.md.gz` -> "zstd README", `tax-2026_receipts.pdf` ->
+    "tax 2026 receipts". A generic name (README, NEWS, FAQ…) takes its folder's name before it."""
+    name = path.name
+    while (suffix := Path(name).suffix.lower()) in _DOC_SUFFIXES and suffix != name.lower():
+        name = name[: -len(suffix)]
+    words = " ".join(re.split(r"[-_.\s]+", name)).strip()
+    if name.lower() in _GENERIC_NAMES and path.parent.name:
+        words = f"{path.parent.name} {words}"
+    return words
+
+
+class _Headings:
+    """The headings open at a point of a document, by level."""
+
+    def __init__(self, title: str) -> None:
+        self.title = " ".join(title.split())
+        self.open: list[tuple[int, str]] = []
+
+    def enter(self, level: int, name: str) -> None:
+        while self.open and self.open[-1][0] >= level:
+            self.open.pop()
+        self.open.append((level, name))
+
+    def head(self, but_last: bool = False) -> str:
+        path = " › ".join(name for _, name in self.open[: -1 if but_last else None])
+        head = " — ".join(part for part in (self.title, path) if part)[:MAX_HEAD_CHARS]
+        return head + "\n" if head else ""
+
+
+def _heading_marks(text: str) -> list[tuple[int, int, str]]:
+    """(offset, level, name) of each Markdown heading (`## Name`, or a line underlined with === or ---)."""
+    marks: list[tuple[int, int, str]] = []
+    for at in _heading_starts(text):
+        space = text.index(" ", at)
+        marks.append((at, space - at, text[space : _line_end(text, at)]))
+    for rule, level in (("\n===", 1), ("\n---", 2)):  # found by str.find: a regex's `^` is tried everywhere
+        at = text.find(rule)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            if _SETEXT.match(text, start):
+                marks.append((start, level, text[start:at]))
+            at = text.find(rule, at + 1)
+    marks.sort()
+    names = ((at, level, " ".join(name.split()).strip("# ")[:MAX_HEAD_CHARS]) for at, level, name in marks)
+    return [(at, level, name) for at, level, name in names if name]
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
 
 
 def chunk_spans(text: str, target: int = TARGET_CHARS, overlap: int = OVERLAP_CHARS) -> Iterator[tuple[int, int]]:

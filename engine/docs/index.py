@@ -329,13 +329,16 @@ class DocIndex:
             coll_id = int(self.conn.execute("SELECT collection_id FROM files WHERE id = ?", (file_id,)).fetchone()[0])
             ids = range(first, first + len(chunks))
             self.conn.executemany(
-                "INSERT INTO chunks (id, file_id, page, start_off, end_off, text, collection_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(i, file_id, c.page, c.start, c.end, c.text, coll_id) for i, c in zip(ids, chunks, strict=True)],
+                "INSERT INTO chunks (id, file_id, page, start_off, end_off, text, collection_id, head) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (i, file_id, c.page, c.start, c.end, c.text, coll_id, c.head)
+                    for i, c in zip(ids, chunks, strict=True)
+                ],
             )
-            self.conn.executemany(
+            self.conn.executemany(  # the head too: a passage is found by its file's title and headings
                 f"INSERT INTO {fts_table(coll_id)} (rowid, text) VALUES (?, ?)",
-                [(i, c.text) for i, c in zip(ids, chunks, strict=True)],
+                [(i, c.indexed) for i, c in zip(ids, chunks, strict=True)],
             )
             if blobs is not None:
                 self.conn.executemany(

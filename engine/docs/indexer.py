@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.docs.chunk import Chunk, chunk_blocks
+from engine.docs.chunk import Chunk, chunk_blocks, title_of
 from engine.docs.collection_lock import collection_lock
 from engine.docs.embed import EmbedCancelled, Embedder, embed_in_groups
 from engine.docs.errors import DocumentError
@@ -282,6 +282,7 @@ def _index_one(
             state,
             stop,
             progress,
+            title=title_of(path),
         )
     except DocumentError as exc:
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
@@ -310,6 +311,8 @@ def _write_passages(
     state: Progress,
     stop: Callable[[], bool],
     progress: Callable[[Progress], None] | None,
+    *,
+    title: str = "",
 ) -> tuple[int, int]:
     """Write a file's passages: read on a worker thread, chunked, written (and embedded) on this one."""
     pages: set[int] = set()
@@ -341,7 +344,7 @@ def _write_passages(
     reader = ReadAhead(lambda gone: _grouped(counted(read(lambda: gone() or stop()))), depth=2, name="ember-docs-read")
     try:
         batch: list[Chunk] = []
-        for chunk in chunk_blocks(itertools.chain.from_iterable(reader)):
+        for chunk in chunk_blocks(itertools.chain.from_iterable(reader), title=title):
             batch.append(chunk)
             if len(batch) >= BATCH:
                 flush(batch)
@@ -354,7 +357,7 @@ def _write_passages(
 
 def _embedded(embedder: Embedder, batch: list[Chunk], stop: Callable[[], bool]) -> Vector:
     try:
-        return embed_in_groups(embedder, [c.text for c in batch], stop)
+        return embed_in_groups(embedder, [c.indexed for c in batch], stop)
     except EmbedCancelled:
         raise Cancelled from None
 

@@ -63,7 +63,8 @@ SCHEMA: tuple[str, ...] = (
         start_off INTEGER NOT NULL,
         end_off INTEGER NOT NULL,
         text TEXT NOT NULL,
-        collection_id INTEGER NOT NULL DEFAULT 0
+        collection_id INTEGER NOT NULL DEFAULT 0,
+        head TEXT NOT NULL DEFAULT ''
     )
     """,
     "CREATE INDEX chunks_file ON chunks (file_id)",
@@ -77,8 +78,9 @@ SCHEMA: tuple[str, ...] = (
 )
 # Each step takes a database from the version before it: version 1 had the insert trigger;
 # version 2 had one FTS5 table for every collection (`chunks_fts`, unicode61 without stemming).
+# Version 3 had no `head` (the title and headings indexed with a passage, engine.docs.chunk).
 UPGRADES: dict[int, tuple[str, ...]] = {2: ("DROP TRIGGER IF EXISTS chunks_fts_insert",)}
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Porter stemming over unicode61: "guardian" finds "guardians". Query and passage are stemmed
 # alike, so an identifier (`parse_args`, `getUserName`) still matches itself exactly.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -96,8 +98,13 @@ def fts_statements(collection_id: int) -> list[str]:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {t} USING fts5 (text, content = 'chunks', content_rowid = 'id', "
         f"tokenize = '{TOKENIZE}')",
         f"CREATE TRIGGER IF NOT EXISTS {t}_delete AFTER DELETE ON chunks WHEN old.collection_id = "
-        f"{int(collection_id):d} BEGIN INSERT INTO {t} ({t}, rowid, text) VALUES ('delete', old.id, old.text); END",
+        f"{int(collection_id):d} BEGIN INSERT INTO {t} ({t}, rowid, text) VALUES ('delete', old.id, "
+        f"{INDEXED_OLD}); END",
     ]
+
+
+# What a passage's FTS5 row holds: its head, then its text (a passage from before version 4 has no head).
+INDEXED_OLD = "old.head || old.text"
 
 
 def drop_fts_statements(collection_id: int) -> list[str]:
@@ -122,6 +129,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     if version in (0, 1):
         _in_transaction(conn, lambda v: _early(conn, v))
     _upgrade_to_3(conn)
+    _in_transaction(conn, lambda v: _upgrade_to_4(conn, v))
 
 
 def _in_transaction(conn: sqlite3.Connection, step: Callable[[int], None]) -> None:
@@ -155,8 +163,9 @@ def _upgrade_to_3(conn: sqlite3.Connection) -> None:
     def mark(version: int) -> None:
         if version != 2:
             return
-        if "collection_id" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}:
+        if "collection_id" not in _columns(conn):
             conn.execute("ALTER TABLE chunks ADD COLUMN collection_id INTEGER NOT NULL DEFAULT 0")
+        _add_head(conn)  # the delete triggers made next name it
         conn.execute(
             "UPDATE chunks SET collection_id = (SELECT f.collection_id FROM files f WHERE f.id = "
             "chunks.file_id) WHERE collection_id = 0"
@@ -171,9 +180,34 @@ def _upgrade_to_3(conn: sqlite3.Connection) -> None:
         if version == 2:
             conn.execute("DROP TRIGGER IF EXISTS chunks_fts_delete")
             conn.execute("DROP TABLE IF EXISTS chunks_fts")
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+            conn.execute("PRAGMA user_version = 3")
 
     _in_transaction(conn, finish)
+
+
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+
+
+def _add_head(conn: sqlite3.Connection) -> None:
+    if "head" not in _columns(conn):
+        conn.execute("ALTER TABLE chunks ADD COLUMN head TEXT NOT NULL DEFAULT ''")
+
+
+def _upgrade_to_4(conn: sqlite3.Connection, version: int) -> None:
+    """Passages get a head; each collection's delete trigger takes out what its rows hold (head + text).
+
+    Nothing is re-indexed: old passages have an empty head, so their FTS5 rows are already right.
+    """
+    if version != 3:
+        return
+    _add_head(conn)
+    for (collection_id,) in conn.execute("SELECT id FROM collections").fetchall():
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_table(int(collection_id)),)).fetchone():
+            conn.execute(f"DROP TRIGGER IF EXISTS {fts_table(int(collection_id))}_delete")
+            for statement in fts_statements(int(collection_id)):
+                conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
 
 def _own_table(conn: sqlite3.Connection, version: int, collection_id: int) -> None:
@@ -183,5 +217,6 @@ def _own_table(conn: sqlite3.Connection, version: int, collection_id: int) -> No
     for statement in fts_statements(collection_id):
         conn.execute(statement)
     conn.execute(
-        f"INSERT INTO {table} (rowid, text) SELECT id, text FROM chunks WHERE collection_id = ?", (collection_id,)
+        f"INSERT INTO {table} (rowid, text) SELECT id, head || text FROM chunks WHERE collection_id = ?",
+        (collection_id,),
     )
