@@ -19,11 +19,13 @@ process (the window, `ember serve`) rather than loading again per search.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.errors import ModelLoadError
 
@@ -31,7 +33,13 @@ if TYPE_CHECKING:
     from engine.docs.vectors import Vector  # numpy: imported where vectors are made, not at start-up
 EMBED_CTX = 2048  # tokens per llama.cpp batch: several passages are embedded per decode
 DEFAULT_EMBEDDER = "default"  # a collection's embedder: all-MiniLM-L6-v2, wherever the data folder is
-GROUP = 2  # passages per llama.cpp call (an encoder packs at most 512 tokens anyway): cancel seen between
+# all-MiniLM-L6-v2 was trained on 128 word pieces and sentence-transformers cuts its input at 256:
+# llama.cpp reads that much of a passage (not its 512 positions), and a micro-batch of 256 tokens
+# halves the attention each token costs (an encoder's batch attends across all of it, masked).
+DEFAULT_WINDOW = 256
+GROUP = 8  # passages per llama.cpp call (packed into batches of the window): cancel seen between
+_streaming = 0  # replies streaming in this process: indexing then leaves the chat model its threads
+_streaming_lock = threading.Lock()
 
 
 class Embedder(Protocol):
@@ -83,10 +91,11 @@ def resolve_embedder(spec: str) -> Path:
     if spec != DEFAULT_EMBEDDER:
         return Path(spec)
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+    from engine.docs.default_q8 import default_q8
     from models.library.default_embedder import DefaultEmbedderMissing, default_embedder_path
 
     try:
-        return default_embedder_path()
+        return default_q8(default_embedder_path())  # Q8_0: the fastest format within cosine 0.99 of f16
     except DefaultEmbedderMissing as exc:
         raise ModelLoadError(str(exc)) from exc
 
@@ -96,10 +105,12 @@ class LlamaEmbedder:
         self.llama = llama
         self.name = name
         self.max_tokens = max_tokens  # tokens of one text llama.cpp embeds (the rest is cut)
+        self.fixed_threads: int | None = None  # as asked at load; None: `embedding_threads()` at each call
+        self._threads = 0
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: Path, *, n_threads: int | None = None) -> LlamaEmbedder:
+    def load(cls, path: Path, *, n_threads: int | None = None, max_tokens: int | None = None) -> LlamaEmbedder:
         import llama_cpp
 
         from engine.backends import llama_log
@@ -117,6 +128,7 @@ class LlamaEmbedder:
         threads = n_threads or default_threads()
         # An encoder sees a whole text in one micro-batch and knows positions up to its context.
         batch = min(EMBED_CTX, kind.context) if kind.encoder else EMBED_CTX
+        batch = min(batch, max_tokens or batch)
         pooling = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED if kind.encoder else llama_cpp.LLAMA_POOLING_TYPE_MEAN
         try:
             llama = new_llama(
@@ -132,7 +144,9 @@ class LlamaEmbedder:
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"cannot load the embedding model {path.name}: {exc}") from exc
-        return cls(llama, str(path), batch)
+        embedder = cls(llama, str(path), batch)
+        embedder.fixed_threads = n_threads
+        return embedder
 
     def embed(self, texts: Sequence[str]) -> Vector:
         import llama_cpp
@@ -141,13 +155,57 @@ class LlamaEmbedder:
 
         assert isinstance(self.llama, llama_cpp.Llama)
         with self._lock:
+            self._use_threads(llama_cpp)
             rows = self.llama.embed(list(texts), normalize=True, truncate=True) if texts else []
             return stack(rows, self.llama.n_embd())
+
+    def _use_threads(self, llama_cpp: Any) -> None:
+        """The cores that are idle now (all of them on a quiet machine), fewer while a reply streams."""
+        threads = self.fixed_threads or embedding_threads()
+        if threads != self._threads:
+            context: Any = getattr(self.llama, "ctx")  # noqa: B009  (llama-cpp-python's untyped property)
+            llama_cpp.llama_set_n_threads(context, threads, threads)
+            self._threads = threads
 
     def close(self) -> None:
         close = getattr(self.llama, "close", None)
         if callable(close):
             close()
+
+
+def embedding_threads(load: float | None = None, cores: int | None = None) -> int:
+    """Threads for the next group of passages: every physical core the machine leaves idle (its load
+    average says how many are busy), less the chat model's while a reply streams; at least one.
+
+    llama.cpp's threads meet at a barrier several hundred times a batch, so a thread the OS takes
+    away stalls the others: on the shared 2-core machine under a load of 12, two threads embedded
+    at a third of one thread's rate (docs/performance.md). On a quiet 8-core laptop it is 8.
+    """
+    from engine.backends.cpu_threads import default_threads, physical_cores, usable_cpus
+
+    cores = cores or min(physical_cores() or usable_cpus(), usable_cpus())
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    idle = cores - int(load + 0.5)
+    if _streaming:
+        idle -= default_threads()
+    return max(1, min(cores, idle))
+
+
+@contextmanager
+def reply_streaming() -> Generator[None]:
+    """While a reply streams, indexing leaves the chat model its threads (`embedding_threads`)."""
+    global _streaming
+    with _streaming_lock:
+        _streaming += 1
+    try:
+        yield
+    finally:
+        with _streaming_lock:
+            _streaming -= 1
 
 
 class EmbedCancelled(Exception):
@@ -177,7 +235,8 @@ def shared_embedder(spec: str) -> LlamaEmbedder:
         if embedder is None:
             if not _shared:  # a model still held when the interpreter tears llama.cpp down segfaults
                 atexit.register(close_shared)
-            embedder = _shared[spec] = LlamaEmbedder.load(resolve_embedder(spec))
+            window = DEFAULT_WINDOW if spec == DEFAULT_EMBEDDER else None
+            embedder = _shared[spec] = LlamaEmbedder.load(resolve_embedder(spec), max_tokens=window)
         return embedder
 
 

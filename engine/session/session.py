@@ -50,6 +50,7 @@ from typing import Any, Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
+from engine.docs.embed import reply_streaming
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event, Sources
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
@@ -607,9 +608,10 @@ class Turn:
     def run(self, backend: Backend, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Run the turn here (the CLI's thread owns the backend); events are recorded as they pass."""
         try:
-            for event in self._with_sources(TurnRunner(backend, self.tools).run(self.request, cancel)):
-                self.recorder.on_event(event)
-                yield event
+            with reply_streaming():  # an indexer in this process leaves the model its threads meanwhile
+                for event in self._with_sources(TurnRunner(backend, self.tools).run(self.request, cancel)):
+                    self.recorder.on_event(event)
+                    yield event
         except KeyboardInterrupt:
             self.close("stopped")
             raise
@@ -625,6 +627,8 @@ class Turn:
         """
         events = engine.run_turn(self.request, cancel, tools=self.tools)
         flusher = asyncio.ensure_future(self._flush_forever())
+        streaming = reply_streaming()
+        streaming.__enter__()  # the window's indexer leaves the model its threads while this streams
         try:
             if self.sources is not None:
                 self.session.submit(partial(self.recorder.on_event, self.sources))
@@ -633,6 +637,7 @@ class Turn:
                 self.session.submit(partial(self.recorder.on_event, event))
                 yield event
         finally:
+            streaming.__exit__(None, None, None)
             flusher.cancel()
             await events.aclose()
             await self.close_async()

@@ -103,7 +103,7 @@ def record_path(path: Path) -> Path:
 def default_embedder_path(*, expected: str = CONTENT_SHA256) -> Path:
     """The converted GGUF, made on first use and checked against its record every time (re-made when wrong)."""
     path = converted_path()
-    if path.is_file() and _recorded(path) == sha256(path):
+    if path.is_file() and read_record(path) == sha256(path):
         return path
     convert_into(path, expected)
     return path
@@ -127,7 +127,7 @@ def convert_into(path: Path, expected: str = CONTENT_SHA256) -> None:
             )
         written = sha256(partial)
         os.replace(partial, path)
-        _write_record(path, written)
+        write_record(path, written)
     except Exception as exc:  # an ImportError (no gguf), a full disk, a bad archive: one line each
         path.unlink(missing_ok=True)
         record_path(path).unlink(missing_ok=True)
@@ -138,14 +138,14 @@ def convert_into(path: Path, expected: str = CONTENT_SHA256) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _recorded(path: Path) -> str | None:
+def read_record(path: Path) -> str | None:
     try:
         return record_path(path).read_text(encoding="ascii").split()[0]
     except (OSError, UnicodeDecodeError, IndexError):
         return None
 
 
-def _write_record(path: Path, digest: str) -> None:
+def write_record(path: Path, digest: str) -> None:
     record, partial = record_path(path), path.with_name(f"{path.name}.{os.getpid()}.sha256.part")
     partial.write_text(f"{digest}  {path.name}\n", encoding="ascii")  # sha256sum's format
     os.replace(partial, record)
