@@ -126,10 +126,32 @@ SOURCE_PREVIEW_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
+class ParagraphSources:
+    """The passages that support one paragraph of an answer (`answer[start:end]`), by number.
+
+    `cited`: the model's own `[n]` (those that name a passage it was given); otherwise found by
+    `engine.docs.attribution` from the words the paragraph shares with the passages.
+    """
+
+    start: int
+    end: int
+    sources: tuple[int, ...]
+    cited: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "sources": list(self.sources), "cited": self.cited}
+
+
+@dataclass(frozen=True, slots=True)
 class Sources:
-    """The passages from the user's documents that this turn's prompt carries, before the answer."""
+    """The passages from the user's documents that this turn's prompt carries, before the answer.
+
+    A turn with sources sends it twice: before the answer (`paragraphs` None), and once the
+    answer is whole, again with each paragraph's supporting passages (`paragraphs`).
+    """
 
     sources: tuple[SourceRef, ...]
+    paragraphs: tuple[ParagraphSources, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +303,11 @@ def event_to_json(event: Event) -> dict[str, Any]:
             return {"type": "notice", "text": text}
         case PromptProgress(done=done, total=total):
             return {"type": "progress", "done": done, "total": total}
-        case Sources(sources=sources):
-            return {"type": "sources", "sources": [s.to_json() for s in sources]}
+        case Sources(sources=sources, paragraphs=paragraphs):
+            out: dict[str, Any] = {"type": "sources", "sources": [s.to_json() for s in sources]}
+            if paragraphs is not None:
+                out["paragraphs"] = [p.to_json() for p in paragraphs]
+            return out
         case StructuredValue(value=value):
             return {"type": "json", "value": value}
         case ToolCall(id=call_id, name=name, arguments=arguments):

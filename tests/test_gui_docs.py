@@ -215,3 +215,33 @@ def test_the_token_meter_counts_the_documents_attached_to_the_next_message(make_
     sent = backend.requests[0]
     assert "item299" in sent.messages[-1]["content"]
     assert backend.count_prompt_tokens(sent.messages, sent.tools) == with_note  # the meter counted what was sent
+
+
+def test_an_answer_without_citations_shows_the_passages_that_support_it(
+    make_chat: MakeChat, tmp_path: Path, opened: list[QUrl]
+) -> None:
+    """The built-in model writes no [n]: the row names the passage each paragraph comes from (issue #50)."""
+    note = tmp_path / "note.md"
+    note.write_text("The spare key is under the blue pot by the door.\n")
+    other = tmp_path / "other.md"
+    other.write_text("Tomatoes want six hours of sun and deep watering twice a week.\n")
+    backend = ScriptedBackend.from_texts("The spare key is under the blue pot, next to the door.")
+    backend.n_ctx = 4096
+    chat = make_chat(backend=backend)
+    _with_docs(chat, tmp_path)
+    _drop(chat, note, other)
+    chat.type_and_send("Where is the spare key?")
+    reply = chat.wait_reply_finished()
+    row = reply.sources_row.text()
+    assert row.startswith("Answer from: <b>") and "note.md</a></b>" in row and "also given:" in row
+    assert "<b><a" not in row.split("also given:")[1]  # the tomato passage is listed, not as support
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    stored = history.store.path(history.conversation_id)[-1]
+    assert stored.stats["source_paragraphs"][0]["cited"] is False
+    conversation = history.conversation_id
+    cleared = asyncio.ensure_future(chat.controller.new_conversation())
+    chat.qtbot.waitUntil(cleared.done, timeout=WAIT_MS)
+    reopened = asyncio.ensure_future(chat.controller.open_conversation(conversation))
+    chat.qtbot.waitUntil(reopened.done, timeout=WAIT_MS)
+    assert chat.reply().sources_row.text() == row  # the same, read back from history

@@ -5,7 +5,9 @@
 
 An attached file that cannot be read is one line on stderr naming it; the turn goes on with
 the rest. With `--events`, a `sources` line (the numbered passages the prompt carries) comes
-before the answer; in plain output the sources are listed on stderr after it. The collection
+before the answer, and another after it with `paragraphs` (each paragraph's supporting passages:
+the model's `[n]`, or `engine.docs.attribution`'s when it cited none); in plain output the sources
+are listed on stderr after it, then each paragraph's. The collection
 chosen with `--docs` and the attached files are remembered with the conversation (`-c`
 continues with them).
 """
@@ -54,6 +56,17 @@ def open_docs(session: ChatSession, ask: Ask) -> TurnDocuments:
     return docs
 
 
+def print_supporting(event: Sources) -> None:
+    """Each paragraph's supporting passages, when the model cited none itself (`engine.docs.attribution`)."""
+    paragraphs = event.paragraphs or ()
+    if not paragraphs or all(p.cited for p in paragraphs):
+        return
+    for i, p in enumerate(paragraphs, 1):
+        cites = " ".join(f"[{n}]" for n in p.sources) or "no source matches it"
+        how = "cites" if p.cited else "supported by"
+        sys.stderr.write(f"paragraph {i} {how} {cites}\n" if p.sources else f"paragraph {i}: {cites}\n")
+
+
 def print_sources(event: Sources, answer: str = "", no_match: str = "") -> None:
     """The sources after a plain-text answer, on stderr (stdout keeps the answer alone), and its unsupported [n]."""
     sys.stdout.flush()  # the answer's last line first, on a terminal showing both
@@ -61,6 +74,7 @@ def print_sources(event: Sources, answer: str = "", no_match: str = "") -> None:
         warn(no_match)
     for ref in event.sources:
         sys.stderr.write(f"[{ref.n}] {label(ref)} ({shown(ref.path)}, characters {ref.start}-{ref.end})\n")
+    print_supporting(event)
     given = len(event.sources)
     for n in unsupported_citations(answer, {ref.n for ref in event.sources}):
         warn(

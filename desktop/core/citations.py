@@ -9,10 +9,10 @@ the passage and clicking opens its file. Stored replies keep their sources in th
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
 
-from engine.events import SourceRef
+from engine.events import ParagraphSources, SourceRef
 
 CITE_SCHEME = "cite"
 MAX_STORED_SOURCES = 64  # sources read back per stored reply (a reply is given at most 12)
@@ -44,6 +44,23 @@ def unsupported_citations(text: str, numbers: Collection[int]) -> list[int]:
     """The `[n]` in a plain-text answer that name no source it was given, in order, once each."""
     cited = dict.fromkeys(int(m.group(1)) for m in _REFERENCE.finditer(text))
     return [n for n in cited if n not in numbers]
+
+
+def supporting_numbers(paragraphs: Iterable[ParagraphSources]) -> tuple[int, ...]:
+    """The passages that support any paragraph of an answer, in the order they first do."""
+    return tuple(dict.fromkeys(n for p in paragraphs for n in p.sources))
+
+
+def supporting_from_stats(stats: Mapping[str, Any]) -> tuple[int, ...]:
+    """`supporting_numbers` of a stored reply (its stats' "source_paragraphs"; malformed entries skipped)."""
+    raw = stats.get("source_paragraphs")
+    found: list[int] = []
+    for item in cast(list[Any], raw)[:MAX_STORED_SOURCES] if isinstance(raw, list) else []:
+        numbers = cast(dict[str, Any], item).get("sources") if isinstance(item, dict) else None
+        for n in cast(list[Any], numbers)[:MAX_STORED_SOURCES] if isinstance(numbers, list) else []:
+            if isinstance(n, int) and not isinstance(n, bool):
+                found.append(n)
+    return tuple(dict.fromkeys(found))
 
 
 def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:

@@ -82,6 +82,7 @@ class TurnRecorder:
         self._thinking: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []  # this turn's calls, in order (stored with the reply)
         self._sources: list[dict[str, Any]] = []  # the passages the prompt carried, kept with the reply
+        self._paragraphs: list[dict[str, Any]] = []  # which of them support each paragraph of the answer
         self._dirty = False
         self._last_write: float | None = None  # None: nothing written (or tried) yet
 
@@ -171,8 +172,10 @@ class TurnRecorder:
                 self._content.clear()
                 self._thinking.clear()
                 self._dirty = True
-            case Sources(sources=sources):
+            case Sources(sources=sources, paragraphs=paragraphs):
                 self._sources = [s.to_json() for s in sources]
+                if paragraphs is not None:  # sent again once the answer is whole
+                    self._paragraphs = [p.to_json() for p in paragraphs]
             case StructuredValue(value=value):
                 # A structured turn's answer is its value, stored as the app shows it.
                 self._content[:] = [fenced_json(value)]
@@ -276,6 +279,8 @@ class TurnRecorder:
             message_stats = (message_stats or {}) | {TOOLS_STATS_KEY: self.tool_calls}
         if self._sources:
             message_stats = (message_stats or {}) | {"sources": self._sources}
+            if self._paragraphs:
+                message_stats |= {"source_paragraphs": self._paragraphs}
         try:
             with self.store.transaction():
                 self._finish_reply(keep, status, message_stats)

@@ -50,6 +50,7 @@ from typing import Any, Literal, TypeVar
 
 from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
+from engine.docs.attribution import AnswerSources
 from engine.docs.embed import reply_streaming
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event, Sources
@@ -627,6 +628,7 @@ class Turn:
         """
         events = engine.run_turn(self.request, cancel, tools=self.tools)
         flusher = asyncio.ensure_future(self._flush_forever())
+        attributing = AnswerSources(self.sources) if self.sources is not None else None
         streaming = reply_streaming()
         streaming.__enter__()  # the window's indexer leaves the model its threads while this streams
         try:
@@ -634,6 +636,9 @@ class Turn:
                 self.session.submit(partial(self.recorder.on_event, self.sources))
                 yield self.sources
             async for event in events:
+                if attributing is not None and (supported := attributing.before(event)) is not None:
+                    self.session.submit(partial(self.recorder.on_event, supported))
+                    yield supported
                 self.session.submit(partial(self.recorder.on_event, event))
                 yield event
         finally:
@@ -643,9 +648,16 @@ class Turn:
             await self.close_async()
 
     def _with_sources(self, events: Iterator[Event]) -> Iterator[Event]:
-        if self.sources is not None:
-            yield self.sources
-        yield from events
+        """The sources first, then the answer; once it is whole, the sources of each of its paragraphs."""
+        if self.sources is None:
+            yield from events
+            return
+        yield self.sources
+        attributing = AnswerSources(self.sources)
+        for event in events:
+            if (supported := attributing.before(event)) is not None:
+                yield supported
+            yield event
 
     async def refit_async(self, engine: Engine) -> None:
         """Fit a turn stored before a model was loaded; raises the refusal (the turn then records it)."""

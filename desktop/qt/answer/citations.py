@@ -95,10 +95,21 @@ class SourcesRow(QLabel):
         self.linkActivated.connect(lambda link: self.citations.open(cite_number(link)))
         self.hide()
 
-    def show_sources(self, sources: Sequence[SourceRef]) -> None:
+    def show_sources(self, sources: Sequence[SourceRef], supporting: Sequence[int] = ()) -> None:
+        """Every passage given; those that support the answer's paragraphs (`supporting`) first, in bold."""
         if not sources:
             self.hide()
             return
-        links = " · ".join(f'<a href="{CITE_SCHEME}:{s.n}">[{s.n}] {html.escape(label(s))}</a>' for s in sources)
-        self.setText(f"Sources: {links}")
+        backing = [s for s in sources if s.n in supporting]
+        others = [s for s in sources if s.n not in supporting]
+        links = " · ".join(f"<b>{self._link(s)}</b>" for s in backing)
+        if backing:
+            text = f"Answer from: {links}" + (f" · also given: {' · '.join(map(self._link, others))}" if others else "")
+        else:
+            text = "Sources: " + " · ".join(map(self._link, sources))
+        self.setText(text)
         self.show()
+
+    @staticmethod
+    def _link(s: SourceRef) -> str:
+        return f'<a href="{CITE_SCHEME}:{s.n}">[{s.n}] {html.escape(label(s))}</a>'

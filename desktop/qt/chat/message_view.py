@@ -461,13 +461,14 @@ class AssistantMessage(QFrame):
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
 
-    def set_sources(self, sources: tuple[SourceRef, ...]) -> None:
-        """The passages this reply was given: `[n]` in the answer links to them; a row lists them."""
+    def set_sources(self, sources: tuple[SourceRef, ...], supporting: tuple[int, ...] = ()) -> None:
+        """The passages this reply was given: `[n]` in the answer links to them; a row lists them,
+        those that support the answer's paragraphs (`supporting`) first."""
         actions = CitationActions(sources)
         self.lead.set_sources(actions)
         self.answer.set_sources(actions)
         self.sources_row.citations = actions
-        self.sources_row.show_sources(sources)
+        self.sources_row.show_sources(sources, supporting)
 
     def start_waiting(self) -> None:
         """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""
