@@ -107,14 +107,14 @@ def retrieval(folder: Path) -> dict[str, Any]:
     return out
 
 
-def chat_once(question: str) -> dict[str, Any]:
-    """One `ember chat --docs debian --events --temperature 0 --no-history QUESTION`, in this process."""
+def chat_once(question: str, collection: str = COLLECTION) -> dict[str, Any]:
+    """One `ember chat --docs COLLECTION --events --temperature 0 --no-history QUESTION`, in this process."""
     from desktop.cli.main import main as cli
 
     out, err = io.StringIO(), io.StringIO()
     started = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = cli(["chat", "--docs", COLLECTION, "--no-history", "--events", "--temperature", "0", question])
+        status = cli(["chat", "--docs", collection, "--no-history", "--events", "--temperature", "0", question])
     wall = time.perf_counter() - started
     events = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
     return {"status": status, "wall_s": wall, "events": events, "stderr": err.getvalue()[-500:]}
@@ -129,6 +129,9 @@ def answer_figures(run: dict[str, Any], answer_file: str) -> dict[str, Any]:
     stats = next((e["stats"] for e in events if e["type"] == "done"), {})
     stems = {int(s["n"]): Path(s["path"]).stem for s in sources}
     cited = list(dict.fromkeys(int(m) for m in _CITE.findall(text)))
+    # The sources event sent again after the answer: each paragraph's supporting passages (issue #50)
+    paragraphs = next((e["paragraphs"] for e in reversed(events) if e["type"] == "sources" and "paragraphs" in e), [])
+    shown = list(dict.fromkeys(n for p in paragraphs for n in p["sources"]))
     return {
         "status": run["status"],
         "sources": len(sources),
@@ -137,6 +140,9 @@ def answer_figures(run: dict[str, Any], answer_file: str) -> dict[str, Any]:
         "right_file_in_sources": answer_file in stems.values(),
         "cited": cited,
         "cited_right_file": any(stems.get(n) == answer_file for n in cited),
+        "paragraph_sources": [p["sources"] for p in paragraphs],
+        "shown_sources": [stems.get(n) for n in shown],
+        "shown_right_file": any(stems.get(n) == answer_file for n in shown),
         # the same check `ember chat` prints after a plain answer, and the window marks
         "unsupported": unsupported_citations(text, set(stems)),
         "prompt_tokens": stats.get("prompt_tokens"),
