@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def test_a_title_is_the_name_made_readable_and_a_generic_name_keeps_its_folder()
     assert title_of(Path("/home/a/tax-2026_receipts.pdf")) == "tax 2026 receipts"
     assert title_of(Path("/docs/NEWS")) == "docs NEWS"
     assert title_of(Path("/x/.gz")) == "gz"
+    # A name that is not UTF-8 (DC-27): the title can still be stored and embedded
+    bad = title_of(Path(os.fsdecode(b"/docs/bad\xff\xfeutf8.txt")))
+    assert bad == "bad\ufffd\ufffdutf8" and bad.encode("utf-8")
 
 
 def test_a_passage_is_found_by_its_title_and_headings(tmp_path: Path) -> None:

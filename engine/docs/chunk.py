@@ -82,7 +82,9 @@ def title_of(path: Path) -> str:
     words = " ".join(re.split(r"[-_.\s]+", name)).strip()
     if name.lower() in _GENERIC_NAMES and path.parent.name:
         words = f"{path.parent.name} {words}"
-    return words
+    # A name that is not UTF-8 holds surrogate escapes (engine.docs.names): neither SQLite nor the
+    # embedder's tokenizer can encode them, so they become U+FFFD in the title.
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in words)
 
 
 class _Headings:
