@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from engine.events import ContentDelta, Event, ParagraphSources, Recovery, SourceRef, Sources, TurnDone
 
-THRESHOLD = 0.45
+THRESHOLD = 0.15
 NEAR_BEST = 0.75
 MAX_SOURCES = 3
 MIN_WORDS = 4

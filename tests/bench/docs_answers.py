@@ -9,7 +9,9 @@ else each paragraph's supporting passages, `engine.docs.attribution`) and whethe
 comes from the file that answers the question. `docs_attribution_precision`: of the passages
 shown as supporting a paragraph, the share from the answer's file (the label; a question is
 answered by one file), over the five answers; `docs_answers_with_right_source`: how many of the
-five show at least one passage of that file.
+five show at least one passage of that file. `…_pooled`: the same with each answer attributed
+against the passages of all five (the other four files' passages as distractors), where
+precision can fall below 1.
 """
 
 from __future__ import annotations
@@ -55,6 +57,26 @@ def precision(figures: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def pooled(figures: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The harder labelled set: each answer attributed against the passages of all five answers
+    (four other files' passages as distractors); precision = shown passages from its own file."""
+    from engine.docs.attribution import attribute
+    from engine.events import SourceRef
+
+    pool = [(p["file"], p["text"]) for f in figures for p in f["passages"]]
+    refs = [SourceRef(i + 1, stem, None, 0, 0, 0.0, text) for i, (stem, text) in enumerate(pool)]
+    shown = right = answered = 0
+    for f in figures:
+        numbers = list(dict.fromkeys(n for p in attribute(f["answer"], refs) for n in p.sources))
+        hits = sum(refs[n - 1].path == f["answer_file"] for n in numbers)
+        shown, right, answered = shown + len(numbers), right + hits, answered + (hits > 0)
+    return {
+        "docs_attribution_precision_pooled": round(right / shown, 3) if shown else None,
+        "docs_attribution_pooled_shown": shown,
+        "docs_answers_with_right_source_pooled": answered,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Issue #50: five answers from documents and the sources they show")
     p.add_argument("--json", type=Path, default=None)
@@ -74,9 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for question, answer_file in QUESTIONS:
             say(f"ember chat --docs: {question}")
             run = chat_once(question, COLLECTION)
-            figures.append({"question": question, "answer_file": answer_file} | answer_figures(run, answer_file))
+            given = next((e["sources"] for e in run["events"] if e["type"] == "sources"), [])
+            passages = [{"n": s["n"], "file": Path(s["path"]).stem, "text": s["text"]} for s in given]
+            figures.append(
+                {"question": question, "answer_file": answer_file}
+                | answer_figures(run, answer_file)
+                | {"passages": passages}  # with the answer and its file: a labelled attribution case
+            )
         result["answers"] = figures
-        result |= precision(figures)
+        result |= precision(figures) | pooled(figures)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
     print(json.dumps(result, indent=2, ensure_ascii=False))
