@@ -36,6 +36,7 @@ def kitchen(tmp_path: Path) -> tuple[DocIndex, CollectionSource]:
     return index, CollectionSource(index, coll, embedder)
 
 
+@pytest.mark.slow  # the default embedder (a real model)
 def test_no_relevant_passage_is_said_to_the_model_and_the_user(kitchen: tuple[DocIndex, CollectionSource]) -> None:
     index, source = kitchen
     with index:
