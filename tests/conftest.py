@@ -35,9 +35,6 @@ if "EMBER_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["EMBER_CACHE_DIR"], True)
 # The default embedder is converted once per run (about a second), not once per EMBER_HOME.
 os.environ.setdefault("EMBER_DEFAULT_EMBEDDER", os.path.join(os.environ["EMBER_CACHE_DIR"], "default-embedder.gguf"))
-# The built-in model's background conversion (engine/backends/builtin_convert.py) would start a
-# heavy child for every window a test opens; its own tests turn it back on.
-os.environ["EMBER_CONVERT_BUILTIN"] = "0"
 
 
 def pytest_configure(config: pytest.Config) -> None:

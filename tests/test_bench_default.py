@@ -14,12 +14,9 @@ import pytest
 
 from desktop.cli import cmd_bench
 from desktop.cli.main import main
-from models.library import fast_builtin
 
 DEFAULT_KEYS = ("model", "cpu", "threads", "load_average", "load_ms", "prompt_tokens", "engine_ttft_ms",
-                "engine_pp_tps", "engine_tps", "builtin_fast_format", "builtin_fast_vs_shipped_pp_ratio",
-                "builtin_fast_vs_shipped_tg_ratio", "builtin_fast_top1_agreement", "builtin_fast_ppl_ratio",
-                "bench_default_seconds", "notes")  # fmt: skip
+                "engine_pp_tps", "engine_tps", "bench_default_seconds", "notes")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -28,23 +25,13 @@ def test_the_default_bench_reports_this_models_speed(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no llama-bench: the native line is left out, not failed
-    fast_builtin.write_record(
-        {
-            "source": "x",
-            "verdict": fast_builtin.KEPT,
-            "format": None,
-            "reason": "kept",
-            "candidates": {"Q4_0": {"top1_agreement": 0.6, "ppl_ratio": 1.27}},
-        }
-    )
     assert main(["bench", "--json", "--threads", "2"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [k for k in DEFAULT_KEYS if k not in report] == []
     assert report["prompt_tokens"] > 100 and report["engine_pp_tps"] > 0 and report["engine_tps"] > 0
     assert report["engine_ttft_ms"] > 0 and report["bench_default_seconds"] > 0
     assert report["native_tg_tps"] is None if "native_tg_tps" in report else True
-    assert report["builtin_fast_format"] == "Q4_0" and report["builtin_fast_top1_agreement"] == 0.6
-    assert report["builtin_fast_in_use"] is False
+    assert not [k for k in report if k.startswith("builtin_fast")]  # no first-start conversion any more
     assert "raw_tps" not in report  # the raw comparison is --full's
 
 
@@ -63,14 +50,13 @@ def test_the_table_names_each_figure() -> None:
         "native_tg_tps": 70.0,
         "native_pp_tps": 230.0,
         "engine_vs_native_tps_ratio": 0.857,
-        "builtin_fast_format": None,
         "bench_default_seconds": 12.5,
         "notes": ["a note"],
     }
     text = cmd_bench.format_report(report)
     assert "prompt reading      200.0 tokens/s (250-token prompt)" in text
     assert "Ember / native decoding 0.857" in text and "answered in 12.5 s" in text
-    assert text.splitlines()[-1] == "note: a note" and "fast copy" not in text
+    assert text.splitlines()[-1] == "note: a note"
 
 
 @pytest.mark.parametrize("flag", ["--full", "--llama-bench"])

@@ -1,7 +1,7 @@
 """`ember bench`: how fast a model is on this machine, answered in well under a minute.
 
 The model's prompt reading and decoding speed and its time to first token, through Ember's
-own pipeline (`engine.bench.quick`), and the built-in model's fast copy.
+own pipeline (`engine.bench.quick`).
 
 The long comparisons (raw llama-cpp-python, native llama.cpp, the GUI under load, long chats,
 documents, the API server, start-up, downloads) are developer instruments: they live in the
@@ -85,11 +85,11 @@ def _say(message: str) -> None:
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
-    """The quick report: this model's speed here and the built-in model's fast copy."""
+    """The quick report: this model's speed here."""
     from engine.api.models import precheck_model_file
     from engine.backends.cpu_threads import default_threads
     from engine.bench import quick
-    from models.library.default_model import default_model_path, shipped_model_path
+    from models.library.default_model import default_model_path
 
     started = time.perf_counter()
     model = Path(getattr(args, "model", None) or default_model_path()).expanduser()
@@ -106,8 +106,6 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
     }
     report.update(quick.measure(model, threads, args.gpu_layers, _say))
-    if getattr(args, "model", None) is None and not os.environ.get("EMBER_DEFAULT_MODEL"):
-        report.update(quick.builtin_fast(shipped_model_path()))
     report["load_average_end"] = _load()
     report["bench_default_seconds"] = round(time.perf_counter() - started, 1)
     return report
@@ -145,14 +143,6 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(
             f"native llama-bench  pp {_num(r.get('native_pp_tps'))}, tg {_num(r['native_tg_tps'])} tokens/s"
             f" (Ember / native decoding {_num(r['engine_vs_native_tps_ratio'], digits=3)})"
-        )
-    if r.get("builtin_fast_format"):
-        lines.append(
-            f"built-in fast copy  {r['builtin_fast_format']}: prompt "
-            f"x{_num(r['builtin_fast_vs_shipped_pp_ratio'], digits=2)}, decode "
-            f"x{_num(r['builtin_fast_vs_shipped_tg_ratio'], digits=2)}, top-1 agreement "
-            f"{_num(r['builtin_fast_top1_agreement'], digits=3)}, perplexity "
-            f"x{_num(r['builtin_fast_ppl_ratio'], digits=3)} ({r.get('builtin_fast_verdict')})"
         )
     lines.append(f"answered in {r['bench_default_seconds']} s")
     lines += [f"note: {n}" for n in r["notes"]]

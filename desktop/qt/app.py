@@ -82,7 +82,6 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, window:
         window.show()
         log.info("window shown: %s", choice.label)
         warm_up()
-        convert_builtin_later()
         tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
         last = window.state.conversation
         if prompt:
@@ -112,19 +111,6 @@ def warm_up(modules: tuple[str, ...] = WARM_UP) -> threading.Thread:
                 log.warning("warm-up: %s: %s", name, exc)
 
     thread = threading.Thread(target=run, name="ember-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def convert_builtin_later() -> threading.Thread:
-    """Start the built-in model's one-time conversion (`engine.backends.builtin_convert`) off the GUI thread."""
-
-    def run() -> None:
-        from engine.backends.builtin_convert import start_in_background
-
-        start_in_background()
-
-    thread = threading.Thread(target=run, name="ember-builtin-convert", daemon=True)
     thread.start()
     return thread
 

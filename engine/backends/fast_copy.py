@@ -5,11 +5,16 @@ distributions with the source's (`quant_quality.compare`), and time prompt readi
 beside the source's. The winner is the candidate with the fastest prompt reading among those
 that pass the quality bar (top-1 agreement ≥ 0.95, perplexity up ≤ 3 %) and read prompts faster
 than the source; the others are deleted. No winner means no copy, and the report says why.
+
+Each candidate is written and measured under a temporary name (`….gguf.unchecked`, which no
+library scan lists as a model); only the winner is renamed to its final name, so a run killed
+midway leaves no unchecked copy where a model is expected.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,13 +86,24 @@ def make_fast_copy(
     """
     say(f"timing {source.name}")
     outcome = Outcome(source, quant_quality.measure_speed(source, threads))
-    for fmt in candidates:
-        _try(outcome, fmt, target_for(fmt), threads, say, max_tokens)
-    _choose(outcome, target_for)
+    try:
+        for fmt in candidates:
+            _try(outcome, fmt, target_for(fmt), threads, say, max_tokens)
+        _choose(outcome, target_for)
+    finally:  # the winner is renamed already; every other candidate goes, also on an error
+        for fmt in candidates:
+            with contextlib.suppress(OSError):
+                unchecked(target_for(fmt)).unlink()
     return outcome
 
 
-def _try(outcome: Outcome, fmt: str, target: Path, threads: int, say: Progress, max_tokens: int | None) -> None:
+def unchecked(target: Path) -> Path:
+    """Where a candidate lives until it has won: not a `.gguf` name, so never listed or loaded as a model."""
+    return target.with_name(target.name + ".unchecked")
+
+
+def _try(outcome: Outcome, fmt: str, final: Path, threads: int, say: Progress, max_tokens: int | None) -> None:
+    target = unchecked(final)
     say(f"writing {fmt}")
     requantize.requantize(outcome.source, target, fmt, threads)
     say(f"comparing {fmt} with {outcome.source.name} over the fixed text")
@@ -103,13 +119,10 @@ def _choose(outcome: Outcome, target_for: Callable[[str], Path]) -> None:
     if faster:
         best = max(faster, key=lambda f: outcome.speed[f].pp_tps)
         outcome.chosen, outcome.path = best, target_for(best)
+        os.link(unchecked(outcome.path), outcome.path)  # checked now: its final name (never over a file there)
         pp, tg = outcome.ratios(best)
         outcome.reason = f"{best} kept: same quality, prompt x{pp:.2f}, decode x{tg:.2f}"
     elif passing:
         outcome.reason = "no copy kept: the formats that keep quality read prompts no faster here"
     else:
         outcome.reason = "no copy kept: every faster format loses quality (top-1 < 0.95 or perplexity > +3 %)"
-    for fmt in outcome.quality:
-        if fmt != outcome.chosen:
-            with contextlib.suppress(OSError):
-                target_for(fmt).unlink()

@@ -20,12 +20,17 @@ import numpy.typing as npt
 # isort: on
 
 from engine.backends import llama_log
+from engine.errors import EngineError
 
 TEXT_FILE = Path(__file__).with_name("quality_text.txt")
 CHUNK = 512  # tokens per evaluation window, as llama-perplexity's default context
 MIN_TOP1, MAX_PPL_RATIO = 0.95, 1.03  # the bar a copy must clear to replace its source
 
 Floats = npt.NDArray[np.float64]
+
+
+class UnloadableModel(EngineError):
+    """llama.cpp refused to load a file being measured (no tensors, a broken header, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +66,18 @@ def _open(path: Path, threads: int, *, logits_all: bool) -> Any:
 
     llama_log.install()
     ensure_backends()  # a build with run-time CPU variants has no backend until one is loaded
-    return Llama(
-        str(path), n_ctx=CHUNK, n_batch=CHUNK, n_threads=threads, n_gpu_layers=0, logits_all=logits_all, verbose=False
-    )
+    try:
+        return Llama(
+            str(path),
+            n_ctx=CHUNK,
+            n_batch=CHUNK,
+            n_threads=threads,
+            n_gpu_layers=0,
+            logits_all=logits_all,
+            verbose=False,
+        )
+    except ValueError as exc:  # llama-cpp-python's "Failed to load model from file": one line, not a traceback
+        raise UnloadableModel(f"llama.cpp cannot load {path.name}") from exc  # its reason is in the log
 
 
 def text_tokens(model: Any) -> list[int]:

@@ -4,8 +4,7 @@ One load, then a warm-up turn and `rounds` timed turns through Ember's own pipel
 (`TurnRunner`): prompt reading (prompt tokens over the time to the first token), decoding
 (tokens after the first over the time after it) and the time to first token. (With
 `--llama-bench`, a source checkout puts native llama.cpp's figures beside them: tests/bench/native.py.)
-For the built-in model, the fast copy's figures (measured side by side when it was made,
-`models.library.fast_builtin`) join the report. The long comparisons are `python -m tests.bench`.
+The long comparisons are `python -m tests.bench`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from engine.backends.llama import LlamaBackend
 from engine.errors import BenchError
 from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError
 from engine.turns.runner import TurnRunner
-from models.library import fast_builtin
 
 PROMPT = "Summarise the following licence in three sentences, then list who may use the software.\n\n{text}"
 TEXT_CHARS = 1_000  # about 250 tokens of the licence: a prompt long enough to time its reading
@@ -93,35 +91,3 @@ def _timed_turns(backend: LlamaBackend, req: Request, rounds: int) -> list[tuple
     while len(runs) < rounds and time.perf_counter() - start < TURNS_BUDGET_S:
         runs.append(time_turn(backend, req))
     return runs
-
-
-def builtin_fast(shipped: Path) -> dict[str, Any]:
-    """The fast copy's figures from its record (`fast_builtin`): format, speed ratios, quality."""
-    keys = (
-        "builtin_fast_format",
-        "builtin_fast_vs_shipped_pp_ratio",
-        "builtin_fast_vs_shipped_tg_ratio",
-        "builtin_fast_top1_agreement",
-        "builtin_fast_ppl_ratio",
-        "builtin_fast_verdict",
-    )
-    out: dict[str, Any] = dict.fromkeys(keys)
-    record = fast_builtin.read_record()
-    if record is None:
-        return out
-    candidates: dict[str, Any] = record.get("candidates") or {}
-    # The format in use, else (none kept) the candidate that came closest, with the verdict beside it.
-    fmt = record.get("format") or max(
-        candidates, key=lambda f: candidates[f].get("top1_agreement") or 0.0, default=None
-    )
-    figures: dict[str, Any] = candidates.get(fmt) or {} if fmt else {}
-    out.update(
-        builtin_fast_format=fmt,
-        builtin_fast_vs_shipped_pp_ratio=figures.get("pp_ratio"),
-        builtin_fast_vs_shipped_tg_ratio=figures.get("tg_ratio"),
-        builtin_fast_top1_agreement=figures.get("top1_agreement"),
-        builtin_fast_ppl_ratio=figures.get("ppl_ratio"),
-        builtin_fast_verdict=record.get("reason"),
-    )
-    out["builtin_fast_in_use"] = fast_builtin.fast_copy(shipped) is not None
-    return out

