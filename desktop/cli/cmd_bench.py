@@ -105,7 +105,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "load_average": _load(),
         "notes": notes,
     }
+    report.update(quick.predicted(model, threads, _say))  # before the turns: a prediction, then the figure
     report.update(quick.measure(model, threads, args.gpu_layers, _say))
+    report["fit_decode_prediction_ratio"] = quick.prediction_ratio(report)
     report["load_average_end"] = _load()
     report["bench_default_seconds"] = round(time.perf_counter() - started, 1)
     return report
@@ -139,6 +141,12 @@ def format_report(r: dict[str, Any]) -> str:
         f"decoding            {_num(r['engine_tps'])} tokens/s",
         f"time to first token {_num(r['engine_ttft_ms'], ' ms', 0)}  (model load {_num(r['load_ms'], ' ms', 0)})",
     ]
+    if r.get("predicted_tps") is not None:
+        lines.append(
+            f"predicted here      decoding {_num(r['predicted_tps'])}, prompt {_num(r.get('predicted_pp_tps'))} "
+            f"tokens/s (predicted / measured decoding {_num(r.get('fit_decode_prediction_ratio'), digits=2)}; "
+            f"machine profile {_num(r.get('machine_profile_seconds'))} s)"
+        )
     if r.get("native_tg_tps") is not None:
         lines.append(
             f"native llama-bench  pp {_num(r.get('native_pp_tps'))}, tg {_num(r['native_tg_tps'])} tokens/s"

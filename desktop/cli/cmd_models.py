@@ -5,10 +5,12 @@
     ember models add PATH                put a GGUF file you have into the library
     ember models rm NAME|PATH            delete a model Ember downloaded (desktop/cli/models_manage.py)
     ember models optimize PATH           a faster copy of a slow-format file, beside it (models_optimize.py)
+    ember models catalogue               the catalogue, best first here, with predicted speeds (models_catalogue.py)
 
 (A file named like one of those words is described as `./search`.)
 
-Reads headers only (never weights), so it is fast even for multi-GB models. A file that
+Reads headers only (never weights), so it is fast even for multi-GB models. Describing a file
+predicts its speed here from this machine's profile, measured once (a few seconds) if missing. A file that
 cannot be used prints one line, `ember: <path>: <reason>`, on stderr and the command exits
 with status 2 after describing the others. No Qt here.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
+from desktop.cli.models_catalogue import file_prediction, profile_or_measure
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
@@ -35,8 +38,9 @@ from models.library.memory import estimate_memory, format_bytes
 from models.library.origins import Origin, origins
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
+from models.library.speed import MachineProfile, Prediction
 
-ACTIONS = ("search", "pull", "add", "rm", "optimize")
+ACTIONS = ("search", "pull", "add", "rm", "optimize", "catalogue")
 
 
 def register(sub: Any) -> None:
@@ -45,7 +49,8 @@ def register(sub: Any) -> None:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="GGUF files to describe; or search TEXT, pull REPO[:FILE|QUANT], add PATH, rm NAME|PATH, optimize PATH",
+        help="GGUF files to describe; or search TEXT, pull REPO[:FILE|QUANT], add PATH, rm NAME|PATH, optimize PATH, "
+        "catalogue",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument(
@@ -70,6 +75,10 @@ def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
         from desktop.cli.models_hub import search
 
         return search(" ".join(rest), as_json=args.json, allow=args.allow, limit=args.limit)
+    if action == "catalogue":
+        from desktop.cli.models_catalogue import catalogue
+
+        return catalogue(as_json=args.json) if not rest else fail("ember models catalogue takes no arguments")
     if len(rest) != 1:
         what = {"pull": "REPO[:FILE|QUANT]", "add": "PATH", "rm": "NAME|PATH", "optimize": "PATH"}[action]
         return fail(f"ember models {action} takes one {what}")
@@ -106,15 +115,22 @@ def _memory_json(meta: ModelMetadata) -> dict[str, object]:
     }
 
 
-def _describe_json(meta: ModelMetadata) -> dict[str, object]:
+def _describe_json(meta: ModelMetadata, profile: MachineProfile | None) -> dict[str, object]:
     out = meta.to_json()
     out["problem"] = metadata_problem(meta)
     out["template_problem"] = _template_problem(meta)
     out["memory"] = _memory_json(meta)
+    prediction = file_prediction(meta, profile)
+    out["predicted"] = prediction.to_json() if prediction is not None else None
     return out
 
 
-def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
+def _speed_text(prediction: Prediction) -> str:
+    text = f"{prediction.words()} ({prediction.decode_tps:.1f} tokens/s decoding"
+    return text + f", {prediction.prompt_tps:.0f} tokens/s reading a prompt)"
+
+
+def _detail_lines(meta: ModelMetadata, profile: MachineProfile | None = None) -> list[tuple[str, str]]:
     mem = _memory_json(meta)
     markers = ", ".join(f"{m.text} ({m.token_type.lower()})" for m in meta.markers) or "none"
     rows = [
@@ -133,6 +149,9 @@ def _detail_lines(meta: ModelMetadata) -> list[tuple[str, str]]:
         ("marker tokens", markers),
         ("memory", f"{format_bytes(_int(mem['total_bytes']))} at {mem['context_length']} tokens of context"),
     ]
+    prediction = file_prediction(meta, profile)
+    if prediction is not None:
+        rows.append(("speed here", _speed_text(prediction)))
     if meta.base_model:
         rows.append(("note", BASE_MODEL_NOTE))
     problem = metadata_problem(meta)
@@ -172,11 +191,11 @@ def _size_text(size: int, shards: int) -> str:
     return format_bytes(size) + (f" in {shards} shards" if shards > 1 else "")
 
 
-def _print_details(metas: Sequence[ModelMetadata]) -> None:
+def _print_details(metas: Sequence[ModelMetadata], profile: MachineProfile | None) -> None:
     for i, meta in enumerate(metas):
         if i:
             print()
-        rows = _detail_lines(meta)
+        rows = _detail_lines(meta, profile)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             print(f"{key.ljust(width)}  {safe_cell(value)}")
@@ -191,10 +210,11 @@ def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
         except GGUFError as exc:
             _error(path, exc.reason)
             status = EXIT_USAGE
+    profile = profile_or_measure() if metas else None
     if as_json:
-        _print_json([_describe_json(m) for m in metas])
+        print_json([_describe_json(m, profile) for m in metas])
     else:
-        _print_details(metas)
+        _print_details(metas, profile)
     return status
 
 
@@ -206,7 +226,7 @@ def _error(path: Path, reason: str) -> None:
     sys.stderr.write(f"ember: {path}: {reason}\n")
 
 
-def _print_json(data: object) -> None:
+def print_json(data: object) -> None:
     sys.stdout.write(strict_dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -238,7 +258,7 @@ def _list_library(*, as_json: bool) -> int:
     entries = library_entries()
     if as_json:
         known = origins()
-        _print_json(
+        print_json(
             [
                 e.to_json()
                 | {

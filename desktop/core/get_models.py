@@ -29,11 +29,13 @@ from models.library.fit import (
     estimate_need,
     fit_file,
     judge,
+    predict_file,
     ranked,
     short_list,
 )
 from models.library.memory import available_memory, format_bytes
-from models.library.settings import DEFAULT_CONTEXT_LENGTH
+from models.library.settings import DEFAULT_CONTEXT_LENGTH, useful_tps
+from models.library.speed import USEFUL_TPS, MachineProfile, Prediction
 
 log = logging.getLogger("desktop.get_models")
 
@@ -52,11 +54,13 @@ class OfferedFile:
     quant: str
     size: int
     verdict: Verdict
+    prediction: Prediction | None = None  # its speed here (models.library.speed), when a profile is known
 
     @property
     def label(self) -> str:
-        """'Q4_K_M · 2.5 GB' for the file menu."""
-        return f"{self.quant} · {format_bytes(self.size)}"
+        """'Q4_K_M · 2.5 GB' for the file menu (and '· about 6 words a second here')."""
+        speed = f" · {self.prediction.words()}" if self.prediction is not None else ""
+        return f"{self.quant} · {format_bytes(self.size)}{speed}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +126,10 @@ def kept_part(models_dir: Path, repo: str, files: Sequence[OfferedFile]) -> tupl
     return None
 
 
-def _offered(file: CatalogueFile, verdict: Verdict) -> OfferedFile:
-    return OfferedFile(file.name, file.quant, file.size, verdict)
+def _offered(
+    entry: CatalogueEntry, file: CatalogueFile, verdict: Verdict, profile: MachineProfile | None
+) -> OfferedFile:
+    return OfferedFile(file.name, file.quant, file.size, verdict, predict_file(entry, file, verdict, profile))
 
 
 def offer_from_suggestion(
@@ -133,9 +139,12 @@ def offer_from_suggestion(
     *,
     n_ctx: int = DEFAULT_CONTEXT_LENGTH,
     kv_cache: str = "f16",
+    profile: MachineProfile | None = None,
 ) -> ModelOffer:
     entry = suggestion.entry
-    files = tuple(_offered(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files)
+    files = tuple(
+        _offered(entry, f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache), profile) for f in entry.files
+    )
     default = entry.files.index(suggestion.file)
     # A file of this entry already downloaded is the one to use, whatever the default.
     downloaded = next(
@@ -174,11 +183,13 @@ def catalogue_offers(
     *,
     n_ctx: int = DEFAULT_CONTEXT_LENGTH,
     kv_cache: str = "f16",
+    profile: MachineProfile | None = None,
+    useful_tps: float = USEFUL_TPS,
 ) -> list[ModelOffer]:
-    """Every entry as a row, best first for this machine."""
+    """Every entry as a row, best first for this machine (with `profile`: the useful speed first)."""
     return [
-        offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache)
-        for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache)
+        offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache, profile=profile)
+        for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache, profile=profile, useful_tps=useful_tps)
     ]
 
 
@@ -188,8 +199,13 @@ def default_offers(offers: Sequence[ModelOffer], limit: int = SHORT_LIST) -> lis
     return fitting[:limit]
 
 
-def best_suggestion(entries: Sequence[CatalogueEntry], free: FreeMemory) -> Suggestion | None:
-    found = short_list(ranked(entries, free), limit=1)
+def best_suggestion(
+    entries: Sequence[CatalogueEntry],
+    free: FreeMemory,
+    profile: MachineProfile | None = None,
+    useful_tps: float = USEFUL_TPS,
+) -> Suggestion | None:
+    found = short_list(ranked(entries, free, profile=profile, useful_tps=useful_tps), limit=1)
     return found[0] if found else None
 
 
@@ -341,9 +357,24 @@ def progress_text(done: int, total: int, bytes_per_s: float, seconds_left: float
     return " · ".join(parts)
 
 
-def better_model_line(entries: Sequence[CatalogueEntry], free: FreeMemory) -> str | None:
-    """'Qwen3 4B, which runs on the CPU here' for the empty chat's "A better model" line, or None."""
-    best = best_suggestion(entries, free)
+def better_model_line(
+    entries: Sequence[CatalogueEntry], free: FreeMemory, profile: MachineProfile | None = None
+) -> str | None:
+    """'Qwen2.5 1.5B Instruct, which runs on the CPU here (about 9 words a second)' for the empty
+    chat's "A better model" line, or None."""
+    best = best_suggestion(entries, free, profile, useful_tps())
     if best is None:
         return None
-    return f"{best.entry.name}, which {best.verdict.fit.value} here"
+    speed = f" ({best.prediction.words().removesuffix(' here')})" if best.prediction is not None else ""
+    return f"{best.entry.name}, which {best.verdict.fit.value} here{speed}"
+
+
+def cached_profile() -> MachineProfile | None:
+    """This machine's speed profile when measured before (a small file read; never measures)."""
+    try:
+        from engine.backends.machine_profile import cached
+
+        return cached()
+    except (OSError, EmberError) as exc:
+        log.debug("no machine profile: %s", exc)
+        return None

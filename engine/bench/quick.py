@@ -91,3 +91,28 @@ def _timed_turns(backend: LlamaBackend, req: Request, rounds: int) -> list[tuple
     while len(runs) < rounds and time.perf_counter() - start < TURNS_BUDGET_S:
         runs.append(time_turn(backend, req))
     return runs
+
+
+def predicted(model: Path, threads: int, say: Progress) -> dict[str, Any]:
+    """A profile measured now, under the turns' own load (medians, not cached), and `model`'s predicted speeds."""
+    from engine.backends import machine_profile
+    from models.gguf.meta import read_metadata
+    from models.library.speed import predict_meta
+
+    say("measuring the machine profile on the built-in model")
+    start = time.perf_counter()
+    profile = machine_profile.measure(threads, save=False, typical=True)  # as the turns are measured
+    seconds = time.perf_counter() - start
+    meta = read_metadata(model)
+    guess = predict_meta(profile, meta)
+    return {
+        "machine_profile_seconds": round(seconds, 1),
+        "predicted_tps": round(guess.decode_tps, 2),
+        "predicted_pp_tps": round(guess.prompt_tps, 1),
+    }
+
+
+def prediction_ratio(report: dict[str, Any]) -> float | None:
+    """Predicted over measured decoding (`fit_decode_prediction_ratio`): 1.0 is a perfect prediction."""
+    measured = report.get("engine_tps")
+    return round(report["predicted_tps"] / measured, 3) if measured else None

@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
+from engine.backends import machine_profile
 from engine.backends.base import Backend, CancelToken, Message, Request
 from engine.backends.image_input import refuse_unseen
 from engine.errors import (
@@ -101,6 +103,8 @@ class TurnRunner:
             yield from end.after(self.events(request, cancel, tally), tally)
         finally:
             _log_turn(tally.stats(), end.outcome, end.kind, request, self._calls)
+            if end.outcome == "completed":
+                _remember_speed(self.backend, tally.stats())
 
     def events(self, request: Request, cancel: CancelToken, tally: Tally) -> Iterator[Event]:
         """The turn's events before its end; a failure is raised (as an EngineError), not yielded."""
@@ -155,6 +159,13 @@ _KINDS: tuple[tuple[type[EngineError], TurnErrorKind], ...] = (
 def error_kind(exc: BaseException) -> TurnErrorKind:
     """The `TurnError.kind` for an engine error (any other model failure is the backend's)."""
     return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), TurnErrorKind.BACKEND)
+
+
+def _remember_speed(backend: Backend, stats: TurnStats) -> None:
+    """A model file's first real decoding speed here replaces its predicted one (issue #48)."""
+    path = getattr(backend, "path", None)
+    if isinstance(path, Path):
+        machine_profile.remember_once(path, stats.tokens_per_s, stats.tokens)
 
 
 def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request, tool_calls: int) -> None:

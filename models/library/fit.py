@@ -18,6 +18,7 @@ from enum import StrEnum
 from models.library.catalogue import Architecture, CatalogueEntry, CatalogueFile
 from models.library.memory import KV_CACHE_TYPES, compute_buffer_bytes, format_bytes
 from models.library.settings import DEFAULT_CONTEXT_LENGTH
+from models.library.speed import USEFUL_TPS, MachineProfile, Prediction, predict
 
 MIB = 1 << 20
 # What a GPU keeps back besides the model: the CUDA context and fragmentation (the same
@@ -188,40 +189,81 @@ def fit_file(
     return judge(need, free)
 
 
+def predict_file(
+    entry: CatalogueEntry, file: CatalogueFile, verdict: Verdict, profile: MachineProfile | None
+) -> Prediction | None:
+    """The file's predicted speed here; None without a profile, or on a GPU (the profile is the CPU's)."""
+    if profile is None or verdict.fit is Fit.GPU:
+        return None
+    layers = entry.architecture.layers if entry.architecture is not None else None
+    return predict(
+        profile,
+        size_bytes=file.size,
+        parameters=entry.parameters_b * 1e9,
+        quant=file.quant,
+        layers=layers,
+        thinks=entry.thinks,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Suggestion:
-    """A catalogue entry with the file to offer on this machine and that file's mark."""
+    """A catalogue entry with the file to offer on this machine, that file's mark and predicted speed."""
 
     entry: CatalogueEntry
     file: CatalogueFile
     verdict: Verdict
+    prediction: Prediction | None = None
+    useful_tps: float = USEFUL_TPS
 
     @property
     def slow(self) -> bool:
-        """Big enough on the CPU to answer at a few words a second."""
+        """Below the useful speed here (predicted), or, with no profile, big enough on the CPU to be."""
+        if self.prediction is not None:
+            return not self.prediction.useful(self.useful_tps)
         return self.verdict.fit is not Fit.GPU and self.file.size > SLOW_ON_CPU_BYTES
 
     @property
-    def sort_key(self) -> tuple[int, bool, int, int]:
+    def sort_key(self) -> tuple[int, bool, float, int]:
+        """Where it runs, then the useful ones by quality; the slow ones fastest first (when none is
+        useful here, the first suggestion is still the one that answers soonest)."""
+        if self.slow and self.prediction is not None:
+            return (self.verdict.fit.rank, True, -self.prediction.decode_tps, self.file.size)
         return (self.verdict.fit.rank, self.slow, -self.entry.quality, self.file.size)
 
 
 def suggest(
-    entry: CatalogueEntry, free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16"
+    entry: CatalogueEntry,
+    free: FreeMemory,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+    profile: MachineProfile | None = None,
+    useful_tps: float = USEFUL_TPS,
 ) -> Suggestion:
-    """The entry's best file here: the first (the reviewers' default) among those that run best."""
+    """The entry's best file here: among those that run best, the first (the reviewers' default)
+    predicted at a useful speed, else the first."""
     judged = [(f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache)) for f in entry.files]
     best = min(v.fit.rank for _, v in judged)
-    file, verdict = next((f, v) for f, v in judged if v.fit.rank == best)
-    return Suggestion(entry, file, verdict)
+    options = [
+        Suggestion(entry, f, v, predict_file(entry, f, v, profile), useful_tps) for f, v in judged if v.fit.rank == best
+    ]
+    return next((s for s in options if not s.slow), options[0])
 
 
 def ranked(
-    entries: Sequence[CatalogueEntry], free: FreeMemory, *, n_ctx: int = DEFAULT_CONTEXT_LENGTH, kv_cache: str = "f16"
+    entries: Sequence[CatalogueEntry],
+    free: FreeMemory,
+    *,
+    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
+    kv_cache: str = "f16",
+    profile: MachineProfile | None = None,
+    useful_tps: float = USEFUL_TPS,
 ) -> list[Suggestion]:
-    """Every entry with its best file here, best first: where it runs (and, off the GPU, the
-    ones that answer at a useful speed first), then quality, then size."""
-    return sorted((suggest(e, free, n_ctx=n_ctx, kv_cache=kv_cache) for e in entries), key=lambda s: s.sort_key)
+    """Every entry with its best file here, best first: where it runs, then the ones predicted
+    to answer at a useful speed (`useful_tps` decode tokens/s), then quality, then size."""
+    found = (suggest(e, free, n_ctx=n_ctx, kv_cache=kv_cache, profile=profile, useful_tps=useful_tps) for e in entries)
+    return sorted(found, key=lambda s: s.sort_key)
 
 
 def short_list(suggestions: Sequence[Suggestion], limit: int = 5) -> list[Suggestion]:

@@ -24,6 +24,7 @@ from models.library.json_schema import Schema, describe, holds, is_int, is_objec
 from models.library.jsonstore import load_json_object, string_keys, write_json_atomic
 from models.library.memory import KV_CACHE_TYPES
 from models.library.paths import EmberPaths, ember_paths, resolve_model_file
+from models.library.speed import USEFUL_TPS
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,14 @@ def _stored_models(paths: EmberPaths | None) -> dict[str, object]:
     if not isinstance(models, dict):
         return {}
     return string_keys(cast(dict[object, object], models))
+
+
+def useful_tps(paths: EmberPaths | None = None) -> float:
+    """The decode speed (tokens/s) suggestions must reach to lead (`useful_tokens_per_s` in settings.json)."""
+    value = load_json_object(settings_file(paths), _defaults(), _SCHEMA).get("useful_tokens_per_s")
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1000:
+        return float(value)
+    return USEFUL_TPS
 
 
 def load_model_settings(

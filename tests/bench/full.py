@@ -25,6 +25,7 @@ from tests.bench import cli_download as bench_download
 from tests.bench import cli_long_chat as bench_long_chat
 from tests.bench import cli_serve as bench_serve
 from tests.bench import cli_startup as bench_startup
+from tests.bench import prediction as bench_prediction
 from tests.bench.images import measure_images
 from tests.bench.suite import BenchConfig, load_average, run_engine_bench
 
@@ -310,6 +311,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     say("an image through the fixture vision projector")
     config = config_from(args)
     report.update(measure_images(config.model_path(), min(config.runs, 5), report["notes"], config.threads))
+    if not args.skip_decoding:
+        say("predicted against measured decoding: the built-in model and Gemma 3 270M")
+        report.update(bench_prediction.collect(config.thread_count(), say, report["notes"]))
     report["load_average_end"] = load_average()
     return report
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from desktop.core.get_models import better_model_line, quick_free_memory
+from desktop.core.get_models import better_model_line, cached_profile, quick_free_memory
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.look.icons import themed_icon
 from desktop.qt.look.theme import SPACE_LG, SPACE_SM, SPACE_XL
@@ -152,7 +152,7 @@ class EmptyState(QWidget):
             self.better.hide()
             return
         try:
-            line = better_model_line(shipped_catalogue(), quick_free_memory())
+            line = better_model_line(shipped_catalogue(), quick_free_memory(), cached_profile())
         except EmberError:
             line = None
         named = html.escape(line) if line else "see which models fit this machine"

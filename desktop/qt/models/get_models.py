@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 from desktop.core.get_models import (
     HUB_ROWS,
     ModelOffer,
+    cached_profile,
     catalogue_offers,
     default_offers,
     files_to_fetch,
@@ -57,7 +58,7 @@ from desktop.qt.models.offer_row import OfferRow
 from models.errors import EmberError, one_line
 from models.library.catalogue import CatalogueEntry, CatalogueError, search, shipped_catalogue
 from models.library.fit import FreeMemory
-from models.library.settings import DEFAULT_CONTEXT_LENGTH
+from models.library.settings import DEFAULT_CONTEXT_LENGTH, useful_tps
 
 log = logging.getLogger("desktop.get_models")
 
@@ -293,7 +294,9 @@ class GetModelsDialog(QDialog):
             f"This machine: {self.free.describe()}. Marks are for a "
             f"{_context_words()} context; a model's settings can change it."
         )
-        self.offers = catalogue_offers(self.entries, self.free, self.models_dir)
+        self.offers = catalogue_offers(
+            self.entries, self.free, self.models_dir, profile=cached_profile(), useful_tps=useful_tps()
+        )
         self.show_rows()
 
     def _on_text(self) -> None:

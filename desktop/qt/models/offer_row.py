@@ -162,7 +162,8 @@ class OfferRow(QFrame):
         self.mark.setStyleSheet(mark_style(verdict.fit))
         self.mark.setToolTip(verdict.reason)
         self.mark.setAccessibleName(f"Fit: {verdict.fit.value}")
-        self.reason.setText(verdict.reason)
+        speed = f" Predicted speed: {chosen.prediction.words()}." if chosen.prediction is not None else ""
+        self.reason.setText(verdict.reason + speed)
         on_disk = self.downloaded is not None and self.downloaded.name == Path(chosen.name).name
         self._set_action(on_disk)
 

@@ -1,0 +1,210 @@
+"""The machine profile: how fast this machine decodes and reads prompts, measured once and cached.
+
+A short run of the built-in model (a warm-up, then three rounds of a 64-token prompt and 16
+decoded tokens: a few seconds, the fastest round and tokens kept, so another process busy on
+the same cores for a moment does not make this machine look slow) gives the effective memory
+bandwidth of decoding and the compute of prompt reading, with their per-layer costs
+(`MachineProfile.from_run`); `models.library.speed` turns them into a prediction for any file.
+The profile is cached in Ember's cache folder under a key of the CPU, the CPU variant in use,
+the GPUs and the llama.cpp version, so a change of any of them measures again. Callers decide
+when: `ember models`, `ember models catalogue` and `ember bench`, never while a user waits for
+a reply.
+
+The same file keeps what real use measured per model file (`remember`): that figure replaces the
+prediction for the file, and its ratio to the prediction calibrates the next ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import statistics
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, cast
+
+from engine.backends import cpu_probe
+from engine.errors import BenchError
+from models.errors import EmberError
+from models.library import speed
+from models.library.jsonstore import load_json_object, write_json_atomic
+from models.library.speed import MachineProfile
+
+log = logging.getLogger(__name__)
+
+PROFILE_FILE = "machine-profile.json"
+N_PROMPT, N_GEN, ROUNDS = 64, 16, 3  # three short rounds: the fastest round and tokens count
+MIN_TOKENS = 16  # a real turn shorter than this says little about decoding speed
+MAX_REMEMBERED = 200  # files with a measured speed kept per machine
+
+
+def machine_key() -> str:
+    """Changes with the CPU, the CPU variant, the GPUs and llama.cpp's version."""
+    from engine.backends.cpu_threads import read_cpuinfo
+    from engine.backends.cpu_variants import in_use_line
+
+    cpu = next((line for line in read_cpuinfo().splitlines() if line.startswith("model name")), "")
+    try:
+        version = metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        version = "?"
+    parts = [cpu, str(os.cpu_count()), version, in_use_line(), os.environ.get("EMBER_GPU_DEVICE", ""), *_gpus()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _gpus() -> list[str]:
+    """The GPUs the system lists (NVIDIA's driver entries and DRI render nodes), without loading llama.cpp."""
+    found: list[str] = []
+    for folder in (Path("/proc/driver/nvidia/gpus"), Path("/dev/dri")):
+        with contextlib.suppress(OSError):
+            found += sorted(p.name for p in folder.iterdir())
+    return found
+
+
+def _store() -> dict[str, Any]:
+    data = load_json_object(cpu_probe.cache_dir() / PROFILE_FILE, {})
+    entry = data.get(machine_key())
+    return cast(dict[str, Any], entry) if isinstance(entry, dict) else {}
+
+
+def _save(entry: dict[str, Any]) -> None:
+    path = cpu_probe.cache_dir() / PROFILE_FILE
+    try:  # one machine, one entry: a new CPU variant, GPU or llama.cpp replaces the old one
+        write_json_atomic(path, {machine_key(): entry})
+    except OSError as exc:
+        log.info("could not cache the machine profile in %s: %s", path, exc)
+
+
+def cached() -> MachineProfile | None:
+    """This machine's profile, calibrated by the speeds measured since; None when never measured."""
+    entry = _store()
+    raw = entry.get("profile")
+    profile = MachineProfile.from_json(cast(dict[str, object], raw)) if isinstance(raw, dict) else None
+    if profile is None:
+        return None
+    ratios = [float(m["ratio"]) for m in _measured(entry).values() if isinstance(m.get("ratio"), int | float)]
+    return dataclasses.replace(profile, calibration=speed.calibration(ratios))
+
+
+def _measured(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    raw = entry.get("measured")
+    if not isinstance(raw, dict):
+        return {}
+    return {k: cast(dict[str, Any], v) for k, v in cast(dict[str, Any], raw).items() if isinstance(v, dict)}
+
+
+def file_key(path: Path, size: int) -> str:
+    return f"{path.name}:{size}"
+
+
+def measured_decode(path: Path, size: int) -> float | None:
+    """The decode tokens/s real use measured for this file here, or None."""
+    value = _measured(_store()).get(file_key(path, size), {}).get("decode_tps")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+_remembered: set[Path] = set()  # files this process has offered already (one look at the file each)
+
+
+def remember_once(path: Path, decode_tps: float, tokens: int) -> None:
+    """`remember`, at most once per file and process, never raising (called after every turn)."""
+    if path in _remembered or tokens < MIN_TOKENS or decode_tps <= 0:
+        return
+    _remembered.add(path)
+    try:
+        remember(path, decode_tps, tokens)
+    except (OSError, ValueError) as exc:
+        log.debug("speed of %s not remembered: %s", path.name, exc)
+
+
+def remember(path: Path, decode_tps: float, tokens: int) -> None:
+    """Keep the first real measurement of `path`'s decoding here, and its error against the prediction."""
+    if tokens < MIN_TOKENS or decode_tps <= 0:
+        return
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    entry = _store()
+    raw = entry.get("profile")
+    measured = _measured(entry)
+    key = file_key(path, size)
+    if key in measured or not isinstance(raw, dict) or len(measured) >= MAX_REMEMBERED:
+        return
+    profile = MachineProfile.from_json(cast(dict[str, object], raw))
+    if profile is None:
+        return
+    from models.gguf.meta import read_metadata
+
+    try:  # uncalibrated (`from_json` keeps the stored 1.0): the ratio is the estimate's own error
+        predicted = speed.predict_meta(profile, read_metadata(path)).decode_tps
+    except EmberError:  # not a GGUF Ember can read: nothing to calibrate with
+        return
+    measured[key] = {"decode_tps": round(decode_tps, 2), "ratio": round(decode_tps / predicted, 3)}
+    _save({**entry, "measured": measured})
+
+
+def measure(threads: int, model: Path | None = None, *, save: bool = True, typical: bool = False) -> MachineProfile:
+    """Measure (a few seconds) on the built-in model, cache (`save`) and return the profile; BenchError if it cannot.
+
+    `typical`: from the median round and token instead of the fastest (what `ember bench` compares
+    with its own medians taken under the same load: a check of the prediction, not of the load)."""
+    from models.gguf.meta import read_metadata
+    from models.library.default_model import shipped_model_path
+
+    path = model or shipped_model_path()
+    started = time.perf_counter()
+    pp_tps, tg_tps = _run(path, threads, typical)
+    seconds = time.perf_counter() - started
+    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps), seconds)
+    if save:  # a new profile: the speeds measured against the old one no longer calibrate it
+        _save({"profile": profile.to_json(), "measured": {}, "model": path.name})
+    log.info("machine profile: decode %.1f tok/s, prompt %.1f tok/s on %s (%.1f s)", tg_tps, pp_tps, path.name, seconds)
+    return profile
+
+
+def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float]:
+    """(prompt tokens/s, decode tokens/s) of `path` on the CPU: the fastest, or the `typical` (median)."""
+    from llama_cpp import Llama
+
+    import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+    from engine.backends import llama_log
+    from engine.backends.cpu_variants import ensure_backends
+
+    llama_log.install()
+    ensure_backends()
+    try:
+        model = Llama(str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_gpu_layers=0, verbose=False)
+    except ValueError as exc:
+        raise BenchError(f"the machine profile could not load {path.name} ({exc})") from exc
+    try:
+        text = "The quick brown fox jumps over the lazy dog, and then it runs far away. " * 40
+        tokens = list(model.tokenize(text.encode(), add_bos=False))[: N_PROMPT + N_GEN]
+        model.eval(tokens[:8])  # pages the weights in
+        prompt_s: list[float] = []
+        token_s: list[float] = []
+        for _ in range(ROUNDS):
+            model.reset()
+            start = time.perf_counter()
+            model.eval(tokens[:N_PROMPT])
+            prompt_s.append(time.perf_counter() - start)
+            for token in tokens[N_PROMPT:]:
+                start = time.perf_counter()
+                model.eval([token])
+                token_s.append(time.perf_counter() - start)
+    finally:
+        model.close()
+    if typical:
+        return N_PROMPT / statistics.median(prompt_s), 1.0 / statistics.median(token_s)
+    return N_PROMPT / min(prompt_s), 1.0 / _fast_quarter(token_s)
+
+
+def _fast_quarter(seconds: list[float]) -> float:
+    """The median of the fastest quarter: the machine's own speed when others share its CPUs
+    (the slow tokens are the ones another process took the cores from)."""
+    fast = sorted(seconds)[: max(1, len(seconds) // 4)]
+    return fast[len(fast) // 2]

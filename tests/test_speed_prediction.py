@@ -1,0 +1,151 @@
+"""Predicted speed on this machine, and suggestions that answer at a useful speed (issue #48).
+
+The ranking runs on a fake machine profile (a slow 2-core machine, a fast one); the real profile
+is measured once under `slow`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from desktop.cli.main import main
+from desktop.core import get_models
+from engine.backends import machine_profile
+from models.gguf.meta import read_metadata
+from models.library.catalogue import shipped_catalogue
+from models.library.fit import FreeMemory, fit_file, predict_file, ranked, short_list
+from models.library.settings import settings_file, useful_tps
+from models.library.speed import MachineProfile, ModelRun, Prediction, calibration, predict, predict_meta
+from tests import gguf_factory as gf
+
+# The built-in model (98 MB, 30 layers, Q4_1) decoding at 30 tokens/s, reading 200: a 2-core VM.
+SLOW_MACHINE = MachineProfile.from_run(ModelRun(98_362_432, 106e6, 30, "Q4_1", prompt_tps=200, decode_tps=30))
+FAST_MACHINE = MachineProfile(decode_bytes_per_s=100e9, prompt_ops_per_s=1e13)
+PLENTY = FreeMemory(ram_bytes=32_000_000_000)
+
+
+def test_decode_follows_bandwidth_prompt_follows_compute_and_thinking_waits() -> None:
+    p = predict(MachineProfile(1e9, 2e11), size_bytes=100_000_000, parameters=1e9, thinks=True)
+    assert p.decode_tps == pytest.approx(10.0) and p.prompt_tps == pytest.approx(100.0)
+    assert p.first_word_s == pytest.approx(200 / 100 + 400 / 10)  # the first prompt, then the thinking
+    assert predict(MachineProfile(1e9, 2e11), size_bytes=100_000_000, parameters=1e9).first_word_s is None
+
+
+def test_the_words_a_user_reads() -> None:
+    assert Prediction(100, 8.0, None).words() == "about 6 words a second here"
+    assert Prediction(100, 1.1, None).words() == "about 1 word a second here"
+    assert Prediction(100, 0.5, None).words() == "less than 1 word a second here"
+    assert Prediction(100, 8.0, 130.0, measured=True).words() == (
+        "measured at 6 words a second here, answers after about 2 min of thinking"
+    )
+
+
+def test_on_a_slow_machine_the_first_suggestion_is_fast_and_small() -> None:
+    suggestions = ranked(shipped_catalogue(), PLENTY, profile=SLOW_MACHINE)
+    first = short_list(suggestions, limit=1)[0]
+    assert first.prediction is not None and first.prediction.decode_tps >= 8
+    assert first.entry.parameters_b < 3
+    useful = [s for s in suggestions if not s.slow]
+    assert suggestions[: len(useful)] == useful  # every useful one before every slow one
+    slow = [s for s in suggestions if s.slow]
+    assert slow and all(s.prediction is not None and s.prediction.decode_tps < 8 for s in slow)  # still listed
+    qualities = [s.entry.quality for s in useful]
+    assert qualities == sorted(qualities, reverse=True)  # then quality
+
+
+def test_on_a_fast_machine_quality_leads_as_before() -> None:
+    with_profile = ranked(shipped_catalogue(), PLENTY, profile=FAST_MACHINE)
+    assert with_profile[0].entry.quality == max(e.quality for e in shipped_catalogue())
+    assert not any(s.slow for s in with_profile)  # 14B at 9 GB answers fast enough here: no size rule
+    without = ranked(shipped_catalogue(), PLENTY)  # no profile: the old rule, above 6 GB is slow
+    assert without[0].entry.key != "phi-4" and next(s for s in without if s.entry.key == "phi-4").slow
+
+
+def test_the_default_file_is_the_first_that_answers_at_a_useful_speed() -> None:
+    entry = next(e for e in shipped_catalogue() if e.key == "qwen3-1.7b")  # Q5_K_M, Q6_K, Q8_0
+    speeds = {}
+    for f in entry.files:
+        p = predict_file(entry, f, fit_file(entry, f, PLENTY), SLOW_MACHINE)
+        assert p is not None
+        speeds[f.quant] = p.decode_tps
+    assert speeds["Q8_0"] > speeds["Q5_K_M"]  # bigger, but in a format with repacked kernels
+    none = ranked([entry], PLENTY, profile=SLOW_MACHINE, useful_tps=max(speeds.values()) + 0.01)[0]
+    assert none.file == entry.files[0] and none.slow  # none useful: the reviewers' default
+    only_q8 = ranked([entry], PLENTY, profile=SLOW_MACHINE, useful_tps=speeds["Q8_0"] - 0.01)[0]
+    assert only_q8.file.quant == "Q8_0" and not only_q8.slow
+    lax = ranked([entry], PLENTY, profile=SLOW_MACHINE, useful_tps=min(speeds.values()) - 0.01)[0]
+    assert lax.file == entry.files[0] and not lax.slow
+
+
+def test_the_useful_speed_is_a_setting(tmp_path: Path) -> None:
+    assert useful_tps() == 8.0
+    path = settings_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "models": {}, "useful_tokens_per_s": 1}))
+    assert useful_tps() == 1.0
+    lax = ranked(shipped_catalogue(), PLENTY, profile=SLOW_MACHINE, useful_tps=useful_tps())
+    assert short_list(lax, 1)[0].entry.parameters_b >= 3  # at 1 token/s a bigger, better model leads
+
+
+def test_the_better_model_line_and_the_file_menu_say_the_speed() -> None:
+    line = get_models.better_model_line(shipped_catalogue(), PLENTY, SLOW_MACHINE)
+    assert line is not None and "words a second)" in line and "here (" in line
+    offers = get_models.catalogue_offers(shipped_catalogue(), PLENTY, Path("/nonexistent"), profile=SLOW_MACHINE)
+    assert "words a second here" in offers[0].default_file.label
+
+
+def _cache_profile(profile: MachineProfile) -> None:
+    machine_profile._save({"profile": profile.to_json(), "measured": {}})  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_measured_speed_replaces_the_estimate_and_calibrates_the_next(tmp_path: Path) -> None:
+    _cache_profile(SLOW_MACHINE)
+    model = gf.write_tiny_llama(tmp_path / "m.gguf")
+    size = model.stat().st_size
+    predicted = predict_meta(SLOW_MACHINE, read_metadata(model)).decode_tps
+    machine_profile.remember(model, predicted * 0.5, tokens=64)  # twice as slow as predicted
+    assert machine_profile.measured_decode(model, size) == pytest.approx(predicted * 0.5, rel=0.01)
+    profile = machine_profile.cached()
+    assert profile is not None and profile.calibration == pytest.approx(0.5, rel=0.01)
+    machine_profile.remember(model, predicted * 3, tokens=64)  # the first measurement stands
+    assert machine_profile.measured_decode(model, size) == pytest.approx(predicted * 0.5, rel=0.01)
+    (tmp_path / "junk.gguf").write_bytes(b"not a model")
+    machine_profile.remember(tmp_path / "junk.gguf", 50.0, tokens=64)  # nothing to compare with: ignored
+    assert machine_profile.measured_decode(tmp_path / "junk.gguf", 11) is None
+    assert calibration([0.5, 0.01, 9.0]) == 0.5  # a wild ratio is a busy machine, not a model
+
+
+@pytest.mark.timeout(120)
+def test_catalogue_json_is_ordered_as_the_window_with_predictions(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cache_profile(SLOW_MACHINE)
+    monkeypatch.setattr(get_models, "measure_free_memory", lambda: PLENTY)
+    assert main(["models", "catalogue", "--json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    assert "measuring" not in out.err  # cached: nothing measured
+    window = get_models.catalogue_offers(shipped_catalogue(), PLENTY, Path("/nonexistent"), profile=SLOW_MACHINE)
+    assert [r["key"] for r in rows] == [o.key for o in window]
+    assert rows[0]["predicted"]["decode_tps"] >= 8 and rows[0]["useful"] is True
+    assert all(r["predicted"] is not None and r["speed_words"] for r in rows)
+    assert main(["models", "catalogue"]) == 0
+    assert "SPEED HERE" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_real_profile_is_measured_once_and_cached(capsys: pytest.CaptureFixture[str]) -> None:
+    assert machine_profile.cached() is None
+    profile = machine_profile.measure(2)
+    assert profile.decode_bytes_per_s > 1e8 and profile.prompt_ops_per_s > 1e9 and profile.seconds > 0
+    cached = machine_profile.cached()
+    assert cached is not None and cached.decode_bytes_per_s == pytest.approx(profile.decode_bytes_per_s, rel=1e-3)
+    from models.library.default_model import shipped_model_path
+
+    assert main(["models", str(shipped_model_path())]) == 0  # cached: no second measurement
+    out = capsys.readouterr()
+    assert "measuring" not in out.err and "speed here" in out.out and "words a second here" in out.out
