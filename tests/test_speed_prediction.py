@@ -7,13 +7,14 @@ is measured once under `slow`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from desktop.cli.main import main
 from desktop.core import get_models
-from engine.backends import machine_profile
+from engine.backends import cpu_probe, machine_profile
 from models.gguf.meta import read_metadata
 from models.library.catalogue import shipped_catalogue
 from models.library.fit import FreeMemory, fit_file, predict_file, ranked, short_list
@@ -25,6 +26,13 @@ from tests import gguf_factory as gf
 SLOW_MACHINE = MachineProfile.from_run(ModelRun(98_362_432, 106e6, 30, "Q4_1", prompt_tps=200, decode_tps=30))
 FAST_MACHINE = MachineProfile(decode_bytes_per_s=100e9, prompt_ops_per_s=1e13)
 PLENTY = FreeMemory(ram_bytes=32_000_000_000)
+
+
+@pytest.fixture(autouse=True)
+def _own_profile() -> Iterator[None]:
+    """A profile written here is gone after the test: other tests of the run see none."""
+    yield
+    (cpu_probe.cache_dir() / machine_profile.PROFILE_FILE).unlink(missing_ok=True)
 
 
 def test_decode_follows_bandwidth_prompt_follows_compute_and_thinking_waits() -> None:
@@ -146,6 +154,16 @@ def test_a_real_profile_is_measured_once_and_cached(capsys: pytest.CaptureFixtur
     assert cached is not None and cached.decode_bytes_per_s == pytest.approx(profile.decode_bytes_per_s, rel=1e-3)
     from models.library.default_model import shipped_model_path
 
-    assert main(["models", str(shipped_model_path())]) == 0  # cached: no second measurement
+    assert main(["models", str(shipped_model_path())]) == 0  # the cached profile: nothing measured again
     out = capsys.readouterr()
     assert "measuring" not in out.err and "speed here" in out.out and "words a second here" in out.out
+
+
+def test_describing_a_file_never_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    from desktop.cli.cmd_models import NOT_MEASURED
+    from models.library.default_model import shipped_model_path
+
+    assert main(["models", str(shipped_model_path())]) == 0
+    out = capsys.readouterr()
+    assert f"speed here          {NOT_MEASURED}" in out.out.splitlines() and "measuring" not in out.err
+    assert machine_profile.cached() is None

@@ -10,7 +10,7 @@
 (A file named like one of those words is described as `./search`.)
 
 Reads headers only (never weights), so it is fast even for multi-GB models. Describing a file
-predicts its speed here from this machine's profile, measured once (a few seconds) if missing. A file that
+predicts its speed here from this machine's cached profile (`ember models catalogue` measures it). A file that
 cannot be used prints one line, `ember: <path>: <reason>`, on stderr and the command exits
 with status 2 after describing the others. No Qt here.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
-from desktop.cli.models_catalogue import file_prediction, profile_or_measure
+from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
 from engine.backends.template_probe import template_problem
@@ -40,6 +40,7 @@ from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
 from models.library.speed import MachineProfile, Prediction
 
+NOT_MEASURED = "not known yet (`ember models catalogue` or `ember bench` measures this machine once)"
 ACTIONS = ("search", "pull", "add", "rm", "optimize", "catalogue")
 
 
@@ -150,8 +151,7 @@ def _detail_lines(meta: ModelMetadata, profile: MachineProfile | None = None) ->
         ("memory", f"{format_bytes(_int(mem['total_bytes']))} at {mem['context_length']} tokens of context"),
     ]
     prediction = file_prediction(meta, profile)
-    if prediction is not None:
-        rows.append(("speed here", _speed_text(prediction)))
+    rows.append(("speed here", _speed_text(prediction) if prediction is not None else NOT_MEASURED))
     if meta.base_model:
         rows.append(("note", BASE_MODEL_NOTE))
     problem = metadata_problem(meta)
@@ -210,7 +210,7 @@ def _describe(paths: Sequence[Path], *, as_json: bool) -> int:
         except GGUFError as exc:
             _error(path, exc.reason)
             status = EXIT_USAGE
-    profile = profile_or_measure() if metas else None
+    profile = cached_profile()  # a header-only command: it never measures (catalogue and bench do)
     if as_json:
         print_json([_describe_json(m, profile) for m in metas])
     else:

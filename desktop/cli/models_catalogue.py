@@ -27,6 +27,12 @@ from models.library.speed import MachineProfile, Prediction, predict_meta
 _COLUMNS = ("MODEL", "FILE", "FIT", "DECODE", "PROMPT", "FIRST WORD", "SPEED HERE")
 
 
+def cached_profile() -> MachineProfile | None:
+    from engine.backends import machine_profile
+
+    return machine_profile.cached()
+
+
 def profile_or_measure(threads: int | None = None) -> MachineProfile | None:
     """The cached profile, or one measured now (saying so); None when it cannot be measured."""
     from engine.backends import machine_profile
