@@ -6,8 +6,10 @@ Plain data, without llama.cpp: the window asks it while showing a model's detail
 
 from __future__ import annotations
 
+from models.library.speed import REPACKED
+
 # Formats with a repacked kernel on x86 CPUs (ggml-cpu's repack.cpp): nothing to gain.
-FAST_FORMATS = frozenset({"Q4_0", "Q8_0", "Q4_K_S", "Q4_K_M", "IQ4_NL"})
+FAST_FORMATS = REPACKED
 # Slow formats and the fast ones worth trying for each, best guess first (the caller measures).
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "Q4_1": ("Q4_0", "Q8_0"),
