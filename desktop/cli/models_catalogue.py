@@ -28,15 +28,14 @@ _COLUMNS = ("MODEL", "FILE", "FIT", "DECODE", "PROMPT", "FIRST WORD", "SPEED HER
 
 
 def cached_profile() -> MachineProfile | None:
-    from engine.backends import machine_profile
+    from engine.api import machine as machine_profile
 
     return machine_profile.cached()
 
 
 def profile_or_measure(threads: int | None = None) -> MachineProfile | None:
     """The cached profile, or one measured now (saying so); None when it cannot be measured."""
-    from engine.backends import machine_profile
-    from engine.backends.cpu_threads import default_threads
+    from engine.api import machine as machine_profile
 
     profile = machine_profile.cached()
     if profile is not None:
@@ -44,7 +43,7 @@ def profile_or_measure(threads: int | None = None) -> MachineProfile | None:
     sys.stderr.write("ember: measuring this machine's speed once, on the built-in model (a few seconds)…\n")
     sys.stderr.flush()
     try:
-        return machine_profile.measure(threads or default_threads())
+        return machine_profile.measure(threads or machine_profile.default_threads())
     except (EngineError, EmberError, OSError) as exc:
         sys.stderr.write(f"ember: no speed predictions: {exc}\n")
         return None
@@ -102,7 +101,7 @@ def _row(s: Suggestion) -> tuple[str, ...]:
 
 def file_prediction(meta: ModelMetadata, profile: MachineProfile | None) -> Prediction | None:
     """The prediction for a file here; real use's measured decode speed replaces the estimate."""
-    from engine.backends import machine_profile
+    from engine.api import machine as machine_profile
 
     if profile is None or meta.parameters <= 0:
         return None

@@ -372,7 +372,7 @@ def better_model_line(
 def cached_profile() -> MachineProfile | None:
     """This machine's speed profile when measured before (a small file read; never measures)."""
     try:
-        from engine.backends.machine_profile import cached
+        from engine.api.machine import cached
 
         return cached()
     except (OSError, EmberError) as exc:
