@@ -31,6 +31,7 @@ from engine.session.session import Ask, ChatSession, Turn
 from engine.session.titling import ConversationTitler
 
 log = logging.getLogger("desktop.controller")
+TITLE_AFTER_IDLE_S = 1.5  # the first reply has been in this long with no new message: the title turn runs
 
 
 class ChatController:
@@ -64,6 +65,7 @@ class ChatController:
         self._opening = False  # a message is being checked against the context and stored
         self._stop_requested = False
         self._titler = ConversationTitler(engine, self.session, self.screen.list_changed)
+        self._title_due: asyncio.TimerHandle | None = None  # the title turn, waiting for a quiet moment
         self.refusal = ""  # why the last message was not sent (its draft stays in the composer)
 
     # -- state -----------------------------------------------------------------------------
@@ -189,6 +191,7 @@ class ChatController:
     async def aclose(self) -> None:
         """Stop the reply and any title, shut the engine down, close the history (window closing)."""
         await self.stop_and_wait()
+        self._hold_title()
         await self._titler.aclose()
         await self.engine.aclose()
         self.session.close()
@@ -201,16 +204,33 @@ class ChatController:
 
     async def _run_turn(self, turn: Turn, title: bool) -> None:
         self._retry.failure = None
+        self._hold_title()  # the user's turn first: a title never makes a message wait
         self._set_busy(True)
         try:
             if await self._ready_for(turn) and await self._reply(turn) and title:
-                self._titler.after_reply()
+                self._title_when_idle()
         finally:
             await turn.close_async()  # a turn cut off by an exception is recorded as interrupted
             if turn.tools is not None:
                 self.tool_turns.turn_ended(turn.tools.tools)
             self._set_busy(False)
             await self.screen.after_turn()
+
+    def _title_when_idle(self) -> None:
+        """Title the conversation after a quiet moment: a follow-up sent right after the first
+        reply runs at once, and the title is then left to the first words (as without a grammar)."""
+        self._title_due = asyncio.get_running_loop().call_later(TITLE_AFTER_IDLE_S, self._title_now)
+
+    def _title_now(self) -> None:
+        self._title_due = None
+        if not self.busy:
+            self._titler.after_reply()
+
+    def _hold_title(self) -> None:
+        if self._title_due is not None:
+            self._title_due.cancel()
+            self._title_due = None
+        self._titler.step_aside()
 
     def _set_busy(self, busy: bool) -> None:
         self.view.set_busy(busy)

@@ -107,6 +107,7 @@ class ModelInfo:
     device: str  # CPU | GPU | Scripted | Remote
     device_note: str = ""
     note: str = ""  # one line the window shows once the model is loaded (a base model's)
+    sees: bool = True  # takes pictures (a vision projector, a remote server); the chips warn when not
 
 
 # --- building choices ---------------------------------------------------------------------
@@ -194,4 +195,4 @@ def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
     """What the header and status bar say, from what the backend declares."""
     caps = backend.capabilities
     note = BASE_MODEL_NOTE if caps.base_model else ""
-    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note, note)
+    return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note, note, caps.vision)

@@ -94,3 +94,13 @@ def problem_words(error: str, path: Path | None, size_bytes: int) -> str:
     if "unsupported" in error and "version" in error:
         return "A GGUF version this Ember cannot read"
     return error[:1].upper() + error[1:]
+
+
+def load_progress_words(percent: int | None) -> str:
+    """How far a load is, after "Loading X…": " 40 %", and never " 100 %" while it is not done
+    (llama.cpp reports every tensor read well before the model is ready to answer)."""
+    if percent is None:
+        return ""
+    if percent >= 100:
+        return " almost ready"
+    return f" {max(0, percent)} %"

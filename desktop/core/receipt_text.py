@@ -1,4 +1,4 @@
-"""A reply's receipt (engine/backends/receipt.py) as short lines, for the message's details."""
+"""A reply's receipt (engine/backends/receipt.py) and timing as short lines, for the message's details."""
 
 from __future__ import annotations
 
@@ -48,3 +48,16 @@ def receipt_lines(receipt: Mapping[str, Any] | None) -> list[str]:
 def _part(receipt: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = receipt.get(key)
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def timing_lines(stats: Mapping[str, Any] | None) -> list[str]:
+    """`First token after 420 ms`, `Speed: 18.3 tokens/s` from a reply's stats ([] when not measured)."""
+    if not stats:
+        return []
+    lines: list[str] = []
+    ttft, speed = stats.get("ttft_ms"), stats.get("tokens_per_s")
+    if is_number(ttft) and ttft > 0:
+        lines.append(f"First token after {ttft:.0f} ms" if ttft < 1000 else f"First token after {ttft / 1000:.1f} s")
+    if is_number(speed) and speed > 0:
+        lines.append(f"Speed: {speed:.1f} tokens/s")
+    return lines

@@ -20,11 +20,8 @@ from PySide6.QtWidgets import (
     QAbstractButton,
     QApplication,
     QHBoxLayout,
-    QLineEdit,
     QMainWindow,
-    QPlainTextEdit,
     QSplitter,
-    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
@@ -37,6 +34,7 @@ from desktop.core.failures import FailureAction, TurnFailure
 from desktop.core.history_session import HistorySession
 from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
+from desktop.core.model_words import load_progress_words
 from desktop.core.tool_turns import ToolTurns, default_tools
 from desktop.qt.chat.attachment_chips import Attachments
 from desktop.qt.chat.composer import ComposerBar
@@ -61,7 +59,7 @@ from desktop.qt.history.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
 from desktop.qt.history.sidebar import HistorySidebar
 from desktop.qt.history.sidebar_overlay import SidebarOverlay
 from desktop.qt.look.appearance import ThemeManager
-from desktop.qt.look.focus import tab_focus_only
+from desktop.qt.look.focus import TypingGoesToTheBox, tab_focus_only, typing_here
 from desktop.qt.look.icons import recolour, set_icon_scale
 from desktop.qt.look.style import CONTENT_MAX_WIDTH
 from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
@@ -122,6 +120,7 @@ class MainWindow(QMainWindow):
         self.resize(*DEFAULT_SIZE)
         self.setMinimumSize(*MIN_SIZE)
         self._model_label = "Assistant"
+        self._model_sees = True  # until a model says otherwise: no warning on a guess
         self._build_parts(session, options)
         self.controller = ChatController(
             engine,
@@ -144,6 +143,7 @@ class MainWindow(QMainWindow):
         if options.history_notice:  # once, in one line, at the top: what is wrong, where, and what happens now
             first, _, rest = options.history_notice.partition("\n")
             self.notice.show_notice(first, rest.strip(), lasting=True)
+        self.typing = TypingGoesToTheBox(self)  # keys typed where nothing is typed land in the box
         self.composer.focus_edit()
 
     def _build_parts(self, session: ChatSession, options: WindowOptions) -> None:
@@ -156,7 +156,9 @@ class MainWindow(QMainWindow):
         self.sidebar = self._build_sidebar(history)
         self.tool_cards = ToolCardArea(self.last_reply, self, self._reveal)  # the fallback strip, above the composer
         self.splitter = self._build_body()
-        self.sidebar_overlay = SidebarOverlay(self, self.splitter, self.header)  # over the chat when narrow
+        composer_row = self.composer.parentWidget()
+        assert composer_row is not None
+        self.sidebar_overlay = SidebarOverlay(self, self.splitter, self.header, composer_row)  # a drawer when narrow
         self.status = StatusLine(self)
         self.setStatusBar(self.status)
         self.format_button = ReplyFormatButton(self.composer)
@@ -173,6 +175,8 @@ class MainWindow(QMainWindow):
         self.context_meter.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a figure, no Tab stop (its menu is in Settings)
         self.composer.add_tool(self.context_meter)
         self.jump_latest = JumpToLatest(self.conversation, lambda: self.composer.busy)
+        # The button goes away once clicked: the keys go on in the box, not nowhere.
+        self.jump_latest.clicked.connect(lambda: QTimer.singleShot(0, self.focus_composer))
         place_reply_format(self.composer, self.format_button)  # a conversation setting, in the options menu
         switches = ToolSwitches(self.tools, self.composer, self)
         self.tool_toggle, self.tool_grant, self.tool_allowed, self.tool_mcp = (
@@ -184,12 +188,19 @@ class MainWindow(QMainWindow):
         self.serve = ServeToggle(self.controller, self.status)
         self.status.addPermanentWidget(self.serve)
         self.documents_button = DocumentsButton(self.documents, self.composer, options.documents_index)
-        self.documents.on_change = self.documents_button.refresh
         self.composer.add_tool(self.documents_button)
         self.attachments = Attachments(self, self.composer, self.controller.images, self.documents_button)
+        self.attachments.show_tools(self.tool_toggle)
+        self.attachments.model_sees = lambda: self._model_sees
+        self.documents.on_change = self._documents_changed
         self.network = NetworkIndicator(options.guard, self.status) if options.guard is not None else None
         if self.network is not None:
             self.status.addPermanentWidget(self.network)
+
+    def _documents_changed(self) -> None:
+        """Files were sent, a conversation with its own documents opened: the paperclip and chips follow."""
+        self.documents_button.refresh()
+        self.attachments.refresh()
 
     def _build_sidebar(self, history: HistorySession | None) -> QWidget:
         if history is None:
@@ -282,6 +293,10 @@ class MainWindow(QMainWindow):
             return
         self.sidebar_overlay.place(self.sidebar, visible)
 
+    def _fold_drawer(self) -> None:
+        self.set_sidebar_visible(False)
+        self.focus_composer()  # the keys go to the chat again
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         # A narrow window gives the conversation the room: the sidebar folds away (and comes
@@ -309,7 +324,7 @@ class MainWindow(QMainWindow):
         """Every connection between the window's parts, in one place."""
         self.theme.changed.connect(self._apply_theme)
         self.header.sidebar_button.toggled.connect(self.set_sidebar_visible)
-        self.sidebar_overlay.foldRequested.connect(lambda: self.set_sidebar_visible(False))  # Esc in the overlay
+        self.sidebar_overlay.foldRequested.connect(self._fold_drawer)  # Esc, or a click outside it
         self.header.quit_action.triggered.connect(self.close)
         self.header.shortcuts_action.triggered.connect(self.show_shortcuts)
         self.header.new_chat.clicked.connect(self._on_new_conversation)
@@ -326,6 +341,7 @@ class MainWindow(QMainWindow):
         self.conversation.versionRequested.connect(self._on_version)
         self.format_button.formatChosen.connect(self.controller.set_reply_format)
         self.notice.chooseModelRequested.connect(self.models.open_picker)
+        self.attachments.chooseModelRequested.connect(self.models.open_picker)
         if isinstance(self.sidebar, HistorySidebar):
             self.sidebar.openRequested.connect(self._on_open)
             self.sidebar.newRequested.connect(self._on_new_conversation)
@@ -341,6 +357,9 @@ class MainWindow(QMainWindow):
         self.context_meter.recount()
 
     def _on_stop(self) -> None:
+        if self.sidebar_overlay.open:
+            self._fold_drawer()  # Esc closes the top layer first: the drawer, then the reply
+            return
         if not self.composer.busy:
             return
         self.composer.set_stopping()  # at once: the reply itself ends within a token
@@ -384,7 +403,16 @@ class MainWindow(QMainWindow):
 
     @asyncSlot(int, object)
     async def _on_open(self, conversation_id: int, reveal: int | None) -> None:
-        await self.controller.open_conversation(conversation_id, reveal=reveal)
+        opened = await self.controller.open_conversation(conversation_id, reveal=reveal)
+        if opened and reveal is not None:
+            self.conversation.show_found(reveal, self.sidebar_query())
+        self.composer.focus_edit()  # opened from the list or a search: the next keys are the next message
+        if self.sidebar_overlay.open:
+            self.set_sidebar_visible(False)  # the narrow window's drawer closes on a choice, as a drawer does
+
+    def sidebar_query(self) -> str:
+        search = getattr(self.sidebar, "search", None)
+        return search.text().strip() if search is not None else ""
 
     # -- ChatView --------------------------------------------------------------------------
 
@@ -421,7 +449,7 @@ class MainWindow(QMainWindow):
         focused = QApplication.focusWidget()
         if focused is not None and focused.window() is not self:
             return  # a dialog is open
-        if focused is not None and _keeps_focus(focused):
+        if focused is not None and typing_here(focused):
             return
         self.composer.focus_edit()
 
@@ -444,10 +472,11 @@ class MainWindow(QMainWindow):
         self.status.showMessage(f"Loading {label}…")
 
     def model_load_progress(self, label: str, percent: int) -> None:
-        self.status.showMessage(f"Loading {label}… {percent} %")
+        self.status.showMessage(f"Loading {label}…{load_progress_words(percent)}")
 
     def model_ready(self, info: ModelInfo) -> None:
         self._model_label = info.label
+        self._model_sees = info.sees
         self.header.show_model(info.label)
         self.conversation.empty_state.show_model(info, self.controller.choice)
         self.status.clearMessage()
@@ -455,6 +484,7 @@ class MainWindow(QMainWindow):
         if not self.notice.lasting:
             self.notice.hide()
         self.context_meter.recount()  # a new model: a new tokenizer and context size
+        self.attachments.refresh()  # pictures attached: does this one see them?
 
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()
@@ -505,15 +535,3 @@ class MainWindow(QMainWindow):
         self.controller.stop()  # the reply ends within a token; the app awaits shutdown
         self.closing.emit()
         super().closeEvent(event)
-
-
-def _keeps_focus(widget: QWidget) -> bool:
-    """A text field being typed in, or a tool card waiting for an answer, keeps the focus."""
-    if isinstance(widget, QLineEdit) or (isinstance(widget, QPlainTextEdit | QTextEdit) and not widget.isReadOnly()):
-        return True
-    parent: QWidget | None = widget
-    while parent is not None:
-        if parent.objectName() == "ToolCallCard" and parent.property("asking"):
-            return True
-        parent = parent.parentWidget()
-    return False

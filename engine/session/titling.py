@@ -41,6 +41,13 @@ class ConversationTitler:
             return
         self._task = asyncio.ensure_future(self._title_first_exchange())
 
+    def step_aside(self) -> None:
+        """A user's turn is about to run: stop a title in progress at once (the store's title from
+        the first words stays); later conversations are still titled."""
+        if self._task is not None and not self._task.done():
+            self._cancel.cancel()
+            self._cancel = CancelToken()
+
     async def aclose(self) -> None:
         """Stop a title in progress and wait for it (before the engine shuts down)."""
         self._cancel.cancel()

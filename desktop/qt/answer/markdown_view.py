@@ -33,6 +33,7 @@ from desktop.qt.look.stylesheet import document_css
 
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 COPIED_FEEDBACK_MS = 1500
+STREAM_COLOUR_CHARS = 20_000  # a block this long when first shown is coloured once it settles, not at once
 HIGHLIGHT_SETTLE_MS = 800  # a streaming block that pauses this long is coloured meanwhile
 CODE_MARGIN = 8
 
@@ -227,16 +228,22 @@ class CodeBlock(QFrame):
         self._highlighter.set_language(lang)
         if code == self._code:
             return
-        self._highlighter.detach()
-        self._settle.start()
         if code.startswith(self._code):
-            # Streaming only ever appends: insert the new tail instead of resetting the text.
+            # Streaming only ever appends: insert the new tail instead of resetting the text. The
+            # highlighter lexes line by line, so it colours just the new lines as they stream
+            # (no plain grey block that flips to colour when the reply ends).
+            if not self._highlighter.attached and len(self._code) <= STREAM_COLOUR_CHARS:
+                self._highlighter.attach(self._body.document())
+            elif not self._highlighter.attached:
+                self._settle.start()
             tail = code[len(self._code) :]
             cursor = QTextCursor(self._body.document())
             cursor.movePosition(QTextCursor.MoveOperation.End)
             cursor.insertText(tail)
             self._lines += tail.count("\n")
         else:
+            self._highlighter.detach()  # rewritten: coloured once it settles
+            self._settle.start()
             self._body.setPlainText(code)
             self._lines = code.count("\n") + 1
         self._code = code

@@ -16,11 +16,12 @@ to the paperclip's documents.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
+    QAction,
     QDesktopServices,
     QDragEnterEvent,
     QDropEvent,
@@ -53,6 +54,7 @@ from desktop.qt.chat.documents_ui import DocumentsButton
 from desktop.qt.chat.message_view import UserMessage
 from engine.api.conversations import DamagedImage
 from engine.api.values import MAX_PIXELS, ImageData
+from models.text import escaped as shown
 
 THUMB = 48  # a chip's picture, in pixels (its longer side)
 VIEW_MAX = 2048  # a picture opened full size is shown at most this large
@@ -200,6 +202,20 @@ def file_chip(path: Path, *, removable: bool, parent: QWidget | None = None) -> 
     return chip
 
 
+def state_chip(label: str, tip: str, parent: QWidget | None = None) -> Chip:
+    """A chip for something the next message goes with that is not a file: the collection it
+    searches, the tools it may use. No picture; × turns it off."""
+    chip = Chip(label, None, removable=True, parent=parent)
+    chip.setObjectName("StateChip")
+    chip.thumbnail.hide()
+    chip.setToolTip(tip)
+    chip.setCursor(Qt.CursorShape.ArrowCursor)
+    if chip.remove_button is not None:
+        chip.remove_button.setToolTip(f"Turn off: {label}")
+        chip.remove_button.setAccessibleName(f"Turn off {label}")
+    return chip
+
+
 class ChipRow(QWidget):
     """A row of chips; hidden while empty."""
 
@@ -282,8 +298,20 @@ class DropOverlay(QLabel):
         self.show()
 
 
+CANNOT_SEE = (
+    "This model can't see pictures, so it would get your message without them. "
+    "<a href='choose'>Choose a model that can see pictures…</a> or remove them."
+)
+
+
 class Attachments(QObject):
-    """The window's attachments: the chips above the box, routing, paste, drop anywhere."""
+    """The window's attachments: the chips above the box, routing, paste, drop anywhere.
+
+    Signals:
+        chooseModelRequested(): the "Choose a model that can see pictures…" link was clicked.
+    """
+
+    chooseModelRequested = Signal()
 
     def __init__(
         self, window: QMainWindow, composer: ComposerBar, pending: PendingImages, docs: DocumentsButton | None
@@ -294,6 +322,14 @@ class Attachments(QObject):
         self.pending = pending
         self.composer = composer
         self.row = ChipRow()
+        self.tools: QAction | None = None  # "Let the model use tools": on shows a "Tools on" chip
+        self.model_sees: Callable[[], bool] = lambda: True  # the loaded model takes pictures
+        self.warning = QLabel(CANNOT_SEE)
+        self.warning.setObjectName("PictureWarning")
+        self.warning.setWordWrap(True)
+        self.warning.setTextFormat(Qt.TextFormat.RichText)
+        self.warning.linkActivated.connect(lambda _link: self.chooseModelRequested.emit())
+        self.warning.hide()
         self.problem = ""  # the last refusal shown (for tests and the status bar)
         self._sending_files: list[Path] = []
         self._routing: set[asyncio.Task[None]] = set()  # drops being read on a worker
@@ -312,6 +348,9 @@ class Attachments(QObject):
         self.row.setParent(chat)
         self.row.setContentsMargins(12, 4, 12, 0)
         layout.insertWidget(layout.indexOf(composer_row), self.row)
+        self.warning.setParent(chat)
+        self.warning.setContentsMargins(16, 4, 16, 0)
+        layout.insertWidget(layout.indexOf(self.row), self.warning)
         return chat
 
     def _wire(self) -> None:
@@ -379,13 +418,52 @@ class Attachments(QObject):
 
     # -- what shows --------------------------------------------------------------------------
 
+    def show_tools(self, toggle: QAction) -> None:
+        """Show a "Tools on" chip while `toggle` is on (its × turns the tools off)."""
+        self.tools = toggle
+        toggle.toggled.connect(lambda _on: self.refresh())
+        self.refresh()
+
     def refresh(self) -> None:
+        """Everything the next message goes with, as chips: pictures, files (new or still attached),
+        the collection it searches, the tools."""
         chips = [self._pending_chip(i, image) for i, image in enumerate(self.pending.items)]
         for path in self._pending_files():
             chip = file_chip(path, removable=True)
             chip.removeRequested.connect(lambda p=path: self._detach(p))
             chips.append(chip)
+        chips += self._state_chips()
         self.row.set_chips(chips)
+        # Said when the picture is attached, not after Send: the way out is a click away.
+        self.warning.setVisible(bool(self.pending.items) and not self.model_sees())
+
+    def _state_chips(self) -> list[Chip]:
+        chips: list[Chip] = []
+        collection = self.docs.docs.collection if self.docs is not None else None
+        if collection:
+            chip = state_chip(
+                f"Collection: {shown(collection)}",
+                f"Each message searches the collection “{shown(collection)}”; × stops that",
+            )
+            chip.removeRequested.connect(self._stop_collection)
+            chips.append(chip)
+        if self.tools is not None and self.tools.isChecked():
+            chip = state_chip("Tools on", "The model may use tools in this conversation; × turns them off")
+            chip.removeRequested.connect(lambda: self._tools_off())
+            chips.append(chip)
+        return chips
+
+    def _stop_collection(self) -> None:
+        if self.docs is not None:
+            self.docs.docs.choose_collection(None)
+            self.docs.refresh()
+            self.docs.changed.emit()
+        self.composer.focus_edit()
+
+    def _tools_off(self) -> None:
+        if self.tools is not None:
+            self.tools.setChecked(False)
+        self.composer.focus_edit()
 
     def _pending_chip(self, index: int, image: ImageData) -> Chip:
         chip = picture_chip(image, removable=True)
@@ -397,7 +475,11 @@ class Attachments(QObject):
         self.composer.focus_edit()
 
     def _pending_files(self) -> list[Path]:
-        return list(self.docs.docs.pending) if self.docs is not None else []
+        """The files the next message is read with: new ones, and those still attached from before."""
+        if self.docs is None:
+            return []
+        docs = self.docs.docs
+        return [*docs.pending, *(p for p in docs.attached if p not in docs.pending)]
 
     def _detach(self, path: Path) -> None:
         if self.docs is not None:
@@ -407,7 +489,7 @@ class Attachments(QObject):
         self.composer.focus_edit()
 
     def _snapshot(self, _text: str) -> None:
-        self._sending_files = self._pending_files()
+        self._sending_files = list(self.docs.docs.pending) if self.docs is not None else []  # new with this one
 
     def _on_sent(self, images: Sequence[ImageData]) -> None:
         questions = self.window.findChildren(UserMessage)

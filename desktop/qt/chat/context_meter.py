@@ -23,6 +23,7 @@ from engine.api.values import ContextPolicy
 
 DEBOUNCE_MS = 200  # a pause in typing this long triggers a count
 UNKNOWN = "– / –"
+RESERVED_CTX = 32_768  # the count's room before a model says its own context size
 
 
 class ContextMeter(QToolButton):
@@ -129,15 +130,16 @@ class ContextMeter(QToolButton):
         return " · earlier left out" if self._cut else ""
 
     def _keep_width(self, n_ctx: int) -> None:
-        """As wide as the largest count this context allows: the figure changes with every token
-        while a reply streams, and the composer's layout must not jump with it."""
-        widest = f"{n_ctx:,} / {n_ctx:,}" + self._cut_note()
+        """As wide as the largest count this context allows, and never narrower than a usual
+        count: the figure changes with every token while a reply streams, and from "– / –" to a
+        count when the model has loaded, and the composer's layout must not jump with it."""
+        widest = f"{max(n_ctx, RESERVED_CTX):,} / {max(n_ctx, RESERVED_CTX):,}" + self._cut_note()
         self.setMinimumWidth(self.fontMetrics().horizontalAdvance(widest) + 2 * SPACE_MD)
 
     def show_meter(self, meter: Meter | None) -> None:
         self.meter = meter
         if meter is None:
-            self.setMinimumWidth(0)
+            self._keep_width(0)  # the room a count takes, so the box keeps its layout when one comes
             self.setText(UNKNOWN)
             self.setToolTip("The loaded model does not report token counts")
             self.setProperty("over", False)

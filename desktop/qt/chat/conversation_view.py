@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLay
 from desktop.core.failures import TurnFailure
 from desktop.qt.answer.markdown_view import discard
 from desktop.qt.chat.empty_state import EmptyState
+from desktop.qt.chat.found_mark import mark_found
 from desktop.qt.chat.message_view import AssistantMessage, TurnBanner, UserMessage
 from desktop.qt.look.focus import tab_focus_only
 from desktop.qt.look.style import CONTENT_MAX_WIDTH, SPACING
@@ -195,6 +196,23 @@ class ConversationView(QScrollArea):
         self._messages[0:0] = widgets
         self._place_divider()
         return len(widgets)
+
+    def show_found(self, message_id: int, query: str) -> QWidget | None:
+        """Scroll to stored message `message_id` (a search hit) and mark it; None: not in this branch."""
+        found = None
+        while found is None:  # older messages are built a batch at a time until it is there
+            found = next((w for w in self.message_widgets() if w.message_id == message_id), None)
+            if found is None and not self.load_older():
+                return None
+        mark_found(found, query)
+        self._follow = False  # the reader is here now, not at the end
+        self._anchor = None
+        QTimer.singleShot(0, lambda: self._scroll_to(found))
+        return found
+
+    def _scroll_to(self, widget: QWidget) -> None:
+        self._follow = False
+        self.verticalScrollBar().setValue(max(0, self._top_of(widget) - SPACING * 2))
 
     def show_context_cut(self, resume_turn: int | None, kept_head: int = 0) -> None:
         """Put the divider above turn `resume_turn` (0 = the first question); None hides it.

@@ -13,24 +13,25 @@ override or a byte that is not UTF-8 in a name shows as an escape, never as layo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFileDialog,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QToolButton,
     QVBoxLayout,
@@ -39,13 +40,14 @@ from PySide6.QtWidgets import (
 
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.qt.chat.embedder_choice import EmbedderChoice, describe
+from desktop.qt.chat.index_progress import ByteCount, IndexProgress, report_lines
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import set_icon
 from desktop.qt.look.last_folder import last_folder, remember
 from desktop.qt.look.menu_heading import add_heading
 from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
 from engine.docs.index import CollectionInfo, DocIndex, default_path
-from engine.docs.indexer import IndexReport, Progress, index_collection
+from engine.docs.indexer import IndexReport, Progress, find_files, index_collection
 from engine.errors import EngineError
 from models.text import escaped as shown
 
@@ -152,12 +154,13 @@ class DocumentsButton(QToolButton):
 class _Worker(QObject):
     """Runs one indexing job on a thread; its signals arrive on the window's thread."""
 
-    progressed = Signal(int, int, int, int, str)  # files done, files total, pages, passages, current
+    progressed = Signal(object, int, int)  # a copy of the Progress, the bytes read, the bytes in all
     finished = Signal(object)  # IndexReport, or an EngineError
 
     def __init__(self, job: Callable[[Callable[[Progress], None], Callable[[], bool]], IndexReport]) -> None:
         super().__init__()
         self._job = job
+        self.bytes: ByteCount | None = None  # the job sets it once it knows the files
         self.cancelled = threading.Event()
         self.runner = threading.Thread(target=self._run, name="ember-docs-index", daemon=True)
 
@@ -172,7 +175,9 @@ class _Worker(QObject):
         self.finished.emit(report)
 
     def _progress(self, p: Progress) -> None:
-        self.progressed.emit(p.files_done, p.files_total, p.pages, p.chunks, p.current)
+        count = self.bytes
+        done, total = (count.done(p), count.total) if count is not None else (0, 0)
+        self.progressed.emit(dataclasses.replace(p), done, total)
 
 
 class CollectionPrompts:
@@ -200,6 +205,14 @@ def _change_question(info: CollectionInfo, spec: str) -> str:
     )
 
 
+def _detail_lines(roots: Sequence[Path], errors: Sequence[str]) -> list[str]:
+    lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]  # the model: above
+    lines += [shown(e) for e in errors[:5]]  # rows an older Ember wrote may hold raw names
+    if len(errors) > 5:
+        lines.append(f"… and {len(errors) - 5} more unreadable files")
+    return lines
+
+
 class CollectionsDialog(QDialog):
     """Create, fill, re-index and remove collections; choose one for this conversation.
 
@@ -224,9 +237,9 @@ class CollectionsDialog(QDialog):
         self.embedder = EmbedderChoice(self)
         self.embedder.chosen.connect(self.change_embedder)
         self.embedder.refused.connect(self.detail.setText)
-        self.progress = QProgressBar(self)
-        self.progress.hide()
-        self.buttons: dict[str, QPushButton] = {}
+        self.progress = IndexProgress(self._cancel, self)
+        self.new_name = self._make_name_row()
+        self.buttons: dict[str, QPushButton] = {"cancel": self.progress.cancel}
         row = QHBoxLayout()
         for key, text, slot in (
             ("new", "New…", self._new),
@@ -235,31 +248,65 @@ class CollectionsDialog(QDialog):
             ("reindex", "Re-index", self._reindex),
             ("remove", "Remove", self._remove),
             ("use", "Use in this conversation", self._use),
-            ("cancel", "Cancel indexing", self._cancel),
         ):
             button = QPushButton(text, self)
             button.clicked.connect(slot)
             self.buttons[key] = button
-            if key != "cancel":
-                row.addWidget(button)
+            row.addWidget(button)
         # Cancel sits beside the progress bar, both shown only while indexing: in the row of
         # buttons it widened the dialog when it appeared, and the dialog stayed wide after.
-        progress_row = QHBoxLayout()
-        progress_row.addWidget(self.progress, 1)
-        progress_row.addWidget(self.buttons["cancel"])
-        self.buttons["cancel"].hide()
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         close.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.name_row)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.embedder)
         layout.addWidget(self.detail)
-        layout.addLayout(progress_row)
+        layout.addWidget(self.progress)
         layout.addLayout(row)
         layout.addWidget(close)
         self.list.currentItemChanged.connect(lambda *_: self._show_detail())
         self.resize(640, 420)
         self.reload()
+
+    def _make_name_row(self) -> QLineEdit:
+        """New…: the name is typed in a field of the dialog's width (Enter creates, Esc puts it away)."""
+        self.name_row = QWidget(self)
+        field = QLineEdit(self.name_row)
+        field.setPlaceholderText("Name of the new collection, e.g. Manuals")
+        field.setAccessibleName("New collection name")
+        field.returnPressed.connect(self._create_named)
+        create = QPushButton("Create", self.name_row)
+        create.setProperty("kind", "primary")
+        create.clicked.connect(self._create_named)
+        create.setEnabled(False)
+        field.textChanged.connect(lambda text: create.setEnabled(bool(text.strip())))
+        cancel = QPushButton("Cancel", self.name_row)
+        cancel.clicked.connect(self._put_name_away)
+        row = QHBoxLayout(self.name_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("New collection:", self.name_row))
+        row.addWidget(field, 1)
+        row.addWidget(create)
+        row.addWidget(cancel)
+        self.name_row.hide()
+        return field
+
+    def _create_named(self) -> None:
+        name = self.new_name.text().strip()
+        if name:
+            self._put_name_away()
+            self.create_collection(name)
+
+    def _put_name_away(self) -> None:
+        self.new_name.clear()
+        self.name_row.hide()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self.name_row.isVisible():
+            self._put_name_away()  # Esc in the name field puts the field away, not the dialog
+            return
+        super().keyPressEvent(event)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -314,18 +361,13 @@ class CollectionsDialog(QDialog):
             return
         self.embedder.show_spec(coll.embedder)
         self.embedder.combo.setEnabled(not busy)  # the worker embeds with the collection's model
-        lines = ["Folders and files: " + (", ".join(shown(str(r)) for r in roots) or "none")]  # the model: above
-        lines += [shown(f.error) for f in failed[:5]]  # rows an older Ember wrote may hold raw names
-        if len(failed) > 5:
-            lines.append(f"… and {len(failed) - 5} more unreadable files")
-        self.detail.setText("\n".join(lines))
+        self.detail.setText("\n".join(_detail_lines(roots, [f.error for f in failed])))
 
     # -- actions -----------------------------------------------------------------------------
 
     def _new(self) -> None:
-        name, ok = QInputDialog.getText(self, "New collection", "Name:")
-        if ok and name.strip():
-            self.create_collection(name.strip())
+        self.name_row.show()
+        self.new_name.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def create_collection(self, name: str) -> None:
         """A new collection embeds with the default model; an existing name is selected as it is."""
@@ -405,38 +447,30 @@ class CollectionsDialog(QDialog):
         def job(progress: Callable[[Progress], None], cancel: Callable[[], bool]) -> IndexReport:
             with DocIndex.open(path) as index:  # its own connection, on the worker's thread
                 coll = index.collection(name)
+                worker.bytes = ByteCount(find_files(index.roots(coll))[0])  # the bar moves by bytes
                 embedder = shared_embedder(coll.embedder) if coll.embedder else None  # kept loaded
                 return index_collection(index, coll, embedder=embedder, progress=progress, cancel=cancel)
 
         worker = self.worker = _Worker(job)
         worker.progressed.connect(self._on_progress)
         worker.finished.connect(self._on_finished)
-        self.progress.setRange(0, 0)
-        self.progress.show()
-        self.buttons["cancel"].show()
-        self._show_detail()
+        self.progress.start()
+        self._show_detail()  # the folders stay listed while they are read
         worker.runner.start()
         return worker
 
-    def _on_progress(self, done: int, total: int, pages: int, chunks: int, current: str) -> None:
-        self.progress.setRange(0, max(1, total))
-        self.progress.setValue(done)
-        self.progress.setFormat(f"{done}/{total} files · {pages:,} pages · {chunks:,} passages")
-        self.detail.setText(f"Indexing {shown(Path(current).name)}…" if current else "")
+    def _on_progress(self, progress: Progress, done_bytes: int, total_bytes: int) -> None:
+        self.progress.show_progress(progress, done_bytes, total_bytes)
 
     def _on_finished(self, report: object) -> None:
         self.worker = None
         self.progress.hide()
-        self.buttons["cancel"].hide()
         self.reload()
         if isinstance(report, EngineError):
             self.detail.setText(str(report))
         elif isinstance(report, IndexReport):
-            said = f"{len(report.indexed)} indexed, {report.unchanged} unchanged"
-            if report.cancelled:
-                said += " — stopped; Re-index goes on from here"
-            lines = [said] + [reason for _, reason in (report.failed + report.skipped + report.notes)[:5]]
-            self.detail.setText("\n".join(lines))
+            folders = self.detail.text().splitlines()[:1]  # "Folders and files: …" stays in sight
+            self.detail.setText("\n".join(report_lines(report) + folders))
 
     def _cancel(self) -> None:
         if self.worker is not None:

@@ -30,7 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.core.failures import FailureAction, TurnFailure
-from desktop.core.receipt_text import receipt_lines
+from desktop.core.model_words import load_progress_words
+from desktop.core.receipt_text import receipt_lines, timing_lines
 from desktop.qt.answer.bulk_text import BulkTextView, bounded_label_text, needs_bulk_view
 from desktop.qt.answer.citations import CitationActions, SourcesRow
 from desktop.qt.answer.code_highlight import load_lexer
@@ -40,6 +41,7 @@ from desktop.qt.chat.message_edit import InlineEditor
 from desktop.qt.chat.thinking_pane import ThinkingPane
 from desktop.qt.chat.version_nav import VersionNav
 from desktop.qt.look.appearance import current_palette
+from desktop.qt.look.focus import focus_the_box
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.theme import ICON_PX
 from engine.api.values import Status, Versions
@@ -384,6 +386,7 @@ class AssistantMessage(QFrame):
         )
         self.details_button.clicked.connect(self.show_details)
         self._receipt: Mapping[str, Any] | None = None
+        self._timing: list[str] = []  # "First token after 420 ms", "Speed: 18.3 tokens/s"
         self.nav = VersionNav(self)
         self.nav.switchRequested.connect(self.versionRequested)
         self._build_layout()
@@ -428,20 +431,24 @@ class AssistantMessage(QFrame):
         self.nav.set_versions(versions)
         self.regenerate_button.setVisible(message_id is not None)
 
-    def set_receipt(self, receipt: Mapping[str, Any] | None) -> None:
-        """What reproduces this reply (its stats' receipt); Details shows it."""
+    def set_receipt(self, receipt: Mapping[str, Any] | None, stats: Mapping[str, Any] | None = None) -> None:
+        """What reproduces this reply (its stats' receipt) and how fast it came; Details shows them."""
         self._receipt = receipt
+        self._timing = timing_lines(stats)
         self.details_button.setVisible(bool(receipt))
 
     def show_details(self) -> QMessageBox:
         box = QMessageBox(
             QMessageBox.Icon.NoIcon,
             "Reply details",
-            "\n".join(receipt_lines(self._receipt)),
+            "\n".join(self._timing + receipt_lines(self._receipt)),
             QMessageBox.StandardButton.Close,
             self.window(),
         )
         box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        window = self.window()
+        # Closed (Esc, Close): the keys go on in the message box, not on the ⓘ that opened it.
+        box.finished.connect(lambda _result: QTimer.singleShot(0, lambda: focus_the_box(window)))
         box.open()
         return box
 
@@ -480,8 +487,7 @@ class AssistantMessage(QFrame):
         if self._finished:
             return
         self.waiting.start()
-        figure = f" {percent} %" if percent is not None else ""
-        self.waiting.set_text_now(f"Waiting for the model to load…{figure}", with_dots=True)
+        self.waiting.set_text_now(f"Waiting for the model to load…{load_progress_words(percent)}", with_dots=True)
         self.waiting.setAccessibleDescription(f"{label} is loading")
 
     def model_arrived(self) -> None:
@@ -602,7 +608,7 @@ class AssistantMessage(QFrame):
         self._finished = True
         self.status.setText(self._status_for(stats) or self._note)
         self.status.setToolTip(self._note)
-        self.set_receipt(stats.receipt)
+        self.set_receipt(stats.receipt, stats.to_dict())
         self.copy_button.setVisible(bool(self.answer_text().strip()))
         self.settled.emit()
 

@@ -6,6 +6,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from desktop.qt.frame.header import icon_button
+from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import themed_icon
 from desktop.qt.look.theme import ICON_PX, SPACE_MD, SPACE_SM
 
@@ -63,13 +64,24 @@ class NoticeBanner(QFrame):
     def text(self) -> str:
         return self.label.text()
 
-    def show_notice(self, text: str, details: str = "", *, offer_models: bool = False, lasting: bool = False) -> None:
+    def show_notice(
+        self, text: str, details: str = "", *, offer_models: bool = False, lasting: bool = False, calm: bool = False
+    ) -> None:
         """One plain sentence; `details` (e.g. llama.cpp's own words) one click away.
 
         A `lasting` notice (history is not being saved) stays when a model loads; others are
-        about the model and go once one is ready.
+        about the model and go once one is ready. A `calm` one is a note, not a failure (a base
+        model loaded as asked): drawn in the quiet note colours with an ⓘ, not as an error.
         """
         self.lasting = lasting
+        if bool(self.property("calm")) != calm:
+            self.setProperty("calm", calm)
+            self.style().unpolish(self)
+            self.style().polish(self)
+            for label in (self.label, self.details):
+                label.style().unpolish(label)
+                label.style().polish(label)
+        self._draw_icon()
         self.label.setText(text)
         self.details.setText(details)
         self.details_button.setChecked(False)
@@ -78,4 +90,10 @@ class NoticeBanner(QFrame):
         self.show()
 
     def recolour(self, colour: str) -> None:
-        self.icon.setPixmap(themed_icon("error", colour).pixmap(ICON_PX, ICON_PX))
+        self._colour = colour
+        self._draw_icon()
+
+    def _draw_icon(self) -> None:
+        calm = bool(self.property("calm"))
+        colour = current_palette().muted if calm else getattr(self, "_colour", current_palette().error_text)
+        self.icon.setPixmap(themed_icon("details" if calm else "error", colour).pixmap(ICON_PX, ICON_PX))

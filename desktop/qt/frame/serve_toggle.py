@@ -22,6 +22,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QInputDialog, QMenu, QStatusBar, QToolButton, QWidget
 
 from desktop.core.controller import ChatController
+from desktop.qt.look.menu_place import keep_inside
 from desktop.serve import DEFAULT_HOST, DEFAULT_PORT
 from engine.errors import ConfigError
 from engine.session.settings import resolve
@@ -95,6 +96,7 @@ class ServeToggle(QToolButton):
         self._menu = QMenu(self)
         self._menu.aboutToShow.connect(self._fill_menu)
         self.setMenu(self._menu)
+        keep_inside(self._menu, self, upward=True)  # from the status bar: upward, inside the window
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self._refresh)

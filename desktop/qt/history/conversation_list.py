@@ -118,7 +118,7 @@ class ConversationList(QListWidget):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self._shown: list[Entry] = []
-        self.itemClicked.connect(self._open_item)
+        self.itemClicked.connect(self.open_item)
         self.itemChanged.connect(self._on_item_changed)
 
     # -- contents --------------------------------------------------------------------------
@@ -128,8 +128,17 @@ class ConversationList(QListWidget):
     ) -> None:
         self._fill(_grouped(conversations, now), current)
 
-    def show_hits(self, hits: list[SearchHit], current: int | None, now: float | None = None) -> None:
+    def show_hits(
+        self, hits: list[SearchHit], current: int | None, now: float | None = None, *, top: bool = False
+    ) -> None:
+        """Show search results; `top`: a new search, shown from its first result (not the old scroll offset)."""
         self._fill([_hit_row(h, now) for h in hits], current)
+        if top:
+            self.scrollToTop()
+
+    def first_row(self) -> QListWidgetItem | None:
+        """The first conversation row (headers are skipped), if any."""
+        return next((self.item(i) for i in range(self.count()) if self.item(i).data(ID_ROLE) is not None), None)
 
     def append_conversations(self, conversations: list[Conversation], now: float | None = None) -> None:
         """Add older conversations below the list (the next page), leaving the rest alone.
@@ -294,11 +303,11 @@ class ConversationList(QListWidget):
                 self.archiveRequested.emit(current, self.is_archived(current))
                 return
             if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-                self._open_item(self.currentItem())
+                self.open_item(self.currentItem())
                 return
         super().keyPressEvent(event)
 
-    def _open_item(self, item: QListWidgetItem) -> None:
+    def open_item(self, item: QListWidgetItem) -> None:
         if item.data(ID_ROLE) is not None:
             self.openRequested.emit(int(item.data(ID_ROLE)), item.data(MESSAGE_ROLE))
 

@@ -102,7 +102,7 @@ class HistoryPresenter(QObject):
         widget.set_history(msg.id, item.versions)
         widget.set_sources(sources_from_stats(msg.stats), supporting_from_stats(msg.stats))
         receipt = msg.stats.get("receipt")
-        widget.set_receipt(receipt if isinstance(receipt, dict) else None)
+        widget.set_receipt(receipt if isinstance(receipt, dict) else None, msg.stats)
         return widget
 
     def tag_branch(self, branch: Branch) -> bool:

@@ -18,15 +18,14 @@ from functools import partial
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QMenu,
-    QMessageBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -39,6 +38,7 @@ from desktop.qt.history.archive_toggle import ArchiveToggle
 from desktop.qt.history.conversation_list import ARCHIVE_KEY, ConversationList
 from desktop.qt.history.row_delegate import ID_ROLE, UNTITLED
 from desktop.qt.history.sidebar_files import SidebarFiles
+from desktop.qt.look.plain_question import answered, ask
 from desktop.qt.look.style import SPACING
 
 SEARCH_DELAY_MS = 150  # typing pauses this long before the list is filtered
@@ -84,6 +84,7 @@ class HistorySidebar(QFrame):
         self.list.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.list.itemDelegate().closeEditor.connect(self._on_editor_closed)
         self._stale = False
+        self._shown_query = ""  # the search the list shows the results of ("": the conversations)
         self._reads = 0  # the newest list read: an older one's rows arriving late are dropped
         self.page_read: asyncio.Future[None] | None = None  # the next page being read, if one is
         self.deleting: asyncio.Future[None] | None = None  # the last delete being written
@@ -106,7 +107,43 @@ class HistorySidebar(QFrame):
         search.setPlaceholderText("Search conversations")
         search.setAccessibleName("Search conversations")
         search.setClearButtonEnabled(True)
+        search.installEventFilter(self)  # Down and Enter reach the results
         return search
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.search and event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            if event.key() == Qt.Key.Key_Down:
+                return self._into_results()
+            if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                return self._open_first_result()
+        return super().eventFilter(watched, event)
+
+    def _into_results(self) -> bool:
+        """Down in the search field: the first result (or the open conversation's row) takes the focus."""
+        if self._search_timer.isActive():
+            self.refresh()  # typed just now: the rows are read first (the list is then current)
+        first = self.list.first_row()
+        if first is None:
+            return False
+        if self.list.current_id() is None or self.search.text().strip():
+            self.list.setCurrentItem(first)
+        self.list.setFocus(Qt.FocusReason.TabFocusReason)
+        return True
+
+    def _open_first_result(self) -> bool:
+        """Enter in the search field opens the first result (a search with no results does nothing)."""
+        if not self.search.text().strip():
+            return False
+        spawn(self._open_first_when_read())
+        return True
+
+    async def _open_first_when_read(self) -> None:
+        if self._search_timer.isActive():
+            await self.refresh()  # the results for what was just typed, not the previous ones
+        first = self.list.first_row()
+        if first is not None and shiboken6.isValid(self):
+            self.list.setCurrentItem(first)
+            self.list.open_item(first)
 
     def _make_menu_button(self) -> QToolButton:
         button = QToolButton(self)
@@ -194,12 +231,15 @@ class HistorySidebar(QFrame):
             return
         current = self.session.conversation_id
         self.archive_toggle.set_count(archived)
+        shown_before, self._shown_query = self._shown_query, query
         if query:
-            self.list.show_hits(rows, current)
+            self.list.show_hits(rows, current, top=query != shown_before)  # new results open at the top
         else:
             self._page_limit = limit
             self._more = len(rows) > limit  # more below: read when scrolled near
             self.list.show_conversations(rows[:limit], current)
+            if shown_before:
+                self.list.scrollToTop()  # back from a search: the list from its top
         self.empty_label.setText(self._empty_text(query))
         self.empty_label.setVisible(self.list.count() == 0)
 
@@ -362,16 +402,16 @@ class HistorySidebar(QFrame):
             self.refresh()
 
     def _ask_delete(self, title: str) -> bool:
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            "Delete conversation",
-            f"Delete “{title}”?\n\nYou can undo this for a few seconds.",
-            parent=self,
+        return answered(
+            ask(
+                self,
+                "Delete conversation",
+                f"Delete “{title}”?\n\nYou can undo this for a few seconds.",
+                "Delete",
+                "Cancel",
+                destructive=True,
+            )
         )
-        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
-        box.exec()
-        return box.clickedButton() is delete
 
     def _show_context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)

@@ -51,6 +51,9 @@ def _chrome(p: Palette, body_pt: float) -> str:
     return f"""
     QMainWindow, QDialog {{ background: {p.window}; }}
     #ConversationColumn, #ConversationScroll, #ConversationScroll > QWidget > QWidget {{ background: {p.surface}; }}
+    /* The transcript is a Tab stop (arrows and Page keys scroll it): a ring shows it has the keys. */
+    #ConversationScroll {{ border: 2px solid transparent; border-radius: {RADIUS_SM}px; }}
+    #ConversationScroll:focus {{ border: 2px solid {p.accent}; }}
     #HeaderBar {{ background: {p.window}; border-bottom: 1px solid {p.border}; }}
     #HeaderTitle {{ font-size: {_pt(body_pt, "title")}; font-weight: 600; color: {p.text}; }}
     #ComposerBar, #ComposerRow {{ background: {p.surface}; }}
@@ -100,7 +103,9 @@ def _messages(p: Palette, body_pt: float) -> str:
     #UserBubble {{ background: {p.accent_soft}; color: {p.text}; border-radius: {RADIUS_LG}px;
                    border: 2px solid transparent; }}
     #UserBubble:focus {{ border: 2px solid {p.accent}; }}
+    #UserBubble[found="true"] {{ background: {p.warning_bg}; border: 2px solid {p.warning_border}; }}
     #AnswerText {{ border: none; border-left: 2px solid transparent; }}
+    #AnswerText[found="true"] {{ border-left: 2px solid {p.warning_border}; }}
     #AnswerText:focus {{ border-left: 2px solid {p.accent}; }}
     #RoleLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; font-weight: 600; }}
     #Muted, #CodeLang {{ color: {p.muted}; }}
@@ -167,8 +172,12 @@ def _notices(p: Palette) -> str:
     #NoticeBanner {{ background: {p.error_bg}; border: 1px solid {p.error_border}; border-radius: {RADIUS_MD}px;
                      margin: 8px 12px 0px 12px; }}
     #NoticeBanner QLabel {{ color: {p.error_text}; background: transparent; }}
+    #NoticeBanner[calm="true"] {{ background: {p.surface_alt}; border: 1px solid {p.border}; }}
+    #NoticeBanner[calm="true"] QLabel {{ color: {p.text}; }}
     #UndoBar {{ background: {p.accent_soft}; border-radius: {RADIUS_SM}px; }}
     #SchemaError {{ color: {p.error_text}; }}
+    #PictureWarning {{ color: {p.warning_text}; background: {p.warning_bg}; border: 1px solid {p.warning_border};
+                       border-radius: {RADIUS_SM}px; padding: 4px 8px; margin: 4px 12px 0px 12px; }}
     """
 
 
@@ -187,8 +196,11 @@ def _controls(p: Palette, body_pt: float) -> str:
                    background: {blend(p.accent, p.text, 0.12)}; }}
     QPushButton:default:focus, QPushButton[kind="primary"]:focus, #SendButton:focus {{ border: 2px solid {p.text};
                    padding: 4px 13px; }}
-    #SendButton:disabled {{ background: {p.surface_alt}; color: {blend(p.muted, p.surface, 0.3)};
-                            border: 1px solid {p.border}; }}
+    /* After the accent rules: a disabled default or primary button ("Load model" on a broken
+       file, Send with nothing typed) must not be drawn as one that works. */
+    QPushButton:default:disabled, QPushButton[kind="primary"]:disabled, #SendButton:disabled {{
+                   background: {p.surface_alt}; color: {blend(p.muted, p.surface, 0.3)};
+                   border: 1px solid {p.border}; }}
     #SendButton[busy="true"] {{ background: {p.surface}; color: {p.text}; border: 1px solid {p.border}; }}
     #ModelButton {{ border: 1px solid {p.border}; border-radius: {RADIUS_LG}px; padding: 4px 12px 4px 8px;
                     background: {p.surface}; color: {p.text}; font-weight: 600; }}

@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -52,6 +51,7 @@ from desktop.core.get_models import (
     quick_free_memory,
 )
 from desktop.core.hub_seam import HubServices, default_services
+from desktop.qt.look.plain_question import answered, ask
 from desktop.qt.look.style import muted_text
 from desktop.qt.look.theme import SPACE_MD, SPACE_SM
 from desktop.qt.models.offer_row import OfferRow
@@ -72,15 +72,12 @@ class ModelsPrompts:
     """The page's one question and its links (tests pass canned answers)."""
 
     def allow_downloads(self, parent: QWidget, host: str) -> bool:
-        answer = QMessageBox.question(
-            parent,
-            "Allow downloads?",
-            f"Allow downloads from {host}?\n\nEmber stays offline otherwise. Once allowed, {host} is an "
-            "allowed destination (see `ember network`) and every connection to it is in the network ledger.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
+        text = (
+            f"Allow Ember to download models from {host}?\n\nEmber stays offline otherwise. You can see "
+            "every connection it makes, and take this back, in the Network window (the status bar's "
+            "connections)."
         )
-        return answer == QMessageBox.StandardButton.Yes
+        return answered(ask(parent, "Allow downloads?", text, "Allow", "Not now"))
 
     def open_link(self, url: str) -> None:
         QDesktopServices.openUrl(QUrl(url))

@@ -73,7 +73,7 @@ class ModelSwitcher(QObject):
         self,
         window: QWidget,
         header: HeaderBar,
-        notify: Callable[[str], None],
+        notify: Callable[..., None],  # NoticeBanner.show_notice
         controller: ChatController,
         prompts: FilePrompts | None = None,
     ) -> None:
@@ -137,7 +137,8 @@ class ModelSwitcher(QObject):
         model = self._controller.model
         notes = [n for n in (choice.notice, model.note if model else "") if n]
         if ok and notes:
-            self._notify(" ".join(notes))
+            # A note about the model it loaded (a base model), not a failure: calm, with the way on.
+            self._notify(" ".join(notes), offer_models=True, calm=True)
         self._sync_settings_button()
         return ok
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from pathlib import Path
 
 import shiboken6
@@ -46,6 +47,7 @@ from models.library.settings import MAX_SEED, MIN_CONTEXT_LENGTH, ModelSettings,
 log = logging.getLogger("desktop.settings")
 
 NO_GPU = "This llama.cpp build has no GPU support"
+BUILD_STEPS = re.compile(r"this build has no Vulkan module: .*", re.DOTALL)  # `ember doctor`'s developer steps
 GPU_DEVICE_TIP = (
     "The device models run on: automatic takes the best real GPU (software Vulkan devices such as "
     "lavapipe only when chosen here). It applies when Ember next starts; EMBER_GPU_DEVICE overrides it."
@@ -405,7 +407,7 @@ class ModelSettingsDialog(QDialog):
 
     def show_gpu(self, line: str, devices: list[tuple[str, str]]) -> None:
         """Where models run here (`GPU: Vulkan · … · chosen`) and the devices to choose from."""
-        self.gpu_where.setText(line)
+        self.gpu_where.setText(_for_users(line))
         if self.isVisible():
             self._fit_to_screen()  # the line can take three rows: grow rather than cut it
         current = self._gpu_device()
@@ -463,3 +465,9 @@ def _scrolled(form: QFormLayout, parent: QWidget) -> QScrollArea:
     # As wide as the fields need with the scroll bar beside them: nothing is cut on the right.
     area.setMinimumWidth(inner.minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width())
     return area
+
+
+def _for_users(line: str) -> str:
+    """The GPU line as the dialog says it: build commands (`bash packaging/…`, `uv sync`) belong to
+    `ember doctor` and the README, so here they become one plain sentence that points there."""
+    return BUILD_STEPS.sub('this build has no GPU support (the README\'s "Using a GPU" says how to add it)', line)
