@@ -460,6 +460,12 @@ def test_the_message_box_keeps_one_layout_from_the_first_paint(make_chat: MakeCh
     after = (composer.stacked, composer.edit.geometry())
     _shot("02-loaded-composer-same-layout-1040x780", window)
     assert before == after, f"the box moved when the model loaded: {before} → {after}"
+    # A backend that never counts tokens (a scripted or remote one) gets the same layout too.
+    other = make_chat("x")
+    shown(other, 1040, 780)
+    other.window.set_sidebar_visible(window.sidebar.isVisible())
+    chat.qtbot.wait(300)
+    assert (other.window.composer.stacked, other.window.composer.edit.width()) == (after[0], after[1].width())
 
 
 def _chip_texts(chat: Chat) -> list[str]:
@@ -612,3 +618,33 @@ def test_the_delete_question_has_plain_buttons(make_chat: MakeChat, shown) -> No
     QTimer.singleShot(300, answer)
     assert sidebar._ask_delete("Lisbon weekend plan") is False
     assert seen == {"buttons": ["Cancel", "Delete"], "icon": QMessageBox.Icon.NoIcon}
+
+
+# -- reading comfort ---------------------------------------------------------------------------
+
+
+def test_replies_read_at_15_px_with_1_5_leading_and_big_version_arrows(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtGui import QFontInfo
+
+    long = " ".join(f"word{i}" for i in range(120))
+    chat = make_chat(long, "Another answer.")
+    shown(chat, 1040, 780)
+    chat.type_and_send("a long answer")
+    first = chat.wait_reply_finished()
+    segment = first.answer.part_widgets()[0]
+    px = QFontInfo(segment.font()).pixelSize()
+    assert 15 <= px <= 16, f"reply text is {px} px"
+    layout = segment.document().firstBlock().layout()  # type: ignore[attr-defined]
+    assert layout.lineCount() >= 3
+    pitch = layout.lineAt(1).y() - layout.lineAt(0).y()
+    assert 1.4 <= pitch / px <= 1.65, f"lines {pitch:.1f} px apart for {px} px text"
+    chat.window.controller.session  # noqa: B018 - the regenerate below makes versions
+    chat.qtbot.mouseClick(first.regenerate_button, Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: chat.reply() is not first and chat.reply().finished, timeout=WAIT_MS)
+    chat.wait_idle()
+    nav = chat.reply().nav
+    chat.qtbot.waitUntil(lambda: nav.isVisible(), timeout=WAIT_MS)
+    for arrow in (nav.previous, nav.next):
+        assert arrow.iconSize().width() >= 16 and arrow.width() >= 20 and arrow.height() >= 20
+    chat.qtbot.wait(100)
+    _shot("08-reading-size-and-version-arrows-1040x780", chat.window)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QShowEvent
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
@@ -50,6 +50,12 @@ class ContextMeter(QToolButton):
         self._menu, self._actions = self._make_menu()
         self.setMenu(self._menu)
         self.setText(UNKNOWN)
+        self._keep_width(0)  # from the first paint: a backend that never counts keeps the same layout
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._keep_width(self.meter.n_ctx if self.meter is not None else 0)  # larger text, the same room
 
     def _make_menu(self) -> tuple[QMenu, dict[ContextPolicy, QAction]]:
         menu = QMenu(self)

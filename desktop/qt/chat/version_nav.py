@@ -5,7 +5,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
+from desktop.qt.look.appearance import current_palette
+from desktop.qt.look.icons import set_icon
 from engine.api.values import Versions
+
+ARROW_PX = 16
 
 
 class VersionNav(QWidget):
@@ -22,11 +26,11 @@ class VersionNav(QWidget):
         self.setObjectName("VersionNav")
         self._ids: tuple[int, ...] = ()
         self._index = 0
-        self.previous = self._button("‹", "Previous version", -1)
+        self.previous = self._button("‹", "Previous version", -1, "chevron_left")
         self.label = QLabel(self)
         self.label.setObjectName("Muted")
         self.label.setAccessibleName("Version")
-        self.next = self._button("›", "Next version", +1)
+        self.next = self._button("›", "Next version", +1, "chevron_right")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -35,10 +39,14 @@ class VersionNav(QWidget):
         layout.addWidget(self.next)
         self.hide()
 
-    def _button(self, text: str, name: str, step: int) -> QToolButton:
+    def _button(self, text: str, name: str, step: int, icon: str) -> QToolButton:
         button = QToolButton(self)
         button.setObjectName("MessageAction")
         button.setText(text)
+        # A 16 px arrow in a 24 px target: the ‹ › glyphs were about 8 px, hard to hit.
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        set_icon(button, icon, current_palette().muted, ARROW_PX)
+        button.setMinimumSize(ARROW_PX + 8, ARROW_PX + 8)
         button.setAccessibleName(name)
         button.setToolTip(name)
         button.setAutoRaise(True)

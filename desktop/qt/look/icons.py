@@ -30,6 +30,7 @@ GLYPHS: dict[str, str] = {
     "search": "ph.magnifying-glass",
     "chevron_down": "ph.caret-down",
     "chevron_right": "ph.caret-right",
+    "chevron_left": "ph.caret-left",
     "warning": "ph.warning",
     "error": "ph.warning-circle",
     "close": "ph.x",

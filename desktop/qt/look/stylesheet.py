@@ -11,6 +11,7 @@ from desktop.qt.look.theme import (
     RADIUS_LG,
     RADIUS_MD,
     RADIUS_SM,
+    READING_LINE_HEIGHT,
     SPACE_MD,
     SPACE_SM,
     SPACE_XS,
@@ -27,7 +28,8 @@ def _pt(body_pt: float, role: str) -> str:
 def document_css(p: Palette) -> str:
     """CSS for rendered Markdown (Qt's rich-text subset: margins, colours, borders)."""
     return f"""
-    p {{ margin-top: 0px; margin-bottom: 10px; }}
+    p {{ margin-top: 0px; margin-bottom: 10px; line-height: {READING_LINE_HEIGHT}%; }}
+    li {{ line-height: {READING_LINE_HEIGHT}%; }}
     h1, h2, h3, h4, h5, h6 {{ margin-top: 10px; margin-bottom: 6px; font-weight: 600; }}
     ul, ol {{ margin-top: 0px; margin-bottom: 10px; }}
     li {{ margin-bottom: 4px; }}
@@ -104,7 +106,7 @@ def _messages(p: Palette, body_pt: float) -> str:
                    border: 2px solid transparent; }}
     #UserBubble:focus {{ border: 2px solid {p.accent}; }}
     #UserBubble[found="true"] {{ background: {p.warning_bg}; border: 2px solid {p.warning_border}; }}
-    #AnswerText {{ border: none; border-left: 2px solid transparent; }}
+    #AnswerText {{ border: none; border-left: 2px solid transparent; font-size: {_pt(body_pt, "reading")}; }}
     #AnswerText[found="true"] {{ border-left: 2px solid {p.warning_border}; }}
     #AnswerText:focus {{ border-left: 2px solid {p.accent}; }}
     #RoleLabel {{ color: {p.muted}; font-size: {_pt(body_pt, "caption")}; font-weight: 600; }}

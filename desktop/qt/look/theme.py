@@ -19,7 +19,11 @@ SPACE_XS, SPACE_SM, SPACE_MD, SPACE_LG, SPACE_XL = 4, 8, 12, 16, 24
 # Corner radii.
 RADIUS_SM, RADIUS_MD, RADIUS_LG = 6, 10, 16
 # Type scale, relative to the body size (which follows the system font and the user's zoom).
-TYPE_SCALE = {"caption": 0.86, "small": 0.93, "body": 1.0, "title": 1.14, "display": 1.6}
+# "reading": a reply's text, larger than the chrome around it (15 px from the default 12 px body).
+TYPE_SCALE = {"caption": 0.86, "small": 0.93, "body": 1.0, "reading": 1.25, "title": 1.14, "display": 1.6}
+# Qt's percentage is of the font's own line spacing (about 1.16 of its size here): 130 % gives
+# lines about 1.5 times the text size apart, the leading long answers read best at.
+READING_LINE_HEIGHT = 130
 # Text size steps for Ctrl+= / Ctrl+- (a factor on the system font size).
 TEXT_SCALES = (0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8)
 ICON_PX = 18
