@@ -648,3 +648,49 @@ def test_replies_read_at_15_px_with_1_5_leading_and_big_version_arrows(make_chat
         assert arrow.iconSize().width() >= 16 and arrow.width() >= 20 and arrow.height() >= 20
     chat.qtbot.wait(100)
     _shot("08-reading-size-and-version-arrows-1040x780", chat.window)
+
+
+def test_a_citation_no_application_opens_offers_show_in_folder_and_the_passage(
+    make_chat: MakeChat, shown, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QUrl
+
+    from desktop.qt.answer import citations
+
+    licence = tmp_path / "MPL-2.0"  # no extension: no application opens it here
+    licence.write_text(  # long enough to be cited by passages, not whole
+        "\n\n".join(
+            f"Section {i}. Grant number {i} of the licence covers sections one and two. " * 8 for i in range(300)
+        )
+    )
+    asked: list[QUrl] = []
+
+    def opener(url: QUrl) -> bool:
+        asked.append(url)
+        return url.toLocalFile() != str(licence)  # the file: no application; its folder: the file manager
+
+    previous = citations.set_opener(opener)
+    try:
+        chat = make_chat("Section 1 and section 2 say so [1] [2].")
+        shown(chat, 1040, 780)
+        chat.window.documents_button.attach([licence])
+        chat.type_and_send("what do sections one and two grant?")
+        reply = chat.wait_reply_finished()
+        row = reply.sources_row
+        chat.qtbot.waitUntil(lambda: row.isVisible(), timeout=WAIT_MS)
+        labels = [part.split("</a>")[0].split(">")[-1] for part in row.text().split("<a ")[1:]]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels  # never four identical labels
+        row.linkActivated.emit("cite:1")
+        chat.qtbot.waitUntil(lambda: isinstance(QApplication.activeModalWidget(), QMessageBox), timeout=WAIT_MS)
+        box = QApplication.activeModalWidget()
+        assert isinstance(box, QMessageBox)
+        assert "No application" in box.text() and "Grant number" in box.informativeText()
+        chat.qtbot.wait(100)
+        _shot("47-citation-no-application-show-in-folder-1040x780", chat.window)
+        folder = next(b for b in box.buttons() if b.text() == "Show in folder")
+        chat.qtbot.mouseClick(folder, Qt.MouseButton.LeftButton)
+        chat.qtbot.waitUntil(lambda: any(u.toLocalFile() == str(tmp_path) for u in asked), timeout=WAIT_MS)
+        if box.isVisible():
+            box.close()
+    finally:
+        citations.set_opener(previous)

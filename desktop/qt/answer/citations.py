@@ -1,9 +1,10 @@
 """A reply's sources in the window: `[n]` links whose hover shows the passage and whose click opens it.
 
 `CitationActions` is shared by the answer's text (its `[n]` links) and the reply's sources row:
-hovering a reference shows the passage (file, page, character range, text) in a tooltip;
-clicking opens the file in the system's viewer (a PDF at its page, for viewers that take a
-`#page=` fragment). The row lists every passage the prompt carried, so the sources are one
+hovering a reference shows the passage (file, page, text) in a tooltip; clicking opens the file
+in the system's viewer (a PDF at its page, for viewers that take a `#page=` fragment), and
+where no application opens it, shows the passage with "Show in folder". The row lists every
+passage the prompt carried, so the sources are one
 click away even when the model cites none.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt, QUrl
 from PySide6.QtGui import QCursor, QDesktopServices
-from PySide6.QtWidgets import QLabel, QToolTip, QWidget
+from PySide6.QtWidgets import QLabel, QMessageBox, QToolTip, QWidget
 
 from desktop.core.citations import CITE_SCHEME
 from engine.docs.context import label
@@ -23,6 +24,7 @@ from engine.events import SourceRef
 from models.text import escaped as shown
 
 TOOLTIP_CHARS = 700
+FIRST_WORDS = 4  # of a passage, beside a file cited more than once
 
 Opener = Callable[[QUrl], bool]
 _opener: Opener = QDesktopServices.openUrl
@@ -42,12 +44,26 @@ def source_url(ref: SourceRef) -> QUrl:
     return url
 
 
+def first_words(ref: SourceRef, count: int = FIRST_WORDS) -> str:
+    """The passage's first words, “Grant of licence…”: how a reader tells two passages of one file apart."""
+    words = ref.text.split()
+    return " ".join(words[:count]) + ("…" if len(words) > count else "")
+
+
 def passage_tooltip(ref: SourceRef) -> str:
     text = " ".join(ref.text.split())
     if len(text) > TOOLTIP_CHARS:
         text = text[:TOOLTIP_CHARS] + "…"
-    where = html.escape(f"{shown(ref.path)} · characters {ref.start}–{ref.end}")
+    where = html.escape(shown(ref.path))  # the passage itself follows: no character offsets
     return f"<p><b>[{ref.n}] {html.escape(label(ref))}</b><br><small>{where}</small></p><p>{html.escape(text)}</p>"
+
+
+def source_labels(sources: Sequence[SourceRef]) -> list[str]:
+    """Each source's label; a file cited more than once adds its passage's first words, so the row
+    never reads "[1] MPL-2.0 · [2] MPL-2.0 · [3] MPL-2.0"."""
+    labels = [label(s) for s in sources]
+    repeated = {name for name in labels if labels.count(name) > 1}
+    return [f"{name} “{first_words(s)}”" if name in repeated else name for s, name in zip(sources, labels, strict=True)]
 
 
 def cite_number(url: QUrl | str) -> int | None:
@@ -70,11 +86,32 @@ class CitationActions:
             return
         QToolTip.showText(at if at is not None else QCursor.pos(), passage_tooltip(ref), widget)
 
-    def open(self, n: int | None) -> bool:
+    def open(self, n: int | None, parent: QWidget | None = None) -> bool:
+        """Open the cited file; when no application opens it, say so with the passage and "Show in folder"."""
         ref = self.sources.get(n) if n is not None else None
         if ref is None or not Path(ref.path).exists():
             return False
-        return bool(_opener(source_url(ref)))
+        if _opener(source_url(ref)):
+            return True
+        self.no_application(ref, parent)
+        return False
+
+    def no_application(self, ref: SourceRef, parent: QWidget | None) -> QMessageBox:
+        """No application opens this kind of file here: the passage itself, and the file's folder a click away."""
+        box = QMessageBox(
+            QMessageBox.Icon.NoIcon,
+            f"[{ref.n}] {label(ref)}",
+            f"No application on this computer opens {shown(Path(ref.path).name)}. The passage the answer cites:",
+            parent=parent.window() if parent is not None else None,
+        )
+        box.setInformativeText(" ".join(ref.text.split())[: TOOLTIP_CHARS * 2])
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        folder = box.addButton("Show in folder", QMessageBox.ButtonRole.ActionRole)
+        box.addButton(QMessageBox.StandardButton.Close)
+        folder.clicked.connect(lambda: _opener(QUrl.fromLocalFile(str(Path(ref.path).parent))))
+        box.setObjectName("CitationNoApp")
+        box.open()
+        return box
 
 
 class SourcesRow(QLabel):
@@ -92,7 +129,7 @@ class SourcesRow(QLabel):
         self.setOpenExternalLinks(False)
         self.setAccessibleName("Sources")
         self.linkHovered.connect(lambda link: self.citations.hover(cite_number(link) if link else None, self))
-        self.linkActivated.connect(lambda link: self.citations.open(cite_number(link)))
+        self.linkActivated.connect(lambda link: self.citations.open(cite_number(link), self))
         self.hide()
 
     def show_sources(self, sources: Sequence[SourceRef], supporting: Sequence[int] = ()) -> None:
@@ -100,16 +137,18 @@ class SourcesRow(QLabel):
         if not sources:
             self.hide()
             return
+        names = dict(zip((s.n for s in sources), source_labels(sources), strict=True))
         backing = [s for s in sources if s.n in supporting]
         others = [s for s in sources if s.n not in supporting]
-        links = " · ".join(f"<b>{self._link(s)}</b>" for s in backing)
+        links = " · ".join(f"<b>{self._link(s, names[s.n])}</b>" for s in backing)
         if backing:
-            text = f"Answer from: {links}" + (f" · also given: {' · '.join(map(self._link, others))}" if others else "")
+            also = " · ".join(self._link(s, names[s.n]) for s in others)
+            text = f"Answer from: {links}" + (f" · also given: {also}" if others else "")
         else:
-            text = "Sources: " + " · ".join(map(self._link, sources))
+            text = "Sources: " + " · ".join(self._link(s, names[s.n]) for s in sources)
         self.setText(text)
         self.show()
 
     @staticmethod
-    def _link(s: SourceRef) -> str:
-        return f'<a href="{CITE_SCHEME}:{s.n}">[{s.n}] {html.escape(label(s))}</a>'
+    def _link(s: SourceRef, name: str) -> str:
+        return f'<a href="{CITE_SCHEME}:{s.n}">[{s.n}] {html.escape(name)}</a>'

@@ -125,7 +125,7 @@ class TextSegment(QTextBrowser):
         if n is None:
             open_link(url)
         elif self.citations is not None:
-            self.citations.open(n)
+            self.citations.open(n, self)
 
     def _on_hover(self, url: QUrl) -> None:
         if self.citations is not None:
