@@ -79,6 +79,7 @@ def test_a_hub_result_offers_its_models_not_projectors_nor_later_parts(tmp_path:
     assert offer.default_file.quant == "Q4_K_M" and offer.default_file.verdict.fit is Fit.CPU
     assert offer.files[-1].verdict.fit is Fit.TOO_BIG  # the two parts together
     assert offer.facts == "Hugging Face · 1,234 downloads · 5 likes"
+    assert offer.title == "o/m-GGUF"  # the uploader shows: on the Hub it is the first thing to trust
     assert (
         hub_offer(FakeHubRepo("o/x", 1, 1, False, None), listing(("mmproj-x.gguf", 1)), FreeMemory(GB), tmp_path)
         is None

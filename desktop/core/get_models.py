@@ -254,7 +254,7 @@ def hub_offer(
         default = kept[0]
     return ModelOffer(
         f"hub:{repo.repo}",
-        repo.repo.split("/", 1)[-1],
+        repo.repo,  # "owner/name": on the Hub, the uploader is the first thing to trust or not
         repo.repo,
         facts,
         "see the model card",

@@ -388,7 +388,8 @@ class GetModelsDialog(QDialog):
         known = {o.repo for o in self.offers}
         self.hub_results = [o for o in found if o.repo not in known]
         self.say(
-            f"{len(self.hub_results)} repositories with GGUF files on Hugging Face."
+            f"{len(self.hub_results)} {'repository' if len(self.hub_results) == 1 else 'repositories'} "
+            "with GGUF files on Hugging Face."
             if self.hub_results
             else "Hugging Face has no other GGUF repositories for that."
         )
