@@ -694,3 +694,24 @@ def test_a_citation_no_application_opens_offers_show_in_folder_and_the_passage(
             box.close()
     finally:
         citations.set_opener(previous)
+
+
+def test_two_files_of_one_name_show_their_folders(make_chat: MakeChat, shown, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    hub, vision = tmp_path / "hub-download", tmp_path / "vision-copy"
+    for folder in (hub, vision):
+        folder.mkdir()
+        gf.write_tiny_llama(folder / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    chat = make_chat("x")
+    shown(chat, 1040, 780)
+    picker = open_picker(chat, FakePrompts(folders=[hub, vision]))
+    for _ in (hub, vision):
+        with chat.qtbot.waitSignal(picker.scanned, timeout=WAIT_MS * 4):
+            chat.qtbot.mouseClick(picker.add_folder, Qt.MouseButton.LeftButton)
+    table = picker.table
+    texts = [item.text(0) for i in range(table.topLevelItemCount()) if (item := table.topLevelItem(i)) is not None]
+    twins = [t for t in texts if t.startswith("SmolLM2-135M-Instruct.Q4_1.gguf")]
+    assert len(twins) == 2 and twins[0] != twins[1], twins
+    assert any("hub-download" in t for t in twins) and any("vision-copy" in t for t in twins)
+    chat.qtbot.wait(150)
+    _shot("61-two-files-one-name-folders-1040x780", chat.window)
+    picker.close()

@@ -258,15 +258,19 @@ class ModelPicker(QDialog):
         self.rows = rows
         self.table.clear()
         current = self._current()
+        names = [row.name for row in rows]
         for index, row in enumerate(rows):
-            self.table.addTopLevelItem(self._item(index, row, same_model(row.choice, current)))
+            item = self._item(index, row, same_model(row.choice, current), twin=names.count(row.name) > 1)
+            self.table.addTopLevelItem(item)
         target = self._find(select) if select is not None else None
         target = target if target is not None else self._find(current)
         self.select_row(target if target is not None else 0)
         self._on_current_changed()
 
-    def _item(self, index: int, row: ModelRow, loaded: bool) -> QTreeWidgetItem:
+    def _item(self, index: int, row: ModelRow, loaded: bool, *, twin: bool = False) -> QTreeWidgetItem:
         line = f"{row.line} · loaded" if loaded else row.line
+        if twin and row.path is not None:  # two files of one name: their folders tell them apart
+            line = f"{line} · in {_folder(row.path)}" if line else f"in {_folder(row.path)}"
         item = QTreeWidgetItem([f"{row.name}\n{line}" if line else row.name])
         item.setData(0, _ROW, index)
         note = BASE_MODEL_NOTE if row.base_model else ""
@@ -394,3 +398,12 @@ def _same_path(a: Path, b: Path) -> bool:
         return resolve_model_file(a) == resolve_model_file(b)
     except (OSError, GGUFError):  # a symlink loop, an unreachable share
         return a.absolute() == b.absolute()
+
+
+def _folder(path: Path) -> str:
+    """The file's folder as a person reads it: under the home folder as ~/…, else in full."""
+    folder = path.parent
+    try:
+        return "~/" + str(folder.relative_to(Path.home()))
+    except ValueError:
+        return str(folder)
