@@ -22,7 +22,7 @@ import pytest
 from gui_helpers import WAIT_MS, Chat, FakePrompts, open_picker
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QMenu, QMessageBox, QWidget
 
 from desktop.qt.chat.attachment_chips import Chip
 from desktop.qt.chat.found_mark import is_marked
@@ -715,3 +715,41 @@ def test_two_files_of_one_name_show_their_folders(make_chat: MakeChat, shown, tm
     chat.qtbot.wait(150)
     _shot("61-two-files-one-name-folders-1040x780", chat.window)
     picker.close()
+
+
+def test_the_model_chip_is_not_cut_while_the_header_has_room(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    from desktop.core.model_choice import ModelInfo
+
+    chat = make_chat("x")
+    window = chat.window
+    try:
+        shown(chat, 1600, 1000)
+        for _ in range(3):
+            window.theme.zoom(+1)  # Ctrl+= three times: the largest text
+        window.model_ready(ModelInfo("SmolLM2 135M Instruct (built in)", "CPU"))
+        chat.qtbot.wait(200)
+        chip = window.header.model_button
+        assert "…" not in chip.text(), chip.text()
+        hints = window.conversation.empty_state.hints
+        lines = _wrapped_lines(hints)
+        assert not any(line.strip().startswith("text") for line in lines), lines  # "Ctrl+-" keeps "text size"
+        _shot("59-1600-largest-text-chip-whole-1600x1000", window)
+    finally:
+        window.theme.reset_zoom()
+
+
+def _wrapped_lines(label: QLabel) -> list[str]:
+    """The lines a word-wrapped label shows, as its text layout breaks them at its width."""
+    from PySide6.QtGui import QTextLayout
+
+    layout = QTextLayout(label.text(), label.font())
+    layout.beginLayout()
+    lines: list[str] = []
+    while True:
+        line = layout.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(label.contentsRect().width())
+        lines.append(label.text()[line.textStart() : line.textStart() + line.textLength()])
+    layout.endLayout()
+    return lines

@@ -118,7 +118,10 @@ class EmptyState(QWidget):
 
     @staticmethod
     def _hint_text() -> str:
-        return "     ".join(f"{keys}  {what}" for keys, what in SHORTCUTS)
+        # No-break spaces inside each pair, and a word joiner after "-" (a break is allowed after a
+        # hyphen): a narrow row wraps between pairs, never a key from its words.
+        nbsp, joiner = "\u00a0", "\u2060"
+        return "     ".join(f"{keys}  {what}".replace(" ", nbsp).replace("-", "-" + joiner) for keys, what in SHORTCUTS)
 
     def _lay_out(self, title: QLabel) -> None:
         layout = QVBoxLayout(self)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.qt.look.icons import set_icon
+from desktop.qt.look.icons import scaled, set_icon
 from desktop.qt.look.menu_place import keep_inside
 from desktop.qt.look.theme import SPACE_SM, Mode
 
@@ -190,7 +190,11 @@ class HeaderBar(QFrame):
         metrics = self.model_button.fontMetrics()
         # The chip gets at most two fifths of the header, never more than its cap: a third
         # elided the built-in model's name at the default size with the header half empty.
-        room = min(self.MODEL_BUTTON_MAX_WIDTH, max(120, self.width() * 2 // 5))
+        # The cap grows with the text size: at the largest text the built-in model's name was cut
+        # with 300 px of the header empty.
+        cap = scaled(self.MODEL_BUTTON_MAX_WIDTH)
+        self.model_button.setMaximumWidth(cap)
+        room = min(cap, max(120, self.width() * 2 // 5))
         icon = self.model_button.iconSize().width()
         text_room = max(40, room - icon - 48)
         shown = metrics.elidedText(self._label, Qt.TextElideMode.ElideMiddle, text_room)
