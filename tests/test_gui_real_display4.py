@@ -159,6 +159,9 @@ def test_keys_reach_the_box_after_latest_details_a_menu_and_a_dialog(make_chat: 
     box = QApplication.activeModalWidget()
     assert isinstance(box, QMessageBox)
     assert "First token after" in box.text() and "tokens/s" in box.text()  # Details: how fast it came
+    chat.qtbot.waitExposed(box)
+    chat.qtbot.wait(200)
+    assert not window.conversation.hasFocus()  # the click on ⓘ lit no ring around the transcript
     _shot("04-reply-details-timing-1040x780", window)
     chat.qtbot.keyClick(box, Qt.Key.Key_Escape)
     chat.qtbot.waitUntil(lambda: QApplication.activeModalWidget() is None, timeout=WAIT_MS)
@@ -241,6 +244,7 @@ def test_opening_a_chat_from_the_list_or_a_search_leaves_the_keys_in_the_box(mak
     chat.qtbot.keyClick(listing, Qt.Key.Key_Return)
     chat.qtbot.waitUntil(lambda: history.conversation_id == ids[3], timeout=WAIT_MS)
     chat.qtbot.waitUntil(lambda: _focused() is window.composer.edit, timeout=WAIT_MS)
+    chat.qtbot.waitUntil(lambda: window.header.title.full_text() == "Chat number 3", timeout=WAIT_MS)
     found = [m for m in window.conversation.message_widgets() if is_marked(m)]
     assert len(found) == 1 and isinstance(found[0], AssistantMessage)
     view = window.conversation

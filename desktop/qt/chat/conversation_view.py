@@ -83,6 +83,10 @@ class ConversationView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # A Tab stop (its ring shows the arrow keys scroll it), never focused by a click: Qt gives a
+        # click on a button that takes no click focus to its nearest ancestor that does, and the
+        # whole transcript would light up whenever Copy or ⓘ was clicked.
+        self.setFocusPolicy(Qt.FocusPolicy.TabFocus)
         self._follow = True
         self._messages: list[QWidget] = []
         self._pending: AssistantMessage | None = None
