@@ -757,3 +757,54 @@ def _wrapped_lines(label: QLabel) -> list[str]:
         lines.append(label.text()[line.textStart() : line.textStart() + line.textLength()])
     layout.endLayout()
     return lines
+
+
+def test_the_collections_dialog_names_in_a_field_counts_bytes_and_keeps_the_folders(
+    make_chat: MakeChat, shown, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from desktop.qt.chat.documents_ui import CollectionsDialog
+    from engine.docs.index import default_path
+
+    folder = tmp_path / "bash-docs"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"note{i}.txt").write_text(f"Note {i}: the shell reads its startup files. " * (50 * (i + 1)))
+    chat = make_chat("x")
+    shown(chat, 1040, 780)
+    dialog = CollectionsDialog(default_path(), chat.window)
+    chat.qtbot.addWidget(dialog)
+    dialog.show()
+    chat.qtbot.waitExposed(dialog)
+    # New…: a field as wide as the dialog's list, not a 200 px box titled "New c…".
+    chat.qtbot.mouseClick(dialog.buttons["new"], Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: dialog.new_name.hasFocus(), timeout=WAIT_MS)
+    assert dialog.new_name.width() >= 300
+    chat.qtbot.keyClicks(dialog.new_name, "Debian docs")
+    chat.qtbot.wait(100)
+    _shot("49-new-collection-name-field", dialog)
+    chat.qtbot.keyClick(dialog.new_name, Qt.Key.Key_Return)
+    chat.qtbot.waitUntil(lambda: dialog.selected() == "Debian docs", timeout=WAIT_MS)
+    chat.qtbot.wait(50)
+    assert not dialog.name_row.isVisible()  # created: the field goes away (Enter pressed nothing else)
+    from engine.docs.index import DocIndex
+
+    with DocIndex.open(default_path()) as index:  # words only: no embedding model to load on a busy machine
+        index.set_embedder(index.collection("Debian docs"), "")
+    said: list[str] = []
+    folders_while_indexing: list[str] = []
+    show = dialog.progress.show_progress
+
+    def noted(progress, done, total) -> None:  # type: ignore[no-untyped-def]
+        show(progress, done, total)
+        said.append(dialog.progress.words.text())
+        folders_while_indexing.append(dialog.detail.text())
+
+    dialog.progress.show_progress = noted  # type: ignore[method-assign]
+    dialog.add_paths([folder])
+    chat.qtbot.waitUntil(lambda: dialog.worker is None, timeout=WAIT_MS * 8)
+    assert said and all("page" not in s for s in said), said  # text files have no pages
+    assert any(" KB of " in s or " B of " in s for s in said), said  # the bar moves by bytes
+    assert all("Folders and files:" in d and "bash-docs" in d for d in folders_while_indexing)
+    assert dialog.detail.text().startswith("6 indexed, 0 unchanged") and "bash-docs" in dialog.detail.text()
+    _shot("50-collection-indexed-folders-in-sight", dialog)
+    dialog.close()

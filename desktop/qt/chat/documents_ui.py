@@ -250,6 +250,7 @@ class CollectionsDialog(QDialog):
             ("use", "Use in this conversation", self._use),
         ):
             button = QPushButton(text, self)
+            button.setAutoDefault(False)  # Enter in the name field creates; it must not press New… again
             button.clicked.connect(slot)
             self.buttons[key] = button
             row.addWidget(button)
@@ -278,10 +279,12 @@ class CollectionsDialog(QDialog):
         field.returnPressed.connect(self._create_named)
         create = QPushButton("Create", self.name_row)
         create.setProperty("kind", "primary")
+        create.setAutoDefault(False)
         create.clicked.connect(self._create_named)
         create.setEnabled(False)
         field.textChanged.connect(lambda text: create.setEnabled(bool(text.strip())))
         cancel = QPushButton("Cancel", self.name_row)
+        cancel.setAutoDefault(False)
         cancel.clicked.connect(self._put_name_away)
         row = QHBoxLayout(self.name_row)
         row.setContentsMargins(0, 0, 0, 0)
