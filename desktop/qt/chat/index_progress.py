@@ -16,8 +16,8 @@ from pathlib import Path
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from engine.docs.indexer import IndexReport, Progress
-from engine.docs.names import shown
 from models.library.memory import format_bytes
+from models.text import escaped as shown
 
 SHOWN_REASONS = 8  # left-out files listed by name, the rest counted
 
