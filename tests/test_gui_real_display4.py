@@ -369,7 +369,7 @@ def test_the_model_picker_fits_an_800x600_window(make_chat: MakeChat, shown, tmp
     folder.mkdir()
     from models.library.default_model import shipped_model_path
 
-    shutil.copyfile(shipped_model_path(), folder / "SmolLM2-135M-Instruct.Q4_1.gguf")  # a Q4_1: "make a faster copy"
+    shutil.copyfile(shipped_model_path(), folder / "SmolLM2-135M-Instruct.Q4_1.gguf")
     chat = make_chat("x")
     shown(chat, 800, 600)
     picker = open_picker(chat, FakePrompts(folders=[folder]))
@@ -377,8 +377,7 @@ def test_the_model_picker_fits_an_800x600_window(make_chat: MakeChat, shown, tmp
         chat.qtbot.mouseClick(picker.add_folder, Qt.MouseButton.LeftButton)
     names = [row.name for row in picker.rows]
     picker.select_row(names.index("SmolLM2-135M-Instruct.Q4_1.gguf"))
-    chat.qtbot.waitUntil(lambda: picker.details.offer.isVisible(), timeout=WAIT_MS)  # the widest row there is
-    chat.qtbot.wait(300)
+    chat.qtbot.waitUntil(lambda: picker.details.isVisible(), timeout=WAIT_MS)
     window = QRect(chat.window.mapToGlobal(QPoint(0, 0)), chat.window.size())
     assert picker.width() <= chat.window.width(), picker.width()
     assert window.contains(QRect(picker.mapToGlobal(QPoint(0, 0)), picker.size())), (picker.geometry(), window)
