@@ -188,6 +188,7 @@ def _ember(*argv: str) -> int:
     return main(list(argv))
 
 
+@pytest.mark.slow  # starts `ember` under unshare (tests/slow_marks.py)
 def test_a_fresh_install_is_zero_egress_with_nothing_allowed(capsys: pytest.CaptureFixture[str]) -> None:
     assert load_settings(ember_paths()).zero_egress
     assert _ember("doctor", "--network", "--json") == 0

@@ -27,7 +27,10 @@ def test_quick():
 
 
 @pytest.mark.slow
-def test_unmarked_slow_tests_fail_only_when_the_check_is_on(pytester: pytest.Pytester) -> None:
+def test_unmarked_slow_tests_fail_only_when_the_check_is_on(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("EMBER_CHECK_SLOW_MARKS", raising=False)  # .ci/run turns it on for the suite
     pytester.makepyfile(test_sample=TESTS)
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     checked = pytester.runpytest_inprocess("-p", "slow_marks", "--check-slow-marks", "-p", "no:cacheprovider")
