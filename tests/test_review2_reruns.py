@@ -1,4 +1,4 @@
-"""Adversarial review 2's cases that review 3 did not re-run (issue #52): DC-36, DC-39, DC-40.
+"""Adversarial review 2's cases that review 3 did not re-run (issue #52): DC-36, DC-39, DC-40, DC-41.
 
 Each goes through the public commands (`ember docs add/reindex/list/search`)
 in this process. What happens "mid-index" is done from the progress line's hook, which the indexer
@@ -8,6 +8,7 @@ how many passages chunking makes of a file.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_fixtures import write_pdf
 
 from desktop.cli import cmd_docs
 from desktop.cli.main import main
@@ -120,6 +122,68 @@ def test_dc40_a_same_size_rewrite_with_its_old_mtime_is_missed_by_design_until_t
     picked = _json(capsys, "docs", "reindex", "Birds")
     assert [Path(p).name for p in picked["indexed"]] == ["b.md"] and picked["unchanged"] == 1
     assert _found(capsys, "Birds", "kingfisher") == ["b.md"] and _found(capsys, "Birds", "heliotrope") == []
+
+
+# -- DC-41: an unreadable file, folder and PDF ---------------------------------------------------
+
+
+@pytest.fixture
+def unreadable(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]]:
+    """Make a path unreadable: mode 000, and where the mode is not enough (root ignores it), the
+    kernel's refusal given at the os layer that every read goes through (`os.open`, `os.scandir`)."""
+    denied: set[str] = set()
+    made: list[tuple[Path, int]] = []
+    real_open, real_scandir = os.open, os.scandir
+
+    def refuse(path: Any) -> None:
+        if isinstance(path, (str, os.PathLike)) and os.fspath(path) in denied:  # pyright: ignore[reportUnknownArgumentType]
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))  # pyright: ignore[reportUnknownArgumentType]
+
+    def guarded_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        refuse(path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    def guarded_scandir(path: Any = ".") -> Any:
+        refuse(path)
+        return real_scandir(path)
+
+    def make(path: Path) -> None:
+        made.append((path, path.stat().st_mode & 0o777))
+        path.chmod(0)
+        if os.access(path, os.R_OK):  # root: the mode is not enforced
+            denied.add(str(path.resolve()))
+            monkeypatch.setattr(os, "open", guarded_open)
+            monkeypatch.setattr(os, "scandir", guarded_scandir)
+
+    yield make
+    for path, mode in made:
+        path.chmod(mode)
+
+
+def test_dc41_an_unreadable_file_folder_and_pdf_are_one_line_each(
+    ember_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], unreadable: Callable[[Path], None]
+) -> None:
+    folder = tmp_path / "docs"
+    (folder / "private").mkdir(parents=True)
+    (folder / "good.md").write_text("The lighthouse keeper lights the lamp at dusk.\n")
+    (folder / "secret.md").write_text("The lighthouse has a secret.\n")
+    (folder / "private" / "inside.md").write_text("The lighthouse cellar.\n")
+    write_pdf(folder / "report.pdf", ["The lighthouse report."])
+    other = tmp_path / "closed"
+    other.mkdir()
+    (other / "note.md").write_text("A note.\n")
+    for path in (folder / "secret.md", folder / "private", folder / "report.pdf", other):
+        unreadable(path)
+    status, out, err = _run(capsys, "docs", "add", "Coast", str(folder), str(other), "--embedder", "none")
+    assert status == 0, err
+    assert sorted(err.splitlines()) == [
+        "ember: closed: is a folder that cannot be read (Permission denied); its files are left out",
+        "ember: private: is a folder that cannot be read (Permission denied); its files are left out",
+        "ember: report.pdf: cannot be read (Permission denied)",
+        "ember: secret.md: cannot be read (Permission denied)",
+    ]
+    assert out.startswith("Coast: 1 indexed, 0 unchanged, 4 could not be read")
+    assert _found(capsys, "Coast", "lighthouse") == ["good.md"]
 
 
 # -- DC-36: 20,000 tiny files ------------------------------------------------------------------

@@ -20,7 +20,8 @@ fatal: the other files are indexed) and retried only when it changes.
 
 In a folder only regular files are taken: a symbolic link is never followed (the file tools'
 rule: a link could lead anywhere, e.g. to a private key), and a pipe, device or socket is never
-opened (a FIFO blocks, `/dev/zero` never ends); each is listed with its reason. Names that are
+opened (a FIFO blocks, `/dev/zero` never ends); each is listed with its reason. A folder that cannot
+be listed (no permission) is listed too, never skipped silently. Names that are
 not UTF-8 are kept as the file system's bytes (`engine.docs.names`) and shown escaped.
 
 One indexer per collection at a time (`engine.docs.collection_lock`): a second one, in this
@@ -138,7 +139,9 @@ def _walk(root: Path) -> Iterator[tuple[Path, str]]:
     Links are looked at, never followed: a link to a folder is not entered (os.walk), and a link
     to a file is left out, listed when its name says it is a document.
     """
-    for folder, dirs, files in os.walk(root):
+    unlisted: list[OSError] = []  # folders that cannot be listed: said, never skipped silently
+    for folder, dirs, files in os.walk(root, onerror=unlisted.append):
+        yield from _unlisted(unlisted)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
         for name in sorted(files):
             if name.startswith("."):
@@ -154,6 +157,14 @@ def _walk(root: Path) -> Iterator[tuple[Path, str]]:
                 yield path, "" if kind_of(path, follow=False) is not None else NOT_A_DOCUMENT
             elif not stat.S_ISLNK(mode) or kind_by_name(path) is not None:
                 yield path, kind_reason(mode)
+    yield from _unlisted(unlisted)
+
+
+def _unlisted(errors: list[OSError]) -> Iterator[tuple[Path, str]]:
+    while errors:
+        exc = errors.pop(0)
+        reason = f"is a folder that cannot be read ({exc.strerror or exc}); its files are left out"
+        yield Path(exc.filename if exc.filename is not None else "?"), reason
 
 
 def file_digest(path: Path, follow: bool = True, stop: Callable[[], bool] | None = None) -> str:
