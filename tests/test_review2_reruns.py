@@ -1,6 +1,6 @@
-"""Adversarial review 2's cases that review 3 did not re-run (issue #52): DC-36, DC-39, DC-40, DC-41.
+"""Adversarial review 2's cases that review 3 did not re-run (issue #52): DC-36, DC-39, DC-40, DC-41, IM-08.
 
-Each goes through the public commands (`ember docs add/reindex/list/search`)
+Each goes through the public commands (`ember docs add/reindex/list/search`, `ember history import`)
 in this process. What happens "mid-index" is done from the progress line's hook, which the indexer
 calls when it starts a file and after each batch of passages it writes. Nothing here depends on
 how many passages chunking makes of a file.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,9 @@ from doc_fixtures import write_pdf
 from desktop.cli import cmd_docs
 from desktop.cli.main import main
 from engine.docs.indexer import Progress
+from engine.history.export import export_json
+from engine.history.store import HistoryStore
+from models.library.paths import ember_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,6 +188,64 @@ def test_dc41_an_unreadable_file_folder_and_pdf_are_one_line_each(
     ]
     assert out.startswith("Coast: 1 indexed, 0 unchanged, 4 could not be read")
     assert _found(capsys, "Coast", "lighthouse") == ["good.md"]
+
+
+# -- IM-08: history and documents on a full disk -------------------------------------------------
+
+
+@contextmanager
+def _full_disk() -> Iterator[None]:
+    """Every database opened meanwhile cannot grow: SQLite answers SQLITE_FULL ("database or disk
+    is full"), the very error a full disk gives it, from its own page allocator."""
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.execute("PRAGMA max_page_count = 1")  # SQLite raises it to the file's current size
+        return conn
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sqlite3, "connect", connect)
+        yield
+
+
+def test_im08_a_history_import_on_a_full_disk_is_one_line_and_loses_nothing(
+    ember_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with HistoryStore(ember_paths().ensure().history_db) as store:
+        kept = store.create_conversation(title="kept")
+        store.add_message(kept.id, "user", "hello", parent_id=None)
+    with HistoryStore(tmp_path / "elsewhere.sqlite3") as other:
+        big = other.create_conversation(title="big")
+        other.add_message(big.id, "user", "word " * 400_000, parent_id=None)
+        exported = tmp_path / "big.json"
+        exported.write_text(json.dumps(export_json(other, big.id)))
+    with _full_disk():
+        status, _, err = _run(capsys, "history", "import", str(exported))
+    assert status == 1 and len(err.splitlines()) == 1 and "disk is full" in err, err
+    with HistoryStore(ember_paths().history_db) as store:
+        assert [c.title for c in store.conversations()] == ["kept"]  # nothing half-imported
+        assert [m.content for m in store.path(kept.id)] == ["hello"]
+    assert _run(capsys, "history", "import", str(exported))[0] == 0  # space again: the same import works
+
+
+def test_im08_documents_on_a_full_disk_are_one_line_and_resume(
+    ember_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "a.md").write_text("The heron waits by the pond.\n")
+    (second / "big.md").write_text("".join(f"Paragraph {i} mentions the albatross.\n\n" for i in range(20_000)))
+    assert _run(capsys, "docs", "add", "Birds", str(first), "--embedder", "none")[0] == 0
+    with _full_disk():
+        status, _, err = _run(capsys, "docs", "add", "Birds", str(second), "--embedder", "none")
+    assert status == 1 and len(err.splitlines()) == 1 and "disk is full" in err, err
+    assert _found(capsys, "Birds", "heron") == ["a.md"]  # what was indexed stays searchable
+    assert _found(capsys, "Birds", "albatross") == []  # the half-written file is never served
+    resumed = _json(capsys, "docs", "reindex", "Birds")
+    assert [Path(p).name for p in resumed["indexed"]] == ["big.md"] and resumed["unchanged"] == 1
+    assert _found(capsys, "Birds", "albatross") == ["big.md"]
 
 
 # -- DC-36: 20,000 tiny files ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, fail, positive_int, warn
+from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail, positive_int, warn
 from engine.docs.context import label, no_match_line, numbered
 from engine.docs.embed import DEFAULT_EMBEDDER, chat_model_warning, shared_embedder
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
@@ -84,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
                     return _reindex(index, index.collection(args.name), args)
                 case _:
                     return _search(index, args)
-    except EngineError as exc:
-        return fail(str(exc))
+    except EngineError as exc:  # the database failing (a full disk) is a command that failed, not bad input
+        return fail(str(exc), EXIT_FAILED if isinstance(exc.__cause__, sqlite3.Error) else EXIT_USAGE)
 
 
 def _emit(obj: Any) -> None:

@@ -7,6 +7,7 @@ Also the history side of `ember chat` (`--no-history`, `-c/--continue`, `--conve
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -232,8 +233,10 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         return fail(f"cannot read {name}: {exc.strerror or exc}", EXIT_USAGE)
     try:
         conv = import_json(store, data)
-    except HistoryError as exc:
-        return fail(f"cannot import {name}: {exc}", EXIT_USAGE)
+    except HistoryError as exc:  # the file's fault (2), or a write that failed, e.g. on a full disk (1)
+        return fail(
+            f"cannot import {name}: {exc}", EXIT_FAILED if isinstance(exc.__cause__, sqlite3.Error) else EXIT_USAGE
+        )
     except RecursionError:
         return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text

@@ -166,7 +166,8 @@ class DocIndex:
             try:
                 yield
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:  # SQLite rolls back itself on a full disk (SQLITE_FULL)
+                    self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
             self._writes += 1
