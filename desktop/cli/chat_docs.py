@@ -20,7 +20,7 @@ import sys
 
 from desktop.cli.common import warn
 from desktop.core.citations import unsupported_citations
-from engine.docs.context import label
+from engine.api.documents import label
 from engine.events import Sources
 from engine.session.session import Ask, ChatSession
 from engine.session.turn_documents import TurnDocuments

@@ -30,11 +30,23 @@ from types import FrameType
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail, positive_int, warn
-from engine.docs.context import label, no_match_line, numbered
-from engine.docs.embed import DEFAULT_EMBEDDER, chat_model_warning, shared_embedder
-from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
-from engine.docs.indexer import IndexReport, Progress, index_collection, prune
-from engine.docs.sources import CollectionSource
+from engine.api.documents import (
+    DEFAULT_EMBEDDER,
+    Collection,
+    CollectionInfo,
+    CollectionSource,
+    DocIndex,
+    IndexReport,
+    Progress,
+    chat_model_warning,
+    default_path,
+    index_collection,
+    label,
+    no_match_line,
+    numbered,
+    prune,
+    shared_embedder,
+)
 from engine.errors import EngineError
 from models.text import escaped as shown
 from models.text import json_text

@@ -39,7 +39,7 @@ from desktop.serve.origins import ORIGINS_ENV, OriginPolicy
 from desktop.serve.record import ApiHistory
 from desktop.serve.server import address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
-from engine.docs.embed import DEFAULT_EMBEDDER, resolve_embedder
+from engine.api.documents import DEFAULT_EMBEDDER, resolve_embedder
 from engine.errors import ConfigError, EngineError, ModelLoadError
 from engine.runtime import Engine
 

@@ -58,7 +58,7 @@ class LlamaTextEmbedder:
 
     @classmethod
     def load(cls, path: Path, *, n_threads: int | None = None) -> LlamaTextEmbedder:
-        from engine.docs.embed import LlamaEmbedder  # loads llama.cpp (and numpy): only when asked for
+        from engine.api.documents import LlamaEmbedder  # loads llama.cpp (and numpy): only when asked for
 
         return cls(LlamaEmbedder.load(path, n_threads=n_threads), path)
 

@@ -19,7 +19,7 @@ from PySide6.QtGui import QCursor, QDesktopServices
 from PySide6.QtWidgets import QLabel, QMessageBox, QToolTip, QWidget
 
 from desktop.core.citations import CITE_SCHEME
-from engine.docs.context import label
+from engine.api.documents import label
 from engine.events import SourceRef
 from models.text import escaped as shown
 

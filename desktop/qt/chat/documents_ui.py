@@ -45,9 +45,17 @@ from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import set_icon
 from desktop.qt.look.last_folder import last_folder, remember
 from desktop.qt.look.menu_heading import add_heading
-from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
-from engine.docs.index import CollectionInfo, DocIndex, default_path
-from engine.docs.indexer import IndexReport, Progress, find_files, index_collection
+from engine.api.documents import (
+    DEFAULT_EMBEDDER,
+    CollectionInfo,
+    DocIndex,
+    IndexReport,
+    Progress,
+    default_path,
+    find_files,
+    index_collection,
+    shared_embedder,
+)
 from engine.errors import EngineError
 from models.text import escaped as shown
 

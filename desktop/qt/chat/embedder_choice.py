@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.look.style import warning_border, warning_fill
-from engine.docs.embed import DEFAULT_EMBEDDER, embedder_kind
+from engine.api.documents import DEFAULT_EMBEDDER, embedder_kind
 from engine.errors import EngineError
 from models.text import escaped as shown
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from engine.docs.indexer import IndexReport, Progress
+from engine.api.documents import IndexReport, Progress
 from models.library.memory import format_bytes
 from models.text import escaped as shown
 

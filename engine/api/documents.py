@@ -1,0 +1,42 @@
+"""Documents: collections, their indexing, search, the embedder, and the context a turn gets.
+
+What the window's Documents dialog and citations, `ember docs`, `ember chat --docs` and the
+server's embeddings use. Only names: each lives in `engine.docs` and behaves as it does there.
+"""
+
+from __future__ import annotations
+
+from engine.docs.context import label, no_match_line, numbered
+from engine.docs.embed import (
+    DEFAULT_EMBEDDER,
+    LlamaEmbedder,
+    chat_model_warning,
+    embedder_kind,
+    resolve_embedder,
+    shared_embedder,
+)
+from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
+from engine.docs.indexer import IndexReport, Progress, find_files, index_collection, prune
+from engine.docs.sources import CollectionSource
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "Collection",
+    "CollectionInfo",
+    "CollectionSource",
+    "DocIndex",
+    "IndexReport",
+    "LlamaEmbedder",
+    "Progress",
+    "chat_model_warning",
+    "default_path",
+    "embedder_kind",
+    "find_files",
+    "index_collection",
+    "label",
+    "no_match_line",
+    "numbered",
+    "prune",
+    "resolve_embedder",
+    "shared_embedder",
+]
