@@ -86,8 +86,8 @@ def _say(message: str) -> None:
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     """The quick report: this model's speed here."""
+    from engine.api.machine import default_threads
     from engine.api.models import precheck_model_file
-    from engine.backends.cpu_threads import default_threads
     from engine.bench import quick
     from models.library.default_model import default_model_path
 
@@ -114,7 +114,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cpu_name() -> str:
-    from engine.backends.cpu_threads import read_cpuinfo
+    from engine.api.machine import read_cpuinfo
 
     for line in read_cpuinfo().splitlines():
         if line.startswith("model name"):

@@ -35,13 +35,13 @@ def llama_report() -> dict[str, Any]:
     """llama.cpp's build: version, backends, devices, GPU offload, CPU features."""
     import llama_cpp
 
-    from engine.backends import llama_devices
+    from engine.api import machine
 
-    devices = llama_devices.devices()
-    system_info = llama_devices.system_info()
+    devices = machine.devices()
+    system_info = machine.system_info()
     return {
         "llama_cpp_python": str(getattr(llama_cpp, "__version__", "?")),
-        "backends": llama_devices.backend_names(),
+        "backends": machine.backend_names(),
         "devices": [
             {
                 "name": d.name,
@@ -52,7 +52,7 @@ def llama_report() -> dict[str, Any]:
             }
             for d in devices
         ],
-        "gpu_offload": llama_devices.gpu_offload_supported(),
+        "gpu_offload": machine.devices_offload(),
         "gpu": gpu_report(),
         "system_info": system_info,
         "cpu": cpu_report(system_info),
@@ -61,44 +61,16 @@ def llama_report() -> dict[str, Any]:
 
 def gpu_report() -> dict[str, Any]:
     """The GPU modules' devices (software ones too), the one chosen and why (#35)."""
-    from dataclasses import asdict
+    from engine.api.machine import gpu_facts
 
-    from engine.backends import gpu_modules
-    from engine.backends.cpu_variants import lib_dir
-
-    pick = gpu_modules.loaded() or gpu_modules.decide(lib_dir())
-    return {
-        "line": pick.line(),
-        "chosen": asdict(pick.chosen) if pick.chosen else None,
-        "why": pick.why,
-        "note": pick.note,
-        "devices": [asdict(d) for d in pick.devices],
-        "device_lines": pick.device_lines(),
-    }
+    return gpu_facts()
 
 
 def cpu_report(system_info: str) -> dict[str, Any]:
     """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
-    from dataclasses import asdict
+    from engine.api.machine import cpu_facts
 
-    from engine.backends import cpu_check, cpu_probe, cpu_variants
-    from engine.errors import ModelLoadError
-
-    features, flags = cpu_probe.build_features(system_info), cpu_probe.cpu_flags()
-    try:
-        verdict = cpu_check.ensure_cpu_runs().detail
-    except ModelLoadError as exc:
-        verdict = str(exc)
-    choice = cpu_variants.loaded()
-    line = cpu_check.chosen_line(choice, flags) if choice else cpu_check.variant_line(features, flags)
-    return {
-        "features": list(features),
-        "unused": cpu_check.unused(features, flags),
-        "line": line,
-        "probe": verdict,
-        "variant": choice.chosen if choice else None,
-        "variants": [asdict(p) for p in choice.probes] if choice else [],
-    }
+    return cpu_facts(system_info)
 
 
 def window_report() -> dict[str, Any]:
@@ -144,7 +116,7 @@ def gpu_verdict(r: dict[str, Any]) -> str:
     if r["gpu_offload"] and gpus:
         names = ", ".join(sorted({d["description"] or d["name"] for d in gpus}))
         return f"GPU offload: yes — models load with as many layers as fit on {names}"
-    from engine.backends.offload import gpu_backend_names
+    from engine.api.machine import gpu_backend_names
 
     if gpu_backend_names(r["backends"]):
         return "GPU offload: no — this build has GPU support but found no usable GPU"

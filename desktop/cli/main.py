@@ -60,9 +60,9 @@ class _Version(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        from engine.backends import cpu_probe, cpu_variants
+        from engine.api import machine
 
-        print(f"ember {__version__}; {cpu_probe.llama_build()}; {cpu_variants.in_use_line()}")
+        print(f"ember {__version__}; {machine.llama_build()}; {machine.variant_line()}")
         parser.exit()
 
 

@@ -20,7 +20,7 @@ EXIT_NO_COPY = 1
 
 
 def optimize(path: Path, *, as_json: bool, threads: int | None = None, quality_tokens: int | None = None) -> int:
-    from engine.backends.cpu_threads import default_threads
+    from engine.api.machine import default_threads
     from engine.backends.optimize_file import optimize as make_copy
 
     path = Path(os.path.abspath(path.expanduser()))

@@ -319,7 +319,7 @@ def measure_free_memory() -> FreeMemory:
     (llama.cpp loads): call it off the GUI thread."""
     ram = available_memory()
     try:
-        from engine.backends.llama_devices import gpu_devices
+        from engine.api.machine import gpu_devices
 
         gpus = gpu_devices()
     except Exception as exc:

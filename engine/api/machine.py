@@ -1,9 +1,119 @@
-"""The machine, for the front ends: its cores and its measured speed (the profile that every
-model's predicted speed is read from, `models.library.speed`)."""
+"""The machine, for the front ends: its cores, its CPU variant, its GPUs and its measured speed.
+
+`ember doctor`, `ember --version`, the settings dialog's GPU row and the Get models page's fit
+read the machine here. Each function looks its engine module up when it is called, so a test
+that patches `engine.backends.<module>` still reaches every front end. Nothing here imports
+llama.cpp except `gpu_offload_supported` (its first call is slow: the window runs it off its thread).
+"""
 
 from __future__ import annotations
 
-from engine.backends.cpu_threads import default_threads
-from engine.backends.machine_profile import cached, measure, measured_decode
+from dataclasses import asdict
+from typing import Any
 
-__all__ = ["cached", "default_threads", "measure", "measured_decode"]
+from engine.backends import cpu_check, cpu_probe, cpu_variants, gpu_modules, llama_devices
+from engine.backends.cpu_threads import default_threads, read_cpuinfo
+from engine.backends.gpu_pick import GpuPick
+from engine.backends.llama_devices import Device
+from engine.backends.machine_profile import cached, measure, measured_decode
+from engine.backends.offload import gpu_backend_names
+from engine.errors import ModelLoadError
+
+__all__ = [
+    "Device",
+    "GpuPick",
+    "backend_names",
+    "cached",
+    "cpu_facts",
+    "default_threads",
+    "devices",
+    "devices_offload",
+    "gpu_backend_names",
+    "gpu_devices",
+    "gpu_facts",
+    "gpu_offload_supported",
+    "gpu_pick",
+    "llama_build",
+    "measure",
+    "measured_decode",
+    "read_cpuinfo",
+    "system_info",
+    "variant_line",
+]
+
+
+def llama_build() -> str:
+    """llama.cpp's build, as `ember --version` prints it."""
+    return cpu_probe.llama_build()
+
+
+def variant_line() -> str:
+    """The CPU variant in use, in one line."""
+    return cpu_variants.in_use_line()
+
+
+def devices() -> list[Device]:
+    """Every device llama.cpp's ggml reports (CPU, GPUs), with free memory."""
+    return llama_devices.devices()
+
+
+def gpu_devices() -> list[Device]:
+    """The GPUs among them."""
+    return llama_devices.gpu_devices()
+
+
+def backend_names() -> list[str]:
+    return llama_devices.backend_names()
+
+
+def system_info() -> str:
+    return llama_devices.system_info()
+
+
+def devices_offload() -> bool:
+    """Whether the loaded ggml offers GPU offload (no llama-cpp-python import of its own)."""
+    return llama_devices.gpu_offload_supported()
+
+
+def gpu_offload_supported() -> bool:
+    """Whether llama.cpp can offload here; imports llama.cpp first (slow the first time)."""
+    from engine.backends import llama  # looked up at call time, so tests can patch it
+
+    return llama.gpu_offload_supported()
+
+
+def gpu_pick() -> GpuPick | None:
+    """The GPU module chosen when llama.cpp loaded; None before that."""
+    return gpu_modules.loaded()
+
+
+def gpu_facts() -> dict[str, Any]:
+    """The GPU modules' devices (software ones too), the one chosen and why (#35)."""
+    pick = gpu_modules.loaded() or gpu_modules.decide(cpu_variants.lib_dir())
+    return {
+        "line": pick.line(),
+        "chosen": asdict(pick.chosen) if pick.chosen else None,
+        "why": pick.why,
+        "note": pick.note,
+        "devices": [asdict(d) for d in pick.devices],
+        "device_lines": pick.device_lines(),
+    }
+
+
+def cpu_facts(info: str) -> dict[str, Any]:
+    """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
+    features, flags = cpu_probe.build_features(info), cpu_probe.cpu_flags()
+    try:
+        verdict = cpu_check.ensure_cpu_runs().detail
+    except ModelLoadError as exc:
+        verdict = str(exc)
+    choice = cpu_variants.loaded()
+    line = cpu_check.chosen_line(choice, flags) if choice else cpu_check.variant_line(features, flags)
+    return {
+        "features": list(features),
+        "unused": cpu_check.unused(features, flags),
+        "line": line,
+        "probe": verdict,
+        "variant": choice.chosen if choice else None,
+        "variants": [asdict(p) for p in choice.probes] if choice else [],
+    }

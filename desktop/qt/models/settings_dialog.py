@@ -71,10 +71,10 @@ DRAFT_TIP = (
 
 async def gpu_support() -> bool:
     """Whether llama.cpp can offload here (off the GUI thread: the first call imports it)."""
-    from engine.backends import llama as llama_backend  # looked up at call time, so tests can patch it
+    from engine.api.machine import gpu_offload_supported
 
     try:
-        return await asyncio.to_thread(llama_backend.gpu_offload_supported)
+        return await asyncio.to_thread(gpu_offload_supported)
     except (ImportError, OSError, AttributeError) as exc:  # no usable llama.cpp: no GPU either
         log.info("GPU support unknown (%s); offload disabled", exc)
         return False
@@ -88,9 +88,9 @@ async def open_settings_dialog(
     if file is None or settings is None:
         return None
     gpu = await gpu_support()
-    from engine.backends import gpu_modules  # the pick was made while llama.cpp was asked, above
+    from engine.api.machine import gpu_pick  # the pick was made while llama.cpp was asked, above
 
-    pick = gpu_modules.loaded()
+    pick = gpu_pick()
     if not shiboken6.isValid(parent):
         return None  # the parent closed while llama.cpp was being asked
     dialog = ModelSettingsDialog(
