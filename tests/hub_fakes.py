@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.core.hub_seam import HubServices
+from engine.api.downloads import HubFile, HubRepo, Progress
 from models.errors import EmberError
 from models.library.catalogue import CatalogueEntry, parse_entry
 from models.library.fit import FreeMemory
@@ -28,31 +29,13 @@ from models.library.fit import FreeMemory
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 
-@dataclass(frozen=True, slots=True)
-class FakeHubFile:
-    repo: str
-    path: str
-    size: int
-    sha256: str | None
-    revision: str = REVISION
+def FakeHubFile(repo: str, path: str, size: int, sha256: str | None, revision: str = REVISION) -> HubFile:
+    """A file of the fake Hub: the engine's own `HubFile`, at the fake's one revision."""
+    return HubFile(repo, path, size, sha256, revision)
 
 
-@dataclass(frozen=True, slots=True)
-class FakeHubRepo:
-    repo: str
-    downloads: int
-    likes: int
-    gated: bool
-    gguf_files: tuple[FakeHubFile, ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class FakeProgress:
-    done: int
-    total: int
-    bytes_per_s: float
-    seconds_left: float | None
-    file: str
+FakeHubRepo = HubRepo
+FakeProgress = Progress
 
 
 class FakeDownloadError(EmberError):
@@ -82,26 +65,26 @@ class FakeHubClient:
     def host(self) -> str:
         return self._host
 
-    def _files(self, repo: str) -> list[FakeHubFile]:
+    def _files(self, repo: str) -> list[HubFile]:
         return [
             FakeHubFile(repo, path, len(data), hashlib.sha256(data).hexdigest())
             for path, data in self.repos[repo].items()
             if path.endswith(".gguf")
         ]
 
-    def search(self, text: str, limit: int = 30) -> list[FakeHubRepo]:
+    def search(self, text: str, limit: int = 30) -> list[HubRepo]:
         self.calls.append(f"search {text}")
         words = text.casefold().split()
         found = [r for r in self.repos if all(w in r.casefold() for w in words)]
         return [FakeHubRepo(r, self._downloads.get(r, 10), 1, False, None) for r in found[:limit]]
 
-    def list_gguf(self, repo: str, revision: str | None = None) -> list[FakeHubFile]:
+    def list_gguf(self, repo: str, revision: str | None = None) -> list[HubFile]:
         self.calls.append(f"list {repo}")
         if repo not in self.repos:
             raise FakeDownloadError(f"{repo} is not on {self.host} (404)")
         return self._files(repo)
 
-    def blob(self, file: FakeHubFile) -> bytes:
+    def blob(self, file: HubFile) -> bytes:
         return self.repos[file.repo][file.path]
 
 
@@ -117,11 +100,11 @@ class FakeDownloader:
 
     def __call__(
         self,
-        files: Sequence[FakeHubFile],
+        files: Sequence[HubFile],
         dest_dir: Path,
         *,
         client: FakeHubClient,
-        progress: Callable[[FakeProgress], None] | None = None,
+        progress: Callable[[Progress], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> list[Path]:
         dest_dir.mkdir(parents=True, exist_ok=True)

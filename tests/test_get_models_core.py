@@ -20,12 +20,13 @@ from desktop.core.get_models import (
     projector_to_fetch,
     quant_of,
 )
+from engine.api.downloads import HubFile
 from models.library.catalogue import shipped_catalogue
 from models.library.fit import Fit, FreeMemory
 from models.library.memory import format_bytes
 
 
-def listing(*names_sizes: tuple[str, int]) -> list[FakeHubFile]:
+def listing(*names_sizes: tuple[str, int]) -> list[HubFile]:
     return [FakeHubFile("o/r", name, size, None) for name, size in names_sizes]
 
 

@@ -24,11 +24,21 @@ from typing import Any
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 from desktop.core.get_models import DownloadChoiceError, projector_to_fetch
 from desktop.core.terminal_text import safe_cell
-from engine.hub.client import HubClient
-from engine.hub.consent import allow_downloads, consent_question, downloads_allowed, refusal_line
-from engine.hub.download import Progress, default_models_dir, download
-from engine.hub.errors import HubError
-from engine.hub.files import HubFile, parse_spec, pick_files, total_size
+from engine.api.downloads import (
+    HubClient,
+    HubError,
+    HubFile,
+    Progress,
+    allow_downloads,
+    consent_question,
+    default_models_dir,
+    download,
+    downloads_allowed,
+    parse_spec,
+    pick_files,
+    refusal_line,
+    total_size,
+)
 from models.library.catalogue import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
 from models.library.paths import EmberPaths, ember_paths
 

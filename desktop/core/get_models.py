@@ -16,9 +16,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from desktop.core.hub_seam import HubFileLike, HubRepoLike
 from models.errors import EmberError
 from models.gguf.names import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
 from models.library.catalogue import CatalogueEntry, CatalogueFile
@@ -37,11 +36,14 @@ from models.library.memory import available_memory, format_bytes
 from models.library.settings import DEFAULT_CONTEXT_LENGTH, useful_tps
 from models.library.speed import USEFUL_TPS, MachineProfile, Prediction
 
+if TYPE_CHECKING:  # engine.api.downloads brings httpx: the page imports it when it first asks the Hub
+    from engine.api.downloads import HubFile, HubRepo
+
 log = logging.getLogger("desktop.get_models")
 
 SHORT_LIST = 5
 HUB_ROWS = 8  # Hub results listed with their files (each needs one listing request)
-_F = TypeVar("_F", bound=HubFileLike)
+_F = TypeVar("_F", bound="HubFile")
 
 
 class DownloadChoiceError(EmberError):
@@ -209,7 +211,7 @@ def best_suggestion(
     return found[0] if found else None
 
 
-def _main_files(files: Sequence[HubFileLike]) -> list[HubFileLike]:
+def _main_files(files: Sequence[HubFile]) -> list[HubFile]:
     """The model files a user chooses among: no projectors, one line per split model (its first part)."""
     return [f for f in files if not is_projector_name(f.path) and is_first_part(f.path)]
 
@@ -222,13 +224,13 @@ def _parts(files: Sequence[_F], first: str) -> list[_F]:
     return sorted((f for f in files if model_key(f.path) == key), key=lambda f: f.path)
 
 
-def _split_size(files: Sequence[HubFileLike], first: HubFileLike) -> int:
+def _split_size(files: Sequence[HubFile], first: HubFile) -> int:
     return sum(f.size for f in _parts(files, first.path)) or first.size
 
 
 def hub_offer(
-    repo: HubRepoLike,
-    files: Sequence[HubFileLike],
+    repo: HubRepo,
+    files: Sequence[HubFile],
     free: FreeMemory,
     models_dir: Path,
     *,
@@ -268,13 +270,13 @@ def hub_offer(
 
 
 def hub_offers(
-    repos: Sequence[HubRepoLike], listings: Mapping[str, Sequence[HubFileLike]], free: FreeMemory, models_dir: Path
+    repos: Sequence[HubRepo], listings: Mapping[str, Sequence[HubFile]], free: FreeMemory, models_dir: Path
 ) -> list[ModelOffer]:
     offers = [hub_offer(r, listings.get(r.repo) or r.gguf_files or (), free, models_dir) for r in repos]
     return [o for o in offers if o is not None]
 
 
-def files_to_fetch(listing: Sequence[HubFileLike], wanted: str) -> list[HubFileLike]:
+def files_to_fetch(listing: Sequence[HubFile], wanted: str) -> list[HubFile]:
     """The file(s) to download for `wanted`: that file, or every part of a split model.
 
     Falls back to the one file of the same quantisation when the repository renamed it.

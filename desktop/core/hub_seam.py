@@ -1,9 +1,11 @@
-"""The seam between the "Get models" page and the Hub client (`engine.hub`), as typed protocols.
+"""The seam between the "Get models" page and the Hub (`engine.api.downloads`).
 
 The page needs a client (host, search, list of a repository's GGUF files), a download
 function, the models folder, and the zero-egress gate (are downloads allowed; allow them).
-`HubServices` carries them; `default_services()` builds the real ones from `engine.hub`.
-Tests pass fakes (tests/hub_fakes.py) or the real client against the loopback fake Hub.
+`HubServices` carries them; `default_services()` builds the real ones. The files, repositories
+and progress the page reads are the engine's own dataclasses (`HubFile`, `HubRepo`, `Progress`);
+only the client and the download function are protocols, so tests can pass fakes
+(tests/hub_fakes.py) or the real client against the loopback fake Hub.
 """
 
 from __future__ import annotations
@@ -12,53 +14,17 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-
-class HubFileLike(Protocol):
-    @property
-    def repo(self) -> str: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def sha256(self) -> str | None: ...
-    @property
-    def revision(self) -> str: ...
-
-
-class HubRepoLike(Protocol):
-    @property
-    def repo(self) -> str: ...
-    @property
-    def downloads(self) -> int: ...
-    @property
-    def likes(self) -> int: ...
-    @property
-    def gated(self) -> bool: ...
-    @property
-    def gguf_files(self) -> Sequence[HubFileLike] | None: ...
+if TYPE_CHECKING:  # engine.api.downloads brings httpx, which the window must not load before its first paint
+    from engine.api.downloads import HubFile, HubRepo
 
 
 class HubClientLike(Protocol):
     @property
     def host(self) -> str: ...
-    def search(self, text: str, limit: int = 30) -> Sequence[HubRepoLike]: ...
-    def list_gguf(self, repo: str, revision: str | None = None) -> Sequence[HubFileLike]: ...
-
-
-class ProgressLike(Protocol):
-    @property
-    def done(self) -> int: ...
-    @property
-    def total(self) -> int: ...
-    @property
-    def bytes_per_s(self) -> float: ...
-    @property
-    def seconds_left(self) -> float | None: ...
-    @property
-    def file(self) -> str: ...
+    def search(self, text: str, limit: int = 30) -> Sequence[HubRepo]: ...
+    def list_gguf(self, repo: str, revision: str | None = None) -> Sequence[HubFile]: ...
 
 
 class DownloadFn(Protocol):
@@ -88,8 +54,7 @@ def default_services() -> HubServices:
     """The real services from `engine.hub`. Building the client touches no network; only a
     search, a listing or a download does (each behind the zero-egress gate). Imported here, not at
     the top: engine.hub brings httpx, which the window must not load before its first paint."""
-    from engine.hub.client import HubClient
-    from engine.hub.download import allow_downloads, default_models_dir, download, downloads_allowed
+    from engine.api.downloads import HubClient, allow_downloads, default_models_dir, download, downloads_allowed
     from models.library.paths import ember_paths
 
     paths = ember_paths()

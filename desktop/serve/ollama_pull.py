@@ -66,9 +66,7 @@ class _Pull:
     """One pull on a thread of its own; its status lines handed to the event loop as they come."""
 
     def __init__(self, spec: str) -> None:
-        from engine.hub.client import HubClient
-        from engine.hub.errors import HubError
-        from engine.hub.files import parse_spec
+        from engine.api.downloads import HubClient, HubError, parse_spec
         from models.library.paths import ember_paths
 
         try:
@@ -81,7 +79,7 @@ class _Pull:
 
     def check(self) -> None:
         """A 403 (before anything is reached) while downloads from the Hub are not allowed."""
-        from engine.hub.consent import downloads_allowed, refusal_line
+        from engine.api.downloads import downloads_allowed, refusal_line
 
         if not downloads_allowed(self.paths, self.client):
             raise ApiError(403, refusal_line(self.client))
@@ -107,8 +105,7 @@ class _Pull:
             self.cancel.set()  # the client left (or the pull ended): the thread stops at its next block
 
     def _run(self, put: Any) -> None:
-        from engine.hub.download import Progress, default_models_dir, download
-        from engine.hub.files import pick_files
+        from engine.api.downloads import Progress, default_models_dir, download, pick_files
 
         try:
             put({"status": "pulling manifest"})
