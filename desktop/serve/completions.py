@@ -27,8 +27,9 @@ from typing import Any, Protocol
 from desktop.serve.forced_calls import forced_calls
 from desktop.serve.record import RecordedTurn
 from desktop.serve.wire import ChatCall
-from engine.backends.base import CancelToken, Request
-from engine.backends.stops import StopMatcher
+from engine.api.conversations import error_kind
+from engine.api.serving import StopMatcher
+from engine.api.values import CancelToken, ContextFullError, Request
 from engine.errors import ContextOverflowError, EngineError
 from engine.events import (
     ContentDelta,
@@ -46,8 +47,6 @@ from engine.events import (
 )
 from engine.runtime import Engine
 from engine.session.session import Plan
-from engine.turns.context_policy import ContextFullError
-from engine.turns.runner import error_kind
 
 _END = object()
 

@@ -24,11 +24,10 @@ import asyncio
 import uuid
 from dataclasses import replace
 
-from engine.backends.base import CancelToken, Request
+from engine.api.serving import call_grammar, fold_system
+from engine.api.values import CancelToken, Request
 from engine.events import Event, FinishReason, ToolCall, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.runtime import Engine
-from engine.turns.rounds import fold_system
-from engine.turns.tool_grammar import call_grammar
 
 RETRY_LINE = (
     "Your previous answer did not call a tool. Answer now with a tool call only, "

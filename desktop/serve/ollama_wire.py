@@ -18,8 +18,7 @@ from typing import Any, cast
 from desktop.serve.errors import bad_request
 from desktop.serve.wire import JSON_OBJECT_SCHEMA, ChatCall, Defaults, parse_chat, parse_completion
 from desktop.serve.wire_images import base64_images
-from engine.backends.base import Message, Schema
-from engine.backends.image_input import ImageData
+from engine.api.values import ImageData, Message, Schema
 
 _OPTIONS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "frequency_penalty", "presence_penalty")
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from engine.api.conversations import HistoryStore
+from engine.api.values import HistoryError
 from engine.events import Event, ToolEvent
-from engine.history.store import HistoryStore
-from engine.history.types import HistoryError
 from engine.session.session import ChatSession, Plan, Turn
 
 log = logging.getLogger("desktop.serve.record")

@@ -17,9 +17,9 @@ from typing import Any, cast
 
 from desktop.serve.errors import bad_request
 from desktop.serve.wire_images import is_image_part, part_images
-from engine.backends.base import Message, Sampling, Schema
+from engine.api.serving import compile_schema
+from engine.api.values import Message, Sampling, Schema
 from engine.errors import ConfigError
-from engine.turns.structured import compile_schema
 
 MAX_MESSAGES = 4096
 MAX_TOOLS = 128

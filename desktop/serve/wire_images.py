@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
-from engine.backends.image_input import ImageData, base64_length, from_base64, from_data_url
+from engine.api.values import ImageData, base64_length, from_base64, from_data_url
 from engine.errors import ConfigError
 
 MAX_IMAGES = 8  # per message, as the window's MAX_PENDING

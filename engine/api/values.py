@@ -13,7 +13,10 @@ from engine.backends.image_input import (
     MAX_PIXELS,
     ImageData,
     NotAFile,
+    base64_length,
     check_image,
+    from_base64,
+    from_data_url,
     read_image_file,
     sniff_file,
 )
@@ -65,7 +68,10 @@ __all__ = [
     "StoredMessage",
     "Versions",
     "as_datetime",
+    "base64_length",
     "check_image",
+    "from_base64",
+    "from_data_url",
     "read_image_file",
     "sniff_file",
 ]
