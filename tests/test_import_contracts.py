@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,14 @@ def test_a_planted_hole_of_the_review_fails(tmp_path: Path, module: str, line: s
     done = _lint_planted(tmp_path, [(module, line)])
     assert done.returncode != 0
     assert contract in done.stdout[done.stdout.index("Broken contracts") :]
+
+
+def test_the_front_door_has_no_exceptions_left() -> None:
+    """Issue #47 ends the ratchet: every import of the engine by a front end goes through engine.api."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    door = next(c for c in contracts if c["name"] == "the front ends reach the engine through engine.api")
+    assert door["ignore_imports"] == []
 
 
 @pytest.mark.slow  # starts a process

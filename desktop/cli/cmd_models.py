@@ -28,7 +28,7 @@ from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
-from engine.backends.template_probe import template_problem
+from engine.api.models import template_problem
 from models.errors import GGUFError
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem

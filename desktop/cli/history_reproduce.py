@@ -57,13 +57,13 @@ def _last_reply(store: HistoryStore, conversation_id: int) -> int | None:
 
 
 def _open_model(path: Path, receipt: Mapping[str, Any]) -> Backend:
-    from engine.backends.llama import LlamaBackend
+    from engine.api.models import open_llama
 
     on_cpu = str(receipt.get("device", "")).startswith("CPU")  # the same kind of device: same arithmetic
     n_ctx = int(receipt.get("context_size") or DEFAULT_CONTEXT_LENGTH)  # checked by check_receipt
     cache = receipt.get("kv_cache")
     kv_type = cache.get("type") if isinstance(cache, dict) else None
-    backend = LlamaBackend(
+    backend = open_llama(
         path,
         n_ctx=n_ctx,
         n_gpu_layers=0 if on_cpu else -1,

@@ -117,7 +117,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from engine.network import guard as network_guard
+    from engine.api import network as network_guard
     from models.library.paths import ember_paths
 
     # Zero-egress mode (engine/network): every connection this process tries is checked first.

@@ -21,7 +21,7 @@ EXIT_NO_COPY = 1
 
 def optimize(path: Path, *, as_json: bool, threads: int | None = None, quality_tokens: int | None = None) -> int:
     from engine.api.machine import default_threads
-    from engine.backends.optimize_file import optimize as make_copy
+    from engine.api.models import optimize as make_copy
 
     path = Path(os.path.abspath(path.expanduser()))
     if not path.is_file():

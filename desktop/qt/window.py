@@ -64,11 +64,11 @@ from desktop.qt.look.icons import recolour, set_icon_scale
 from desktop.qt.look.style import CONTENT_MAX_WIDTH
 from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
 from desktop.qt.models.model_switch import ModelSwitcher
+from engine.api import network as network_guard
 from engine.api.network import Guard
 from engine.api.tools import McpServers, ToolSet
 from engine.api.values import ContextPolicy
 from engine.events import TurnStats
-from engine.network import guard as network_guard
 from engine.runtime import Engine
 from engine.session.session import ChatSession
 

@@ -11,23 +11,32 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.backends.base import Backend
 from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.backends.load_errors import precheck_model_file
+from engine.backends.optimize_file import offer_text, optimize
 from engine.errors import ModelLoadError
 from models.library.default_model import DefaultModelMissing, default_model_path
 from models.library.recommended import recommended_values
 from models.library.settings import ModelSettings, load_model_settings, load_options
+
+if TYPE_CHECKING:  # llama.cpp loads with it: only where a model is opened
+    from engine.backends.llama import LlamaBackend
 
 __all__ = [
     "BackendSpec",
     "model_defaults",
     "model_file",
     "model_settings",
+    "offer_text",
+    "open_llama",
     "open_model",
+    "optimize",
     "parse_backend_spec",
     "precheck_model_file",
+    "template_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,3 +87,17 @@ def open_model(
         return make_backend(spec, model_path=path, **options)
     except DefaultModelMissing as exc:  # the built-in is gone: the load-error shape
         raise ModelLoadError(str(exc)) from exc
+
+
+def open_llama(path: Path, *, n_ctx: int, n_gpu_layers: int, kv_cache: str) -> LlamaBackend:
+    """Load `path` in llama.cpp with exactly these options (`ember history reproduce`: as recorded)."""
+    from engine.backends.llama import LlamaBackend  # llama.cpp: imported only here
+
+    return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_cache=kv_cache)
+
+
+def template_problem(source: str | None, *, bos_token: str = "", eos_token: str = "") -> str | None:
+    """None when a chat template renders a probe conversation; else why not, in one line."""
+    from engine.backends import template_probe  # brings jinja2: only when a template is checked
+
+    return template_probe.template_problem(source, bos_token=bos_token, eos_token=eos_token)

@@ -14,7 +14,7 @@ from PySide6.QtCore import QProcess
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from desktop.core.model_rows import ModelRow
-from engine.backends.optimize_file import offer_text
+from engine.api.models import offer_text
 from engine.child_env import function_child
 
 
