@@ -10,9 +10,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# 76 before the front door grew documents, downloads and the machine; lower it as modules move
+# 76 before the front door grew documents, downloads, the machine and what a model file is; lower it as modules move
 # behind engine.api, never raise it.
-CEILING = 48
+CEILING = 41
 
 
 def _is_module(dotted: str) -> bool:

@@ -28,14 +28,13 @@ from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
-from engine.api.models import template_problem
+from engine.api.models import Origin, origins, template_problem
 from models.errors import GGUFError
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
 from models.library.json_schema import strict_dumps
 from models.library.memory import estimate_memory, format_bytes
-from models.library.origins import Origin, origins
 from models.library.scan import LibraryEntry, library_entries
 from models.library.settings import load_model_settings
 from models.library.speed import MachineProfile, Prediction

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from engine.api.models import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
 from models.errors import EmberError
-from models.gguf.names import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
 from models.library.catalogue import CatalogueEntry, CatalogueFile
 from models.library.fit import (
     FreeMemory,

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
 from desktop.core.model_words import problem_words, summary_line
+from engine.api.models import MarkerKind, ProjectorInfo
 from models.errors import GGUFError
-from models.formats import MarkerKind
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import metadata_problem
 from models.gguf.meta import ModelMetadata
-from models.gguf.projector import ProjectorInfo
 from models.library.default_model import DEFAULT_NAME
 from models.library.memory import MemoryEstimate, estimate_memory, format_bytes
 from models.library.paths import ember_paths

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from models.formats import MarkerKind
+from engine.api.models import MarkerKind
 from models.gguf.meta import ModelMetadata
 from models.library.memory import format_bytes
 

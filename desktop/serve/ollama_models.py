@@ -17,10 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.api.models import file_sha256, read_header
 from models.errors import GGUFError
-from models.gguf.header import read_header
 from models.gguf.meta import format_parameters, metadata_from_header
-from models.library.digests import file_sha256
 
 log = logging.getLogger("desktop.serve")
 

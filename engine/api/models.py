@@ -1,9 +1,10 @@
-"""Models: which file a name means, the settings it opens with, and opening it: one place.
+"""Models: which file a name means, what it is, the settings it opens with, and opening it.
 
 The window (`desktop.core.model_choice`), `ember chat`/`serve`/`bench` (`desktop.cli.common`)
 and the settings dialog all come here, so a model behaves the same whichever front end
 opens it. Its defaults follow what the model is (`models.library.recommended`), never the
-path of its file; what the user saved for it wins over them.
+path of its file; what the user saved for it wins over them. What a file is (its header, what
+its name says, its projector, its origin and digest) and removing one are named here too.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from engine.backends.factory import BackendSpec, make_backend, parse_backend_spe
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.optimize_file import offer_text, optimize
 from engine.errors import ModelLoadError
+from models.formats import MarkerKind
+from models.gguf.header import read_header
+from models.gguf.names import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
+from models.gguf.projector import ProjectorInfo
 from models.library.default_model import DefaultModelMissing, default_model_path
+from models.library.digests import file_sha256
+from models.library.origins import Origin, origins
 from models.library.recommended import recommended_values
+from models.library.removal import owned_by_ember, remove_model
 from models.library.settings import ModelSettings, load_model_settings, load_options
 
 if TYPE_CHECKING:  # llama.cpp loads with it: only where a model is opened
@@ -27,15 +35,28 @@ if TYPE_CHECKING:  # llama.cpp loads with it: only where a model is opened
 
 __all__ = [
     "BackendSpec",
+    "MarkerKind",
+    "Origin",
+    "ProjectorInfo",
+    "file_sha256",
+    "is_first_part",
+    "is_projector_name",
     "model_defaults",
     "model_file",
+    "model_key",
     "model_settings",
     "offer_text",
     "open_llama",
     "open_model",
     "optimize",
+    "origins",
+    "owned_by_ember",
     "parse_backend_spec",
     "precheck_model_file",
+    "quant_in_name",
+    "read_header",
+    "remove_model",
+    "shard_of",
     "template_problem",
 ]
 
