@@ -15,15 +15,30 @@ import pytest
 from desktop.cli.main import main
 from desktop.core import get_models
 from engine.backends import cpu_probe, machine_profile
+from models.gguf.header import TensorInfo
 from models.gguf.meta import read_metadata
 from models.library.catalogue import shipped_catalogue
 from models.library.fit import FreeMemory, fit_file, predict_file, ranked, short_list
 from models.library.settings import settings_file, useful_tps
-from models.library.speed import MachineProfile, ModelRun, Prediction, calibration, predict, predict_meta
+from models.library.speed import (
+    SLOW_DECODE,
+    SLOW_PROMPT,
+    MachineProfile,
+    ModelRun,
+    Prediction,
+    calibration,
+    estimated_weights,
+    file_weights,
+    predict,
+    predict_meta,
+    tensor_weights,
+)
 from tests import gguf_factory as gf
 
 # The built-in model (98 MB, 30 layers, Q4_1) decoding at 30 tokens/s, reading 200: a 2-core VM.
-SLOW_MACHINE = MachineProfile.from_run(ModelRun(98_362_432, 106e6, 30, "Q4_1", prompt_tps=200, decode_tps=30))
+SLOW_MACHINE = MachineProfile.from_run(
+    ModelRun(estimated_weights(98_362_432, 106e6, "Q4_1"), 30, prompt_tps=200, decode_tps=30)
+)
 FAST_MACHINE = MachineProfile(decode_bytes_per_s=100e9, prompt_ops_per_s=1e13)
 PLENTY = FreeMemory(ram_bytes=32_000_000_000)
 
@@ -167,3 +182,43 @@ def test_describing_a_file_never_measures(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr()
     assert f"speed here          {NOT_MEASURED}" in out.out.splitlines() and "measuring" not in out.err
     assert machine_profile.cached() is None
+
+
+def _tensor(name: str, shape: tuple[int, ...], ggml_type: int, n_bytes: int) -> TensorInfo:
+    return TensorInfo(name, shape, ggml_type, 0, n_bytes)
+
+
+Q4_0, Q5_0, Q8_0, F32 = 2, 6, 8, 0
+# One layer of 1M multiply-adds in Q4_0 and a 100k-row vocabulary in Q8_0 (two bytes a row of 1000 here).
+LAYER = (_tensor("blk.0.ffn_up.weight", (1000, 1000), Q4_0, 562_500), _tensor("blk.0.norm.weight", (1000,), F32, 4000))
+EMBEDDING = _tensor("token_embd.weight", (1000, 100_000), Q8_0, 106_250_000)
+
+
+def test_a_tied_output_projection_is_read_whole_each_token_and_once_per_prompt() -> None:
+    tied = tensor_weights([EMBEDDING, *LAYER])  # Gemma 3 270M's shape: no output.weight
+    assert tied.decode_bytes == 106_250_000 + 562_500 + 4000
+    assert tied.prompt_ops == 2 * 1_000_000 and tied.output_ops == 2 * 100_000_000
+    assert tied.prompt_ops_per_token(200) == 2_000_000 + 1_000_000  # the logits of the last token only
+
+
+def test_a_separate_output_projection_leaves_the_embedding_a_lookup() -> None:
+    output = _tensor("output.weight", (1000, 100_000), Q8_0, 106_250_000)
+    separate = tensor_weights([EMBEDDING, output, *LAYER])
+    assert separate.decode_bytes == 106_250_000 + 1_062.5 + 562_500 + 4000  # one row of the embedding
+    assert separate.output_ops == 2 * 100_000_000
+
+
+def test_tensors_without_repacked_kernels_cost_more_per_byte() -> None:
+    q5 = tensor_weights([EMBEDDING, _tensor("blk.0.ffn_up.weight", (1000, 1000), Q5_0, 687_500)])
+    assert q5.decode_bytes == pytest.approx(106_250_000 + 687_500 * SLOW_DECODE)
+    assert q5.prompt_ops == pytest.approx(2_000_000 * SLOW_PROMPT)
+
+
+def test_a_file_is_predicted_from_its_own_tensors(tmp_path: Path) -> None:
+    model = gf.write_tiny_llama(tmp_path / "m.gguf")
+    meta = read_metadata(model)
+    weights = file_weights(meta)
+    assert weights.output_ops > 0 and weights.decode_bytes < meta.size_bytes * SLOW_DECODE
+    assert predict_meta(SLOW_MACHINE, meta) == predict(
+        SLOW_MACHINE, size_bytes=0, parameters=0, layers=meta.block_count, weights=weights
+    )

@@ -160,7 +160,7 @@ def measure(threads: int, model: Path | None = None, *, save: bool = True, typic
     started = time.perf_counter()
     pp_tps, tg_tps = _run(path, threads, typical)
     seconds = time.perf_counter() - started
-    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps), seconds)
+    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps, N_PROMPT), seconds)
     if save:  # a new profile: the speeds measured against the old one no longer calibrate it
         _save({"profile": profile.to_json(), "measured": {}, "model": path.name})
     log.info("machine profile: decode %.1f tok/s, prompt %.1f tok/s on %s (%.1f s)", tg_tps, pp_tps, path.name, seconds)

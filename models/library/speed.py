@@ -1,12 +1,16 @@
 """How fast a model will answer on this machine, predicted from its file and the machine profile.
 
-Decoding one token reads every weight once (the output matrix included): its time is the file's
-bytes over the effective memory bandwidth, plus a fixed cost per layer (the ggml operations and
-thread barriers, which dominate small models on a busy CPU). Reading a prompt is bound by
-compute: 2 × the parameters outside the token embedding per token, plus the same kind of cost
-per layer. Formats without llama.cpp's repacked CPU kernels (Q4_1, Q5_K, Q6_K, …) cost more per
-byte: the issue's quiet-machine figures for the built-in model (Q4_0 against Q4_1: prompt
-×1.68, decode ×1.54) give the factors. The machine profile holds the figures, measured once on
+Decoding one token reads every matrix once, the output projection included (`output.weight`, or
+the token embedding when the file ties them: Gemma 3 270M's 262k-token vocabulary makes that one
+matrix 170M of its 270M parameters), but only one row of a separate token embedding: its time is
+those bytes over the effective memory bandwidth, plus a fixed cost per layer (the ggml operations
+and thread barriers, which dominate small models on a busy CPU). Reading a prompt is bound by
+compute: 2 × the matrix parameters per token, the output projection once per prompt (llama.cpp
+computes the last token's logits only), plus the same kind of cost per layer. The counts come
+from the GGUF's own tensor list (`file_weights`). Tensors in formats without llama.cpp's
+repacked CPU kernels (Q4_1, Q5_0, Q6_K, …) cost more per byte: the issue's quiet-machine figures
+for the built-in model (Q4_0 against Q4_1: prompt ×1.68, decode ×1.54) give the factors.
+The machine profile holds the figures, measured once on
 the built-in model (`engine.backends.machine_profile`); it is an input here, so tests pass
 their own.
 
@@ -16,17 +20,23 @@ predicted (`calibration`) scales the next predictions for files never run (issue
 
 from __future__ import annotations
 
+import functools
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from models.gguf.meta import ModelMetadata
+from models.errors import EmberError
+from models.gguf.ggml_types import ggml_type_name
+from models.gguf.header import TensorInfo, read_header
+from models.gguf.meta import ModelMetadata, shard_paths
 
 # A thinking model writes this many tokens of reasoning before its first answer word: a few
 # hundred is typical of Qwen3 and DeepSeek-R1 distils on a short question (issue #48).
 THINKING_TOKENS = 400
 # A prompt of this size is the first turn of a chat (the system prompt and a question).
 FIRST_PROMPT_TOKENS = 200
+OUTPUT_NAME, EMBEDDING_NAME = "output.weight", "token_embd.weight"
 WORDS_PER_TOKEN = 0.75  # English prose in the tokenizers of the catalogue's models
 USEFUL_TPS = 8.0  # the default "answers at a useful speed" bar (a setting: `useful_tps`)
 # Calibration ratios outside this band are a bad measurement (a machine busy elsewhere).
@@ -87,11 +97,10 @@ class MachineProfile:
     @classmethod
     def from_run(cls, run: ModelRun, seconds: float = 0.0) -> MachineProfile:
         """The profile from one model's measured speeds (`LAYER_SHARE` of each per-token time per layer)."""
-        decode_f, prompt_f = format_factors(run.quant)
         t_decode, t_prompt = 1.0 / run.decode_tps, 1.0 / run.prompt_tps
         return cls(
-            decode_bytes_per_s=run.size_bytes * decode_f / ((1 - LAYER_SHARE) * t_decode),
-            prompt_ops_per_s=2.0 * run.matmul_parameters * prompt_f / ((1 - LAYER_SHARE) * t_prompt),
+            decode_bytes_per_s=run.weights.decode_bytes / ((1 - LAYER_SHARE) * t_decode),
+            prompt_ops_per_s=run.weights.prompt_ops_per_token(run.prompt_tokens) / ((1 - LAYER_SHARE) * t_prompt),
             decode_s_per_layer=LAYER_SHARE * t_decode / run.layers,
             prompt_s_per_layer=LAYER_SHARE * t_prompt / run.layers,
             seconds=seconds,
@@ -99,15 +108,63 @@ class MachineProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelRun:
-    """What the profile measured: one model's size, shape, format and speeds."""
+class Weights:
+    """What a token costs in a model's tensors, each scaled by its format's cost (`format_factors`)."""
 
-    size_bytes: int
-    matmul_parameters: float  # outside the token embedding (a lookup when reading a prompt)
+    decode_bytes: float  # read per decoded token: every matrix and the output projection, one embedding row
+    prompt_ops: float  # 2 × multiply-adds per prompt token, outside the output projection
+    output_ops: float = 0.0  # 2 × the output projection's: once per prompt, for the last token
+
+    def prompt_ops_per_token(self, tokens: int) -> float:
+        return self.prompt_ops + self.output_ops / max(tokens, 1)
+
+
+def estimated_weights(size_bytes: float, parameters: float, quant: str) -> Weights:
+    """A model known by its size, matrix parameters and format only (a catalogue entry not downloaded)."""
+    decode_f, prompt_f = format_factors(quant)
+    return Weights(size_bytes * decode_f, 2.0 * parameters * prompt_f)
+
+
+def tensor_weights(tensors: Iterable[TensorInfo]) -> Weights:
+    """`Weights` from a GGUF's tensors: a file without `output.weight` ties it to the token embedding."""
+    tensors = list(tensors)
+    tied = not any(t.name == OUTPUT_NAME for t in tensors)
+    decode = prompt = output = 0.0
+    for t in tensors:
+        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type))
+        if t.name == OUTPUT_NAME or (tied and t.name == EMBEDDING_NAME):
+            decode, output = decode + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
+        elif t.name.endswith("_embd.weight"):  # a lookup: one row a token (per-layer embeddings too)
+            decode += t.n_bytes / max(t.shape[-1], 1) * decode_f
+        else:
+            decode += t.n_bytes * decode_f
+            prompt += 2.0 * t.n_elements * prompt_f if len(t.shape) > 1 else 0.0
+    return Weights(decode, prompt, output)
+
+
+def file_weights(meta: ModelMetadata) -> Weights:
+    """`tensor_weights` over every shard of `meta`'s file; its size and format when they cannot be read."""
+    try:
+        return _file_weights(meta.path, meta.size_bytes)
+    except (OSError, EmberError):
+        return estimated_weights(meta.size_bytes, matmul_parameters(meta), meta.quantization)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_weights(path: Path, size: int) -> Weights:  # `size` keys the cache: a replaced file reads again
+    tensors = [t for shard in shard_paths(path) for t in read_header(shard, keep_tokens=False).tensors]
+    return tensor_weights(tensors)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRun:
+    """What the profile measured: one model's weights, layers and speeds (a prompt of `prompt_tokens`)."""
+
+    weights: Weights
     layers: int
-    quant: str
     prompt_tps: float
     decode_tps: float
+    prompt_tokens: int = FIRST_PROMPT_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +208,17 @@ def predict(
     layers: int | None = None,
     thinks: bool = False,
     measured_decode_tps: float | None = None,
+    weights: Weights | None = None,
 ) -> Prediction:
     """Prompt and decode tokens/s of a model of `size_bytes`, `parameters` (matrix weights, a
-    count) and `layers` in `quant` here; a measured decode speed replaces the estimate."""
-    decode_f, prompt_f = format_factors(quant)
+    count) and `layers` in `quant` here (or of its tensors' `weights`, read from the file);
+    a measured decode speed replaces the estimate."""
+    w = weights or estimated_weights(size_bytes, parameters, quant)
     n_layers = layers or UNKNOWN_LAYERS
-    t_decode = n_layers * profile.decode_s_per_layer + size_bytes * decode_f / profile.decode_bytes_per_s
-    t_prompt = n_layers * profile.prompt_s_per_layer + 2.0 * parameters * prompt_f / profile.prompt_ops_per_s
+    t_decode = n_layers * profile.decode_s_per_layer + w.decode_bytes / profile.decode_bytes_per_s
+    t_prompt = (
+        n_layers * profile.prompt_s_per_layer + w.prompt_ops_per_token(FIRST_PROMPT_TOKENS) / profile.prompt_ops_per_s
+    )
     decode = measured_decode_tps or profile.calibration / max(t_decode, 1e-9)
     prompt = 1.0 / max(t_prompt, 1e-9)
     first = FIRST_PROMPT_TOKENS / prompt + THINKING_TOKENS / decode if thinks else None
@@ -170,11 +231,8 @@ def matmul_parameters(meta: ModelMetadata) -> float:
     return float(meta.parameters - embedding if 0 < embedding < meta.parameters else meta.parameters)
 
 
-def model_run(meta: ModelMetadata, prompt_tps: float, decode_tps: float) -> ModelRun:
-    return ModelRun(
-        meta.size_bytes, matmul_parameters(meta), meta.block_count or UNKNOWN_LAYERS, meta.quantization,
-        prompt_tps, decode_tps,
-    )  # fmt: skip
+def model_run(meta: ModelMetadata, prompt_tps: float, decode_tps: float, prompt_tokens: int) -> ModelRun:
+    return ModelRun(file_weights(meta), meta.block_count or UNKNOWN_LAYERS, prompt_tps, decode_tps, prompt_tokens)
 
 
 def predict_meta(
@@ -189,6 +247,7 @@ def predict_meta(
         layers=meta.block_count,
         thinks=thinks,
         measured_decode_tps=measured_decode_tps,
+        weights=file_weights(meta),
     )
 
 
