@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -222,3 +223,30 @@ def test_a_file_is_predicted_from_its_own_tensors(tmp_path: Path) -> None:
     assert predict_meta(SLOW_MACHINE, meta) == predict(
         SLOW_MACHINE, size_bytes=0, parameters=0, layers=meta.block_count, weights=weights
     )
+
+
+class _RecordingLlama:
+    """Stands in for llama_cpp.Llama in the profile's run: keeps its arguments, evaluates instantly."""
+
+    made: ClassVar[list[dict[str, object]]] = []
+
+    def __init__(self, path: str, **kwargs: object) -> None:
+        self.made.append(kwargs)
+
+    def tokenize(self, text: bytes, add_bos: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
+    def eval(self, tokens: list[int]) -> None: ...
+    def reset(self) -> None: ...
+    def close(self) -> None: ...
+
+
+@pytest.mark.slow  # imports llama.cpp and its CPU variant (seconds)
+def test_the_profile_reads_its_prompt_on_the_threads_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # llama-cpp-python reads a prompt on every CPU unless told: on a shared 2-core machine that
+    # measured prompts at a fifth of what the window's backend (its own thread count) reads.
+    import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "Llama", _RecordingLlama)
+    machine_profile.measure(1, save=False)
+    assert _RecordingLlama.made[-1]["n_threads"] == 1 and _RecordingLlama.made[-1]["n_threads_batch"] == 1

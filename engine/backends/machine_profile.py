@@ -178,7 +178,10 @@ def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float]
     llama_log.install()
     ensure_backends()
     try:
-        model = Llama(str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_gpu_layers=0, verbose=False)
+        model = Llama(  # the batch's threads too: llama-cpp-python's default is every CPU (the backend's is not)
+            str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_threads_batch=threads, n_gpu_layers=0,
+            verbose=False,
+        )  # fmt: skip
     except ValueError as exc:
         raise BenchError(f"the machine profile could not load {path.name} ({exc})") from exc
     try:
