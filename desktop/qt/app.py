@@ -22,6 +22,7 @@ import qasync
 from PySide6.QtCore import QObject, QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication
 
+from desktop.core import idle_profile
 from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.core.platform_check import platform_problem
@@ -83,14 +84,16 @@ async def run_session(choice: ModelChoice, *, prompt: str | None = None, window:
         log.info("window shown: %s", choice.label)
         warm_up()
         tasks = [asyncio.ensure_future(window.models.load(choice))]  # shows choice.notice once loaded
+        profiling = idle_profile.start(tasks[0], lambda: controller.busy, kind=choice.spec.kind)
         last = window.state.conversation
         if prompt:
             tasks.append(asyncio.ensure_future(controller.send(prompt)))  # waits for the load
         elif last is not None and controller.history is not None:
             tasks.append(asyncio.ensure_future(controller.open_conversation(last)))  # where the user left off
         await closed.wait()
-        for task in tasks:
+        for task in (*tasks, profiling):
             task.cancel()
+        await asyncio.gather(profiling, return_exceptions=True)  # its child ends before the window does
         await controller.aclose()
     log.info("window closed, engine stopped")
     return EXIT_OK

@@ -15,7 +15,7 @@ from engine.backends import cpu_check, cpu_probe, cpu_variants, gpu_modules, lla
 from engine.backends.cpu_threads import default_threads, read_cpuinfo
 from engine.backends.gpu_pick import GpuPick
 from engine.backends.llama_devices import Device
-from engine.backends.machine_profile import cached, measure, measured_decode
+from engine.backends.machine_profile import cached, child, measure, measured_decode
 from engine.backends.offload import gpu_backend_names
 from engine.errors import ModelLoadError
 
@@ -24,6 +24,7 @@ __all__ = [
     "GpuPick",
     "backend_names",
     "cached",
+    "child",
     "cpu_facts",
     "default_threads",
     "devices",

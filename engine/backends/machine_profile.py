@@ -7,8 +7,9 @@ bandwidth of decoding and the compute of prompt reading, with their per-layer co
 (`MachineProfile.from_run`); `models.library.speed` turns them into a prediction for any file.
 The profile is cached in Ember's cache folder under a key of the CPU, the CPU variant in use,
 the GPUs and the llama.cpp version, so a change of any of them measures again. Callers decide
-when: `ember models`, `ember models catalogue` and `ember bench`, never while a user waits for
-a reply.
+when: `ember models catalogue` and `ember bench`, and the window once it has been idle a while
+(`child`, a low-priority process it ends when the user sends a message or closes it), never
+while a user waits for a reply.
 
 The same file keeps what real use measured per model file (`remember`): that figure replaces the
 prediction for the file, and its ratio to the prediction calibrates the next ones.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.backends import cpu_probe
+from engine.child_env import PythonChild, function_child
 from engine.errors import BenchError
 from models.errors import EmberError
 from models.library import speed
@@ -211,3 +213,22 @@ def _fast_quarter(seconds: list[float]) -> float:
     (the slow tokens are the ones another process took the cores from)."""
     fast = sorted(seconds)[: max(1, len(seconds) // 4)]
     return fast[len(fast) // 2]
+
+
+def run_child() -> int:
+    """The window's idle-time measurement (`child`): at the lowest priority, cached; 1 when it cannot."""
+    from engine.backends.cpu_threads import default_threads
+
+    with contextlib.suppress(OSError, AttributeError):  # os.nice: POSIX only
+        os.nice(19)  # the user's own work, and the window, come first
+    try:
+        measure(default_threads())
+    except BenchError as exc:
+        log.info("no machine profile: %s", exc)
+        return 1
+    return 0
+
+
+def child() -> PythonChild:
+    """The command of `run_child`: a process of its own, so that closing the window can end it at once."""
+    return function_child("engine.backends.machine_profile:run_child")

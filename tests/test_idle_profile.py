@@ -1,0 +1,130 @@
+"""The window measures the machine profile only once it has been idle (issue #48).
+
+A fake measure step stands in for the child (it records when it starts and whether it was
+ended); one slow test runs a real child process and checks that cancelling leaves none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gui_helpers import WAIT_MS
+from pytestqt.qtbot import QtBot
+
+from desktop.core import idle_profile
+from desktop.core.model_choice import choose_model
+from desktop.qt.app import open_window, run_session
+
+pytest_plugins = ["gui_helpers"]
+
+
+class FakeMeasure:
+    """Starts, then runs until `finish` is set (or it is cancelled)."""
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self.cancelled = False
+        self.finish = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.starts += 1
+        self.started.set()
+        try:
+            await self.finish.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+async def _loaded(ok: bool = True) -> bool:
+    return ok
+
+
+def test_measures_once_after_the_model_loads_and_the_window_is_idle() -> None:
+    async def scenario() -> tuple[bool, int]:
+        fake = FakeMeasure()
+        fake.finish.set()
+        done = await idle_profile.when_idle(_loaded(), lambda: False, measure=fake, needed=lambda: True, idle_s=0.05)
+        return done, fake.starts
+
+    assert asyncio.run(scenario()) == (True, 1)
+
+
+def test_no_measure_when_a_profile_is_cached_or_the_load_failed() -> None:
+    async def scenario() -> list[bool]:
+        fake = FakeMeasure()
+        cached = await idle_profile.when_idle(_loaded(), lambda: False, measure=fake, needed=lambda: False, idle_s=0)
+        failed = await idle_profile.when_idle(_loaded(False), lambda: False, measure=fake, needed=lambda: True)
+        assert fake.starts == 0
+        return [cached, failed]
+
+    assert asyncio.run(scenario()) == [False, False]
+
+
+def test_a_busy_window_postpones_it_and_a_sent_message_ends_it() -> None:
+    polls: list[bool] = []
+    state = {"sending": False}
+
+    def busy() -> bool:  # a reply is written over the first 4 looks, then the window is quiet
+        polls.append(len(polls) < 4 or state["sending"])
+        return polls[-1]
+
+    async def scenario() -> tuple[int, bool, bool]:
+        fake = FakeMeasure()
+        task = asyncio.ensure_future(
+            idle_profile.when_idle(_loaded(), busy, measure=fake, needed=lambda: True, idle_s=0.05)
+        )
+        await fake.started.wait()
+        assert polls[:4] == [True] * 4 and polls[4] is False  # it started only after the quiet looks
+        state["sending"] = True  # the user sends a message while it measures
+        result = await asyncio.wait_for(task, timeout=5)
+        return fake.starts, fake.cancelled, result
+
+    assert asyncio.run(scenario()) == (1, True, False)
+
+
+@pytest.mark.slow  # starts a process
+def test_cancelling_the_child_leaves_no_process() -> None:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    async def scenario() -> None:
+        spawned = asyncio.Event()
+
+        def spawn() -> subprocess.Popen[bytes]:
+            procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+            spawned.set()
+            return procs[-1]
+
+        task = asyncio.ensure_future(idle_profile.measure_in_child(spawn))
+        await spawned.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert procs[0].poll() is not None  # killed and reaped before the cancelled task ended
+
+
+@pytest.mark.slow  # a window for a few seconds
+def test_the_window_measures_when_idle_and_ends_it_on_close(
+    qtbot: QtBot, aloop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeMeasure()
+    monkeypatch.setattr(idle_profile, "measure_in_child", fake)
+    monkeypatch.setattr(idle_profile, "_no_profile", lambda: True)
+    monkeypatch.setattr(idle_profile, "IDLE_S", 0.3)
+    monkeypatch.setattr(idle_profile, "LOCAL_KINDS", frozenset({"script"}))  # the scripted model stands in
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"replies": [["Hi."]]}), encoding="utf-8")
+    window = open_window()
+    qtbot.addWidget(window)
+    session = asyncio.ensure_future(run_session(choose_model(None, f"script:{script}"), window=window))
+    qtbot.waitUntil(lambda: fake.starts == 1, timeout=WAIT_MS)
+    window.close()
+    qtbot.waitUntil(session.done, timeout=WAIT_MS)
+    assert fake.cancelled and session.result() == 0
