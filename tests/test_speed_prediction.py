@@ -189,7 +189,7 @@ def _tensor(name: str, shape: tuple[int, ...], ggml_type: int, n_bytes: int) -> 
     return TensorInfo(name, shape, ggml_type, 0, n_bytes)
 
 
-Q4_0, Q5_0, Q8_0, F32 = 2, 6, 8, 0
+Q4_0, Q5_0, Q8_0, Q4_K, F32 = 2, 6, 8, 12, 0
 # One layer of 1M multiply-adds in Q4_0 and a 100k-row vocabulary in Q8_0 (two bytes a row of 1000 here).
 LAYER = (_tensor("blk.0.ffn_up.weight", (1000, 1000), Q4_0, 562_500), _tensor("blk.0.norm.weight", (1000,), F32, 4000))
 EMBEDDING = _tensor("token_embd.weight", (1000, 100_000), Q8_0, 106_250_000)
@@ -213,6 +213,8 @@ def test_tensors_without_repacked_kernels_cost_more_per_byte() -> None:
     q5 = tensor_weights([EMBEDDING, _tensor("blk.0.ffn_up.weight", (1000, 1000), Q5_0, 687_500)])
     assert q5.decode_bytes == pytest.approx(106_250_000 + 687_500 * SLOW_DECODE)
     assert q5.prompt_ops == pytest.approx(2_000_000 * SLOW_PROMPT)
+    q4_k = tensor_weights([EMBEDDING, _tensor("blk.0.ffn_up.weight", (1000, 1000), Q4_K, 562_500)])
+    assert q4_k.decode_bytes == 106_250_000 + 562_500  # a Q4_K_M file's own 4-bit tensors are repacked
 
 
 def test_a_file_is_predicted_from_its_own_tensors(tmp_path: Path) -> None:

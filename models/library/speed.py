@@ -43,6 +43,7 @@ USEFUL_TPS = 8.0  # the default "answers at a useful speed" bar (a setting: `use
 RATIO_BAND = (0.25, 4.0)
 # Formats llama.cpp repacks into its fast interleaved CPU kernels (ggml-cpu's repack.cpp).
 REPACKED = frozenset({"Q4_0", "Q8_0", "Q4_K_S", "Q4_K_M", "IQ4_NL"})
+REPACKED_TENSORS = frozenset({"Q4_0", "Q8_0", "Q4_K", "IQ4_NL"})  # the same, named by tensor type
 SLOW_DECODE, SLOW_PROMPT = 1.54, 1.68  # per byte / per operation, in any other quantized format
 # The share of the built-in model's time per token taken by the per-layer costs (the rest
 # scales with bytes or operations). Set so Gemma 3 270M (18 layers, 253 MB) is predicted from
@@ -51,10 +52,11 @@ LAYER_SHARE = 0.3
 UNKNOWN_LAYERS = 28  # a catalogue entry whose architecture was not checked
 
 
-def format_factors(quant: str) -> tuple[float, float]:
-    """(decode, prompt) cost of `quant` relative to a repacked format; F16/F32 and unknown: 1."""
+def format_factors(quant: str, repacked: frozenset[str] = REPACKED) -> tuple[float, float]:
+    """(decode, prompt) cost of `quant` (a file type, or a tensor type with `REPACKED_TENSORS`)
+    relative to a repacked format; F16/F32 and unknown: 1."""
     quant = quant.upper()
-    if quant in REPACKED or not quant.startswith(("Q", "IQ")):
+    if quant in repacked or not quant.startswith(("Q", "IQ")):
         return 1.0, 1.0
     return SLOW_DECODE, SLOW_PROMPT
 
@@ -131,7 +133,7 @@ def tensor_weights(tensors: Iterable[TensorInfo]) -> Weights:
     tied = not any(t.name == OUTPUT_NAME for t in tensors)
     decode = prompt = output = 0.0
     for t in tensors:
-        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type))
+        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type), REPACKED_TENSORS)
         if t.name == OUTPUT_NAME or (tied and t.name == EMBEDDING_NAME):
             decode, output = decode + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
         elif t.name.endswith("_embd.weight"):  # a lookup: one row a token (per-layer embeddings too)
