@@ -160,17 +160,18 @@ def measure(threads: int, model: Path | None = None, *, save: bool = True, typic
 
     path = model or shipped_model_path()
     started = time.perf_counter()
-    pp_tps, tg_tps = _run(path, threads, typical)
+    pp_tps, tg_tps, output_s = _run(path, threads, typical)
     seconds = time.perf_counter() - started
-    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps, N_PROMPT), seconds)
+    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps, N_PROMPT, output_s), seconds)
     if save:  # a new profile: the speeds measured against the old one no longer calibrate it
         _save({"profile": profile.to_json(), "measured": {}, "model": path.name})
     log.info("machine profile: decode %.1f tok/s, prompt %.1f tok/s on %s (%.1f s)", tg_tps, pp_tps, path.name, seconds)
     return profile
 
 
-def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float]:
-    """(prompt tokens/s, decode tokens/s) of `path` on the CPU: the fastest, or the `typical` (median)."""
+def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float, float]:
+    """(prompt tokens/s, decode tokens/s, the output projection's seconds a decoded token) of
+    `path` on the CPU: the fastest, or the `typical` (median)."""
     from llama_cpp import Llama
 
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
@@ -192,6 +193,7 @@ def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float]
         model.eval(tokens[:8])  # pages the weights in
         prompt_s: list[float] = []
         token_s: list[float] = []
+        bare_s: list[float] = []
         for _ in range(ROUNDS):
             model.reset()
             start = time.perf_counter()
@@ -201,11 +203,25 @@ def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float]
                 start = time.perf_counter()
                 model.eval([token])
                 token_s.append(time.perf_counter() - start)
+            bare_s += [_decode_without_logits(model, token) for token in tokens[N_PROMPT:]]
     finally:
         model.close()
-    if typical:
-        return N_PROMPT / statistics.median(prompt_s), 1.0 / statistics.median(token_s)
-    return N_PROMPT / min(prompt_s), 1.0 / _fast_quarter(token_s)
+    pick = statistics.median if typical else _fast_quarter
+    prompt = N_PROMPT / (statistics.median(prompt_s) if typical else min(prompt_s))
+    return prompt, 1.0 / pick(token_s), max(0.0, pick(token_s) - pick(bare_s))
+
+
+def _decode_without_logits(model: Any, token: int) -> float:
+    """Seconds to decode `token` asking for no logits: llama.cpp then skips the output projection,
+    so the difference from a normal token is that projection's own time (`MachineProfile.from_run`)."""
+    batch = model._batch  # llama-cpp-python's own batch, as `Llama.eval` fills it
+    batch.set_batch(batch=[token], n_past=model.n_tokens, logits_all=False)
+    batch.batch.logits[0] = 0
+    start = time.perf_counter()
+    model._ctx.decode(batch)
+    seconds = time.perf_counter() - start
+    model.n_tokens += 1
+    return seconds
 
 
 def _fast_quarter(seconds: list[float]) -> float:

@@ -20,6 +20,7 @@ predicted (`calibration`) scales the next predictions for files never run (issue
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import statistics
 from collections.abc import Iterable, Mapping
@@ -72,6 +73,7 @@ class MachineProfile:
     device: str = "CPU"
     seconds: float = 0.0  # how long the measurement took
     calibration: float = 1.0  # measured/predicted decode of files run since (median)
+    output_bytes_per_s: float = 0.0  # the output projection's own (measured apart); 0: `decode_bytes_per_s`
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -82,6 +84,7 @@ class MachineProfile:
             "device": self.device,
             "seconds": round(self.seconds, 2),
             "calibration": round(self.calibration, 3),
+            "output_bytes_per_s": round(self.output_bytes_per_s),
         }
 
     @classmethod
@@ -90,20 +93,30 @@ class MachineProfile:
             bw, ops = float(str(data["decode_bytes_per_s"])), float(str(data["prompt_ops_per_s"]))
             dl, pl = float(str(data.get("decode_s_per_layer", 0))), float(str(data.get("prompt_s_per_layer", 0)))
             cal, seconds = float(str(data.get("calibration", 1.0))), float(str(data.get("seconds", 0.0)))
+            out = float(str(data.get("output_bytes_per_s", 0.0)))
         except (KeyError, ValueError):
             return None
-        if not (bw > 0 and ops > 0 and dl >= 0 and pl >= 0 and RATIO_BAND[0] <= cal <= RATIO_BAND[1]):
+        if not (bw > 0 and ops > 0 and dl >= 0 and pl >= 0 and out >= 0 and RATIO_BAND[0] <= cal <= RATIO_BAND[1]):
             return None
-        return cls(bw, ops, dl, pl, str(data.get("device", "CPU")), seconds, cal)
+        return cls(bw, ops, dl, pl, str(data.get("device", "CPU")), seconds, cal, out)
 
     @classmethod
     def from_run(cls, run: ModelRun, seconds: float = 0.0) -> MachineProfile:
-        """The profile from one model's measured speeds (`LAYER_SHARE` of each per-token time per layer)."""
+        """The profile from one model's measured speeds (`LAYER_SHARE` of each per-token time per layer).
+
+        The output projection's share of a decoded token (`run.output_s`, measured apart) gives its
+        own bandwidth; without it the projection's bytes count with the layers'."""
         t_decode, t_prompt = 1.0 / run.decode_tps, 1.0 / run.prompt_tps
+        w = run.weights
+        apart = 0 < run.output_s < t_decode and w.output_bytes > 0
+        if not apart:
+            w = dataclasses.replace(w, decode_bytes=w.decode_bytes + w.output_bytes, output_bytes=0.0)
+        t_layers = t_decode - run.output_s if apart else t_decode
         return cls(
-            decode_bytes_per_s=run.weights.decode_bytes / ((1 - LAYER_SHARE) * t_decode),
+            decode_bytes_per_s=w.decode_bytes / ((1 - LAYER_SHARE) * t_layers),
+            output_bytes_per_s=w.output_bytes / run.output_s if apart else 0.0,
             prompt_ops_per_s=run.weights.prompt_ops_per_token(run.prompt_tokens) / ((1 - LAYER_SHARE) * t_prompt),
-            decode_s_per_layer=LAYER_SHARE * t_decode / run.layers,
+            decode_s_per_layer=LAYER_SHARE * t_layers / run.layers,
             prompt_s_per_layer=LAYER_SHARE * t_prompt / run.layers,
             seconds=seconds,
         )
@@ -113,9 +126,10 @@ class MachineProfile:
 class Weights:
     """What a token costs in a model's tensors, each scaled by its format's cost (`format_factors`)."""
 
-    decode_bytes: float  # read per decoded token: every matrix and the output projection, one embedding row
+    decode_bytes: float  # read per decoded token outside the output projection (one row of an embedding)
     prompt_ops: float  # 2 × multiply-adds per prompt token, outside the output projection
     output_ops: float = 0.0  # 2 × the output projection's: once per prompt, for the last token
+    output_bytes: float = 0.0  # the output projection's, read whole per decoded token
 
     def prompt_ops_per_token(self, tokens: int) -> float:
         return self.prompt_ops + self.output_ops / max(tokens, 1)
@@ -131,17 +145,17 @@ def tensor_weights(tensors: Iterable[TensorInfo]) -> Weights:
     """`Weights` from a GGUF's tensors: a file without `output.weight` ties it to the token embedding."""
     tensors = list(tensors)
     tied = not any(t.name == OUTPUT_NAME for t in tensors)
-    decode = prompt = output = 0.0
+    decode = prompt = output = output_bytes = 0.0
     for t in tensors:
         decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type), REPACKED_TENSORS)
         if t.name == OUTPUT_NAME or (tied and t.name == EMBEDDING_NAME):
-            decode, output = decode + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
+            output_bytes, output = output_bytes + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
         elif t.name.endswith("_embd.weight"):  # a lookup: one row a token (per-layer embeddings too)
             decode += t.n_bytes / max(t.shape[-1], 1) * decode_f
         else:
             decode += t.n_bytes * decode_f
             prompt += 2.0 * t.n_elements * prompt_f if len(t.shape) > 1 else 0.0
-    return Weights(decode, prompt, output)
+    return Weights(decode, prompt, output, output_bytes)
 
 
 def file_weights(meta: ModelMetadata) -> Weights:
@@ -167,6 +181,7 @@ class ModelRun:
     prompt_tps: float
     decode_tps: float
     prompt_tokens: int = FIRST_PROMPT_TOKENS
+    output_s: float = 0.0  # of each decoded token's time, the output projection's (0: not measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +232,9 @@ def predict(
     a measured decode speed replaces the estimate."""
     w = weights or estimated_weights(size_bytes, parameters, quant)
     n_layers = layers or UNKNOWN_LAYERS
+    output_bw = profile.output_bytes_per_s or profile.decode_bytes_per_s
     t_decode = n_layers * profile.decode_s_per_layer + w.decode_bytes / profile.decode_bytes_per_s
+    t_decode += w.output_bytes / output_bw
     t_prompt = (
         n_layers * profile.prompt_s_per_layer + w.prompt_ops_per_token(FIRST_PROMPT_TOKENS) / profile.prompt_ops_per_s
     )
@@ -233,8 +250,11 @@ def matmul_parameters(meta: ModelMetadata) -> float:
     return float(meta.parameters - embedding if 0 < embedding < meta.parameters else meta.parameters)
 
 
-def model_run(meta: ModelMetadata, prompt_tps: float, decode_tps: float, prompt_tokens: int) -> ModelRun:
-    return ModelRun(file_weights(meta), meta.block_count or UNKNOWN_LAYERS, prompt_tps, decode_tps, prompt_tokens)
+def model_run(
+    meta: ModelMetadata, prompt_tps: float, decode_tps: float, prompt_tokens: int, output_s: float = 0.0
+) -> ModelRun:
+    layers = meta.block_count or UNKNOWN_LAYERS
+    return ModelRun(file_weights(meta), layers, prompt_tps, decode_tps, prompt_tokens, output_s)
 
 
 def predict_meta(
