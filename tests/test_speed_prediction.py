@@ -276,3 +276,12 @@ def test_the_output_projection_measured_apart_predicts_a_big_vocabulary() -> Non
     )
     restored = MachineProfile.from_json(profile.to_json())
     assert restored is not None and restored.output_bytes_per_s == pytest.approx(profile.output_bytes_per_s, rel=1e-6)
+
+
+def test_the_bench_times_a_retried_turn_by_the_attempt_that_answered() -> None:
+    from engine.bench.quick import answer_tokens
+    from engine.events import TurnStats
+
+    # Gemma 3 270M's first attempt showed no answer: 128 tokens in all, 64 of them after the first visible one.
+    assert answer_tokens(TurnStats(tokens=128, receipt={"reply": {"tokens": 64}})) == 64
+    assert answer_tokens(TurnStats(tokens=64)) == 64
