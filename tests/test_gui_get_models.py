@@ -281,7 +281,7 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(
 
     backend = chat.engine.backend
     assert isinstance(backend, LlamaBackend) and backend.path == models / TINY_TARGET
-    assert chat.window.header.model_label == TINY_FILE and not page.isVisible()
+    assert chat.window.header.model_label == "Tiny chat (F32)" and not page.isVisible()
 
 
 def test_the_empty_chat_names_a_better_model_and_links_to_the_page(

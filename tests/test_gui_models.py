@@ -184,7 +184,7 @@ def test_choosing_a_tiny_model_in_the_picker_loads_it_with_its_settings(make_cha
     backend = chat.engine.backend
     assert isinstance(backend, llama_backend.LlamaBackend)
     assert backend.path == tiny and backend.n_ctx == 1024
-    assert chat.window.header.model_label == "tiny.gguf" and chat.window.status.device.text().startswith("CPU")
+    assert chat.window.header.model_label == "Tiny Llama (test) (F32)" and chat.window.status.device.text().startswith("CPU")
     assert load_library_state().last_used == tiny  # it comes back at the next start
     assert choose_model(None, None).path == tiny
     assert not picker.isVisible()
@@ -345,7 +345,7 @@ def test_a_new_context_length_reloads_the_loaded_model(
     )
     assert chat.controller.choice is not None and chat.controller.choice.settings is not None
     assert chat.controller.choice.settings.context_length == 1024 and chat.controller.choice.notice is None
-    assert chat.window.header.model_label == "m.gguf" and not chat.window.notice.isVisible()
+    assert chat.window.header.model_label == "Tiny Llama (test) (F32)" and not chat.window.notice.isVisible()
     assert load_model_settings(model).context_length == 1024
 
 

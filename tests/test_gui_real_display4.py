@@ -807,3 +807,24 @@ def test_the_collections_dialog_names_in_a_field_counts_bytes_and_keeps_the_fold
     assert dialog.detail.text().startswith("6 indexed, 0 unchanged") and "bash-docs" in dialog.detail.text()
     _shot("50-collection-indexed-folders-in-sight", dialog)
     dialog.close()
+
+
+@pytest.mark.slow  # loads a (tiny) model with llama.cpp
+def test_a_downloaded_model_s_chip_shows_its_own_name(
+    make_chat: MakeChat, shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from desktop.core.model_choice import local_choice
+    from engine.backends import llama as llama_backend
+
+    monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
+    model = gf.write_tiny_llama(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf", name="SmolLM2 135M Instruct")
+    chat = make_chat("x")
+    shown(chat, 1040, 780)
+    load = asyncio.ensure_future(chat.models.load(local_choice(model)))  # what "Use this model" does
+    chat.qtbot.waitUntil(load.done, timeout=WAIT_MS * 4)
+    assert load.result() is True
+    chip = chat.window.header.model_button
+    chat.qtbot.waitUntil(lambda: "SmolLM2 135M Instruct" in chip.text(), timeout=WAIT_MS)
+    assert ".gguf" not in chip.text(), chip.text()
+    chat.qtbot.wait(100)
+    _shot("32-downloaded-model-chip-own-name-1040x780", chat.window)

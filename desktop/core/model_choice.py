@@ -195,4 +195,20 @@ def describe_backend(backend: Backend, label: str | None = None) -> ModelInfo:
     """What the header and status bar say, from what the backend declares."""
     caps = backend.capabilities
     note = BASE_MODEL_NOTE if caps.base_model else ""
+    if label is None or label == backend.name:  # named by its file only: the model's own name reads better
+        label = own_name(backend) or label
     return ModelInfo(label_text(label or backend.name or "Model"), caps.device, caps.device_note, note, caps.vision)
+
+
+NAME_MAX_CHARS = 80  # a GGUF's name is the file author's text: a chip's worth of it
+
+
+def own_name(backend: Backend) -> str:
+    """A model file's own name (its GGUF `general.name`) with its quantization, so copies of one
+    model still differ: "SmolLM2 135M Instruct (Q4_1)". Empty when the file names none."""
+    meta = getattr(backend, "metadata", None)  # a llama backend's GGUF header
+    name = str(getattr(meta, "name", "") or "").strip()[:NAME_MAX_CHARS]
+    if not name:
+        return ""
+    quantization = str(getattr(meta, "quantization", "") or "").strip()
+    return f"{name} ({quantization})" if quantization and quantization not in name else name
