@@ -14,7 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytestqt.qtbot import QtBot
 
-from desktop.qt.answer.bulk_text import DISPLAY_LINE_CHARS, BulkTextView, display_lines, needs_bulk_view
+from desktop.qt.answer.bulk_text import (
+    DISPLAY_LINE_CHARS,
+    PARAGRAPH_CHARS,
+    BulkTextView,
+    LineCutter,
+    display_lines,
+    needs_bulk_view,
+)
 from tests.tools.stall_bench import huge_piece, measure_ui_stall
 
 pytest_plugins = ["gui_helpers"]
@@ -65,19 +72,25 @@ def test_needs_bulk_view_limits() -> None:
     assert needs_bulk_view("a b\n" * 60_000)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(alphabet="ab\n", max_size=1500), min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab. \n", max_size=300), min_size=1, max_size=6))
 def test_display_lines_cut_appended_pieces_like_the_whole(pieces: list[str]) -> None:
-    whole = display_lines("".join(pieces), 0)
-    column, parts = 0, []
-    for piece in pieces:
-        shown = display_lines(piece, column)
-        parts.append(shown)
-        joined = "".join(parts)
-        column = len(joined) - joined.rfind("\n") - 1
-    assert "".join(parts) == whole
-    assert all(len(line) <= DISPLAY_LINE_CHARS for line in whole.split("\n"))
+    bounds = {"run": 5, "paragraph": 20}  # small, so that every kind of cut happens
+    whole = display_lines("".join(pieces), **bounds)
+    cutter = LineCutter(**bounds)
+    assert "".join(cutter.feed(piece) for piece in pieces) == whole
+    for line in whole.split("\n"):
+        assert len(line) <= 20 + 2 * 5 + 1
+        assert all(len(run) <= 5 for run in line.split(" "))  # an unbroken run is cut
     assert whole.replace("\n", "") == "".join(pieces).replace("\n", "")
+
+
+def test_a_paragraph_of_words_stays_one_display_line_up_to_its_bound() -> None:
+    paragraph = " ".join(f"Sentence {i} has words." for i in range(3_000))  # 70,000 characters
+    lines = display_lines(paragraph).split("\n")
+    assert len(lines) == 2 and len(lines[0]) >= PARAGRAPH_CHARS  # one cut, past the bound
+    assert lines[0].rstrip().endswith(".")  # after a sentence's end
+    assert display_lines("word " * 5_000) == "word " * 5_000  # 25,000 characters: not cut at all
 
 
 @pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)

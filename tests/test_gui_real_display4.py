@@ -828,3 +828,27 @@ def test_a_downloaded_model_s_chip_shows_its_own_name(
     assert ".gguf" not in chip.text(), chip.text()
     chat.qtbot.wait(100)
     _shot("32-downloaded-model-chip-own-name-1040x780", chat.window)
+
+
+def test_a_30000_character_paragraph_wraps_at_the_width_without_forced_breaks(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    from desktop.qt.answer.bulk_text import BulkTextView
+
+    paragraph = " ".join(f"word{i} lorem ipsum dolor sit amet consectetur" for i in range(700))  # 30,000 characters
+    chat = make_chat([paragraph[i : i + 2_000] for i in range(0, len(paragraph), 2_000)])
+    shown(chat, 1040, 780)
+    chat.type_and_send("one long paragraph please")
+    reply = chat.wait_reply_finished()
+    chat.qtbot.waitUntil(reply.on_screen, timeout=WAIT_MS)
+    bulk = reply.findChild(BulkTextView)
+    assert bulk is not None and bulk.isVisible()  # too long a line for rich text: the plain view
+    assert bulk.toPlainText() == paragraph  # one block: no break the text does not have
+    block = bulk.document().firstBlock()
+    layout = block.layout()
+    width = bulk.viewport().width()
+    widths = [layout.lineAt(i).naturalTextWidth() for i in range(layout.lineCount() - 1)]
+    assert len(widths) > 20 and min(widths) > 0.8 * width, (width, sorted(widths)[:5])  # every line full
+    column = chat.window.conversation.widget()
+    assert column is not None
+    chat.window.conversation.verticalScrollBar().setValue(bulk.mapTo(column, QPoint(0, bulk.height() // 2)).y())
+    chat.qtbot.wait(150)
+    _shot("20-long-paragraph-wraps-at-the-width-1040x780", chat.window)

@@ -4,10 +4,9 @@ Qt lays a paragraph out in one go: a 1 MB reply with no spaces or newlines, rend
 Markdown into a `QTextBrowser`, blocked the event loop for 47 s (Stop unreachable). Past
 `needs_bulk_view`'s limits an answer is shown instead as plain text in `BulkTextView`:
 
-- Display lines are cut at `DISPLAY_LINE_CHARS`, so no block is ever large to lay out
-  (the answer's text itself is untouched: Copy and history use the original). Prose is
-  cut after a sentence or a word (`_cut_at`), never mid-word; only an unbroken run is cut
-  where it reaches the width.
+- Display lines are cut by `LineCutter`, so no block is ever slow to lay out (the answer's
+  text itself is untouched: Copy and history use the original): a run without spaces every
+  `DISPLAY_LINE_CHARS`, a paragraph of words only past `PARAGRAPH_CHARS`, after a sentence.
 - New text is appended `SLICE_CHARS` at a time, one slice per event-loop turn, so a
   megabyte arriving as one piece costs many short steps instead of one long one.
 - The view is as tall as its text (no scroll box inside the scrolling conversation): each
@@ -22,13 +21,16 @@ cut for display and the whole capped with a note of what was left out.
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QResizeEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QSizePolicy, QWidget
 
 BULK_TOTAL_CHARS = 200_000  # past this, Markdown rendering of every update costs too much
 BULK_LINE_CHARS = 10_000  # one unbroken line this long is already slow to lay out
-DISPLAY_LINE_CHARS = 500
+DISPLAY_LINE_CHARS = 500  # an unbroken run is cut this often (LineCutter)
+PARAGRAPH_CHARS = 50_000  # a paragraph of words stays one block up to this (LineCutter)
 SLICE_CHARS = 16_384
 MAX_HEIGHT_LINES = 30
 
@@ -42,58 +44,87 @@ def needs_bulk_view(text: str) -> bool:
     return any(len(line) > BULK_LINE_CHARS for line in text.split("\n"))
 
 
-def _cut_at(line: str, take: int) -> int:
-    """Where to cut `line` so its first part is at most `take` characters: after a sentence's
-    end or a space in the last half of that room, else (an unbroken run) at `take` itself."""
-    room = line[: take + 1]
-    floor = take // 2
-    for mark in (". ", "? ", "! ", " "):
-        at = room.rfind(mark, floor)
-        if at > 0:
-            return at + len(mark) if at + len(mark) <= take else at
-    return take
+_PIECES = re.compile(r"\n|[^\S\n]+|\S+")  # a line end, a run of blanks, a run of anything else
 
 
-def display_lines(text: str, column: int, width: int = DISPLAY_LINE_CHARS) -> str:
-    """`text` with a line break inserted wherever a line reaches `width` characters.
+class LineCutter:
+    """Display lines for text that arrives in pieces: cut so that no block is slow to lay out,
+    and only where a reader sees no break that the text does not have.
 
-    `column` is how long the display's last line already is, so pieces appended one after
-    another are cut exactly as the whole text would be.
+    Qt lays out a run without spaces in time that grows with its square (1 MB: over a minute),
+    so such a run is cut every `run` characters; it wraps anywhere at the width anyway. Words
+    cost little (a 50,000-character paragraph lays out in about 25 ms), so a paragraph stays one
+    block, wrapped by the view at its width, up to `paragraph` characters; past that it is cut
+    after a sentence's end (at the latest one blank later). An earlier version cut every line at
+    500 characters, which showed as a short line every few lines (review 3, D3).
+
+    `feed` takes the text piece by piece and cuts it exactly as it would cut the whole.
     """
-    out: list[str] = []
-    for i, line in enumerate(text.split("\n")):
-        if i:
+
+    def __init__(self, *, run: int = DISPLAY_LINE_CHARS, paragraph: int = PARAGRAPH_CHARS) -> None:
+        self.run_max, self.paragraph = run, paragraph
+        self.column = 0  # length of the display's last line
+        self.run = 0  # length of the unbroken run that ends it
+        self.sentence_end = False  # its last character ends a sentence
+
+    def feed(self, text: str) -> str:
+        out: list[str] = []
+        for match in _PIECES.finditer(text):
+            piece = match.group()
+            if piece == "\n":
+                out.append(piece)
+                self.column = self.run = 0
+                self.sentence_end = False
+            elif piece[0].isspace():
+                self._blanks(piece, out)
+            else:
+                self._word(piece, out)
+        return "".join(out)
+
+    def _blanks(self, piece: str, out: list[str]) -> None:
+        most = self.paragraph + self.run_max  # blanks alone never make a slow block either
+        while self.column + len(piece) > most:
+            take = max(most - self.column, 0)
+            out.append(piece[:take])
             out.append("\n")
-            column = 0
-        while column + len(line) > width:
-            take = _cut_at(line, width - column) if width - column > 1 else width - column
-            if take <= 0:
-                take = width - column
-            out.append(line[:take])
+            piece = piece[take:]
+            self.column = 0
+        out.append(piece)
+        self.column += len(piece)
+        self.run = 0
+
+    def _word(self, piece: str, out: list[str]) -> None:
+        # A long paragraph ends its block before the word after a sentence's end (or after any
+        # word, once a sentence's end is overdue), so the break falls where a reader pauses.
+        late = self.column >= self.paragraph + self.run_max
+        if self.run == 0 and self.column >= self.paragraph and (self.sentence_end or late):
             out.append("\n")
-            line = line[take:]
-            column = 0
-        out.append(line)
-        column += len(line)
-    return "".join(out)
+            self.column = 0
+        while self.run + len(piece) > self.run_max:
+            take = self.run_max - self.run
+            out.append(piece[:take])
+            out.append("\n")
+            piece = piece[take:]
+            self.column = self.run = 0
+        out.append(piece)
+        self.column += len(piece)
+        self.run += len(piece)
+        self.sentence_end = piece[-1] in ".?!:;" if piece else self.sentence_end
 
 
-def last_line_length(shown: str, column: int) -> int:
-    """The display's last line length after appending `shown` to a last line of `column`."""
-    last_break = shown.rfind("\n")
-    return len(shown) - last_break - 1 if last_break >= 0 else column + len(shown)
+def display_lines(text: str, **bounds: int) -> str:
+    """`text` cut into display lines by a new `LineCutter` (the whole text at once)."""
+    return LineCutter(**bounds).feed(text)
 
 
 LABEL_MAX_CHARS = 20_000
 
 
 def bounded_label_text(text: str, max_chars: int = LABEL_MAX_CHARS) -> str:
-    """`text` for a label in bounded layout time: lines cut at `DISPLAY_LINE_CHARS`, at most
+    """`text` for a label in bounded layout time: lines cut by `LineCutter`, at most
     `max_chars` kept, with a note of how much was left out (the caller keeps the original)."""
-    if len(text) <= BULK_LINE_CHARS and len(text) <= max_chars and "\n" not in text:
-        return text if len(text) <= DISPLAY_LINE_CHARS else display_lines(text, 0)
     head = text[:max_chars]
-    shown = display_lines(head, 0)
+    shown = display_lines(head)
     if len(text) > max_chars:
         shown += f"\n… [{len(text) - max_chars:,} more characters not shown]"
     return shown
@@ -118,7 +149,7 @@ class SlicedPlainText(QPlainTextEdit):
         self._slice = slice_chars
         self._source = ""  # the answer text received so far
         self._shown = 0  # how much of it is on screen
-        self._column = 0  # length of the display's last line
+        self._cutter = LineCutter()
         self._pump = QTimer(self)
         self._pump.setSingleShot(True)
         self._pump.setInterval(0)
@@ -128,7 +159,8 @@ class SlicedPlainText(QPlainTextEdit):
         """The whole text so far; appends are shown progressively, anything else restarts."""
         if not text.startswith(self._source[: self._shown]):
             self.clear()
-            self._shown = self._column = 0
+            self._shown = 0
+            self._cutter = LineCutter()
         self._source = text
         if self._shown < len(text) and not self._pump.isActive():
             if len(text) - self._shown <= self._slice:
@@ -142,11 +174,10 @@ class SlicedPlainText(QPlainTextEdit):
 
     def _show_slice(self) -> None:
         piece = self._source[self._shown : self._shown + self._slice]
-        shown = display_lines(piece, self._column)
+        shown = self._cutter.feed(piece)
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(shown)
-        self._column = last_line_length(shown, self._column)
         self._shown += len(piece)
         if self._shown < len(self._source):
             self._pump.start()

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
-from desktop.qt.answer.bulk_text import BULK_LINE_CHARS, display_lines, last_line_length
+from desktop.qt.answer.bulk_text import BULK_LINE_CHARS, LineCutter, display_lines
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.focus import click_returns_focus
 from desktop.qt.look.icons import set_icon
@@ -59,7 +59,7 @@ class ThinkingPane(QFrame):
         self.setObjectName("ThinkingPane")
         self._clock = clock
         self._raw: list[str] = []
-        self._column = 0  # length of the displayed last line
+        self._cutter = LineCutter(run=BULK_LINE_CHARS)  # display lines, cut where layout would be slow
         self._started: float | None = None
         self._ended: float | None = None
         self._auto_open = False  # opened by streaming (not by the user): folds when thinking ends
@@ -134,10 +134,9 @@ class ThinkingPane(QFrame):
         self._raw.append(text)
         bar = self.body.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
-        # Display lines are cut at BULK_LINE_CHARS: one unbroken megabyte would take a second
-        # to lay out (text() still returns the raw thinking).
-        shown = display_lines(text, self._column, BULK_LINE_CHARS)
-        self._column = last_line_length(shown, self._column)
+        # Display lines are cut (LineCutter): one unbroken megabyte would take a second to lay
+        # out (text() still returns the raw thinking).
+        shown = self._cutter.feed(text)
         cursor = QTextCursor(self.body.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(shown)
@@ -161,11 +160,11 @@ class ThinkingPane(QFrame):
         """Show a stored reply's thinking, finished, without timing it."""
         self.reset()
         self._raw.append(text)
-        self.body.setPlainText(display_lines(text, 0, BULK_LINE_CHARS))
+        self.body.setPlainText(display_lines(text, run=BULK_LINE_CHARS))
         self.header.setText(STORED_LABEL)
 
     def reset(self) -> None:
-        self._column = 0
+        self._cutter = LineCutter(run=BULK_LINE_CHARS)
         self._raw.clear()
         self.body.clear()
         self._started = self._ended = None
