@@ -852,3 +852,43 @@ def test_a_30000_character_paragraph_wraps_at_the_width_without_forced_breaks(ma
     chat.window.conversation.verticalScrollBar().setValue(bulk.mapTo(column, QPoint(0, bulk.height() // 2)).y())
     chat.qtbot.wait(150)
     _shot("20-long-paragraph-wraps-at-the-width-1040x780", chat.window)
+
+
+def _ink_bottom(image: QImage, left: int, right: int) -> int:
+    """The lowest row with dark ink between columns `left` and `right` (-1: none)."""
+    for y in range(image.height() - 1, -1, -1):
+        if any(image.pixelColor(x, y).lightness() < 110 for x in range(max(left, 0), min(right, image.width()))):
+            return y
+    return -1
+
+
+def _x_of(line: object, position: int) -> float:
+    """Where the cursor before `position` is in a QTextLine (its stub types the answer loosely)."""
+    return float(line.cursorToX(position)[0])  # type: ignore[attr-defined]
+
+
+def test_inline_math_sits_on_the_text_baseline(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    filler = " ".join(["more words in the answer"] * 30)
+    # No letter in the first line's words or formulas reaches below the baseline, so the lowest
+    # ink of each is its baseline.
+    chat = make_chat(rf"Area A is $A = BC$ here, and $E = MH$ too. {filler} and $x^2 + y_1$ {filler}")
+    shown(chat, 1040, 780)
+    chat.type_and_send("an answer with inline math")
+    reply = chat.wait_reply_finished()
+    segment = reply.answer.part_widgets()[0]
+    chat.qtbot.wait(150)
+    block = segment.document().firstBlock()  # type: ignore[attr-defined]
+    layout, origin = block.layout(), block.layout().position()
+    at = block.text().index("\ufffc")  # the first formula: an object in the text
+    line = layout.lineForTextPosition(at)
+    math_left, math_right = origin.x() + _x_of(line, at), origin.x() + _x_of(line, at + 1)
+    image = _grab_screen(_screen_rect(segment.viewport()))  # type: ignore[attr-defined]
+    top = int(origin.y() + line.y())
+    row = image.copy(0, top, image.width(), int(line.height()) + 4)
+    words = _ink_bottom(row, int(origin.x() + _x_of(line, 0)), int(math_left) - 6)  # "Area A is"
+    formula = _ink_bottom(row, int(math_left) + 2, int(math_right) - 2)  # "A = BC"
+    assert words > 0 and formula > 0
+    assert formula == words, f"the math's baseline is {formula - words} px below the text's"
+    pitch = [layout.lineAt(i + 1).y() - layout.lineAt(i).y() for i in range(2)]
+    assert abs(pitch[0] - pitch[1]) < 0.5, pitch  # a formula of text height spreads no lines
+    _shot("14-inline-math-on-the-baseline-1040x780", chat.window)

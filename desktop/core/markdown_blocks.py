@@ -81,7 +81,8 @@ def _render_math(self: Any, tokens: Sequence[Token], idx: int, options: Any, env
         _math_sources.pop(next(iter(_math_sources)))
     _math_sources[key] = (tex, display)
     alt = html.escape(tex, quote=True)
-    img = f'<img src="{MATH_SCHEME}:{key}" alt="{alt}" title="{alt}" style="vertical-align: middle">'
+    # bottom: the window pads inline math below so that its baseline lands on the text's (math_render).
+    img = f'<img src="{MATH_SCHEME}:{key}" alt="{alt}" title="{alt}" style="vertical-align: bottom">'
     return f'<p align="center">{img}</p>' if token.type.startswith("math_block") else img
 
 

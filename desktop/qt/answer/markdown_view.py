@@ -26,7 +26,7 @@ from desktop.core.citations import link_citations
 from desktop.core.markdown_blocks import MATH_SCHEME, MarkdownStream, Part, Update, math_source
 from desktop.qt.answer.citations import CitationActions, cite_number
 from desktop.qt.answer.code_highlight import CodeHighlighter
-from desktop.qt.answer.math_render import fallback_image, math_image, text_pixel_size
+from desktop.qt.answer.math_render import fallback_image, math_image, text_descent, text_pixel_size
 from desktop.qt.look.appearance import code_font, current_palette
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.stylesheet import document_css
@@ -146,7 +146,8 @@ class TextSegment(QTextBrowser):
             return None
         tex, display = source
         colour = current_palette().text
-        image = math_image(tex, display, text_pixel_size(self.font()), colour, self.devicePixelRatioF())
+        font = self.font()
+        image = math_image(tex, display, text_pixel_size(font), colour, self.devicePixelRatioF(), text_descent(font))
         return image if image is not None else fallback_image(tex, self.font(), colour)
 
     def sizeHint(self) -> QSize:
