@@ -369,19 +369,42 @@ def test_the_model_picker_fits_an_800x600_window(make_chat: MakeChat, shown, tmp
     folder.mkdir()
     from models.library.default_model import shipped_model_path
 
-    shutil.copyfile(shipped_model_path(), folder / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    # Not the built-in's name: a file identical to the built-in model is offered no faster copy.
+    shutil.copyfile(shipped_model_path(), folder / "SmolLM2-135M-Instruct-copy.Q4_1.gguf")
     chat = make_chat("x")
     shown(chat, 800, 600)
     picker = open_picker(chat, FakePrompts(folders=[folder]))
     with chat.qtbot.waitSignal(picker.scanned, timeout=WAIT_MS * 4):
         chat.qtbot.mouseClick(picker.add_folder, Qt.MouseButton.LeftButton)
     names = [row.name for row in picker.rows]
-    picker.select_row(names.index("SmolLM2-135M-Instruct.Q4_1.gguf"))
+    picker.select_row(names.index("SmolLM2-135M-Instruct-copy.Q4_1.gguf"))
     chat.qtbot.waitUntil(lambda: picker.details.isVisible(), timeout=WAIT_MS)
+    chat.qtbot.waitUntil(lambda: picker.details.offer.isVisible(), timeout=WAIT_MS)  # the row that widened it
     window = QRect(chat.window.mapToGlobal(QPoint(0, 0)), chat.window.size())
     assert picker.width() <= chat.window.width(), picker.width()
     assert window.contains(QRect(picker.mapToGlobal(QPoint(0, 0)), picker.size())), (picker.geometry(), window)
     _shot("34-picker-fits-800x600", chat.window)
+    picker.close()
+
+
+def test_the_model_picker_fits_a_window_narrowed_after_it_first_opened(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    # The review's 992 px picker over an 800 px window: 992 = 1040 - 48, the picker sized for the
+    # window as it was when it was first opened, and kept.
+    chat = make_chat("x")
+    shown(chat, 1040, 780)
+    picker = open_picker(chat, FakePrompts())
+    chat.qtbot.waitUntil(lambda: picker.isVisible(), timeout=WAIT_MS)
+    assert picker.width() == 1040 - 48
+    picker.close()
+    shown(chat, 800, 600)
+    again = open_picker(chat, FakePrompts())  # Ctrl+M: the same picker, shown again
+    assert again is picker
+    chat.qtbot.waitUntil(lambda: picker.isVisible(), timeout=WAIT_MS)
+    chat.qtbot.wait(200)
+    window = QRect(chat.window.mapToGlobal(QPoint(0, 0)), chat.window.size())
+    assert picker.width() <= chat.window.width(), picker.width()
+    assert window.contains(picker.frameGeometry()), (picker.frameGeometry(), window)
+    _shot("34-picker-reopened-in-a-narrowed-window-800x600", chat.window)
     picker.close()
 
 

@@ -221,6 +221,10 @@ class ModelPicker(QDialog):
     # -- reading the library ---------------------------------------------------------------
 
     def show_and_refresh(self) -> None:
+        # The picker is kept between openings: sized for the window as it is now, not as it was
+        # when the picker was made (opened at 1040 px, it came back 992 px wide over a window
+        # narrowed to 800 px, review 3 N14).
+        self._fit_to(self.parentWidget())
         self.show()
         self.raise_()
         self.activateWindow()
