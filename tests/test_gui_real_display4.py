@@ -832,6 +832,49 @@ def test_the_collections_dialog_names_in_a_field_counts_bytes_and_keeps_the_fold
     dialog.close()
 
 
+# -- the count of a regenerated reply (issue 49, second pass) --------------------------------
+
+
+def _count(chat: Chat) -> int:
+    return int(chat.window.context_meter.text().split("/")[0].strip().replace(",", ""))
+
+
+def test_a_regenerated_reply_is_counted_without_the_version_it_replaces(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
+    # A guard: today's code passes it too. The review's 1,040 during a regenerate could not be
+    # made again (here, nor with the built-in model): the count is taken again when the
+    # regenerate starts (show_branch clears the view, which recounts), without the old version.
+    first_words = 300
+    backend = ScriptedBackend.from_texts(
+        " ".join(f"old{i}" for i in range(first_words)),
+        [{"text": f"new{i} ", "delay_ms": 40} for i in range(60)],
+    )
+    backend.n_ctx = 4096  # counts in words, as a local model counts tokens
+    chat = make_chat(backend=backend)
+    shown(chat, 1040, 780)
+    chat.type_and_send("tell me a long story")
+    first = chat.wait_reply_finished()
+    meter = chat.window.context_meter
+    chat.qtbot.waitUntil(lambda: meter.meter is not None and _count(chat) > first_words, timeout=WAIT_MS)
+    before = _count(chat)  # the question and the first version
+
+    chat.qtbot.mouseClick(first.regenerate_button, Qt.MouseButton.LeftButton)
+    chat.qtbot.waitUntil(lambda: chat.reply() is not first and chat.controller.busy, timeout=WAIT_MS)
+    streamed: list[int] = []
+
+    def counted_while_streaming() -> bool:
+        if chat.reply()._deltas >= 10:  # some of the new version is in
+            streamed.append(_count(chat))
+        return len(streamed) >= 3
+
+    chat.qtbot.waitUntil(counted_while_streaming, timeout=WAIT_MS)
+    assert chat.controller.busy, "the new version ended before it was read"
+    assert max(streamed) < before - first_words // 2, (before, streamed)  # the old version is out
+    assert streamed[-1] >= streamed[0]  # and the count still moves with the new one
+    _shot("07-regenerate-count-without-the-old-version-1040x780", chat.window)
+    chat.wait_idle()
+    chat.qtbot.waitUntil(lambda: _count(chat) < before - first_words // 2, timeout=WAIT_MS)
+
+
 @pytest.mark.slow  # loads a (tiny) model with llama.cpp
 def test_a_downloaded_model_s_chip_shows_its_own_name(
     make_chat: MakeChat, shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
