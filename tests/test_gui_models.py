@@ -184,7 +184,8 @@ def test_choosing_a_tiny_model_in_the_picker_loads_it_with_its_settings(make_cha
     backend = chat.engine.backend
     assert isinstance(backend, llama_backend.LlamaBackend)
     assert backend.path == tiny and backend.n_ctx == 1024
-    assert chat.window.header.model_label == "Tiny Llama (test) (F32)"  # the model's own name, not the file's
+    header = chat.window.header  # the model's own name, not the file's
+    qtbot.waitUntil(lambda: header.model_label == "Tiny Llama (test) (F32)", timeout=WAIT_MS)
     assert chat.window.status.device.text().startswith("CPU")
     assert load_library_state().last_used == tiny  # it comes back at the next start
     assert choose_model(None, None).path == tiny
