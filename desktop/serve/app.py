@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from desktop.serve.admission import DEFAULT_MAX_WAITING, ModelLine, QueueFull
 from desktop.serve.completions import Envelope, Reply, Shape, TurnJob, choice_call
+from desktop.serve.documents import check_collection
 from desktop.serve.embeddings import EmbedCall, TextEmbedder, check_dimensions, embed_all, parse_embeddings
 from desktop.serve.embeddings import model_id as embedding_model_id
 from desktop.serve.embeddings import response as embedding_response
@@ -92,6 +93,8 @@ def build_app(
         body = await read_chat_body(request, state)
         call = check_text_bound(len(body), parse_chat(parse_json(body), state.defaults()))
         refuse_embedder(state, call.model)
+        if call.collection is not None:  # a 404 now, not after waiting for the model
+            await asyncio.to_thread(check_collection, call.collection)
         return await _complete(request, state, call, Envelope(state.model_id()))
 
     async def text(request: Request) -> Response:

@@ -24,10 +24,12 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from desktop.serve.documents import extension, open_collection
 from desktop.serve.forced_calls import forced_calls
 from desktop.serve.record import RecordedTurn
 from desktop.serve.wire import ChatCall
 from engine.api.conversations import error_kind
+from engine.api.documents import AnswerSources, DocsDatabaseError
 from engine.api.serving import StopMatcher
 from engine.api.values import CancelToken, ContextFullError, Request
 from engine.errors import ContextOverflowError, EngineError
@@ -35,6 +37,7 @@ from engine.events import (
     ContentDelta,
     Event,
     PromptLogprobs,
+    Sources,
     StructuredValue,
     ThinkingDelta,
     TokenLogprob,
@@ -47,6 +50,7 @@ from engine.events import (
 )
 from engine.runtime import Engine
 from engine.session.session import Plan
+from engine.session.turn_documents import TurnDocuments
 
 _END = object()
 
@@ -75,13 +79,18 @@ def request_for(call: ChatCall) -> Request:
     )
 
 
-async def fitted_plan(engine: Engine, call: ChatCall) -> Plan:
+async def fitted_plan(engine: Engine, call: ChatCall, docs: TurnDocuments | None = None) -> Plan:
     """The call's turn, measured on the engine's counting thread (`ContextOverflowError` when it does not
-    fit); a raw text prompt (`/v1/completions`) is the backend's own to check."""
+    fit); a raw text prompt (`/v1/completions`) is the backend's own to check. `docs`: the passages
+    that fit go into the last user message first (`"ember": {"collection": ...}`)."""
     plan = Plan.of_request(request_for(call))
     if call.prompt is not None:
         return plan
     try:
+        if docs is not None:
+            messages = plan.request.messages
+            applied = await engine.measure(lambda b: docs.apply(b, messages, call.max_tokens))
+            plan = plan.with_documents(*applied) if applied is not None else plan
         return await engine.measure(plan.fit) or plan  # no model yet: the turn reports it
     except ContextFullError as exc:  # its own words advise the window's context policies
         raise ContextOverflowError(
@@ -107,8 +116,10 @@ class TurnJob:
         self.task = asyncio.ensure_future(self._run(engine, call))
 
     async def _run(self, engine: Engine, call: ChatCall) -> None:
+        docs: TurnDocuments | None = None
         try:
-            plan = await fitted_plan(engine, call)
+            docs = await open_collection(call.collection) if call.collection else None
+            plan = await fitted_plan(engine, call, docs)
             self._observer = self._record(plan) if self._record is not None else None
             if call.forced is not None:
                 for event in await forced_calls(
@@ -116,19 +127,32 @@ class TurnJob:
                 ):
                     self._put(event)
                 return
-            # The request's tools are offered, not run: the turn's calls are the answer.
-            async for event in engine.run_turn(plan.request, self.cancel, apart=True):
-                self._put(event)
+            await self._answer(engine, plan)
+        except DocsDatabaseError as exc:  # the collection went away since the request was checked
+            self._put(TurnError(TurnErrorKind.CONFIG, str(exc), TurnStats()))
         except EngineError as exc:  # e.g. no model loaded
             self._put(TurnError(error_kind(exc), str(exc), TurnStats()))
         except Exception as exc:  # a bug must still end the response, not hang it
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise
         finally:
+            if docs is not None:
+                docs.close()
             if self._observer is not None:
                 self._observer.close()
             self._queue.put_nowait(_END)
             self._on_end()
+
+    async def _answer(self, engine: Engine, plan: Plan) -> None:
+        """The turn's events; with documents, their `Sources` first and again, with each paragraph's, before
+        `TurnDone`. The request's tools are offered, not run: the turn's calls are the answer."""
+        attributing = AnswerSources(plan.sources) if plan.sources is not None else None
+        if plan.sources is not None:
+            self._put(plan.sources)
+        async for event in engine.run_turn(plan.request, self.cancel, apart=True):
+            if attributing is not None and (supported := attributing.before(event)) is not None:
+                self._put(supported)
+            self._put(event)
 
     def _put(self, event: Event) -> None:
         self._queue.put_nowait(event)
@@ -169,6 +193,7 @@ class Reply:
     logprobs: list[TokenLogprob] = field(default_factory=list)
     index: int = 0  # the choice's index (`n`)
     prompt_logprobs: tuple[TokenLogprob, ...] = ()  # a scored prompt's (`/v1/completions` echo)
+    sources: Sources | None = None  # `"ember": {"collection": ...}`: the passages, then each paragraph's
 
     def __post_init__(self) -> None:
         self._stops = StopMatcher(self.call.stops)
@@ -178,6 +203,8 @@ class Reply:
         match event:
             case TokenLogprobs(tokens=tokens):
                 self.logprobs.extend(tokens)
+            case Sources():
+                self.sources = event
             case PromptLogprobs(tokens=tokens):
                 self.prompt_logprobs = tokens  # sent with the echoed prompt (text_completions)
             case ThinkingDelta(text=text):
@@ -246,6 +273,14 @@ class Reply:
         return out
 
 
+def _with_extension(choice: dict[str, Any], reply: Reply | None) -> dict[str, Any]:
+    """The choice with its `ember` object when it was answered from a collection (`desktop.serve.documents`)."""
+    ember = extension(reply.sources) if reply is not None else None
+    if ember is not None:
+        choice["ember"] = ember
+    return choice
+
+
 def _call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": call.id,
@@ -307,12 +342,15 @@ class Envelope:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {
-                    "index": r.index,
-                    "message": r.message(),
-                    "finish_reason": r.finish_reason,
-                    "logprobs": r.logprobs_json(),
-                }
+                _with_extension(
+                    {
+                        "index": r.index,
+                        "message": r.message(),
+                        "finish_reason": r.finish_reason,
+                        "logprobs": r.logprobs_json(),
+                    },
+                    r,
+                )
                 for r in replies
             ],
             "usage": usage_of(replies),
@@ -328,12 +366,15 @@ class Envelope:
             "created": self.created,
             "model": self.model,
             "choices": [
-                {
-                    "index": reply.index,
-                    "delta": delta,
-                    "finish_reason": finish_reason,
-                    "logprobs": reply.logprobs_json(unsent=True),
-                }
+                _with_extension(
+                    {
+                        "index": reply.index,
+                        "delta": delta,
+                        "finish_reason": finish_reason,
+                        "logprobs": reply.logprobs_json(unsent=True),
+                    },
+                    reply if finish_reason is not None else None,
+                )
             ],
         }
 

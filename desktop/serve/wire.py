@@ -55,6 +55,7 @@ class ChatCall:
     echo: bool = False  # the reply's text starts with the prompt
     logprobs: int | None = None  # `logprobs: true`: with this many `top_logprobs` alternatives
     schema_hint: bool = False  # `"ember": {"schema_instruction": true}`: the model is told the schema too
+    collection: str | None = None  # `"ember": {"collection": "NAME"}`: answered from that collection
 
 
 # What a field the client leaves out means on OpenAI's API (temperature 1, top_p 1, no
@@ -160,7 +161,16 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         n=n,
         logprobs=logprobs,
         schema_hint=hint and schema is not JSON_OBJECT_SCHEMA,  # no schema to tell for json_object
+        collection=_collection(ember),
     )
+
+
+def _collection(ember: dict[str, Any]) -> str | None:
+    """`ember.collection`: the name of an `ember docs` collection the answer comes from (None: none)."""
+    name = _opt(ember, "collection", str, "ember.collection")
+    if name is not None and not name.strip():
+        raise bad_request("'ember.collection' is empty: name a collection (see `ember docs list`)", "ember.collection")
+    return name
 
 
 def parse_completion(body: dict[str, Any], defaults: Defaults) -> ChatCall:

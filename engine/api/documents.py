@@ -6,6 +6,7 @@ server's embeddings use. Only names: each lives in `engine.docs` and behaves as 
 
 from __future__ import annotations
 
+from engine.docs.attribution import AnswerSources
 from engine.docs.context import label, no_match_line, numbered
 from engine.docs.embed import (
     DEFAULT_EMBEDDER,
@@ -17,18 +18,22 @@ from engine.docs.embed import (
 )
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, find_files, index_collection, prune
+from engine.docs.schema import DocsDatabaseError
 from engine.docs.sources import CollectionSource
 
 __all__ = [
     "DEFAULT_EMBEDDER",
+    "AnswerSources",
     "Collection",
     "CollectionInfo",
     "CollectionSource",
     "DocIndex",
+    "DocsDatabaseError",
     "IndexReport",
     "LlamaEmbedder",
     "Progress",
     "chat_model_warning",
+    "check_collection",
     "default_path",
     "embedder_kind",
     "find_files",
@@ -40,3 +45,9 @@ __all__ = [
     "resolve_embedder",
     "shared_embedder",
 ]
+
+
+def check_collection(name: str) -> None:
+    """Raises `DocsDatabaseError` (one line naming it) when no collection `name` exists."""
+    with DocIndex.open(default_path()) as index:
+        index.collection(name)

@@ -1,0 +1,123 @@
+"""`"ember": {"collection": NAME}` on `/v1/chat/completions`: answers from a collection carry their sources
+(and each paragraph's) in the choice's `ember` object, through OpenAI's own client (issue #50)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from serve_helpers import Served, last_user_text, serve
+
+from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.docs.index import DocIndex, default_path
+from engine.docs.indexer import index_collection
+from engine.events import Piece
+
+QUESTION: Any = [{"role": "user", "content": "How do I make the daemon reload its quokka table?"}]
+ANSWER = (
+    "Send the daemon SIGHUP and it reloads the quokka table without a restart.\n\n"
+    "Bananas ripen faster beside apples on the kitchen counter."
+)
+
+
+class Answering(PlainBackend):
+    """Answers ANSWER (no `[n]`, like the built-in model) in pieces; records each request."""
+
+    capabilities = Capabilities(device="Scripted")
+
+    def __init__(self) -> None:
+        self.name = "answering"
+        self.requests: list[Request] = []
+
+    def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
+        self.requests.append(request)
+        for word in ANSWER.split(" "):
+            yield Piece(word if word == ANSWER.split(" ")[0] else " " + word)
+        info.finish_reason = "stop"
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> str:
+    """A collection 'Frob' (keyword search only: no embedder) of two short files."""
+    folder = tmp_path / "frob"
+    folder.mkdir()
+    (folder / "signals.md").write_text(
+        "# Signals\n\nSending SIGHUP makes the frob daemon reload the quokka table without a restart.\n"
+    )
+    (folder / "config.md").write_text("# Settings\n\nThe frob daemon reads /etc/frob.conf when it starts.\n")
+    with DocIndex.open(default_path()) as index:
+        coll = index.create_collection("Frob")
+        index.add_roots(coll, [folder])
+        index_collection(index, coll)
+    return "Frob"
+
+
+def _client(served: list[Served]) -> tuple[openai.OpenAI, Answering]:
+    backend = Answering()
+    served.append(serve(backend, context_size=4096))
+    return openai.OpenAI(base_url=served[-1].url, api_key="x", max_retries=0, timeout=30), backend
+
+
+def _signals(ember: dict[str, Any]) -> int:
+    return next(s["n"] for s in ember["sources"] if Path(s["path"]).name == "signals.md")
+
+
+def test_an_answer_from_a_collection_carries_its_sources_and_each_paragraphs(
+    served: list[Served], collection: str
+) -> None:
+    client, backend = _client(served)
+    asked = {"ember": {"collection": collection}}
+    reply = client.chat.completions.create(model="m", messages=QUESTION, extra_body=asked)
+    sent = last_user_text(backend.requests[0].messages)
+    assert "SIGHUP" in sent and "[1]" in sent  # the passages went into the question, numbered
+    choice = reply.choices[0]
+    assert choice.message.content == ANSWER
+    ember = (choice.model_extra or {})["ember"]
+    assert ember["sources"] and all({"n", "path", "start", "end", "text"} <= set(s) for s in ember["sources"])
+    first, second = ember["paragraphs"]
+    assert ANSWER[first["start"] : first["end"]].startswith("Send the daemon SIGHUP")
+    assert first["sources"] == [_signals(ember)] and first["cited"] is False
+    assert second["sources"] == []  # bananas: no passage supports it
+
+
+def test_streamed_the_sources_come_with_the_finish_chunk(served: list[Served], collection: str) -> None:
+    client, _ = _client(served)
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=QUESTION, stream=True, extra_body={"ember": {"collection": collection}}
+        )
+    )
+    carrying = [c for c in chunks if c.choices and "ember" in (c.choices[0].model_extra or {})]
+    assert len(carrying) == 1 and carrying[0].choices[0].finish_reason == "stop"
+    ember = (carrying[0].choices[0].model_extra or {})["ember"]
+    assert ember["paragraphs"][0]["sources"] == [_signals(ember)]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
+
+
+def test_a_request_naming_no_collection_gets_no_ember_field(served: list[Served], collection: str) -> None:
+    client, backend = _client(served)
+    reply = client.chat.completions.create(model="m", messages=QUESTION)
+    assert "ember" not in (reply.choices[0].model_extra or {})
+    assert last_user_text(backend.requests[0].messages) == QUESTION[0]["content"]
+
+
+def test_an_unknown_collection_is_a_404_naming_it_before_the_model_runs(served: list[Served], collection: str) -> None:
+    client, backend = _client(served)
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="m", messages=QUESTION, extra_body={"ember": {"collection": "Tax"}})
+    assert "no collection named 'Tax'" in str(info.value)
+    assert backend.requests == []
+
+
+@pytest.mark.parametrize(("value", "words"), [("", "is empty"), (3, "must be a string")])
+def test_a_bad_collection_field_is_a_400_naming_it(served: list[Served], value: object, words: str) -> None:
+    client, _ = _client(served)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="m", messages=QUESTION, extra_body={"ember": {"collection": value}})
+    assert words in str(info.value) and "ember.collection" in str(info.value)
