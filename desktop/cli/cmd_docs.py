@@ -8,7 +8,8 @@
     ember docs search NAME "question" [-k 8]
     ember docs remove NAME [PATH ...]                         # the collection, or some of its roots
 
-`--json` on every subcommand. Indexing shows progress on stderr (files, pages, passages);
+`--json` on every subcommand. Indexing shows progress on stderr (files, pages, passages, and
+passages/s and time left once it can tell);
 Ctrl+C stops it at the next batch, keeping every file already indexed (`reindex` goes on).
 A file that cannot be read is one line naming it; the others are indexed. File and collection
 names are shown escaped (`engine.docs.names.shown`): a newline or an undecodable byte in a name
@@ -44,6 +45,7 @@ from engine.api.documents import (
     label,
     no_match_line,
     numbered,
+    pace_words,
     prune,
     shared_embedder,
 )
@@ -197,9 +199,10 @@ class _ProgressLine:
             return
         self._last = now
         name = shown(Path(p.current).name)[:40]
+        pace = pace_words(p.passages_per_s, p.seconds_left)
         sys.stderr.write(
             f"\r\x1b[Kindexing {p.files_done}/{p.files_total} files · {p.pages:,} pages · "
-            f"{p.chunks:,} passages · {name}"
+            f"{p.chunks:,} passages{f' · {pace}' if pace else ''} · {name}"
         )
         sys.stderr.flush()
         self._shown = True

@@ -1,7 +1,8 @@
 """Documents: collections, their indexing, search, the embedder, and the context a turn gets.
 
 What the window's Documents dialog and citations, `ember docs`, `ember chat --docs` and the
-server's embeddings use. Only names: each lives in `engine.docs` and behaves as it does there.
+server's embeddings use. Only names: each lives in `engine.docs` and behaves as it does there. An index run's pace in words
+(`engine.docs.pace`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from engine.docs.embed import (
 )
 from engine.docs.index import Collection, CollectionInfo, DocIndex, default_path
 from engine.docs.indexer import IndexReport, Progress, find_files, index_collection, prune
+from engine.docs.pace import pace_words
 from engine.docs.schema import DocsDatabaseError
 from engine.docs.sources import CollectionSource
 
@@ -41,6 +43,7 @@ __all__ = [
     "label",
     "no_match_line",
     "numbered",
+    "pace_words",
     "prune",
     "resolve_embedder",
     "shared_embedder",

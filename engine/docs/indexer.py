@@ -8,7 +8,7 @@
   are written in batches; it becomes `ready` (searchable) only after the last batch. A crash or a
   kill leaves it `indexing`, so the next run indexes it again; files already done stay done.
 - Cancellable between batches (about 64 passages) and between PDF pages; progress is reported
-  in files, pages and passages.
+  in files, bytes, pages and passages, with the recent passages/s and time left (`engine.docs.pace`).
 - Bounded memory: text is streamed in 1 MiB blocks and passages are written in small batches,
   so a 1 GB text file never sits in memory whole.
 - Overlapped: a file is read on a worker thread up to two groups of blocks (16 PDF pages each)
@@ -35,6 +35,7 @@ import hashlib
 import itertools
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ from engine.docs.embed import EmbedCancelled, Embedder, embed_in_groups
 from engine.docs.errors import DocumentError
 from engine.docs.extract import Block, extract, kind_by_name, kind_of
 from engine.docs.index import Collection, DocIndex, FileRow
+from engine.docs.pace import Pace
 from engine.docs.read_ahead import ReadAhead
 from engine.docs.regular import NotRegular, kind_reason, open_regular
 
@@ -67,6 +69,10 @@ class Progress:
     pages: int = 0
     chunks: int = 0
     current: str = ""
+    bytes_total: int = 0  # the files to look at, by size
+    bytes_done: int = 0  # the files looked at so far (indexed, unchanged or left out)
+    passages_per_s: float | None = None  # lately (`engine.docs.pace`); None while too early to say
+    seconds_left: float | None = None
 
 
 @dataclass(slots=True)
@@ -195,9 +201,14 @@ def index_collection(
     embedder: Embedder | None = None,
     progress: Callable[[Progress], None] | None = None,
     cancel: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> IndexReport:
-    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel."""
+    """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel.
+
+    Each `progress` report says how fast the run goes lately and how long it has left (`clock`'s seconds).
+    """
     stop = cancel or (lambda: False)
+    progress = _paced(progress, Pace(clock))
     report = IndexReport()
     with collection_lock(index, coll):
         roots = index.roots(coll)
@@ -211,9 +222,10 @@ def index_collection(
             if path in known:
                 known.pop(path)
                 report.repaired += 1
-        state = Progress(files_total=len(paths))
+        sizes = [_size(p) for p in paths]
+        state = Progress(files_total=len(paths), bytes_total=sum(sizes))
         try:
-            for path in paths:
+            for path, size in zip(paths, sizes, strict=True):
                 if stop():
                     raise Cancelled
                 state.current = str(path)
@@ -232,11 +244,32 @@ def index_collection(
                     follow=str(path) in named,
                 )
                 state.files_done += 1
+                state.bytes_done += size
         except Cancelled:
             report.cancelled = True
     state.current = ""
     if progress:
         progress(state)
+    return report
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return 0  # said when it is indexed
+
+
+def _paced(progress: Callable[[Progress], None] | None, pace: Pace) -> Callable[[Progress], None] | None:
+    """`progress` with each report's passages/s and time left filled in."""
+    if progress is None:
+        return None
+
+    def report(state: Progress) -> None:
+        pace.note(state.chunks, state.bytes_done, state.bytes_total)
+        state.passages_per_s, state.seconds_left = pace.passages_per_s(), pace.seconds_left()
+        progress(state)
+
     return report
 
 
