@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import llama_cpp
 import numpy as np
 import pytest
 
@@ -21,6 +23,8 @@ def test_the_default_is_q8_0_within_cosine_0_99_of_f16_and_of_sentence_transform
     f16 = default_embedder.default_embedder_path()
     q8 = shared_embedder(DEFAULT_EMBEDDER)
     assert Path(q8.name).name == FILENAME and q8.max_tokens == embed.DEFAULT_WINDOW
+    llama: Any = q8.llama
+    assert llama.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # ×1.25 passages/s
     assert Path(q8.name).stat().st_size < f16.stat().st_size * 0.6
     ref = json.loads(REFERENCE.read_text())
     half = LlamaEmbedder.load(f16, max_tokens=embed.DEFAULT_WINDOW)
