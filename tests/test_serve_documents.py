@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from engine.backends.base import CancelToken, Capabilities, PlainBackend, Reques
 from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import index_collection
 from engine.events import Piece
+from tests.projector_fixture import png
 
 QUESTION: Any = [{"role": "user", "content": "How do I make the daemon reload its quokka table?"}]
+PICTURE = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(4, 4)).decode()}}
 ANSWER = (
     "Send the daemon SIGHUP and it reloads the quokka table without a restart.\n\n"
     "Bananas ripen faster beside apples on the kitchen counter."
@@ -121,3 +124,18 @@ def test_a_bad_collection_field_is_a_400_naming_it(served: list[Served], value: 
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="m", messages=QUESTION, extra_body={"ember": {"collection": value}})
     assert words in str(info.value) and "ember.collection" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}],
+        [{"role": "user", "content": [{"type": "text", "text": "what is it?"}, PICTURE]}],
+    ],
+)
+def test_the_passages_need_a_users_question_in_text_last(served: list[Served], messages: Any) -> None:
+    client, backend = _client(served)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="m", messages=messages, extra_body={"ember": {"collection": "Frob"}})
+    assert "the last message to be the user's question" in str(info.value)
+    assert backend.requests == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -161,15 +162,24 @@ def parse_chat(body: dict[str, Any], defaults: Defaults) -> ChatCall:
         n=n,
         logprobs=logprobs,
         schema_hint=hint and schema is not JSON_OBJECT_SCHEMA,  # no schema to tell for json_object
-        collection=_collection(ember),
+        collection=_collection(ember, messages),
     )
 
 
-def _collection(ember: dict[str, Any]) -> str | None:
-    """`ember.collection`: the name of an `ember docs` collection the answer comes from (None: none)."""
+def _collection(ember: dict[str, Any], messages: Sequence[Message]) -> str | None:
+    """`ember.collection`: the name of an `ember docs` collection the answer comes from (None: none).
+    Its passages go into the last message, which must be the user's question, in text alone."""
     name = _opt(ember, "collection", str, "ember.collection")
-    if name is not None and not name.strip():
+    if name is None:
+        return None
+    if not name.strip():
         raise bad_request("'ember.collection' is empty: name a collection (see `ember docs list`)", "ember.collection")
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "user" or last.get("images"):  # its passages replace it
+        raise bad_request(
+            "'ember.collection' needs the last message to be the user's question, in text (no picture)",
+            "ember.collection",
+        )
     return name
 
 
