@@ -36,3 +36,27 @@ def test_attribution_precision_is_the_share_of_shown_passages_from_the_answer_fi
         "docs_answers_with_right_source": 2,
         "docs_answers_citing": 1,
     }
+
+
+def test_the_threshold_is_chosen_on_answers_that_are_not_the_five() -> None:
+    from tests.bench.docs_attribution_set import TUNING, choose, scored
+
+    assert len(TUNING) == 15 and not set(TUNING) & set(QUESTIONS)  # the five are the test set
+    lantern = "The harbour lantern burns whale oil and is trimmed each dusk by the keeper."
+    case = {
+        "answer_file": "lantern",
+        "answer": "The keeper trims the harbour lantern at dusk; it burns whale oil.",
+        "passages": [
+            {"n": 1, "file": "lantern", "text": lantern},
+            {"n": 2, "file": "tides", "text": "Spring tides come twice a month, at new and full moon."},
+        ],
+    }
+    row = scored([case], 0.15)
+    assert (row["precision"], row["shown"], row["answers_with_right_source"]) == (1.0, 1, 1)
+    sweep = [
+        {"threshold": 0.1, "precision": 0.8, "answers_with_right_source": 9},  # too imprecise
+        {"threshold": 0.2, "precision": 0.95, "answers_with_right_source": 7},
+        {"threshold": 0.25, "precision": 1.0, "answers_with_right_source": 7},  # the tie: the stricter
+        {"threshold": 0.3, "precision": 1.0, "answers_with_right_source": 5},
+    ]
+    assert choose(sweep) == 0.25
