@@ -1,8 +1,8 @@
 """Documents: collections, their indexing, search, the embedder, and the context a turn gets.
 
 What the window's Documents dialog and citations, `ember docs`, `ember chat --docs` and the
-server's embeddings use. Only names: each lives in `engine.docs` and behaves as it does there. An index run's pace in words
-(`engine.docs.pace`).
+server's embeddings and collections use, an answer's paragraphs attributed to its passages, and an
+index run's pace in words. Names only, except `check_collection`: each lives in `engine.docs`.
 """
 
 from __future__ import annotations
