@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from desktop.core.controller import ChatController
@@ -114,6 +116,14 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+async def until(condition: Callable[[], object], timeout_s: float = 5.0) -> None:
+    """Yields to the loop until `condition()` holds (no fixed sleep: a loaded machine only waits longer)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        await asyncio.sleep(0.005)
+
+
 def test_a_turn_streams_into_the_view_and_the_conversation() -> None:
     async def main() -> tuple[FakeView, list[Message]]:
         view = FakeView()
@@ -136,7 +146,7 @@ def test_a_message_sent_while_loading_waits_for_the_model() -> None:
         choice = GatedChoice(BackendSpec("script", "x"), label="gated")
         load = asyncio.ensure_future(controller.models.load(choice))
         send = asyncio.ensure_future(controller.send("hi"))
-        await asyncio.sleep(0.05)
+        await until(lambda: view.replies and view.replies[0].events)
         assert view.replies[0].events == [("waiting", "gated")]  # shown waiting, nothing run yet
         GatedChoice.gate.set()
         assert await load and await send
@@ -162,7 +172,7 @@ def test_stop_while_the_model_loads_ends_the_wait_at_once() -> None:
         controller = ChatController(Engine(), view)
         load = asyncio.ensure_future(controller.models.load(GatedChoice(BackendSpec("script", "x"), label="g")))
         send = asyncio.ensure_future(controller.send("hi"))
-        await asyncio.sleep(0.05)
+        await until(lambda: view.replies and view.replies[0].events)  # the turn waits for the model
         controller.stop()
         await asyncio.wait_for(send, 5)  # the model is still loading: Stop does not wait for it
         still_loading = not load.done()
@@ -191,7 +201,7 @@ def test_a_message_sent_during_a_slow_load_runs_with_the_models_own_settings() -
         choice = GatedChoice(BackendSpec("script", "x"), label="slow", settings=safe)
         load = asyncio.ensure_future(controller.models.load(choice))
         send = asyncio.ensure_future(controller.send("hi"))
-        await asyncio.sleep(0.2)  # typed and stored long before the model is there
+        await until(lambda: view.replies and view.replies[0].events)  # typed and stored before the model is there
         assert view.replies and view.replies[0].events == [("waiting", "slow")]
         GatedChoice.gate.set()
         assert await load and await send
@@ -237,9 +247,9 @@ def test_the_waiting_reply_and_the_status_show_how_far_the_load_has_got() -> Non
         controller = ChatController(Engine(), view)
         load = asyncio.ensure_future(controller.models.load(ReportingChoice(BackendSpec("script", "x"), label="slow")))
         assert await asyncio.to_thread(ReportingChoice.reported.wait, 5)
-        await asyncio.sleep(0.05)  # the report crosses to the loop
+        await until(lambda: view.named("model_load_progress"))  # the report crosses to the loop
         send = asyncio.ensure_future(controller.send("hi"))  # typed after 30 %: it shows 30 % at once
-        await asyncio.sleep(0.1)
+        await until(lambda: view.replies and view.replies[0].events)
         ReportingChoice.gate.set()
         assert await load and await send
         await controller.aclose()

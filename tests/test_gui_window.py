@@ -131,11 +131,15 @@ def test_the_title_is_elided_at_its_end_never_clipped_at_its_start(make_chat: Ma
     title.set_full_text("reverse_string_with_lambda and a much longer title that cannot fit")
     for width in (1040, 800, 640):
         chat.window.resize(width, 600)
-        qtbot.wait(50)
-        shown = title.text()
-        assert shown == "" or (
-            shown.startswith("rev") and title.fontMetrics().horizontalAdvance(shown) <= title.contentsRect().width()
-        )
+        qtbot.waitUntil(lambda w=width: chat.window.width() == w, timeout=WAIT_MS)
+
+        def elided_at_its_end() -> None:  # retried until the layout has followed the new width
+            shown = title.text()
+            assert shown == "" or (
+                shown.startswith("rev") and title.fontMetrics().horizontalAdvance(shown) <= title.contentsRect().width()
+            )
+
+        qtbot.waitUntil(elided_at_its_end, timeout=WAIT_MS)
 
 
 def test_math_is_drawn_as_an_image(qtbot: QtBot) -> None:
@@ -155,7 +159,7 @@ def test_ctrl_q_quits_and_the_window_remembers_its_size_and_conversation(make_ch
     chat.wait_reply_finished()
     conversation = chat.controller.history.conversation_id if chat.controller.history else None
     chat.window.resize(700, 500)  # within the offscreen screen (800×600)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: (chat.window.width(), chat.window.height()) == (700, 500), timeout=WAIT_MS)
     chat.window.header.quit_action.trigger()  # Ctrl+Q
     qtbot.waitUntil(lambda: not chat.window.isVisible(), timeout=WAIT_MS)
     state = WindowState.load()
@@ -215,14 +219,18 @@ def test_larger_text_keeps_the_sidebar_width_and_grows_the_icons(make_chat: Make
     window = chat.window
     window.resize(780, 580)  # within the offscreen screen
     window.set_sidebar_visible(True)
-    qtbot.wait(50)
+    shown = lambda: window.width() == 780 and window.sidebar.isVisible() and window.isActiveWindow()  # noqa: E731
+    qtbot.waitUntil(shown, timeout=WAIT_MS)  # active: the zoom shortcut needs the focus
     width = window.sidebar.width()
     icon = window.header.new_chat.iconSize().width()
     for _ in range(3):
         qtbot.keyClick(window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: window.header.new_chat.iconSize().width() > icon, timeout=WAIT_MS)
-    qtbot.wait(50)
-    assert abs(window.sidebar.width() - width) <= 2
+
+    def sidebar_kept_its_width() -> None:  # retried until the relayout the larger text asked for is done
+        assert abs(window.sidebar.width() - width) <= 2
+
+    qtbot.waitUntil(sidebar_kept_its_width, timeout=WAIT_MS)
     window.theme.reset_zoom()
 
 

@@ -213,6 +213,8 @@ def test_a_client_that_stops_reading_its_reply_is_cut_off() -> None:
         deadline = time.monotonic() + 30
         while (backend.pieces < 60 or s.state.jobs) and time.monotonic() < deadline:
             time.sleep(0.05)  # the reply is made; not reading, the server's buffer fills and it waits on us
+        # A kept sleep: the server's stalled_read_s (0.5 s) must run out before we read again, and
+        # nothing here can see it (its reset does not get through our full window; measured).
         time.sleep(2)
         sock.settimeout(10)
         received = 0
