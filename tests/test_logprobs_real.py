@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import serve
 
 from engine.backends.base import CancelToken, Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
 from engine.events import Piece, TokenLogprob
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 MESSAGES = ({"role": "user", "content": "Name three colors."},)
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from desktop.serve.record import ApiHistory
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 TOOLS: list[Any] = [
     {

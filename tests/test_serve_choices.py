@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
 from engine.events import Piece, TokenLogprob
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 HI: Any = [{"role": "user", "content": "hi"}]
 

@@ -10,17 +10,23 @@ runs, nothing is queued, counted or recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import ollama
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from desktop.serve.record import ApiHistory
 from engine.backends.scripted import ScriptedBackend
 from engine.history.store import HistoryStore
+
+if TYPE_CHECKING:
+    import ollama
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
+    openai = lazy_module("openai")
 
 
 def _base(s: Served) -> str:

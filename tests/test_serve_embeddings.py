@@ -11,17 +11,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import EchoBackend, Served, serve
 
 from desktop.cli.main import main
 from desktop.serve.embeddings import batches
 from engine.backends.base import CancelToken, Request, StreamInfo
 from engine.events import Piece
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 
 class Activity:

@@ -11,18 +11,23 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+from lazy_import import lazy_module
 from pydantic import BaseModel, Field, SecretStr
 from serve_helpers import Served, serve
 from test_serve_embeddings import FakeEmbedder, vector
 
 from engine.backends.base import Backend
 from engine.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    import langchain_openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    langchain_openai = lazy_module("langchain_openai")
 
 CALL = (
     '<tool_call>\n{"name": "City", "arguments": {"city": "Paris", "country": "France", "population_millions": 2.1}}'
@@ -88,8 +93,10 @@ def _started(served: list[Served], backend: Backend, **kwargs: Any) -> Served:
     return s
 
 
-def _chat(s: Served, **kwargs: Any) -> ChatOpenAI:
-    return ChatOpenAI(base_url=s.url, api_key=SecretStr("unused"), model="default", max_retries=0, timeout=60, **kwargs)
+def _chat(s: Served, **kwargs: Any) -> langchain_openai.ChatOpenAI:
+    return langchain_openai.ChatOpenAI(
+        base_url=s.url, api_key=SecretStr("unused"), model="default", max_retries=0, timeout=60, **kwargs
+    )
 
 
 def test_invoke_answers_the_scripted_reply_with_its_usage(served: list[Served]) -> None:
@@ -188,7 +195,7 @@ def test_structured_output_on_the_built_in_model_at_max_tokens_48(served: list[S
 def test_openai_embeddings_embed_documents_and_query_offline(served: list[Served]) -> None:
     embedder = FakeEmbedder()
     s = _started(served, ScriptedBackend.from_texts(), embedder=embedder)
-    embeddings = OpenAIEmbeddings(
+    embeddings = langchain_openai.OpenAIEmbeddings(
         base_url=s.url,
         api_key=SecretStr("unused"),
         model="default",

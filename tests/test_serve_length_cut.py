@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import ollama
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from engine.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    import ollama
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
 
 PARAMETERS = {
     "properties": {

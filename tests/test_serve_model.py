@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import serve
 
 from engine.backends.llama import LlamaBackend
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 
 @pytest.mark.slow

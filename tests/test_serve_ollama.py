@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import ollama
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 from test_serve_embeddings import FakeEmbedder
 
 from engine.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    import ollama
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
 
 TOOLS: list[Any] = [
     {

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
-import ollama
-import openai
 import pytest
 from fake_hub import FakeHub, sha256_of
 from gguf_factory import CHATML, write_tiny_llama
+from lazy_import import lazy_module
 from serve_helpers import EchoBackend, Served, serve
 from test_serve_embeddings import FakeEmbedder
 
@@ -23,6 +23,13 @@ from engine.backends.scripted import ScriptedBackend
 from engine.hub.client import HubClient
 from engine.hub.consent import allow_downloads
 from models.library.paths import ember_paths
+
+if TYPE_CHECKING:
+    import ollama
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
+    openai = lazy_module("openai")
 
 
 def _root(served: list[Served]) -> str:

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import base64
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import ollama
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import EchoBackend, SeeingEcho, Served, serve
 
 from desktop.serve.wire_images import MAX_IMAGES
 from tests.projector_fixture import png, png_chunks
+
+if TYPE_CHECKING:
+    import ollama
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
 
 
 def _b64(data: bytes) -> str:

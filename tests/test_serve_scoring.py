@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gguf_factory as gf
 import httpx
 import numpy as np
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from engine.backends.llama import LlamaBackend
 from engine.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 
 def _tiny(served: list[Served], tmp_path: Path) -> tuple[openai.OpenAI, LlamaBackend]:

@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import ollama
-import openai
 import pytest
-from langchain_openai import ChatOpenAI
+from lazy_import import lazy_module
 from pydantic import SecretStr
 from serve_helpers import Served, serve
 
 from engine.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    import langchain_openai
+    import ollama
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    ollama = lazy_module("ollama")
+    langchain_openai = lazy_module("langchain_openai")
+    openai = lazy_module("openai")
 
 ASK: Any = [{"role": "user", "content": "Give facts about Paris as JSON with keys city, country."}]
 CUT = ['{"city": ', '"Paris", ', '"coun', 'try": "France"}']
@@ -128,7 +135,7 @@ def test_langchains_json_mode_parses(served: list[Served]) -> None:
     built-in model; here the request it sends must reach the model as it is, and the reply parse."""
     backend = ScriptedBackend.from_texts('{"city": "Paris", "country": "France"}')
     served.append(serve(backend))
-    llm = ChatOpenAI(base_url=served[-1].url, api_key=SecretStr("x"), model="default", max_retries=0)
+    llm = langchain_openai.ChatOpenAI(base_url=served[-1].url, api_key=SecretStr("x"), model="default", max_retries=0)
     chain = llm.with_structured_output(None, method="json_mode")  # pyright: ignore[reportArgumentType]
     assert chain.invoke("Facts about Paris as JSON with keys city and country.") == {
         "city": "Paris",
@@ -161,7 +168,7 @@ def test_the_built_in_model_answers_json_object_from_the_prompt_and_a_cut_is_len
     assert cut.choices[0].finish_reason == "length" and (cut.choices[0].message.content or "").startswith("{")
     assert cut.usage is not None and cut.usage.completion_tokens == 5  # one attempt
     settings: Any = {"temperature": 0, "max_tokens": 120}
-    llm = ChatOpenAI(base_url=served[-1].url, api_key=SecretStr("x"), model="default", **settings)
+    llm = langchain_openai.ChatOpenAI(base_url=served[-1].url, api_key=SecretStr("x"), model="default", **settings)
     parsed = llm.with_structured_output(None, method="json_mode").invoke(  # pyright: ignore[reportArgumentType]
         "Return a JSON object with keys city and country for Paris."
     )

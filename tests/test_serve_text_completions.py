@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gguf_factory as gf
 import httpx
-import openai
 import pytest
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
 from engine.events import Piece, TokenLogprob
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 
 class RawBackend(PlainBackend):

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
-from openai.types.chat import ChatCompletionMessageToolCall
+from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
 from desktop.serve.forced_calls import RETRY_LINE
 from engine.backends.base import Capabilities
 from engine.backends.scripted import ScriptedBackend
 from engine.turns.tool_grammar import call_grammar
+
+if TYPE_CHECKING:
+    import openai
+else:  # imported when a test first uses it: collection stays light (#53)
+    openai = lazy_module("openai")
 
 TOOLS: list[Any] = [
     {
@@ -54,6 +58,8 @@ class GrammarScripted(ScriptedBackend):
 
 def _named(reply: Any) -> list[tuple[str, str]]:
     """(name, arguments) of each function call in a completion's message."""
+    from openai.types.chat import ChatCompletionMessageToolCall  # here, not at collection (#53)
+
     calls = reply.choices[0].message.tool_calls or []
     return [(c.function.name, c.function.arguments) for c in calls if isinstance(c, ChatCompletionMessageToolCall)]
 
