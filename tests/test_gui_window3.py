@@ -39,8 +39,11 @@ def test_the_composer_moves_its_controls_below_when_the_row_is_short(qtbot: QtBo
     bar.show()
     for width, stacked in ((1500, False), (420, True), (300, True), (1500, False)):
         bar.resize(width, 80)
-        qtbot.wait(10)
-        assert bar.stacked is stacked, width
+
+        def laid_out(width: int = width, stacked: bool = stacked) -> None:  # retried until the bar has relaid
+            assert bar.stacked is stacked, width
+
+        qtbot.waitUntil(laid_out, timeout=WAIT_MS)
         row = bar.contentsRect().width()
         qtbot.waitUntil(lambda row=row: bar.edit.width() >= MIN_EDIT_SHARE * row, timeout=WAIT_MS)
 
