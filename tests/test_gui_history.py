@@ -237,7 +237,14 @@ def test_the_first_exchange_names_the_conversation_without_spending_a_scripted_r
     # One title rule (engine.history.store.title_from_text): six words, Markdown dropped; the
     # titler, with no grammar, leaves it alone.
     qtbot.waitUntil(lambda: not chat.controller.busy, timeout=WAIT_MS)
-    qtbot.wait(100)  # let the titler's task run: it must not rename
+
+    # The title moment (TITLE_AFTER_IDLE_S after the reply) comes and goes: it must not rename.
+    def title_moment_passed() -> bool:
+        controller = chat.controller
+        task = controller._titler._task  # pyright: ignore[reportPrivateUsage]
+        return controller._title_due is None and (task is None or task.done())  # pyright: ignore[reportPrivateUsage]
+
+    qtbot.waitUntil(title_moment_passed, timeout=WAIT_MS)
     assert store.conversation(conv).title == "What is the capital of France…"
     assert len(backend.requests) == 1  # no grammar: the title did not ask the model
     qtbot.waitUntil(lambda: first_row(sidebar_of(chat)).text() == "What is the capital of France…", timeout=WAIT_MS)
