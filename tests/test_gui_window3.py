@@ -173,10 +173,13 @@ def test_tab_goes_header_list_transcript_composer_and_the_meter_is_no_stop(make_
     chat.window.set_sidebar_visible(True)
     chat.type_and_send("a question")
     chat.wait_reply_finished()
-    qtbot.wait(50)
-    order = [_region_of(chat, w) for w in tab_chain(chat.window)]
-    collapsed = [r for i, r in enumerate(order) if i == 0 or order[i - 1] != r]
-    assert collapsed == ["header", "sidebar", "transcript", "composer"], order
+
+    def in_order() -> None:  # retried until the window has settled after the reply
+        order = [_region_of(chat, w) for w in tab_chain(chat.window)]
+        collapsed = [r for i, r in enumerate(order) if i == 0 or order[i - 1] != r]
+        assert collapsed == ["header", "sidebar", "transcript", "composer"], order
+
+    qtbot.waitUntil(in_order, timeout=WAIT_MS)
     assert chat.window.context_meter not in tab_chain(chat.window)
     assert chat.window.composer.edit in tab_chain(chat.window)
 
