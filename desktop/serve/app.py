@@ -231,7 +231,7 @@ async def read_chat_body(request: Request, state: ServeState) -> bytes:
     body's; only a body that really goes past them reads on in one of `LARGE_READS` slots, so
     slow senders of small or unsized bodies cannot hold the slots (a declared length is no proof)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_CHAT_BODY_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_CHAT_BODY_BYTES:
         raise _too_large(MAX_CHAT_BODY_BYTES)
     body = bytearray()
     chunks = request.stream()
@@ -245,7 +245,7 @@ async def read_chat_body(request: Request, state: ServeState) -> bytes:
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     """The body, refused with 413 as soon as it passes `limit` (a declared length is checked first)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     body = bytearray()
     await _read_into(body, request.stream(), limit)

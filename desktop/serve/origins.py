@@ -125,11 +125,11 @@ def _host_name(header: str) -> str | None:
     if text.startswith("["):
         end = text.find("]")
         rest = text[end + 1 :]
-        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit())):
             return None
         return text[1:end]
     name, _, port = text.partition(":")
-    if port and not port.isdigit():
+    if port and not (port.isascii() and port.isdigit()):
         return None
     return name.rstrip(".") or None
 

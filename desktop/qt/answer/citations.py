@@ -70,7 +70,7 @@ def cite_number(url: QUrl | str) -> int | None:
     """n for a `cite:n` link, else None."""
     text = url.toString() if isinstance(url, QUrl) else url
     scheme, _, rest = text.partition(":")
-    return int(rest) if scheme == CITE_SCHEME and rest.isdigit() else None
+    return int(rest) if scheme == CITE_SCHEME and rest.isascii() and rest.isdigit() else None  # int("²") raises
 
 
 class CitationActions:
