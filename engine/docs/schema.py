@@ -19,9 +19,10 @@ leave a passage's terms behind.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 
 from engine.errors import EngineError
+from engine.migrations import InParts, Step, Work, latest
+from engine.migrations import migrate as run_migrations
 
 SCHEMA: tuple[str, ...] = (
     """
@@ -76,11 +77,10 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
 )
-# Each step takes a database from the version before it: version 1 had the insert trigger;
-# version 2 had one FTS5 table for every collection (`chunks_fts`, unicode61 without stemming).
-# Version 3 had no `head` (the title and headings indexed with a passage, engine.docs.chunk).
-UPGRADES: dict[int, tuple[str, ...]] = {2: ("DROP TRIGGER IF EXISTS chunks_fts_insert",)}
-SCHEMA_VERSION = 4
+# A new database gets SCHEMA at once; the step keyed n takes an older one from version n to n + 1
+# (engine.migrations runs them). Version 1 had the insert trigger; version 2 had one FTS5 table for
+# every collection (`chunks_fts`, unicode61 without stemming); version 3 had no `head` (the title and
+# headings indexed with a passage, engine.docs.chunk).
 # Porter stemming over unicode61: "guardian" finds "guardians". Query and passage are stemmed
 # alike, so an identifier (`parse_args`, `getUserName`) still matches itself exactly.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -118,71 +118,41 @@ class DocsDatabaseError(EngineError):
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Create the schema in a new database, bring an older one up to date; refuse one from a newer Ember."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise DocsDatabaseError(
-            f"the documents database has schema version {version}, newer than this Ember "
-            f"understands ({SCHEMA_VERSION}); it was left untouched"
-        )
-    if version == SCHEMA_VERSION:
-        return
-    if version in (0, 1):
-        _in_transaction(conn, lambda v: _early(conn, v))
-    _upgrade_to_3(conn)
-    _in_transaction(conn, lambda v: _upgrade_to_4(conn, v))
+    run_migrations(conn, STEPS, too_new=_too_new, fresh=SCHEMA)
 
 
-def _in_transaction(conn: sqlite3.Connection, step: Callable[[int], None]) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        step(int(conn.execute("PRAGMA user_version").fetchone()[0]))  # another process may have gone on
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+def _too_new(found: int, supported: int) -> DocsDatabaseError:
+    return DocsDatabaseError(
+        f"the documents database has schema version {found}, newer than this Ember "
+        f"understands ({supported}); it was left untouched"
+    )
 
 
-def _early(conn: sqlite3.Connection, version: int) -> None:
-    if version == 0:
-        for statement in SCHEMA:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
-    elif version == 1:
-        for statement in UPGRADES[2]:
-            conn.execute(statement)
-        conn.execute("PRAGMA user_version = 2")
-
-
-def _upgrade_to_3(conn: sqlite3.Connection) -> None:
+def _to_3(conn: sqlite3.Connection) -> list[Work]:
     """Version 2 to 3 in place, one collection per transaction: an interrupted upgrade goes on where it stopped.
 
     Nothing is read again from the files: each collection's FTS5 table is filled from its passages,
     and the shared table goes only once every collection has its own.
     """
+    ids = [int(row[0]) for row in conn.execute("SELECT id FROM collections").fetchall()]
+    own: list[Work] = [lambda c, i=i: _own_table(c, i) for i in ids]
+    return [_mark_collections, *own, _drop_shared_table]
 
-    def mark(version: int) -> None:
-        if version != 2:
-            return
-        if "collection_id" not in _columns(conn):
-            conn.execute("ALTER TABLE chunks ADD COLUMN collection_id INTEGER NOT NULL DEFAULT 0")
-        _add_head(conn)  # the delete triggers made next name it
-        conn.execute(
-            "UPDATE chunks SET collection_id = (SELECT f.collection_id FROM files f WHERE f.id = "
-            "chunks.file_id) WHERE collection_id = 0"
-        )
-        conn.execute("CREATE INDEX IF NOT EXISTS chunks_collection ON chunks (collection_id)")
 
-    _in_transaction(conn, mark)
-    for (collection_id,) in conn.execute("SELECT id FROM collections").fetchall():
-        _in_transaction(conn, lambda version, c=int(collection_id): _own_table(conn, version, c))
+def _mark_collections(conn: sqlite3.Connection) -> None:
+    if "collection_id" not in _columns(conn):
+        conn.execute("ALTER TABLE chunks ADD COLUMN collection_id INTEGER NOT NULL DEFAULT 0")
+    _add_head(conn)  # the delete triggers made next name it
+    conn.execute(
+        "UPDATE chunks SET collection_id = (SELECT f.collection_id FROM files f WHERE f.id = "
+        "chunks.file_id) WHERE collection_id = 0"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS chunks_collection ON chunks (collection_id)")
 
-    def finish(version: int) -> None:
-        if version == 2:
-            conn.execute("DROP TRIGGER IF EXISTS chunks_fts_delete")
-            conn.execute("DROP TABLE IF EXISTS chunks_fts")
-            conn.execute("PRAGMA user_version = 3")
 
-    _in_transaction(conn, finish)
+def _drop_shared_table(conn: sqlite3.Connection) -> None:
+    conn.execute("DROP TRIGGER IF EXISTS chunks_fts_delete")
+    conn.execute("DROP TABLE IF EXISTS chunks_fts")
 
 
 def _columns(conn: sqlite3.Connection) -> set[str]:
@@ -194,25 +164,22 @@ def _add_head(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE chunks ADD COLUMN head TEXT NOT NULL DEFAULT ''")
 
 
-def _upgrade_to_4(conn: sqlite3.Connection, version: int) -> None:
+def _to_4(conn: sqlite3.Connection) -> None:
     """Passages get a head; each collection's delete trigger takes out what its rows hold (head + text).
 
     Nothing is re-indexed: old passages have an empty head, so their FTS5 rows are already right.
     """
-    if version != 3:
-        return
     _add_head(conn)
     for (collection_id,) in conn.execute("SELECT id FROM collections").fetchall():
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_table(int(collection_id)),)).fetchone():
             conn.execute(f"DROP TRIGGER IF EXISTS {fts_table(int(collection_id))}_delete")
             for statement in fts_statements(int(collection_id)):
                 conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
 
 
-def _own_table(conn: sqlite3.Connection, version: int, collection_id: int) -> None:
+def _own_table(conn: sqlite3.Connection, collection_id: int) -> None:
     table = fts_table(collection_id)
-    if version != 2 or conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
         return
     for statement in fts_statements(collection_id):
         conn.execute(statement)
@@ -220,3 +187,7 @@ def _own_table(conn: sqlite3.Connection, version: int, collection_id: int) -> No
         f"INSERT INTO {table} (rowid, text) SELECT id, head || text FROM chunks WHERE collection_id = ?",
         (collection_id,),
     )
+
+
+STEPS: dict[int, Step] = {1: ("DROP TRIGGER IF EXISTS chunks_fts_insert",), 2: InParts(_to_3), 3: _to_4}
+SCHEMA_VERSION = latest(STEPS)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import sqlite3
 
 from engine.history.types import HistoryError
+from engine.migrations import Step, latest
+from engine.migrations import migrate as run_migrations
 
 SCHEMA_V1: tuple[str, ...] = (
     """
@@ -192,9 +194,9 @@ SCHEMA_V4: tuple[str, ...] = (
     "CREATE INDEX conversations_archived ON conversations (archived_at) WHERE archived_at IS NOT NULL",
 )
 
-# MIGRATIONS[i] takes a database from version i to version i + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4)
-SCHEMA_VERSION = len(MIGRATIONS)
+# The step keyed n takes a database from version n to n + 1 (engine.migrations runs them).
+MIGRATIONS: dict[int, Step] = {0: SCHEMA_V1, 1: SCHEMA_V2, 2: SCHEMA_V3, 3: SCHEMA_V4}
+SCHEMA_VERSION = latest(MIGRATIONS)
 
 
 class SchemaTooNewError(HistoryError):
@@ -207,32 +209,6 @@ class SchemaTooNewError(HistoryError):
         )
 
 
-def schema_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute("PRAGMA user_version").fetchone()
-    return int(row[0])
-
-
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
-    """Apply the missing steps up to `target`, each in its own transaction; return the start version.
-
-    `conn` must be in autocommit mode (isolation_level=None) so the explicit BEGIN below
-    is the only transaction.
-    """
-    start = schema_version(conn)
-    if start > SCHEMA_VERSION:
-        raise SchemaTooNewError(start, SCHEMA_VERSION)
-    for version in range(start, target):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the write lock.
-            if schema_version(conn) != version:
-                conn.execute("ROLLBACK")
-                continue
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version + 1:d}")  # PRAGMA takes no parameters
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return start
+    """Apply the missing steps up to `target`, each in its own transaction; return the start version."""
+    return run_migrations(conn, MIGRATIONS, too_new=SchemaTooNewError, target=target)

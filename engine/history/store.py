@@ -33,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from engine.events import TurnStats
 from engine.history.lock import WriterLock, forget_writer, sweep_stale, writer_alive
-from engine.history.schema import SCHEMA_VERSION, SchemaTooNewError, migrate, schema_version
+from engine.history.schema import SCHEMA_VERSION, SchemaTooNewError, migrate
 from engine.history.search import fts_query, search_conversations
 from engine.history.types import (
     Conversation,
@@ -48,6 +48,7 @@ from engine.history.types import (
     TurnRecord,
     Versions,
 )
+from engine.migrations import user_version as schema_version
 from models.library.json_schema import strict_dumps
 
 log = logging.getLogger("engine.history")
