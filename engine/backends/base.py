@@ -7,13 +7,25 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Required, TypedDict, runtime_checkable
 
+from engine.backends.image_input import ImageData
 from engine.errors import ConfigError
 from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
 from models.library.settings import ModelSettings
 
-Message = dict[str, Any]
+
+class Message(TypedDict, total=False):
+    """One chat message as every backend takes it (OpenAI's shape): a role and its text, always."""
+
+    role: Required[str]  # system, user, assistant or tool
+    content: Required[str]
+    images: list[ImageData]  # a user's pictures, for a model with vision
+    tool_calls: list[dict[str, Any]]  # an assistant's calls, in the OpenAI function shape
+    tool_call_id: str  # a tool result's call
+    name: str  # a tool result's tool
+
+
 ToolSpec = dict[str, Any]  # one offered tool, in the OpenAI function shape
 Schema = Mapping[str, Any] | bool  # a JSON Schema
 
@@ -228,4 +240,4 @@ def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:
     bad = next((m for m in messages if "role" not in m or "content" not in m), None)
     if bad is not None:
         raise ConfigError(f"message without role or content: {bad!r}")
-    return Request(messages=tuple(dict(m) for m in messages), **kwargs)
+    return Request(messages=tuple(m.copy() for m in messages), **kwargs)

@@ -9,7 +9,7 @@ tokens) and message text (tokenized as plain text).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import llama_cpp.llama_cpp as ll
@@ -46,11 +46,11 @@ class BuiltinTemplate:
         self.stop_markers = fmt.turn_openers  # a base model starting the next turn has finished this one
         self.special_strings = tuple(sorted(set(special_strings), key=len, reverse=True))
 
-    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+    def render(self, messages: Sequence[Mapping[str, Any]]) -> str:
         return apply_builtin(self.format.name, [_pair(m) for m in messages])
 
     def segments(
-        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
     ) -> list[Segment]:
         """The prompt split into format text and message text (`tools` are described in the
         system message by then: built-in formats have no place for them)."""
@@ -63,5 +63,5 @@ class BuiltinTemplate:
         return [Segment(self.render(safe), trusted=True)]
 
 
-def _pair(message: dict[str, Any]) -> tuple[str, str]:
+def _pair(message: Mapping[str, Any]) -> tuple[str, str]:
     return str(message.get("role") or "user"), str(message.get("content") or "")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends import llama_log
+from engine.backends.base import Message
 from engine.backends.image_input import ImageData, check_image, image_digest
 from engine.backends.llama_decode import DecodeError
 from engine.errors import ConfigError, ModelLoadError
@@ -190,19 +191,20 @@ class Projector:
             self.ctx = None
 
 
-def with_markers(messages: Sequence[dict[str, Any]], marker: str) -> tuple[list[dict[str, Any]], list[ImageData]]:
+def with_markers(messages: Sequence[Message], marker: str) -> tuple[list[Message], list[ImageData]]:
     """The messages with each image replaced by `marker` before its message's text, and the
     images in prompt order."""
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     images: list[ImageData] = []
     for message in messages:
-        found = [i for i in message.get("images") or () if isinstance(i, ImageData)]
+        found = list(message.get("images") or ())
         if not found:
             out.append(message)
             continue
         images.extend(found)
-        rest = {k: v for k, v in message.items() if k != "images"}
-        rest["content"] = marker * len(found) + "\n" + str(message.get("content") or "")
+        rest = message.copy()
+        del rest["images"]
+        rest["content"] = marker * len(found) + "\n" + message["content"]
         out.append(rest)
     return out, images
 

@@ -13,7 +13,7 @@ a user's `<start_of_turn>` stays text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.backends.template import Segment
@@ -33,13 +33,13 @@ class PlainTranscript:
     stop_texts = STOP_TEXTS
 
     def segments(
-        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
     ) -> list[Segment]:
         """One segment of plain text: the labels hold no special tokens, and no message text
         may become one (tokenized apart, an SPM vocabulary would start every piece with a space)."""
         return [Segment(self.render(messages), trusted=False)]
 
-    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+    def render(self, messages: Sequence[Mapping[str, Any]]) -> str:
         lines: list[str] = []
         for m in messages:
             role = str(m.get("role") or "user")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -58,10 +58,10 @@ class PromptFormat(Protocol):
         ...
 
     def segments(
-        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
     ) -> list[Segment]: ...
 
-    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+    def render(self, messages: Sequence[Mapping[str, Any]]) -> str:
         """The whole prompt as text (for llama-cpp-python's chat handler in the bench's raw side)."""
         ...
 
@@ -129,7 +129,7 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         add_generation_prompt: bool = True,
@@ -152,7 +152,7 @@ class ChatTemplate:
             raise ConfigError(f"this model's chat template was stopped: {_why(exc)}") from exc
 
     def segments(
-        self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
+        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None
     ) -> list[Segment]:
         """The prompt split into trusted template text and untrusted message text."""
         contents = [str(m.get("content") or "") for m in messages]

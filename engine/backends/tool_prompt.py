@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, cast
 
-Message = dict[str, Any]
+from engine.backends.base import Message
 
 TOOLS_INTRO = (
     "You can call these tools. To call one, reply with exactly\n"
@@ -46,7 +46,8 @@ def fallback_for(
     block = f"{TOOLS_INTRO}\n{description}"
     if out and out[0].get("role") == "system":
         first = str(out[0].get("content") or "").rstrip()
-        out[0] = {**out[0], "content": f"{first}\n\n{block}" if first else block}
+        out[0] = out[0].copy()
+        out[0]["content"] = f"{first}\n\n{block}" if first else block
     else:
         out.insert(0, {"role": "system", "content": block})
     return out, None
@@ -55,7 +56,7 @@ def fallback_for(
 def _with_calls_as_text(message: Message) -> Message:
     calls: Any = message.get("tool_calls")
     if message.get("role") != "assistant" or not isinstance(calls, list):
-        return dict(message)
+        return message.copy()
     markup: list[str] = []
     for call in cast(list[Any], calls):
         function: Any = cast(dict[str, Any], call).get("function", {}) if isinstance(call, dict) else {}
@@ -64,6 +65,7 @@ def _with_calls_as_text(message: Message) -> Message:
             body = json.dumps({"name": fn.get("name"), "arguments": fn.get("arguments", {})}, ensure_ascii=False)
             markup.append(f"<tool_call>{body}</tool_call>")
     text = str(message.get("content") or "")
-    out = {k: v for k, v in message.items() if k != "tool_calls"}
+    out = message.copy()
+    del out["tool_calls"]
     out["content"] = text + "".join(markup)
     return out

@@ -407,7 +407,10 @@ class ChatSession:
                 else self.messages(settings, path=[])
             )
             kept = self.images_of([target]).get(target.id)
-            return [*head, {"role": "user", "content": ask.text} | ({"images": kept} if kept else {})]
+            edited: Message = {"role": "user", "content": ask.text}
+            if kept:
+                edited["images"] = kept
+            return [*head, edited]
         question = target.parent_id if target.role == "assistant" else target.id
         if question is None:
             raise HistoryError(f"message {ask.message_id} does not answer a user message")

@@ -37,7 +37,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, cast
 
 from engine.backends.base import MAX_CHARS_PER_TOKEN, Message
 from engine.errors import ContextOverflowError
@@ -374,12 +374,13 @@ def join_runs(messages: Sequence[Message]) -> tuple[Message, ...]:
     for m in messages:
         role = m.get("role")
         if out and role in ("user", "assistant") and out[-1].get("role") == role:
-            joined = {**out[-1], "content": f"{out[-1].get('content') or ''}\n\n{m.get('content') or ''}"}
+            joined = out[-1].copy()
+            joined["content"] = f"{out[-1].get('content') or ''}\n\n{m.get('content') or ''}"
             if images := [*(out[-1].get("images") or ()), *(m.get("images") or ())]:
                 joined["images"] = images  # each question's pictures go with the joined one
             out[-1] = joined
         else:
-            out.append(dict(m))
+            out.append(m.copy())
     return tuple(out)
 
 
@@ -393,8 +394,7 @@ _THINKING_KEYS = ("thinking", "reasoning_content", "reasoning")
 
 def without_thinking(message: Message) -> Message:
     """`message` without thinking: no thinking fields, no leading think block in an answer."""
-    out = {k: v for k, v in message.items() if k not in _THINKING_KEYS}
-    content = out.get("content")
-    if out.get("role") == "assistant" and isinstance(content, str) and "</think>" in content:
-        out["content"] = _THINK_BLOCK.sub("", content, count=1)
+    out = cast(Message, {k: v for k, v in message.items() if k not in _THINKING_KEYS})
+    if out["role"] == "assistant" and "</think>" in out["content"]:
+        out["content"] = _THINK_BLOCK.sub("", out["content"], count=1)
     return out

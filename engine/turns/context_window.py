@@ -174,7 +174,8 @@ def measure_draft(
     headroom = counter.recovery_headroom()
     draft_tokens = counter.text_tokens(draft) if draft else 0
     with_draft = draft.strip() or documents is not None
-    candidate = [*messages, {"role": "user", "content": draft}] if with_draft else list(messages)
+    asked: Message = {"role": "user", "content": draft}
+    candidate = [*messages, asked] if with_draft else list(messages)
     if not candidate:
         return Meter(0, n_ctx, 0, reserve)
     doc_tokens = 0

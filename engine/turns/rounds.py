@@ -18,7 +18,7 @@ Round = Generator[Delta, None, tuple[ReplyPipeline | None, StreamInfo]]
 def fold_system(messages: tuple[Message, ...], line: str) -> tuple[Message, ...]:
     """Append `line` to the single system message, creating it when there is none."""
     if messages and messages[0].get("role") == "system":
-        first = dict(messages[0])
+        first = messages[0].copy()
         content = str(first.get("content") or "").rstrip()
         first["content"] = f"{content}\n\n{line}" if content else line
         return (first, *messages[1:])
