@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.bench.docs_heldout2 as bench
 from tests.bench.docs_heldout2_corpus import KEYS, MANIFEST, answer_key, problems, write_corpus
 from tests.bench.docs_heldout2_questions import KEYWORD, KEYWORD_SET, PARAPHRASE, PARAPHRASE_SET
 
@@ -63,3 +64,27 @@ def test_a_file_missing_or_changed_leaves_the_corpus_unwritten(tmp_path: Path, m
     ]
     assert problems() == missing
     assert source.startswith("/")
+
+
+def test_the_bench_skips_the_set_with_a_note_when_its_corpus_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "problems", lambda: ["/usr/share/doc/bc/README: missing"])
+    said: list[str] = []
+    notes: list[str] = []
+    out = bench.measure_heldout2(said.append, notes)
+    assert out == {"docs_heldout2_skipped": ["/usr/share/doc/bc/README: missing"]}
+    assert notes == said and "second held-out set skipped" in notes[0] and "bc/README: missing" in notes[0]
+    assert bench.report_row(out, lambda label, value: f"{label}: {value}") == []
+
+
+def test_the_bench_row_gives_both_kinds_recall_and_mrr() -> None:
+    figures = {"recall_at_1": 0.5, "recall_at_5": 0.75, "mrr": 0.6}
+    r = {
+        "docs_heldout2_keyword": figures,
+        "docs_heldout2_paraphrase": figures | {"recall_at_1": 0.4},
+        "docs_heldout2_files": 20,
+        "docs_heldout2_passages": 600,
+    }
+    assert bench.report_row(r, lambda label, value: f"{label}: {value}") == [
+        "docs: second held-out set: keyword 0.5/0.75/0.6, paraphrase 0.4/0.75/0.6 "
+        "(recall@1/@5/MRR, defaults; 20 files, 600 passages)"
+    ]
