@@ -39,7 +39,10 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
             "from engine.backends.factory import make_backend, parse_backend_spec\n"
             "import engine.backends.llama\n",
         ),
-        ("ember bench", "import desktop.cli.cmd_bench\nimport engine.bench.quick\n"),
+        (  # the quick bench imports llama.cpp when it loads the model, after its prediction
+            "ember bench",
+            "import desktop.cli.cmd_bench\nimport engine.api.machine\nimport engine.backends.llama\n",
+        ),
         ("ember models optimize (the quality comparison)", "import engine.backends.fast_copy\n"),
         ("the bench's load probe", "import tests.bench.llama\n"),
         ("the engine's backend", "import engine.backends.llama\n"),

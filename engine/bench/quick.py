@@ -13,13 +13,15 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.backends.base import Request, Sampling, make_request
-from engine.backends.llama import LlamaBackend
 from engine.errors import BenchError
 from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.runner import TurnRunner
+
+if TYPE_CHECKING:  # llama.cpp loads with the model `measure` opens, not with `ember bench`'s import
+    from engine.backends.llama import LlamaBackend
 
 PROMPT = "Summarise the following licence in three sentences, then list who may use the software.\n\n{text}"
 TEXT_CHARS = 1_000  # about 250 tokens of the licence: a prompt long enough to time its reading
@@ -66,6 +68,7 @@ def answer_tokens(stats: TurnStats) -> int:
 
 def measure(model: Path, threads: int, gpu_layers: int, say: Progress, rounds: int = 3) -> dict[str, Any]:
     """Load, warm up, then up to `rounds` turns within `TURNS_BUDGET_S`: the medians."""
+    from engine.backends.llama import LlamaBackend
     from engine.backends.quant_quality import TEXT_FILE
 
     say("loading the model")
