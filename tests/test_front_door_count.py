@@ -10,9 +10,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# 76 before the front door grew documents, downloads, the machine and what a model file is; lower it as modules move
-# behind engine.api, never raise it.
-CEILING = 41
+# 76 before the front door grew documents, downloads, the machine and what a model file is, 41 after;
+# 14 once the session, the models library and the rest moved behind engine.api. Never raise it.
+CEILING = 14
 
 
 def _is_module(dotted: str) -> bool:

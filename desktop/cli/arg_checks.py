@@ -69,7 +69,7 @@ def threads_arg(text: str) -> int:
 
 def ctx_arg(text: str) -> int:
     """A context length in tokens: 128 (what the model settings accept) to 1,048,576."""
-    from models.library.settings import MIN_CONTEXT_LENGTH  # not at start-up: it reads GGUF metadata tables
+    from engine.api.models import MIN_CONTEXT_LENGTH  # not at start-up: it imports the backends
 
     value = _whole(text)
     if not MIN_CONTEXT_LENGTH <= value <= MAX_CTX:

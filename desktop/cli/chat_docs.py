@@ -20,11 +20,10 @@ import sys
 
 from desktop.cli.common import warn
 from desktop.core.citations import unsupported_citations
-from engine.api.documents import label
-from engine.events import Sources
-from engine.session.session import Ask, ChatSession
-from engine.session.turn_documents import TurnDocuments
-from models.text import escaped as shown
+from engine.api.documents import TurnDocuments, label
+from engine.api.session import Ask, ChatSession
+from engine.api.text import escaped as shown
+from engine.api.values import Sources
 
 
 def add_doc_options(p: argparse.ArgumentParser) -> None:

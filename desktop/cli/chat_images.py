@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from desktop.core.pending_images import MAX_PENDING
+from engine.api.errors import ConfigError
 from engine.api.values import ImageData, read_image_file
-from engine.errors import ConfigError
 
 
 def add_image_options(p: argparse.ArgumentParser) -> None:

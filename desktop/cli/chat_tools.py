@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from desktop.cli.common import positive_int, warn
+from engine.api.errors import ConfigError
+from engine.api.program import ember_paths
 from engine.api.tools import (
     DEFAULT_MAX_ROUNDS,
     Decision,
@@ -30,9 +32,7 @@ from engine.api.tools import (
     arguments_text,
     builtin_tools,
 )
-from engine.errors import ConfigError
-from engine.events import ToolCall
-from models.library.paths import ember_paths
+from engine.api.values import ToolCall
 
 RESULT_PREVIEW_CHARS = 300
 

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EngineError
-from models.errors import EmberError
+from engine.api.errors import EmberError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
 
@@ -86,10 +85,8 @@ def _say(message: str) -> None:
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     """The quick report: this model's speed here."""
-    from engine.api.machine import default_threads
-    from engine.api.models import precheck_model_file
-    from engine.bench import quick
-    from models.library.default_model import default_model_path
+    from engine.api.machine import bench_measure, bench_prediction, default_threads, prediction_ratio
+    from engine.api.models import default_model_path, precheck_model_file
 
     started = time.perf_counter()
     model = Path(getattr(args, "model", None) or default_model_path()).expanduser()
@@ -105,9 +102,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "load_average": _load(),
         "notes": notes,
     }
-    report.update(quick.predicted(model, threads, _say))  # before the turns: a prediction, then the figure
-    report.update(quick.measure(model, threads, args.gpu_layers, _say))
-    report["fit_decode_prediction_ratio"] = quick.prediction_ratio(report)
+    report.update(bench_prediction(model, threads, _say))  # before the turns: a prediction, then the figure
+    report.update(bench_measure(model, threads, args.gpu_layers, _say))
+    report["fit_decode_prediction_ratio"] = prediction_ratio(report)
     report["load_average_end"] = _load()
     report["bench_default_seconds"] = round(time.perf_counter() - started, 1)
     return report

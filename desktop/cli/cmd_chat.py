@@ -46,14 +46,22 @@ from desktop.cli.common import (
 )
 from desktop.cli.thinking_output import ThinkingPrinter
 from engine.api.conversations import MAX_STRUCTURED_RETRIES, load_schema
+from engine.api.documents import TurnDocuments
+from engine.api.errors import ConfigError, ContextOverflowError, EngineError
+from engine.api.models import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH, KV_CACHE_TYPES
+from engine.api.session import Ask, ChatSession, TurnSettings
+from engine.api.text import strict_dumps
 from engine.api.tools import ToolSet
-from engine.api.values import Backend, CancelToken, ContextPolicy, HistoryError, Schema
-from engine.errors import ConfigError, ContextOverflowError, EngineError
-from engine.events import (
+from engine.api.values import (
+    Backend,
+    CancelToken,
     ContentDelta,
+    ContextPolicy,
     Event,
+    HistoryError,
     Notice,
     Recovery,
+    Schema,
     Sources,
     StructuredRetry,
     StructuredValue,
@@ -66,12 +74,6 @@ from engine.events import (
     TurnErrorKind,
     event_to_json,
 )
-from engine.session.session import Ask, ChatSession
-from engine.session.settings import TurnSettings
-from engine.session.turn_documents import TurnDocuments
-from models.library.json_schema import strict_dumps
-from models.library.memory import KV_CACHE_TYPES
-from models.library.settings import AUTO_GPU_LAYERS, DEFAULT_CONTEXT_LENGTH
 
 
 def register(sub: Any) -> None:

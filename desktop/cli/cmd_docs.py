@@ -49,9 +49,9 @@ from engine.api.documents import (
     prune,
     shared_embedder,
 )
-from engine.errors import EngineError
-from models.text import escaped as shown
-from models.text import json_text
+from engine.api.errors import EngineError
+from engine.api.text import escaped as shown
+from engine.api.text import json_text
 
 
 def register(sub: Any) -> None:

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from models.library.json_schema import strict_dumps
-from models.library.paths import ember_paths
+from engine.api.program import ember_paths
+from engine.api.text import strict_dumps
 
 Check = Callable[[], dict[str, Any]]
 EXIT_OK = 0

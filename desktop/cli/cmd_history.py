@@ -18,21 +18,23 @@ from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_
 from desktop.core.terminal_text import safe_cell
 from engine.api.conversations import (
     DEFAULT_WAIT_S,
+    IMPORT_MAX_BYTES,
     HistoryStore,
+    JsonInputError,
     conversation_to_json,
     export_json,
     export_markdown,
     import_json,
     iso,
     message_to_json,
+    parse_json_input,
+    read_json_input,
 )
+from engine.api.errors import ConfigError
+from engine.api.program import ember_paths, write_text_atomic
+from engine.api.session import ChatSession
+from engine.api.text import strict_dumps
 from engine.api.values import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError, as_datetime
-from engine.errors import ConfigError
-from engine.session.session import ChatSession
-from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
-from models.library.json_schema import strict_dumps
-from models.library.jsonstore import write_text_atomic
-from models.library.paths import ember_paths
 
 
 def open_store(*, reading: bool = False) -> HistoryStore:

@@ -28,16 +28,23 @@ from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
-from engine.api.models import Origin, origins, template_problem
-from models.errors import GGUFError
-from models.gguf.builtin_templates import BASE_MODEL_NOTE
-from models.gguf.diagnose import metadata_problem
-from models.gguf.meta import ModelMetadata, format_parameters, read_metadata
-from models.library.json_schema import strict_dumps
-from models.library.memory import estimate_memory, format_bytes
-from models.library.scan import LibraryEntry, library_entries
-from models.library.settings import load_model_settings
-from models.library.speed import MachineProfile, Prediction
+from engine.api.errors import GGUFError
+from engine.api.library import LibraryEntry, library_entries
+from engine.api.machine import MachineProfile, Prediction
+from engine.api.models import (
+    BASE_MODEL_NOTE,
+    ModelMetadata,
+    Origin,
+    estimate_memory,
+    format_bytes,
+    format_parameters,
+    load_model_settings,
+    metadata_problem,
+    origins,
+    read_metadata,
+    template_problem,
+)
+from engine.api.text import strict_dumps
 
 NOT_MEASURED = "not known yet (`ember models catalogue` or `ember bench` measures this machine once)"
 ACTIONS = ("search", "pull", "add", "rm", "optimize", "catalogue")

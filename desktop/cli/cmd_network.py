@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail
+from engine.api.errors import ConfigError
 from engine.api.network import (
     NetworkSettings,
     check_entry,
@@ -22,9 +23,8 @@ from engine.api.network import (
     save_settings,
     settings_file,
 )
-from engine.errors import ConfigError
-from models.library.json_schema import strict_dumps
-from models.library.paths import ember_paths
+from engine.api.program import ember_paths
+from engine.api.text import strict_dumps
 
 ACTIONS = ("allow", "remove", "on", "off")
 

@@ -40,8 +40,8 @@ from desktop.serve.record import ApiHistory
 from desktop.serve.server import address, bind, check_exposure, serve
 from desktop.serve.state import defaults_for, model_id_for
 from engine.api.documents import DEFAULT_EMBEDDER, resolve_embedder
-from engine.errors import ConfigError, EngineError, ModelLoadError
-from engine.runtime import Engine
+from engine.api.errors import ConfigError, EngineError, ModelLoadError
+from engine.api.session import Engine
 
 
 def register(sub: Any) -> None:

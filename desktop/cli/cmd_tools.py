@@ -13,9 +13,9 @@ from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail, warn
 from desktop.core.terminal_text import safe_cell
+from engine.api.errors import ConfigError
+from engine.api.program import ember_paths
 from engine.api.tools import CONFIG_NAME, FolderGrants, McpServers, Tool, builtin_tools
-from engine.errors import ConfigError
-from models.library.paths import ember_paths
 
 
 def register(sub: Any) -> None:

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.library.json_schema import strict_dumps
+from engine.api.text import strict_dumps
 
 if TYPE_CHECKING:  # the helpers below import what they use: `ember --version` imports this module too
+    from engine.api.session import TurnSettings
     from engine.api.values import Backend
-    from engine.session.settings import TurnSettings
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and failed (e.g. a history write)
@@ -39,7 +39,7 @@ def warn(message: str) -> None:
 
 def note_base_model(backend: Backend) -> None:
     """Say once, at the start, that the loaded file has no chat template (a base model, likely)."""
-    from models.gguf.builtin_templates import BASE_MODEL_NOTE
+    from engine.api.models import BASE_MODEL_NOTE
 
     if backend.capabilities.base_model:
         warn(BASE_MODEL_NOTE)
@@ -47,7 +47,7 @@ def note_base_model(backend: Backend) -> None:
 
 def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object per line on stdout (`--events`), flushed so a reader sees it at once."""
-    from models.text import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8
+    from engine.api.text import json_text  # a path that is not UTF-8 is written escaped, as valid UTF-8
 
     sys.stdout.write(strict_dumps(json_text(obj), ensure_ascii=False) + "\n")
     sys.stdout.flush()
@@ -73,12 +73,9 @@ def model_path(args: argparse.Namespace) -> Path:
 
 def run_settings(args: argparse.Namespace) -> TurnSettings:
     """The model's saved settings (as the GUI keeps them) with the command-line flags over them."""
-    from engine.api.models import model_settings, parse_backend_spec
-    from engine.errors import ModelLoadError
-    from engine.session.settings import Overrides, resolve
-    from models.errors import GGUFError
-    from models.library.paths import resolve_model_file
-    from models.library.settings import ModelSettings
+    from engine.api.errors import GGUFError, ModelLoadError
+    from engine.api.models import ModelSettings, model_settings, parse_backend_spec, resolve_model_file
+    from engine.api.session import Overrides, resolve
 
     saved = ModelSettings()
     if parse_backend_spec(args.backend).kind == "llama":
@@ -101,8 +98,8 @@ def run_settings(args: argparse.Namespace) -> TurnSettings:
 
 def open_backend(args: argparse.Namespace, settings: TurnSettings) -> Backend:
     """The backend the arguments ask for, loaded with `settings`; raises EngineError (one line)."""
+    from engine.api.errors import ConfigError
     from engine.api.models import open_model, parse_backend_spec
-    from engine.errors import ConfigError
 
     spec = parse_backend_spec(args.backend)
     if spec.kind == "openai":

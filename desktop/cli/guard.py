@@ -32,7 +32,7 @@ from typing import Any
 
 from desktop.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
 from desktop.core.terminal_text import SafeStream, safe_cell
-from models.errors import EmberError
+from engine.api.errors import EmberError
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 

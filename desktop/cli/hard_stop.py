@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
-from engine.child_env import function_child
+from engine.api.program import function_child
 
 log = logging.getLogger("desktop.cli")
 

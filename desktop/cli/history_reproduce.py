@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
-from engine.api.conversations import HistoryStore
+from engine.api.conversations import CannotReproduce, HistoryStore, reproduce
+from engine.api.errors import EmberError, EngineError
+from engine.api.models import DEFAULT_CONTEXT_LENGTH, KV_CACHE_TYPES
+from engine.api.text import strict_dumps
 from engine.api.values import Backend
-from engine.errors import EngineError
-from engine.session.reproduce import CannotReproduce, reproduce
-from models.errors import EmberError
-from models.library.json_schema import strict_dumps
-from models.library.memory import KV_CACHE_TYPES
-from models.library.settings import DEFAULT_CONTEXT_LENGTH
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -75,7 +72,7 @@ def _open_model(path: Path, receipt: Mapping[str, Any]) -> Backend:
 
 
 def _library_files() -> Iterator[Path]:
-    from models.library.scan import library_entries
+    from engine.api.library import library_entries
 
     for entry in library_entries(read=False):
         yield entry.path

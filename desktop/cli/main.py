@@ -22,7 +22,6 @@ from desktop.cli.arg_checks import prompt_arg
 from desktop.cli.common import fail
 from desktop.cli.guard import prepare_streams, run_guarded
 from desktop.core.terminal_text import safe_cell
-from engine import __version__
 
 # Each subcommand's one-line summary for `ember --help` (tests/test_lazy_start.py checks that it
 # matches what the subcommand's own `register` says).
@@ -61,6 +60,7 @@ class _Version(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         from engine.api import machine
+        from engine.api.program import __version__  # with logging and paths: not on every start
 
         print(f"ember {__version__}; {machine.llama_build()}; {machine.variant_line()}")
         parser.exit()
@@ -118,7 +118,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from engine.api import network as network_guard
-    from models.library.paths import ember_paths
+    from engine.api.program import ember_paths
 
     # Zero-egress mode (engine/network): every connection this process tries is checked first.
     with network_guard.enforced(network_guard.guard_for(ember_paths())):
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
-        from engine.logsetup import configure_logging
+        from engine.api.program import configure_logging
 
         configure_logging(verbose=args.verbose)
         from desktop.qt.app import run_gui  # Qt is imported only for the window
@@ -138,7 +138,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from engine.logsetup import configure_logging
+    from engine.api.program import configure_logging
 
     configure_logging(verbose=args.verbose)
     return int(args.func(args))

@@ -14,15 +14,11 @@ from pathlib import Path
 from desktop.cli.common import EXIT_OK, fail
 from desktop.cli.table import format_table
 from desktop.core.terminal_text import safe_cell
-from engine.errors import EngineError
-from models.errors import EmberError
-from models.gguf.meta import ModelMetadata
-from models.library.catalogue import shipped_catalogue
-from models.library.fit import Suggestion, ranked
-from models.library.json_schema import strict_dumps
-from models.library.memory import format_bytes
-from models.library.settings import useful_tps
-from models.library.speed import MachineProfile, Prediction, predict_meta
+from engine.api.errors import EmberError, EngineError
+from engine.api.library import shipped_catalogue
+from engine.api.machine import MachineProfile, Prediction, Suggestion, predict_meta, ranked
+from engine.api.models import ModelMetadata, format_bytes, useful_tps
+from engine.api.text import strict_dumps
 
 _COLUMNS = ("MODEL", "FILE", "FIT", "DECODE", "PROMPT", "FIRST WORD", "SPEED HERE")
 

@@ -39,8 +39,8 @@ from engine.api.downloads import (
     refusal_line,
     total_size,
 )
-from models.library.catalogue import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
-from models.library.paths import EmberPaths, ember_paths
+from engine.api.library import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
+from engine.api.program import EmberPaths, ember_paths
 
 BAR_WIDTH = 24
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail
 from desktop.core.terminal_text import safe_cell
-from engine.api.models import owned_by_ember, remove_model
-from models.errors import EmberError, GGUFError
-from models.gguf.meta import read_metadata
-from models.library.paths import ember_paths
-from models.library.scan import LibraryEntry, Source, library_entries, load_library_state, save_library_state
+from engine.api.errors import EmberError, GGUFError
+from engine.api.library import LibraryEntry, Source, library_entries, load_library_state, save_library_state
+from engine.api.models import owned_by_ember, read_metadata, remove_model
+from engine.api.program import ember_paths
 
 
 def add(path: Path, *, as_json: bool) -> int:

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 from desktop.cli.common import EXIT_OK, fail
-from engine.errors import EngineError
-from models.errors import EmberError
+from engine.api.errors import EmberError, EngineError
 
 EXIT_NO_COPY = 1
 

@@ -11,9 +11,9 @@ from typing import Protocol, runtime_checkable
 from desktop.core.failures import TurnFailure
 from desktop.core.history_session import Branch
 from desktop.core.model_choice import ModelInfo
+from engine.api.session import ReplyFormat
 from engine.api.tools import Approver, ToolSet, deny_all
-from engine.events import ToolEvent, TurnStats
-from engine.session.reply_format import ReplyFormat
+from engine.api.values import ToolEvent, TurnStats
 
 
 class ReplySink(Protocol):

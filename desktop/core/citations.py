@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
 
-from engine.events import ParagraphSources, SourceRef
+from engine.api.values import ParagraphSources, SourceRef
 
 CITE_SCHEME = "cite"
 MAX_STORED_SOURCES = 64  # sources read back per stored reply (a reply is given at most 12)

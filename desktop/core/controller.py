@@ -22,13 +22,10 @@ from desktop.core.model_slot import ModelSlot
 from desktop.core.pending_images import PendingImages
 from desktop.core.reply_events import play
 from engine.api.conversations import error_kind
+from engine.api.errors import ConfigError, ContextOverflowError
+from engine.api.session import Ask, ChatSession, ConversationTitler, Engine, ReplyFormat, Turn
 from engine.api.tools import ToolSet
-from engine.errors import ConfigError, ContextOverflowError
-from engine.events import FinishReason, TurnDone, TurnError, TurnErrorKind
-from engine.runtime import Engine
-from engine.session.reply_format import ReplyFormat
-from engine.session.session import Ask, ChatSession, Turn
-from engine.session.titling import ConversationTitler
+from engine.api.values import FinishReason, TurnDone, TurnError, TurnErrorKind
 
 log = logging.getLogger("desktop.controller")
 TITLE_AFTER_IDLE_S = 1.5  # the first reply has been in this long with no new message: the title turn runs

@@ -8,8 +8,8 @@ from desktop.core.conversation_screen import ConversationScreen
 from desktop.core.history_session import HISTORY_ERRORS, Branch
 from desktop.core.model_slot import ModelSlot
 from engine.api.conversations import Meter
+from engine.api.session import Engine
 from engine.api.values import ContextPolicy, Fit
-from engine.runtime import Engine
 
 
 class ConversationContext:

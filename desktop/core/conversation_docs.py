@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from engine.api.conversations import WithDocuments
-from engine.api.values import ImageData
-from engine.errors import EngineError
-from engine.events import SourceRef
-from engine.session.session import Ask, ChatSession
-from engine.session.settings import ConversationSettings
-from engine.session.turn_documents import TurnDocuments
+from engine.api.documents import TurnDocuments
+from engine.api.errors import EngineError
+from engine.api.session import Ask, ChatSession, ConversationSettings
+from engine.api.values import ImageData, SourceRef
 
 log = logging.getLogger("desktop.documents")
 

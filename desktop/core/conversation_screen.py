@@ -17,9 +17,7 @@ from desktop.core.chat_views import ChatView, HistoryView, ToolOffer
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.failures import TurnFailure
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
-from engine.session.reply_format import ReplyFormat
-from engine.session.session import ChatSession
-from engine.session.settings import ConversationSettings
+from engine.api.session import ChatSession, ConversationSettings, ReplyFormat
 
 log = logging.getLogger("desktop.controller")
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from engine.api.conversations import MAX_STRUCTURED_RETRIES, error_kind
-from engine.api.values import ContextFullError, MessageTooLongError
-from engine.errors import MalformedReplyError
-from engine.events import TurnErrorKind
+from engine.api.errors import MalformedReplyError
+from engine.api.values import ContextFullError, MessageTooLongError, TurnErrorKind
 
 
 class FailureAction(StrEnum):

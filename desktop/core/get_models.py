@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.api.models import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
-from models.errors import EmberError
-from models.library.catalogue import CatalogueEntry, CatalogueFile
-from models.library.fit import (
+from engine.api.errors import EmberError
+from engine.api.library import CatalogueEntry, CatalogueFile
+from engine.api.machine import (
+    USEFUL_TPS,
     FreeMemory,
+    MachineProfile,
+    Prediction,
     Suggestion,
     Verdict,
+    available_memory,
     estimate_need,
     fit_file,
     judge,
@@ -32,9 +35,16 @@ from models.library.fit import (
     ranked,
     short_list,
 )
-from models.library.memory import available_memory, format_bytes
-from models.library.settings import DEFAULT_CONTEXT_LENGTH, useful_tps
-from models.library.speed import USEFUL_TPS, MachineProfile, Prediction
+from engine.api.models import (
+    DEFAULT_CONTEXT_LENGTH,
+    format_bytes,
+    is_first_part,
+    is_projector_name,
+    model_key,
+    quant_in_name,
+    shard_of,
+    useful_tps,
+)
 
 if TYPE_CHECKING:  # engine.api.downloads brings httpx: the page imports it when it first asks the Hub
     from engine.api.downloads import HubFile, HubRepo

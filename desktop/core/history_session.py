@@ -15,13 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.api.conversations import DamagedImage, HistoryStore, export_json, export_markdown, import_json
+from engine.api.conversations import (
+    IMPORT_MAX_BYTES,
+    DamagedImage,
+    HistoryStore,
+    JsonInputError,
+    export_json,
+    export_markdown,
+    import_json,
+    parse_json_input,
+    read_json_input,
+)
+from engine.api.program import ember_paths, write_text_atomic
+from engine.api.session import ChatSession
+from engine.api.text import strict_dumps
 from engine.api.values import Conversation, HistoryError, ImageData, SearchHit, StoredMessage, Versions
-from engine.session.session import ChatSession
-from models.library.json_input import IMPORT_MAX_BYTES, JsonInputError, parse_json_input, read_json_input
-from models.library.json_schema import strict_dumps
-from models.library.jsonstore import write_text_atomic
-from models.library.paths import ember_paths
 
 log = logging.getLogger("desktop.history")
 T = TypeVar("T")

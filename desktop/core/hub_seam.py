@@ -55,7 +55,7 @@ def default_services() -> HubServices:
     search, a listing or a download does (each behind the zero-egress gate). Imported here, not at
     the top: engine.hub brings httpx, which the window must not load before its first paint."""
     from engine.api.downloads import HubClient, allow_downloads, default_models_dir, download, downloads_allowed
-    from models.library.paths import ember_paths
+    from engine.api.program import ember_paths
 
     paths = ember_paths()
     client = HubClient()

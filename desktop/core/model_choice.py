@@ -18,22 +18,29 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from desktop.core.terminal_text import label_text
-from engine.api.models import BackendSpec, model_settings, open_model, parse_backend_spec
-from engine.api.values import Backend
-from models.errors import GGUFError
-from models.gguf.builtin_templates import BASE_MODEL_NOTE
-from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
-from models.library.paths import resolve_model_file
-from models.library.remote_keys import load_api_key
-from models.library.scan import (
+from engine.api.errors import GGUFError
+from engine.api.library import (
     RemoteServer,
     last_used_entry,
+    load_api_key,
     load_library_state,
     note_opened,
     note_server_used,
     save_library_state,
 )
-from models.library.settings import ModelSettings
+from engine.api.models import (
+    BASE_MODEL_NOTE,
+    DEFAULT_NAME,
+    BackendSpec,
+    DefaultModelMissing,
+    ModelSettings,
+    default_model_path,
+    model_settings,
+    open_model,
+    parse_backend_spec,
+    resolve_model_file,
+)
+from engine.api.values import Backend
 
 log = logging.getLogger("desktop.models")
 

@@ -13,17 +13,29 @@ from pathlib import Path
 
 from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
 from desktop.core.model_words import problem_words, summary_line
-from engine.api.models import MarkerKind, ProjectorInfo
-from models.errors import GGUFError
-from models.gguf.builtin_templates import BASE_MODEL_NOTE
-from models.gguf.diagnose import metadata_problem
-from models.gguf.meta import ModelMetadata
-from models.library.default_model import DEFAULT_NAME
-from models.library.memory import MemoryEstimate, estimate_memory, format_bytes
-from models.library.paths import ember_paths
-from models.library.projectors import pair
-from models.library.remote_keys import load_api_key
-from models.library.scan import LibraryEntry, LibraryState, RemoteServer, Source, library_entries, skipped_files
+from engine.api.errors import GGUFError
+from engine.api.library import (
+    LibraryEntry,
+    LibraryState,
+    RemoteServer,
+    Source,
+    library_entries,
+    load_api_key,
+    skipped_files,
+)
+from engine.api.models import (
+    BASE_MODEL_NOTE,
+    DEFAULT_NAME,
+    MarkerKind,
+    MemoryEstimate,
+    ModelMetadata,
+    ProjectorInfo,
+    estimate_memory,
+    format_bytes,
+    metadata_problem,
+    pair,
+)
+from engine.api.program import ember_paths
 
 SOURCE_NAMES = {
     Source.BUILTIN: "Built in",

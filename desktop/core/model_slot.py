@@ -14,11 +14,9 @@ from typing import Protocol
 
 from desktop.core.chat_views import LoadWaitSink, ReplySink
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
-from engine.errors import EngineError
-from engine.events import FinishReason, TurnStats
-from engine.runtime import Engine
-from engine.session.session import ChatSession, Turn
-from engine.session.settings import TurnSettings, resolve
+from engine.api.errors import EngineError
+from engine.api.session import ChatSession, Engine, Turn, TurnSettings, resolve
+from engine.api.values import FinishReason, TurnStats
 
 log = logging.getLogger("desktop.controller")
 

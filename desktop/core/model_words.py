@@ -11,9 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.api.models import MarkerKind
-from models.gguf.meta import ModelMetadata
-from models.library.memory import format_bytes
+from engine.api.models import MarkerKind, ModelMetadata, format_bytes
 
 # The first bytes of files people save under a .gguf name by mistake, and what to call them.
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (

@@ -14,15 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.api.values import (
-    MAX_MESSAGE_IMAGES,
-    ImageData,
-    NotAFile,
-    check_image,
-    read_image_file,
-    sniff_file,
-)
-from engine.errors import ConfigError
+from engine.api.errors import ConfigError
+from engine.api.values import MAX_MESSAGE_IMAGES, ImageData, NotAFile, check_image, read_image_file, sniff_file
 
 MAX_PENDING = MAX_MESSAGE_IMAGES
 

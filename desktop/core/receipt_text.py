@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from models.library.json_schema import is_int, is_number
+from engine.api.text import is_int, is_number
 
 
 def _short(sha: object) -> str:

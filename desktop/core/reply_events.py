@@ -8,8 +8,9 @@ from desktop.core.chat_views import ReplySink, ToolOffer
 from desktop.core.citations import supporting_numbers
 from desktop.core.conversation_docs import SourcesSink
 from engine.api.conversations import error_kind
-from engine.errors import EngineError
-from engine.events import (
+from engine.api.errors import EngineError
+from engine.api.session import Engine, Turn
+from engine.api.values import (
     ContentDelta,
     Event,
     Notice,
@@ -28,8 +29,6 @@ from engine.events import (
     TurnErrorKind,
     fenced_json,
 )
-from engine.runtime import Engine
-from engine.session.session import Turn
 
 log = logging.getLogger("desktop.controller")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, TextIO
 
-from models.text import cell, is_safe, label, terminal
+from engine.api.text import cell, is_safe, label, terminal
 
 _ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off, kept by SafeStream
 

@@ -18,12 +18,10 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from desktop.core.async_tasks import spawn
+from engine.api.program import ember_paths
+from engine.api.session import ChatSession, ConversationSettings
 from engine.api.tools import Decision, FolderGrants, McpServers, ToolError, ToolPermissions, ToolSet, builtin_tools
-from engine.api.values import HistoryError
-from engine.events import ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
-from engine.session.session import ChatSession
-from engine.session.settings import ConversationSettings
-from models.library.paths import ember_paths
+from engine.api.values import HistoryError, ToolCall, ToolDenied, ToolEvent, ToolLimit, ToolResult
 
 log = logging.getLogger("desktop.tools")
 

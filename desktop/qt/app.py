@@ -27,8 +27,8 @@ from desktop.core.history_session import open_history
 from desktop.core.model_choice import ModelChoice, choose_model
 from desktop.core.platform_check import platform_problem
 from desktop.qt.window import MainWindow, WindowOptions
-from engine.errors import ConfigError
-from engine.runtime import Engine
+from engine.api.errors import ConfigError
+from engine.api.session import Engine
 
 log = logging.getLogger("desktop.app")
 

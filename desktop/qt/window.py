@@ -66,11 +66,9 @@ from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
 from desktop.qt.models.model_switch import ModelSwitcher
 from engine.api import network as network_guard
 from engine.api.network import Guard
+from engine.api.session import ChatSession, Engine
 from engine.api.tools import McpServers, ToolSet
-from engine.api.values import ContextPolicy
-from engine.events import TurnStats
-from engine.runtime import Engine
-from engine.session.session import ChatSession
+from engine.api.values import ContextPolicy, TurnStats
 
 DEFAULT_SIZE = (1040, 780)
 NARROW_WIDTH = 880  # below this the sidebar folds away by itself

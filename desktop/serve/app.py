@@ -41,8 +41,8 @@ from desktop.serve.record import ApiHistory
 from desktop.serve.text_completions import TextEnvelope
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_completion, parse_json
 from desktop.serve.wire_images import IMAGES_BODY_BYTES, images_length
-from engine.events import Event, TurnError
-from engine.runtime import Engine
+from engine.api.session import Engine
+from engine.api.values import Event, TurnError
 
 log = logging.getLogger("desktop.serve")
 

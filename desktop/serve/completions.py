@@ -29,14 +29,16 @@ from desktop.serve.forced_calls import forced_calls
 from desktop.serve.record import RecordedTurn
 from desktop.serve.wire import ChatCall
 from engine.api.conversations import error_kind
-from engine.api.documents import AnswerSources, DocsDatabaseError
-from engine.api.serving import StopMatcher
-from engine.api.values import CancelToken, ContextFullError, Request
-from engine.errors import ContextOverflowError, EngineError
-from engine.events import (
+from engine.api.documents import AnswerSources, DocsDatabaseError, TurnDocuments
+from engine.api.errors import ContextOverflowError, EngineError
+from engine.api.session import Engine, Plan, StopMatcher
+from engine.api.values import (
+    CancelToken,
     ContentDelta,
+    ContextFullError,
     Event,
     PromptLogprobs,
+    Request,
     Sources,
     StructuredValue,
     ThinkingDelta,
@@ -48,9 +50,6 @@ from engine.events import (
     TurnErrorKind,
     TurnStats,
 )
-from engine.runtime import Engine
-from engine.session.session import Plan
-from engine.session.turn_documents import TurnDocuments
 
 _END = object()
 

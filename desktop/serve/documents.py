@@ -21,8 +21,8 @@ from typing import Any
 
 from desktop.serve.errors import ApiError
 from engine.api import documents
-from engine.events import Sources
-from engine.session.turn_documents import TurnDocuments
+from engine.api.documents import TurnDocuments
+from engine.api.values import Sources
 
 PARAM = "ember.collection"
 

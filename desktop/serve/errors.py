@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from engine.events import TurnError, TurnErrorKind
+from engine.api.values import TurnError, TurnErrorKind
 
 INVALID = "invalid_request_error"
 SERVER = "server_error"

@@ -24,10 +24,18 @@ import asyncio
 import uuid
 from dataclasses import replace
 
-from engine.api.serving import call_grammar, fold_system
-from engine.api.values import CancelToken, Request
-from engine.events import Event, FinishReason, ToolCall, TurnDone, TurnError, TurnErrorKind, TurnStats
-from engine.runtime import Engine
+from engine.api.session import Engine, call_grammar, fold_system
+from engine.api.values import (
+    CancelToken,
+    Event,
+    FinishReason,
+    Request,
+    ToolCall,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    TurnStats,
+)
 
 RETRY_LINE = (
     "Your previous answer did not call a tool. Answer now with a tool call only, "

@@ -36,7 +36,7 @@ from desktop.serve.ollama_pull import pull
 from desktop.serve.ollama_wire import is_load, parse_ollama_chat, parse_ollama_generate
 from desktop.serve.partial_args import finished_fields
 from desktop.serve.wire import ChatCall, parse_json
-from engine.events import ToolCall
+from engine.api.values import ToolCall
 
 OLLAMA_API_VERSION = "0.12.0"  # the Ollama release whose API these routes follow
 NEVER = "2318-08-31T00:00:00Z"  # `/api/ps`' expiry of a model kept loaded (Ollama's `keep_alive: -1`)

@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.api.models import file_sha256, read_header
-from models.errors import GGUFError
-from models.gguf.meta import format_parameters, metadata_from_header
+from engine.api.errors import GGUFError
+from engine.api.models import file_sha256, format_parameters, metadata_from_header, read_header
 
 log = logging.getLogger("desktop.serve")
 

@@ -22,7 +22,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from desktop.serve.errors import ApiError
-from engine.errors import EngineError
+from engine.api.errors import EngineError
 
 _PREFIXES = ("hf.co/", "huggingface.co/", "https://hf.co/", "https://huggingface.co/")
 NOT_HUB = (
@@ -67,7 +67,7 @@ class _Pull:
 
     def __init__(self, spec: str) -> None:
         from engine.api.downloads import HubClient, HubError, parse_spec
-        from models.library.paths import ember_paths
+        from engine.api.program import ember_paths
 
         try:
             self.repo, self.selector = parse_spec(spec)

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.errors import ConfigError
+from engine.api.errors import ConfigError
 
 ORIGINS_ENV = "EMBER_ORIGINS"
 ANY = ("*", "null")  # patterns that let any web page in: only behind an API key

@@ -16,9 +16,8 @@ import logging
 from collections.abc import Callable
 
 from engine.api.conversations import HistoryStore
-from engine.api.values import HistoryError
-from engine.events import Event, ToolEvent
-from engine.session.session import ChatSession, Plan, Turn
+from engine.api.session import ChatSession, Plan, Turn
+from engine.api.values import Event, HistoryError, ToolEvent
 
 log = logging.getLogger("desktop.serve.record")
 

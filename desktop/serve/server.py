@@ -25,7 +25,7 @@ from desktop.serve.app import ServeState, build_app
 from desktop.serve.connections import ConnectionLimits, guarded_protocol
 from desktop.serve.ollama_api import ollama_routes
 from desktop.serve.origins import HostPolicy
-from engine.errors import ConfigError
+from engine.api.errors import ConfigError
 
 log = logging.getLogger("desktop.serve")
 

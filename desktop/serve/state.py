@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from desktop.serve.wire import NEUTRAL_SAMPLING, Defaults
-from engine.runtime import Engine
-from engine.session.settings import TurnSettings
+from engine.api.session import Engine, TurnSettings
 
 
 def model_id_for(engine: Engine) -> Callable[[], str]:

@@ -18,9 +18,9 @@ from typing import Any, cast
 
 from desktop.serve.errors import bad_request
 from desktop.serve.wire_images import is_image_part, part_images
-from engine.api.serving import compile_schema
+from engine.api.errors import ConfigError
+from engine.api.session import compile_schema
 from engine.api.values import Message, Sampling, Schema
-from engine.errors import ConfigError
 
 MAX_MESSAGES = 4096
 MAX_TOOLS = 128

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from desktop.serve.errors import bad_request
+from engine.api.errors import ConfigError
 from engine.api.values import ImageData, base64_length, from_base64, from_data_url
-from engine.errors import ConfigError
 
 MAX_IMAGES = 8  # per message, as the window's MAX_PENDING
 # Per image over the API, below the engine's own 64 MB: a phone photo fits, and a whole

@@ -1,8 +1,9 @@
 """Documents: collections, their indexing, search, the embedder, and the context a turn gets.
 
 What the window's Documents dialog and citations, `ember docs`, `ember chat --docs` and the
-server's embeddings and collections use, an answer's paragraphs attributed to its passages, and an
-index run's pace in words. Names only, except `check_collection`: each lives in `engine.docs`.
+server's embeddings and collections use, the documents a turn reads (`TurnDocuments`), an
+answer's paragraphs attributed to its passages, and an index run's pace in words. Names only,
+except `check_collection`: each lives in `engine.docs` (`TurnDocuments` in `engine.session`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from engine.docs.indexer import IndexReport, Progress, find_files, index_collect
 from engine.docs.pace import pace_words
 from engine.docs.schema import DocsDatabaseError
 from engine.docs.sources import CollectionSource
+from engine.session.turn_documents import TurnDocuments
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -34,6 +36,7 @@ __all__ = [
     "IndexReport",
     "LlamaEmbedder",
     "Progress",
+    "TurnDocuments",
     "chat_model_warning",
     "check_collection",
     "default_path",

@@ -1,9 +1,12 @@
 """The machine, for the front ends: its cores, its CPU variant, its GPUs and its measured speed.
 
 `ember doctor`, `ember --version`, the settings dialog's GPU row and the Get models page's fit
-read the machine here. Each function looks its engine module up when it is called, so a test
-that patches `engine.backends.<module>` still reaches every front end. Nothing here imports
-llama.cpp except `gpu_offload_supported` (its first call is slow: the window runs it off its thread).
+read the machine here: its memory, which models fit it and how fast each would run
+(`models.library.fit` and `speed`), and `ember bench`'s quick measurement of one model
+(`engine.bench.quick`: llama.cpp loads only when it measures). Each function looks its engine
+module up when it is called, so a test that patches `engine.backends.<module>` still reaches
+every front end. Nothing here imports llama.cpp except `gpu_offload_supported` (its first call
+is slow: the window runs it off its thread) and `bench_measure`.
 """
 
 from __future__ import annotations
@@ -17,27 +20,62 @@ from engine.backends.gpu_pick import GpuPick
 from engine.backends.llama_devices import Device
 from engine.backends.machine_profile import cached, child, measure, measured_decode
 from engine.backends.offload import gpu_backend_names
+from engine.bench.quick import measure as bench_measure
+from engine.bench.quick import predicted as bench_prediction
+from engine.bench.quick import prediction_ratio
 from engine.errors import ModelLoadError
+from models.library.fit import (
+    Fit,
+    FreeMemory,
+    Suggestion,
+    Verdict,
+    estimate_need,
+    fit_file,
+    judge,
+    predict_file,
+    ranked,
+    short_list,
+)
+from models.library.memory import available_memory
+from models.library.speed import USEFUL_TPS, MachineProfile, Prediction, predict_meta
 
 __all__ = [
+    "USEFUL_TPS",
     "Device",
+    "Fit",
+    "FreeMemory",
     "GpuPick",
+    "MachineProfile",
+    "Prediction",
+    "Suggestion",
+    "Verdict",
+    "available_memory",
     "backend_names",
+    "bench_measure",
+    "bench_prediction",
     "cached",
     "child",
     "cpu_facts",
     "default_threads",
     "devices",
     "devices_offload",
+    "estimate_need",
+    "fit_file",
     "gpu_backend_names",
     "gpu_devices",
     "gpu_facts",
     "gpu_offload_supported",
     "gpu_pick",
+    "judge",
     "llama_build",
     "measure",
     "measured_decode",
+    "predict_file",
+    "predict_meta",
+    "prediction_ratio",
+    "ranked",
     "read_cpuinfo",
+    "short_list",
     "system_info",
     "variant_line",
 ]

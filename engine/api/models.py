@@ -3,8 +3,9 @@
 The window (`desktop.core.model_choice`), `ember chat`/`serve`/`bench` (`desktop.cli.common`)
 and the settings dialog all come here, so a model behaves the same whichever front end
 opens it. Its defaults follow what the model is (`models.library.recommended`), never the
-path of its file; what the user saved for it wins over them. What a file is (its header, what
-its name says, its projector, its origin and digest) and removing one are named here too.
+path of its file; what the user saved for it wins over them. What a file is (its header and
+metadata, what its name says, why it will not load, its projector, its memory need and sizes
+in words, its origin and digest), its settings' bounds and saving them, and removing one are named here too.
 """
 
 from __future__ import annotations
@@ -20,27 +21,62 @@ from engine.backends.load_errors import precheck_model_file
 from engine.backends.optimize_file import offer_text, optimize
 from engine.errors import ModelLoadError
 from models.formats import MarkerKind
+from models.gguf.builtin_templates import BASE_MODEL_NOTE
+from models.gguf.diagnose import explain_load_failure, metadata_problem
 from models.gguf.header import read_header
+from models.gguf.meta import ModelMetadata, format_parameters, metadata_from_header, read_metadata
 from models.gguf.names import is_first_part, is_projector_name, model_key, quant_in_name, shard_of
 from models.gguf.projector import ProjectorInfo
-from models.library.default_model import DefaultModelMissing, default_model_path
+from models.library.default_model import DEFAULT_NAME, DefaultModelMissing, default_model_path
 from models.library.digests import file_sha256
+from models.library.memory import KV_CACHE_TYPES, MemoryEstimate, estimate_memory, format_bytes
 from models.library.origins import Origin, origins
+from models.library.paths import resolve_model_file
+from models.library.projectors import pair
 from models.library.recommended import recommended_values
 from models.library.removal import owned_by_ember, remove_model
-from models.library.settings import ModelSettings, load_model_settings, load_options
+from models.library.settings import (
+    AUTO_GPU_LAYERS,
+    DEFAULT_CONTEXT_LENGTH,
+    MAX_SEED,
+    MIN_CONTEXT_LENGTH,
+    ModelSettings,
+    load_model_settings,
+    load_options,
+    save_model_settings,
+    useful_tps,
+)
 
 if TYPE_CHECKING:  # llama.cpp loads with it: only where a model is opened
     from engine.backends.llama import LlamaBackend
 
 __all__ = [
+    "AUTO_GPU_LAYERS",
+    "BASE_MODEL_NOTE",
+    "DEFAULT_CONTEXT_LENGTH",
+    "DEFAULT_NAME",
+    "KV_CACHE_TYPES",
+    "MAX_SEED",
+    "MIN_CONTEXT_LENGTH",
     "BackendSpec",
+    "DefaultModelMissing",
     "MarkerKind",
+    "MemoryEstimate",
+    "ModelMetadata",
+    "ModelSettings",
     "Origin",
     "ProjectorInfo",
+    "default_model_path",
+    "estimate_memory",
+    "explain_load_failure",
     "file_sha256",
+    "format_bytes",
+    "format_parameters",
     "is_first_part",
     "is_projector_name",
+    "load_model_settings",
+    "metadata_from_header",
+    "metadata_problem",
     "model_defaults",
     "model_file",
     "model_key",
@@ -51,13 +87,18 @@ __all__ = [
     "optimize",
     "origins",
     "owned_by_ember",
+    "pair",
     "parse_backend_spec",
     "precheck_model_file",
     "quant_in_name",
     "read_header",
+    "read_metadata",
     "remove_model",
+    "resolve_model_file",
+    "save_model_settings",
     "shard_of",
     "template_problem",
+    "useful_tps",
 ]
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,9 @@
 """The value types the front ends hold and pass back: one import for what the engine hands out.
 
 The window, the CLI and the server keep these (a conversation row, a message's versions, an
-image, a context policy, the backend they were given, a cancel token) without reaching into
-the package that defines each. Nothing here has behaviour of its own: it names them once.
+image, a context policy, the backend they were given, a cancel token, the events a turn yields)
+without reaching into the package that defines each (the errors they catch: `engine.api.errors`).
+Nothing here has behaviour of its own: it names them once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,34 @@ from engine.backends.image_input import (
     from_data_url,
     read_image_file,
     sniff_file,
+)
+from engine.events import (
+    ContentDelta,
+    Event,
+    FinishReason,
+    Notice,
+    ParagraphSources,
+    PromptLogprobs,
+    PromptProgress,
+    Recovery,
+    SourceRef,
+    Sources,
+    StructuredRetry,
+    StructuredValue,
+    ThinkingDelta,
+    TokenLogprob,
+    TokenLogprobs,
+    ToolCall,
+    ToolDenied,
+    ToolEvent,
+    ToolLimit,
+    ToolResult,
+    TurnDone,
+    TurnError,
+    TurnErrorKind,
+    TurnStats,
+    event_to_json,
+    fenced_json,
 )
 from engine.history.times import as_datetime
 from engine.history.types import (
@@ -50,9 +79,12 @@ __all__ = [
     "TOOLS_STATS_KEY",
     "Backend",
     "CancelToken",
+    "ContentDelta",
     "ContextFullError",
     "ContextPolicy",
     "Conversation",
+    "Event",
+    "FinishReason",
     "Fit",
     "HistoryError",
     "ImageData",
@@ -60,16 +92,39 @@ __all__ = [
     "MessageTooLongError",
     "NotAFile",
     "NotFoundError",
+    "Notice",
+    "ParagraphSources",
+    "PromptLogprobs",
+    "PromptProgress",
+    "Recovery",
     "Request",
     "Sampling",
     "Schema",
     "SearchHit",
+    "SourceRef",
+    "Sources",
     "Status",
     "StoredMessage",
+    "StructuredRetry",
+    "StructuredValue",
+    "ThinkingDelta",
+    "TokenLogprob",
+    "TokenLogprobs",
+    "ToolCall",
+    "ToolDenied",
+    "ToolEvent",
+    "ToolLimit",
+    "ToolResult",
+    "TurnDone",
+    "TurnError",
+    "TurnErrorKind",
+    "TurnStats",
     "Versions",
     "as_datetime",
     "base64_length",
     "check_image",
+    "event_to_json",
+    "fenced_json",
     "from_base64",
     "from_data_url",
     "read_image_file",

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QToolTip, QWidget
 
 from desktop.core.citations import CITE_SCHEME
 from engine.api.documents import label
-from engine.events import SourceRef
-from models.text import escaped as shown
+from engine.api.text import escaped as shown
+from engine.api.values import SourceRef
 
 TOOLTIP_CHARS = 700
 FIRST_WORDS = 4  # of a passage, beside a file cited more than once

@@ -53,8 +53,8 @@ from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.chat.documents_ui import DocumentsButton
 from desktop.qt.chat.message_view import UserMessage
 from engine.api.conversations import DamagedImage
+from engine.api.text import escaped as shown
 from engine.api.values import MAX_PIXELS, ImageData
-from models.text import escaped as shown
 
 THUMB = 48  # a chip's picture, in pixels (its longer side)
 VIEW_MAX = 2048  # a picture opened full size is shown at most this large

@@ -56,8 +56,8 @@ from engine.api.documents import (
     index_collection,
     shared_embedder,
 )
-from engine.errors import EngineError
-from models.text import escaped as shown
+from engine.api.errors import EngineError
+from engine.api.text import escaped as shown
 
 log = logging.getLogger("desktop.documents")
 

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.look.style import warning_border, warning_fill
 from engine.api.documents import DEFAULT_EMBEDDER, embedder_kind
-from engine.errors import EngineError
-from models.text import escaped as shown
+from engine.api.errors import EngineError
+from engine.api.text import escaped as shown
 
 DEFAULT_LABEL = "Default (all-MiniLM-L6-v2)"
 NONE_LABEL = "None (words only)"

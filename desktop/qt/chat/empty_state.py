@@ -21,8 +21,8 @@ from desktop.core.get_models import better_model_line, cached_profile, quick_fre
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.look.icons import themed_icon
 from desktop.qt.look.theme import SPACE_LG, SPACE_SM, SPACE_XL
-from models.errors import EmberError
-from models.library.catalogue import shipped_catalogue
+from engine.api.errors import EmberError
+from engine.api.library import shipped_catalogue
 
 EXAMPLE_PROMPTS = (
     "Explain what a GGUF file is, in two sentences.",

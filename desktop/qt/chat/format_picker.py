@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.look.style import monospace_font
-from engine.session.reply_format import SCHEMA_TEMPLATE, FormatKind, ReplyFormat, parse_schema_text
+from engine.api.session import SCHEMA_TEMPLATE, FormatKind, ReplyFormat, parse_schema_text
 
 _MENU: tuple[tuple[FormatKind, str], ...] = (
     ("text", "Plain text"),

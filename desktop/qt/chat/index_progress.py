@@ -16,8 +16,8 @@ from pathlib import Path
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from engine.api.documents import IndexReport, Progress, pace_words
-from models.library.memory import format_bytes
-from models.text import escaped as shown
+from engine.api.models import format_bytes
+from engine.api.text import escaped as shown
 
 SHOWN_REASONS = 8  # left-out files listed by name, the rest counted
 

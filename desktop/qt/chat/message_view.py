@@ -44,8 +44,7 @@ from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.focus import focus_the_box
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.theme import ICON_PX
-from engine.api.values import Status, Versions
-from engine.events import FinishReason, SourceRef, TurnStats
+from engine.api.values import FinishReason, SourceRef, Status, TurnStats, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
 WAIT_TICK_MS = 400  # the waiting dots' pace

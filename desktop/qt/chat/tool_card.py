@@ -33,7 +33,7 @@ from desktop.qt.look.focus import click_returns_focus
 from desktop.qt.look.icons import set_icon
 from desktop.qt.look.theme import SPACE_MD, SPACE_SM
 from engine.api.tools import DEFAULT_MAX_ROUNDS, MAX_CALLS_PER_ROUND, Decision, arguments_text
-from engine.events import ToolCall, ToolDenied, ToolLimit, ToolResult
+from engine.api.values import ToolCall, ToolDenied, ToolLimit, ToolResult
 
 ARGUMENTS_MAX_HEIGHT = 320
 RESULT_PREVIEW_CHARS = 2_000

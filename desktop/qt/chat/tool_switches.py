@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from desktop.core.tool_turns import ToolTurns
 from desktop.qt.chat.composer import ComposerBar
 from desktop.qt.look.menu_heading import add_heading
+from engine.api.errors import ConfigError
+from engine.api.program import ember_paths
 from engine.api.tools import McpServers
-from engine.errors import ConfigError
-from models.library.paths import ember_paths
 
 
 class ToolSwitches:

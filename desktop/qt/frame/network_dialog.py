@@ -25,9 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.look.theme import SPACE_SM
+from engine.api.errors import ConfigError, EmberError
 from engine.api.network import Attempt, Guard, NetworkSettings, check_entry, load_settings, save_settings, shown
-from engine.errors import ConfigError
-from models.errors import EmberError
 
 ATTEMPTS_SHOWN = 12
 

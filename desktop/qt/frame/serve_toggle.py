@@ -24,10 +24,9 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QStatusBar, QToolButton, QWid
 from desktop.core.controller import ChatController
 from desktop.qt.look.menu_place import keep_inside
 from desktop.serve import DEFAULT_HOST, DEFAULT_PORT
-from engine.errors import ConfigError
-from engine.session.settings import resolve
-from models.library.jsonstore import load_json_object, write_json_atomic
-from models.library.paths import ember_paths
+from engine.api.errors import ConfigError
+from engine.api.program import ember_paths, load_json_object, write_json_atomic
+from engine.api.session import resolve
 
 if TYPE_CHECKING:
     from desktop.serve.server import ServerThread

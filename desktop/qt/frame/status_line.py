@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from desktop.core.model_choice import ModelInfo
 from desktop.qt.look.style import SPACING
-from engine.events import TurnStats
+from engine.api.values import TurnStats
 
 SPEED_TIP = "Tokens written per second in the last reply"
 

@@ -16,8 +16,7 @@ from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
 
 from desktop.qt.chat.thinking_pane import ThinkingPane
-from models.library.jsonstore import load_json_object, write_json_atomic
-from models.library.paths import ember_paths
+from engine.api.program import ember_paths, load_json_object, write_json_atomic
 
 log = logging.getLogger(__name__)
 FILE_NAME = "window.json"

@@ -31,8 +31,8 @@ from desktop.qt.history.sidebar import HistorySidebar
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.menu_heading import add_heading
+from engine.api.session import ReplyFormat
 from engine.api.values import TOOLS_STATS_KEY
-from engine.session.reply_format import ReplyFormat
 
 NOTICE_MS = 10_000
 

@@ -22,8 +22,7 @@ from PySide6.QtWidgets import QApplication
 
 from desktop.qt.look.stylesheet import app_stylesheet
 from desktop.qt.look.theme import LIGHT, MODES, TEXT_SCALES, Mode, Palette, blend, next_scale, palette_for
-from models.library.jsonstore import load_json_object, write_json_atomic
-from models.library.paths import ember_paths
+from engine.api.program import ember_paths, load_json_object, write_json_atomic
 
 log = logging.getLogger(__name__)
 FILE_NAME = "appearance.json"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from models.library.jsonstore import load_json_object, write_json_atomic
-from models.library.paths import ember_paths
+from engine.api.program import ember_paths, load_json_object, write_json_atomic
 
 FILE_NAME = "last_folders.json"
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from desktop.core.model_rows import ModelRow
 from engine.api.models import offer_text
-from engine.child_env import function_child
+from engine.api.program import function_child
 
 
 class FastCopyOffer(QWidget):

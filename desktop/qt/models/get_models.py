@@ -55,10 +55,10 @@ from desktop.qt.look.plain_question import answered, ask
 from desktop.qt.look.style import muted_text
 from desktop.qt.look.theme import SPACE_MD, SPACE_SM
 from desktop.qt.models.offer_row import OfferRow
-from models.errors import EmberError, one_line
-from models.library.catalogue import CatalogueEntry, CatalogueError, search, shipped_catalogue
-from models.library.fit import FreeMemory
-from models.library.settings import DEFAULT_CONTEXT_LENGTH, useful_tps
+from engine.api.errors import EmberError, one_line
+from engine.api.library import CatalogueEntry, CatalogueError, search, shipped_catalogue
+from engine.api.machine import FreeMemory
+from engine.api.models import DEFAULT_CONTEXT_LENGTH, useful_tps
 
 log = logging.getLogger("desktop.get_models")
 
@@ -239,7 +239,7 @@ class GetModelsDialog(QDialog):
         try:
             return self.services().models_dir
         except EmberError:  # a bad HF_ENDPOINT: the rows still show what is on disk; the Hub's actions say why
-            from models.library.paths import ember_paths
+            from engine.api.program import ember_paths
 
             return ember_paths().models_dir
 

@@ -42,12 +42,9 @@ from desktop.qt.look.last_folder import choose_gguf, last_folder, remember
 from desktop.qt.look.style import SPACING, muted_text, warning_border, warning_fill
 from desktop.qt.models.model_details import ModelDetails
 from desktop.qt.models.settings_dialog import ModelSettingsDialog, open_settings_dialog
-from models.errors import GGUFError
-from models.gguf.builtin_templates import BASE_MODEL_NOTE
-from models.gguf.diagnose import explain_load_failure
-from models.library.paths import resolve_model_file
-from models.library.scan import LibraryState, RemoteServer, load_library_state, save_library_state
-from models.library.settings import ModelSettings
+from engine.api.errors import GGUFError
+from engine.api.library import LibraryState, RemoteServer, load_library_state, save_library_state
+from engine.api.models import BASE_MODEL_NOTE, ModelSettings, explain_load_failure, resolve_model_file
 
 if TYPE_CHECKING:
     from desktop.qt.models.server_dialog import ServerDialog

@@ -29,9 +29,8 @@ from desktop.qt.frame.header import HeaderBar
 from desktop.qt.models.get_models import GetModelsDialog
 from desktop.qt.models.model_picker import FilePrompts, ModelPicker
 from desktop.qt.models.settings_dialog import ModelSettingsDialog, open_settings_dialog
-from models.errors import GGUFError
-from models.gguf.meta import ModelMetadata, read_metadata
-from models.library.settings import ModelSettings
+from engine.api.errors import GGUFError
+from engine.api.models import ModelMetadata, ModelSettings, read_metadata
 
 LOCAL_ONLY = "Settings are for local model files; a server uses its own."
 # The settings a model is built with: changing one reloads it.

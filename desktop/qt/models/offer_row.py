@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
 from desktop.core.get_models import ModelOffer, OfferedFile, progress_text
 from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.theme import SPACE_MD, SPACE_SM, SPACE_XS
-from models.library.fit import Fit
-from models.library.memory import format_bytes
+from engine.api.machine import Fit
+from engine.api.models import format_bytes
 
 MARKS = {Fit.GPU: "✓", Fit.CPU: "✓", Fit.PARTIAL: "◐", Fit.TOO_BIG: "✕"}
 

@@ -27,10 +27,9 @@ from PySide6.QtWidgets import (
 from qasync import asyncSlot
 
 from desktop.core.model_choice import remote_label
+from engine.api.errors import EngineError
+from engine.api.library import RemoteServer, load_api_key, load_library_state, save_api_key, save_library_state
 from engine.api.servers import OpenAIBackend, list_models
-from engine.errors import EngineError
-from models.library.remote_keys import load_api_key, save_api_key
-from models.library.scan import RemoteServer, load_library_state, save_library_state
 
 log = logging.getLogger("desktop.servers")
 

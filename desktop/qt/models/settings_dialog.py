@@ -38,11 +38,16 @@ from PySide6.QtWidgets import (
 from desktop.core.model_choice import ModelChoice
 from desktop.qt.look.last_folder import choose_gguf
 from desktop.qt.models.settings_help import with_reset
-from engine.api.models import model_defaults
+from engine.api.errors import GGUFError
+from engine.api.models import (
+    MAX_SEED,
+    MIN_CONTEXT_LENGTH,
+    ModelMetadata,
+    ModelSettings,
+    model_defaults,
+    save_model_settings,
+)
 from engine.api.values import ContextPolicy
-from models.errors import GGUFError
-from models.gguf.meta import ModelMetadata
-from models.library.settings import MAX_SEED, MIN_CONTEXT_LENGTH, ModelSettings, save_model_settings
 
 log = logging.getLogger("desktop.settings")
 
@@ -441,8 +446,7 @@ def check_projector(model: Path, projector: str | None) -> None:
     """GGUFError (one line) when the chosen projector does not go with the model."""
     if not projector:
         return
-    from models.gguf.meta import read_metadata
-    from models.library.projectors import pair
+    from engine.api.models import pair, read_metadata
 
     pair(model, read_metadata(model).embedding_length, Path(projector).expanduser())
 
