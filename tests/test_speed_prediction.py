@@ -257,7 +257,7 @@ def test_the_profile_reads_its_prompt_on_the_threads_it_was_given(monkeypatch: p
     import llama_cpp
 
     monkeypatch.setattr(llama_cpp, "Llama", _RecordingLlama)
-    machine_profile.measure(1, save=False)
+    machine_profile.measure(1, save="never")
     assert _RecordingLlama.made[-1]["n_threads"] == 1 and _RecordingLlama.made[-1]["n_threads_batch"] == 1
 
 

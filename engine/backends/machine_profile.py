@@ -26,7 +26,7 @@ import statistics
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from engine.backends import cpu_probe
 from engine.child_env import PythonChild, function_child
@@ -150,28 +150,62 @@ def remember(path: Path, decode_tps: float, tokens: int) -> None:
     _save({**entry, "measured": measured})
 
 
-def measure(threads: int, model: Path | None = None, *, save: bool = True, typical: bool = False) -> MachineProfile:
-    """Measure (a few seconds) on the built-in model, cache (`save`) and return the profile; BenchError if it cannot.
+Save = Literal["always", "if_none", "never"]
 
-    `typical`: from the median round and token instead of the fastest (what `ember bench` compares
-    with its own medians taken under the same load: a check of the prediction, not of the load)."""
+
+def measure(threads: int, model: Path | None = None, *, save: Save = "always", typical: bool = False) -> MachineProfile:
+    """Measure (a few seconds) on the built-in model and return the profile; BenchError if it cannot.
+
+    `typical`: from the median round and token instead of the fastest
+    (what `ember bench` compares with its own medians taken under the same load: a check of the
+    prediction, not of the load). What is cached is always the fastest figures' profile:
+    `save` "always" replaces the cached one, "if_none" caches it only where none is (`ember
+    bench`: `ember models PATH` can predict after it, and a profile already calibrated by real
+    use is kept), "never" leaves the cache alone."""
     from models.gguf.meta import read_metadata
-    from models.library.default_model import shipped_model_path
 
     path = model or shipped_model_path()
+    meta = read_metadata(path)
     started = time.perf_counter()
-    pp_tps, tg_tps, output_s = _run(path, threads, typical)
+    cpu = _run(path, threads)
     seconds = time.perf_counter() - started
-    profile = MachineProfile.from_run(speed.model_run(read_metadata(path), pp_tps, tg_tps, N_PROMPT, output_s), seconds)
-    if save:  # a new profile: the speeds measured against the old one no longer calibrate it
-        _save({"profile": profile.to_json(), "measured": {}, "model": path.name})
-    log.info("machine profile: decode %.1f tok/s, prompt %.1f tok/s on %s (%.1f s)", tg_tps, pp_tps, path.name, seconds)
-    return profile
+
+    def profile(fast: bool) -> MachineProfile:
+        pp_tps, tg_tps, output_s = cpu.figures(fast)
+        return MachineProfile.from_run(speed.model_run(meta, pp_tps, tg_tps, N_PROMPT, output_s), seconds)
+
+    fastest = profile(True)
+    if save == "always" or (save == "if_none" and cached() is None):
+        # a new profile: the speeds measured against the old one no longer calibrate it
+        _save({"profile": fastest.to_json(), "measured": {}, "model": path.name})
+    log.info("machine profile: %s on %s (%.1f s)", fastest.to_json(), path.name, seconds)
+    return profile(False) if typical else fastest
 
 
-def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float, float]:
-    """(prompt tokens/s, decode tokens/s, the output projection's seconds a decoded token) of
-    `path` on the CPU: the fastest, or the `typical` (median)."""
+def shipped_model_path() -> Path:
+    from models.library.default_model import shipped_model_path as shipped
+
+    return shipped()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Timings:
+    """Seconds of each round's prompt, each decoded token, and each token decoded without logits."""
+
+    prompt_s: list[float]
+    token_s: list[float]
+    bare_s: list[float]
+
+    def figures(self, fast: bool) -> tuple[float, float, float]:
+        """(prompt tokens/s, decode tokens/s, the output projection's seconds a decoded token):
+        from the fastest round and tokens (`fast`), or the medians."""
+        pick = _fast_quarter if fast else statistics.median
+        prompt = N_PROMPT / (min(self.prompt_s) if fast else statistics.median(self.prompt_s))
+        return prompt, 1.0 / pick(self.token_s), max(0.0, pick(self.token_s) - pick(self.bare_s))
+
+
+def _run(path: Path, threads: int) -> Timings:
+    """The timings of `path` on the CPU, loaded as the window's backend loads a model (flash attention on)."""
     from llama_cpp import Llama
 
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
@@ -182,8 +216,8 @@ def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float,
     ensure_backends()
     try:
         model = Llama(  # the batch's threads too: llama-cpp-python's default is every CPU (the backend's is not)
-            str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_threads_batch=threads, n_gpu_layers=0,
-            verbose=False,
+            str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_threads_batch=threads,
+            n_gpu_layers=0, flash_attn=True, verbose=False,
         )  # fmt: skip
     except ValueError as exc:
         raise BenchError(f"the machine profile could not load {path.name} ({exc})") from exc
@@ -191,24 +225,20 @@ def _run(path: Path, threads: int, typical: bool = False) -> tuple[float, float,
         text = "The quick brown fox jumps over the lazy dog, and then it runs far away. " * 40
         tokens = list(model.tokenize(text.encode(), add_bos=False))[: N_PROMPT + N_GEN]
         model.eval(tokens[:8])  # pages the weights in
-        prompt_s: list[float] = []
-        token_s: list[float] = []
-        bare_s: list[float] = []
+        timings = Timings([], [], [])
         for _ in range(ROUNDS):
             model.reset()
             start = time.perf_counter()
             model.eval(tokens[:N_PROMPT])
-            prompt_s.append(time.perf_counter() - start)
+            timings.prompt_s.append(time.perf_counter() - start)
             for token in tokens[N_PROMPT:]:
                 start = time.perf_counter()
                 model.eval([token])
-                token_s.append(time.perf_counter() - start)
-            bare_s += [_decode_without_logits(model, token) for token in tokens[N_PROMPT:]]
+                timings.token_s.append(time.perf_counter() - start)
+            timings.bare_s.extend(_decode_without_logits(model, token) for token in tokens[N_PROMPT:])
     finally:
         model.close()
-    pick = statistics.median if typical else _fast_quarter
-    prompt = N_PROMPT / (statistics.median(prompt_s) if typical else min(prompt_s))
-    return prompt, 1.0 / pick(token_s), max(0.0, pick(token_s) - pick(bare_s))
+    return timings
 
 
 def _decode_without_logits(model: Any, token: int) -> float:

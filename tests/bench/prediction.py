@@ -59,7 +59,7 @@ def collect(threads: int, say: Any = _say, notes: list[str] | None = None, round
 def _round(threads: int, models: dict[str, Path], say: Any) -> dict[str, Any]:
     say("measuring the machine profile on the built-in model")
     start = time.perf_counter()
-    profile = machine_profile.measure(threads, save=False, typical=True)  # as the turns are measured
+    profile = machine_profile.measure(threads, save="never", typical=True)  # as the turns are measured
     report: dict[str, Any] = {"machine_profile_seconds": round(time.perf_counter() - start, 1)}
     for name, path in models.items():
         meta = read_metadata(path)
