@@ -96,11 +96,29 @@ def _row(s: Suggestion) -> tuple[str, ...]:
 
 
 def file_prediction(meta: ModelMetadata, profile: MachineProfile | None) -> Prediction | None:
-    """The prediction for a file here; real use's measured decode speed replaces the estimate."""
+    """The prediction for a file here (on the GPU's profile when it fits the GPU whole); real
+    use's measured decode speed replaces the estimate."""
     from engine.api import machine as machine_profile
 
     if profile is None or meta.parameters <= 0:
         return None
+    if profile.gpu is not None and _fits_gpu(meta):
+        profile = profile.gpu
     thinks = "<think>" in (meta.chat_template or "")
     measured = machine_profile.measured_decode(Path(meta.path), meta.file_size)
     return predict_meta(profile, meta, thinks=thinks, measured_decode_tps=measured)
+
+
+def _fits_gpu(meta: ModelMetadata) -> bool:
+    """Whether `meta`'s file, at its context setting, fits the GPU's free memory whole (as the
+    Get models page judges it: `models.library.fit.judge`). Asks llama.cpp: only with a GPU profile."""
+    from desktop.core import get_models
+    from models.library.fit import Fit, Need, judge
+    from models.library.memory import compute_buffer_bytes, estimate_memory
+    from models.library.settings import load_model_settings
+
+    settings = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train)
+    est = estimate_memory(meta, settings.context_length, available=None, kv_cache=settings.kv_cache)
+    n_ctx = est.context_length
+    need = Need(est.weights_bytes, est.kv_cache_bytes, compute_buffer_bytes(n_ctx), n_ctx)
+    return judge(need, get_models.measure_free_memory()).fit is Fit.GPU

@@ -82,14 +82,25 @@ def _save(entry: dict[str, Any]) -> None:
 
 
 def cached() -> MachineProfile | None:
-    """This machine's profile, calibrated by the speeds measured since; None when never measured."""
+    """This machine's profile, calibrated by the speeds measured since (the GPU's by those
+    measured on it); None when never measured."""
     entry = _store()
     raw = entry.get("profile")
     profile = MachineProfile.from_json(cast(dict[str, object], raw)) if isinstance(raw, dict) else None
     if profile is None:
         return None
-    ratios = [float(m["ratio"]) for m in _measured(entry).values() if isinstance(m.get("ratio"), int | float)]
-    return dataclasses.replace(profile, calibration=speed.calibration(ratios))
+    measured = _measured(entry).values()
+
+    def calibrated(p: MachineProfile, device: str) -> MachineProfile:
+        ratios = [float(m["ratio"]) for m in measured if m.get("device", "CPU") == device and _number(m.get("ratio"))]
+        return dataclasses.replace(p, calibration=speed.calibration(ratios))
+
+    gpu = calibrated(profile.gpu, "GPU") if profile.gpu is not None else None
+    return dataclasses.replace(calibrated(profile, "CPU"), gpu=gpu)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float)
 
 
 def _measured(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -112,19 +123,20 @@ def measured_decode(path: Path, size: int) -> float | None:
 _remembered: set[Path] = set()  # files this process has offered already (one look at the file each)
 
 
-def remember_once(path: Path, decode_tps: float, tokens: int) -> None:
+def remember_once(path: Path, decode_tps: float, tokens: int, *, on_gpu: bool = False) -> None:
     """`remember`, at most once per file and process, never raising (called after every turn)."""
     if path in _remembered or tokens < MIN_TOKENS or decode_tps <= 0:
         return
     _remembered.add(path)
     try:
-        remember(path, decode_tps, tokens)
+        remember(path, decode_tps, tokens, on_gpu=on_gpu)
     except (OSError, ValueError) as exc:
         log.debug("speed of %s not remembered: %s", path.name, exc)
 
 
-def remember(path: Path, decode_tps: float, tokens: int) -> None:
-    """Keep the first real measurement of `path`'s decoding here, and its error against the prediction."""
+def remember(path: Path, decode_tps: float, tokens: int, *, on_gpu: bool = False) -> None:
+    """Keep the first real measurement of `path`'s decoding here, and its error against the
+    prediction of the device it ran on (`on_gpu`: every layer on the GPU)."""
     if tokens < MIN_TOKENS or decode_tps <= 0:
         return
     try:
@@ -138,6 +150,8 @@ def remember(path: Path, decode_tps: float, tokens: int) -> None:
     if key in measured or not isinstance(raw, dict) or len(measured) >= MAX_REMEMBERED:
         return
     profile = MachineProfile.from_json(cast(dict[str, object], raw))
+    if profile is not None and on_gpu:
+        profile = profile.gpu
     if profile is None:
         return
     from models.gguf.meta import read_metadata
@@ -146,7 +160,11 @@ def remember(path: Path, decode_tps: float, tokens: int) -> None:
         predicted = speed.predict_meta(profile, read_metadata(path)).decode_tps
     except EmberError:  # not a GGUF Ember can read: nothing to calibrate with
         return
-    measured[key] = {"decode_tps": round(decode_tps, 2), "ratio": round(decode_tps / predicted, 3)}
+    measured[key] = {
+        "decode_tps": round(decode_tps, 2),
+        "ratio": round(decode_tps / predicted, 3),
+        "device": "GPU" if on_gpu else "CPU",
+    }
     _save({**entry, "measured": measured})
 
 
@@ -156,7 +174,8 @@ Save = Literal["always", "if_none", "never"]
 def measure(threads: int, model: Path | None = None, *, save: Save = "always", typical: bool = False) -> MachineProfile:
     """Measure (a few seconds) on the built-in model and return the profile; BenchError if it cannot.
 
-    `typical`: from the median round and token instead of the fastest
+    Where llama.cpp has a GPU, the same run with every layer on it gives the GPU's profile too
+    (`MachineProfile.gpu`). `typical`: from the median round and token instead of the fastest
     (what `ember bench` compares with its own medians taken under the same load: a check of the
     prediction, not of the load). What is cached is always the fastest figures' profile:
     `save` "always" replaces the cached one, "if_none" caches it only where none is (`ember
@@ -168,11 +187,17 @@ def measure(threads: int, model: Path | None = None, *, save: Save = "always", t
     meta = read_metadata(path)
     started = time.perf_counter()
     cpu = _run(path, threads)
+    gpu = _gpu_run(path, threads)
     seconds = time.perf_counter() - started
 
+    def from_timings(timings: Timings, fast: bool, device: str = "CPU") -> MachineProfile:
+        pp_tps, tg_tps, output_s = timings.figures(fast)
+        run = speed.model_run(meta, pp_tps, tg_tps, N_PROMPT, output_s, cpu=device == "CPU")
+        return MachineProfile.from_run(run, seconds, device)
+
     def profile(fast: bool) -> MachineProfile:
-        pp_tps, tg_tps, output_s = cpu.figures(fast)
-        return MachineProfile.from_run(speed.model_run(meta, pp_tps, tg_tps, N_PROMPT, output_s), seconds)
+        mine = from_timings(cpu, fast)
+        return mine if gpu is None else dataclasses.replace(mine, gpu=from_timings(gpu[0], fast, gpu[1]))
 
     fastest = profile(True)
     if save == "always" or (save == "if_none" and cached() is None):
@@ -204,8 +229,36 @@ class Timings:
         return prompt, 1.0 / pick(self.token_s), max(0.0, pick(self.token_s) - pick(self.bare_s))
 
 
-def _run(path: Path, threads: int) -> Timings:
-    """The timings of `path` on the CPU, loaded as the window's backend loads a model (flash attention on)."""
+def _gpu_run(path: Path, threads: int) -> tuple[Timings, str] | None:
+    """The run with every layer on the GPU and the GPU's name, where llama.cpp has a GPU; None
+    where it has none or the run fails there (the CPU's profile still stands)."""
+    name = _gpu_name()
+    if name is None:
+        return None
+    try:
+        return _run(path, threads, gpu_layers=-1), name
+    except BenchError as exc:
+        log.info("no GPU profile: %s", exc)
+        return None
+
+
+def _gpu_name() -> str | None:
+    """The GPU llama.cpp offloads to by default (its first), or None without one."""
+    from engine.backends import llama_devices
+
+    try:
+        if not llama_devices.gpu_offload_supported():
+            return None
+        gpus = llama_devices.gpu_devices()
+    except (OSError, RuntimeError, ValueError) as exc:
+        log.info("no GPU for the machine profile: %s", exc)
+        return None
+    return (gpus[0].description or gpus[0].name or "GPU") if gpus else None
+
+
+def _run(path: Path, threads: int, gpu_layers: int = 0) -> Timings:
+    """The timings of `path` on the CPU (or with `gpu_layers` on the GPU), loaded as the
+    window's backend loads a model (flash attention on)."""
     from llama_cpp import Llama
 
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
@@ -217,7 +270,7 @@ def _run(path: Path, threads: int) -> Timings:
     try:
         model = Llama(  # the batch's threads too: llama-cpp-python's default is every CPU (the backend's is not)
             str(path), n_ctx=256, n_batch=N_PROMPT, n_threads=threads, n_threads_batch=threads,
-            n_gpu_layers=0, flash_attn=True, verbose=False,
+            n_gpu_layers=gpu_layers, flash_attn=True, verbose=False,
         )  # fmt: skip
     except ValueError as exc:
         raise BenchError(f"the machine profile could not load {path.name} ({exc})") from exc

@@ -164,8 +164,11 @@ def error_kind(exc: BaseException) -> TurnErrorKind:
 def _remember_speed(backend: Backend, stats: TurnStats) -> None:
     """A model file's first real decoding speed here replaces its predicted one (issue #48)."""
     path = getattr(backend, "path", None)
-    if isinstance(path, Path):
-        machine_profile.remember_once(path, stats.tokens_per_s, stats.tokens)
+    placement = getattr(backend, "placement", None)
+    offloaded, layers = getattr(placement, "offloaded", 0), getattr(placement, "n_layer", None)
+    if not isinstance(path, Path) or (offloaded and offloaded != layers):  # split: neither device's speed
+        return
+    machine_profile.remember_once(path, stats.tokens_per_s, stats.tokens, on_gpu=bool(offloaded))
 
 
 def _log_turn(stats: TurnStats, outcome: str, kind: str, request: Request, tool_calls: int) -> None:

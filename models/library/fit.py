@@ -192,8 +192,11 @@ def fit_file(
 def predict_file(
     entry: CatalogueEntry, file: CatalogueFile, verdict: Verdict, profile: MachineProfile | None
 ) -> Prediction | None:
-    """The file's predicted speed here; None without a profile, or on a GPU (the profile is the CPU's)."""
-    if profile is None or verdict.fit is Fit.GPU:
+    """The file's predicted speed here: on the GPU's profile where it fits the GPU, else the CPU's
+    (split across both, the CPU's: its layers set the pace); None without the profile it needs."""
+    if profile is not None and verdict.fit is Fit.GPU:
+        profile = profile.gpu
+    if profile is None:
         return None
     layers = entry.architecture.layers if entry.architecture is not None else None
     return predict(

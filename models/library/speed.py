@@ -26,6 +26,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from models.errors import EmberError
 from models.gguf.ggml_types import ggml_type_name
@@ -53,18 +54,22 @@ LAYER_SHARE = 0.3
 UNKNOWN_LAYERS = 28  # a catalogue entry whose architecture was not checked
 
 
-def format_factors(quant: str, repacked: frozenset[str] = REPACKED) -> tuple[float, float]:
+def format_factors(quant: str, repacked: frozenset[str] = REPACKED, *, cpu: bool = True) -> tuple[float, float]:
     """(decode, prompt) cost of `quant` (a file type, or a tensor type with `REPACKED_TENSORS`)
-    relative to a repacked format; F16/F32 and unknown: 1."""
+    relative to a repacked format; F16/F32 and unknown: 1. On a GPU (`cpu` False) every format
+    costs its bytes: the repacked kernels are the CPU's."""
     quant = quant.upper()
-    if quant in repacked or not quant.startswith(("Q", "IQ")):
+    if not cpu or quant in repacked or not quant.startswith(("Q", "IQ")):
         return 1.0, 1.0
     return SLOW_DECODE, SLOW_PROMPT
 
 
 @dataclass(frozen=True, slots=True)
 class MachineProfile:
-    """Effective decode bandwidth (bytes/s), prompt compute (operations/s) and the per-layer costs."""
+    """Effective decode bandwidth (bytes/s), prompt compute (operations/s) and the per-layer costs.
+
+    `device` is "CPU", or the GPU's name for the profile of a model offloaded whole; the CPU's
+    profile carries the GPU's (`gpu`) where llama.cpp has one."""
 
     decode_bytes_per_s: float
     prompt_ops_per_s: float
@@ -74,9 +79,15 @@ class MachineProfile:
     seconds: float = 0.0  # how long the measurement took
     calibration: float = 1.0  # measured/predicted decode of files run since (median)
     output_bytes_per_s: float = 0.0  # the output projection's own (measured apart); 0: `decode_bytes_per_s`
+    gpu: MachineProfile | None = None  # the same, measured with every layer on the GPU
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device == "CPU"
 
     def to_json(self) -> dict[str, object]:
-        return {
+        gpu: dict[str, object] = {"gpu": self.gpu.to_json()} if self.gpu is not None else {}
+        return gpu | {
             "decode_bytes_per_s": round(self.decode_bytes_per_s),
             "prompt_ops_per_s": round(self.prompt_ops_per_s),
             "decode_s_per_layer": self.decode_s_per_layer,
@@ -98,10 +109,12 @@ class MachineProfile:
             return None
         if not (bw > 0 and ops > 0 and dl >= 0 and pl >= 0 and out >= 0 and RATIO_BAND[0] <= cal <= RATIO_BAND[1]):
             return None
-        return cls(bw, ops, dl, pl, str(data.get("device", "CPU")), seconds, cal, out)
+        raw_gpu = data.get("gpu")
+        gpu = cls.from_json(cast(Mapping[str, object], raw_gpu)) if isinstance(raw_gpu, Mapping) else None
+        return cls(bw, ops, dl, pl, str(data.get("device", "CPU")), seconds, cal, out, gpu)
 
     @classmethod
-    def from_run(cls, run: ModelRun, seconds: float = 0.0) -> MachineProfile:
+    def from_run(cls, run: ModelRun, seconds: float = 0.0, device: str = "CPU") -> MachineProfile:
         """The profile from one model's measured speeds (`LAYER_SHARE` of each per-token time per layer).
 
         The output projection's share of a decoded token (`run.output_s`, measured apart) gives its
@@ -118,6 +131,7 @@ class MachineProfile:
             prompt_ops_per_s=run.weights.prompt_ops_per_token(run.prompt_tokens) / ((1 - LAYER_SHARE) * t_prompt),
             decode_s_per_layer=LAYER_SHARE * t_layers / run.layers,
             prompt_s_per_layer=LAYER_SHARE * t_prompt / run.layers,
+            device=device,
             seconds=seconds,
         )
 
@@ -135,19 +149,20 @@ class Weights:
         return self.prompt_ops + self.output_ops / max(tokens, 1)
 
 
-def estimated_weights(size_bytes: float, parameters: float, quant: str) -> Weights:
+def estimated_weights(size_bytes: float, parameters: float, quant: str, *, cpu: bool = True) -> Weights:
     """A model known by its size, matrix parameters and format only (a catalogue entry not downloaded)."""
-    decode_f, prompt_f = format_factors(quant)
+    decode_f, prompt_f = format_factors(quant, cpu=cpu)
     return Weights(size_bytes * decode_f, 2.0 * parameters * prompt_f)
 
 
-def tensor_weights(tensors: Iterable[TensorInfo]) -> Weights:
-    """`Weights` from a GGUF's tensors: a file without `output.weight` ties it to the token embedding."""
+def tensor_weights(tensors: Iterable[TensorInfo], *, cpu: bool = True) -> Weights:
+    """`Weights` from a GGUF's tensors (`cpu`: at the CPU's format costs): a file without
+    `output.weight` ties it to the token embedding."""
     tensors = list(tensors)
     tied = not any(t.name == OUTPUT_NAME for t in tensors)
     decode = prompt = output = output_bytes = 0.0
     for t in tensors:
-        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type), REPACKED_TENSORS)
+        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type), REPACKED_TENSORS, cpu=cpu)
         if t.name == OUTPUT_NAME or (tied and t.name == EMBEDDING_NAME):
             output_bytes, output = output_bytes + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
         elif t.name.endswith("_embd.weight"):  # a lookup: one row a token (per-layer embeddings too)
@@ -158,18 +173,18 @@ def tensor_weights(tensors: Iterable[TensorInfo]) -> Weights:
     return Weights(decode, prompt, output, output_bytes)
 
 
-def file_weights(meta: ModelMetadata) -> Weights:
+def file_weights(meta: ModelMetadata, *, cpu: bool = True) -> Weights:
     """`tensor_weights` over every shard of `meta`'s file; its size and format when they cannot be read."""
     try:
-        return _file_weights(meta.path, meta.size_bytes)
+        return _file_weights(meta.path, meta.size_bytes, cpu)
     except (OSError, EmberError):
-        return estimated_weights(meta.size_bytes, matmul_parameters(meta), meta.quantization)
+        return estimated_weights(meta.size_bytes, matmul_parameters(meta), meta.quantization, cpu=cpu)
 
 
 @functools.lru_cache(maxsize=64)
-def _file_weights(path: Path, size: int) -> Weights:  # `size` keys the cache: a replaced file reads again
+def _file_weights(path: Path, size: int, cpu: bool) -> Weights:  # `size` keys the cache: a replaced file reads again
     tensors = [t for shard in shard_paths(path) for t in read_header(shard, keep_tokens=False).tensors]
-    return tensor_weights(tensors)
+    return tensor_weights(tensors, cpu=cpu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +245,7 @@ def predict(
     """Prompt and decode tokens/s of a model of `size_bytes`, `parameters` (matrix weights, a
     count) and `layers` in `quant` here (or of its tensors' `weights`, read from the file);
     a measured decode speed replaces the estimate."""
-    w = weights or estimated_weights(size_bytes, parameters, quant)
+    w = weights or estimated_weights(size_bytes, parameters, quant, cpu=profile.on_cpu)
     n_layers = layers or UNKNOWN_LAYERS
     output_bw = profile.output_bytes_per_s or profile.decode_bytes_per_s
     t_decode = n_layers * profile.decode_s_per_layer + w.decode_bytes / profile.decode_bytes_per_s
@@ -251,10 +266,16 @@ def matmul_parameters(meta: ModelMetadata) -> float:
 
 
 def model_run(
-    meta: ModelMetadata, prompt_tps: float, decode_tps: float, prompt_tokens: int, output_s: float = 0.0
+    meta: ModelMetadata,
+    prompt_tps: float,
+    decode_tps: float,
+    prompt_tokens: int,
+    output_s: float = 0.0,
+    *,
+    cpu: bool = True,
 ) -> ModelRun:
     layers = meta.block_count or UNKNOWN_LAYERS
-    return ModelRun(file_weights(meta), layers, prompt_tps, decode_tps, prompt_tokens, output_s)
+    return ModelRun(file_weights(meta, cpu=cpu), layers, prompt_tps, decode_tps, prompt_tokens, output_s)
 
 
 def predict_meta(
@@ -269,7 +290,7 @@ def predict_meta(
         layers=meta.block_count,
         thinks=thinks,
         measured_decode_tps=measured_decode_tps,
-        weights=file_weights(meta),
+        weights=file_weights(meta, cpu=profile.on_cpu),
     )
 
 
