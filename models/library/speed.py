@@ -8,8 +8,10 @@ and thread barriers, which dominate small models on a busy CPU). Reading a promp
 compute: 2 × the matrix parameters per token, the output projection once per prompt (llama.cpp
 computes the last token's logits only), plus the same kind of cost per layer. The counts come
 from the GGUF's own tensor list (`file_weights`). Tensors in formats without llama.cpp's
-repacked CPU kernels (Q4_1, Q5_0, Q6_K, …) cost more per byte: the issue's quiet-machine figures
-for the built-in model (Q4_0 against Q4_1: prompt ×1.68, decode ×1.54) give the factors.
+repacked CPU kernels (Q4_1, Q5_0, Q6_K, …) cost more per byte decoding, and those without its
+repacked or tinyBLAS kernels (Q4_1, Q6_K, …, not Q5_0) more per operation reading a prompt: the
+issue's quiet-machine figures for the built-in model (Q4_0 against Q4_1: prompt ×1.68, decode
+×1.54) give the factors (`SLOW_DECODE`, `SLOW_PROMPT`).
 The machine profile holds the figures, measured once on
 the built-in model (`engine.backends.machine_profile`); it is an input here, so tests pass
 their own.
@@ -46,22 +48,35 @@ RATIO_BAND = (0.25, 4.0)
 # Formats llama.cpp repacks into its fast interleaved CPU kernels (ggml-cpu's repack.cpp).
 REPACKED = frozenset({"Q4_0", "Q8_0", "Q4_K_S", "Q4_K_M", "IQ4_NL"})
 REPACKED_TENSORS = frozenset({"Q4_0", "Q8_0", "Q4_K", "IQ4_NL"})  # the same, named by tensor type
-SLOW_DECODE, SLOW_PROMPT = 1.54, 1.68  # per byte / per operation, in any other quantized format
+# A prompt's batch also multiplies fast in the formats of llamafile's tinyBLAS kernels
+# (ggml-cpu/llamafile/sgemm.cpp on x86: F32, F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL): Q5_0 is slow
+# decoding (no repacked kernel) but not reading a prompt. Gemma 3 270M's Q4_K_M file is mostly Q5_0.
+PROMPT_FAST = REPACKED | {"Q5_0"}
+PROMPT_FAST_TENSORS = REPACKED_TENSORS | {"Q5_0"}
 # The share of the built-in model's time per token taken by the per-layer costs (the rest
 # scales with bytes or operations). Set so Gemma 3 270M (18 layers, 253 MB) is predicted from
 # SmolLM2 135M (30 layers, 98 MB) within its measured speed on a loaded and a quiet machine.
 LAYER_SHARE = 0.3
+# The issue's quiet-machine figures for the whole built-in model, Q4_1 against Q4_0: prompt
+# ×1.68, decode ×1.54. Decoding's is used per byte as it is. Reading's is the whole model's: its
+# per-layer costs (`LAYER_SHARE` of the Q4_1 time) do not change with the format, so the matrices'
+# own cost per operation is (1 - LAYER_SHARE) / (1 / 1.68 - LAYER_SHARE), ×2.37. (With ×1.68 per
+# operation Gemma 3 270M was predicted to read prompts ×1.29 the built-in's speed; measured ×2.3–2.4.)
+SLOW_DECODE = 1.54  # per byte, in any quantized format without a repacked kernel
+SLOW_PROMPT = (1 - LAYER_SHARE) / (1 / 1.68 - LAYER_SHARE)  # per operation, outside `PROMPT_FAST`
 UNKNOWN_LAYERS = 28  # a catalogue entry whose architecture was not checked
 
 
-def format_factors(quant: str, repacked: frozenset[str] = REPACKED, *, cpu: bool = True) -> tuple[float, float]:
-    """(decode, prompt) cost of `quant` (a file type, or a tensor type with `REPACKED_TENSORS`)
-    relative to a repacked format; F16/F32 and unknown: 1. On a GPU (`cpu` False) every format
-    costs its bytes: the repacked kernels are the CPU's."""
+def format_factors(
+    quant: str, repacked: frozenset[str] = REPACKED, *, cpu: bool = True, prompt_fast: frozenset[str] = PROMPT_FAST
+) -> tuple[float, float]:
+    """(decode, prompt) cost of `quant` (a file type, or a tensor type with `REPACKED_TENSORS`
+    and `PROMPT_FAST_TENSORS`) relative to a fast format; F16/F32 and unknown: 1. On a GPU
+    (`cpu` False) every format costs its bytes: the repacked and tinyBLAS kernels are the CPU's."""
     quant = quant.upper()
-    if not cpu or quant in repacked or not quant.startswith(("Q", "IQ")):
+    if not cpu or not quant.startswith(("Q", "IQ")):
         return 1.0, 1.0
-    return SLOW_DECODE, SLOW_PROMPT
+    return (1.0 if quant in repacked else SLOW_DECODE), (1.0 if quant in prompt_fast else SLOW_PROMPT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +177,9 @@ def tensor_weights(tensors: Iterable[TensorInfo], *, cpu: bool = True) -> Weight
     tied = not any(t.name == OUTPUT_NAME for t in tensors)
     decode = prompt = output = output_bytes = 0.0
     for t in tensors:
-        decode_f, prompt_f = format_factors(ggml_type_name(t.ggml_type), REPACKED_TENSORS, cpu=cpu)
+        decode_f, prompt_f = format_factors(
+            ggml_type_name(t.ggml_type), REPACKED_TENSORS, cpu=cpu, prompt_fast=PROMPT_FAST_TENSORS
+        )
         if t.name == OUTPUT_NAME or (tied and t.name == EMBEDDING_NAME):
             output_bytes, output = output_bytes + t.n_bytes * decode_f, output + 2.0 * t.n_elements * prompt_f
         elif t.name.endswith("_embd.weight"):  # a lookup: one row a token (per-layer embeddings too)
