@@ -110,15 +110,8 @@ def file_prediction(meta: ModelMetadata, profile: MachineProfile | None) -> Pred
 
 
 def _fits_gpu(meta: ModelMetadata) -> bool:
-    """Whether `meta`'s file, at its context setting, fits the GPU's free memory whole (as the
-    Get models page judges it: `models.library.fit.judge`). Asks llama.cpp: only with a GPU profile."""
+    """Asks llama.cpp for the GPU's free memory: only with a GPU profile."""
     from desktop.core import get_models
-    from models.library.fit import Fit, Need, judge
-    from models.library.memory import compute_buffer_bytes, estimate_memory
-    from models.library.settings import load_model_settings
+    from engine.api import machine
 
-    settings = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train)
-    est = estimate_memory(meta, settings.context_length, available=None, kv_cache=settings.kv_cache)
-    n_ctx = est.context_length
-    need = Need(est.weights_bytes, est.kv_cache_bytes, compute_buffer_bytes(n_ctx), n_ctx)
-    return judge(need, get_models.measure_free_memory()).fit is Fit.GPU
+    return machine.fits_gpu_whole(meta, get_models.measure_free_memory())

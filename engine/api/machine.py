@@ -24,9 +24,11 @@ from engine.bench.quick import measure as bench_measure
 from engine.bench.quick import predicted as bench_prediction
 from engine.bench.quick import prediction_ratio
 from engine.errors import ModelLoadError
+from models.gguf.meta import ModelMetadata
 from models.library.fit import (
     Fit,
     FreeMemory,
+    Need,
     Suggestion,
     Verdict,
     estimate_need,
@@ -36,7 +38,8 @@ from models.library.fit import (
     ranked,
     short_list,
 )
-from models.library.memory import available_memory
+from models.library.memory import available_memory, compute_buffer_bytes, estimate_memory
+from models.library.settings import load_model_settings
 from models.library.speed import USEFUL_TPS, MachineProfile, Prediction, predict_meta
 
 __all__ = [
@@ -61,6 +64,7 @@ __all__ = [
     "devices_offload",
     "estimate_need",
     "fit_file",
+    "fits_gpu_whole",
     "gpu_backend_names",
     "gpu_devices",
     "gpu_facts",
@@ -156,3 +160,13 @@ def cpu_facts(info: str) -> dict[str, Any]:
         "variant": choice.chosen if choice else None,
         "variants": [asdict(p) for p in choice.probes] if choice else [],
     }
+
+
+def fits_gpu_whole(meta: ModelMetadata, free: FreeMemory) -> bool:
+    """Whether `meta`'s file, at its context setting, fits the GPU's free memory whole (as the Get
+    models page judges it): its speed is then predicted from the GPU's profile."""
+    settings = load_model_settings(meta.path, n_ctx_train=meta.n_ctx_train)
+    est = estimate_memory(meta, settings.context_length, available=None, kv_cache=settings.kv_cache)
+    n_ctx = est.context_length
+    need = Need(est.weights_bytes, est.kv_cache_bytes, compute_buffer_bytes(n_ctx), n_ctx)
+    return judge(need, free).fit is Fit.GPU

@@ -15,15 +15,12 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
 from engine.errors import BenchError
 from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.runner import TurnRunner
-
-if TYPE_CHECKING:  # llama.cpp loads with the model `measure` opens, not with `ember bench`'s import
-    from engine.backends.llama import LlamaBackend
 
 PROMPT = "Summarise the following licence in three sentences, then list who may use the software.\n\n{text}"
 TEXT_CHARS = 1_000  # about 250 tokens of the licence: a prompt long enough to time its reading
@@ -88,7 +85,7 @@ def prompt_seconds(backend: Timed, req: Request) -> float:
 
 def measure(model: Path, threads: int, gpu_layers: int, say: Progress, rounds: int = 3) -> dict[str, Any]:
     """Load, warm up, then up to `rounds` turns within `TURNS_BUDGET_S`: the medians."""
-    from engine.backends.llama import LlamaBackend
+    from engine.backends.llama import LlamaBackend  # llama.cpp loads here, not with `ember bench`'s import
     from engine.backends.quant_quality import TEXT_FILE
 
     say("loading the model")
