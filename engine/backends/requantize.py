@@ -19,7 +19,7 @@ from engine.errors import EngineError
 __all__ = ["CANDIDATES", "FAST_FORMATS", "candidates_for", "is_fast", "requantize"]
 
 # llama_ftype ids (llama.h) of the formats Ember writes.
-FTYPES: dict[str, int] = {"Q4_0": 2, "Q8_0": 7}
+FTYPES: dict[str, int] = {"Q4_0": 2, "Q8_0": 7, "BF16": 32}
 
 
 class RequantizeError(EngineError):

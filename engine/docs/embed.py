@@ -91,13 +91,14 @@ def resolve_embedder(spec: str) -> Path:
     if spec != DEFAULT_EMBEDDER:
         return Path(spec)
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-    from engine.docs.default_q8 import default_q8
+    from engine.docs.default_format import cpu_format, default_copy
     from models.library.default_embedder import DefaultEmbedderMissing, default_embedder_path
 
     try:
-        return default_q8(default_embedder_path())  # Q8_0: the fastest format within cosine 0.99 of f16
+        f16 = default_embedder_path()
     except DefaultEmbedderMissing as exc:
         raise ModelLoadError(str(exc)) from exc
+    return default_copy(f16, cpu_format())  # the fastest format here (all within cosine 0.99 of f16)
 
 
 class LlamaEmbedder:
@@ -110,7 +111,9 @@ class LlamaEmbedder:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: Path, *, n_threads: int | None = None, max_tokens: int | None = None) -> LlamaEmbedder:
+    def load(
+        cls, path: Path, *, n_threads: int | None = None, max_tokens: int | None = None, flash_attn: bool = True
+    ) -> LlamaEmbedder:
         import llama_cpp
 
         from engine.backends import llama_log
@@ -140,9 +143,10 @@ class LlamaEmbedder:
                 n_ubatch=batch,
                 n_threads=threads,
                 n_threads_batch=threads,
-                # llama-cpp-python leaves it off; on: ×1.25 passages/s at 256 tokens, the same
-                # vectors (cosine to f16 unchanged; docs/performance.md, issue #50's parts)
-                flash_attn=True,
+                # llama-cpp-python leaves it off; on: ×1.25 passages/s at 256 tokens (×2 in BF16),
+                # the same vectors (cosine to f16 unchanged; docs/performance.md, issue #50's parts).
+                # Off only to rebuild the path before issue #50 in the benches.
+                flash_attn=flash_attn,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:

@@ -37,7 +37,8 @@ from typing import Any
 
 import engine.docs.indexer as indexer
 from engine.docs.chunk import Chunk, chunk_blocks
-from engine.docs.embed import DEFAULT_EMBEDDER, Embedder, LlamaEmbedder, shared_embedder
+from engine.docs.default_format import default_copy
+from engine.docs.embed import DEFAULT_EMBEDDER, DEFAULT_WINDOW, Embedder, LlamaEmbedder, shared_embedder
 from engine.docs.extract import Block
 from engine.docs.index import DocIndex
 from models.library.default_embedder import default_embedder_path
@@ -119,7 +120,15 @@ def today_groups() -> Iterator[None]:
         embed.GROUP = saved
 
 
-def one_path(folder: Path, db: Path, embedder: Counted, questions: tuple[Questions, Questions]) -> dict[str, Any]:
+def one_path(
+    folder: Path,
+    db: Path,
+    embedder: Counted,
+    questions: tuple[Questions, Questions],
+    searched_with: Embedder | None = None,
+) -> dict[str, Any]:
+    """Index `folder` with `embedder`, ask `questions`; with `searched_with`, ask them again with
+    that embedder's query vectors (a collection embedded in one format, searched in another)."""
     with DocIndex.open(db) as index:
         coll = index.create_collection("c", DEFAULT_EMBEDDER)
         index.add_roots(coll, [folder])
@@ -127,8 +136,10 @@ def one_path(folder: Path, db: Path, embedder: Counted, questions: tuple[Questio
         report = indexer.index_collection(index, coll, embedder=embedder)
         wall = time.perf_counter() - started
         keyword, paraphrase = (ranks(index, coll, embedder.inner, q) for q in questions)
+        other = [ranks(index, coll, searched_with, q) for q in questions] if searched_with is not None else None
     k, p = scores(keyword), scores(paraphrase)
-    return {
+    out = {} if other is None else {"searched_with_now": {"keyword": scores(other[0]), "paraphrase": scores(other[1])}}
+    return out | {
         "files": len(report.indexed),
         "failed": len(report.failed),
         "passages": report.chunks,
@@ -144,7 +155,9 @@ def one_path(folder: Path, db: Path, embedder: Counted, questions: tuple[Questio
     }
 
 
-def measure(name: str, tmp: Path, today: LlamaEmbedder | None, now: Embedder) -> dict[str, Any]:
+def measure(
+    name: str, tmp: Path, today: LlamaEmbedder | None, now: Embedder, q8: Embedder | None = None
+) -> dict[str, Any]:
     write, keyword, paraphrase = CORPORA[name]
     if name == "heldout2" and (missing := docs_heldout2_corpus.problems()):  # named by SHA-256: all or nothing
         say(f"{name}: skipped, its corpus is not on this machine: " + "; ".join(missing))
@@ -152,6 +165,9 @@ def measure(name: str, tmp: Path, today: LlamaEmbedder | None, now: Embedder) ->
     folder = tmp / name
     write(folder)
     out: dict[str, Any] = {"load_start": os.getloadavg()[0]}
+    if q8 is not None:  # the Q8_0 default before the per-CPU format, and its collection searched now
+        say(f"{name}: the Q8_0 default before")
+        out["q8_default"] = one_path(folder, tmp / f"{name}-q8.sqlite3", Counted(q8), (keyword, paraphrase), now)
     if today is None:  # --now-only: the defaults alone (today's figures from an earlier run)
         out["now"] = one_path(folder, tmp / f"{name}-now.sqlite3", Counted(now), (keyword, paraphrase))
         return out
@@ -175,16 +191,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--corpus", nargs="+", choices=sorted(CORPORA), default=["heldout", "heldout2", "debian", "stdlib"])
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--now-only", action="store_true", help="the defaults alone (half the time)")
+    p.add_argument("--q8", action="store_true", help="also the Q8_0 default before, its collection searched now")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ember-bench-recall-") as name:
         tmp = Path(name)
         os.environ.setdefault("EMBER_HOME", str(tmp / "home"))
-        today = None if args.now_only else LlamaEmbedder.load(default_embedder_path(), max_tokens=TODAY_TOKENS)
+        f16 = default_embedder_path()
+        today = None if args.now_only else LlamaEmbedder.load(f16, max_tokens=TODAY_TOKENS, flash_attn=False)
         now = shared_embedder(DEFAULT_EMBEDDER)
+        q8 = LlamaEmbedder.load(default_copy(f16, "Q8_0"), max_tokens=DEFAULT_WINDOW) if args.q8 else None
         result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "now_model": now.name}
         for corpus in args.corpus:
-            result[corpus] = measure(corpus, tmp, today, now)
-            say(json.dumps({corpus: {k: v for k, v in result[corpus].items() if k not in ("today", "now")}}))
+            result[corpus] = measure(corpus, tmp, today, now, q8)
+            say(
+                json.dumps(
+                    {corpus: {k: v for k, v in result[corpus].items() if k not in ("today", "now", "q8_default")}}
+                )
+            )
             if args.json is not None:
                 args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
         if today is not None:

@@ -116,9 +116,13 @@ def _embed_rates(
     started = time.perf_counter()
     embed_in_groups(embedder, sample, lambda: False)
     rate = len(sample) / (time.perf_counter() - started)
-    out: dict[str, Any] = {"docs_embed_passages_per_s": round(rate, 2), "docs_embed_model": "all-MiniLM-L6-v2"}
+    out: dict[str, Any] = {
+        "docs_embed_passages_per_s": round(rate, 2),
+        "docs_embed_model": "all-MiniLM-L6-v2",
+        "docs_embed_format": Path(embedder.name).name,
+    }
     # Before issue #50, side by side: f16, llama.cpp reading 512 tokens, two passages a call.
-    f16 = LlamaEmbedder.load(default_embedder_path(), max_tokens=512)
+    f16 = LlamaEmbedder.load(default_embedder_path(), max_tokens=512, flash_attn=False)
     try:
         started = time.perf_counter()
         for at in range(0, len(sample), 2):
