@@ -6,8 +6,11 @@ Every refusal the server makes goes through `ApiError`, so clients written for O
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
 from engine.api.values import TurnError, TurnErrorKind
@@ -63,6 +66,44 @@ def is_ollama_path(path: str) -> bool:
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
     return ApiError(400, message, param=param, code=code)
+
+
+def invalid(exc: ValidationError) -> ApiError:
+    """A request model's refusal as one line naming its first bad field: `'messages[0].role' must
+    be 'system', 'developer', …, got "wizard"` with `param` "messages[0].role". A validator's own
+    refusal is a ValueError whose text follows the field's name."""
+    error = exc.errors(include_url=False, include_context=False)[0]
+    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    kind, value = error["type"], error.get("input")
+    said = _SAID.get(kind) or re.sub(_PYDANTIC_WORDS, _must, error["msg"])
+    quiet = kind in ("missing", "value_error") or isinstance(value, (dict, list))  # nothing short to quote
+    return bad_request(f"'{param or 'body'}' {said}{'' if quiet else f', got {_short(value)}'}", param or None)
+
+
+_SAID = {
+    "missing": "is required",
+    "model_type": "must be an object",
+    "dict_type": "must be an object",
+    "list_type": "must be an array",
+    "string_type": "must be a string",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "bool_type": "must be a boolean",
+}
+# "Input should be …" is Ember's "must be …"; "Value error, " leads a validator's own words.
+_PYDANTIC_WORDS = re.compile(r"^\w+ should|^Value error, | after validation|, not \d+$")
+
+
+def _must(match: re.Match[str]) -> str:
+    return "must" if match.group(0).endswith("should") else ""
+
+
+def _short(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    except (TypeError, ValueError):
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 # A turn that failed before anything was sent becomes an HTTP error: the client's fault

@@ -27,22 +27,14 @@ def images_length(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(base64_length(len(i.data)) for m in messages for i in m.get("images") or () if isinstance(i, ImageData))
 
 
-def is_image_part(part: Any) -> bool:
-    return isinstance(part, dict) and cast(dict[str, Any], part).get("type") == "image_url"
+def part_images(parts: Sequence[tuple[int, Any]], where: str) -> list[ImageData]:
+    """The images of a message's `image_url` parts (each with its index among the parts), in order."""
+    if len(parts) > MAX_IMAGES:
+        raise bad_request(f"'{where}' has {len(parts)} images; at most {MAX_IMAGES}", where)
+    return [_image(ref, f"{where}[{i}]") for i, ref in parts]
 
 
-def part_images(value: Any, where: str) -> list[ImageData]:
-    """The images among a message's content parts, in order."""
-    if not isinstance(value, list):
-        return []
-    found = [(i, cast(dict[str, Any], p)) for i, p in enumerate(cast(list[Any], value)) if is_image_part(p)]
-    if len(found) > MAX_IMAGES:
-        raise bad_request(f"'{where}' has {len(found)} images; at most {MAX_IMAGES}", where)
-    return [_image(part, f"{where}[{i}]") for i, part in found]
-
-
-def _image(part: dict[str, Any], where: str) -> ImageData:
-    ref: Any = part.get("image_url")
+def _image(ref: Any, where: str) -> ImageData:
     url: Any = cast(dict[str, Any], ref).get("url") if isinstance(ref, dict) else ref
     if not isinstance(url, str):
         raise bad_request(f"'{where}.image_url.url' must be a string", where)
