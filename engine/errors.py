@@ -2,6 +2,9 @@
 
     EmberError
     ├── GGUFError (models)      a model file's header cannot be read
+    ├── Cancelled               work stopped because its cancel check said so (not a failure): a
+    │                           download (hub.errors.DownloadCancelled, also a DownloadError),
+    │                           an index, an embedding
     └── EngineError
         ├── ModelLoadError          a model file that will not load (missing, not GGUF, truncated…)
         ├── ConfigError             bad settings or arguments reaching the engine
@@ -22,6 +25,11 @@ Each turn failure maps to one `engine.events.TurnErrorKind` (`engine.turns.runne
 from __future__ import annotations
 
 from models.errors import EmberError
+
+
+class Cancelled(EmberError):
+    """Work stopped between two pieces because its cancel check said so: not a failure, so no
+    EngineError (a handler that reports the engine's failures does not take it for one)."""
 
 
 class EngineError(EmberError):

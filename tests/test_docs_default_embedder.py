@@ -13,7 +13,6 @@ import pytest
 
 from engine.docs.embed import (
     DEFAULT_EMBEDDER,
-    EmbedCancelled,
     LlamaEmbedder,
     chat_model_warning,
     embed_in_groups,
@@ -21,7 +20,7 @@ from engine.docs.embed import (
     resolve_embedder,
     shared_embedder,
 )
-from engine.errors import ModelLoadError
+from engine.errors import Cancelled, ModelLoadError
 from models.library import default_embedder
 from models.library.bert_gguf import phantom
 
@@ -163,7 +162,7 @@ def test_cancel_is_seen_between_groups_within_a_second(minilm: LlamaEmbedder) ->
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     started = time.monotonic()
-    with pytest.raises(EmbedCancelled):
+    with pytest.raises(Cancelled):
         embed_in_groups(minilm, texts, stop.is_set)
     assert time.monotonic() - started - 0.3 < 30  # against a hang only: a group of 2 takes under a second
 

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import inspect
 import sqlite3
+import threading
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import engine.errors
 import engine.history.types
 from desktop.core.model_choice import describe_backend
+from desktop.serve.embeddings import embed_all
 from engine.backends.base import Capabilities, make_request
 from engine.backends.openai import OpenAIBackend
 from engine.backends.scripted import ScriptedBackend
-from engine.errors import BackendError, ContextOverflowError, LLMError
+from engine.docs.embed import embed_in_groups
+from engine.errors import BackendError, Cancelled, ContextOverflowError, EngineError, LLMError
 from engine.events import TurnError, TurnErrorKind
 from engine.history.schema import SchemaTooNewError
 from engine.history.store import HistoryStore
+from engine.hub.errors import DownloadCancelled, DownloadError
 from engine.turns.runner import TurnRunner
 from models.errors import EmberError, GGUFError
 from models.library.default_model import DefaultModelMissing
@@ -32,6 +38,19 @@ def test_every_error_descends_from_one_base() -> None:
     classes = [*_error_classes(), GGUFError, DefaultModelMissing, SchemaTooNewError]
     assert len(classes) > 10
     assert all(issubclass(c, EmberError) for c in classes)
+
+
+def test_every_stop_on_a_cancel_check_is_the_one_cancelled() -> None:
+    """Downloads, the indexer's embedding and the server's embedding raised four classes (#47)."""
+    assert issubclass(DownloadCancelled, Cancelled) and issubclass(DownloadCancelled, DownloadError)
+    assert not issubclass(Cancelled, EngineError)  # not a failure: a failure handler does not take it
+    embedder: Any = SimpleNamespace(max_tokens=8, count_tokens=lambda _text: 1)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        embed_all(embedder, ["a", "b"], stop)
+    with pytest.raises(Cancelled):
+        embed_in_groups(embedder, ["a", "b"], stop.is_set)
 
 
 class _Raising(ScriptedBackend):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from desktop.serve.errors import ApiError, bad_request
+from engine.errors import Cancelled
 
 MAX_INPUTS = 2048
 
@@ -129,10 +130,6 @@ def batches(counts: Sequence[int], limit: int) -> list[range]:
     return runs
 
 
-class Cancelled(Exception):
-    """The client went away; the embedder stopped between batches."""
-
-
 def embed_all(
     embedder: TextEmbedder, texts: Sequence[str], cancel: threading.Event
 ) -> tuple[list[Sequence[float]], int]:
@@ -150,7 +147,7 @@ def embed_all(
     rows: list[Sequence[float]] = []
     for run in batches(counts, embedder.max_tokens):
         if cancel.is_set():
-            raise Cancelled
+            raise Cancelled  # the client went away: stopped between batches
         rows.extend(embedder.embed([texts[i] for i in run]))
     return rows, sum(counts)
 

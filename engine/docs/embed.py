@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.errors import ModelLoadError
+from engine.errors import Cancelled, ModelLoadError
 
 if TYPE_CHECKING:
     from engine.docs.vectors import Vector  # numpy: imported where vectors are made, not at start-up
@@ -215,10 +215,6 @@ def reply_streaming() -> Generator[None]:
             _streaming -= 1
 
 
-class EmbedCancelled(Exception):
-    """The cancel check said stop between two groups of passages."""
-
-
 def embed_in_groups(embedder: Embedder, texts: Sequence[str], cancel: Callable[[], bool]) -> Vector:
     """`embedder.embed(texts)` a few passages at a time, looking at `cancel` between groups."""
     from engine.docs.vectors import concat
@@ -226,7 +222,7 @@ def embed_in_groups(embedder: Embedder, texts: Sequence[str], cancel: Callable[[
     parts: list[Vector] = []
     for start in range(0, len(texts), GROUP):
         if cancel():
-            raise EmbedCancelled
+            raise Cancelled
         parts.append(embedder.embed(texts[start : start + GROUP]))
     return concat(parts)
 

@@ -43,13 +43,14 @@ from typing import TYPE_CHECKING
 
 from engine.docs.chunk import Chunk, chunk_blocks, title_of
 from engine.docs.collection_lock import collection_lock
-from engine.docs.embed import EmbedCancelled, Embedder, embed_in_groups
+from engine.docs.embed import Embedder, embed_in_groups
 from engine.docs.errors import DocumentError
 from engine.docs.extract import Block, extract, kind_by_name, kind_of
 from engine.docs.index import Collection, DocIndex, FileRow
 from engine.docs.pace import Pace
 from engine.docs.read_ahead import ReadAhead
 from engine.docs.regular import NotRegular, kind_reason, open_regular
+from engine.errors import Cancelled
 
 if TYPE_CHECKING:
     from engine.docs.vectors import Vector
@@ -102,10 +103,6 @@ class IndexReport:
             "chunks": self.chunks,
             "pages": self.pages,
         }
-
-
-class Cancelled(Exception):
-    """Raised inside the indexer when the cancel check says stop (caught by `index_collection`)."""
 
 
 def find_files(roots: Iterable[Path]) -> tuple[list[Path], list[tuple[str, str]], list[tuple[str, str]]]:
@@ -400,10 +397,7 @@ def _write_passages(
 
 
 def _embedded(embedder: Embedder, batch: list[Chunk], stop: Callable[[], bool]) -> Vector:
-    try:
-        return embed_in_groups(embedder, [c.indexed for c in batch], stop)
-    except EmbedCancelled:
-        raise Cancelled from None
+    return embed_in_groups(embedder, [c.indexed for c in batch], stop)  # Cancelled when `stop` says so
 
 
 def _grouped(blocks: Iterator[Block]) -> Iterator[list[Block]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import EngineError
+from engine.errors import Cancelled, EngineError
 
 TOKEN_HOW = "set HF_TOKEN, or run `hf auth login`"
 
@@ -15,7 +15,7 @@ class DownloadError(HubError):
     """A download failed; whatever was received is kept as `.part` for the next try unless it was bad."""
 
 
-class DownloadCancelled(DownloadError):
+class DownloadCancelled(DownloadError, Cancelled):
     """The user cancelled; the `.part` files stay, so the next pull resumes where this one stopped."""
 
 
