@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import sqlite3
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +14,7 @@ import engine.errors
 import engine.history.types
 from desktop.core.model_choice import describe_backend
 from desktop.serve.embeddings import embed_all
-from engine.backends.base import Capabilities, make_request
+from engine.backends.base import CancelToken, Capabilities, make_request
 from engine.backends.openai import OpenAIBackend
 from engine.backends.scripted import ScriptedBackend
 from engine.docs.embed import embed_in_groups
@@ -45,12 +44,12 @@ def test_every_stop_on_a_cancel_check_is_the_one_cancelled() -> None:
     assert issubclass(DownloadCancelled, Cancelled) and issubclass(DownloadCancelled, DownloadError)
     assert not issubclass(Cancelled, EngineError)  # not a failure: a failure handler does not take it
     embedder: Any = SimpleNamespace(max_tokens=8, count_tokens=lambda _text: 1)
-    stop = threading.Event()
-    stop.set()
+    stop = CancelToken()
+    stop.cancel()
     with pytest.raises(Cancelled):
         embed_all(embedder, ["a", "b"], stop)
     with pytest.raises(Cancelled):
-        embed_in_groups(embedder, ["a", "b"], stop.is_set)
+        embed_in_groups(embedder, ["a", "b"], lambda: stop.cancelled)
 
 
 class _Raising(ScriptedBackend):

@@ -14,7 +14,6 @@ import contextlib
 import hmac
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from desktop.serve.text_completions import TextEnvelope
 from desktop.serve.wire import ChatCall, Defaults, parse_chat, parse_completion, parse_json
 from desktop.serve.wire_images import IMAGES_BODY_BYTES, images_length
 from engine.api.session import Engine
-from engine.api.values import Event, TurnError
+from engine.api.values import CancelToken, Event, TurnError
 
 log = logging.getLogger("desktop.serve")
 
@@ -397,7 +396,7 @@ async def embed_rows(
     if not await _take_turn_in_line(request, state):
         return None
     loop = asyncio.get_running_loop()
-    cancel = threading.Event()
+    cancel = CancelToken()  # the one token, as a turn's (completions.TurnJob)
 
     def work() -> tuple[list[Any], int]:
         try:
@@ -410,7 +409,7 @@ async def embed_rows(
     try:
         return await _or_disconnect(request, asyncio.shield(job))
     except (ClientGone, asyncio.CancelledError) as exc:
-        cancel.set()  # the thread stops at its next batch
+        cancel.cancel()  # the thread stops at its next batch
         job.add_done_callback(_quiet)
         if isinstance(exc, ClientGone):
             return None

@@ -17,13 +17,13 @@ from __future__ import annotations
 import array
 import base64
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from desktop.serve.errors import ApiError, bad_request
+from engine.api.values import CancelToken
 from engine.errors import Cancelled
 
 MAX_INPUTS = 2048
@@ -130,9 +130,7 @@ def batches(counts: Sequence[int], limit: int) -> list[range]:
     return runs
 
 
-def embed_all(
-    embedder: TextEmbedder, texts: Sequence[str], cancel: threading.Event
-) -> tuple[list[Sequence[float]], int]:
+def embed_all(embedder: TextEmbedder, texts: Sequence[str], cancel: CancelToken) -> tuple[list[Sequence[float]], int]:
     """Every text's vector and the tokens read (runs on a worker thread, holding the model)."""
     counts = [embedder.count_tokens(t) for t in texts]
     for i, n in enumerate(counts):
@@ -146,7 +144,7 @@ def embed_all(
             )
     rows: list[Sequence[float]] = []
     for run in batches(counts, embedder.max_tokens):
-        if cancel.is_set():
+        if cancel.cancelled:
             raise Cancelled  # the client went away: stopped between batches
         rows.extend(embedder.embed([texts[i] for i in run]))
     return rows, sum(counts)
