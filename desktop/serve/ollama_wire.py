@@ -28,7 +28,7 @@ from desktop.serve.wire import (
     validated,
 )
 from desktop.serve.wire_images import base64_images
-from engine.api.values import ImageData, Message
+from engine.api.values import ImageData
 
 
 def is_load(body: dict[str, Any], *, chat: bool) -> bool:
@@ -137,10 +137,8 @@ def _images(raw: Any, where: str) -> list[ImageData]:
 
 def _with_images(call: ChatCall, pictures: dict[int, list[ImageData]]) -> ChatCall:
     """The call with each message's images where the OpenAI side puts an `image_url` part's."""
-    messages: list[Message] = []
-    for i, message in enumerate(call.messages):
-        messages.append({**message, "images": pictures[i]} if i in pictures else message)
-    return replace(call, messages=tuple(messages))
+    messages = tuple({**m, "images": pictures[i]} if i in pictures else m for i, m in enumerate(call.messages))
+    return replace(call, messages=messages)
 
 
 def _message(raw: Any) -> Any:

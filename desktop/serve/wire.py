@@ -31,7 +31,6 @@ MAX_STOP_CHARS = 256
 MAX_CHOICES = 8  # `n`: each choice is a full generation, run one after another
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 MAX_TOKENS_CAP = 1 << 20  # without a known context size, anything above this is absurd
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 # `json_object` asks for any JSON object: the grammar of this schema, and nothing said to the model.
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
@@ -150,10 +149,6 @@ def validated(model: type[M], body: dict[str, Any]) -> M:
         raise invalid(exc) from None
 
 
-def _one_or_many(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
-
-
 def _text_parts(value: Any) -> Any:
     """A message's `content`, a string or an array of parts, as parts (None: no text)."""
     if value is None or isinstance(value, str):
@@ -208,7 +203,7 @@ def _prompt(value: Any) -> Any:
 Unit = Annotated[float, Field(ge=0, le=1)]
 Penalty = Annotated[float, Field(ge=-2, le=2)]
 Stop = Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]
-Stops = Annotated[list[Stop], BeforeValidator(_one_or_many), Field(max_length=MAX_STOPS)]
+Stops = Annotated[list[Stop], BeforeValidator(lambda v: [v] if isinstance(v, str) else v), Field(max_length=MAX_STOPS)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")]  # letters, digits, _ . -
 JsonSchema = Annotated[Any, BeforeValidator(_schema)]
 
@@ -287,16 +282,7 @@ class Knobs(Body):
     stop: Stops | None = None
 
 
-_SAMPLING = {
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repeat_penalty",
-    "seed",
-    "frequency_penalty",
-    "presence_penalty",
-}
+_SAMPLING = set(Knobs.model_fields) - {"stop"}  # the fields that make a `Sampling`
 
 
 class Sampled(Knobs):
@@ -491,7 +477,7 @@ def _messages(items: list[ChatMessage]) -> tuple[Message, ...]:
 
 
 def _message(raw: ChatMessage, where: str, call_names: dict[str, str]) -> Message:
-    role = _ROLES[raw.role]
+    role = "system" if raw.role == "developer" else raw.role
     message: Message = {"role": role, "content": _content(raw.content, f"{where}.content", role == "user")}
     pictures = [(i, part.image_url) for i, part in enumerate(raw.content) if part.type == "image_url"]
     if role == "user" and (images := part_images(pictures, f"{where}.content")):
