@@ -47,10 +47,13 @@ def _refusal(body: dict[str, Any], parse: Any = parse_chat) -> ApiError:
         ({"messages": HI, "ember": {"model_defaults": 1}}, "ember.model_defaults"),
         ({"messages": [{"role": ["user"], "content": "hi"}]}, "messages[0].role"),  # was a 500
         ({"messages": [{"role": {"deep": DEEP}, "content": "hi"}]}, "messages[0].role"),
-        ({"messages": [{"role": "user", "content": [{"type": "text", "text": DEEP}]}]}, "messages[0].content[0].text"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": DEEP}]}]}, "messages[0].content[0]"),
         ({"messages": [{"role": "user", "content": DEEP}]}, "messages[0].content"),
         ({"messages": [HI[0], 7]}, "messages[1]"),
-        ({"messages": [1] * 1_000_000}, "messages"),  # refused by its length, not item by item
+        ({"messages": [{"role": "user", "content": ["hi", 7]}]}, "messages[0].content[0]"),
+        ({"messages": [1] * 1_000_000}, "messages[0]"),  # the first bad item ends it: one error, not 10^6
+        ({"messages": HI, "stop": [5] * 1_000_000}, "stop[0]"),  # was 11 s and 1 GB before fail_fast
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}] * 5000}]}, "messages[0].content"),
         ({"messages": HI, "tools": [{"type": "function", "function": {"name": "f" * 65}}]}, "tools[0].function.name"),
         ({"messages": HI, "tools": [{"type": "function", "function": {"name": "f"}}] * 129}, "tools"),
         ({"messages": HI, "tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]}, None),

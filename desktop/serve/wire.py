@@ -25,6 +25,7 @@ from engine.api.session import compile_schema
 from engine.api.values import Message, Sampling, Schema
 
 MAX_MESSAGES = 4096
+MAX_PARTS = 4096  # a message's content parts, or its tool calls
 MAX_TOOLS = 128
 MAX_STOPS = 4
 MAX_STOP_CHARS = 256
@@ -200,18 +201,18 @@ def _prompt(value: Any) -> Any:
     return value
 
 
+def Many(at_most: int, *, at_least: int = 0) -> Any:
+    """A list's bounds; its first bad item ends the check (a million bad items are one error, not a
+    million: 14 s and 1.2 GB before `fail_fast`)."""
+    return Field(min_length=at_least, max_length=at_most, fail_fast=True)
+
+
 Unit = Annotated[float, Field(ge=0, le=1)]
 Penalty = Annotated[float, Field(ge=-2, le=2)]
 Stop = Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]
-Stops = Annotated[list[Stop], BeforeValidator(lambda v: [v] if isinstance(v, str) else v), Field(max_length=MAX_STOPS)]
+Stops = Annotated[list[Stop], Many(MAX_STOPS), BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")]  # letters, digits, _ . -
 JsonSchema = Annotated[Any, BeforeValidator(_schema)]
-
-
-class Part(Body):
-    type: str
-    text: str | None = None
-    image_url: Any = None
 
 
 class CallFunction(Body):
@@ -228,8 +229,10 @@ class ToolCall(Body):
 
 class ChatMessage(Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Annotated[list[Part], BeforeValidator(_text_parts)] = []
-    tool_calls: list[ToolCall] | None = None
+    # Parts are read as they are by `_content`: a model each (or a dict copied) cost up to 5 times
+    # the time and 2.4 times the memory of parsing a hostile 84 MB body of tiny parts.
+    content: Annotated[list[Any], Many(MAX_PARTS), BeforeValidator(_text_parts)] = []
+    tool_calls: Annotated[list[ToolCall], Many(MAX_PARTS)] | None = None
     tool_call_id: str | None = None
     name: str | None = None
 
@@ -318,12 +321,12 @@ class Sampled(Knobs):
 
 
 class ChatRequest(Sampled):
-    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+    messages: Annotated[list[ChatMessage], Many(MAX_MESSAGES, at_least=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
-    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
+    tools: Annotated[list[Tool], Many(MAX_TOOLS)] | None = None
     tool_choice: Annotated[Literal["none", "auto", "required"] | NamedChoice, BeforeValidator(_choice)] | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
@@ -479,7 +482,9 @@ def _messages(items: list[ChatMessage]) -> tuple[Message, ...]:
 def _message(raw: ChatMessage, where: str, call_names: dict[str, str]) -> Message:
     role = "system" if raw.role == "developer" else raw.role
     message: Message = {"role": role, "content": _content(raw.content, f"{where}.content", role == "user")}
-    pictures = [(i, part.image_url) for i, part in enumerate(raw.content) if part.type == "image_url"]
+    pictures = [
+        (i, cast(dict[str, Any], p).get("image_url")) for i, p in enumerate(raw.content) if _kind(p) == "image_url"
+    ]
     if role == "user" and (images := part_images(pictures, f"{where}.content")):
         message["images"] = images
     if role == "assistant" and raw.tool_calls:
@@ -494,14 +499,21 @@ def _message(raw: ChatMessage, where: str, call_names: dict[str, str]) -> Messag
     return message
 
 
-def _content(parts: list[Part], where: str, pictures: bool) -> str:
+def _kind(part: Any) -> Any:
+    return cast(dict[str, Any], part).get("type") if isinstance(part, dict) else None
+
+
+def _content(parts: list[Any], where: str, pictures: bool) -> str:
     texts: list[str] = []
     for i, part in enumerate(parts):
-        if pictures and part.type == "image_url":
+        kind = _kind(part)
+        if pictures and kind == "image_url":
             continue  # a user message's picture: `part_images` takes it
-        if part.type != "text" or part.text is None:
-            raise bad_request(f"'{where}[{i}]' is a {part.type} part; this model takes text only", f"{where}[{i}]")
-        texts.append(part.text)
+        text = cast(dict[str, Any], part).get("text") if kind == "text" else None
+        if not isinstance(text, str):
+            what = f"a {kind} part" if isinstance(kind, str) else "not a text part"
+            raise bad_request(f"'{where}[{i}]' is {what}; this model takes text only", f"{where}[{i}]")
+        texts.append(text)
     return "".join(texts)
 
 
