@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from desktop.serve.errors import ApiError, bad_request
+from engine.api.errors import Cancelled
 from engine.api.values import CancelToken
-from engine.errors import Cancelled
 
 MAX_INPUTS = 2048
 

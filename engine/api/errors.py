@@ -8,10 +8,11 @@ Names only: each lives in `engine.errors` or `models.errors`.
 
 from __future__ import annotations
 
-from engine.errors import ConfigError, ContextOverflowError, EngineError, MalformedReplyError, ModelLoadError
+from engine.errors import Cancelled, ConfigError, ContextOverflowError, EngineError, MalformedReplyError, ModelLoadError
 from models.errors import EmberError, GGUFError, one_line
 
 __all__ = [
+    "Cancelled",
     "ConfigError",
     "ContextOverflowError",
     "EmberError",
