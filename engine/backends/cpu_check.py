@@ -65,7 +65,7 @@ def _unused_tail(features: Sequence[str], flags: frozenset[str]) -> str:
 
 
 def chosen_line(choice: cpu_variants.Choice, flags: frozenset[str]) -> str:
-    """`CPU variant: icelake (x86-64 …), chosen at run time from 14; skipped: sapphirerapids (…)`."""
+    """`CPU variant: skylakex (x86-64 …), chosen at run time from 4; skipped: … (…)`."""
     chosen = choice.probe(choice.chosen)
     if choice.refused:
         return f"CPU variant: {choice.refused}"

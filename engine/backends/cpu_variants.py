@@ -1,8 +1,9 @@
 """llama.cpp's CPU variants: the best one by CPU features that does not trap, chosen at run time.
 
-The build (pyproject: `GGML_BACKEND_DL`, `GGML_CPU_ALL_VARIANTS`) ships the CPU backend once per
-x86-64 instruction-set level, `libggml-cpu-{x64,sse42,…,haswell,…,zen4,…,sapphirerapids}.so` in
-`llama_cpp/lib`, and registers none at start-up. llama.cpp's own pick (`ggml_backend_load_best`)
+The build (pyproject: `GGML_BACKEND_DL`, `GGML_CPU_ALL_VARIANTS` trimmed to `EMBER_CPU_VARIANTS`)
+ships the CPU backend once per x86-64 level Ember keeps, `libggml-cpu-{x64,sandybridge,haswell,
+skylakex}.so` in `llama_cpp/lib` (any set works here: the names and scores come from the files),
+and registers none at start-up. llama.cpp's own pick (`ggml_backend_load_best`)
 takes the variant with the highest feature score, which on a VM that reports AMX but traps on it
 is the one that dies of SIGILL. So Ember picks: a child process reads every variant's score, then
 the variants are probed best-scored first, one child each (loaded, a prompt decoded), and the

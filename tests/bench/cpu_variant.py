@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,8 @@ def compare_variants(model: Path, threads: int, rounds: int, env: dict[str, str]
 
 
 # Each x86-64 variant's nearest lower level (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS): what
-# a variant must beat to be worth its build (#53). `x64` is the floor.
+# a variant must beat to be worth its build (#53). `x64` is the floor. A build with only some of
+# them (pyproject.toml's EMBER_CPU_VARIANTS) compares each with the nearest lower one it has.
 LOWER = {
     "sse42": "x64",
     "sandybridge": "sse42",
@@ -128,6 +129,15 @@ LOWER = {
     "zen4": "icelake",
     "sapphirerapids": "zen4",
 }
+
+
+def nearest_lower(name: str, measured: Collection[str]) -> str | None:
+    """The nearest level below `name` that was measured (`haswell` → `sandybridge` when only x64,
+    sandybridge, haswell and skylakex are built)."""
+    lower = LOWER.get(name)
+    while lower is not None and lower not in measured:
+        lower = LOWER.get(lower)
+    return lower
 
 
 def compare_levels(
@@ -153,7 +163,7 @@ def compare_levels(
     for name in names:
         if name not in tg:
             continue
-        lower = LOWER.get(name)
+        lower = nearest_lower(name, tg)
         rows.append(
             {
                 "variant": name,
