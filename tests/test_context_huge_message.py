@@ -46,9 +46,8 @@ class Guarded:
 
 def _chat(*contents: str) -> list[Message]:
     roles = ["user", "assistant"]
-    return [{"role": "system", "content": "Be brief."}] + [
-        {"role": roles[i % 2], "content": c} for i, c in enumerate(contents)
-    ]
+    system: Message = {"role": "system", "content": "Be brief."}
+    return [system, *({"role": roles[i % 2], "content": c} for i, c in enumerate(contents))]
 
 
 def test_a_huge_newest_message_is_refused_without_being_tokenized() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 import pytest
 
@@ -123,7 +124,7 @@ def test_consecutive_questions_that_stay_are_joined_so_roles_alternate() -> None
 def test_thinking_from_earlier_turns_is_never_sent() -> None:
     messages: list[Message] = [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "<think>secret plan</think>\nHello!", "thinking": "more"},
+        cast(Message, {"role": "assistant", "content": "<think>secret plan</think>\nHello!", "thinking": "more"}),
         {"role": "user", "content": "again"},
     ]
     sent = fit(messages, ContextPolicy.TRUNCATE_MIDDLE, n_ctx=4096)

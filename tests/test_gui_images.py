@@ -58,7 +58,7 @@ def test_a_pasted_screenshot_shows_as_a_chip_goes_with_the_message_and_shows_on_
     assert attachments.row.chips[0].remove_button is not None  # × above the box
     chat.type_and_send("What is this?")
     chat.wait_reply_finished()
-    [sent] = backend.requests[0].messages[-1]["images"]
+    [sent] = backend.requests[0].messages[-1].get("images", [])
     assert QImage.fromData(sent.data).size().width() == 64
     assert not attachments.row.isVisible()  # the chips left with the message
     [chip] = _question_chips(chat)

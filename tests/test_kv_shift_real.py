@@ -88,7 +88,8 @@ def test_a_pure_position_shift_keeps_the_next_token(smollm_512: Any) -> None:
 
     backend, kv = smollm_512, smollm_512._kv
     ctx, n_vocab = backend._llm.ctx, backend._llm.n_vocab()
-    messages = (SYSTEM, {"role": "user", "content": "Name three rivers in Europe and say which is longest."})
+    question: Message = {"role": "user", "content": "Name three rivers in Europe and say which is longest."}
+    messages = (SYSTEM, question)
     tokens = backend.prompt_tokens(Request(messages=messages))[0]
 
     def last_logits() -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import serve
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo
+from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
 from engine.events import Piece, TokenLogprob
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 else:  # imported when a test first uses it: collection stays light (#53)
     openai = lazy_module("openai")
 
-MESSAGES = ({"role": "user", "content": "Name three colors."},)
+MESSAGES: tuple[Message, ...] = ({"role": "user", "content": "Name three colors."},)
 
 
 def softmax_reference(path: Path, prompt: list[int], reply: list[int]) -> list[np.ndarray]:
@@ -72,7 +72,7 @@ def test_openai_penalties_as_openai_defines_them(smollm: LlamaBackend) -> None:
         frequency_penalty=frequency,
         presence_penalty=presence,
     )
-    messages = ({"role": "user", "content": "Write a short poem about the sea."},)
+    messages: tuple[Message, ...] = ({"role": "user", "content": "Write a short poem about the sea."},)
     request = Request(messages, sampling=sampling, max_tokens=32, logprobs=20, verbatim=True)
     entries = [
         e for p in smollm.stream(request, CancelToken(), StreamInfo()) if isinstance(p, Piece) for e in p.logprobs

@@ -33,7 +33,7 @@ def question(i: int) -> str:
 
 def sent_messages(request: Request) -> list[Message]:
     """What the backend received, with the turn's fixed no-tools line taken back out of the system message."""
-    messages = [dict(m) for m in request.messages]
+    messages = [m.copy() for m in request.messages]
     assert messages[0]["role"] == "system"
     messages[0]["content"] = str(messages[0]["content"]).removesuffix(f"\n\n{NO_TOOLS_LINE}")
     return messages
@@ -91,7 +91,7 @@ def test_sixty_scripted_turns_at_512_are_all_answered_as_the_policy_says(policy:
 def test_the_counted_prompt_is_what_the_runner_sends_and_its_recovery_fits_the_headroom() -> None:
     backend = ScriptedBackend.from_texts("", "Now an answer.")  # empty first: one recovery round
     backend.n_ctx = 512
-    messages = ({"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"})
+    messages: tuple[Message, ...] = ({"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"})
     request, fit = fit_request(backend, make_request(messages, max_tokens=64), ContextPolicy.TRUNCATE_MIDDLE)
     events = list(TurnRunner(backend).run(request))
     assert isinstance(events[-1], TurnDone)
@@ -131,7 +131,7 @@ def test_under_stop_turns_are_answered_until_full_then_refused_with_a_clear_mess
 def test_a_backend_that_cannot_count_gets_everything_as_before() -> None:
     backend = ScriptedBackend.from_texts("ok")  # no context size: it declares no counting
     assert counter_for(backend) is None
-    history = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    history: list[Message] = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     fit = fit_for(backend, history, ContextPolicy.ROLLING, 64)
     assert not fit.measured and fit.messages == ({"role": "user", "content": "a\n\nb"},)
 
@@ -201,7 +201,7 @@ def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(
 
 @pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> None:
-    history = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 600}]
+    history: list[Message] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 600}]
     for policy in ContextPolicy:
         with pytest.raises(MessageTooLongError, match=r"this message needs 60[0-9] tokens"):
             fit_for(smollm_512, history, policy, 64)
@@ -209,7 +209,7 @@ def test_a_real_message_longer_than_the_context_is_refused(smollm_512: Any) -> N
     assert counter is not None
     # Measured through the template, exactly the prompt a turn renders (its own system line folded in);
     # the recovery round's longer prompt fits in the headroom kept beside it.
-    short = [{"role": "user", "content": "hello there"}]
+    short: list[Message] = [{"role": "user", "content": "hello there"}]
     first = fold_system(tuple(short), NO_TOOLS_LINE)
     assert counter.prompt_tokens(short) == len(smollm_512.prompt_tokens(Request(messages=first))[0])
     recovery = len(smollm_512.prompt_tokens(Request(messages=fold_system(first, CORRECTION_LINE)))[0])

@@ -151,7 +151,7 @@ def test_a_tool_result_goes_back_through_the_template(served: list[Served]) -> N
     reply = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     assert reply.choices[0].message.content == "It is sunny in Paris."
     sent = backend.requests[0].messages
-    assert sent[1]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}  # an object for the template
+    assert sent[1].get("tool_calls", [])[0]["function"]["arguments"] == {"city": "Paris"}  # an object for the template
     assert sent[2] == {"role": "tool", "content": "sunny", "tool_call_id": "call_1", "name": "get_weather"}
 
 

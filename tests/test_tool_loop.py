@@ -82,7 +82,7 @@ def test_an_approved_call_runs_and_its_result_goes_back_as_a_tool_message() -> N
     assert first.tools is not None and [t["function"]["name"] for t in first.tools] == ["echo", "broken"]
     assistant, tool = second.messages[-2:]
     assert assistant["role"] == "assistant" and assistant["content"] == "Let me see."
-    assert assistant["tool_calls"][0]["function"] == {"name": "echo", "arguments": {"text": "ping"}}
+    assert assistant.get("tool_calls", [])[0]["function"] == {"name": "echo", "arguments": {"text": "ping"}}
     assert tool == {"role": "tool", "tool_call_id": call.id, "name": "echo", "content": "echo: ping"}
 
 

@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, Required, TypedDict, runtime_checkable
+from typing import Any, Protocol, Required, TypedDict, cast, runtime_checkable
 
 from engine.backends.image_input import ImageData
 from engine.errors import ConfigError
@@ -235,9 +235,9 @@ def prompt_key(messages: Sequence[Message], tools: Sequence[ToolSpec] | None) ->
     return json.dumps([list(messages), list(tools or ())], sort_keys=True, ensure_ascii=False, default=str)
 
 
-def make_request(messages: Sequence[Message], **kwargs: Any) -> Request:
-    """Build a Request, validating the messages' shape."""
+def make_request(messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Request:
+    """Build a Request, checking each message has a role and content before it is taken as a `Message`."""
     bad = next((m for m in messages if "role" not in m or "content" not in m), None)
     if bad is not None:
         raise ConfigError(f"message without role or content: {bad!r}")
-    return Request(messages=tuple(m.copy() for m in messages), **kwargs)
+    return Request(messages=tuple(cast(Message, dict(m)) for m in messages), **kwargs)

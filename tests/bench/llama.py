@@ -70,7 +70,7 @@ class Workload:
     @classmethod
     def story(cls, max_tokens: int, prompt: str = BENCH_PROMPT) -> Workload:
         request = make_request([{"role": "user", "content": prompt}], sampling=Sampling.greedy(), max_tokens=max_tokens)
-        return cls(request, [dict(m) for m in fold_system(request.messages, NO_TOOLS_LINE)])
+        return cls(request, [m.copy() for m in fold_system(request.messages, NO_TOOLS_LINE)])
 
 
 class _Clock:

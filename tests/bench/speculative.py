@@ -65,7 +65,7 @@ def edit_workload(max_tokens: int) -> Workload:
     request = make_request(
         [{"role": "user", "content": EDIT_PROMPT}], sampling=Sampling.greedy(), max_tokens=max_tokens
     )
-    return Workload(request, [dict(m) for m in fold_system(request.messages, NO_TOOLS_LINE)])
+    return Workload(request, [m.copy() for m in fold_system(request.messages, NO_TOOLS_LINE)])
 
 
 def _timed(backend: LlamaBackend, work: Workload, lookup: bool, drafts: dict[str, int]) -> RunTiming:
