@@ -7,6 +7,7 @@ A turn with tools adds `ToolCall` (shown before it runs), then its `ToolResult` 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -142,16 +143,50 @@ class ParagraphSources:
         return {"start": self.start, "end": self.end, "sources": list(self.sources), "cited": self.cited}
 
 
+ANSWER_FROM_PARAGRAPHS = "paragraphs"  # the passages support the answer's paragraphs (their [n], or their words)
+ANSWER_FROM_GIVEN = "given"  # no paragraph matched one: every passage the model was given
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerFrom:
+    """Where an answer from documents came from, as every front end shows it: never nothing.
+
+    `basis` "paragraphs": `sources` support at least one paragraph each (shown as "Answer from").
+    `basis` "given": no paragraph cites or matches a passage closely enough (an off-topic answer,
+    or one too short to judge), so `sources` are all the passages the model was given, labelled
+    as that and not as support.
+    """
+
+    basis: str
+    sources: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"basis": self.basis, "sources": list(self.sources)}
+
+
+def answer_from(sources: Sequence[SourceRef], paragraphs: Sequence[ParagraphSources]) -> AnswerFrom:
+    """The passages an answer shows as its origin: those supporting its paragraphs, else all it was given."""
+    supporting = tuple(dict.fromkeys(n for p in paragraphs for n in p.sources))
+    if supporting:
+        return AnswerFrom(ANSWER_FROM_PARAGRAPHS, supporting)
+    return AnswerFrom(ANSWER_FROM_GIVEN, tuple(ref.n for ref in sources))
+
+
 @dataclass(frozen=True, slots=True)
 class Sources:
     """The passages from the user's documents that this turn's prompt carries, before the answer.
 
     A turn with sources sends it twice: before the answer (`paragraphs` None), and once the
-    answer is whole, again with each paragraph's supporting passages (`paragraphs`).
+    answer is whole, again with each paragraph's supporting passages (`paragraphs`) and so
+    where the answer came from (`answer_from()`).
     """
 
     sources: tuple[SourceRef, ...]
     paragraphs: tuple[ParagraphSources, ...] | None = None
+
+    def answer_from(self) -> AnswerFrom | None:
+        """None until the answer is whole (`paragraphs` known)."""
+        return None if self.paragraphs is None else answer_from(self.sources, self.paragraphs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +342,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
             out: dict[str, Any] = {"type": "sources", "sources": [s.to_json() for s in sources]}
             if paragraphs is not None:
                 out["paragraphs"] = [p.to_json() for p in paragraphs]
+                out["answer_from"] = answer_from(sources, paragraphs).to_json()
             return out
         case StructuredValue(value=value):
             return {"type": "json", "value": value}

@@ -14,12 +14,13 @@ from PySide6.QtWidgets import QToolTip
 from pytestqt.qtbot import QtBot
 
 from desktop.qt.answer import citations
+from desktop.qt.answer.citations import GIVEN_ONLY
 from desktop.qt.answer.markdown_view import TextSegment
 from desktop.qt.chat.documents_ui import CollectionsDialog, DocumentsButton
 from desktop.qt.chat.message_view import AssistantMessage
 from engine.backends.scripted import ScriptedBackend
 from engine.docs.index import DocIndex, default_path
-from engine.events import SourceRef, TurnStats
+from engine.events import ANSWER_FROM_GIVEN, ANSWER_FROM_PARAGRAPHS, AnswerFrom, SourceRef, TurnStats
 
 pytest_plugins = ["gui_helpers"]
 MakeChat = Callable[..., Chat]
@@ -245,3 +246,41 @@ def test_an_answer_without_citations_shows_the_passages_that_support_it(
     reopened = asyncio.ensure_future(chat.controller.open_conversation(conversation))
     chat.qtbot.waitUntil(reopened.done, timeout=WAIT_MS)
     assert chat.reply().sources_row.text() == row  # the same, read back from history
+
+
+def test_an_answer_nothing_supports_shows_what_the_model_was_given(make_chat: MakeChat, tmp_path: Path) -> None:
+    """Off-topic: no paragraph matches a passage, yet the reply still says where it came from, labelled as
+    the passages the model was given, not as support; the same when reopened from history (issue #50)."""
+    note = tmp_path / "note.md"
+    note.write_text("The spare key is under the blue pot by the door.\n")
+    backend = ScriptedBackend.from_texts("Canberra became the capital as a compromise between two cities.")
+    backend.n_ctx = 4096
+    chat = make_chat(backend=backend)
+    _with_docs(chat, tmp_path)
+    _drop(chat, note)
+    chat.type_and_send("Where is the spare key?")
+    reply = chat.wait_reply_finished()
+    row = reply.sources_row.text()
+    assert reply.sources_row.isVisible() and row.startswith(f"{GIVEN_ONLY}: ") and "note.md</a>" in row
+    assert "Answer from" not in row and "<b>" not in row
+    history = chat.controller.history
+    assert history is not None and history.conversation_id is not None
+    conversation = history.conversation_id
+    cleared = asyncio.ensure_future(chat.controller.new_conversation())
+    chat.qtbot.waitUntil(cleared.done, timeout=WAIT_MS)
+    reopened = asyncio.ensure_future(chat.controller.open_conversation(conversation))
+    chat.qtbot.waitUntil(reopened.done, timeout=WAIT_MS)
+    assert chat.reply().sources_row.text() == row  # the same, read back from history
+
+
+def test_the_row_claims_nothing_until_the_answer_is_whole(qtbot: QtBot) -> None:
+    """While streaming (or for a reply stored before attribution) the row lists the passages as "Sources"."""
+    reply = AssistantMessage()
+    qtbot.addWidget(reply)
+    refs = (SourceRef(1, "/tmp/a.md", None, 0, 5, 0.5, "hello"), SourceRef(2, "/tmp/b.md", None, 0, 5, 0.4, "hi"))
+    reply.set_sources(refs)
+    assert reply.sources_row.text().startswith("Sources: ")
+    reply.set_sources(refs, AnswerFrom(ANSWER_FROM_PARAGRAPHS, (2,)))
+    assert reply.sources_row.text().startswith('Answer from: <b><a href="cite:2">')
+    reply.set_sources(refs, AnswerFrom(ANSWER_FROM_GIVEN, (1, 2)))
+    assert reply.sources_row.text().startswith(f"{GIVEN_ONLY}: ")

@@ -10,6 +10,7 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletion
 from serve_helpers import Served, last_user_text, serve
 
 from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
@@ -26,19 +27,23 @@ ANSWER = (
 )
 
 
+OFF_TOPIC = "Bananas ripen faster beside apples on the kitchen counter, and pears do too."
+
+
 class Answering(PlainBackend):
-    """Answers ANSWER (no `[n]`, like the built-in model) in pieces; records each request."""
+    """Answers `answer` (no `[n]`, like the built-in model) in pieces; records each request."""
 
     capabilities = Capabilities(device="Scripted")
 
-    def __init__(self) -> None:
+    def __init__(self, answer: str = ANSWER) -> None:
         self.name = "answering"
+        self.answer = answer
         self.requests: list[Request] = []
 
     def stream(self, request: Request, cancel: CancelToken, info: StreamInfo) -> Iterator[Piece]:
         self.requests.append(request)
-        for word in ANSWER.split(" "):
-            yield Piece(word if word == ANSWER.split(" ")[0] else " " + word)
+        for i, word in enumerate(self.answer.split(" ")):
+            yield Piece(word if i == 0 else " " + word)
         info.finish_reason = "stop"
 
     def close(self) -> None:
@@ -61,8 +66,8 @@ def collection(tmp_path: Path) -> str:
     return "Frob"
 
 
-def _client(served: list[Served]) -> tuple[openai.OpenAI, Answering]:
-    backend = Answering()
+def _client(served: list[Served], answer: str = ANSWER) -> tuple[openai.OpenAI, Answering]:
+    backend = Answering(answer)
     served.append(serve(backend, context_size=4096))
     return openai.OpenAI(base_url=served[-1].url, api_key="x", max_retries=0, timeout=30), backend
 
@@ -87,6 +92,23 @@ def test_an_answer_from_a_collection_carries_its_sources_and_each_paragraphs(
     assert ANSWER[first["start"] : first["end"]].startswith("Send the daemon SIGHUP")
     assert first["sources"] == [_signals(ember)] and first["cited"] is False
     assert second["sources"] == []  # bananas: no passage supports it
+    assert ember["answer_from"] == {"basis": "paragraphs", "sources": [_signals(ember)]}
+
+
+def test_an_answer_no_passage_supports_still_says_what_the_model_was_given(
+    served: list[Served], collection: str
+) -> None:
+    """Off-topic: no paragraph is supported, so `answer_from` names every passage given, as given (#50)."""
+    client, _ = _client(served, OFF_TOPIC)
+    for stream in (False, True):
+        chunks = client.chat.completions.create(
+            model="m", messages=QUESTION, stream=stream, extra_body={"ember": {"collection": collection}}
+        )
+        choices = [chunks.choices[0]] if isinstance(chunks, ChatCompletion) else [c.choices[0] for c in chunks]
+        ember = next(c.model_extra["ember"] for c in choices if c.model_extra and "ember" in c.model_extra)
+        assert [p["sources"] for p in ember["paragraphs"]] == [[]]
+        assert ember["answer_from"] == {"basis": "given", "sources": [s["n"] for s in ember["sources"]]}
+        assert ember["answer_from"]["sources"]  # never nothing while passages were given
 
 
 def test_streamed_the_sources_come_with_the_finish_chunk(served: list[Served], collection: str) -> None:
@@ -100,6 +122,7 @@ def test_streamed_the_sources_come_with_the_finish_chunk(served: list[Served], c
     assert len(carrying) == 1 and carrying[0].choices[0].finish_reason == "stop"
     ember = (carrying[0].choices[0].model_extra or {})["ember"]
     assert ember["paragraphs"][0]["sources"] == [_signals(ember)]
+    assert ember["answer_from"]["basis"] == "paragraphs"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
 
 

@@ -6,10 +6,12 @@
 An attached file that cannot be read is one line on stderr naming it; the turn goes on with
 the rest. With `--events`, a `sources` line (the numbered passages the prompt carries) comes
 before the answer, and another after it with `paragraphs` (each paragraph's supporting passages:
-the model's `[n]`, or `engine.docs.attribution`'s when it cited none); in plain output the sources
-are listed on stderr after it, then each paragraph's. The collection
-chosen with `--docs` and the attached files are remembered with the conversation (`-c`
-continues with them).
+the model's `[n]`, or `engine.docs.attribution`'s when it cited none) and `answer_from` (what
+the answer came from: those passages, or when no paragraph matched one, all it was given). In
+plain output the sources are listed on stderr after the answer, then each paragraph's, then an
+`answer from:` line; when no paragraph matched a passage the list is headed as what the model
+was given instead. The collection chosen with `--docs` and the attached files are remembered with
+the conversation (`-c` continues with them).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from desktop.core.citations import unsupported_citations
 from engine.api.documents import TurnDocuments, label
 from engine.api.session import Ask, ChatSession
 from engine.api.text import escaped as shown
-from engine.api.values import Sources
+from engine.api.values import ANSWER_FROM_GIVEN, Sources
 
 
 def add_doc_options(p: argparse.ArgumentParser) -> None:
@@ -67,13 +69,21 @@ def print_supporting(event: Sources) -> None:
 
 
 def print_sources(event: Sources, answer: str = "", no_match: str = "") -> None:
-    """The sources after a plain-text answer, on stderr (stdout keeps the answer alone), and its unsupported [n]."""
+    """The sources after a plain-text answer, on stderr (stdout keeps the answer alone), what the answer
+    came from, and its unsupported [n]."""
     sys.stdout.flush()  # the answer's last line first, on a terminal showing both
     if no_match:
         warn(no_match)
+    origin = event.answer_from()
+    given_only = origin is not None and origin.basis == ANSWER_FROM_GIVEN and bool(event.sources)
+    if given_only:
+        sys.stderr.write("no paragraph of the answer matches a passage closely; the model was given:\n")
     for ref in event.sources:
         sys.stderr.write(f"[{ref.n}] {label(ref)} ({shown(ref.path)}, characters {ref.start}-{ref.end})\n")
-    print_supporting(event)
+    if origin is not None and not given_only:
+        print_supporting(event)
+        names = {ref.n: label(ref) for ref in event.sources}
+        sys.stderr.write("answer from: " + " · ".join(f"[{n}] {names[n]}" for n in origin.sources) + "\n")
     given = len(event.sources)
     for n in unsupported_citations(answer, {ref.n for ref in event.sources}):
         warn(

@@ -9,10 +9,10 @@ the passage and clicking opens its file. Stored replies keep their sources in th
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
-from engine.api.values import ParagraphSources, SourceRef
+from engine.api.values import AnswerFrom, ParagraphSources, SourceRef, answer_from
 
 CITE_SCHEME = "cite"
 MAX_STORED_SOURCES = 64  # sources read back per stored reply (a reply is given at most 12)
@@ -46,21 +46,24 @@ def unsupported_citations(text: str, numbers: Collection[int]) -> list[int]:
     return [n for n in cited if n not in numbers]
 
 
-def supporting_numbers(paragraphs: Iterable[ParagraphSources]) -> tuple[int, ...]:
-    """The passages that support any paragraph of an answer, in the order they first do."""
-    return tuple(dict.fromkeys(n for p in paragraphs for n in p.sources))
-
-
-def supporting_from_stats(stats: Mapping[str, Any]) -> tuple[int, ...]:
-    """`supporting_numbers` of a stored reply (its stats' "source_paragraphs"; malformed entries skipped)."""
+def answer_from_stats(stats: Mapping[str, Any], sources: Sequence[SourceRef]) -> AnswerFrom | None:
+    """Where a stored reply's answer came from (`engine.events.answer_from`), from its stats'
+    "source_paragraphs"; None for a reply stored before its answer was attributed. Malformed
+    entries and numbers naming no stored source are skipped."""
     raw = stats.get("source_paragraphs")
-    found: list[int] = []
-    for item in cast(list[Any], raw)[:MAX_STORED_SOURCES] if isinstance(raw, list) else []:
+    if not isinstance(raw, list) or not sources:
+        return None
+    given = {ref.n for ref in sources}
+    paragraphs: list[ParagraphSources] = []
+    for item in cast(list[Any], raw)[:MAX_STORED_SOURCES]:
         numbers = cast(dict[str, Any], item).get("sources") if isinstance(item, dict) else None
-        for n in cast(list[Any], numbers)[:MAX_STORED_SOURCES] if isinstance(numbers, list) else []:
-            if isinstance(n, int) and not isinstance(n, bool):
-                found.append(n)
-    return tuple(dict.fromkeys(found))
+        kept = [
+            n
+            for n in (cast(list[Any], numbers)[:MAX_STORED_SOURCES] if isinstance(numbers, list) else [])
+            if isinstance(n, int) and not isinstance(n, bool) and n in given
+        ]
+        paragraphs.append(ParagraphSources(0, 0, tuple(kept)))
+    return answer_from(sources, paragraphs)
 
 
 def sources_from_stats(stats: Mapping[str, Any]) -> tuple[SourceRef, ...]:

@@ -22,7 +22,7 @@ from engine.api.conversations import WithDocuments
 from engine.api.documents import TurnDocuments
 from engine.api.errors import EngineError
 from engine.api.session import Ask, ChatSession, ConversationSettings
-from engine.api.values import ImageData, SourceRef
+from engine.api.values import AnswerFrom, ImageData, SourceRef
 
 log = logging.getLogger("desktop.documents")
 
@@ -141,4 +141,4 @@ class ConversationDocs:
 class SourcesSink(Protocol):
     """A reply view that shows its sources (the window's; other sinks simply do not)."""
 
-    def set_sources(self, sources: tuple[SourceRef, ...], supporting: tuple[int, ...] = ()) -> None: ...
+    def set_sources(self, sources: tuple[SourceRef, ...], origin: AnswerFrom | None = None) -> None: ...

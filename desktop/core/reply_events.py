@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from desktop.core.chat_views import ReplySink, ToolOffer
-from desktop.core.citations import supporting_numbers
 from desktop.core.conversation_docs import SourcesSink
 from engine.api.conversations import error_kind
 from engine.api.errors import EngineError
@@ -63,9 +62,9 @@ def show_event(event: Event, sink: ReplySink, tools: ToolOffer) -> TurnDone | Tu
             sink.progress(done, total)
         case StructuredValue(value=value):
             sink.add_content(fenced_json(value))
-        case Sources(sources=sources, paragraphs=paragraphs):
+        case Sources(sources=sources):
             if isinstance(sink, SourcesSink):
-                sink.set_sources(sources, supporting_numbers(paragraphs or ()))
+                sink.set_sources(sources, event.answer_from())
         case ToolCall() | ToolResult() | ToolDenied() | ToolLimit():
             tools.show(event)  # the approval cards
         case TurnDone() | TurnError():

@@ -6,12 +6,16 @@ response carries an Ember extension object:
 
     "ember": {"sources": [{"n": 1, "path": ..., "page": null, "start": 0, "end": 812,
                            "score": 0.03, "text": ...}, ...],
-              "paragraphs": [{"start": 0, "end": 120, "sources": [1], "cited": false}, ...]}
+              "paragraphs": [{"start": 0, "end": 120, "sources": [1], "cited": false}, ...],
+              "answer_from": {"basis": "paragraphs", "sources": [1]}}
 
 `paragraphs` says which passages support each paragraph of the answer (`content[start:end]`):
-the model's own `[n]` (`cited`), or `engine.docs.attribution`'s when it cited none. Streamed,
-the object comes with the choice's finish chunk (the answer is whole only then). A request
-naming no collection gets no such field; OpenAI's clients keep it as an extra field.
+the model's own `[n]` (`cited`), or `engine.docs.attribution`'s when it cited none.
+`answer_from` is what to show as the answer's origin, never empty while `sources` is not:
+`basis` "paragraphs", the passages that support a paragraph; `basis` "given", no paragraph
+matched one, so every passage the model was given (to be shown as that, not as support).
+Streamed, the object comes with the choice's finish chunk (the answer is whole only then). A
+request naming no collection gets no such field; OpenAI's clients keep it as an extra field.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ def extension(sources: Sources | None) -> dict[str, Any] | None:
     if sources is None:
         return None
     out: dict[str, Any] = {"sources": [s.to_json() for s in sources.sources]}
-    if sources.paragraphs is not None:
+    answer_from = sources.answer_from()
+    if sources.paragraphs is not None and answer_from is not None:
         out["paragraphs"] = [p.to_json() for p in sources.paragraphs]
+        out["answer_from"] = answer_from.to_json()
     return out

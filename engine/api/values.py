@@ -22,6 +22,9 @@ from engine.backends.image_input import (
     sniff_file,
 )
 from engine.events import (
+    ANSWER_FROM_GIVEN,
+    ANSWER_FROM_PARAGRAPHS,
+    AnswerFrom,
     ContentDelta,
     Event,
     FinishReason,
@@ -46,6 +49,7 @@ from engine.events import (
     TurnError,
     TurnErrorKind,
     TurnStats,
+    answer_from,
     event_to_json,
     fenced_json,
 )
@@ -71,12 +75,15 @@ from engine.turns.context_policy import (
 )
 
 __all__ = [
+    "ANSWER_FROM_GIVEN",
+    "ANSWER_FROM_PARAGRAPHS",
     "DIVIDER_TEXT",
     "HIGHLIGHT_END",
     "HIGHLIGHT_START",
     "MAX_MESSAGE_IMAGES",
     "MAX_PIXELS",
     "TOOLS_STATS_KEY",
+    "AnswerFrom",
     "Backend",
     "CancelToken",
     "ContentDelta",
@@ -120,6 +127,7 @@ __all__ = [
     "TurnErrorKind",
     "TurnStats",
     "Versions",
+    "answer_from",
     "as_datetime",
     "base64_length",
     "check_image",

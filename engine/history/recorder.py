@@ -82,7 +82,7 @@ class TurnRecorder:
         self._thinking: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []  # this turn's calls, in order (stored with the reply)
         self._sources: list[dict[str, Any]] = []  # the passages the prompt carried, kept with the reply
-        self._paragraphs: list[dict[str, Any]] = []  # which of them support each paragraph of the answer
+        self._paragraphs: list[dict[str, Any]] | None = None  # which support each paragraph (once whole)
         self._dirty = False
         self._last_write: float | None = None  # None: nothing written (or tried) yet
 
@@ -279,7 +279,7 @@ class TurnRecorder:
             message_stats = (message_stats or {}) | {TOOLS_STATS_KEY: self.tool_calls}
         if self._sources:
             message_stats = (message_stats or {}) | {"sources": self._sources}
-            if self._paragraphs:
+            if self._paragraphs is not None:  # even [] (an empty answer): attributed, so shown as given
                 message_stats |= {"source_paragraphs": self._paragraphs}
         try:
             with self.store.transaction():

@@ -9,7 +9,10 @@ else each paragraph's supporting passages, `engine.docs.attribution`) and whethe
 comes from the file that answers the question. `docs_attribution_precision`: of the passages
 shown as supporting a paragraph, the share from the answer's file (the label; a question is
 answered by one file), over the five answers; `docs_answers_with_right_source`: how many of the
-five show at least one passage of that file. `…_pooled`: the same with each answer attributed
+five show at least one supporting passage of that file; `docs_answers_showing_right_source`: how
+many show one of that file as where the answer came from (`answer_from`: the supporting passages,
+or, when no paragraph matched one, every passage the model was given, labelled so; how many
+fell back to that: `docs_answers_shown_as_given`). `…_pooled`: the same with each answer attributed
 against the passages of all five (the other four files' passages as distractors), where
 precision can fall below 1.
 """
@@ -53,6 +56,9 @@ def precision(figures: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "docs_attribution_precision": round(right / len(shown), 3) if shown else None,
         "docs_attribution_shown": len(shown),
         "docs_answers_with_right_source": sum(f["shown_right_file"] for f in figures),
+        # every answer shows where it came from: its supporting passages, else all it was given (labelled so)
+        "docs_answers_showing_right_source": sum(f["answer_from_right_file"] for f in figures),
+        "docs_answers_shown_as_given": sum(f["answer_from_basis"] == "given" for f in figures),
         "docs_answers_citing": sum(bool(f["cited"]) for f in figures),
     }
 

@@ -130,8 +130,11 @@ def answer_figures(run: dict[str, Any], answer_file: str) -> dict[str, Any]:
     stems = {int(s["n"]): Path(s["path"]).stem for s in sources}
     cited = list(dict.fromkeys(int(m) for m in _CITE.findall(text)))
     # The sources event sent again after the answer: each paragraph's supporting passages (issue #50)
-    paragraphs = next((e["paragraphs"] for e in reversed(events) if e["type"] == "sources" and "paragraphs" in e), [])
-    shown = list(dict.fromkeys(n for p in paragraphs for n in p["sources"]))
+    final = next((e for e in reversed(events) if e["type"] == "sources" and "paragraphs" in e), {})
+    paragraphs = final.get("paragraphs", [])
+    supported = list(dict.fromkeys(n for p in paragraphs for n in p["sources"]))
+    # What the front ends show as the answer's origin: the supporting passages, else all it was given
+    origin = final.get("answer_from", {"basis": None, "sources": []})
     return {
         "status": run["status"],
         "sources": len(sources),
@@ -141,8 +144,11 @@ def answer_figures(run: dict[str, Any], answer_file: str) -> dict[str, Any]:
         "cited": cited,
         "cited_right_file": any(stems.get(n) == answer_file for n in cited),
         "paragraph_sources": [p["sources"] for p in paragraphs],
-        "shown_sources": [stems.get(n) for n in shown],
-        "shown_right_file": any(stems.get(n) == answer_file for n in shown),
+        "shown_sources": [stems.get(n) for n in supported],
+        "shown_right_file": any(stems.get(n) == answer_file for n in supported),
+        "answer_from_basis": origin["basis"],
+        "answer_from": [stems.get(n) for n in origin["sources"]],
+        "answer_from_right_file": any(stems.get(n) == answer_file for n in origin["sources"]),
         # the same check `ember chat` prints after a plain answer, and the window marks
         "unsupported": unsupported_citations(text, set(stems)),
         "prompt_tokens": stats.get("prompt_tokens"),

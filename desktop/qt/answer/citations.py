@@ -4,8 +4,9 @@
 hovering a reference shows the passage (file, page, text) in a tooltip; clicking opens the file
 in the system's viewer (a PDF at its page, for viewers that take a `#page=` fragment), and
 where no application opens it, shows the passage with "Show in folder". The row lists every
-passage the prompt carried, so the sources are one
-click away even when the model cites none.
+passage the prompt carried, so the sources are one click away even when the model cites none:
+"Answer from: **[2] …** · also given: [1] …" when passages support the answer's paragraphs, and
+when none does, the same passages headed as what the model was given (`GIVEN_ONLY`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QToolTip, QWidget
 from desktop.core.citations import CITE_SCHEME
 from engine.api.documents import label
 from engine.api.text import escaped as shown
-from engine.api.values import SourceRef
+from engine.api.values import ANSWER_FROM_PARAGRAPHS, AnswerFrom, SourceRef
 
 TOOLTIP_CHARS = 700
 FIRST_WORDS = 4  # of a passage, beside a file cited more than once
+# The row when no paragraph of a whole answer cites or matches a passage: what it was given, said as that.
+GIVEN_ONLY = "Given to the model (no paragraph of the answer matches one closely)"
 
 Opener = Callable[[QUrl], bool]
 _opener: Opener = QDesktopServices.openUrl
@@ -132,20 +135,26 @@ class SourcesRow(QLabel):
         self.linkActivated.connect(lambda link: self.citations.open(cite_number(link), self))
         self.hide()
 
-    def show_sources(self, sources: Sequence[SourceRef], supporting: Sequence[int] = ()) -> None:
-        """Every passage given; those that support the answer's paragraphs (`supporting`) first, in bold."""
+    def show_sources(self, sources: Sequence[SourceRef], origin: AnswerFrom | None = None) -> None:
+        """Every passage given, saying what the answer came from once it is whole (`origin`): those that
+        support its paragraphs first, in bold; when none does, the passages labelled as what the
+        model was given (never as support)."""
         if not sources:
             self.hide()
             return
         names = dict(zip((s.n for s in sources), source_labels(sources), strict=True))
+        supporting = origin.sources if origin is not None and origin.basis == ANSWER_FROM_PARAGRAPHS else ()
         backing = [s for s in sources if s.n in supporting]
         others = [s for s in sources if s.n not in supporting]
-        links = " · ".join(f"<b>{self._link(s, names[s.n])}</b>" for s in backing)
+        every = " · ".join(self._link(s, names[s.n]) for s in sources)
         if backing:
+            links = " · ".join(f"<b>{self._link(s, names[s.n])}</b>" for s in backing)
             also = " · ".join(self._link(s, names[s.n]) for s in others)
             text = f"Answer from: {links}" + (f" · also given: {also}" if others else "")
+        elif origin is not None:
+            text = f"{GIVEN_ONLY}: {every}"
         else:
-            text = "Sources: " + " · ".join(self._link(s, names[s.n]) for s in sources)
+            text = f"Sources: {every}"  # the answer is not whole yet (or was stored before attribution)
         self.setText(text)
         self.show()
 

@@ -44,7 +44,7 @@ from desktop.qt.look.appearance import current_palette
 from desktop.qt.look.focus import focus_the_box
 from desktop.qt.look.icons import set_icon, themed_icon
 from desktop.qt.look.theme import ICON_PX
-from engine.api.values import FinishReason, SourceRef, Status, TurnStats, Versions
+from engine.api.values import AnswerFrom, FinishReason, SourceRef, Status, TurnStats, Versions
 
 FLUSH_MS = 16  # about 60 updates a second at most
 WAIT_TICK_MS = 400  # the waiting dots' pace
@@ -467,14 +467,14 @@ class AssistantMessage(QFrame):
         self.status.setText(STORED_STATUS.get(status, ""))
         self.copy_button.setVisible(bool(content.strip()))
 
-    def set_sources(self, sources: tuple[SourceRef, ...], supporting: tuple[int, ...] = ()) -> None:
+    def set_sources(self, sources: tuple[SourceRef, ...], origin: AnswerFrom | None = None) -> None:
         """The passages this reply was given: `[n]` in the answer links to them; a row lists them,
-        those that support the answer's paragraphs (`supporting`) first."""
+        saying what the answer came from once it is whole (`origin`)."""
         actions = CitationActions(sources)
         self.lead.set_sources(actions)
         self.answer.set_sources(actions)
         self.sources_row.citations = actions
-        self.sources_row.show_sources(sources, supporting)
+        self.sources_row.show_sources(sources, origin)
 
     def start_waiting(self) -> None:
         """Sent: show the waiting dots until the first word (or thought, or tool call) arrives."""

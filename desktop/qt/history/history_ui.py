@@ -18,7 +18,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLineEdit, QStatusBar, QToolButton, QWidget
 
 from desktop.core.async_tasks import spawn
-from desktop.core.citations import sources_from_stats, supporting_from_stats
+from desktop.core.citations import answer_from_stats, sources_from_stats
 from desktop.core.history_session import HISTORY_ERRORS, Branch, BranchItem, HistorySession
 from desktop.qt.chat.attachment_chips import add_question_chips
 from desktop.qt.chat.composer import ComposerBar
@@ -100,7 +100,8 @@ class HistoryPresenter(QObject):
         for card in stored_tool_cards(records):  # "Used calculator → 42", folded, after the text before it
             widget.add_stored_tool_widget(card, at)
         widget.set_history(msg.id, item.versions)
-        widget.set_sources(sources_from_stats(msg.stats), supporting_from_stats(msg.stats))
+        sources = sources_from_stats(msg.stats)
+        widget.set_sources(sources, answer_from_stats(msg.stats, sources))
         receipt = msg.stats.get("receipt")
         widget.set_receipt(receipt if isinstance(receipt, dict) else None, msg.stats)
         return widget
