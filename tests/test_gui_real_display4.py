@@ -958,3 +958,24 @@ def test_inline_math_sits_on_the_text_baseline(make_chat: MakeChat, shown) -> No
     pitch = [layout.lineAt(i + 1).y() - layout.lineAt(i).y() for i in range(2)]
     assert abs(pitch[0] - pitch[1]) < 0.5, pitch  # a formula of text height spreads no lines
     _shot("14-inline-math-on-the-baseline-1040x780", chat.window)
+
+
+def test_an_answer_nothing_supports_still_shows_what_the_model_was_given(  # issue #50
+    make_chat: MakeChat, shown, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from desktop.qt.answer.citations import GIVEN_ONLY
+
+    note = tmp_path / "note.md"
+    note.write_text("The spare key is under the blue pot by the door.\n")
+    chat = make_chat("Canberra became the capital as a compromise between two cities.")
+    shown(chat, 800, 600)
+    chat.window.documents_button.attach([note])
+    chat.type_and_send("Where is the spare key?")
+    reply = chat.wait_reply_finished()
+    row = reply.sources_row
+    chat.qtbot.waitUntil(lambda: row.isVisible(), timeout=WAIT_MS)
+    assert row.text().startswith(f"{GIVEN_ONLY}: ") and "note.md</a>" in row.text()
+    left = row.mapTo(chat.window, QPoint(0, 0)).x()
+    assert left >= 0 and left + row.width() <= chat.window.width()  # wrapped inside the window, not cut
+    assert row.heightForWidth(row.width()) <= row.height() + 1
+    _shot("50-answer-given-sources-800x600", chat.window)
