@@ -135,8 +135,10 @@ def test_a_measured_speed_replaces_the_estimate_and_calibrates_the_next(tmp_path
     assert machine_profile.measured_decode(model, size) == pytest.approx(predicted * 0.5, rel=0.01)
     profile = machine_profile.cached()
     assert profile is not None and profile.calibration == pytest.approx(0.5, rel=0.01)
-    machine_profile.remember(model, predicted * 3, tokens=64)  # the first measurement stands
+    machine_profile.remember(model, predicted * 0.25, tokens=64)  # a slower use (a busy machine) is not kept
     assert machine_profile.measured_decode(model, size) == pytest.approx(predicted * 0.5, rel=0.01)
+    machine_profile.remember(model, predicted * 0.8, tokens=64)  # a faster one replaces it
+    assert machine_profile.measured_decode(model, size) == pytest.approx(predicted * 0.8, rel=0.01)
     (tmp_path / "junk.gguf").write_bytes(b"not a model")
     machine_profile.remember(tmp_path / "junk.gguf", 50.0, tokens=64)  # nothing to compare with: ignored
     assert machine_profile.measured_decode(tmp_path / "junk.gguf", 11) is None

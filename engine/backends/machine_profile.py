@@ -135,8 +135,10 @@ def remember_once(path: Path, decode_tps: float, tokens: int, *, on_gpu: bool = 
 
 
 def remember(path: Path, decode_tps: float, tokens: int, *, on_gpu: bool = False) -> None:
-    """Keep the first real measurement of `path`'s decoding here, and its error against the
-    prediction of the device it ran on (`on_gpu`: every layer on the GPU)."""
+    """Keep the fastest real measurement of `path`'s decoding here, and its error against the
+    prediction of the device it ran on (`on_gpu`: every layer on the GPU). The fastest, as the
+    profile keeps its fastest rounds: a first use while the machine was busy would otherwise
+    show that slow figure for good."""
     if tokens < MIN_TOKENS or decode_tps <= 0:
         return
     try:
@@ -147,7 +149,11 @@ def remember(path: Path, decode_tps: float, tokens: int, *, on_gpu: bool = False
     raw = entry.get("profile")
     measured = _measured(entry)
     key = file_key(path, size)
-    if key in measured or not isinstance(raw, dict) or len(measured) >= MAX_REMEMBERED:
+    known = measured.get(key)
+    before = known.get("decode_tps") if known is not None else None
+    if isinstance(before, int | float) and before >= decode_tps:
+        return
+    if not isinstance(raw, dict) or (known is None and len(measured) >= MAX_REMEMBERED):
         return
     profile = MachineProfile.from_json(cast(dict[str, object], raw))
     if profile is not None and on_gpu:
