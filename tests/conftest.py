@@ -56,6 +56,13 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_machine_profile() -> None:
+    """Each test starts with no machine profile cached: `ember bench` saves the one it measures in
+    the run's shared cache folder, and a later test's speed ranking must not depend on test order."""
+    Path(os.environ["EMBER_CACHE_DIR"], "machine-profile.json").unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def smollm_path() -> Path:
     from models.library.default_model import default_model_path
