@@ -26,14 +26,19 @@ def test_paraphrases_do_not_name_their_package() -> None:
 
 def test_attribution_precision_is_the_share_of_shown_passages_from_the_answer_file() -> None:
     figures = [
-        {"answer_file": "a", "shown_sources": ["a", "b"], "shown_right_file": True, "cited": []},
-        {"answer_file": "c", "shown_sources": ["c"], "shown_right_file": True, "cited": [1]},
-        {"answer_file": "d", "shown_sources": [], "shown_right_file": False, "cited": []},
+        {"answer_file": "a", "shown_sources": ["a", "b"], "shown_right_file": True, "cited": []}
+        | {"answer_from_right_file": True, "answer_from_basis": "paragraphs"},
+        {"answer_file": "c", "shown_sources": ["c"], "shown_right_file": True, "cited": [1]}
+        | {"answer_from_right_file": True, "answer_from_basis": "paragraphs"},
+        {"answer_file": "d", "shown_sources": [], "shown_right_file": False, "cited": []}
+        | {"answer_from_right_file": True, "answer_from_basis": "given"},  # nothing supported: what it was given
     ]
     assert precision(figures) == {
         "docs_attribution_precision": 0.667,
         "docs_attribution_shown": 3,
         "docs_answers_with_right_source": 2,
+        "docs_answers_showing_right_source": 3,
+        "docs_answers_shown_as_given": 1,
         "docs_answers_citing": 1,
     }
 
