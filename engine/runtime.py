@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from engine.backends import load_progress
-from engine.backends.base import Backend, CancelToken, Request
+from engine.backends.base import Backend, Request
+from engine.cancel import CancelToken
 from engine.errors import NoModelError
 from engine.events import Event
 from engine.tools.permissions import ToolUse

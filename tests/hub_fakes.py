@@ -22,6 +22,7 @@ from typing import Any
 
 from desktop.core.hub_seam import HubServices
 from engine.api.downloads import HubFile, HubRepo, Progress
+from engine.api.values import CancelToken
 from models.errors import EmberError
 from models.library.catalogue import CatalogueEntry, parse_entry
 from models.library.fit import FreeMemory
@@ -105,7 +106,7 @@ class FakeDownloader:
         *,
         client: FakeHubClient,
         progress: Callable[[Progress], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelToken | None = None,
     ) -> list[Path]:
         dest_dir.mkdir(parents=True, exist_ok=True)
         total = sum(f.size for f in files)
@@ -122,7 +123,7 @@ class FakeDownloader:
                 if have and progress is not None:
                     progress(FakeProgress(done, total, 0.0, None, f.path))
                 for start in range(have, len(data), self.chunk):
-                    if cancel is not None and cancel.is_set():
+                    if cancel is not None and cancel.cancelled:
                         raise FakeDownloadCancelled("download cancelled; the part is kept")
                     fh.write(data[start : start + self.chunk])
                     done += len(data[start : start + self.chunk])

@@ -16,17 +16,9 @@ from desktop.serve.record import ApiHistory
 from desktop.serve.server import ServerThread, bind
 from desktop.serve.state import defaults_for, model_id_for
 from desktop.serve.wire import Defaults
-from engine.backends.base import (
-    Backend,
-    CancelToken,
-    Capabilities,
-    Message,
-    PlainBackend,
-    Request,
-    Sampling,
-    StreamInfo,
-)
+from engine.backends.base import Backend, Capabilities, Message, PlainBackend, Request, Sampling, StreamInfo
 from engine.backends.image_input import ImageData
+from engine.cancel import CancelToken
 from engine.events import Piece
 from engine.runtime import Engine
 from engine.session.settings import TurnSettings

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Request, Sampling, StreamInfo, make_request
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 QUESTION = [{"role": "user", "content": "Name three colours of the rainbow."}]

@@ -277,9 +277,9 @@ def test_ctrl_c_asks_the_indexer_to_stop_instead_of_killing_it() -> None:
     from desktop.cli.cmd_docs import _cancel_on_sigint  # pyright: ignore[reportPrivateUsage]
 
     with _cancel_on_sigint() as cancelled:
-        assert not cancelled()
+        assert not cancelled.cancelled
         signal.raise_signal(signal.SIGINT)  # the first Ctrl+C: a request, not an exception
-        assert cancelled()
+        assert cancelled.cancelled
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)  # the second one stops at once
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.cancel import CancelToken
 from engine.docs.embed import (
     DEFAULT_EMBEDDER,
     LlamaEmbedder,
@@ -159,11 +160,11 @@ def test_a_missing_or_broken_archive_is_one_line(tmp_path: Path, monkeypatch: py
 
 def test_cancel_is_seen_between_groups_within_a_second(minilm: LlamaEmbedder) -> None:
     texts = ["A passage about a subject of some length, with several words in it. " * 12] * 400
-    stop = threading.Event()
-    threading.Timer(0.3, stop.set).start()
+    stop = CancelToken()
+    threading.Timer(0.3, stop.cancel).start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
-        embed_in_groups(minilm, texts, stop.is_set)
+        embed_in_groups(minilm, texts, stop)
     assert time.monotonic() - started - 0.3 < 30  # against a hang only: a group of 2 takes under a second
 
 

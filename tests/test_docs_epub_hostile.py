@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cancel import CancelToken
 from engine.docs.chunk import chunk_blocks
 from engine.docs.embed import DEFAULT_EMBEDDER, embed_in_groups, shared_embedder
 from engine.docs.errors import DocumentError
@@ -122,7 +123,7 @@ def test_a_megabyte_without_a_space_is_cut_into_passages_and_embedded(tmp_path: 
     assert len(chunks) > 100 and max(len(c.text) for c in chunks) <= 2000
     embedder = shared_embedder(DEFAULT_EMBEDDER)
     started = time.monotonic()
-    vectors = embed_in_groups(embedder, [c.text for c in chunks[:8]], lambda: False)
+    vectors = embed_in_groups(embedder, [c.text for c in chunks[:8]], CancelToken())
     assert vectors.shape == (8, 384) and time.monotonic() - started < 120  # generous: against a hang
 
 

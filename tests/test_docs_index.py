@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from doc_fixtures import filler, write_pdf, write_scanned_pdf, write_zip_bomb_docx
 
+from engine.cancel import CancelToken
 from engine.docs.bm25 import query_words
 from engine.docs.index import DocIndex, fuse
 from engine.docs.indexer import Progress, index_collection
@@ -94,15 +95,12 @@ def test_a_cancelled_index_never_serves_the_half_file_and_resumes(tmp_path: Path
         index.add_roots(coll, [folder])
         seen: list[int] = []
 
+        stop = CancelToken()
+
         def progress(p: Progress) -> None:
             seen.append(p.chunks)
-
-        # stop once the big file has written a batch or two
-        report = index_collection(
-            index,
-            coll,
-            progress=progress,
-            cancel=lambda: (
+            # stop once the big file has written a batch or two
+            if (
                 "zz-big"
                 in str(
                     index.conn.execute("SELECT group_concat(path) FROM files WHERE status = 'indexing'").fetchone()[0]
@@ -111,8 +109,10 @@ def test_a_cancelled_index_never_serves_the_half_file_and_resumes(tmp_path: Path
                     "SELECT count(*) FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.status = 'indexing'"
                 ).fetchone()[0]
                 >= 64
-            ),
-        )
+            ):
+                stop.cancel()
+
+        report = index_collection(index, coll, progress=progress, cancel=stop)
         assert report.cancelled and len(report.indexed) == 3
         assert index.search(coll, "kumquat")  # finished files are searchable
         assert not any("zz-big" in h.path for h in index.search(coll, "mirror walnut", k=50))

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
+from engine.cancel import CancelToken
 from engine.docs.read_ahead import ReadAhead
 
 
 def test_items_arrive_in_order_from_another_thread() -> None:
     threads: set[str] = set()
 
-    def produce(_gone: Callable[[], bool]) -> Iterator[int]:
+    def produce(_gone: CancelToken) -> Iterator[int]:
         for i in range(50):
             threads.add(threading.current_thread().name)
             yield i
@@ -23,7 +24,7 @@ def test_items_arrive_in_order_from_another_thread() -> None:
 
 
 def test_a_worker_error_is_raised_in_the_consumer() -> None:
-    def produce(_gone: Callable[[], bool]) -> Iterator[int]:
+    def produce(_gone: CancelToken) -> Iterator[int]:
         yield 1
         raise ValueError("page 2 cannot be read")
 
@@ -36,10 +37,10 @@ def test_a_worker_error_is_raised_in_the_consumer() -> None:
 def test_stopping_early_ends_the_worker_and_closes_its_iterator_on_its_thread() -> None:
     closed_on: list[str] = []
 
-    def produce(gone: Callable[[], bool]) -> Iterator[int]:
+    def produce(gone: CancelToken) -> Iterator[int]:
         try:
             i = 0
-            while not gone():
+            while not gone.cancelled:
                 yield i
                 i += 1
         finally:
@@ -52,3 +53,20 @@ def test_stopping_early_ends_the_worker_and_closes_its_iterator_on_its_thread() 
     reader.close()  # idempotent; the loop's exit already stopped it
     assert closed_on == ["reader"]  # the generator's `finally` ran on the worker (PDFium's one thread)
     assert not any(t.name == "reader" for t in threading.enumerate())
+
+
+def test_cancelling_the_callers_token_ends_the_producer_and_the_items() -> None:
+    cancel = CancelToken()
+
+    def produce(stop: CancelToken) -> Iterator[int]:
+        i = 0
+        while not stop.cancelled:
+            yield i
+            i += 1
+
+    got: list[int] = []
+    for item in ReadAhead(produce, depth=1, cancel=cancel):
+        got.append(item)
+        if item == 3:
+            cancel.cancel()  # the producer sees it at its next item; the consumer's loop then ends
+    assert got[:4] == [0, 1, 2, 3] and len(got) <= 6

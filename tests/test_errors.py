@@ -14,9 +14,10 @@ import engine.errors
 import engine.history.types
 from desktop.core.model_choice import describe_backend
 from desktop.serve.embeddings import embed_all
-from engine.backends.base import CancelToken, Capabilities, make_request
+from engine.backends.base import Capabilities, make_request
 from engine.backends.openai import OpenAIBackend
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.docs.embed import embed_in_groups
 from engine.errors import BackendError, Cancelled, ContextOverflowError, EngineError, LLMError
 from engine.events import TurnError, TurnErrorKind
@@ -49,7 +50,7 @@ def test_every_stop_on_a_cancel_check_is_the_one_cancelled() -> None:
     with pytest.raises(Cancelled):
         embed_all(embedder, ["a", "b"], stop)
     with pytest.raises(Cancelled):
-        embed_in_groups(embedder, ["a", "b"], lambda: stop.cancelled)
+        embed_in_groups(embedder, ["a", "b"], stop)
 
 
 class _Raising(ScriptedBackend):

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.builtin_template import BuiltinTemplate
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import FinishReason, Piece
 from models.gguf.builtin_templates import BASE_MODEL_NOTE, FORMATS
 from models.gguf.header import read_header

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from engine.backends import llama_devices
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 pytestmark = [

@@ -13,8 +13,9 @@ from pytestqt.qtbot import QtBot
 
 from desktop.core.model_choice import choose_model
 from desktop.qt.chat.message_view import AssistantMessage, TurnBanner
-from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
+from engine.backends.base import PlainBackend, Request, StreamInfo
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import Piece
 from engine.reply.scaffolding import registry_markers

@@ -20,8 +20,9 @@ from desktop.qt.chat.message_view import AssistantMessage, UserMessage
 from desktop.qt.history.row_delegate import MESSAGE_ROLE, SNIPPET_ROLE, relative_time, snippet_runs
 from desktop.qt.history.sidebar import HistorySidebar
 from desktop.qt.window import WindowOptions
-from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.base import Capabilities, PlainBackend, Request, StreamInfo
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.errors import BackendError
 from engine.events import Piece
 from engine.history.store import HistoryStore

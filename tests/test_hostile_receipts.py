@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from desktop.core.receipt_text import receipt_lines
-from engine.backends.base import Backend, CancelToken, PlainBackend, Request, StreamInfo
+from engine.backends.base import Backend, PlainBackend, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import Piece
 from engine.history.store import HistoryStore
 from engine.session.reproduce import CannotReproduce, reproduce

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fake_hub import COMMIT, FakeHub, sha256_of
 
+from engine.cancel import CancelToken
 from engine.hub.client import HubClient
 from engine.hub.consent import allow_downloads, downloads_allowed
 from engine.hub.download import DownloadCancelled, DownloadError, Progress, default_models_dir, download, target_path
@@ -229,11 +230,11 @@ def test_a_stalled_server_ends_in_bounded_time_and_keeps_the_part(
 def test_cancel_keeps_the_part_for_the_next_pull(hub: FakeHub, paths: EmberPaths) -> None:
     client = HubClient()
     files = _files(client)
-    cancel = threading.Event()
+    cancel = CancelToken()
 
     def progress(p: Progress) -> None:
         if p.done > p.total // 4:
-            cancel.set()
+            cancel.cancel()
 
     with pytest.raises(DownloadCancelled, match=r"download cancelled; .* kept, and the next pull resumes it"):
         download(files, default_models_dir(paths), client=client, progress=progress, cancel=cancel)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk
 
-from engine.backends.base import CancelToken, StreamInfo, make_request
+from engine.backends.base import StreamInfo, make_request
 from engine.backends.image_input import MAX_PIXELS, ImageData, check_image, data_url, from_data_url
 from engine.backends.openai import OpenAIBackend
+from engine.cancel import CancelToken
 from engine.errors import ConfigError
 from tests.projector_fixture import png, png_chunks
 

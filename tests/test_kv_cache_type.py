@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.offload import ALL_LAYERS, layers_that_fit
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
 from engine.events import Piece
 from engine.session.settings import Overrides, resolve

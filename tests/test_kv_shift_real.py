@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Message, Request, Sampling, StreamInfo, make_request
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 pytestmark = pytest.mark.slow
@@ -96,7 +97,7 @@ def test_a_pure_position_shift_keeps_the_next_token(smollm_512: Any) -> None:
         return np.ctypeslib.as_array(ll.llama_get_logits_ith(ctx, -1), shape=(n_vocab,)).copy()
 
     kv.forget()
-    assert kv.evaluate(tokens, lambda: False)
+    assert kv.evaluate(tokens, CancelToken())
     fresh = last_logits()
     for d in (64, 300):
         kv.forget()
@@ -104,7 +105,7 @@ def test_a_pure_position_shift_keeps_the_next_token(smollm_512: Any) -> None:
         kv._decode()
         kv.tokens = [-1] * d + list(tokens[:-1])  # as if d dropped tokens stood before them
         assert kv.can_shift() and kv.drop_span(0, d)
-        assert kv.evaluate(tokens, lambda: False) and kv.last_evaluated == 1
+        assert kv.evaluate(tokens, CancelToken()) and kv.last_evaluated == 1
         shifted = last_logits()
         assert shifted.argmax() == fresh.argmax()
         # f16 keys rotated once more: measured 0.8-1.0 here, as much as evaluating at an

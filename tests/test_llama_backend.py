@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.decoding import piece_bytes
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.errors import ContextOverflowError, ModelLoadError
 from engine.events import Piece
 

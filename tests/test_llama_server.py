@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from sse_stub import free_port
 
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.cpu_variants import module_command
 from engine.backends.openai import OpenAIBackend, list_models
+from engine.cancel import CancelToken
 from engine.errors import BackendError
 from engine.events import Piece
 from models.library.default_model import DefaultModelMissing, default_model_path

@@ -10,8 +10,9 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import serve
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo
+from engine.backends.base import Message, Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import Piece, TokenLogprob
 
 if TYPE_CHECKING:

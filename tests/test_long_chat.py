@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, ToolSpec, make_request
+from engine.backends.base import Message, Request, Sampling, StreamInfo, ToolSpec, make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import Piece, TurnDone
 from engine.history.store import HistoryStore
 from engine.turns.context_policy import ContextFullError, ContextPolicy, MessageTooLongError, fit_messages

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from sse_stub import DONE, Reply, StubServer, chunk
 
-from engine.backends.base import CancelToken, Request, StreamInfo
+from engine.backends.base import Request, StreamInfo
 from engine.backends.openai import OpenAIBackend, list_models
+from engine.cancel import CancelToken
 from engine.network import guard as network_guard
 from engine.network.destinations import Destination, parse_destination
 from engine.network.guard import EgressRefused, Guard, enforced

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from sse_stub import DONE, PING, Reply, StubServer, chunk, free_port, json_body, sse
 
-from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Backend, Request, Sampling, StreamInfo, make_request
 from engine.backends.factory import make_backend, parse_backend_spec
 from engine.backends.openai import (
     DEFAULT_RETRY_DELAYS_S,
@@ -22,6 +22,7 @@ from engine.backends.openai import (
     OpenAIBackend,
     list_models,
 )
+from engine.cancel import CancelToken
 from engine.errors import BackendError, ConfigError
 from engine.events import Piece
 from engine.reply.pipeline import ReplyPipeline

@@ -14,8 +14,9 @@ import pytest
 
 from desktop.cli.cmd_chat import _print_turn  # pyright: ignore[reportPrivateUsage]
 from desktop.cli.main import build_parser
-from engine.backends.base import CancelToken, PlainBackend, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import PlainBackend, Request, Sampling, StreamInfo, make_request
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, Event, Piece, PromptProgress, TurnDone, event_to_json
 from engine.turns.runner import TurnRunner
 

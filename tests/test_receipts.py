@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from desktop.cli.main import main
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo
+from engine.backends.base import Request, Sampling, StreamInfo
 from engine.backends.receipt import TokenDigest
+from engine.cancel import CancelToken
 from engine.history.export import export_json, import_json
 from engine.history.store import HistoryStore
 from models.library.digests import DIGESTS_FILE, file_sha256

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, Message, make_request
+from engine.backends.base import Message, make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError, TurnErrorKind, TurnStats
 from engine.history.recorder import TurnRecorder, recorded
 from engine.history.store import HistoryStore

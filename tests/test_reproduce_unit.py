@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import Backend, CancelToken, PlainBackend, Request, StreamInfo
+from engine.backends.base import Backend, PlainBackend, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import Piece, PromptProgress
 from engine.history.store import HistoryStore
 from engine.session.reproduce import reproduce

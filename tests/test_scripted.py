@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import CancelToken, StreamInfo, make_request
+from engine.backends.base import StreamInfo, make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ScriptExhaustedError
 from engine.events import Piece, PromptProgress
 

@@ -10,7 +10,8 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
-from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.base import Capabilities, PlainBackend, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import Piece, TokenLogprob
 
 if TYPE_CHECKING:

@@ -17,9 +17,10 @@ import pytest
 from serve_helpers import Served, serve
 
 from desktop.cli.main import main
-from engine.backends.base import CancelToken, make_request
+from engine.backends.base import make_request
 from engine.backends.openai import OpenAIBackend
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, ThinkingDelta, ToolCall, TurnDone
 from engine.turns.runner import TurnRunner
 

@@ -13,7 +13,8 @@ import pytest
 from openai.types.chat import ChatCompletion
 from serve_helpers import Served, last_user_text, serve
 
-from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.base import Capabilities, PlainBackend, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import index_collection
 from engine.events import Piece

@@ -20,7 +20,8 @@ from serve_helpers import EchoBackend, Served, serve
 
 from desktop.cli.main import main
 from desktop.serve.embeddings import batches
-from engine.backends.base import CancelToken, Request, StreamInfo
+from engine.backends.base import Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 if TYPE_CHECKING:

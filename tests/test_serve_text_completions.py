@@ -12,8 +12,9 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
-from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, Sampling, StreamInfo
+from engine.backends.base import Capabilities, PlainBackend, Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import Piece, TokenLogprob
 
 if TYPE_CHECKING:

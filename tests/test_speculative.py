@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Request, Sampling, StreamInfo, make_request
 from engine.backends.speculative import Chained, DraftPolicy, PromptLookup
+from engine.cancel import CancelToken
 
 # -- the drafters ------------------------------------------------------------------------------
 

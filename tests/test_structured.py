@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends.base import CancelToken, Capabilities, Message, Sampling, Schema, make_request
+from engine.backends.base import Capabilities, Message, Sampling, Schema, make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ScriptExhaustedError, StructuredOutputError
 from engine.events import Event, StructuredRetry, StructuredValue, TurnDone, TurnError, TurnErrorKind
 from engine.history.store import TITLE_MAX_CHARS, title_from_text

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop.cli.main import main
-from engine.backends.base import CancelToken, make_request
+from engine.backends.base import make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import ToolCall, ToolResult
 from engine.tools.builtin import calculator_tool
 from engine.tools.calculator import MAX_INT_BITS, CalcError, calculate

@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.backends.base import CancelToken, make_request
+from engine.backends.base import make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import (
     ContentDelta,
     Event,

@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from engine.backends.base import CancelToken, Sampling, make_request
+from engine.backends.base import Sampling, make_request
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, ToolCall, ToolResult, TurnDone
 from engine.tools.builtin import builtin_tools
 from engine.tools.permissions import Decision, ToolUse

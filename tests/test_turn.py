@@ -6,8 +6,9 @@ import logging
 
 import pytest
 
-from engine.backends.base import CancelToken, make_request
+from engine.backends.base import make_request
 from engine.backends.scripted import ScriptedBackend
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, Event, Recovery, ThinkingDelta, TurnDone, TurnError
 from engine.turns.runner import CORRECTION_LINE, NO_TOOLS_LINE, TurnRunner
 

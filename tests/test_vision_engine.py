@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Request, Sampling, StreamInfo, make_request
 from engine.backends.llama_media import ImageData
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress
 from tests.projector_fixture import png, write_projector_fixture

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from engine.backends import gpu_modules
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Request, Sampling, StreamInfo, make_request
 from engine.backends.cpu_variants import ensure_backends, lib_dir
 from engine.backends.speculative import DraftPolicy
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 HELLO = [{"role": "user", "content": "Name three colours of the rainbow."}]

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import CancelToken, Sampling, StreamInfo, make_request
+from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.image_input import ImageData
 from engine.backends.llama import LlamaBackend
 from engine.backends.llama_media import IMAGE_CACHE_SIZE
+from engine.cancel import CancelToken
 from engine.events import FinishReason
 from tests.projector_fixture import png, write_projector_fixture
 

@@ -52,6 +52,7 @@ from engine.api.documents import (
 from engine.api.errors import EngineError
 from engine.api.text import escaped as shown
 from engine.api.text import json_text
+from engine.api.values import CancelToken
 
 
 def register(sub: Any) -> None:
@@ -214,21 +215,21 @@ class _ProgressLine:
 
 
 @contextmanager
-def _cancel_on_sigint() -> Iterator[Any]:
+def _cancel_on_sigint() -> Iterator[CancelToken]:
     """Ctrl+C asks the indexer to stop at its next batch (a second one stops at once)."""
-    stop = [False]
+    stop = CancelToken()
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if stop[0]:
+        if stop.cancelled:
             raise KeyboardInterrupt
-        stop[0] = True
+        stop.cancel()
 
     try:
         previous = signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread: no handler, no cancel
         previous = None
     try:
-        yield lambda: stop[0]
+        yield stop
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

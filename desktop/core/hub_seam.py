@@ -10,7 +10,6 @@ only the client and the download function are protocols, so tests can pass fakes
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # engine.api.downloads brings httpx, which the window must not load before its first paint
     from engine.api.downloads import HubFile, HubRepo
+    from engine.api.values import CancelToken
 
 
 class HubClientLike(Protocol):
@@ -35,7 +35,7 @@ class DownloadFn(Protocol):
         *,
         client: Any,
         progress: Callable[[Any], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: CancelToken | None = None,
     ) -> list[Path]: ...
 
 

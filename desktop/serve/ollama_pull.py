@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from desktop.serve.errors import ApiError
 from engine.api.errors import EngineError
+from engine.api.values import CancelToken
 
 _PREFIXES = ("hf.co/", "huggingface.co/", "https://hf.co/", "https://huggingface.co/")
 NOT_HUB = (
@@ -75,7 +76,7 @@ class _Pull:
         except HubError as exc:
             raise ApiError(400, f"pull model manifest: {exc}") from None
         self.paths = ember_paths()
-        self.cancel = threading.Event()
+        self.cancel = CancelToken()
 
     def check(self) -> None:
         """A 403 (before anything is reached) while downloads from the Hub are not allowed."""
@@ -102,7 +103,7 @@ class _Pull:
             while (item := await queue.get()) is not _DONE:
                 yield item
         finally:
-            self.cancel.set()  # the client left (or the pull ended): the thread stops at its next block
+            self.cancel.cancel()  # the client left (or the pull ended): the thread stops at its next block
 
     def _run(self, put: Any) -> None:
         from engine.api.downloads import Progress, default_models_dir, download, pick_files

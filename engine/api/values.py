@@ -8,7 +8,7 @@ Nothing here has behaviour of its own: it names them once.
 
 from __future__ import annotations
 
-from engine.backends.base import Backend, CancelToken, Message, Request, Sampling, Schema
+from engine.backends.base import Backend, Message, Request, Sampling, Schema
 from engine.backends.image_input import (
     MAX_MESSAGE_IMAGES,
     MAX_PIXELS,
@@ -21,6 +21,7 @@ from engine.backends.image_input import (
     read_image_file,
     sniff_file,
 )
+from engine.cancel import CancelToken
 from engine.events import (
     ANSWER_FROM_GIVEN,
     ANSWER_FROM_PARAGRAPHS,

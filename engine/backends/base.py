@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Required, TypedDict, cast, runtime_checkable
 
 from engine.backends.image_input import ImageData
+from engine.cancel import CancelToken
 from engine.errors import ConfigError
 from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
 from models.library.settings import ModelSettings
@@ -96,51 +95,6 @@ class Request:
 
     def with_(self, **changes: Any) -> Request:
         return replace(self, **changes)
-
-
-class CancelToken:
-    """A thread-safe stop flag, checked by backends between pieces.
-
-    A backend blocked in I/O (a silent server) registers a callback that unblocks it
-    (`on_cancel`); callbacks run once, on the thread that cancels.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
-
-    def cancel(self) -> None:
-        with self._lock:
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            _run_quietly(callback)
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` when cancelled (at once if already); returns a function that unregisters it."""
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(callback)
-                return lambda: self._forget(callback)
-        _run_quietly(callback)
-        return lambda: None
-
-    def _forget(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
-
-
-def _run_quietly(callback: Callable[[], None]) -> None:
-    try:
-        callback()
-    except Exception:  # a failing unblock must not break the stop itself
-        logging.getLogger("engine.backend").exception("cancel callback failed")
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from engine.backends import llama_log
 from engine.backends.llama_decode import DecodeError, KvCache
 from engine.backends.llama_plain import new_llama
 from engine.backends.load_errors import explain_llama_failure, precheck_model_file
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
 
 log = logging.getLogger("engine.llama")
@@ -93,7 +94,7 @@ class DraftModel:
         ctx, kv = self._llm.ctx, self._kv
         out: list[int] = []
         try:
-            kv.evaluate(history, lambda: False)
+            kv.evaluate(history, CancelToken())
             while True:
                 token = ll.llama_sampler_sample(self._greedy, ctx, -1)
                 if ll.llama_vocab_is_eog(self._vocab, token):

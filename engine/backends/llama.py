@@ -28,16 +28,7 @@ import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends import cpu_variants, gpu_modules, llama_devices, llama_log, load_progress, offload
-from engine.backends.base import (
-    MAX_CHARS_PER_TOKEN,
-    CancelToken,
-    Capabilities,
-    Message,
-    Request,
-    StreamInfo,
-    ToolSpec,
-    prompt_key,
-)
+from engine.backends.base import MAX_CHARS_PER_TOKEN, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.builtin_template import BuiltinTemplate
 from engine.backends.cpu_check import ensure_cpu_runs
 from engine.backends.cpu_threads import default_threads
@@ -69,6 +60,7 @@ from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLoo
 from engine.backends.stops import StopMatcher
 from engine.backends.template import ChatTemplate, PromptFormat, Segment
 from engine.backends.tool_prompt import call_markup, fallback_for
+from engine.cancel import CancelToken
 from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
 from models.errors import GGUFError
@@ -631,7 +623,7 @@ class LlamaBackend:
                     reader.record(i, tokens[first + i + 1])
 
         try:
-            done = self._kv.score(tokens, read, lambda: cancel.cancelled)
+            done = self._kv.score(tokens, read, cancel)
         except DecodeError as exc:
             raise _decode_failure(exc) from exc
         if done:

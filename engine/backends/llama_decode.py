@@ -24,6 +24,7 @@ import llama_cpp.llama_cpp as ll
 
 from engine.backends.base import Sampling
 from engine.backends.kv_reuse import common_prefix
+from engine.cancel import CancelToken
 from engine.errors import BackendError
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
@@ -288,13 +289,13 @@ class KvCache:
         else:  # a recurrent model cannot drop a suffix: start over
             self.forget()
 
-    def evaluate(self, tokens: Sequence[int], stop: Callable[[], bool]) -> bool:
-        """Make the cache hold `tokens`, decoding only what differs; False if `stop` said so.
+    def evaluate(self, tokens: Sequence[int], stop: CancelToken) -> bool:
+        """Make the cache hold `tokens`, decoding only what differs; False if `stop` was cancelled.
 
         `stop` is checked between batches (on the CPU the abort callback also interrupts
         a batch).
         """
-        return all(done == total or not stop() for done, total in self.batches(tokens))
+        return all(done == total or not stop.cancelled for done, total in self.batches(tokens))
 
     def batches(
         self,
@@ -334,14 +335,14 @@ class KvCache:
             first = end
             yield first - start, total
 
-    def score(self, tokens: Sequence[int], on_batch: Callable[[int, int], None], stop: Callable[[], bool]) -> bool:
+    def score(self, tokens: Sequence[int], on_batch: Callable[[int, int], None], stop: CancelToken) -> bool:
         """Decode `tokens` from an empty cache with logits at every position (a prompt scored token by
         token: the cache's prefix has none to give); `on_batch(first, n)` reads a batch's logits
-        right after it is decoded. False if `stop` said so between batches."""
+        right after it is decoded. False if `stop` was cancelled between batches."""
         self.forget()
         first = 0
         while first < len(tokens):
-            if stop():
+            if stop.cancelled:
                 return False
             chunk = tokens[first : first + self.n_batch]
             self._fill(chunk, first, last_has_logits=True, every=True)

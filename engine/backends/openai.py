@@ -43,9 +43,10 @@ from typing import Any, cast
 import httpx
 
 from engine import __version__
-from engine.backends.base import CancelToken, Capabilities, PlainBackend, Request, StreamInfo
+from engine.backends.base import Capabilities, PlainBackend, Request, StreamInfo
 from engine.backends.openai_tools import CHARS_PER_TOKEN_CAP, ToolCallDeltas, wire_message
 from engine.backends.receipt import request_receipt
+from engine.cancel import CancelToken
 from engine.errors import BackendError, ConfigError
 from engine.events import FinishReason, Piece
 from engine.network import guard as network_guard

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backends.base import CancelToken, Capabilities, Message, PlainBackend, Request, StreamInfo, ToolSpec
+from engine.backends.base import Capabilities, Message, PlainBackend, Request, StreamInfo, ToolSpec
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, ContextOverflowError, ScriptExhaustedError
 from engine.events import FinishReason, Piece, PromptProgress
 from engine.json_files import read_json

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Backend, Request, Sampling, StreamInfo, make_request
+from engine.cancel import CancelToken
 from engine.errors import BenchError
 from engine.events import ContentDelta, ThinkingDelta, TurnDone, TurnError, TurnStats
 from engine.turns.runner import TurnRunner

@@ -21,13 +21,14 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.errors import Cancelled, ModelLoadError
+from engine.cancel import CancelToken
+from engine.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from engine.docs.vectors import Vector  # numpy: imported where vectors are made, not at start-up
@@ -215,14 +216,13 @@ def reply_streaming() -> Generator[None]:
             _streaming -= 1
 
 
-def embed_in_groups(embedder: Embedder, texts: Sequence[str], cancel: Callable[[], bool]) -> Vector:
+def embed_in_groups(embedder: Embedder, texts: Sequence[str], cancel: CancelToken) -> Vector:
     """`embedder.embed(texts)` a few passages at a time, looking at `cancel` between groups."""
     from engine.docs.vectors import concat
 
     parts: list[Vector] = []
     for start in range(0, len(texts), GROUP):
-        if cancel():
-            raise Cancelled
+        cancel.check()
         parts.append(embedder.embed(texts[start : start + GROUP]))
     return concat(parts)
 

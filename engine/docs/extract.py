@@ -39,6 +39,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Protocol
 
+from engine.cancel import CancelToken
 from engine.docs.compressed import inner_name, is_compressed, open_inflated
 from engine.docs.errors import DocumentError
 from engine.docs.names import shown
@@ -63,8 +64,6 @@ TEXT_SUFFIXES = frozenset(
 )
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 KNOWN_NAMES = frozenset({"readme", "license", "makefile", "dockerfile", "changelog", "authors", "notice"})
-
-Cancel = Callable[[], bool]
 
 
 class Readable(Protocol):
@@ -128,7 +127,7 @@ def _sniff(path: Path, follow: bool) -> str | None:
 
 
 def extract(
-    path: Path, cancel: Cancel | None = None, *, follow: bool = True, note: Note | None = None
+    path: Path, cancel: CancelToken | None = None, *, follow: bool = True, note: Note | None = None
 ) -> Iterator[Block]:
     """The document's text as blocks; DocumentError (one line, naming the file) when it cannot be read.
 
@@ -139,7 +138,7 @@ def extract(
     if reason:
         raise DocumentError(path, reason)
     kind = kind_of(path, follow=follow)
-    stop = cancel or (lambda: False)
+    stop = cancel or CancelToken()
     told: Note = note or _unheard
     match kind:
         case "text":
@@ -203,11 +202,11 @@ def _opened(path: Path, follow: bool) -> contextlib.AbstractContextManager[Reada
     return open_inflated(path, follow=follow) if is_compressed(path) else open_regular(path, follow=follow)
 
 
-def _decoded_pieces(path: Path, stop: Cancel, follow: bool) -> Iterator[str]:
+def _decoded_pieces(path: Path, stop: CancelToken, follow: bool) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with _opened(path, follow) as f:
         first = True
-        while not stop():
+        while not stop.cancelled:
             raw = f.read(READ_BYTES)
             text = decoder.decode(raw, final=not raw)
             if first:
@@ -221,7 +220,7 @@ def _decoded_pieces(path: Path, stop: Cancel, follow: bool) -> Iterator[str]:
                 return
 
 
-def _text_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
+def _text_blocks(path: Path, stop: CancelToken, follow: bool) -> Iterator[Block]:
     yield from _split_pieces(_decoded_pieces(path, stop, follow))
 
 
@@ -299,7 +298,7 @@ class _TextOfHtml(HTMLParser):
             self.rawdata = ""
 
 
-def _html_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
+def _html_blocks(path: Path, stop: CancelToken, follow: bool) -> Iterator[Block]:
     def pieces() -> Iterator[str]:
         parser = _TextOfHtml()
         for raw in _decoded_pieces(path, stop, follow):
@@ -313,13 +312,13 @@ def _html_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
     yield from _split_pieces(p for p in pieces() if p)
 
 
-def _epub_blocks(path: Path, stop: Cancel, follow: bool) -> Iterator[Block]:
+def _epub_blocks(path: Path, stop: CancelToken, follow: bool) -> Iterator[Block]:
     """An EPUB's chapters in reading order, each read by the HTML reader (engine.docs.epub bounds the zip)."""
     from engine.docs.epub import chapters
 
     def pieces() -> Iterator[str]:
         for chapter in chapters(path, follow=follow):
-            if stop():
+            if stop.cancelled:
                 return
             parser = _TextOfHtml()
             for at in range(0, len(chapter), HTML_FEED_CHARS):
@@ -344,7 +343,7 @@ def _tidy(text: str) -> str:
 # -- PDF ---------------------------------------------------------------------------------
 
 
-def _pdf_blocks(path: Path, stop: Cancel, note: Note) -> Iterator[Block]:
+def _pdf_blocks(path: Path, stop: CancelToken, note: Note) -> Iterator[Block]:
     pdfium = pypdfium2()
     try:
         pdf = pdfium.PdfDocument(str(path))
@@ -354,7 +353,7 @@ def _pdf_blocks(path: Path, stop: Cancel, note: Note) -> Iterator[Block]:
         texts = 0
         bad: list[tuple[int, str]] = []  # pages that cannot be read: named, the others used
         for index in range(len(pdf)):
-            if stop():
+            if stop.cancelled:
                 break
             try:
                 text = page_text(pdf, index)
@@ -369,7 +368,7 @@ def _pdf_blocks(path: Path, stop: Cancel, note: Note) -> Iterator[Block]:
             note(f"{shown(path.name)}: {_bad_pages(bad)}; the other {pages - len(bad):,} pages were read")
         elif bad:
             raise DocumentError(path, _bad_pages(bad))
-        if pages and not texts and not bad and not stop():
+        if pages and not texts and not bad and not stop.cancelled:
             raise DocumentError(
                 path,
                 f"has no text layer ({pages} page{'s' * (pages != 1)} of images, e.g. a "

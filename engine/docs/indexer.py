@@ -1,6 +1,6 @@
 """Keeping a collection's index in step with its files: incremental, resumable, cancellable.
 
-    report = index_collection(index, coll, embedder=None, progress=print_progress, cancel=token.cancelled)
+    report = index_collection(index, coll, embedder=None, progress=print_progress, cancel=token)
 
 - Incremental by content hash: an unchanged file (same size and modification time, or the same
   BLAKE2 hash) is skipped, a changed one is indexed again, one no longer under the roots is dropped.
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.cancel import CancelToken
 from engine.docs.chunk import Chunk, chunk_blocks, title_of
 from engine.docs.collection_lock import collection_lock
 from engine.docs.embed import Embedder, embed_in_groups
@@ -170,12 +171,12 @@ def _unlisted(errors: list[OSError]) -> Iterator[tuple[Path, str]]:
         yield Path(exc.filename if exc.filename is not None else "?"), reason
 
 
-def file_digest(path: Path, follow: bool = True, stop: Callable[[], bool] | None = None) -> str:
+def file_digest(path: Path, follow: bool = True, stop: CancelToken | None = None) -> str:
     h = hashlib.blake2b(digest_size=20)
     with open_regular(path, follow=follow) as f:
         while chunk := f.read(HASH_BYTES):
-            if stop is not None and stop():
-                raise Cancelled
+            if stop is not None:
+                stop.check()
             h.update(chunk)
     return h.hexdigest()
 
@@ -197,14 +198,14 @@ def index_collection(
     *,
     embedder: Embedder | None = None,
     progress: Callable[[Progress], None] | None = None,
-    cancel: Callable[[], bool] | None = None,
+    cancel: CancelToken | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> IndexReport:
     """Bring `coll`'s index up to date with its roots; stops cleanly (nothing half-used) on cancel.
 
     Each `progress` report says how fast the run goes lately and how long it has left (`clock`'s seconds).
     """
-    stop = cancel or (lambda: False)
+    stop = cancel or CancelToken()
     progress = _paced(progress, Pace(clock))
     report = IndexReport()
     with collection_lock(index, coll):
@@ -223,8 +224,7 @@ def index_collection(
         state = Progress(files_total=len(paths), bytes_total=sum(sizes))
         try:
             for path, size in zip(paths, sizes, strict=True):
-                if stop():
-                    raise Cancelled
+                stop.check()
                 state.current = str(path)
                 if progress:
                     progress(state)
@@ -278,7 +278,7 @@ def _index_one(
     embedder: Embedder | None,
     state: Progress,
     report: IndexReport,
-    stop: Callable[[], bool],
+    stop: CancelToken,
     progress: Callable[[Progress], None] | None,
     *,
     follow: bool,
@@ -329,8 +329,7 @@ def _index_one(
         index.fail_file(coll, str(path), digest, st.st_size, st.st_mtime_ns, str(exc))
         report.failed.append((str(path), str(exc)))
         return
-    if stop():
-        raise Cancelled  # the file stays `indexing`: never searched, redone next time
+    stop.check()  # the file stays `indexing`: never searched, redone next time
     index.finish_file(file_id, pages=pages, chunks=chunks)
     report.indexed.append(str(path))
     report.chunks += chunks
@@ -347,10 +346,10 @@ def _count_unchanged(row: FileRow, report: IndexReport) -> None:
 def _write_passages(
     index: DocIndex,
     file_id: int,
-    read: Callable[[Callable[[], bool]], Iterator[Block]],
+    read: Callable[[CancelToken], Iterator[Block]],
     embedder: Embedder | None,
     state: Progress,
-    stop: Callable[[], bool],
+    stop: CancelToken,
     progress: Callable[[Progress], None] | None,
     *,
     title: str = "",
@@ -368,8 +367,7 @@ def _write_passages(
 
     def flush(batch: list[Chunk]) -> None:
         nonlocal written
-        if stop():
-            raise Cancelled
+        stop.check()
         vectors = _embedded(embedder, batch, stop) if embedder is not None else None
         index.add_chunks(file_id, batch, vectors)
         written += len(batch)
@@ -382,7 +380,7 @@ def _write_passages(
     # the one that lets go of the GIL. Blocks cross in groups (up to 16 PDF pages, or one 1 MiB
     # block of text), two groups ahead: handing over each page alone cost a thread switch or two
     # per page, about 3 % of the time when both threads share one core.
-    reader = ReadAhead(lambda gone: _grouped(counted(read(lambda: gone() or stop()))), depth=2, name="ember-docs-read")
+    reader = ReadAhead(lambda gone: _grouped(counted(read(gone))), depth=2, name="ember-docs-read", cancel=stop)
     try:
         batch: list[Chunk] = []
         for chunk in chunk_blocks(itertools.chain.from_iterable(reader), title=title):
@@ -396,7 +394,7 @@ def _write_passages(
     return len(pages), written
 
 
-def _embedded(embedder: Embedder, batch: list[Chunk], stop: Callable[[], bool]) -> Vector:
+def _embedded(embedder: Embedder, batch: list[Chunk], stop: CancelToken) -> Vector:
     return embed_in_groups(embedder, [c.indexed for c in batch], stop)  # Cancelled when `stop` says so
 
 

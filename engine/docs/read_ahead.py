@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from engine.cancel import CancelToken
+
 T = TypeVar("T")
 _PUT_WAIT_S = 0.05  # how often a worker waiting on a full queue looks whether it was abandoned
 
@@ -31,21 +33,27 @@ class _Done:
 class ReadAhead(Generic[T]):
     """`for item in ReadAhead(lambda stop: produce(stop))`: `produce` runs on a worker thread.
 
-    `produce` receives a `stop()` that turns true once the consumer has gone; it should check it
-    between items that take long (a PDF page).
+    `produce` receives a token cancelled once the consumer has gone (or `cancel` is); it should
+    look at it between items that take long (a PDF page).
     """
 
     def __init__(
-        self, produce: Callable[[Callable[[], bool]], Iterator[T]], depth: int = 4, name: str = "ember-read-ahead"
+        self,
+        produce: Callable[[CancelToken], Iterator[T]],
+        depth: int = 4,
+        name: str = "ember-read-ahead",
+        cancel: CancelToken | None = None,
     ) -> None:
         self._queue: queue.Queue[T | _Failed | _Done] = queue.Queue(maxsize=depth)
-        self._gone = threading.Event()
+        self._gone = threading.Event()  # the consumer left: nothing more is put
+        self._stop = CancelToken()  # what `produce` looks at
+        self._unlink = cancel.on_cancel(self._stop.cancel) if cancel is not None else (lambda: None)
         self._thread = threading.Thread(target=self._run, args=(produce,), name=name, daemon=True)
         self._thread.start()
 
-    def _run(self, produce: Callable[[Callable[[], bool]], Iterator[T]]) -> None:
+    def _run(self, produce: Callable[[CancelToken], Iterator[T]]) -> None:
         try:
-            items = produce(self._gone.is_set)
+            items = produce(self._stop)
             try:
                 for item in items:
                     if not self._put(item):
@@ -82,4 +90,6 @@ class ReadAhead(Generic[T]):
     def close(self) -> None:
         """Stop the worker (it ends at its next item or page) and wait for it."""
         self._gone.set()
+        self._stop.cancel()
+        self._unlink()
         self._thread.join()

@@ -10,10 +10,11 @@ one line naming it and left out, the others still used.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from engine.cancel import CancelToken
 from engine.docs.chunk import OVERLAP_CHARS, TARGET_CHARS
 from engine.docs.embed import Embedder
 from engine.docs.index import Collection, DocIndex, Hit
@@ -64,12 +65,12 @@ class Attachments:
         self.paths: list[Path] = []
 
     @classmethod
-    def load(cls, paths: Sequence[Path], cancel: Callable[[], bool] | None = None) -> tuple[Attachments, list[str]]:
+    def load(cls, paths: Sequence[Path], cancel: CancelToken | None = None) -> tuple[Attachments, list[str]]:
         """Attachments from `paths` and the one-line problems of the files that were left out."""
         attachments = cls()
         return attachments, attachments.add(paths, cancel)
 
-    def add(self, paths: Sequence[Path], cancel: Callable[[], bool] | None = None) -> list[str]:
+    def add(self, paths: Sequence[Path], cancel: CancelToken | None = None) -> list[str]:
         problems: list[str] = []
         ok: list[Path] = []
         for path in paths:

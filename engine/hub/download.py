@@ -2,7 +2,7 @@
 
     files = client.list_gguf("bartowski/Qwen2.5-7B-Instruct-GGUF")
     paths = download(pick_files(files, "Q4_K_M"), default_models_dir(ember_paths()), client=client,
-                     progress=show, cancel=stop_event)
+                     progress=show, cancel=token)
 
 Files land in `dest_dir/<owner>/<name>/<path in the repository>`, where the library lists
 them. Before the first byte the free disk space is checked against what is still missing.
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from engine.cancel import CancelToken
 from engine.hub.client import FEATURE, HubClient
 from engine.hub.consent import allow_downloads, downloads_allowed
 from engine.hub.errors import DownloadCancelled, DownloadError, HubError
@@ -101,7 +102,7 @@ def download(
     *,
     client: HubClient,
     progress: Callable[[Progress], None] | None = None,
-    cancel: threading.Event | None = None,
+    cancel: CancelToken | None = None,
     free_space: Callable[[Path], int] = disk_free,
     paths: EmberPaths | None = None,
 ) -> list[Path]:
@@ -168,7 +169,7 @@ def _part_size(final: Path) -> int:
 
 
 def _fetch_all(
-    missing: Sequence[tuple[HubFile, Path]], client: HubClient, meter: _Meter, cancel: threading.Event | None
+    missing: Sequence[tuple[HubFile, Path]], client: HubClient, meter: _Meter, cancel: CancelToken | None
 ) -> list[str]:
     digests: list[str] = []
     with feature(FEATURE):

@@ -35,7 +35,6 @@ import json
 import os
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +43,7 @@ from urllib.parse import urlsplit
 
 import certifi
 
+from engine.cancel import CancelToken
 from engine.history.lock import try_lock
 from engine.hub.client import HubClient, retry_after_s
 from engine.hub.errors import DownloadCancelled, DownloadError, gated_line, status_line
@@ -124,7 +124,7 @@ class _Receiver:
 
 
 def fetch(
-    file: HubFile, final: Path, *, client: HubClient, on_bytes: OnBytes, cancel: threading.Event | None = None
+    file: HubFile, final: Path, *, client: HubClient, on_bytes: OnBytes, cancel: CancelToken | None = None
 ) -> str:
     """Bring `final`'s `.part` to the whole, verified file; returns its SHA-256 (hex). The `.part` stays."""
     part, meta = part_path(final), meta_path(final)
@@ -174,7 +174,7 @@ def _fill(
     file: HubFile,
     got: _Receiver,
     client: HubClient,
-    cancel: threading.Event | None,
+    cancel: CancelToken | None,
     keep_etag: Callable[[str | None], None],
 ) -> None:
     resumes, waited, tries = 0, 0.0, 0
@@ -208,7 +208,7 @@ def _one_request(
     file: HubFile,
     got: _Receiver,
     client: HubClient,
-    cancel: threading.Event | None,
+    cancel: CancelToken | None,
     keep_etag: Callable[[str | None], None],
 ) -> None:
     url = client.resolve_url(file)
@@ -295,7 +295,7 @@ def _receive(
     response: http.client.HTTPResponse,
     file: HubFile,
     got: _Receiver,
-    cancel: threading.Event | None,
+    cancel: CancelToken | None,
     client: HubClient,
     url: str,
 ) -> None:
@@ -419,8 +419,8 @@ def _check_status(response: http.client.HTTPResponse, file: HubFile, client: Hub
     raise DownloadError(status_line(f"{file.repo}/{file.path}", status))
 
 
-def _check_cancel(cancel: threading.Event | None, file: HubFile, got: _Receiver) -> None:
-    if cancel is not None and cancel.is_set():
+def _check_cancel(cancel: CancelToken | None, file: HubFile, got: _Receiver) -> None:
+    if cancel is not None and cancel.cancelled:
         raise DownloadCancelled(
             f"download cancelled; {file.name}: {_mb(got.offset)} of {_mb(file.size)} kept, and the next pull resumes it"
         )

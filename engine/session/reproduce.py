@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backends.base import Backend, CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Backend, Request, Sampling, StreamInfo, make_request
+from engine.cancel import CancelToken
 from engine.errors import EngineError
 from engine.events import Piece
 from engine.history.store import HistoryStore

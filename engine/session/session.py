@@ -48,8 +48,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from engine.backends.base import Backend, CancelToken, Message, Request, Schema, make_request
+from engine.backends.base import Backend, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
+from engine.cancel import CancelToken
 from engine.docs.attribution import AnswerSources
 from engine.docs.embed import reply_streaming
 from engine.errors import ConfigError, ContextOverflowError

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from engine.backends.base import CancelToken
+from engine.cancel import CancelToken
 from engine.errors import EngineError
 from engine.history.types import HistoryError
 from engine.runtime import Engine

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import Backend, Message
+from engine.cancel import CancelToken
 from engine.docs.embed import shared_embedder
 from engine.docs.fit import with_documents
 from engine.docs.index import DocIndex, default_path
@@ -37,7 +38,7 @@ class TurnDocuments:
         collection: str | None,
         *,
         index_path: Path | None = None,
-        cancel: Callable[[], bool] | None = None,
+        cancel: CancelToken | None = None,
     ) -> TurnDocuments:
         """The documents for a turn; attached files left out are its `problems`.
 

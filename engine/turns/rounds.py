@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
+from engine.backends.base import Backend, Message, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import ContentDelta, PromptLogprobs, PromptProgress, ThinkingDelta, TokenLogprobs
 from engine.reply.pipeline import ReplyPipeline
 from engine.reply.scaffolding import SpanSink

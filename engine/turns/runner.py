@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from engine.backends import machine_profile
-from engine.backends.base import Backend, CancelToken, Message, Request
+from engine.backends.base import Backend, Message, Request
 from engine.backends.image_input import refuse_unseen
+from engine.cancel import CancelToken
 from engine.errors import (
     BackendError,
     ConfigError,

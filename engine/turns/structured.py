@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, cast
 from engine.backends.base import (
     DEFAULT_MAX_TOKENS,
     Backend,
-    CancelToken,
     Message,
     Request,
     Sampling,
@@ -37,6 +36,7 @@ from engine.backends.base import (
     StreamInfo,
     make_request,
 )
+from engine.cancel import CancelToken
 from engine.errors import ConfigError, StructuredOutputError
 from engine.events import ContentDelta, Event, FinishReason, Notice, StructuredRetry, StructuredValue
 from engine.json_files import read_json

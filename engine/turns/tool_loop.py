@@ -27,7 +27,8 @@ import uuid
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 
-from engine.backends.base import Backend, CancelToken, Message, Request, StreamInfo
+from engine.backends.base import Backend, Message, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import (
     Approval,
     ContentDelta,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cancel import CancelToken
 from engine.docs.embed import DEFAULT_EMBEDDER, Embedder, LlamaEmbedder, embed_in_groups, shared_embedder
 from engine.docs.index import Collection, DocIndex
 from engine.docs.indexer import index_collection
@@ -114,7 +115,7 @@ def _embed_rates(
 ) -> dict[str, Any]:
     sample = passages[:64]
     started = time.perf_counter()
-    embed_in_groups(embedder, sample, lambda: False)
+    embed_in_groups(embedder, sample, CancelToken())
     rate = len(sample) / (time.perf_counter() - started)
     out: dict[str, Any] = {
         "docs_embed_passages_per_s": round(rate, 2),
@@ -154,7 +155,7 @@ TTFT_CTX = 4096
 
 
 def _ttft(chat_model: Path, source: CollectionSource) -> dict[str, Any]:
-    from engine.backends.base import CancelToken, Message, Sampling, make_request
+    from engine.backends.base import Message, Sampling, make_request
     from engine.backends.llama import LlamaBackend
     from engine.docs.fit import with_documents
     from engine.events import TurnDone

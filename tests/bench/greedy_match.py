@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo
+from engine.backends.base import Request, Sampling, StreamInfo
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.events import Piece
 
 PROMPTS = (

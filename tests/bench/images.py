@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import CancelToken, Request, Sampling, StreamInfo, make_request
+from engine.backends.base import Request, Sampling, StreamInfo, make_request
 from engine.backends.image_input import ImageData
+from engine.cancel import CancelToken
 from engine.errors import EngineError
 from engine.events import Piece
 

@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import CancelToken, Message, Request, Sampling, StreamInfo, ToolSpec, make_request
+from engine.backends.base import Message, Request, Sampling, StreamInfo, ToolSpec, make_request
 from engine.backends.llama import LlamaBackend
+from engine.cancel import CancelToken
 from engine.errors import BenchError
 from engine.events import ContentDelta, TurnDone, TurnError
 from engine.turns.context_policy import ContextPolicy

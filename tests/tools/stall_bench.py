@@ -25,7 +25,8 @@ from desktop.core.model_choice import ModelInfo
 from desktop.qt.chat.message_view import AssistantMessage
 from desktop.qt.chat.tool_card import ToolCallCard
 from desktop.qt.window import MainWindow
-from engine.backends.base import CancelToken, PlainBackend, Request, StreamInfo
+from engine.backends.base import PlainBackend, Request, StreamInfo
+from engine.cancel import CancelToken
 from engine.events import FinishReason, Piece, ToolCall
 from engine.runtime import Engine
 from engine.session.session import ChatSession

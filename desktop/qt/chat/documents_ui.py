@@ -58,6 +58,7 @@ from engine.api.documents import (
 )
 from engine.api.errors import EngineError
 from engine.api.text import escaped as shown
+from engine.api.values import CancelToken
 
 log = logging.getLogger("desktop.documents")
 
@@ -165,16 +166,16 @@ class _Worker(QObject):
     progressed = Signal(object, int, int)  # a copy of the Progress, the bytes read, the bytes in all
     finished = Signal(object)  # IndexReport, or an EngineError
 
-    def __init__(self, job: Callable[[Callable[[Progress], None], Callable[[], bool]], IndexReport]) -> None:
+    def __init__(self, job: Callable[[Callable[[Progress], None], CancelToken], IndexReport]) -> None:
         super().__init__()
         self._job = job
         self.bytes: ByteCount | None = None  # the job sets it once it knows the files
-        self.cancelled = threading.Event()
+        self.cancelled = CancelToken()
         self.runner = threading.Thread(target=self._run, name="ember-docs-index", daemon=True)
 
     def _run(self) -> None:
         try:
-            report: object = self._job(self._progress, self.cancelled.is_set)
+            report: object = self._job(self._progress, self.cancelled)
         except EngineError as exc:
             report = exc
         except Exception as exc:  # never a silent dead worker: the dialog would spin for ever
@@ -455,7 +456,7 @@ class CollectionsDialog(QDialog):
             return None
         path = self.index_path
 
-        def job(progress: Callable[[Progress], None], cancel: Callable[[], bool]) -> IndexReport:
+        def job(progress: Callable[[Progress], None], cancel: CancelToken) -> IndexReport:
             with DocIndex.open(path) as index:  # its own connection, on the worker's thread
                 coll = index.collection(name)
                 worker.bytes = ByteCount(find_files(index.roots(coll))[0])  # the bar moves by bytes
@@ -485,7 +486,7 @@ class CollectionsDialog(QDialog):
 
     def _cancel(self) -> None:
         if self.worker is not None:
-            self.worker.cancelled.set()
+            self.worker.cancelled.cancel()
 
     def _remove(self) -> None:
         name = self.selected()

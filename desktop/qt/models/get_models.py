@@ -59,6 +59,7 @@ from engine.api.errors import EmberError, one_line
 from engine.api.library import CatalogueEntry, CatalogueError, search, shipped_catalogue
 from engine.api.machine import FreeMemory
 from engine.api.models import DEFAULT_CONTEXT_LENGTH, useful_tps
+from engine.api.values import CancelToken
 
 log = logging.getLogger("desktop.get_models")
 
@@ -90,11 +91,11 @@ class Job(QObject):
     progressed = Signal(str, object)
     finished = Signal(str, object)  # the result, or an EmberError
 
-    def __init__(self, key: str, work: Callable[[Callable[[Any], None], threading.Event], object]) -> None:
+    def __init__(self, key: str, work: Callable[[Callable[[Any], None], CancelToken], object]) -> None:
         super().__init__()
         self.key = key
         self._work = work
-        self.cancel = threading.Event()
+        self.cancel = CancelToken()
         self._last = 0.0
         self.runner = threading.Thread(target=self._run, name=f"ember-get-models-{key}", daemon=True)
 
@@ -259,7 +260,7 @@ class GetModelsDialog(QDialog):
 
     # -- the rows --------------------------------------------------------------------------
 
-    def _start(self, key: str, work: Callable[[Callable[[Any], None], threading.Event], object]) -> Job:
+    def _start(self, key: str, work: Callable[[Callable[[Any], None], CancelToken], object]) -> Job:
         job = Job(key, work)
         job.progressed.connect(self._on_progress)
         job.finished.connect(self._on_finished)
@@ -370,7 +371,7 @@ class GetModelsDialog(QDialog):
             return None
         client, free, models_dir = services.client, self.free, services.models_dir
 
-        def work(_progress: Callable[[Any], None], _cancel: threading.Event) -> list[ModelOffer]:
+        def work(_progress: Callable[[Any], None], _cancel: CancelToken) -> list[ModelOffer]:
             repos = list(client.search(text))[:HUB_ROWS]
             listings = {r.repo: r.gguf_files if r.gguf_files is not None else client.list_gguf(r.repo) for r in repos}
             return hub_offers(repos, listings, free, models_dir)
@@ -407,7 +408,7 @@ class GetModelsDialog(QDialog):
         repo, wanted, entry = row.offer.repo, row.chosen().name, row.offer.entry
         client, fetch, dest = services.client, services.download, services.models_dir
 
-        def work(progress: Callable[[Any], None], cancel: threading.Event) -> list[Path]:
+        def work(progress: Callable[[Any], None], cancel: CancelToken) -> list[Path]:
             listing = list(client.list_gguf(repo))
             # A vision model's projector comes in the same item: one progress, both or neither in place.
             files = files_to_fetch(listing, wanted) + projector_to_fetch(listing, entry)
@@ -436,7 +437,7 @@ class GetModelsDialog(QDialog):
         if paths:
             path = Path(paths[0])
             row.finish(path, f"Downloaded to {path.parent}.")
-        elif job.cancel.is_set():
+        elif job.cancel.cancelled:
             row.finish(None, "Download cancelled; what was downloaded is kept.", resumable=True)
         else:
             row.finish(
@@ -446,7 +447,7 @@ class GetModelsDialog(QDialog):
     def cancel(self, row: OfferRow) -> None:
         job = self.jobs.get(row.offer.key)
         if job is not None:
-            job.cancel.set()
+            job.cancel.cancel()
             row.cancelling()
 
     def _use(self, row: OfferRow) -> None:
@@ -456,7 +457,7 @@ class GetModelsDialog(QDialog):
 
     def reject(self) -> None:
         for job in self.jobs.values():
-            job.cancel.set()  # a download stops with the page; a later one resumes it
+            job.cancel.cancel()  # a download stops with the page; a later one resumes it
         super().reject()
 
 
