@@ -320,9 +320,7 @@ class Started:
 
 def _begin(state: ServeState, call: ChatCall, index: int) -> tuple[AsyncGenerator[Event, None], Reply]:
     """Run the choice's turn (the caller holds the model's line, which the job releases)."""
-    history, model = state.history, state.model_id()
-    record = (lambda plan: history.begin(plan, model)) if history is not None else None
-    job = TurnJob(state.engine, call, state.line.release, record)
+    job = TurnJob(state.engine, call, state.line.release, state.history, state.model_id())
     state.jobs.add(job)
     job.task.add_done_callback(lambda _: state.jobs.discard(job))
     return job.events(), Reply(call, job.cancel, index=index)

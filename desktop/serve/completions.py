@@ -1,8 +1,8 @@
 """One chat completion: a turn on the engine, its events as OpenAI's response or stream chunks.
 
-The turn is the session's (`engine.session.Plan.of_request`): the request is the prompt,
-measured by the same fit as the window's and the CLI's turns and refused when it does not fit
-the context (`context_length_exceeded`), never cut; `--record` records it through the session.
+The turn is the session's (`open_request_async`, the same `Plan`, `Turn` and recorder as the
+window's and the CLI's): the request is the prompt, measured by the same fit and refused when
+it does not fit the context (`context_length_exceeded`), never cut; `--record` records it.
 
 `TurnJob` runs the turn as its own task once the request holds the model, and keeps the
 model until the engine's worker has really stopped, whatever happens to the HTTP side: a
@@ -26,16 +26,15 @@ from typing import Any, Protocol
 
 from desktop.serve.documents import extension, open_collection
 from desktop.serve.forced_calls import forced_calls
-from desktop.serve.record import RecordedTurn
+from desktop.serve.record import ApiHistory
 from desktop.serve.wire import ChatCall
 from engine.api.conversations import error_kind
-from engine.api.documents import AnswerSources, DocsDatabaseError, TurnDocuments
-from engine.api.errors import ContextOverflowError, EngineError
-from engine.api.session import Engine, Plan, StopMatcher
+from engine.api.documents import DocsDatabaseError, TurnDocuments
+from engine.api.errors import EngineError
+from engine.api.session import Engine, StopMatcher, open_request_async
 from engine.api.values import (
     CancelToken,
     ContentDelta,
-    ContextFullError,
     Event,
     PromptLogprobs,
     Request,
@@ -78,85 +77,41 @@ def request_for(call: ChatCall) -> Request:
     )
 
 
-async def fitted_plan(engine: Engine, call: ChatCall, docs: TurnDocuments | None = None) -> Plan:
-    """The call's turn, measured on the engine's counting thread (`ContextOverflowError` when it does not
-    fit); a raw text prompt (`/v1/completions`) is the backend's own to check. `docs`: the passages
-    that fit go into the last user message first (`"ember": {"collection": ...}`)."""
-    plan = Plan.of_request(request_for(call))
-    if call.prompt is not None:
-        return plan
-    try:
-        if docs is not None:
-            messages = plan.request.messages
-            applied = await engine.measure(lambda b: docs.apply(b, messages, call.max_tokens))
-            plan = plan.with_documents(*applied) if applied is not None else plan
-        return await engine.measure(plan.fit) or plan  # no model yet: the turn reports it
-    except ContextFullError as exc:  # its own words advise the window's context policies
-        raise ContextOverflowError(
-            f"the request ({exc.tokens:,} tokens) does not fit the model's {exc.n_ctx:,}-"
-            f"token context, which keeps one token for the reply"
-        ) from None
-
-
-Record = Callable[[Plan], RecordedTurn | None]  # `--record`: starts recording a fitted turn
-
-
 class TurnJob:
     """The turn of one request, running on the engine; `events()` hands its events over."""
 
     def __init__(
-        self, engine: Engine, call: ChatCall, on_end: Callable[[], None], record: Record | None = None
+        self, engine: Engine, call: ChatCall, on_end: Callable[[], None], history: ApiHistory | None, model: str
     ) -> None:
         self.cancel = CancelToken()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._on_end = on_end
-        self._record = record
-        self._observer: RecordedTurn | None = None  # sees every event to the end, even after a disconnect
-        self.task = asyncio.ensure_future(self._run(engine, call))
+        self.task = asyncio.ensure_future(self._run(engine, call, history, model))
 
-    async def _run(self, engine: Engine, call: ChatCall) -> None:
+    async def _run(self, engine: Engine, call: ChatCall, history: ApiHistory | None, model: str) -> None:
+        """The session's turn for the request (`open_request_async`: fitted, `--record`ed); its documents'
+        passages come first (`"ember": {"collection": ...}`). The request's tools are offered, not run:
+        the turn's calls are the answer."""
         docs: TurnDocuments | None = None
         try:
             docs = await open_collection(call.collection) if call.collection else None
-            plan = await fitted_plan(engine, call, docs)
-            self._observer = self._record(plan) if self._record is not None else None
-            if call.forced is not None:
-                for event in await forced_calls(
-                    engine, plan.request, call.forced, self.cancel, parallel=call.parallel_calls
-                ):
-                    self._put(event)
-                return
-            await self._answer(engine, plan)
+            session = history.session() if history is not None else None
+            turn = await open_request_async(engine, request_for(call), documents=docs, record=session, model=model)
+            forced = _forced(engine, turn.request, call, self.cancel) if call.forced is not None else None
+            async for event in turn.run_async(engine, self.cancel, events=forced):
+                self._queue.put_nowait(event)
         except DocsDatabaseError as exc:  # the collection went away since the request was checked
-            self._put(TurnError(TurnErrorKind.CONFIG, str(exc), TurnStats()))
+            self._queue.put_nowait(TurnError(TurnErrorKind.CONFIG, str(exc), TurnStats()))
         except EngineError as exc:  # e.g. no model loaded
-            self._put(TurnError(error_kind(exc), str(exc), TurnStats()))
+            self._queue.put_nowait(TurnError(error_kind(exc), str(exc), TurnStats()))
         except Exception as exc:  # a bug must still end the response, not hang it
             self._queue.put_nowait(TurnError(TurnErrorKind.BACKEND, f"internal error: {exc}", TurnStats()))
             raise
         finally:
             if docs is not None:
                 docs.close()
-            if self._observer is not None:
-                self._observer.close()
             self._queue.put_nowait(_END)
             self._on_end()
-
-    async def _answer(self, engine: Engine, plan: Plan) -> None:
-        """The turn's events; with documents, their `Sources` first and again, with each paragraph's, before
-        `TurnDone`. The request's tools are offered, not run: the turn's calls are the answer."""
-        attributing = AnswerSources(plan.sources) if plan.sources is not None else None
-        if plan.sources is not None:
-            self._put(plan.sources)
-        async for event in engine.run_turn(plan.request, self.cancel, apart=True):
-            if attributing is not None and (supported := attributing.before(event)) is not None:
-                self._put(supported)
-            self._put(event)
-
-    def _put(self, event: Event) -> None:
-        self._queue.put_nowait(event)
-        if self._observer is not None:
-            self._observer(event)
 
     def abandon(self) -> None:
         """The server is stopping: end `events()` now and cancel the turn, without waiting for the model.
@@ -175,6 +130,13 @@ class TurnJob:
                 yield event
         finally:
             self.cancel.cancel()
+
+
+async def _forced(engine: Engine, request: Request, call: ChatCall, cancel: CancelToken) -> AsyncGenerator[Event]:
+    """`tool_choice` asks for calls: the turn's events are the calls' (desktop.serve.forced_calls)."""
+    assert call.forced is not None
+    for event in await forced_calls(engine, request, call.forced, cancel, parallel=call.parallel_calls):
+        yield event
 
 
 @dataclass

@@ -42,11 +42,11 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 from engine.backends.base import Backend, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
@@ -54,7 +54,7 @@ from engine.cancel import CancelToken
 from engine.docs.attribution import AnswerSources
 from engine.docs.embed import reply_streaming
 from engine.errors import ConfigError, ContextOverflowError
-from engine.events import Event, Sources
+from engine.events import Event, Sources, ToolEvent
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
 from engine.history.images import StoredImages, images_of, read_images
 from engine.history.recorder import TurnRecorder
@@ -68,7 +68,7 @@ from engine.session.settings import ConversationSettings, TurnSettings
 from engine.session.turn_documents import TurnDocuments, remembered
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
-from engine.turns.context_policy import ContextPolicy, Fit, unmeasured
+from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, unmeasured
 from engine.turns.context_window import Meter, WithDocuments, fit_request, measure_draft
 from engine.turns.runner import TurnRunner
 
@@ -78,6 +78,15 @@ FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream 
 # The window opens a turn's documents inside the turn (after its branch is read, before the fit).
 OpenDocuments = Callable[[], Awaitable[TurnDocuments | None]]
 log = logging.getLogger("engine.session")
+
+
+class BeginOptions(TypedDict, total=False):
+    """`ChatSession.begin`'s options, which `open_turn` and `open_turn_async` pass on."""
+
+    model: str
+    approver: Approver
+    max_tool_rounds: int | None
+    ask_again: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,7 @@ class Plan:
     lock: ConversationLock | None
     fitted: Fit | None = None
     sources: Sources | None = None  # the documents' passages the question carries
+    apart: bool = False  # an API client's turn (`of_request`): see `Turn.apart`
 
     @classmethod
     def of_request(cls, request: Request) -> Plan:
@@ -125,22 +135,23 @@ class Plan:
         request = request.with_(verbatim=True)
         asked = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
         text = str(asked.get("content") or "") if asked is not None else ""
-        return cls(Ask.send(text), request, ContextPolicy.STOP, None, None)
+        return cls(Ask.send(text), request, ContextPolicy.STOP, None, None, apart=True)
 
-    def with_documents(self, messages: list[Message], sources: Sources | None) -> Plan:
-        """This plan with the question carrying its documents' passages (before the fit)."""
-        return replace(self, request=self.request.with_(messages=tuple(messages)), sources=sources)
-
-    def fit(self, backend: Backend) -> Plan:
-        """This plan with its request fitted to `backend`'s context (pure: it only counts).
+    def fit(self, backend: Backend, documents: TurnDocuments | None = None) -> Plan:
+        """This plan with its request fitted to `backend`'s context (pure: it only counts); `documents`:
+        the passages that fit go into the question first.
 
         Raises the policy's `ContextOverflowError` (the message must not be stored) or a
         template's `ConfigError`.
         """
+        plan = self
+        if documents:
+            messages, sources = documents.apply(backend, self.request.messages, self.request.max_tokens)
+            plan = replace(self, request=self.request.with_(messages=tuple(messages)), sources=sources)
         caps = backend.capabilities
-        refuse_unseen(caps.vision, backend.name, self.request.messages, caps.vision_note)
-        request, fitted = fit_request(backend, self.request, self.policy)
-        return replace(self, request=request, fitted=fitted)
+        refuse_unseen(caps.vision, backend.name, plan.request.messages, caps.vision_note)
+        request, fitted = fit_request(backend, plan.request, plan.policy)
+        return replace(plan, request=request, fitted=fitted)
 
     @property
     def fit_result(self) -> Fit:
@@ -276,14 +287,6 @@ class ChatSession:
                 raise
 
         return write()
-
-    def replace_settings(self, settings: ConversationSettings) -> None:
-        """Store `settings` as the open conversation's (a fresh one keeps them until it is stored)."""
-        if self.conversation_id is None:
-            self._pending = settings
-        else:
-            self.store.update_conversation(self.conversation_id, settings=settings.to_stored())
-            self._known = (self.conversation_id, settings)
 
     async def prepare_documents(
         self, ask: Ask, *, index_path: Path | None = None, opened: TurnDocuments | None = None
@@ -445,7 +448,9 @@ class ChatSession:
             use = ToolUse(plan.tools, approver, ToolPermissions(() if ask_again else stored))
             if max_tool_rounds is not None:
                 use.max_rounds = max_tool_rounds
-        return Turn(self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources)
+        return Turn(
+            self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources, plan.apart
+        )
 
     def begin_request(self, plan: Plan, *, model: str = "") -> Turn:
         """Record an API request's turn (`ember serve --record`): a new conversation holding the
@@ -474,26 +479,22 @@ class ChatSession:
         tools: ToolSet | None = None,
         schema: Schema | None = None,
         policy: ContextPolicy | None = None,
-        model: str = "",
-        approver: Approver = deny_all,
-        max_tool_rounds: int | None = None,
-        ask_again: bool = False,
         documents: TurnDocuments | None = None,
+        **begin: Unpack[BeginOptions],
     ) -> Turn:
-        """prepare → fit → begin, on this thread: the turn for `ask`, stored, ready to run.
+        """prepare → fit → begin (`begin`'s options: model, approver…), on this thread: the turn for
+        `ask`, stored, ready to run.
 
         Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
         `ConfigError`, or `HistoryError` (the conversation cannot be written now).
         """
         plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
         try:
-            if documents:  # their passages go into the question
-                plan = plan.with_documents(*documents.apply(backend, plan.request.messages, settings.max_tokens))
-            plan = plan.fit(backend)
+            plan = plan.fit(backend, documents)
         except BaseException:
             plan.release()
             raise
-        return self.begin(plan, model=model, approver=approver, max_tool_rounds=max_tool_rounds, ask_again=ask_again)
+        return self.begin(plan, **begin)
 
     async def open_turn_async(
         self,
@@ -503,27 +504,24 @@ class ChatSession:
         *,
         tools: ToolSet | None = None,
         schema: Schema | None = None,
-        model: str = "",
-        approver: Approver = deny_all,
+        policy: ContextPolicy | None = None,
         documents: OpenDocuments | None = None,
+        **begin: Unpack[BeginOptions],
     ) -> Turn:
-        """`open_turn` on an event loop: the fit runs on the engine's counting thread.
+        """`open_turn` on an event loop: store work through `io`, the fit on the engine's counting
+        thread, the documents opened (`documents()`) once the branch is read.
 
         With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
         measures it once the model is there.
         """
-        plan = await self.io(partial(self.prepare, ask, settings, tools=tools, schema=schema))
+        plan = await self.io(partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy))
         try:
             docs = await documents() if documents is not None else None
-            if docs:  # their passages, measured on the counting thread (None: the model went away)
-                messages = plan.request.messages
-                applied = await engine.measure(lambda b: docs.apply(b, messages, settings.max_tokens))
-                plan = plan.with_documents(*applied) if applied is not None else plan
-            plan = await engine.measure(plan.fit) or plan
+            plan = await engine.measure(partial(plan.fit, documents=docs)) or plan
         except BaseException:
             plan.release()
             raise
-        return await self.io(partial(self.begin, plan, model=model, approver=approver))
+        return await self.io(partial(self.begin, plan, **begin))
 
     async def meter_async(
         self, engine: Engine, draft: str, settings: TurnSettings, documents: WithDocuments | None = None
@@ -581,6 +579,34 @@ class ChatSession:
         return self.conversation_id, path[0].content, path[1].content
 
 
+async def open_request_async(
+    engine: Engine,
+    request: Request,
+    *,
+    documents: TurnDocuments | None = None,
+    record: ChatSession | None = None,
+    model: str = "",
+) -> Turn:
+    """An API request's turn (`ember serve`): the request is the prompt (`Plan.of_request`), measured
+    like any turn (a raw text prompt is the backend's own to check) and refused whole when it does not
+    fit; with a `record` session (`--record`) stored as a new conversation (`begin_request`)."""
+    plan = Plan.of_request(request)
+    if request.prompt is None:
+        try:
+            plan = await engine.measure(partial(plan.fit, documents=documents)) or plan
+        except ContextFullError as exc:  # its own words advise the window's context policies
+            raise ContextOverflowError(
+                f"the request ({exc.tokens:,} tokens) does not fit the model's {exc.n_ctx:,}-"
+                f"token context, which keeps one token for the reply"
+            ) from None
+    if record is not None and any(m["role"] == "user" for m in request.messages):
+        try:
+            return await record.io(partial(record.begin_request, plan, model=model))
+        except (HistoryError, OSError) as exc:
+            log.warning("could not record an API request in the history: %s", exc)
+    return Turn(None, plan.request, plan.fit_result, plan.policy, None, None, sources=plan.sources, apart=True)
+
+
 def _start(recorder: TurnRecorder, ask: Ask) -> None:
     if ask.kind == "send":
         recorder.begin(ask.text, ask.images)
@@ -596,26 +622,29 @@ def _start(recorder: TurnRecorder, ask: Ask) -> None:
 class Turn:
     """One stored question being answered: run it, and every event is recorded before it is shown."""
 
-    session: ChatSession
+    session: ChatSession | None  # None: an API request not recorded
     request: Request
     fit: Fit
     policy: ContextPolicy
-    recorder: TurnRecorder
-    lock: ConversationLock
+    recorder: TurnRecorder | None
+    lock: ConversationLock | None
     tools: ToolUse | None = None
     _always: frozenset[str] = field(default_factory=frozenset[str])  # the stored "always allow" list
     sources: Sources | None = None  # the documents the question carries: the turn's first event
+    # An API client's turn (`ember serve`): only its own cancel stops it (not the window's Stop);
+    # its tool calls are its answer, not stored; a history failure is logged, never fails it.
+    apart: bool = False
 
     @property
     def user_message_id(self) -> int | None:
-        return self.recorder.user_message_id
+        return self.recorder.user_message_id if self.recorder is not None else None
 
     def run(self, backend: Backend, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Run the turn here (the CLI's thread owns the backend); events are recorded as they pass."""
         try:
             with reply_streaming():  # an indexer in this process leaves the model its threads meanwhile
-                for event in self._with_sources(TurnRunner(backend, self.tools).run(self.request, cancel)):
-                    self.recorder.on_event(event)
+                for event in self._shown(TurnRunner(backend, self.tools).run(self.request, cancel)):
+                    self.record(event)
                     yield event
         except KeyboardInterrupt:
             self.close("stopped")
@@ -623,27 +652,31 @@ class Turn:
         finally:
             self.close()
 
-    async def run_async(self, engine: Engine, cancel: CancelToken | None = None) -> AsyncIterator[Event]:
-        """Run the turn on `engine`'s model thread; events are recorded (and flushed each second) as they pass.
+    async def run_async(
+        self, engine: Engine, cancel: CancelToken | None = None, *, events: AsyncGenerator[Event] | None = None
+    ) -> AsyncIterator[Event]:
+        """Run the turn on `engine`'s model thread (or take its `events` from elsewhere: the server's
+        forced tool calls); events are recorded (and flushed each second) as they pass.
 
         Each event is handed to the recorder before it is shown; on the session's history
         thread (if it has one) it is written in order while the stream goes on, and the turn
         ends once all of it is written.
         """
-        events = engine.run_turn(self.request, cancel, tools=self.tools)
+        if events is None:
+            events = engine.run_turn(self.request, cancel, tools=self.tools, apart=self.apart)
         flusher = asyncio.ensure_future(self._flush_forever())
-        attributing = AnswerSources(self.sources) if self.sources is not None else None
         streaming = reply_streaming()
         streaming.__enter__()  # the window's indexer leaves the model its threads while this streams
         try:
+            attributing = AnswerSources(self.sources) if self.sources is not None else None
             if self.sources is not None:
-                self.session.submit(partial(self.recorder.on_event, self.sources))
+                self._soon(partial(self.record, self.sources))
                 yield self.sources
             async for event in events:
                 if attributing is not None and (supported := attributing.before(event)) is not None:
-                    self.session.submit(partial(self.recorder.on_event, supported))
+                    self._soon(partial(self.record, supported))
                     yield supported
-                self.session.submit(partial(self.recorder.on_event, event))
+                self._soon(partial(self.record, event))
                 yield event
         finally:
             streaming.__exit__(None, None, None)
@@ -651,7 +684,7 @@ class Turn:
             await events.aclose()
             await self.close_async()
 
-    def _with_sources(self, events: Iterator[Event]) -> Iterator[Event]:
+    def _shown(self, events: Iterator[Event]) -> Iterator[Event]:
         """The sources first, then the answer; once it is whole, the sources of each of its paragraphs."""
         if self.sources is None:
             yield from events
@@ -693,25 +726,35 @@ class Turn:
         self.fit = unmeasured(self.request.messages)  # measured by `refit_async`
 
     def record(self, event: Event) -> None:
-        """Record an event the front end made itself (no model, say)."""
-        self.recorder.on_event(event)
+        """Record an event: the turn's own as they pass, or one the front end made (no model, say)."""
+        if self.recorder is None or (self.apart and isinstance(event, ToolEvent)):
+            return
+        self._history(partial(self.recorder.on_event, event))
 
     async def record_async(self, event: Event) -> None:
-        await self.session.io(partial(self.record, event))
+        await self._io(partial(self.record, event))
 
     async def close_async(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
         """`close` through the session's `io`; it runs to its end even when the caller is cancelled."""
-        await asyncio.shield(self.session.io(partial(self.close, status)))
+        await asyncio.shield(self._io(partial(self.close, status)))
 
     async def _flush_forever(self) -> None:
-        while True:
+        while self.recorder is not None:
             await asyncio.sleep(FLUSH_EVERY_S)
-            await self.session.io(self.recorder.flush)
+            await self._io(partial(self._history, self.recorder.flush))
+
+    async def _io(self, fn: Callable[[], None]) -> None:
+        return fn() if self.session is None else await self.session.io(fn)
+
+    def _soon(self, fn: Callable[[], None]) -> None:
+        return fn() if self.session is None else self.session.submit(fn)
 
     def close(self, status: Literal["stopped", "interrupted"] = "interrupted") -> None:
         """End the turn: an unfinished one is kept as `status`; new "always allow" choices are saved."""
+        if self.session is None or self.recorder is None or self.lock is None:
+            return
         try:
-            self.recorder.abandon(status)
+            self._history(partial(self.recorder.abandon, status))
             if self.tools is not None and frozenset(self.tools.permissions.always) != self._always:
                 self._always = frozenset(self.tools.permissions.always)
                 with contextlib.suppress(HistoryError):  # the choice holds for this run either way
@@ -720,3 +763,12 @@ class Turn:
                     )
         finally:
             self.lock.release()
+
+    def _history(self, write: Callable[[], None]) -> None:
+        """`write()`; an API turn's failure is logged (the client's answer goes on without its record)."""
+        if not self.apart:
+            return write()
+        try:
+            write()
+        except (HistoryError, OSError) as exc:
+            log.warning("could not record an API reply in the history: %s", exc)
