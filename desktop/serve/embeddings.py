@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from desktop.serve.errors import ApiError, bad_request
-from engine.api.errors import Cancelled
 from engine.api.values import CancelToken
 
 MAX_INPUTS = 2048
@@ -144,8 +143,7 @@ def embed_all(embedder: TextEmbedder, texts: Sequence[str], cancel: CancelToken)
             )
     rows: list[Sequence[float]] = []
     for run in batches(counts, embedder.max_tokens):
-        if cancel.cancelled:
-            raise Cancelled  # the client went away: stopped between batches
+        cancel.check()  # the client went away: stopped between batches
         rows.extend(embedder.embed([texts[i] for i in run]))
     return rows, sum(counts)
 

@@ -67,15 +67,6 @@ class ReplyFormat:
         return cls()
 
 
-def with_format(settings: Mapping[str, Any], fmt: ReplyFormat) -> dict[str, Any]:
-    """`settings` with the reply format replaced (other settings kept)."""
-    out = {k: v for k, v in settings.items() if k != SETTINGS_KEY}
-    stored = fmt.to_settings()
-    if stored is not None:
-        out[SETTINGS_KEY] = stored
-    return out
-
-
 def check_schema(schema: Any) -> str | None:
     """None when `schema` is a usable JSON Schema object, else one line saying why not."""
     if not isinstance(schema, dict):
