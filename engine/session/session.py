@@ -24,10 +24,11 @@ collection, reports the files it could not read and remembers the readable ones 
 conversation's typed settings; `open_turn(documents=…)` puts the passages that fit into the
 question before the fit (engine/session/turn_documents.py).
 
-The API server (`ember serve`) has no branch to read: its request is the prompt, so its plan
-is `Plan.of_request(request)` (sent as it is, never cut, no line added), fitted the same way,
-whose refusal is the client's `context_length_exceeded`; with `--record`,
-`begin_request` stores the request's past as a new conversation and begins the turn.
+The API server (`ember serve`) has no branch to read: its request is the prompt, so
+`open_request_async` plans it with `Plan.of_request(request)` (sent as it is, never cut, no
+line added), fits it the same way (its refusal is the client's `context_length_exceeded`) and,
+with `--record`, `begin_request` stores the request's past as a new conversation and begins the
+turn; unrecorded, its `Turn` has no recorder. It runs like the window's (`run_async`), apart.
 
 A session without history (`ChatSession.unsaved()`) keeps its conversations in a scratch
 database that is removed on close, so there is one code path either way. The methods here
