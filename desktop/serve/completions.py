@@ -288,6 +288,11 @@ class Shape(Protocol):
     def usage_chunk(self, replies: list[Reply]) -> dict[str, Any]: ...
 
 
+def head(kind: str, id: str, created: int, model: str) -> dict[str, Any]:
+    """What every response and chunk of one completion starts with."""
+    return {"id": id, "object": kind, "created": created, "model": model}
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """What every response and chunk of one completion shares."""
@@ -298,10 +303,7 @@ class Envelope:
 
     def completion(self, replies: list[Reply]) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
+            **head("chat.completion", self.id, self.created, self.model),
             "choices": [
                 _with_extension(
                     {
@@ -322,10 +324,7 @@ class Envelope:
 
     def chunk(self, reply: Reply, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
+            **head("chat.completion.chunk", self.id, self.created, self.model),
             "choices": [
                 _with_extension(
                     {
@@ -341,10 +340,7 @@ class Envelope:
 
     def usage_chunk(self, replies: list[Reply]) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
+            **head("chat.completion.chunk", self.id, self.created, self.model),
             "choices": [],
             "usage": usage_of(replies),
         }

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from desktop.serve.completions import Reply, usage_of
+from desktop.serve.completions import Reply, head, usage_of
 
 
 def legacy_logprobs(reply: Reply, start: int = 0, *, echoed: bool = True) -> dict[str, Any] | None:
@@ -58,10 +58,7 @@ class TextEnvelope:
 
     def completion(self, replies: list[Reply]) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
+            **head("text_completion", self.id, self.created, self.model),
             "choices": [
                 {
                     "index": r.index,
@@ -88,10 +85,7 @@ class TextEnvelope:
         start = self._sent.get(reply.index, 0)
         self._sent[reply.index] = len(reply.logprobs)
         return {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
+            **head("text_completion", self.id, self.created, self.model),
             "choices": [
                 {
                     "index": reply.index,
@@ -104,10 +98,7 @@ class TextEnvelope:
 
     def usage_chunk(self, replies: list[Reply]) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
+            **head("text_completion", self.id, self.created, self.model),
             "choices": [],
             "usage": _plain_usage(replies),
         }
