@@ -213,15 +213,6 @@ class Reply:
         self._unsent = len(self.logprobs) if unsent else self._unsent
         return {"content": [logprob_json(t) for t in self.logprobs[start:]], "refusal": None}
 
-    def usage(self) -> dict[str, Any]:
-        prompt, completion = self.stats.prompt_tokens, self.stats.tokens
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens},
-        }
-
     def message(self) -> dict[str, Any]:
         text = "".join(self.content)
         out: dict[str, Any] = {"role": "assistant", "content": None if self.calls and not text.strip() else text}
@@ -269,13 +260,13 @@ def logprob_json(entry: TokenLogprob) -> dict[str, Any]:
 def usage_of(replies: list[Reply]) -> dict[str, Any]:
     """The request's tokens: the prompt once (every choice reads the same prompt; OpenAI counts it
     once for `n` > 1), every choice's completion."""
-    prompt = replies[0].usage() if replies else {"prompt_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
-    completion = sum(reply.usage()["completion_tokens"] for reply in replies)
+    prompt = replies[0].stats if replies else TurnStats()
+    completion = sum(reply.stats.tokens for reply in replies)
     return {
-        "prompt_tokens": prompt["prompt_tokens"],
+        "prompt_tokens": prompt.prompt_tokens,
         "completion_tokens": completion,
-        "total_tokens": prompt["prompt_tokens"] + completion,
-        "prompt_tokens_details": {"cached_tokens": prompt["prompt_tokens_details"]["cached_tokens"]},
+        "total_tokens": prompt.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": prompt.cached_tokens},
     }
 
 
