@@ -3,68 +3,56 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from engine.backends.base import StreamInfo
-from engine.events import FinishReason, TurnStats
+from engine.events import TurnStats
 
 
 @dataclass
 class Tally:
-    """Counts across rounds; `first_piece` is when the turn's first piece arrived."""
+    """Counts across rounds in `sum` (its timings filled by `stats`); `first_piece` is when the
+    turn's first piece arrived."""
 
     started: float = field(default_factory=time.perf_counter)
     first_piece: float | None = None
-    tokens: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    n_ctx: int = 0
-    retries: int = 0
-    stripped: int = 0
     attempts: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    finish_reason: str = FinishReason.STOP
-    receipt: dict[str, Any] | None = None  # the last request's: its reply is the one kept
+    sum: TurnStats = field(default_factory=TurnStats)
+
+    @property
+    def finish_reason(self) -> str:
+        return self.sum.finish_reason
 
     def mark_piece(self) -> None:
         if self.first_piece is None:
             self.first_piece = time.perf_counter()
 
     def add(self, info: StreamInfo, pieces: int, stripped: int) -> None:
-        """Fold in one finished (or failed) model request."""
-        self.tokens += info.completion_tokens or pieces
-        self.prompt_tokens = info.prompt_tokens
-        self.cached_tokens = info.cached_tokens
-        self.n_ctx = info.n_ctx
-        self.retries += info.retries
-        self.finish_reason = info.finish_reason
-        self.stripped += stripped
-        self.drafted += info.drafted
-        self.accepted += info.accepted
-        if info.receipt:
-            self.receipt = dict(info.receipt)
+        """Fold in one finished (or failed) model request; the last request's receipt is the kept reply's."""
+        was = self.sum
+        self.sum = replace(
+            was,
+            tokens=was.tokens + (info.completion_tokens or pieces),
+            prompt_tokens=info.prompt_tokens,
+            cached_tokens=info.cached_tokens,
+            context_size=info.n_ctx,
+            retries=was.retries + info.retries,
+            finish_reason=info.finish_reason,
+            scaffold_stripped=was.scaffold_stripped + stripped,
+            drafted=was.drafted + info.drafted,
+            accepted=was.accepted + info.accepted,
+            receipt=dict(info.receipt) if info.receipt else was.receipt,
+        )
 
     def stats(self) -> TurnStats:
         now = time.perf_counter()
         first = self.first_piece or now
-        gen_s = now - first
-        tps = (self.tokens - 1) / gen_s if self.tokens > 1 and gen_s > 0 else 0.0
-        return TurnStats(
-            tokens=self.tokens,
-            prompt_tokens=self.prompt_tokens,
-            cached_tokens=self.cached_tokens,
+        gen_s, tokens = now - first, self.sum.tokens
+        return replace(
+            self.sum,
             ttft_ms=round((first - self.started) * 1000, 1),
-            tokens_per_s=round(tps, 2),
+            tokens_per_s=round((tokens - 1) / gen_s, 2) if tokens > 1 and gen_s > 0 else 0.0,
             total_ms=round((now - self.started) * 1000, 1),
-            retries=self.retries,
-            scaffold_stripped=self.stripped,
             attempts=self.attempts,
-            finish_reason=self.finish_reason,
-            context_used=self.prompt_tokens + self.tokens,
-            context_size=self.n_ctx,
-            drafted=self.drafted,
-            accepted=self.accepted,
-            receipt=self.receipt,
+            context_used=self.sum.prompt_tokens + tokens,
         )
