@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from engine.errors import EngineError
 from models.library.json_input import JsonInputError, parse_json_input
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Row = TypeVar("_Row", bound="DataclassInstance")
 
 Role = Literal["system", "user", "assistant"]
 # streaming: being written now (or cut off by a crash until the next start marks it interrupted).
@@ -48,6 +53,11 @@ def load_json(text: str | None) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownArgumentType]
 
 
+def _from_row(cls: type[_Row], row: sqlite3.Row, **converted: Any) -> _Row:
+    """A row as `cls`, each field from its column of the same name (`converted`: those read otherwise)."""
+    return cls(**{f.name: row[f.name] for f in fields(cls) if f.name not in converted}, **converted)
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     id: int
@@ -63,18 +73,7 @@ class Conversation:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Conversation:
-        return cls(
-            id=row["id"],
-            title=row["title"],
-            model=row["model"],
-            settings=load_json(row["settings"]),
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            active_leaf_id=row["active_leaf_id"],
-            deleted_at=row["deleted_at"],
-            title_is_auto=bool(row["title_is_auto"]),
-            archived_at=row["archived_at"],
-        )
+        return _from_row(cls, row, settings=load_json(row["settings"]), title_is_auto=bool(row["title_is_auto"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +92,7 @@ class StoredMessage:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> StoredMessage:
-        return cls(
-            id=row["id"],
-            conversation_id=row["conversation_id"],
-            parent_id=row["parent_id"],
-            role=row["role"],
-            content=row["content"],
-            thinking=row["thinking"],
-            status=row["status"],
-            stats=load_json(row["stats"]),
-            model=row["model"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+        return _from_row(cls, row, stats=load_json(row["stats"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,21 +115,7 @@ class TurnRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TurnRecord:
-        return cls(
-            id=row["id"],
-            conversation_id=row["conversation_id"],
-            user_message_id=row["user_message_id"],
-            assistant_message_id=row["assistant_message_id"],
-            kind=row["kind"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            outcome=row["outcome"],
-            error_kind=row["error_kind"],
-            error_message=row["error_message"],
-            attempts=row["attempts"],
-            retries=row["retries"],
-            scaffold_stripped=row["scaffold_stripped"],
-        )
+        return _from_row(cls, row)
 
 
 class Versions(NamedTuple):
