@@ -19,10 +19,10 @@ from engine.reply.scaffolding import (
     PieceBuffer,
     ScaffoldingFilter,
     ScaffoldPattern,
-    bench_filter,
     registry_markers,
     strip_scaffolding,
 )
+from tests.bench.scaffolding_filter import bench_filter
 
 STARTS = [p.start for p in DEFAULT_REGISTRY]
 SPANNING = [p for p in DEFAULT_REGISTRY if p.end]  # start … end

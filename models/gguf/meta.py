@@ -9,7 +9,6 @@ template and its family, BOS/EOS, and which thinking/tool-call markers are singl
 from __future__ import annotations
 
 import array
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -407,18 +406,3 @@ def read_metadata(path: Path) -> ModelMetadata:
         return metadata_from_header(path, header)
     except GGUFError as exc:
         raise exc.with_path(path) from None
-
-
-def read_profile(path: Path) -> ModelProfile:
-    return read_metadata(path).profile()
-
-
-def bench_header(path: Path, repeat: int = 5) -> float:
-    """Best-of-`repeat` milliseconds to read `path`'s metadata (header, vocab, markers)."""
-    read_metadata(path)  # warm the page cache and the lazy `gguf` import
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        read_metadata(path)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1000.0

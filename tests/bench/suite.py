@@ -3,7 +3,7 @@
 - throughput and time to first token, Ember's engine against raw llama-cpp-python on one
   loaded model (`tests.bench.llama`, which documents the fairness rules);
 - model load time and resident memory, in a fresh interpreter;
-- the scaffolding guardrail's cost per piece (`engine.reply.scaffolding.bench_filter`);
+- the scaffolding guardrail's cost per piece (`tests.bench.scaffolding_filter.bench_filter`);
 - history search over 10,000 messages (the history module's `bench_search`, when present);
 - optionally native llama.cpp's `llama-bench` on the same model, interleaved with Ember's runs
   at the same KV depth (`tests.bench.native`);
@@ -32,13 +32,13 @@ from engine.backends.llama import LlamaBackend
 from engine.backends.load_errors import precheck_model_file
 from engine.backends.offload import ALL_LAYERS
 from engine.child_env import child_env
-from engine.reply.scaffolding import bench_filter
 from models.library.settings import AUTO_GPU_LAYERS
 from tests.bench import llama as bench_llama
 from tests.bench import speculative as bench_spec
 from tests.bench.cpu_variant import compare_variants
 from tests.bench.cpu_variant import in_use as variant_in_use
 from tests.bench.native import NativeRun
+from tests.bench.scaffolding_filter import bench_filter
 from tests.bench.vulkan import BUILD_SECONDS_CPU_ONLY, BUILD_SECONDS_WITH_VULKAN, compare_vulkan, vulkan_device
 
 Progress = Callable[[str], None]
