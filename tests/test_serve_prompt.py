@@ -20,7 +20,7 @@ from engine.session.settings import resolve
 from engine.turns.runner import NO_TOOLS_LINE
 from models.library.settings import ModelSettings
 
-# The built-in model's recommended settings (models/library/recommended.py BUILTIN_DEFAULTS).
+# The built-in model's recommended settings (models/library/recommended.py SMALL_MODEL_DEFAULTS).
 RECOMMENDED = resolve(ModelSettings(temperature=0.7, repeat_penalty=1.15, max_tokens=1024))
 NEUTRAL = Sampling(temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repeat_penalty=1.0, seed=None)
 CONTEXT = 2048

@@ -103,7 +103,7 @@ def launch() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     program = shutil.which(sys.argv[2]) or sys.argv[2]
     program = os.path.realpath(program)  # found before /run is hidden (NixOS keeps its PATH under /run)
-    for folder in ("/run", "/var/run"):
+    for folder in HIDDEN:
         if os.path.isdir(folder) and not os.path.islink(folder):
             if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 2 | 4 | 8, b"size=1m,mode=755") != 0:
                 sys.exit(f"ember: cannot hide the sockets in {folder} ({os.strerror(ctypes.get_errno())})")

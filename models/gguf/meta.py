@@ -55,7 +55,6 @@ class ModelProfile:
     chat_template: str | None
     bos_token: str | None
     eos_token: str | None
-    marker_tokens: tuple[MarkerToken, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +110,6 @@ class ModelMetadata:
             chat_template=self.chat_template,
             bos_token=self.bos_token,
             eos_token=self.eos_token,
-            marker_tokens=self.markers,
         )
 
     def to_json(self) -> dict[str, object]:

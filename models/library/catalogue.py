@@ -258,12 +258,3 @@ def search(entries: Iterable[CatalogueEntry], text: str) -> list[CatalogueEntry]
 def entry_for_repo(entries: Iterable[CatalogueEntry], repo: str) -> CatalogueEntry | None:
     """The entry that downloads from `repo` (case-insensitive, as the Hub treats ids), if any."""
     return next((e for e in entries if e.repo.casefold() == repo.casefold()), None)
-
-
-def find_file(entries: Sequence[CatalogueEntry], name: str) -> tuple[CatalogueEntry, CatalogueFile] | None:
-    """The entry and file whose file name is `name` (how a downloaded file is recognised)."""
-    for entry in entries:
-        found = entry.file(name)
-        if found is not None and found.name.casefold() == name.casefold():
-            return entry, found
-    return None

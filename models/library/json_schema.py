@@ -93,10 +93,6 @@ def optional(check: Check) -> Check:
     return lambda v: v is None or holds(check, v)
 
 
-def list_of(check: Check) -> Check:
-    return lambda v: isinstance(v, list) and all(holds(check, x) for x in cast(list[object], v))
-
-
 def is_url(v: object) -> bool:
     """A string `urllib` can split into scheme, host and port (`http://[fe80::1` cannot)."""
     from urllib.parse import urlsplit  # here: `ember --version` imports this module

@@ -18,7 +18,6 @@ from typing import Literal
 
 from models.gguf.meta import ModelMetadata
 
-KV_BYTES_PER_VALUE = 2  # f16, llama.cpp's default cache type
 # Bytes per cached value of each KV cache type: ggml's block sizes (q8_0: 32 values in
 # 34 bytes, q4_0: 32 in 18). A quantized cache needs head sizes divisible by 32.
 KV_CACHE_TYPES: dict[str, float] = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}

@@ -34,7 +34,6 @@ SAMPLING_KEYS: dict[str, str] = {
 # The built-in model without them loops; 1.15 stops that without garbling its short answers,
 # and 1,024 tokens bound a reply that still runs away (a page of text; Stop works sooner).
 SMALL_MODEL_DEFAULTS: dict[str, object] = {"repeat_penalty": 1.15, "max_tokens": 1024}
-BUILTIN_DEFAULTS = SMALL_MODEL_DEFAULTS  # the built-in model is one of them (kept for readers)
 # The families of the catalogue's models under a billion parameters (SmolLM2 135M/360M,
 # SmolVLM 500M, Qwen2.5 0.5B); matched against the header's names and the chat template.
 SMALL_FAMILIES = ("smollm", "smolvlm", "qwen2")
