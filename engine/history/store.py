@@ -34,7 +34,7 @@ from typing import Any, ParamSpec, TypeVar
 from engine.events import TurnStats
 from engine.history.lock import WriterLock, forget_writer, sweep_stale, writer_alive
 from engine.history.schema import SCHEMA_VERSION, SchemaTooNewError, migrate
-from engine.history.search import fts_query, search_conversations
+from engine.history.search import search_conversations
 from engine.history.types import (
     Conversation,
     HistoryError,
@@ -59,19 +59,6 @@ BUSY_TIMEOUT_S = 5.0
 TRASH_RETENTION_S = 7 * 24 * 3600.0  # deleted conversations stay restorable this long
 TITLE_MAX_WORDS = 6
 TITLE_MAX_CHARS = 48
-
-__all__ = [
-    "Conversation",
-    "HistoryError",
-    "HistoryStore",
-    "NotFoundError",
-    "SearchHit",
-    "StoredMessage",
-    "TurnRecord",
-    "Versions",
-    "fts_query",
-    "title_from_text",
-]
 
 
 # Markdown's markers, but not a "*" or "_" inside a word or between spaces: "6*7", "snake_case"

@@ -291,13 +291,16 @@ _STEP_INVOKE = re.compile(r'<steptml:invoke name="([^"]+)">(.*?)</steptml:invoke
 _STEP_PARAM = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:parameter>', re.S)
 
 
-def _steptml(text: str) -> list[ParsedCall]:
-    calls = [
-        _call(name, {k: _typed(v) for k, v in _STEP_PARAM.findall(inner)}) for name, inner in _STEP_INVOKE.findall(text)
-    ]
+def _invokes(invoke: re.Pattern[str], parameter: re.Pattern[str], text: str) -> list[ParsedCall]:
+    """`<invoke name="NAME"><parameter name="K">V</parameter></invoke>` under a family's own tag names."""
+    calls = [_call(name, {k: _typed(v) for k, v in parameter.findall(inner)}) for name, inner in invoke.findall(text)]
     if not calls:
-        raise CallSyntaxError("no steptml invoke")
+        raise CallSyntaxError("no invoke")
     return calls
+
+
+def _steptml(text: str) -> list[ParsedCall]:
+    return _invokes(_STEP_INVOKE, _STEP_PARAM, text)
 
 
 _DSML_INVOKE = re.compile(r'<｜DSML｜invoke name="([^"]+)">(.*?)</｜DSML｜invoke>', re.S)
@@ -364,13 +367,7 @@ _MINIMAX_PARAM = re.compile(r'<parameter name="([^"]+)">(.*?)</parameter>', re.S
 
 
 def minimax(span: str) -> list[ParsedCall]:
-    calls = [
-        _call(name, {k: _typed(v) for k, v in _MINIMAX_PARAM.findall(inner)})
-        for name, inner in _MINIMAX_INVOKE.findall(span)
-    ]
-    if not calls:
-        raise CallSyntaxError("no MiniMax invoke")
-    return calls
+    return _invokes(_MINIMAX_INVOKE, _MINIMAX_PARAM, span)
 
 
 def jamba(span: str) -> list[ParsedCall]:

