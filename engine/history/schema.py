@@ -99,51 +99,22 @@ _V2_TURNS: tuple[str, ...] = (
     """,
 )
 
-# External-content FTS5 indexes kept in step by triggers: the text is stored once.
-_V2_SEARCH: tuple[str, ...] = (
-    """
-    CREATE VIRTUAL TABLE messages_fts USING fts5 (
-        content, content = 'messages', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+
+def _search_index(table: str, column: str) -> tuple[str, ...]:
+    """An external-content FTS5 index of `table.column`, kept in step by triggers: the text is stored once."""
+    fts = f"{table}_fts"
+    old = f"INSERT INTO {fts} ({fts}, rowid, {column}) VALUES ('delete', old.id, old.{column});"
+    new = f"INSERT INTO {fts} (rowid, {column}) VALUES (new.id, new.{column});"
+    return (
+        f"CREATE VIRTUAL TABLE {fts} USING fts5 ({column}, content = '{table}', content_rowid = 'id', "
+        "tokenize = 'unicode61 remove_diacritics 2')",
+        f"CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN {new} END",
+        f"CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} BEGIN {old} END",
+        f"CREATE TRIGGER {fts}_update AFTER UPDATE OF {column} ON {table} BEGIN {old} {new} END",
     )
-    """,
-    """
-    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE VIRTUAL TABLE conversations_fts USING fts5 (
-        title, content = 'conversations', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER conversations_fts_insert AFTER INSERT ON conversations BEGIN
-        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-    """
-    CREATE TRIGGER conversations_fts_delete AFTER DELETE ON conversations BEGIN
-        INSERT INTO conversations_fts (conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
-    END
-    """,
-    """
-    CREATE TRIGGER conversations_fts_update AFTER UPDATE OF title ON conversations BEGIN
-        INSERT INTO conversations_fts (conversations_fts, rowid, title) VALUES ('delete', old.id, old.title);
-        INSERT INTO conversations_fts (rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-)
+
+
+_V2_SEARCH = _search_index("messages", "content") + _search_index("conversations", "title")
 
 # Version 1 rows: a linear history becomes a chain (each message's parent is the one
 # before it), the last message is the active leaf, and a reply a v1 build was streaming
