@@ -93,6 +93,19 @@ class Skipped:
 MetaValue: TypeAlias = "int | float | bool | str | list[str] | array.array[int] | array.array[float] | Skipped"
 
 
+def kv_str(kv: Mapping[str, MetaValue], key: str) -> str | None:
+    v = kv.get(key)
+    return v if isinstance(v, str) else None
+
+
+def kv_int(kv: Mapping[str, MetaValue], key: str, *, low: int | None = None) -> int | None:
+    """`key`'s integer (a bool is not one); None when it is missing, of another type or below `low`."""
+    v = kv.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or (low is not None and v < low):
+        return None
+    return v
+
+
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
     name: str

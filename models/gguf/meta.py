@@ -19,7 +19,7 @@ from models.formats import MarkerKind, vocabulary_markers
 from models.gguf.architectures import PROJECTOR_ARCHITECTURES
 from models.gguf.builtin_templates import builtin_format, candidate_markers, instruction_tuned
 from models.gguf.ggml_types import file_type_name, ggml_type_name
-from models.gguf.header import GGUFHeader, MetaValue, Skipped, read_header
+from models.gguf.header import GGUFHeader, MetaValue, Skipped, kv_int, kv_str, read_header
 from models.gguf.names import shard_name, shard_of
 from models.gguf.templates import TemplateFamily, detect_family, thinking_prefill
 
@@ -149,18 +149,6 @@ class ModelMetadata:
 # --- typed access to metadata values ---------------------------------------------------
 
 
-def _str(kv: Mapping[str, MetaValue], key: str) -> str | None:
-    v = kv.get(key)
-    return v if isinstance(v, str) else None
-
-
-def _int(kv: Mapping[str, MetaValue], key: str) -> int | None:
-    v = kv.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        return None
-    return v
-
-
 def _int_layers(kv: Mapping[str, MetaValue], key: str, n_layers: int) -> tuple[int, ...]:
     """A per-layer integer: a scalar repeated `n_layers` times, or an integer array."""
     v = kv.get(key)
@@ -200,7 +188,7 @@ def format_parameters(n: int) -> str:
 
 
 def _quantization(header: GGUFHeader) -> str:
-    ftype = _int(header.kv, "general.file_type")
+    ftype = kv_int(header.kv, "general.file_type")
     if ftype is not None:
         return file_type_name(ftype)
     # Older files lack general.file_type: name the type holding most of the bytes.
@@ -241,7 +229,7 @@ def find_markers(header: GGUFHeader) -> tuple[MarkerToken, ...]:
 
 
 def _tuned(kv: Mapping[str, MetaValue]) -> bool:
-    return instruction_tuned(_str(kv, f"general.{k}") for k in ("finetune", "name", "basename"))
+    return instruction_tuned(kv_str(kv, f"general.{k}") for k in ("finetune", "name", "basename"))
 
 
 def _builtin_template(header: GGUFHeader, arch: str) -> str | None:
@@ -301,7 +289,7 @@ def _shard_totals(path: Path, header: GGUFHeader) -> _Shards:
 
 
 def _display_name(path: Path, kv: Mapping[str, MetaValue]) -> str:
-    name = _str(kv, "general.name")
+    name = kv_str(kv, "general.name")
     if name and name.strip():
         return name.strip()
     info = shard_info(path)
@@ -320,7 +308,7 @@ class _Dims:
 
 
 def _block_count(kv: Mapping[str, MetaValue], arch: str) -> int | None:
-    n_layer = _int(kv, f"{arch}.block_count")
+    n_layer = kv_int(kv, f"{arch}.block_count")
     if n_layer is not None and not 0 <= n_layer <= MAX_LAYERS:
         raise GGUFError(f"{arch}.block_count {n_layer} is out of range (llama.cpp allows 0 to {MAX_LAYERS})")
     return n_layer
@@ -334,12 +322,12 @@ def _attention_dims(kv: Mapping[str, MetaValue], arch: str) -> _Dims:
         kv_layers = heads
     return _Dims(
         block_count=n_layer,
-        embedding_length=_int(kv, f"{arch}.embedding_length"),
+        embedding_length=kv_int(kv, f"{arch}.embedding_length"),
         head_count=max(heads, default=None),
         head_count_kv=max(kv_layers, default=None),
         head_count_kv_layers=kv_layers,
-        key_length=_int(kv, f"{arch}.attention.key_length"),
-        value_length=_int(kv, f"{arch}.attention.value_length"),
+        key_length=kv_int(kv, f"{arch}.attention.key_length"),
+        value_length=kv_int(kv, f"{arch}.attention.value_length"),
     )
 
 
@@ -353,13 +341,13 @@ def _no_architecture(path: Path) -> str:
 
 def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
     kv = header.kv
-    arch = _str(kv, "general.architecture")
+    arch = kv_str(kv, "general.architecture")
     if not arch:
         raise GGUFError(_no_architecture(path))
     shards = _shard_totals(path, header)
     params = shards.parameters
-    size_label = _str(kv, "general.size_label") or (format_parameters(params) if params else None)
-    template = _str(kv, "tokenizer.chat_template")
+    size_label = kv_str(kv, "general.size_label") or (format_parameters(params) if params else None)
+    template = kv_str(kv, "tokenizer.chat_template")
     template = template if template and template.strip() else None  # an empty template is none
     tokens = header.tokens
     dims = _attention_dims(kv, arch)
@@ -367,13 +355,13 @@ def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
         path=path,
         architecture=arch,
         name=_display_name(path, kv),
-        model_type=_str(kv, "general.type"),
+        model_type=kv_str(kv, "general.type"),
         size_label=size_label,
         parameters=params,
         quantization=_quantization(header),
-        n_ctx_train=_int(kv, f"{arch}.context_length"),
+        n_ctx_train=kv_int(kv, f"{arch}.context_length"),
         vocab_size=_vocab_size(header),
-        tokenizer_model=_str(kv, "tokenizer.ggml.model"),
+        tokenizer_model=kv_str(kv, "tokenizer.ggml.model"),
         file_size=header.file_size,
         size_bytes=shards.size_bytes,
         shard_count=shards.count,
@@ -383,8 +371,8 @@ def metadata_from_header(path: Path, header: GGUFHeader) -> ModelMetadata:
         chat_template=template,
         template_family=detect_family(template),
         thinking_prefill=thinking_prefill(template),
-        bos_token=_token_text(tokens, _int(kv, "tokenizer.ggml.bos_token_id")),
-        eos_token=_token_text(tokens, _int(kv, "tokenizer.ggml.eos_token_id")),
+        bos_token=_token_text(tokens, kv_int(kv, "tokenizer.ggml.bos_token_id")),
+        eos_token=_token_text(tokens, kv_int(kv, "tokenizer.ggml.eos_token_id")),
         markers=find_markers(header),
         builtin_template=_builtin_template(header, arch) if template is None and _tuned(kv) else None,
         block_count=dims.block_count,

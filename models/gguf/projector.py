@@ -16,7 +16,7 @@ from pathlib import Path
 
 from models.errors import GGUFError
 from models.gguf.architectures import PROJECTOR_ARCHITECTURES
-from models.gguf.header import GGUFHeader, MetaValue, read_header
+from models.gguf.header import GGUFHeader, MetaValue, kv_int, kv_str, read_header
 from models.gguf.names import is_gguf_name, is_projector_name
 from models.gguf.projector_check import projector_problem
 
@@ -66,13 +66,13 @@ def read_projector(path: Path) -> ProjectorInfo:
     vision = _bool(kv, "clip.has_vision_encoder", default=not _bool(kv, "clip.has_audio_encoder"))
     return ProjectorInfo(
         path=path,
-        name=_str(kv, "general.name") or path.stem,
-        projector_type=_str(kv, "clip.projector_type") or _str(kv, "clip.vision.projector_type") or "",
+        name=kv_str(kv, "general.name") or path.stem,
+        projector_type=kv_str(kv, "clip.projector_type") or kv_str(kv, "clip.vision.projector_type") or "",
         vision=vision,
         audio=_bool(kv, "clip.has_audio_encoder"),
-        image_size=_int(kv, "clip.vision.image_size"),
-        projection_width=_int(kv, "clip.vision.projection_dim")
-        or _int(kv, "clip.audio.projection_dim")
+        image_size=kv_int(kv, "clip.vision.image_size", low=1),
+        projection_width=kv_int(kv, "clip.vision.projection_dim", low=1)
+        or kv_int(kv, "clip.audio.projection_dim", low=1)
         or _tensor_width(header),
         problem=projector_problem(header) if vision else None,
     )
@@ -104,16 +104,6 @@ def _tensor_width(header: GGUFHeader) -> int | None:
         if tensor is not None and len(tensor.shape) >= 2:
             return tensor.shape[1]
     return None
-
-
-def _str(kv: Mapping[str, MetaValue], key: str) -> str | None:
-    v = kv.get(key)
-    return v if isinstance(v, str) else None
-
-
-def _int(kv: Mapping[str, MetaValue], key: str) -> int | None:
-    v = kv.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def _bool(kv: Mapping[str, MetaValue], key: str, *, default: bool = False) -> bool:
@@ -159,5 +149,5 @@ def _width(model: Path) -> int | bool | None:
         return False
     if is_projector_header(header):
         return False
-    arch = _str(header.kv, "general.architecture")
-    return _int(header.kv, f"{arch}.embedding_length") if arch else False
+    arch = kv_str(header.kv, "general.architecture")
+    return kv_int(header.kv, f"{arch}.embedding_length", low=1) if arch else False

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from models.gguf.header import GGUFHeader, MetaValue, TensorInfo
+from models.gguf.header import GGUFHeader, MetaValue, TensorInfo, kv_int, kv_str
 
 # clip's projector names (`PROJECTOR_TYPE_NAMES` in llama.cpp's tools/mtmd/clip-impl.h) at the
 # llama-cpp-python version uv.lock pins; a name outside it is refused by clip at load anyway.
@@ -51,7 +51,7 @@ MAX_BLOCKS = 1024
 def projector_problem(header: GGUFHeader) -> str | None:
     """Why clip could abort on this vision projector, in one line; None when the header is sound."""
     kv = header.kv
-    kind = _str(kv, "clip.projector_type") or _str(kv, "clip.vision.projector_type") or ""
+    kind = kv_str(kv, "clip.projector_type") or kv_str(kv, "clip.vision.projector_type") or ""
     if kind not in KNOWN_TYPES:
         return f"its projector type {kind[:40]!r} is not one llama.cpp knows" if kind else "it states no projector type"
     tensors = {t.name: t for t in header.tensors}
@@ -62,7 +62,7 @@ def projector_problem(header: GGUFHeader) -> str | None:
 
 
 def _sizes(kv: Mapping[str, MetaValue]) -> str | None:
-    image, patch = _uint(kv, "clip.vision.image_size"), _uint(kv, "clip.vision.patch_size")
+    image, patch = kv_int(kv, "clip.vision.image_size"), kv_int(kv, "clip.vision.patch_size")
     if image is None or not 0 < image <= MAX_IMAGE_SIZE:
         return f"its image size {_shown(kv, 'clip.vision.image_size')} is not 1 to {MAX_IMAGE_SIZE} pixels"
     if patch is None or not 0 < patch <= image:
@@ -73,7 +73,7 @@ def _sizes(kv: Mapping[str, MetaValue]) -> str | None:
 
 
 def _heads(kv: Mapping[str, MetaValue]) -> str | None:
-    width, heads = _uint(kv, "clip.vision.embedding_length"), _uint(kv, "clip.vision.attention.head_count")
+    width, heads = kv_int(kv, "clip.vision.embedding_length"), kv_int(kv, "clip.vision.attention.head_count")
     if not width:
         return f"its encoder width {_shown(kv, 'clip.vision.embedding_length')} is not a positive number"
     if not heads:
@@ -94,7 +94,7 @@ def _epsilon(kv: Mapping[str, MetaValue]) -> str | None:
 
 
 def _blocks(kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> str | None:
-    blocks = _uint(kv, "clip.vision.block_count")
+    blocks = kv_int(kv, "clip.vision.block_count")
     if blocks is None or not 0 < blocks <= MAX_BLOCKS:
         return f"its block count {_shown(kv, 'clip.vision.block_count')} is not 1 to {MAX_BLOCKS}"
     present = {int(n.split(".")[2]) for n in tensors if n.startswith("v.blk.") and n.split(".")[2].isdecimal()}
@@ -107,7 +107,7 @@ def _blocks(kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> s
 def _patch_kernel(kind: str, kv: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]) -> str | None:
     """The conv kernel of the fixed-size graphs (llava's, siglip's); the resizing ones may differ."""
     kernel = tensors.get("v.patch_embd.weight")
-    patch, width = _uint(kv, "clip.vision.patch_size"), _uint(kv, "clip.vision.embedding_length")
+    patch, width = kv_int(kv, "clip.vision.patch_size"), kv_int(kv, "clip.vision.embedding_length")
     if kind in ROW_SQUARE or kernel is None or len(kernel.shape) != 4:
         return None  # a linear patch embedding (or none): the probe judges it
     kx, ky, _channels, out = kernel.shape
@@ -120,11 +120,11 @@ def _positions(kind: str, kv: Mapping[str, MetaValue], tensors: Mapping[str, Ten
     table = tensors.get("v.position_embd.weight")
     if table is None:
         return None if kind not in ROW_LOOKUP else "it has no position table (v.position_embd.weight)"
-    width = _uint(kv, "clip.vision.embedding_length")
+    width = kv_int(kv, "clip.vision.embedding_length")
     if len(table.shape) != 2 or table.shape[0] != width:
         return f"its position table is {_dims(table)}, not {width} wide"
     rows = table.shape[1]
-    image, patch = _uint(kv, "clip.vision.image_size") or 1, _uint(kv, "clip.vision.patch_size") or 1
+    image, patch = kv_int(kv, "clip.vision.image_size") or 1, kv_int(kv, "clip.vision.patch_size") or 1
     patches = (image // patch) ** 2
     if kind in ROW_LOOKUP:
         needed = patches + (1 if "v.class_embd" in tensors else 0)
@@ -135,16 +135,6 @@ def _positions(kind: str, kv: Mapping[str, MetaValue], tensors: Mapping[str, Ten
     elif kind in ROW_SQUARE and math.isqrt(rows) ** 2 != rows:
         return f"its position table has {rows} rows, not a square grid"
     return None
-
-
-def _str(kv: Mapping[str, MetaValue], key: str) -> str | None:
-    v = kv.get(key)
-    return v if isinstance(v, str) else None
-
-
-def _uint(kv: Mapping[str, MetaValue], key: str) -> int | None:
-    v = kv.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _shown(kv: Mapping[str, MetaValue], key: str) -> str:
