@@ -25,7 +25,6 @@ from engine.network.destinations import Destination, parse_destination
 from engine.network.guard import EgressRefused, Guard, enforced
 from engine.network.ledger import LEDGER_FILE, Ledger, read_ledger_file
 from engine.network.policy import Allowed, EgressPolicy, PolicyView, load_settings
-from engine.network.report import indicator_text
 from models.library.paths import ember_paths
 
 
@@ -170,14 +169,6 @@ def test_destinations_parse_the_ways_users_write_them() -> None:
     assert Destination("example.com").matches("EXAMPLE.com.", 1234)
     with pytest.raises(Exception, match="not a destination"):
         parse_destination("a b")
-
-
-def test_indicator_words() -> None:
-    off = PolicyView(True)
-    assert indicator_text(off, 0, 0) == "Offline · 0 connections"
-    one = PolicyView(True, (Allowed(Destination("localhost", 8080), "test"),))
-    assert indicator_text(one, 1, 2) == "1 server allowed · 1 connection · 2 refused"
-    assert indicator_text(PolicyView(False), 3, 0).startswith("Network unrestricted")
 
 
 # -- the setting, through the command line ------------------------------------------------

@@ -5,24 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.network.ledger import LEDGER_FILE, Attempt, read_ledger_file
-from engine.network.policy import EgressPolicy, PolicyView, settings_file
+from engine.network.policy import EgressPolicy, settings_file
 from engine.network.sandbox import isolation
 from models.library.paths import EmberPaths
 
 LEDGER_LINES = 20
-
-
-def indicator_text(view: PolicyView, connections: int, refused: int) -> str:
-    """The status bar's words: `Offline · 0 connections`, `1 server allowed · 2 connections`."""
-    n = len({a.destination for a in view.allowed})
-    if not view.zero_egress:
-        head = "Network unrestricted"
-    elif n:
-        head = f"{n} server{'s' if n != 1 else ''} allowed"
-    else:
-        head = "Offline"
-    text = f"{head} · {connections} connection{'s' if connections != 1 else ''}"
-    return f"{text} · {refused} refused" if refused else text
 
 
 def network_report(paths: EmberPaths, limit: int = LEDGER_LINES) -> dict[str, Any]:
