@@ -85,10 +85,6 @@ def int_in(lo: int, hi: int | None = None) -> Check:
     return lambda v: is_int(v) and lo <= v and (hi is None or v <= hi)
 
 
-def one_of(*choices: str) -> Check:
-    return lambda v: isinstance(v, str) and v in choices
-
-
 def optional(check: Check) -> Check:
     return lambda v: v is None or holds(check, v)
 
