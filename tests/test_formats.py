@@ -6,8 +6,8 @@ import pytest
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.reply.pipeline import ReplyPipeline
-from engine.reply.reasoning import ANSWER_HEADERS, THINKING_FORMATS, split_thinking
-from engine.reply.scaffolding import DEFAULT_REGISTRY, registry_markers
+from engine.reply.reasoning import ANSWER_HEADERS, THINKING_FORMATS
+from engine.reply.scaffolding import DEFAULT_REGISTRY
 from models.formats import (
     BY_KEY,
     FORMATS,
@@ -18,6 +18,7 @@ from models.formats import (
     vocabulary_markers,
 )
 from models.gguf.templates import thinking_prefill
+from tests.reply_text import registry_markers, split_thinking
 
 KINDS = vocabulary_markers()  # what `ember models` scans a vocabulary for
 ALL_MARKERS = frozenset(KINDS)

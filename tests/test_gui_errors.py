@@ -18,7 +18,7 @@ from engine.backends.scripted import ScriptedBackend
 from engine.cancel import CancelToken
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import Piece
-from engine.reply.scaffolding import registry_markers
+from tests.reply_text import registry_markers
 
 pytest_plugins = ["gui_helpers"]
 

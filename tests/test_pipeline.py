@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from engine.events import ContentDelta, Piece, ThinkingDelta
 from engine.reply.pipeline import Delta, ReplyPipeline
-from engine.reply.reasoning import split_thinking
-from engine.reply.scaffolding import strip_scaffolding
+from tests.reply_text import split_thinking, strip_scaffolding
 
 
 def special(text: str) -> Piece:

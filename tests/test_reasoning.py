@@ -17,8 +17,8 @@ from engine.reply.reasoning import (
     Channel,
     ThinkingFormat,
     ThinkingSplitter,
-    split_thinking,
 )
+from tests.reply_text import split_thinking
 
 Run = tuple[Channel, str]
 

@@ -19,10 +19,9 @@ from engine.reply.scaffolding import (
     PieceBuffer,
     ScaffoldingFilter,
     ScaffoldPattern,
-    registry_markers,
-    strip_scaffolding,
 )
 from tests.bench.scaffolding_filter import bench_filter
+from tests.reply_text import registry_markers, strip_scaffolding
 
 STARTS = [p.start for p in DEFAULT_REGISTRY]
 SPANNING = [p for p in DEFAULT_REGISTRY if p.end]  # start … end

@@ -133,12 +133,3 @@ class ThinkingSplitter:
     def _take_output(self) -> list[tuple[Channel, Piece]]:
         out, self._out = self._out, []
         return out
-
-
-def split_thinking(text: str, *, prefilled: str = "") -> tuple[str, str]:
-    """One-shot convenience: (thinking, content) of a whole reply given as text."""
-    splitter = ThinkingSplitter(prefilled)
-    pairs = splitter.feed_piece(Piece(text)) + splitter.flush()
-    thinking = "".join(p.text for ch, p in pairs if ch == "thinking")
-    content = "".join(p.text for ch, p in pairs if ch == "content")
-    return thinking, content

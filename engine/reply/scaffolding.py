@@ -61,16 +61,6 @@ def _pattern(fmt: ModelFormat, span: ToolCallSpan) -> ScaffoldPattern:
 DEFAULT_REGISTRY: tuple[ScaffoldPattern, ...] = tuple(_pattern(fmt, span) for fmt, span in tool_call_spans())
 
 
-def registry_markers(registry: Iterable[ScaffoldPattern] = DEFAULT_REGISTRY) -> frozenset[str]:
-    """Every start, end and standalone marker string, for building token-id sets."""
-    markers: set[str] = set()
-    for pattern in registry:
-        markers.add(pattern.start)
-        if pattern.end:
-            markers.add(pattern.end)
-    return frozenset(markers)
-
-
 # --- shared streaming machinery -------------------------------------------------------
 
 
@@ -374,9 +364,3 @@ class ScaffoldingFilter:
     def _drop_control(self, text: str) -> None:
         self.stripped_chars += len(text)
         logger.warning("dropped control token %r from the answer", text[:LOG_SPAN_CHARS])
-
-
-def strip_scaffolding(text: str) -> str:
-    """One-shot convenience: the visible text of a whole reply."""
-    f = ScaffoldingFilter()
-    return f.feed(text) + f.flush()
