@@ -44,11 +44,11 @@ def test_smollm2_metadata(smollm_path: Path) -> None:
 
 
 def test_smollm2_profile(smollm_path: Path) -> None:
-    profile = read_metadata(smollm_path).profile()
-    assert profile.template_family is TemplateFamily.CHATML
-    assert profile.thinking_prefill is False
-    assert profile.special_markers == frozenset()  # SmolLM2 has no thinking or tool tokens
-    assert profile.eos_token == "<|im_end|>"
+    meta = read_metadata(smollm_path)
+    assert meta.template_family is TemplateFamily.CHATML
+    assert meta.thinking_prefill is False
+    assert meta.markers == ()  # SmolLM2 has no thinking or tool tokens
+    assert meta.eos_token == "<|im_end|>"
     assert explain_load_failure(smollm_path) is None
 
 
@@ -103,10 +103,9 @@ def test_template_families(
     meta = read_metadata(gf.write_tiny_llama(tmp_path / "m.gguf", template, tokens))
     assert meta.template_family is family
     assert meta.thinking_prefill is prefill
-    profile = meta.profile()
-    assert profile.special_markers == markers
-    assert profile.chat_template == template
-    assert profile.bos_token == "<s>"
+    assert {m.text for m in meta.markers} == markers
+    assert meta.chat_template == template
+    assert meta.bos_token == "<s>"
 
 
 def test_marker_tokens_carry_ids_types_and_kinds(tmp_path: Path) -> None:

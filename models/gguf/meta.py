@@ -46,18 +46,6 @@ class MarkerToken:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelProfile:
-    """How the engine should treat a model's output; derived from its metadata."""
-
-    template_family: TemplateFamily
-    thinking_prefill: bool
-    special_markers: frozenset[str]  # marker strings that are single tokens
-    chat_template: str | None
-    bos_token: str | None
-    eos_token: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class ModelMetadata:
     path: Path
     architecture: str
@@ -101,16 +89,6 @@ class ModelMetadata:
     def is_projector(self) -> bool:
         """A vision/audio projector (mmproj): it accompanies a chat model, is not one."""
         return self.model_type == "mmproj" or self.architecture in PROJECTOR_ARCHITECTURES
-
-    def profile(self) -> ModelProfile:
-        return ModelProfile(
-            template_family=self.template_family,
-            thinking_prefill=self.thinking_prefill,
-            special_markers=frozenset(m.text for m in self.markers),
-            chat_template=self.chat_template,
-            bos_token=self.bos_token,
-            eos_token=self.eos_token,
-        )
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON values (no template text: it is long; `ember models` prints the family)."""
