@@ -43,10 +43,6 @@ class EmberPaths:
     def history_db(self) -> Path:
         return self.data_dir / "history.sqlite3"
 
-    @property
-    def settings_file(self) -> Path:
-        return self.config_dir / "settings.json"
-
     def ensure(self) -> EmberPaths:
         for d in (self.config_dir, self.data_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
