@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -147,7 +147,3 @@ def result_preview(text: str) -> str:
     """A tool result on one line, cut to `RESULT_PREVIEW_CHARS`."""
     flat = "".join(ch if ch.isprintable() else " " for ch in text)
     return flat if len(flat) <= RESULT_PREVIEW_CHARS else flat[:RESULT_PREVIEW_CHARS] + "…"
-
-
-def tool_names(tools: Iterable[Tool]) -> str:
-    return ", ".join(t.name for t in tools)

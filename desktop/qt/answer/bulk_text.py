@@ -32,7 +32,6 @@ BULK_LINE_CHARS = 10_000  # one unbroken line this long is already slow to lay o
 DISPLAY_LINE_CHARS = 500  # an unbroken run is cut this often (LineCutter)
 PARAGRAPH_CHARS = 50_000  # a paragraph of words stays one block up to this (LineCutter)
 SLICE_CHARS = 16_384
-MAX_HEIGHT_LINES = 30
 
 
 def needs_bulk_view(text: str) -> bool:

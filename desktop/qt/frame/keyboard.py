@@ -42,13 +42,6 @@ class KeyboardWindow(Protocol):
     def set_sidebar_visible(self, visible: bool) -> None: ...
 
 
-SHORTCUT_KEYS = (
-    ("Ctrl+Shift+C", "Copy the last reply"),
-    ("Ctrl+R", "Answer the last question again"),
-    ("Ctrl+K", "Search the conversations"),
-)
-
-
 def regions(window: KeyboardWindow) -> list[QWidget]:
     """The window's parts in reading order (the sidebar only while it shows)."""
     parts: list[QWidget] = [window.header]

@@ -13,8 +13,7 @@ from typing import Literal
 Mode = Literal["system", "light", "dark"]
 MODES: tuple[Mode, ...] = ("system", "light", "dark")
 
-# Spacing grid: multiples of 4 px.
-GRID = 4
+# Spacing: multiples of 4 px.
 SPACE_XS, SPACE_SM, SPACE_MD, SPACE_LG, SPACE_XL = 4, 8, 12, 16, 24
 # Corner radii.
 RADIUS_SM, RADIUS_MD, RADIUS_LG = 6, 10, 16
