@@ -59,6 +59,12 @@ def test_a_split_model_downloads_as_one_item() -> None:
     ]
 
 
+def test_a_split_model_the_hub_lists_in_part_is_refused_as_the_pull_refuses_it() -> None:
+    files = listing(("m-q8_0-00001-of-00002.gguf", 5), ("m-q4_k_m.gguf", 4))
+    with pytest.raises(DownloadChoiceError, match=r"split in 2 files and the Hub lists 1 of them"):
+        files_to_fetch(files, "m-q8_0-00001-of-00002.gguf")
+
+
 def test_a_renamed_file_is_found_by_its_quantisation_else_refused() -> None:
     files = listing(("Qwen_Qwen3-4B-Q4_K_M.gguf", 10), ("Qwen_Qwen3-4B-Q8_0.gguf", 20))
     assert [f.path for f in files_to_fetch(files, "Qwen3-4B-Q4_K_M.gguf")] == ["Qwen_Qwen3-4B-Q4_K_M.gguf"]

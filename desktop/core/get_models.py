@@ -42,7 +42,6 @@ from engine.api.models import (
     is_projector_name,
     model_key,
     quant_in_name,
-    shard_of,
     useful_tps,
 )
 
@@ -221,21 +220,15 @@ def best_suggestion(
     return found[0] if found else None
 
 
-def _main_files(files: Sequence[HubFile]) -> list[HubFile]:
-    """The model files a user chooses among: no projectors, one line per split model (its first part)."""
-    return [f for f in files if not is_projector_name(f.path) and is_first_part(f.path)]
-
-
-def _parts(files: Sequence[_F], first: str) -> list[_F]:
-    """Every part of the split model `first` names (sorted), or none when it is not split."""
-    if shard_of(first) is None:
-        return []
-    key = model_key(first)
-    return sorted((f for f in files if model_key(f.path) == key), key=lambda f: f.path)
-
-
-def _split_size(files: Sequence[HubFile], first: HubFile) -> int:
-    return sum(f.size for f in _parts(files, first.path)) or first.size
+def _models(files: Sequence[HubFile]) -> list[tuple[str, int]]:
+    """The models a user chooses among, as (first file, size of all its parts): no projectors,
+    one line per split model (grouped as `ember models pull` groups them)."""
+    groups: dict[str, list[HubFile]] = {}
+    for f in files:
+        if not is_projector_name(f.path):
+            groups.setdefault(model_key(f.path), []).append(f)
+    firsts = ((min(g, key=lambda f: f.path).path, sum(f.size for f in g)) for g in groups.values())
+    return [(name, size) for name, size in firsts if is_first_part(name)]
 
 
 def hub_offer(
@@ -249,9 +242,9 @@ def hub_offer(
 ) -> ModelOffer | None:
     """A Hub search result as a row (None when it has no GGUF model file)."""
     offered: list[OfferedFile] = []
-    for f in _main_files(files):
-        need = estimate_need(_split_size(files, f), n_ctx, kv_cache=kv_cache)
-        offered.append(OfferedFile(f.path, quant_of(f.path), need.weights, judge(need, free)))
+    for name, size in _models(files):
+        need = estimate_need(size, n_ctx, kv_cache=kv_cache)
+        offered.append(OfferedFile(name, quant_of(name), need.weights, judge(need, free)))
     if not offered:
         return None
     offered.sort(key=lambda o: o.size)
@@ -287,23 +280,18 @@ def hub_offers(
 
 
 def files_to_fetch(listing: Sequence[HubFile], wanted: str) -> list[HubFile]:
-    """The file(s) to download for `wanted`: that file, or every part of a split model.
+    """The file(s) to download for `wanted`, by `ember models pull`'s rules (`pick_files`): that
+    file, or every part of a split model; the one model of the same quantisation when the
+    repository renamed the file. DownloadChoiceError (one line) when there is none."""
+    from engine.api.downloads import HubError, pick_files
 
-    Falls back to the one file of the same quantisation when the repository renamed it.
-    DownloadChoiceError (one line) when there is no such file.
-    """
     name = Path(wanted).name
-    exact = [f for f in listing if f.path == wanted] or [f for f in listing if Path(f.path).name == name]
-    parts = _parts(listing, exact[0].path if exact else wanted)
-    if parts:
-        return parts
-    if exact:
-        return exact[:1]
-    quant = quant_of(name)
-    same = [f for f in _main_files(listing) if quant != "?" and quant_of(f.path) == quant]
-    if len(same) == 1:
-        return files_to_fetch(listing, same[0].path)
-    raise DownloadChoiceError(f"{name} is not in the repository any more; search the Hub for another file")
+    listed = any(f.path == wanted or f.name == name for f in listing)
+    gone = f"{name} is not in the repository any more; search the Hub for another file"
+    try:
+        return pick_files(listing, wanted if listed else quant_in_name(name) or wanted)
+    except HubError as exc:  # listed: the pull's own reason (a split model the Hub lists in part)
+        raise DownloadChoiceError(str(exc) if listed else gone) from exc
 
 
 def projector_to_fetch(listing: Sequence[_F], entry: CatalogueEntry | None) -> list[_F]:
