@@ -82,7 +82,7 @@ def test_pull_with_allow_downloads_verifies_and_lists_it(
             "verified": True,
         }
     ]
-    assert "100%" in err and "MB/s" in err and "left" in err  # the bar, on stderr
+    assert "100%" in err and "B/s" in err and "left" in err  # the bar, on stderr
     assert sha256_of(_final()) == sha256_of(smollm_path)
     # The consent is an allowed destination, and the ledger shows the download's connections.
     assert main(["network", "--json"]) == 0

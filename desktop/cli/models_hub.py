@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
-from desktop.core.get_models import DownloadChoiceError, projector_to_fetch
+from desktop.core.get_models import DownloadChoiceError, progress_text, projector_to_fetch
 from desktop.core.terminal_text import safe_cell
 from engine.api.downloads import (
     HubClient,
@@ -40,6 +40,7 @@ from engine.api.downloads import (
     total_size,
 )
 from engine.api.library import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
+from engine.api.models import format_bytes
 from engine.api.program import EmberPaths, ember_paths
 
 BAR_WIDTH = 24
@@ -85,7 +86,7 @@ def pull(spec: str, *, as_json: bool, allow: bool) -> int:
             # A catalogue vision model comes with its projector, in the same item (one bar, both or neither).
             files += projector_to_fetch(listing, entry_for_repo(_catalogue(), repo))
         _say(
-            f"{repo}: {', '.join(safe_cell(f.path) for f in files)} ({_size(total_size(files))}) "
+            f"{repo}: {', '.join(safe_cell(f.path) for f in files)} ({format_bytes(total_size(files))}) "
             f"into {default_models_dir(paths)}"
         )
         saved = download(files, default_models_dir(paths), client=client, progress=bar.show)
@@ -145,7 +146,7 @@ def _report(files: list[HubFile], saved: list[Path], as_json: bool) -> None:
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    print(f"saved {safe_cell(str(model))} ({_size(total_size(files))}, {_checked(files)})")
+    print(f"saved {safe_cell(str(model))} ({format_bytes(total_size(files))}, {_checked(files)})")
     for f, p in zip(files, saved, strict=True):
         if f.is_projector:
             print(f"with its image projector {safe_cell(p.name)}, beside it")
@@ -169,10 +170,6 @@ def _fail(message: str, status: int = EXIT_FAILED) -> int:
 def _say(text: str) -> None:
     sys.stderr.write(f"ember: {text}\n")
     sys.stderr.flush()
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 class _Bar:
@@ -207,18 +204,7 @@ class _Bar:
 
 
 def _bar_line(p: Progress, fraction: float) -> str:
+    """The bar, then the window's own words for the progress (`progress_text`)."""
     filled = int(fraction * BAR_WIDTH)
-    speed = f"{p.bytes_per_s / 1e6:.1f} MB/s" if p.bytes_per_s > 0 else "-- MB/s"
-    waiting = getattr(p, "waiting_s", 0.0)
-    state = f"waiting for the server ({waiting:.0f} s)" if waiting else f"{speed}  {_left(p.seconds_left)}"
-    return (
-        f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {_size(p.done)} of {_size(p.total)}  "
-        f"{state}  {safe_cell(p.file)[:40]}"
-    )
-
-
-def _left(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:-- left"
-    s = int(seconds + 0.5)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d} left" if s >= 3600 else f"{s // 60}:{s % 60:02d} left"
+    text = progress_text(p.done, p.total, p.bytes_per_s, p.seconds_left, p.waiting_s)
+    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {text}  {safe_cell(p.file)[:40]}"
