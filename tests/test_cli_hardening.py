@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from desktop.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED
-from desktop.cli.guard import run_guarded
+from desktop.cli.guard import SafeStream, run_guarded
 from desktop.cli.main import main
-from desktop.core.terminal_text import SafeStream, safe_cell, safe_text
+from engine.api.text import cell, terminal
 from engine.backends.scripted import parse_script
 from engine.errors import ConfigError
 from engine.history.store import HistoryStore
@@ -369,9 +369,9 @@ def test_environment_failures_are_one_line(
 
 @given(st.text())
 def test_safe_text_leaves_no_control_characters(text: str) -> None:
-    for out in (safe_text(text).replace("\r\n", "\n"), safe_cell(text)):
+    for out in (terminal(text).replace("\r\n", "\n"), cell(text)):
         assert not any((ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F for c in out)
-    assert "\n" not in safe_cell(text)
+    assert "\n" not in cell(text)
 
 
 @given(st.text())
@@ -429,9 +429,9 @@ def test_the_app_refuses_a_deeply_nested_import_with_one_line() -> None:
 
 
 def test_crlf_line_endings_are_kept_but_a_lone_carriage_return_is_shown() -> None:
-    assert safe_text("a\r\nb") == "a\r\nb"
-    assert safe_text("100%\rgone") == "100%\\rgone"
-    assert safe_cell("a\r\nb") == "a b"
+    assert terminal("a\r\nb") == "a\r\nb"
+    assert terminal("100%\rgone") == "100%\\rgone"
+    assert cell("a\r\nb") == "a b"
 
 
 def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(

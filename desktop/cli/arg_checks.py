@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from desktop.core.terminal_text import has_controls
+from engine.api.text import is_safe
 
 MAX_ID = 2**63 - 1  # SQLite's INTEGER range
 MAX_CTX = 1 << 20  # no GGUF model trains on more than a million tokens yet
@@ -109,7 +109,7 @@ def executable_arg(text: str) -> Path:
 def title_arg(text: str) -> str:
     """A conversation title: one line of printable text."""
     text = text_arg(text)
-    if has_controls(text):
+    if not is_safe(text):
         raise _refuse("a title must be one line without control characters")
     if not text.strip():
         raise _refuse("the title is empty")

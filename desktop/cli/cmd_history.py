@@ -15,7 +15,6 @@ from typing import Any
 from desktop.cli import history_reproduce
 from desktop.cli.arg_checks import id_arg, text_arg, title_arg
 from desktop.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, positive_int
-from desktop.core.terminal_text import safe_cell
 from engine.api.conversations import (
     DEFAULT_WAIT_S,
     IMPORT_MAX_BYTES,
@@ -33,7 +32,7 @@ from engine.api.conversations import (
 from engine.api.errors import ConfigError
 from engine.api.program import ember_paths, write_text_atomic
 from engine.api.session import ChatSession
-from engine.api.text import strict_dumps
+from engine.api.text import cell, strict_dumps
 from engine.api.values import HIGHLIGHT_END, HIGHLIGHT_START, Conversation, HistoryError, NotFoundError, as_datetime
 
 
@@ -138,7 +137,7 @@ def _list(store: HistoryStore, args: argparse.Namespace) -> int:
         _print_json([_conversation_json(c) for c in conversations])
         return EXIT_OK
     for conv in conversations:
-        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {safe_cell(conv.title) or '(untitled)'}")
+        print(f"{conv.id:>6}  {_local(conv.updated_at)}  {cell(conv.title) or '(untitled)'}")
     if not conversations:
         sys.stderr.write(f"ember: {_nothing_listed(args)}\n")
     elif not (args.trash or args.archived) and (count := store.archived_count()):
@@ -195,7 +194,7 @@ def _search(store: HistoryStore, args: argparse.Namespace) -> int:
     for h in hits:
         snippet = _highlighted(h.snippet, bold, plain)
         where = ("title" if h.message_id is None else f"message {h.message_id}") + (", archived" if h.archived else "")
-        print(f"{h.conversation_id:>6}  {safe_cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
+        print(f"{h.conversation_id:>6}  {cell(h.title) or '(untitled)'}  [{where}]\n        {snippet}")
     if not hits:
         sys.stderr.write("ember: nothing found\n")
     return EXIT_OK
@@ -204,7 +203,7 @@ def _search(store: HistoryStore, args: argparse.Namespace) -> int:
 def _highlighted(snippet: str, bold: str, plain: str) -> str:
     """The snippet made safe for the terminal, its highlight markers (control characters) then styled."""
     marked = snippet.replace(HIGHLIGHT_START, "\ue010").replace(HIGHLIGHT_END, "\ue011")
-    return safe_cell(marked).replace("\ue010", bold).replace("\ue011", plain)
+    return cell(marked).replace("\ue010", bold).replace("\ue011", plain)
 
 
 def _export(store: HistoryStore, args: argparse.Namespace) -> int:
@@ -243,7 +242,7 @@ def _import(store: HistoryStore, args: argparse.Namespace) -> int:
         return fail(f"cannot import {name}: it is nested too deeply to be a conversation", EXIT_USAGE)
     except UnicodeEncodeError:  # a JSON "\ud800" escape: not storable text
         return fail(f"cannot import {name}: it holds text that is not valid Unicode", EXIT_USAGE)
-    print(f"imported conversation {conv.id}: {safe_cell(conv.title) or '(untitled)'}")
+    print(f"imported conversation {conv.id}: {cell(conv.title) or '(untitled)'}")
     return EXIT_OK
 
 
@@ -293,7 +292,7 @@ def _rename(store: HistoryStore, args: argparse.Namespace) -> int:
         return fail(f"conversation {conv.id} is in the trash (ember history restore {conv.id} first)", EXIT_USAGE)
     store.rename(conv.id, args.title)
     title = store.conversation(conv.id).title
-    print(f"renamed conversation {conv.id}: {safe_cell(title) or '(untitled)'}")
+    print(f"renamed conversation {conv.id}: {cell(title) or '(untitled)'}")
     return EXIT_OK
 
 

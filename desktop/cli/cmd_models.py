@@ -27,7 +27,6 @@ from typing import Any
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
-from desktop.core.terminal_text import safe_cell
 from engine.api.errors import GGUFError
 from engine.api.library import LibraryEntry, library_entries
 from engine.api.machine import MachineProfile, Prediction
@@ -44,7 +43,7 @@ from engine.api.models import (
     read_metadata,
     template_problem,
 )
-from engine.api.text import strict_dumps
+from engine.api.text import cell, strict_dumps
 
 NOT_MEASURED = "not known yet (`ember models catalogue` or `ember bench` measures this machine once)"
 ACTIONS = ("search", "pull", "add", "rm", "optimize", "catalogue")
@@ -204,7 +203,7 @@ def _print_details(metas: Sequence[ModelMetadata], profile: MachineProfile | Non
         rows = _detail_lines(meta, profile)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
-            print(f"{key.ljust(width)}  {safe_cell(value)}")
+            print(f"{key.ljust(width)}  {cell(value)}")
 
 
 def _describe(paths: Sequence[Path], *, as_json: bool) -> int:

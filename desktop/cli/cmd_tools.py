@@ -12,9 +12,9 @@ import sys
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, fail, warn
-from desktop.core.terminal_text import safe_cell
 from engine.api.errors import ConfigError
 from engine.api.program import ember_paths
+from engine.api.text import cell
 from engine.api.tools import CONFIG_NAME, FolderGrants, McpServers, Tool, builtin_tools
 
 
@@ -75,12 +75,12 @@ def _print(listing: dict[str, Any], as_json: bool, config: Any) -> None:
         sys.stdout.write(json.dumps(listing, ensure_ascii=False, indent=2) + "\n")
         return
     for source, tools in listing.items():
-        shown = safe_cell(source)  # names and descriptions come from servers: one line each, no escapes
+        shown = cell(source)  # names and descriptions come from servers: one line each, no escapes
         if tools is None:
-            sys.stdout.write(f"{shown}: not started (ember tools --mcp {safe_cell(source[4:])})\n")
+            sys.stdout.write(f"{shown}: not started (ember tools --mcp {cell(source[4:])})\n")
             continue
         sys.stdout.write(f"{shown}:\n")
         for tool in tools:
-            sys.stdout.write(f"  {safe_cell(tool['name'])}: {safe_cell(tool['description'])}\n")
+            sys.stdout.write(f"  {cell(tool['name'])}: {cell(tool['description'])}\n")
     if len(listing) == 1:
         sys.stdout.write(f'(no MCP servers configured; add them to {config} under "mcpServers")\n')

@@ -24,17 +24,41 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 from desktop.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
-from desktop.core.terminal_text import SafeStream, safe_cell
 from engine.api.errors import EmberError
+from engine.api.text import cell, terminal
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+_ALLOWED_SGR = re.compile("(\x1b\\[[01]m)")  # bold on / attributes off: Ember's own search highlights
+
+
+class SafeStream:
+    """A text stream whose writes are escaped (`terminal`), but for the two SGR sequences Ember
+    itself writes for search highlights (bold on, all attributes off): they cannot move the
+    cursor, clear, or retitle anything. Everything else is delegated."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        parts = _ALLOWED_SGR.split(text)
+        self._stream.write("".join(p if i % 2 else terminal(p) for i, p in enumerate(parts)))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def run_guarded(command: Callable[[], int]) -> int:
@@ -78,7 +102,7 @@ def prepare_streams() -> Iterator[None]:
 
 def _report(message: str, status: int) -> int:
     try:
-        fail(safe_cell(message), status)
+        fail(cell(message), status)
         sys.stderr.flush()
     except (OSError, ValueError):
         pass  # stderr itself is gone: the status still says it

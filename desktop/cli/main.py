@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from desktop.cli.arg_checks import prompt_arg
 from desktop.cli.common import fail
 from desktop.cli.guard import prepare_streams, run_guarded
-from desktop.core.terminal_text import safe_cell
+from engine.api.text import cell
 
 # Each subcommand's one-line summary for `ember --help` (tests/test_lazy_start.py checks that it
 # matches what the subcommand's own `register` says).
@@ -43,7 +43,7 @@ class _Parser(argparse.ArgumentParser):
     """Argument errors: one readable line on stderr, exit status 2, no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SystemExit(fail(safe_cell(message)))  # parsing runs before prepare_streams
+        raise SystemExit(fail(cell(message)))  # parsing runs before prepare_streams
 
 
 class _Version(argparse.Action):

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from desktop.cli.common import EXIT_OK, fail
 from desktop.cli.table import format_table
-from desktop.core.terminal_text import safe_cell
 from engine.api.errors import EmberError, EngineError
 from engine.api.library import shipped_catalogue
 from engine.api.machine import MachineProfile, Prediction, Suggestion, predict_meta, ranked
 from engine.api.models import ModelMetadata, format_bytes, useful_tps
-from engine.api.text import strict_dumps
+from engine.api.text import cell, strict_dumps
 
 _COLUMNS = ("MODEL", "FILE", "FIT", "DECODE", "PROMPT", "FIRST WORD", "SPEED HERE")
 
@@ -89,7 +88,7 @@ def _row(s: Suggestion) -> tuple[str, ...]:
     prompt = f"{p.prompt_tps:.0f} tok/s" if p else "-"
     first = f"{p.first_word_s:.0f} s" if p and p.first_word_s is not None else "-"
     file = f"{s.file.quant} · {format_bytes(s.file.size)}"
-    return (safe_cell(s.entry.name), file, s.verdict.fit.value, decode, prompt, first, p.words() if p else "-")
+    return (cell(s.entry.name), file, s.verdict.fit.value, decode, prompt, first, p.words() if p else "-")
 
 
 # --- `ember models PATH` -------------------------------------------------------------------

@@ -23,7 +23,6 @@ from typing import Any
 
 from desktop.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 from desktop.core.get_models import DownloadChoiceError, progress_text, projector_to_fetch
-from desktop.core.terminal_text import safe_cell
 from engine.api.downloads import (
     HubClient,
     HubError,
@@ -42,6 +41,7 @@ from engine.api.downloads import (
 from engine.api.library import CatalogueEntry, CatalogueError, entry_for_repo, shipped_catalogue
 from engine.api.models import format_bytes
 from engine.api.program import EmberPaths, ember_paths
+from engine.api.text import cell
 
 BAR_WIDTH = 24
 
@@ -86,7 +86,7 @@ def pull(spec: str, *, as_json: bool, allow: bool) -> int:
             # A catalogue vision model comes with its projector, in the same item (one bar, both or neither).
             files += projector_to_fetch(listing, entry_for_repo(_catalogue(), repo))
         _say(
-            f"{repo}: {', '.join(safe_cell(f.path) for f in files)} ({format_bytes(total_size(files))}) "
+            f"{repo}: {', '.join(cell(f.path) for f in files)} ({format_bytes(total_size(files))}) "
             f"into {default_models_dir(paths)}"
         )
         saved = download(files, default_models_dir(paths), client=client, progress=bar.show)
@@ -146,11 +146,11 @@ def _report(files: list[HubFile], saved: list[Path], as_json: bool) -> None:
         }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
-    print(f"saved {safe_cell(str(model))} ({format_bytes(total_size(files))}, {_checked(files)})")
+    print(f"saved {cell(str(model))} ({format_bytes(total_size(files))}, {_checked(files)})")
     for f, p in zip(files, saved, strict=True):
         if f.is_projector:
-            print(f"with its image projector {safe_cell(p.name)}, beside it")
-    print(f"chat with it: ember chat --model {safe_cell(str(model))}")
+            print(f"with its image projector {cell(p.name)}, beside it")
+    print(f"chat with it: ember chat --model {cell(str(model))}")
 
 
 def _checked(files: list[HubFile]) -> str:
@@ -160,11 +160,11 @@ def _checked(files: list[HubFile]) -> str:
         return "SHA-256 checked"
     if len(unchecked) == len(files):
         return "no checksum from the Hub: not verified"
-    return "no checksum from the Hub for " + ", ".join(safe_cell(f.name) for f in unchecked)
+    return "no checksum from the Hub for " + ", ".join(cell(f.name) for f in unchecked)
 
 
 def _fail(message: str, status: int = EXIT_FAILED) -> int:
-    return fail(safe_cell(message), status)
+    return fail(cell(message), status)
 
 
 def _say(text: str) -> None:
@@ -207,4 +207,4 @@ def _bar_line(p: Progress, fraction: float) -> str:
     """The bar, then the window's own words for the progress (`progress_text`)."""
     filled = int(fraction * BAR_WIDTH)
     text = progress_text(p.done, p.total, p.bytes_per_s, p.seconds_left, p.waiting_s)
-    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {text}  {safe_cell(p.file)[:40]}"
+    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  {text}  {cell(p.file)[:40]}"

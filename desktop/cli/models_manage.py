@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail
-from desktop.core.terminal_text import safe_cell
 from engine.api.errors import EmberError, GGUFError
 from engine.api.library import LibraryEntry, Source, library_entries, load_library_state, save_library_state
 from engine.api.models import owned_by_ember, read_metadata, remove_model
 from engine.api.program import ember_paths
+from engine.api.text import cell
 
 
 def add(path: Path, *, as_json: bool) -> int:
@@ -38,7 +38,7 @@ def add(path: Path, *, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps({"added": str(path), "name": meta.name}, ensure_ascii=False) + "\n")
     else:
-        print(f"added {safe_cell(meta.name)} ({path}); chat with it: ember chat --model {safe_cell(str(path))}")
+        print(f"added {cell(meta.name)} ({path}); chat with it: ember chat --model {cell(str(path))}")
     return EXIT_OK
 
 
@@ -100,4 +100,4 @@ def _done(data: dict[str, object], text: str, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
-        print(safe_cell(text))
+        print(cell(text))

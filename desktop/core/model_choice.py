@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from desktop.core.terminal_text import label_text
 from engine.api.errors import GGUFError
 from engine.api.library import (
     RemoteServer,
@@ -40,6 +39,7 @@ from engine.api.models import (
     parse_backend_spec,
     resolve_model_file,
 )
+from engine.api.text import label as label_text  # the window's rendering of the one rule
 from engine.api.values import Backend
 
 log = logging.getLogger("desktop.models")
