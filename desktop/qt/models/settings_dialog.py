@@ -73,6 +73,18 @@ DRAFT_TIP = (
     "guesses are good. Leave empty for none."
 )
 
+# The per-reply fields with a Reset beside them: (label, the dialog's widget and the setting's name).
+SAMPLING_FIELDS = (
+    ("Temperature", "temperature"),
+    ("Top P", "top_p"),
+    ("Top K", "top_k"),
+    ("Min P", "min_p"),
+    ("Repeat penalty", "repeat_penalty"),
+    ("Seed", "seed"),
+    ("Max reply tokens", "max_tokens"),
+    ("System prompt", "system_prompt"),
+)
+
 
 async def gpu_support() -> bool:
     """Whether llama.cpp can offload here (off the GUI thread: the first call imports it)."""
@@ -251,7 +263,7 @@ class ModelSettingsDialog(QDialog):
             ("Draft model", self._draft_row()),
             ("Vision projector", self.projector),
             ("", _section("Every reply")),
-            *((name, self._resettable(name, field)) for name, field in self._sampling_fields()),
+            *((name, self._resettable(name, attribute)) for name, attribute in SAMPLING_FIELDS),
             ("When the conversation is full", self.context_policy),
         ]
         for name, widget in rows:
@@ -280,40 +292,18 @@ class ModelSettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(buttons)
 
-    def _sampling_fields(self) -> list[tuple[str, QWidget]]:
-        return [
-            ("Temperature", self.temperature),
-            ("Top P", self.top_p),
-            ("Top K", self.top_k),
-            ("Min P", self.min_p),
-            ("Repeat penalty", self.repeat_penalty),
-            ("Seed", self.seed),
-            ("Max reply tokens", self.max_tokens),
-            ("System prompt", self.system_prompt),
-        ]
-
-    def _resettable(self, name: str, field: QWidget) -> QWidget:
+    def _resettable(self, name: str, attribute: str) -> QWidget:
+        field: QWidget = getattr(self, attribute)
         field.setAccessibleName(name)
-        return with_reset(field, name, lambda: self._reset(field))
+        return with_reset(field, name, lambda: self._reset(attribute))
 
-    def _reset(self, field: QWidget) -> None:
+    def _reset(self, attribute: str) -> None:
         """One field back to the model's own default (recommended, built-in); the others stay."""
-        defaults, current = model_defaults(self.model_file), self._current_or_none()
-        if current is None:
-            return
-        self.set_values(replace_field(current, defaults, self._field_names()[field]))
-
-    def _field_names(self) -> dict[QWidget, str]:
-        return {
-            self.temperature: "temperature",
-            self.top_p: "top_p",
-            self.top_k: "top_k",
-            self.min_p: "min_p",
-            self.repeat_penalty: "repeat_penalty",
-            self.seed: "seed",
-            self.max_tokens: "max_tokens",
-            self.system_prompt: "system_prompt",
-        }
+        current = self._current_or_none()
+        if current is not None:
+            self.set_values(
+                dataclasses.replace(current, **{attribute: getattr(model_defaults(self.model_file), attribute)})
+            )
 
     def _current_or_none(self) -> ModelSettings | None:
         try:
@@ -449,11 +439,6 @@ def check_projector(model: Path, projector: str | None) -> None:
     from engine.api.models import pair, read_metadata
 
     pair(model, read_metadata(model).embedding_length, Path(projector).expanduser())
-
-
-def replace_field(current: ModelSettings, defaults: ModelSettings, name: str) -> ModelSettings:
-    """`current` with field `name` taken from `defaults`."""
-    return dataclasses.replace(current, **{name: getattr(defaults, name)})
 
 
 def _scrolled(form: QFormLayout, parent: QWidget) -> QScrollArea:
