@@ -7,6 +7,7 @@ The window's look (style sheet, palettes, type scale) lives in `desktop/qt/look/
 from __future__ import annotations
 
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette
+from PySide6.QtWidgets import QWidget
 
 CONTENT_MAX_WIDTH = 860  # a readable line length for the conversation column
 SPACING = 12
@@ -51,3 +52,15 @@ def warning_border(palette: QPalette) -> QColor:
 
 def monospace_font() -> QFont:
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+
+
+def fit_to_window(dialog: QWidget, size: tuple[int, int], least: tuple[int, int]) -> None:
+    """`dialog` at `size`: as big as it is useful, never bigger than the window it belongs to
+    (down to `least`)."""
+    width, height = size
+    parent = dialog.parentWidget()
+    if parent is not None:
+        window = parent.window()
+        width = min(width, max(least[0], window.width() - 48))
+        height = min(height, max(least[1], window.height() - 48))
+    dialog.resize(width, height)

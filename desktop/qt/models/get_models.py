@@ -52,7 +52,7 @@ from desktop.core.get_models import (
 )
 from desktop.core.hub_seam import HubServices, default_services
 from desktop.qt.look.plain_question import answered, ask
-from desktop.qt.look.style import muted_text
+from desktop.qt.look.style import fit_to_window, muted_text
 from desktop.qt.look.theme import SPACE_MD, SPACE_SM
 from desktop.qt.models.offer_row import OfferRow
 from engine.api.errors import EmberError, one_line
@@ -133,7 +133,8 @@ class GetModelsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("GetModels")
         self.setWindowTitle("Get models")
-        self._fit_to(parent)
+        self.setMinimumSize(*MIN_PAGE_SIZE)
+        fit_to_window(self, PAGE_SIZE, MIN_PAGE_SIZE)
         self.prompts = prompts or ModelsPrompts()
         self._services_factory = services
         self._services: HubServices | None = None
@@ -150,15 +151,6 @@ class GetModelsDialog(QDialog):
         if catalogue_problem:
             self.say(catalogue_problem)
         self._measure()
-
-    def _fit_to(self, parent: QWidget | None) -> None:
-        width, height = PAGE_SIZE
-        if parent is not None:
-            window = parent.window()
-            width = min(width, max(MIN_PAGE_SIZE[0], window.width() - 48))
-            height = min(height, max(MIN_PAGE_SIZE[1], window.height() - 48))
-        self.setMinimumSize(*MIN_PAGE_SIZE)
-        self.resize(width, height)
 
     # -- building --------------------------------------------------------------------------
 

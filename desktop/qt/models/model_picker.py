@@ -39,7 +39,7 @@ from desktop.core.async_tasks import spawn
 from desktop.core.model_choice import ModelChoice, remote_choice, same_model
 from desktop.core.model_rows import ModelRow, library_rows
 from desktop.qt.look.last_folder import choose_gguf, last_folder, remember
-from desktop.qt.look.style import SPACING, muted_text, warning_border, warning_fill
+from desktop.qt.look.style import SPACING, fit_to_window, muted_text, warning_border, warning_fill
 from desktop.qt.models.model_details import ModelDetails
 from desktop.qt.models.settings_dialog import ModelSettingsDialog, open_settings_dialog
 from engine.api.errors import GGUFError
@@ -103,7 +103,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setObjectName("ModelPicker")
         self.setWindowTitle("Models")
-        self._fit_to(parent)
+        fit_to_window(self, PICKER_SIZE, MIN_PICKER_SIZE)
         self.prompts = prompts or FilePrompts()
         self._current = current
         self.rows: list[ModelRow] = []
@@ -112,15 +112,6 @@ class ModelPicker(QDialog):
         self.server_dialog: ServerDialog | None = None
         self._build()
         self._apply_style()
-
-    def _fit_to(self, parent: QWidget | None) -> None:
-        """As big as it is useful, never bigger than the window it belongs to."""
-        width, height = PICKER_SIZE
-        if parent is not None:
-            window = parent.window()
-            width = min(width, max(MIN_PICKER_SIZE[0], window.width() - 48))
-            height = min(height, max(MIN_PICKER_SIZE[1], window.height() - 48))
-        self.resize(width, height)
 
     def _say(self, text: str, *, for_ms: int = 0) -> None:
         """A line under the list; with `for_ms`, it goes away after that long (a note, not a problem)."""
@@ -221,7 +212,7 @@ class ModelPicker(QDialog):
         # The picker is kept between openings: sized for the window as it is now, not as it was
         # when the picker was made (opened at 1040 px, it came back 992 px wide over a window
         # narrowed to 800 px, review 3 N14).
-        self._fit_to(self.parentWidget())
+        fit_to_window(self, PICKER_SIZE, MIN_PICKER_SIZE)
         self.show()
         self.raise_()
         self.activateWindow()
