@@ -126,7 +126,6 @@ def _jpeg_with_big_exif(exif_bytes: int) -> bytes:
 
 
 def test_a_jpeg_with_a_large_exif_block_before_its_frame_is_a_picture(tmp_path: Path) -> None:
-    from desktop.core.pending_images import is_image_file
     from engine.backends.image_input import read_image_file, sniff_file
 
     photo = tmp_path / "IMG_0001.JPG"
@@ -134,27 +133,32 @@ def test_a_jpeg_with_a_large_exif_block_before_its_frame_is_a_picture(tmp_path: 
     assert photo.read_bytes().index(b"\xff\xc0") > 300_000
     info = sniff_file(photo)
     assert info is not None and (info.mime, info.width, info.height) == ("image/jpeg", 33, 21)
-    assert is_image_file(photo)
+    assert _is_picture(photo)
     assert read_image_file(photo).data == photo.read_bytes()
 
 
 def test_a_jpeg_whose_segment_runs_past_its_end_is_not_a_picture(tmp_path: Path) -> None:
-    from desktop.core.pending_images import is_image_file
-
     whole = _jpeg_with_big_exif(300_000)
     cut = tmp_path / "cut.jpg"
     cut.write_bytes(whole[:200_000])  # inside the EXIF segments: no frame header to find
-    assert not is_image_file(cut)
+    assert not _is_picture(cut)
     lying = tmp_path / "lying.jpg"
     lying.write_bytes(b"\xff\xd8\xff\xe1\xff\xff" + b"\x00" * 100)  # a segment longer than the file
-    assert not is_image_file(lying)
+    assert not _is_picture(lying)
     fill = tmp_path / "fill.jpg"
     fill.write_bytes(b"\xff\xd8" + b"\xff" * 300_000)  # fill bytes only: the walk is bounded
-    assert not is_image_file(fill)
+    assert not _is_picture(fill)
     text = tmp_path / "notes.png"
     text.write_text("not a picture")
-    assert not is_image_file(text)
-    assert is_image_file(_write(tmp_path / "small.png", png(4, 3)))
+    assert not _is_picture(text)
+    assert _is_picture(_write(tmp_path / "small.png", png(4, 3)))
+
+
+def _is_picture(path: Path) -> bool:
+    """What the window's drop asks of a file: does its header say it is a picture?"""
+    from desktop.core.pending_images import sort_dropped
+
+    return sort_dropped([path])[0].image is not None
 
 
 def _write(path: Path, data: bytes) -> Path:

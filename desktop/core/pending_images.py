@@ -51,16 +51,6 @@ def sort_dropped(paths: Sequence[Path]) -> list[Dropped]:
     return out
 
 
-def is_image_file(path: Path) -> bool:
-    """Whether `path` holds a picture (its header says so), whatever its name; a picture too
-    big still is one (adding it explains why it is refused)."""
-    try:
-        info = sniff_file(path)
-    except OSError:
-        return False
-    return info is not None and info.width > 0 and info.height > 0
-
-
 class PendingImages:
     """The next message's images; `changed` listeners follow every change, `sent` ones each send."""
 
@@ -68,13 +58,6 @@ class PendingImages:
         self.items: list[ImageData] = []
         self.changed: list[Callable[[], None]] = []
         self.on_sent: list[Callable[[Sequence[ImageData]], None]] = []
-
-    def add_file(self, path: Path) -> str | None:
-        """Add the picture at `path`; None, or why not (one line)."""
-        try:
-            return self.add(read_image_file(path))
-        except ConfigError as exc:
-            return str(exc)
 
     def add_bytes(self, data: bytes, name: str) -> str | None:
         try:
