@@ -415,15 +415,17 @@ def test_a_context_longer_than_the_model_was_trained_on_is_said(capsys: pytest.C
     assert capsys.readouterr().err == ""
 
 
-def test_the_app_refuses_a_deeply_nested_import_with_one_line() -> None:
+def test_the_app_refuses_a_deeply_nested_import_with_one_line(tmp_path: Path) -> None:
     from desktop.core.history_session import HistorySession, open_history
     from engine.history.types import HistoryError
 
     session, notice = open_history()
     assert session.saved, notice
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
     try:
         with pytest.raises(HistoryError, match="nested too deeply"):
-            HistorySession(session).import_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+            HistorySession(session).import_file(nested)
     finally:
         session.close()
 
@@ -455,7 +457,7 @@ def test_an_import_with_lone_surrogates_is_one_line_and_stores_nothing(
     assert session.saved
     try:
         with pytest.raises(HistoryError, match="not valid Unicode"):
-            HistorySession(session).import_text(path.read_text())
+            HistorySession(session).import_file(path)
         assert session.store.conversations() == []
     finally:
         session.close()

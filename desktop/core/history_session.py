@@ -23,7 +23,6 @@ from engine.api.conversations import (
     export_json,
     export_markdown,
     import_json,
-    parse_json_input,
     read_json_input,
 )
 from engine.api.program import ember_paths, write_text_atomic
@@ -161,22 +160,12 @@ class HistorySession:
         write_text_atomic(path, self.export_text(conversation_id, fmt))
 
     def import_file(self, path: Path) -> Conversation:
-        """`import_text` of a file read through the bounded JSON reader (no pipes, at most 1 GB)."""
+        """A new conversation from an Ember JSON export, read through the bounded JSON reader (no
+        pipes, at most 1 GB); HistoryError (readable) for a bad file."""
         try:
             data: Any = read_json_input(path, max_bytes=IMPORT_MAX_BYTES)
         except JsonInputError as exc:
             raise HistoryError(str(exc)) from exc
-        return self._import_data(data)
-
-    def import_text(self, text: str) -> Conversation:
-        """A new conversation from an Ember JSON export; HistoryError (readable) for a bad file."""
-        try:
-            data: Any = parse_json_input(text)
-        except JsonInputError as exc:
-            raise HistoryError(str(exc)) from exc
-        return self._import_data(data)
-
-    def _import_data(self, data: Any) -> Conversation:
         try:
             return import_json(self.store, data)
         except RecursionError as exc:
