@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from pathlib import Path
 
 from engine.api.text import is_safe
 
@@ -94,16 +93,6 @@ def seed_arg(text: str) -> int:
     if not 0 <= value < 2**32:
         raise _refuse(f"expected 0 to {2**32 - 1}, got {text!r}")
     return value
-
-
-def executable_arg(text: str) -> Path:
-    """A program to run later: checked now, so a long job never starts only to fail at the end."""
-    path = Path(text).expanduser()
-    if not path.is_file():
-        raise _refuse(f"{text} does not exist or is not a file")
-    if not os.access(path, os.X_OK):
-        raise _refuse(f"{text} is not executable")
-    return path
 
 
 def title_arg(text: str) -> str:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from desktop.cli.arg_checks import threads_arg
 from engine.api.errors import EmberError, EngineError
 
 EXIT_OK, EXIT_FAILED = 0, 2
@@ -37,7 +38,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--threads", type=_positive, default=None, metavar="N", help="llama.cpp threads (default: logical CPUs)"
+        "--threads", type=threads_arg, default=None, metavar="N", help="llama.cpp threads (default: logical CPUs)"
     )
     p.add_argument(
         "--gpu-layers",
@@ -48,16 +49,6 @@ def add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return value
-
-
 def _layers(text: str) -> int:
     try:
         value = int(text)
@@ -65,13 +56,6 @@ def _layers(text: str) -> int:
         value = -2
     if value < -1:
         raise argparse.ArgumentTypeError(f"expected -1 (as many as fit), 0 (CPU) or a layer count, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive whole number, got 0")
     return value
 
 

@@ -11,14 +11,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from desktop.cli import cmd_bench
-from desktop.cli.arg_checks import executable_arg
 from engine.errors import EngineError
 from models.errors import EmberError
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return value
+
+
+def executable_arg(text: str) -> Path:
+    """A program to run later: checked now, so a long job never starts only to fail at the end."""
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} does not exist or is not a file")
+    if not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not executable")
+    return path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-download", action="store_true", help="leave out the download benchmark")
     for flag in ("--runs", "--max-tokens", "--gui-tokens", "--filter-bytes", "--history-messages",
                  "--startup-runs", "--long-chat-turns", "--scale-messages", "--serve-runs"):  # fmt: skip
-        p.add_argument(flag, type=cmd_bench.non_negative, default=None, help="(a tiny run for the test suite)")
+        p.add_argument(flag, type=non_negative, default=None, help="(a tiny run for the test suite)")
     p.add_argument("--skip-decoding", action="store_true", help="(a tiny run for the test suite)")
     return p
 
