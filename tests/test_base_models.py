@@ -20,7 +20,7 @@ import pytest
 
 from desktop.cli.cmd_models import template_cell
 from desktop.cli.main import main
-from desktop.core.model_rows import BASE_MODEL_MARK, entry_row
+from desktop.core.model_rows import entry_row
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
 from engine.backends.builtin_template import BuiltinTemplate, apply_builtin
 from engine.backends.llama import LlamaBackend, _until_stop_text  # pyright: ignore[reportPrivateUsage]
@@ -251,8 +251,8 @@ def test_the_picker_row_marks_a_base_model(tmp_path: Path) -> None:
     gf.write_tiny_llama(models_dir / "lost.gguf", None, gf.CHATML_TOKENS, name="Tiny chat")
     gf.write_tiny_llama(models_dir / "chat.gguf", name="Tiny chat")
     rows = {e.path.name: entry_row(e) for e in library_entries() if e.path.name.endswith(".gguf")}
-    assert rows["base.gguf"].subtitle == f"Tiny base · {BASE_MODEL_MARK}"
-    assert rows["chat.gguf"].subtitle == "Tiny chat"
+    assert rows["base.gguf"].line.endswith(" · base model") and rows["base.gguf"].title == "Tiny base"
+    assert "base model" not in rows["chat.gguf"].line
     assert template_cell(rows["base.gguf"].metadata) == "none: plain, base model"  # type: ignore[arg-type]
     assert template_cell(rows["lost.gguf"].metadata) == "none: chatml, base model"  # type: ignore[arg-type]
 

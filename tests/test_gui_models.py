@@ -65,11 +65,11 @@ def test_picker_lists_the_builtin_model_and_an_added_folder(make_chat, qtbot: Qt
     picker = add_zoo(chat, zoo)
     assert load_library_state().folders == (zoo,)
     builtin = picker.rows[0]
-    assert builtin.source == "Built in" and builtin.quantization == "Q4_1" and builtin.architecture == "llama"
+    assert builtin.source == "Built in" and builtin.line.startswith("Llama · ") and " · Q4_1 · " in builtin.line
     assert builtin.choice.path is None  # the built-in loads as the default model
     tiny = picker.rows[row_named(picker, TINY)]
     size = format_bytes((zoo / "sub" / "tiny.gguf").stat().st_size)
-    assert tiny.columns == (TINY, "llama", "F32", size, "2,048")
+    assert tiny.name == TINY and tiny.metadata is not None and tiny.metadata.n_ctx_train == 2048
     item = picker.table.topLevelItem(row_named(picker, TINY))
     # The file, then one line in words (its own name, the source and the path are in its tooltip).
     assert item is not None and item.text(0) == f"tiny.gguf\nLlama · 121K · F32 · {size} · 2K context"

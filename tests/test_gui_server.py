@@ -74,7 +74,9 @@ def test_add_server_fetch_save_select_and_chat(make_chat, qtbot: QtBot, log_file
         with qtbot.waitSignal(picker.scanned, timeout=WAIT_MS):
             dialog.buttons.accepted.emit()
         row = picker.selected()
-        assert row is not None and row.columns[:2] == ("stub-model", "remote") and row.source == "Server"
+        assert (
+            row is not None and row.name == "stub-model" and row.line.startswith("Runs on ") and row.source == "Server"
+        )
         assert "saved (not shown)" in picker.details.browser.toPlainText()
         click(qtbot, picker.load)
         qtbot.waitUntil(

@@ -57,7 +57,7 @@ def _load_from_the_picker(chat: Chat, folder: Path) -> LlamaBackend:
         click(chat.qtbot, picker.add_folder)
     row = picker.rows[row_named(picker, MODEL)]
     assert row.projector is not None and row.projector.path.name == PROJECTOR  # paired from the headers
-    assert "vision" in row.subtitle.lower()  # and marked in the picker
+    assert "vision" in row.line.split(" · ")  # and marked in the picker
     picker.select_row(row_named(picker, MODEL))
     click(chat.qtbot, picker.load)
     chat.qtbot.waitUntil(lambda: chat.controller.choice is not None, timeout=SLOW_MS)

@@ -63,7 +63,7 @@ def test_a_projector_opened_as_the_model_says_what_it_is_and_what_it_goes_with(t
 
 
 def test_the_picker_marks_a_model_whose_projector_sits_beside_it(ember_home: Path) -> None:
-    from desktop.core.model_rows import VISION_MARK, detail_items, entry_row
+    from desktop.core.model_rows import detail_items, entry_row
     from models.library.paths import ember_paths
     from models.library.scan import library_entries
 
@@ -74,15 +74,15 @@ def test_the_picker_marks_a_model_whose_projector_sits_beside_it(ember_home: Pat
     write_projector_fixture(models_dir / "mmproj-seeing-f16.gguf")
     rows = {e.path.name: entry_row(e) for e in library_entries() if e.path.parent == models_dir}
     assert "mmproj-seeing-f16.gguf" not in rows  # a projector is no chat model of the list
-    assert rows["seeing.gguf"].subtitle == f"Seeing · {VISION_MARK}"
-    assert rows["other.gguf"].subtitle == "Blind"
+    assert "vision" in rows["seeing.gguf"].line.split(" · ")
+    assert "vision" not in rows["other.gguf"].line.split(" · ")
     assert ("Vision", "mmproj-seeing-f16.gguf: vision projector (mlp, 28 px) for models 576 wide") in detail_items(
         rows["seeing.gguf"]
     )
 
 
 def test_the_picker_marks_a_model_whose_projector_was_chosen_in_its_settings(ember_home: Path, tmp_path: Path) -> None:
-    from desktop.core.model_rows import VISION_MARK, entry_row
+    from desktop.core.model_rows import entry_row
     from models.library.paths import ember_paths
     from models.library.scan import library_entries
     from models.library.settings import ModelSettings, save_model_settings
@@ -95,9 +95,9 @@ def test_the_picker_marks_a_model_whose_projector_was_chosen_in_its_settings(emb
     elsewhere.mkdir()
     write_projector_fixture(elsewhere / "mmproj-seeing-f16.gguf")  # not beside the model: no sibling to find
 
-    def row() -> str:
-        return next(entry_row(e) for e in library_entries() if e.path == model).subtitle
+    def marks() -> list[str]:
+        return next(entry_row(e) for e in library_entries() if e.path == model).line.split(" · ")
 
-    assert row() == "Seeing"
+    assert "vision" not in marks()
     save_model_settings(model, ModelSettings(projector=str(elsewhere / "mmproj-seeing-f16.gguf")))
-    assert row() == f"Seeing · {VISION_MARK}"
+    assert "vision" in marks()

@@ -45,20 +45,14 @@ SOURCE_NAMES = {
 }
 SERVER_SOURCE = "Server"
 UNKNOWN = "—"
-BASE_MODEL_MARK = "base model"
-VISION_MARK = "vision"
 
 
 @dataclass(frozen=True, slots=True)
 class ModelRow:
-    """One line of the picker: its columns, the choice that loads it, why it cannot load."""
+    """One line of the picker: its name and line in words, the choice that loads it, why it cannot load."""
 
     choice: ModelChoice
     name: str
-    architecture: str
-    quantization: str
-    size: str
-    context: str
     source: str
     title: str = ""  # the model's own name (general.name), shown under the file name
     error: str | None = None
@@ -84,17 +78,6 @@ class ModelRow:
         """A local file without a chat template (`models.gguf.builtin_templates.BASE_MODEL_NOTE`)."""
         return self.metadata is not None and self.metadata.base_model
 
-    @property
-    def subtitle(self) -> str:
-        """The line under the file name: the model's own name, and "base model" when it is one."""
-        title = self.title if self.title != self.name else ""
-        marks = (title, VISION_MARK if self.projector else "", BASE_MODEL_MARK if self.base_model else "")
-        return " · ".join(part for part in marks if part)
-
-    @property
-    def columns(self) -> tuple[str, str, str, str, str]:
-        return self.name, self.architecture, self.quantization, self.size, self.context
-
 
 def entry_row(entry: LibraryEntry) -> ModelRow:
     meta = entry.metadata
@@ -110,10 +93,6 @@ def entry_row(entry: LibraryEntry) -> ModelRow:
         # Named by file, as the header's chip names it: three copies of one model differ only there.
         name=DEFAULT_NAME if entry.source is Source.BUILTIN else entry.path.name,
         title=meta.name if meta and meta.name else "",
-        architecture=meta.architecture if meta else UNKNOWN,
-        quantization=meta.quantization if meta else UNKNOWN,
-        size=format_bytes(entry.size_bytes) if entry.size_bytes else UNKNOWN,
-        context=f"{n_ctx_train:,}" if n_ctx_train else UNKNOWN,
         source=SOURCE_NAMES.get(entry.source, str(entry.source)),
         error=error,
         metadata=meta,
@@ -130,10 +109,6 @@ def skipped_row(path: Path, source: Source) -> ModelRow:
     return ModelRow(
         choice=local_choice(path),
         name=path.name,
-        architecture=UNKNOWN,
-        quantization=UNKNOWN,
-        size=format_bytes(size) if size else UNKNOWN,
-        context=UNKNOWN,
         source=SOURCE_NAMES.get(source, str(source)),
         error="not a GGUF file",
         path=path,
@@ -168,10 +143,6 @@ def server_row(server: RemoteServer) -> ModelRow:
     return ModelRow(
         choice=remote_choice(server),
         name=server.model or server.name,
-        architecture="remote",
-        quantization=UNKNOWN,
-        size=UNKNOWN,
-        context=UNKNOWN,
         source=SERVER_SOURCE,
         error=None if server.model else "no model chosen for this server",
         server=server,
