@@ -27,6 +27,7 @@ from typing import Any
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
 from desktop.cli.models_catalogue import cached_profile, file_prediction
 from desktop.cli.table import format_table
+from desktop.core.model_words import template_words
 from engine.api.errors import GGUFError
 from engine.api.library import LibraryEntry, library_entries
 from engine.api.machine import MachineProfile, Prediction
@@ -150,7 +151,7 @@ def _detail_lines(meta: ModelMetadata, profile: MachineProfile | None = None) ->
         ("heads / KV heads", f"{_opt(meta.head_count)} / {_opt(meta.head_count_kv)}"),
         ("vocabulary", f"{_opt(meta.vocab_size)} ({meta.tokenizer_model or '?'})"),
         ("size", _size_text(meta.size_bytes, meta.shard_count)),
-        ("template", _template_text(meta)),
+        ("template", template_words(meta)),
         ("BOS / EOS", f"{meta.bos_token or '-'} / {meta.eos_token or '-'}"),
         ("marker tokens", markers),
         ("memory", f"{format_bytes(_int(mem['total_bytes']))} at {mem['context_length']} tokens of context"),
@@ -168,13 +169,6 @@ def _detail_lines(meta: ModelMetadata, profile: MachineProfile | None = None) ->
     if mem["warning"]:
         rows.append(("warning", str(mem["warning"])))
     return rows
-
-
-def _template_text(meta: ModelMetadata) -> str:
-    if meta.base_model:
-        how = f"llama.cpp's built-in {meta.builtin_template} format" if meta.builtin_template else "a plain transcript"
-        return f"none in the file ({how} is used)"
-    return f"{meta.template_family}" + (", pre-fills <think>" if meta.thinking_prefill else "")
 
 
 def template_cell(meta: ModelMetadata) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from desktop.core.model_choice import ModelChoice, local_choice, remote_choice
-from desktop.core.model_words import problem_words, summary_line
+from desktop.core.model_words import problem_words, summary_line, template_words
 from engine.api.errors import GGUFError
 from engine.api.library import (
     LibraryEntry,
@@ -167,14 +167,6 @@ def _markers(meta: ModelMetadata, kind: MarkerKind) -> str:
     return ", ".join(found) if found else "none"
 
 
-def _template(meta: ModelMetadata) -> str:
-    if meta.base_model:
-        how = f"llama.cpp's built-in {meta.builtin_template} format" if meta.builtin_template else "a plain transcript"
-        return f"none in the file ({how} is used)"
-    family = str(meta.template_family)
-    return f"{family} (pre-fills <think>)" if meta.thinking_prefill else family
-
-
 def metadata_items(meta: ModelMetadata) -> list[tuple[str, str]]:
     heads = f"{meta.head_count or UNKNOWN} (KV {meta.head_count_kv or UNKNOWN})"
     vocab = f"{meta.vocab_size:,}" if meta.vocab_size else UNKNOWN
@@ -188,7 +180,7 @@ def metadata_items(meta: ModelMetadata) -> list[tuple[str, str]]:
         ("Embedding", str(meta.embedding_length or UNKNOWN)),
         ("Attention heads", heads),
         ("Vocabulary", f"{vocab} ({meta.tokenizer_model or 'unknown'} tokenizer)"),
-        ("Chat template", _template(meta)),
+        ("Chat template", template_words(meta)),
         ("Thinking markers", _markers(meta, MarkerKind.THINKING)),
         ("Tool-call markers", _markers(meta, MarkerKind.TOOL_CALL)),
         ("BOS / EOS", f"{meta.bos_token or UNKNOWN} / {meta.eos_token or UNKNOWN}"),

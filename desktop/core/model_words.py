@@ -56,6 +56,15 @@ def summary_line(meta: ModelMetadata, size_bytes: int, *, vision: bool = False, 
     return " · ".join(p for p in parts if p)
 
 
+def template_words(meta: ModelMetadata) -> str:
+    """The chat template in words: its family (and that it pre-fills <think>), or what a base
+    model is given instead."""
+    if meta.base_model:
+        how = f"llama.cpp's built-in {meta.builtin_template} format" if meta.builtin_template else "a plain transcript"
+        return f"none in the file ({how} is used)"
+    return f"{meta.template_family}" + (", pre-fills <think>" if meta.thinking_prefill else "")
+
+
 def file_kind(path: Path) -> str | None:
     """What a file that is not a GGUF model is, from its first bytes ("a PDF"); None when unknown."""
     try:
