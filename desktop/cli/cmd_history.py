@@ -86,27 +86,18 @@ def register(sub: Any) -> None:
     a.add_argument("file", metavar="FILE")
     a.set_defaults(history_action=_import)
 
-    a = actions.add_parser("archive", help="set a conversation aside: out of the list, nothing lost")
-    a.add_argument("id", type=id_arg, metavar="ID")
-    a.set_defaults(history_action=_archive)
-
-    a = actions.add_parser("unarchive", help="bring an archived conversation back to the list")
-    a.add_argument("id", type=id_arg, metavar="ID")
-    a.set_defaults(history_action=_unarchive)
-
-    a = actions.add_parser("delete", help="move a conversation to the trash (restore undoes it)")
-    a.add_argument("id", type=id_arg, metavar="ID")
-    a.add_argument("--purge", action="store_true", help="delete for good, now")
-    a.set_defaults(history_action=_delete)
-
-    a = actions.add_parser("restore", help="bring a deleted conversation back")
-    a.add_argument("id", type=id_arg, metavar="ID")
-    a.set_defaults(history_action=_restore)
-
-    a = actions.add_parser("rename", help="give a conversation a title")
-    a.add_argument("id", type=id_arg, metavar="ID")
-    a.add_argument("title", metavar="TITLE", type=title_arg)
-    a.set_defaults(history_action=_rename)
+    for name, action, text in (
+        ("archive", _archive, "set a conversation aside: out of the list, nothing lost"),
+        ("unarchive", _unarchive, "bring an archived conversation back to the list"),
+        ("delete", _delete, "move a conversation to the trash (restore undoes it)"),
+        ("restore", _restore, "bring a deleted conversation back"),
+        ("rename", _rename, "give a conversation a title"),
+    ):
+        a = actions.add_parser(name, help=text)
+        a.add_argument("id", type=id_arg, metavar="ID")
+        a.set_defaults(history_action=action)
+    actions.choices["delete"].add_argument("--purge", action="store_true", help="delete for good, now")
+    actions.choices["rename"].add_argument("title", metavar="TITLE", type=title_arg)
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
