@@ -17,7 +17,7 @@ _CAUSES: tuple[tuple[str, str], ...] = (
         "This file's tensor shapes don't match its architecture — the file may be damaged or converted wrongly.",
     ),
     (
-        r"unknown (model )?architecture|unsupported architecture",
+        r"unknown (model )?architecture|unsupported (model )?architecture",
         "This file's model architecture isn't supported by this version of llama.cpp.",
     ),
     (
@@ -26,7 +26,7 @@ _CAUSES: tuple[tuple[str, str], ...] = (
     ),
     (r"not a gguf|invalid magic|bad magic|failed to read magic", "This isn't a GGUF model file."),
     (
-        r"out of memory|failed to allocate|cannot allocate|mmap failed|std::bad_alloc",
+        r"out of memory|not enough memory|failed to allocate|cannot allocate|mmap failed|std::bad_alloc",
         "There isn't enough memory to load this model. Try a smaller file or a shorter context.",
     ),
     (r"no such file|not found|does not exist", "The file is no longer where it was."),
