@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from desktop.cli.common import EXIT_OK, EXIT_USAGE, fail, positive_int
-from desktop.cli.models_catalogue import cached_profile, file_prediction
+from desktop.cli.models_catalogue import file_prediction
 from desktop.cli.table import format_table
+from desktop.core.get_models import cached_profile
 from desktop.core.model_words import template_words
 from engine.api.errors import GGUFError
 from engine.api.library import LibraryEntry, library_entries

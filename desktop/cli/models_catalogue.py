@@ -13,6 +13,8 @@ from pathlib import Path
 
 from desktop.cli.common import EXIT_OK, fail
 from desktop.cli.table import format_table
+from desktop.core import get_models
+from desktop.core.get_models import cached_profile
 from engine.api.errors import EmberError, EngineError
 from engine.api.library import shipped_catalogue
 from engine.api.machine import MachineProfile, Prediction, Suggestion, predict_meta, ranked
@@ -22,17 +24,11 @@ from engine.api.text import cell, strict_dumps
 _COLUMNS = ("MODEL", "FILE", "FIT", "DECODE", "PROMPT", "FIRST WORD", "SPEED HERE")
 
 
-def cached_profile() -> MachineProfile | None:
-    from engine.api import machine as machine_profile
-
-    return machine_profile.cached()
-
-
 def profile_or_measure(threads: int | None = None) -> MachineProfile | None:
     """The cached profile, or one measured now (saying so); None when it cannot be measured."""
     from engine.api import machine as machine_profile
 
-    profile = machine_profile.cached()
+    profile = cached_profile()
     if profile is not None:
         return profile
     sys.stderr.write("ember: measuring this machine's speed once, on the built-in model (a few seconds)…\n")
@@ -45,15 +41,13 @@ def profile_or_measure(threads: int | None = None) -> MachineProfile | None:
 
 
 def catalogue(*, as_json: bool) -> int:
-    from desktop.core.get_models import measure_free_memory
-
     try:
         entries = shipped_catalogue()
     except EmberError as exc:
         return fail(f"models catalogue: {exc}")
     profile = profile_or_measure()
     bar = useful_tps()
-    suggestions = ranked(entries, measure_free_memory(), profile=profile, useful_tps=bar)
+    suggestions = ranked(entries, get_models.measure_free_memory(), profile=profile, useful_tps=bar)
     if as_json:
         sys.stdout.write(strict_dumps([_entry_json(s, bar) for s in suggestions], indent=2, ensure_ascii=False) + "\n")
     else:
@@ -110,7 +104,6 @@ def file_prediction(meta: ModelMetadata, profile: MachineProfile | None) -> Pred
 
 def _fits_gpu(meta: ModelMetadata) -> bool:
     """Asks llama.cpp for the GPU's free memory: only with a GPU profile."""
-    from desktop.core import get_models
     from engine.api import machine
 
-    return machine.fits_gpu_whole(meta, get_models.measure_free_memory())
+    return machine.fits_gpu_whole(meta, get_models.measure_free_memory())  # tests replace it
