@@ -148,14 +148,10 @@ def offer_from_suggestion(
     free: FreeMemory,
     models_dir: Path,
     *,
-    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-    kv_cache: str = "f16",
     profile: MachineProfile | None = None,
 ) -> ModelOffer:
     entry = suggestion.entry
-    files = tuple(
-        _offered(entry, f, fit_file(entry, f, free, n_ctx=n_ctx, kv_cache=kv_cache), profile) for f in entry.files
-    )
+    files = tuple(_offered(entry, f, fit_file(entry, f, free), profile) for f in entry.files)
     default = entry.files.index(suggestion.file)
     # A file of this entry already downloaded is the one to use, whatever the default.
     downloaded = next(
@@ -192,15 +188,13 @@ def catalogue_offers(
     free: FreeMemory,
     models_dir: Path,
     *,
-    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-    kv_cache: str = "f16",
     profile: MachineProfile | None = None,
     useful_tps: float = USEFUL_TPS,
 ) -> list[ModelOffer]:
     """Every entry as a row, best first for this machine (with `profile`: the useful speed first)."""
     return [
-        offer_from_suggestion(s, free, models_dir, n_ctx=n_ctx, kv_cache=kv_cache, profile=profile)
-        for s in ranked(entries, free, n_ctx=n_ctx, kv_cache=kv_cache, profile=profile, useful_tps=useful_tps)
+        offer_from_suggestion(s, free, models_dir, profile=profile)
+        for s in ranked(entries, free, profile=profile, useful_tps=useful_tps)
     ]
 
 
@@ -236,14 +230,11 @@ def hub_offer(
     files: Sequence[HubFile],
     free: FreeMemory,
     models_dir: Path,
-    *,
-    n_ctx: int = DEFAULT_CONTEXT_LENGTH,
-    kv_cache: str = "f16",
 ) -> ModelOffer | None:
     """A Hub search result as a row (None when it has no GGUF model file)."""
     offered: list[OfferedFile] = []
     for name, size in _models(files):
-        need = estimate_need(size, n_ctx, kv_cache=kv_cache)
+        need = estimate_need(size, DEFAULT_CONTEXT_LENGTH)  # the page marks fit at the default context
         offered.append(OfferedFile(name, quant_of(name), need.weights, judge(need, free)))
     if not offered:
         return None
