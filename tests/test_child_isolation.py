@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_check, cpu_probe, cpu_variants, grammar_guard
+from engine.backends import cpu, grammar_guard
 from engine.child_env import child_env
 from tests.bench import llama as bench_llama
 
@@ -49,20 +49,20 @@ def test_the_grammar_checker_is_isolated(hostile_cwd: Path, smollm_path: Path) -
 
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_cpu_probe_is_isolated(hostile_cwd: Path) -> None:
-    verdict = cpu_check.probe()
+    verdict = cpu.probe()
     assert _ran(hostile_cwd) == ""
     assert verdict.runs is True, verdict.detail
 
 
 @pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_the_cpu_variant_probes_are_isolated(hostile_cwd: Path) -> None:
-    folder = cpu_probe.lib_dir()
-    files = cpu_variants.variant_files(folder) if folder else {}
+    folder = cpu.lib_dir()
+    files = cpu.variant_files(folder) if folder else {}
     if not files:
         pytest.skip("this llama.cpp build has no run-time CPU variants")
     name, path = next(iter(files.items()))
-    scores = cpu_variants.read_scores({name: path})
-    probe = cpu_variants.probe_variant(name, path, 1, None)
+    scores = cpu.read_scores({name: path})
+    probe = cpu.probe_variant(name, path, 1, None)
     assert _ran(hostile_cwd) == ""
     assert scores and scores[0].name == name
     assert probe.runs is not None or "the child could not start" not in probe.detail

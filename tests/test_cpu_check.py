@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_check, cpu_probe, cpu_variants
+from engine.backends import cpu, machine_cache
 from engine.errors import ModelLoadError
 
 INFO = (
@@ -20,21 +20,21 @@ TRAP = f"import os, signal\nprint('features: {INFO}', flush=True)\nos.kill(os.ge
 
 
 def test_the_build_and_the_cpu_are_read_and_compared() -> None:
-    features = cpu_probe.build_features(INFO)
+    features = cpu.build_features(INFO)
     assert features == ("SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2")
-    old, new = cpu_check.cpu_flags(OLD_CPU), cpu_check.cpu_flags(NEW_CPU)
-    assert cpu_check.missing(features, old) == ["AVX2", "F16C", "FMA", "BMI2"]
-    assert cpu_check.missing(features, new) == []
-    line = cpu_check.variant_line(features, new)
+    old, new = cpu.cpu_flags(OLD_CPU), cpu.cpu_flags(NEW_CPU)
+    assert cpu.missing(features, old) == ["AVX2", "F16C", "FMA", "BMI2"]
+    assert cpu.missing(features, new) == []
+    line = cpu.variant_line(features, new)
     assert line.startswith("CPU variant: x86-64 SSE3 SSSE3 AVX AVX2 F16C FMA BMI2")
     assert line.endswith("this CPU also has AVX512 AVX512_VNNI AMX_INT8, unused")
-    assert cpu_check.cpu_flags("no flags here") == frozenset()
+    assert cpu.cpu_flags("no flags here") == frozenset()
 
 
 @pytest.fixture
 def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     """A build with its CPU backend built in (no run-time variants): the one build is probed."""
-    monkeypatch.setattr(cpu_variants, "ensure_backends", lambda model=None: None)
+    monkeypatch.setattr(cpu, "ensure_backends", lambda model=None: None)
 
 
 @pytest.mark.usefixtures("one_variant")
@@ -42,21 +42,21 @@ def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu_check, "_checked", {})
-    old = cpu_check.cpu_flags(OLD_CPU)
-    monkeypatch.setattr(cpu_check, "cpu_flags", lambda cpuinfo=None: old)  # this machine, an older CPU
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu, "_builtin", None)
+    old = cpu.cpu_flags(OLD_CPU)
+    monkeypatch.setattr(cpu, "cpu_flags", lambda cpuinfo=None: old)  # this machine, an older CPU
     with pytest.raises(ModelLoadError) as err:
-        cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", TRAP])
+        cpu.ensure_cpu_runs(command=[sys.executable, "-c", TRAP])
     message = str(err.value)
     assert "\n" not in message
     assert "uses AVX2, F16C, FMA, BMI2, which this CPU lacks" in message
     assert "SIGILL" in message and "uv sync --reinstall-package llama-cpp-python" in message
     # Cached on disk: a new process (an empty in-memory table) refuses without probing again.
-    monkeypatch.setattr(cpu_check, "_checked", {})
+    monkeypatch.setattr(cpu, "_builtin", None)
     with pytest.raises(ModelLoadError):
-        cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "raise SystemExit('must not run')"])
-    assert (tmp_path / cpu_probe.CACHE_FILE).is_file()
+        cpu.ensure_cpu_runs(command=[sys.executable, "-c", "raise SystemExit('must not run')"])
+    assert (tmp_path / cpu.CACHE_FILE).is_file()
 
 
 @pytest.mark.usefixtures("one_variant")
@@ -64,12 +64,12 @@ def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
 def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu_check, "_checked", {})
-    verdict = cpu_check.ensure_cpu_runs(command=[sys.executable, "-c", "import sys; sys.exit('no llama here')"])
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu, "_builtin", None)
+    verdict = cpu.ensure_cpu_runs(command=[sys.executable, "-c", "import sys; sys.exit('no llama here')"])
     assert verdict.runs is None and "no llama here" in verdict.detail
-    assert not (tmp_path / cpu_probe.CACHE_FILE).exists()
-    hung = cpu_check.probe([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert not (tmp_path / cpu.CACHE_FILE).exists()
+    hung = cpu.probe([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert hung.runs is None and "did not finish" in hung.detail
 
 
@@ -77,9 +77,9 @@ def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_probe_killed_by_a_signal_python_does_not_name_is_a_trap_not_a_crash() -> None:
     # 40 is a real-time signal: signal.Signals has no name for it (naming it raised ValueError).
-    died = cpu_check.probe([sys.executable, "-c", "import os; os.kill(os.getpid(), 40)"])
+    died = cpu.probe([sys.executable, "-c", "import os; os.kill(os.getpid(), 40)"])
     assert died.runs is False and died.detail == "the probe died of signal 40 while decoding"
-    trapped = cpu_check.probe([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    trapped = cpu.probe([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
     assert trapped.detail == "the probe died of SIGILL while decoding"
 
 
@@ -87,9 +87,9 @@ def test_a_probe_killed_by_a_signal_python_does_not_name_is_a_trap_not_a_crash()
 def test_the_real_build_passes_its_probe_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm_path: Path
 ) -> None:
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu_check, "_checked", {})
-    verdict = cpu_check.ensure_cpu_runs(smollm_path)  # the one build, or the variant chosen here
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cpu, "_builtin", None)
+    verdict = cpu.ensure_cpu_runs(smollm_path)  # the one build, or the variant chosen here
     assert verdict.runs is True and verdict.detail == "passed"
-    if "avx2" in cpu_check.cpu_flags():  # the portable x86-64 build uses it
+    if "avx2" in cpu.cpu_flags():  # the portable x86-64 build uses it
         assert "AVX2" in verdict.features

@@ -107,11 +107,11 @@ def test_how_the_probe_child_ended_decides_and_is_kept(
     """Only a child killed by a signal refuses; every ending but a failed start is remembered."""
     import subprocess
 
-    from engine.backends import cpu_probe, projector_probe
+    from engine.backends import cpu, machine_cache, projector_probe
 
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     ended = None if returncode is None else subprocess.CompletedProcess(["x"], returncode, "", "clip: bad")
-    monkeypatch.setattr(cpu_probe, "run", lambda *_a, **_k: ended)
+    monkeypatch.setattr(cpu, "run", lambda *_a, **_k: ended)
     projector = write_projector_fixture(tmp_path / "mmproj-x.gguf")
     verdict = projector_probe.check_projector(tmp_path / "model.gguf", projector)
     assert (verdict is not None) == refused
@@ -127,9 +127,9 @@ def test_how_the_probe_child_ended_decides_and_is_kept(
 def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
     tmp_path: Path, smollm_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import cpu_probe, projector_probe
+    from engine.backends import cpu, machine_cache, projector_probe
 
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     projector = write_projector_fixture(tmp_path / "mmproj-ok.gguf")
     assert projector_probe.check_projector(smollm_path, projector) is None
     cached = json.loads((tmp_path / "cache" / projector_probe.CACHE_FILE).read_text())
@@ -138,7 +138,7 @@ def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
     def no_child(*_args: Any, **_kw: Any) -> None:
         raise AssertionError("probed twice")
 
-    monkeypatch.setattr(cpu_probe, "run", no_child)
+    monkeypatch.setattr(cpu, "run", no_child)
     copy = tmp_path / "elsewhere" / "mmproj-copy.gguf"  # the same file elsewhere: the same verdict
     copy.parent.mkdir()
     copy.write_bytes(projector.read_bytes())
@@ -149,15 +149,15 @@ def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
 def test_the_probe_catches_an_abort_the_header_checks_would_miss(
     tmp_path: Path, smollm_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import cpu_probe, projector_probe
+    from engine.backends import cpu, machine_cache, projector_probe
 
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     # PJ-08 handed straight to the probe (past the header checks): ggml's GGML_ASSERT kills the child only
     projector = write_projector_fixture(tmp_path / "mmproj-short.gguf", pos_rows=2)
     refused = projector_probe.check_projector(smollm_path, projector)
     assert refused is not None and "\n" not in refused
     assert refused.startswith("mmproj-short.gguf is refused: llama.cpp died of SIGABRT encoding a first picture")
-    monkeypatch.setattr(cpu_probe, "run", lambda *_a, **_k: None)  # cached: no second child
+    monkeypatch.setattr(cpu, "run", lambda *_a, **_k: None)  # cached: no second child
     assert projector_probe.check_projector(smollm_path, projector) == refused
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu_probe, cpu_variants
+from engine.backends import cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "packaging" / "llama-cmake" / "ember_llama_cmake" / "EmberLlamaBuild.cmake"
@@ -42,7 +42,7 @@ def test_the_kept_variants_are_llama_cpps_names_and_the_module_version_matches()
 
 @pytest.mark.skipif(not X86, reason="the variant list applies to x86-64 builds only")
 def test_the_installed_build_has_only_the_kept_variants_and_no_llama_common() -> None:
-    files = cpu_variants.variant_files(cpu_probe.lib_dir())
+    files = cpu.variant_files(cpu.lib_dir())
     if not files:
         pytest.skip("llama-cpp-python built without run-time CPU variants here")
     assert set(files) == kept()

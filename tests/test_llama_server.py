@@ -15,7 +15,7 @@ import pytest
 from sse_stub import free_port
 
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.cpu_variants import module_command
+from engine.backends.cpu import module_command
 from engine.backends.openai import OpenAIBackend, list_models
 from engine.cancel import CancelToken
 from engine.errors import BackendError

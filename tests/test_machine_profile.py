@@ -17,7 +17,7 @@ import pytest
 
 from desktop.cli.main import main
 from desktop.core import get_models
-from engine.backends import cpu_probe, machine_profile
+from engine.backends import machine_cache, machine_profile
 from engine.backends.base import Request
 from engine.backends.machine_profile import Timings
 from engine.backends.scripted import ScriptedBackend
@@ -37,7 +37,7 @@ GPU_RUN = Timings([0.05, 0.06, 0.07], [0.0035] * 16, [0.0031] * 16)
 @pytest.fixture(autouse=True)
 def _own_profile() -> Iterator[None]:
     yield
-    (cpu_probe.cache_dir() / machine_profile.PROFILE_FILE).unlink(missing_ok=True)
+    (machine_cache.cache_dir() / machine_profile.PROFILE_FILE).unlink(missing_ok=True)
 
 
 @pytest.fixture

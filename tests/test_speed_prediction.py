@@ -15,7 +15,7 @@ import pytest
 
 from desktop.cli.main import main
 from desktop.core import get_models
-from engine.backends import cpu_probe, machine_profile
+from engine.backends import machine_cache, machine_profile
 from models.gguf.header import TensorInfo
 from models.gguf.meta import read_metadata
 from models.library.catalogue import shipped_catalogue
@@ -49,7 +49,7 @@ PLENTY = FreeMemory(ram_bytes=32_000_000_000)
 def _own_profile() -> Iterator[None]:
     """A profile written here is gone after the test: other tests of the run see none."""
     yield
-    (cpu_probe.cache_dir() / machine_profile.PROFILE_FILE).unlink(missing_ok=True)
+    (machine_cache.cache_dir() / machine_profile.PROFILE_FILE).unlink(missing_ok=True)
 
 
 def test_decode_follows_bandwidth_prompt_follows_compute_and_thinking_waits() -> None:

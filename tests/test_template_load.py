@@ -91,7 +91,7 @@ def test_a_named_template_never_reaches_llama_cpp_python(tmp_path: Path, ember_h
 
 
 def test_the_plain_llama_holds_no_template(tmp_path: Path) -> None:
-    from engine.backends.cpu_check import ensure_cpu_runs
+    from engine.backends.cpu import ensure_cpu_runs
     from engine.backends.llama_plain import new_llama
 
     ensure_cpu_runs()  # registers llama.cpp's CPU backend, as every load does

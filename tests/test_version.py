@@ -9,8 +9,8 @@ import pytest
 
 from desktop.cli.main import parse_args
 from engine import __version__
-from engine.backends import cpu_probe, cpu_variants
-from engine.backends.cpu_variants import Choice, Probe
+from engine.backends import cpu, machine_cache
+from engine.backends.cpu import Choice, Probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,10 +33,10 @@ def test_version_names_the_llama_build_and_the_cpu_variant(capsys: pytest.Captur
 def test_a_bare_soname_is_not_shown_as_a_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("libllama.so.0", "libggml.so.0"):  # what the frozen app keeps
         (tmp_path / name).write_bytes(b"\x7fELF")
-    monkeypatch.setattr(cpu_probe, "lib_dir", lambda: tmp_path)
-    assert "(" not in cpu_probe.llama_build()  # not "(libllama 0, libggml 0)"
+    monkeypatch.setattr(cpu, "lib_dir", lambda: tmp_path)
+    assert "(" not in cpu.llama_build()  # not "(libllama 0, libggml 0)"
     (tmp_path / "libllama.so.0.5.0").write_bytes(b"\x7fELF")
-    assert cpu_probe.llama_build().endswith("(libllama 0.5.0)")
+    assert cpu.llama_build().endswith("(libllama 0.5.0)")
 
 
 def test_the_variant_in_use_comes_from_the_cache_without_probing(
@@ -46,15 +46,13 @@ def test_the_variant_in_use_comes_from_the_cache_without_probing(
     folder.mkdir()
     for name in ("x64", "haswell", "zen4"):
         (folder / f"libggml-cpu-{name}.so").write_bytes(b"\x7fELF")
-    monkeypatch.setenv(cpu_probe.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(cpu_variants.FORCE_ENV, raising=False)
-    monkeypatch.setattr(cpu_variants, "lib_dir", lambda: folder)
-    monkeypatch.setattr(cpu_variants, "choose", lambda files, model: pytest.fail("probed"))
-    assert cpu_variants.in_use_line() == "CPU variant: chosen from 3 at the first model load"
-    files = cpu_variants.variant_files(folder)
-    cpu_variants.write_cached(
-        cpu_probe.machine_key(files.values()), Choice("haswell", "probed", (Probe("haswell", 64, True),))
-    )
-    assert cpu_variants.in_use_line() == "CPU variant haswell (of 3, probed on this machine)"
-    monkeypatch.setenv(cpu_variants.FORCE_ENV, "x64")
-    assert cpu_variants.in_use_line() == "CPU variant x64 (forced by EMBER_CPU_VARIANT)"
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(cpu.FORCE_ENV, raising=False)
+    monkeypatch.setattr(cpu, "lib_dir", lambda: folder)
+    monkeypatch.setattr(cpu, "choose", lambda files, model: pytest.fail("probed"))
+    assert cpu.in_use_line() == "CPU variant: chosen from 3 at the first model load"
+    files = cpu.variant_files(folder)
+    cpu.write_cached(cpu.machine_key(files.values()), Choice("haswell", "probed", (Probe("haswell", 64, True),)))
+    assert cpu.in_use_line() == "CPU variant haswell (of 3, probed on this machine)"
+    monkeypatch.setenv(cpu.FORCE_ENV, "x64")
+    assert cpu.in_use_line() == "CPU variant x64 (forced by EMBER_CPU_VARIANT)"

@@ -20,7 +20,7 @@ import pytest
 
 from engine.backends import gpu_modules
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
-from engine.backends.cpu_variants import ensure_backends, lib_dir
+from engine.backends.cpu import ensure_backends, lib_dir
 from engine.backends.speculative import DraftPolicy
 from engine.cancel import CancelToken
 from engine.events import Piece

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from engine.backends import cpu_check, cpu_probe, cpu_variants, gpu_modules, llama_devices
+from engine.backends import cpu, gpu_modules, llama_devices
 from engine.backends.cpu_threads import default_threads, read_cpuinfo
 from engine.backends.gpu_pick import GpuPick
 from engine.backends.llama_devices import Device
@@ -87,12 +87,12 @@ __all__ = [
 
 def llama_build() -> str:
     """llama.cpp's build, as `ember --version` prints it."""
-    return cpu_probe.llama_build()
+    return cpu.llama_build()
 
 
 def variant_line() -> str:
     """The CPU variant in use, in one line."""
-    return cpu_variants.in_use_line()
+    return cpu.in_use_line()
 
 
 def devices() -> list[Device]:
@@ -132,7 +132,7 @@ def gpu_pick() -> GpuPick | None:
 
 def gpu_facts() -> dict[str, Any]:
     """The GPU modules' devices (software ones too), the one chosen and why (#35)."""
-    pick = gpu_modules.loaded() or gpu_modules.decide(cpu_variants.lib_dir())
+    pick = gpu_modules.loaded() or gpu_modules.decide(cpu.lib_dir())
     return {
         "line": pick.line(),
         "chosen": asdict(pick.chosen) if pick.chosen else None,
@@ -145,16 +145,16 @@ def gpu_facts() -> dict[str, Any]:
 
 def cpu_facts(info: str) -> dict[str, Any]:
     """The CPU variant in use, what the CPU has unused, and the probe's verdict (#24)."""
-    features, flags = cpu_probe.build_features(info), cpu_probe.cpu_flags()
+    features, flags = cpu.build_features(info), cpu.cpu_flags()
     try:
-        verdict = cpu_check.ensure_cpu_runs().detail
+        verdict = cpu.ensure_cpu_runs().detail
     except ModelLoadError as exc:
         verdict = str(exc)
-    choice = cpu_variants.loaded()
-    line = cpu_check.chosen_line(choice, flags) if choice else cpu_check.variant_line(features, flags)
+    choice = cpu.loaded()
+    line = cpu.chosen_line(choice, flags) if choice else cpu.variant_line(features, flags)
     return {
         "features": list(features),
-        "unused": cpu_check.unused(features, flags),
+        "unused": cpu.unused(features, flags),
         "line": line,
         "probe": verdict,
         "variant": choice.chosen if choice else None,

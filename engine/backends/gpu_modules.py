@@ -211,7 +211,7 @@ def decide(folder: Path | None) -> GpuPick:
     files = module_files(folder)
     if not files:
         return GpuPick(why=ADD_VULKAN)
-    from engine.backends.cpu_probe import cache_dir
+    from engine.backends.machine_cache import cache_dir
 
     key, cache = machine_key(files), cache_dir() / CACHE_FILE
     cached = read_cached(cache, key)

@@ -27,10 +27,10 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends import cpu_variants, gpu_modules, llama_devices, llama_log, load_progress, offload
+from engine.backends import cpu, gpu_modules, llama_devices, llama_log, load_progress, offload
 from engine.backends.base import MAX_CHARS_PER_TOKEN, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
 from engine.backends.builtin_template import BuiltinTemplate
-from engine.backends.cpu_check import ensure_cpu_runs
+from engine.backends.cpu import ensure_cpu_runs
 from engine.backends.cpu_threads import default_threads
 from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
 from engine.backends.draft_model import DraftModel
@@ -643,7 +643,7 @@ class LlamaBackend:
         prompt's last one): that decode is as short as a reply token's, which runs without the
         callback too, and its hundreds of calls into Python cost ~0.5 ms of the first token.
         """
-        cpu_variants.decoding()  # the first decode is where a CPU variant traps: a marker until it is done
+        cpu.decoding()  # the first decode is where a CPU variant traps: a marker until it is done
         try:
             for done, total in self._kv.batches(tokens, media):
                 if done == 0 and total > 1:
@@ -653,7 +653,7 @@ class LlamaBackend:
                         yield PromptProgress(done, total)
                     if cancel.cancelled:
                         return False
-            cpu_variants.decoded()  # the CPU variant decoded here: no start marker left behind
+            cpu.decoded()  # the CPU variant decoded here: no start marker left behind
             return True
         except DecodeError as exc:
             if exc.code == ABORTED and cancel.cancelled:
@@ -852,7 +852,7 @@ def _adds_bos(meta: dict[str, str]) -> bool:
 
 
 def _cpu_variant() -> str | None:
-    from engine.backends.cpu_variants import loaded
+    from engine.backends.cpu import loaded
 
     choice = loaded()
     return choice.chosen if choice is not None else None

@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from engine.backends import cpu_probe
+from engine.backends.machine_cache import cache_dir
 from engine.child_env import PythonChild, function_child
 from engine.errors import BenchError
 from models.errors import EmberError
@@ -46,8 +46,8 @@ MAX_REMEMBERED = 200  # files with a measured speed kept per machine
 
 def machine_key() -> str:
     """Changes with the CPU, the CPU variant, the GPUs and llama.cpp's version."""
+    from engine.backends.cpu import in_use_line
     from engine.backends.cpu_threads import read_cpuinfo
-    from engine.backends.cpu_variants import in_use_line
 
     cpu = next((line for line in read_cpuinfo().splitlines() if line.startswith("model name")), "")
     try:
@@ -68,13 +68,13 @@ def _gpus() -> list[str]:
 
 
 def _store() -> dict[str, Any]:
-    data = load_json_object(cpu_probe.cache_dir() / PROFILE_FILE, {})
+    data = load_json_object(cache_dir() / PROFILE_FILE, {})
     entry = data.get(machine_key())
     return cast(dict[str, Any], entry) if isinstance(entry, dict) else {}
 
 
 def _save(entry: dict[str, Any]) -> None:
-    path = cpu_probe.cache_dir() / PROFILE_FILE
+    path = cache_dir() / PROFILE_FILE
     try:  # one machine, one entry: a new CPU variant, GPU or llama.cpp replaces the old one
         write_json_atomic(path, {machine_key(): entry})
     except OSError as exc:
@@ -269,7 +269,7 @@ def _run(path: Path, threads: int, gpu_layers: int = 0) -> Timings:
 
     import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
     from engine.backends import llama_log
-    from engine.backends.cpu_variants import ensure_backends
+    from engine.backends.cpu import ensure_backends
 
     llama_log.install()
     ensure_backends()

@@ -9,7 +9,7 @@ beside the model's vocabulary only (no weights: cheap), encodes one picture of t
 own size, and reports how the child ended. A child that dies of a signal refuses the projector
 in one line; one that ends normally (an encode, or clip refusing the file in its own words)
 lets it through. The verdict is cached by the file's header digest and size and the llama.cpp
-build (`cpu_probe`'s cache folder), so each file is probed once per machine and build.
+build (`cpu`'s cache folder), so each file is probed once per machine and build.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.backends import cpu_probe
+from engine.backends import cpu
+from engine.backends.machine_cache import cache_dir
 from models.gguf.header import read_header
 from models.library.jsonstore import load_json_object, write_json_atomic
 
@@ -39,7 +40,7 @@ def check_projector(model: Path, projector: Path, timeout: float = PROBE_TIMEOUT
     cached = _read(key)
     if cached is not None:
         return cached or None
-    done = cpu_probe.run(PROBE_CHILD, [str(model.absolute()), str(projector.absolute())], timeout)
+    done = cpu.run(PROBE_CHILD, [str(model.absolute()), str(projector.absolute())], timeout)
     verdict = _verdict(projector, done)
     if done is not None:  # a child that timed out is let through, once: waiting at every load helps no one
         _write(key, verdict or "")
@@ -49,11 +50,11 @@ def check_projector(model: Path, projector: Path, timeout: float = PROBE_TIMEOUT
 def _verdict(projector: Path, done: Any) -> str | None:
     if done is None or done.returncode >= 0:
         if done is not None and done.returncode != 0:  # clip refused it in its own words, or it took too long
-            why = "timed out" if done.returncode == cpu_probe.TIMED_OUT else (done.stderr or "").strip()[-300:]
+            why = "timed out" if done.returncode == cpu.TIMED_OUT else (done.stderr or "").strip()[-300:]
             log.info("projector probe of %s: %s", projector.name, why)
         return None
     return (
-        f"{projector.name} is refused: llama.cpp {cpu_probe.ending(done)} encoding a first picture "
+        f"{projector.name} is refused: llama.cpp {cpu.ending(done)} encoding a first picture "
         "with it (a damaged or hostile projector)"
     )
 
@@ -64,16 +65,16 @@ def _key(projector: Path) -> str:
     digest = hashlib.sha256()
     with projector.open("rb") as f:
         digest.update(f.read(min(header.data_offset, 64 << 20)))
-    return f"{digest.hexdigest()}:{header.file_size}:{cpu_probe.llama_build()}"
+    return f"{digest.hexdigest()}:{header.file_size}:{cpu.llama_build()}"
 
 
 def _read(key: str) -> str | None:
-    value = load_json_object(cpu_probe.cache_dir() / CACHE_FILE, {}).get(key)
+    value = load_json_object(cache_dir() / CACHE_FILE, {}).get(key)
     return value if isinstance(value, str) else None
 
 
 def _write(key: str, verdict: str) -> None:
-    path = cpu_probe.cache_dir() / CACHE_FILE
+    path = cache_dir() / CACHE_FILE
     entries = {k: v for k, v in load_json_object(path, {}).items() if k != key}
     entries[key] = verdict
     try:
@@ -95,7 +96,7 @@ def probe_child() -> int:
 
     m: Any = mtmd_cpp  # untyped, as in llama_media: the stubs type pointers more narrowly than ctypes takes
 
-    from engine.backends.cpu_check import ensure_cpu_runs
+    from engine.backends.cpu import ensure_cpu_runs
 
     model_path, projector_path = sys.argv[1], sys.argv[2]
     ensure_cpu_runs()

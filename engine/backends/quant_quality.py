@@ -62,7 +62,7 @@ class Speed:
 def _open(path: Path, threads: int, *, logits_all: bool) -> Any:
     from llama_cpp import Llama
 
-    from engine.backends.cpu_variants import ensure_backends
+    from engine.backends.cpu import ensure_backends
 
     llama_log.install()
     ensure_backends()  # a build with run-time CPU variants has no backend until one is loaded

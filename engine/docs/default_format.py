@@ -52,7 +52,7 @@ def cpu_format() -> str:
     """`fastest_format` of the CPU backend llama.cpp runs here (loading it first)."""
     import llama_cpp
 
-    from engine.backends.cpu_check import ensure_cpu_runs
+    from engine.backends.cpu import ensure_cpu_runs
 
     ensure_cpu_runs()  # the variant that runs here decides the kernels (a forced lower one too)
     return fastest_format(llama_cpp.llama_print_system_info().decode("utf-8", "replace"))

@@ -118,7 +118,7 @@ class LlamaEmbedder:
         import llama_cpp
 
         from engine.backends import llama_log
-        from engine.backends.cpu_check import ensure_cpu_runs
+        from engine.backends.cpu import ensure_cpu_runs
         from engine.backends.cpu_threads import default_threads
         from engine.backends.llama_plain import new_llama
 

@@ -37,7 +37,7 @@ from desktop.serve.server import ServerThread, bind
 from desktop.serve.state import model_id_for
 from desktop.serve.wire import Defaults
 from engine.backends.base import Sampling
-from engine.backends.cpu_variants import module_command
+from engine.backends.cpu import module_command
 from engine.errors import BenchError
 from engine.runtime import Engine
 from tests.bench import llama as bench_llama

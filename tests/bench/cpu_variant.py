@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from engine.backends.cpu_variants import FORCE_ENV, ensure_backends, lib_dir, variant_files
+from engine.backends.cpu import FORCE_ENV, ensure_backends, lib_dir, variant_files
 from engine.child_env import PythonChild, python_child
 from engine.errors import BenchError
 
@@ -25,7 +25,7 @@ TIMEOUT_S = 600.0
 
 MEASURE_CODE = """
 import json, sys, time
-from engine.backends.cpu_variants import ensure_backends
+from engine.backends.cpu import ensure_backends
 choice = ensure_backends()
 from engine.backends.llama_plain import new_llama
 threads, n_prompt, n_gen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

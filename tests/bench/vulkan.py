@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends import gpu_modules
-from engine.backends.cpu_variants import ensure_backends, lib_dir
+from engine.backends.cpu import ensure_backends, lib_dir
 from engine.backends.gpu_pick import FORCE_ENV
 from engine.child_env import python_child
 from tests.bench.cpu_variant import run_measuring
@@ -30,7 +30,7 @@ N_GEN = 32
 
 MEASURE_CODE = """
 import json, sys, time
-from engine.backends.cpu_variants import ensure_backends
+from engine.backends.cpu import ensure_backends
 from engine.backends import gpu_modules
 ensure_backends()
 pick = gpu_modules.loaded()
