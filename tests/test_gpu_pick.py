@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import gpu_modules
+from engine.backends import gpu_modules, machine_cache
 from engine.backends.gpu_pick import ADD_VULKAN, FORCE_ENV, GpuDevice, choose
 from engine.backends.llama_devices import Device
 from engine.backends.offload import ALL_LAYERS, plan
@@ -142,12 +142,13 @@ def test_a_build_without_gpu_modules_says_how_to_add_vulkan(tmp_path: Path) -> N
     assert "glslc" in pick.line() and "\n" not in pick.line()
 
 
-def test_a_cache_with_a_bad_entry_is_listed_again(tmp_path: Path) -> None:
-    path = tmp_path / "gpu.json"
+def test_a_cache_with_a_bad_entry_is_listed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
+    path = tmp_path / gpu_modules.CACHE_FILE
     path.write_text(json.dumps({"k": {"devices": [{"backend": "Vulkan", "index": "0"}], "note": ""}}))
-    assert gpu_modules.read_cached(path, "k") is None
-    gpu_modules.write_cached(path, "k", [DGPU], "")
-    assert gpu_modules.read_cached(path, "k") == ([DGPU], "")
+    assert gpu_modules.read_cached("k") is None
+    gpu_modules.write_cached("k", [DGPU], "")
+    assert gpu_modules.read_cached("k") == ([DGPU], "")
 
 
 def test_the_bench_reports_no_vulkan_device_and_the_build_times_without_the_module(

@@ -31,7 +31,6 @@ import hashlib
 import logging
 import os
 import re
-import runpy
 import signal
 import stat
 import subprocess
@@ -44,11 +43,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.backends.cpu_threads import read_cpuinfo
-from engine.backends.machine_cache import cache_dir
-from engine.child_env import PythonChild, function_child
+from engine.backends.machine_cache import cache_dir, read_entry, write_entry
+from engine.child_env import function_child
 from engine.errors import ModelLoadError
 from models.library.json_schema import is_bool, is_int, is_text
-from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
 
@@ -419,16 +417,8 @@ def machine_key(files: Iterable[Path]) -> str:
 
 
 def _read_entry(key: str) -> dict[str, Any]:
-    entry = load_json_object(cache_dir() / CACHE_FILE, {}).get(key)
+    entry = read_entry(CACHE_FILE, key)
     return cast(dict[str, Any], entry) if isinstance(entry, dict) else {}
-
-
-def _write_entry(key: str, entry: dict[str, Any]) -> None:
-    path = cache_dir() / CACHE_FILE
-    try:  # one machine, one entry: a newer build or CPU replaces the old verdict
-        write_json_atomic(path, {key: entry})
-    except OSError as exc:
-        log.info("could not cache the CPU probe's verdict in %s: %s", path, exc)
 
 
 def read_cached(key: str, files: dict[str, Path]) -> Choice | None:
@@ -465,7 +455,7 @@ def _cached_probe(data: object) -> Probe | None:
 
 
 def write_cached(key: str, choice: Choice) -> None:
-    _write_entry(key, {"chosen": choice.chosen, "probes": [asdict(p) for p in choice.probes]})
+    write_entry(CACHE_FILE, key, {"chosen": choice.chosen, "probes": [asdict(p) for p in choice.probes]})
 
 
 def _cached_probes(key: str) -> dict[str, Probe]:
@@ -479,7 +469,7 @@ def _remember(key: str, probe: Probe) -> None:
     """Add one probe to this machine's entry, keeping the automatic choice."""
     entry = _read_entry(key)
     probes = [asdict(p) for p in _cached_probes(key).values() if p.name != probe.name] + [asdict(probe)]
-    _write_entry(key, ({"chosen": entry["chosen"]} if "chosen" in entry else {}) | {"probes": probes})
+    write_entry(CACHE_FILE, key, ({"chosen": entry["chosen"]} if "chosen" in entry else {}) | {"probes": probes})
 
 
 # --- in this process ---------------------------------------------------------------------------
@@ -677,21 +667,6 @@ def _load_modules_without_variants(folder: Path | None) -> None:
 
 
 _builtin_checked = False
-
-
-def module_command(module: str, *args: str) -> PythonChild:
-    """`python -m MODULE ARGS` for a child that uses llama.cpp itself (llama-cpp-python's server):
-    with run-time variants, nothing would register a CPU backend there, or llama.cpp's own pick would."""
-    return function_child("engine.backends.cpu:run_module", module, *args)
-
-
-def run_module() -> int:
-    """In the child: argv MODULE ARGS. The chosen variant registered, then MODULE run as __main__."""
-    module = sys.argv[1]
-    ensure_backends()
-    sys.argv[:2] = [module]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
-    return 0
 
 
 def loaded() -> Choice | None:

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.backends.gpu_pick import ADD_VULKAN, CPU_ONLY, FORCE_ENV, GpuDevice, GpuPick, choose, find
+from engine.backends.machine_cache import read_entry, write_entry
 from models.library.json_schema import is_int, is_text
-from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
 
 CACHE_FILE = "gpu-devices.json"
+MAX_CACHED = 8  # device lists kept (the newest): a driver or module change lists again
 LIST_TIMEOUT_S = 120.0  # a driver that hangs while starting is "failed", not a hung start-up
 GPU_MODULES = ("cuda", "vulkan")  # loaded in this order: llama.cpp keeps the first of two for one card
 VISIBLE_ENV = {"Vulkan": "GGML_VK_VISIBLE_DEVICES", "CUDA": "CUDA_VISIBLE_DEVICES"}
@@ -133,8 +134,8 @@ def machine_key(files: Sequence[Path]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def read_cached(path: Path, key: str) -> tuple[list[GpuDevice], str] | None:
-    entry = load_json_object(path, {}).get(key)
+def read_cached(key: str) -> tuple[list[GpuDevice], str] | None:
+    entry = read_entry(CACHE_FILE, key)
     if not isinstance(entry, dict):
         return None
     entry = cast(dict[str, Any], entry)
@@ -161,15 +162,10 @@ def read_cached(path: Path, key: str) -> tuple[list[GpuDevice], str] | None:
     return devices, note
 
 
-def write_cached(path: Path, key: str, devices: Sequence[GpuDevice], note: str) -> None:
+def write_cached(key: str, devices: Sequence[GpuDevice], note: str) -> None:
     from dataclasses import asdict
 
-    data = load_json_object(path, {})
-    data[key] = {"devices": [asdict(d) for d in devices], "note": note}
-    try:
-        write_json_atomic(path, data)
-    except OSError as exc:  # a read-only cache folder: list again next time
-        log.info("could not cache the GPU devices in %s: %s", path, exc)
+    write_entry(CACHE_FILE, key, {"devices": [asdict(d) for d in devices], "note": note}, keep=MAX_CACHED)
 
 
 # --- in this process ---------------------------------------------------------------------------
@@ -211,13 +207,11 @@ def decide(folder: Path | None) -> GpuPick:
     files = module_files(folder)
     if not files:
         return GpuPick(why=ADD_VULKAN)
-    from engine.backends.machine_cache import cache_dir
-
-    key, cache = machine_key(files), cache_dir() / CACHE_FILE
-    cached = read_cached(cache, key)
+    key = machine_key(files)
+    cached = read_cached(key)
     if cached is None:
         cached = list_devices(files)
-        write_cached(cache, key, *cached)
+        write_cached(key, *cached)
     devices, failed = cached
     pick = choose(devices, wanted_device())
     note = "; ".join(n for n in (failed, pick.note) if n)

@@ -28,12 +28,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from engine.backends.machine_cache import cache_dir
+from engine.backends.machine_cache import read_entry, write_entry
 from engine.child_env import PythonChild, function_child
 from engine.errors import BenchError
 from models.errors import EmberError
 from models.library import speed
-from models.library.jsonstore import load_json_object, write_json_atomic
 from models.library.speed import MachineProfile
 
 log = logging.getLogger(__name__)
@@ -68,17 +67,12 @@ def _gpus() -> list[str]:
 
 
 def _store() -> dict[str, Any]:
-    data = load_json_object(cache_dir() / PROFILE_FILE, {})
-    entry = data.get(machine_key())
+    entry = read_entry(PROFILE_FILE, machine_key())
     return cast(dict[str, Any], entry) if isinstance(entry, dict) else {}
 
 
 def _save(entry: dict[str, Any]) -> None:
-    path = cache_dir() / PROFILE_FILE
-    try:  # one machine, one entry: a new CPU variant, GPU or llama.cpp replaces the old one
-        write_json_atomic(path, {machine_key(): entry})
-    except OSError as exc:
-        log.info("could not cache the machine profile in %s: %s", path, exc)
+    write_entry(PROFILE_FILE, machine_key(), entry)  # a new CPU variant, GPU or llama.cpp replaces the old one
 
 
 def cached() -> MachineProfile | None:

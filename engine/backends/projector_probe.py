@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends import cpu
-from engine.backends.machine_cache import cache_dir
+from engine.backends.machine_cache import read_entry, write_entry
 from models.gguf.header import read_header
-from models.library.jsonstore import load_json_object, write_json_atomic
 
 log = logging.getLogger("engine.llama")
 
@@ -43,7 +42,7 @@ def check_projector(model: Path, projector: Path, timeout: float = PROBE_TIMEOUT
     done = cpu.run(PROBE_CHILD, [str(model.absolute()), str(projector.absolute())], timeout)
     verdict = _verdict(projector, done)
     if done is not None:  # a child that timed out is let through, once: waiting at every load helps no one
-        _write(key, verdict or "")
+        write_entry(CACHE_FILE, key, verdict or "", keep=MAX_CACHED)
     return verdict
 
 
@@ -69,18 +68,8 @@ def _key(projector: Path) -> str:
 
 
 def _read(key: str) -> str | None:
-    value = load_json_object(cache_dir() / CACHE_FILE, {}).get(key)
+    value = read_entry(CACHE_FILE, key)
     return value if isinstance(value, str) else None
-
-
-def _write(key: str, verdict: str) -> None:
-    path = cache_dir() / CACHE_FILE
-    entries = {k: v for k, v in load_json_object(path, {}).items() if k != key}
-    entries[key] = verdict
-    try:
-        write_json_atomic(path, dict(list(entries.items())[-MAX_CACHED:]))
-    except OSError as exc:
-        log.info("could not cache the projector probe's verdict in %s: %s", path, exc)
 
 
 # --- in the child ------------------------------------------------------------------------------
