@@ -15,12 +15,12 @@ import pytest
 from sse_stub import free_port
 
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.cpu import module_command
 from engine.backends.openai import OpenAIBackend, list_models
 from engine.cancel import CancelToken
 from engine.errors import BackendError
 from engine.events import Piece
 from models.library.default_model import DefaultModelMissing, default_model_path
+from tests.llama_child import module_command
 
 pytestmark = pytest.mark.slow
 

@@ -37,11 +37,11 @@ from desktop.serve.server import ServerThread, bind
 from desktop.serve.state import model_id_for
 from desktop.serve.wire import Defaults
 from engine.backends.base import Sampling
-from engine.backends.cpu import module_command
 from engine.errors import BenchError
 from engine.runtime import Engine
 from tests.bench import llama as bench_llama
 from tests.bench.suite import BenchConfig
+from tests.llama_child import module_command
 
 CLIENTS = 32
 FEW_CLIENTS = 8  # what a handful of editors and scripts sharing one server look like
