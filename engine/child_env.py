@@ -11,7 +11,7 @@ Ember's own (outside the zero-egress hook, with the user's rights). So every chi
 no user site), gets this process's own import path back explicitly (this checkout first, then
 the entries it was started with, less the working directory), and runs in a fixed folder.
 
-    child = function_child("engine.backends.grammar_guard:run_child", str(path))
+    child = function_child("engine.llama.grammar_guard:run_child", str(path))
     subprocess.run(child.argv, env=child.env, cwd=child.cwd, ...)
 
 The frozen app answers `-c` itself (packaging/ember_main.py) and skips `-I` there.

@@ -16,11 +16,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from engine.backends import load_progress
 from engine.backends.base import Backend, Request
 from engine.cancel import CancelToken
 from engine.errors import NoModelError
 from engine.events import Event
+from engine.llama import load_progress
 from engine.tools.permissions import ToolUse
 from engine.turns.runner import TurnRunner
 

@@ -37,15 +37,15 @@ py=\${PYTHON:-python3}
 timeout 60 \$py -m desktop doctor > "$REPORT/doctor.txt" 2>&1 || status=1
 cat "$REPORT/doctor.txt"
 # The kit's machine has no pytest-qt/pytest-timeout: drop the project's strict addopts there.
-# -p loads llama.cpp before any pytest plugin can import numpy (see engine/backends/llama_first.py).
-timeout 240 \$py -m pytest -o addopts="" -p engine.backends.llama_first -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
+# -p loads llama.cpp before any pytest plugin can import numpy (see engine/llama/llama_first.py).
+timeout 240 \$py -m pytest -o addopts="" -p engine.llama.llama_first -p no:cacheprovider -q -m gpu tests/test_gpu.py > "$REPORT/pytest.txt" 2>&1 || status=1
 tail -15 "$REPORT/pytest.txt"
 # Each GPU module beside the CPU variants (#35): the same tests with that module's best device forced.
 for module in cuda vulkan; do
   ls "\${LLAMA_CPP_LIB_PATH:-/nonexistent}"/libggml-\$module.so >/dev/null 2>&1 || { echo "no \$module module"; continue; }
   EMBER_GPU_DEVICE=\$module timeout 60 \$py -m desktop doctor > "$REPORT/doctor-\$module.txt" 2>&1 || status=1
   grep "^GPU:" "$REPORT/doctor-\$module.txt"
-  EMBER_GPU_DEVICE=\$module timeout 240 \$py -m pytest -o addopts="" -p engine.backends.llama_first -p no:cacheprovider \
+  EMBER_GPU_DEVICE=\$module timeout 240 \$py -m pytest -o addopts="" -p engine.llama.llama_first -p no:cacheprovider \
     -q -m gpu tests/test_gpu.py > "$REPORT/pytest-\$module.txt" 2>&1 || status=1
   tail -3 "$REPORT/pytest-\$module.txt"
 done

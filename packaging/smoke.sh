@@ -136,7 +136,7 @@ for planted in struct.py json.py engine/__init__.py; do
 done
 read -r -d '' FUNCTION_CHILD <<'PY'
 import subprocess, sys
-from engine.backends.cpu import SCORE_CHILD
+from engine.llama.cpu import SCORE_CHILD
 from engine.child_env import function_child
 child = function_child(SCORE_CHILD)  # no variant files named: llama.cpp loads, nothing is scored
 done = subprocess.run(child.argv, env=child.env, cwd=child.cwd, capture_output=True, text=True, timeout=60)

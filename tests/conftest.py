@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 
 if TYPE_CHECKING:
     from serve_helpers import SeeingEcho, Served
@@ -73,7 +73,7 @@ def smollm_path() -> Path:
 @pytest.fixture(scope="session")
 def smollm(smollm_path: Path):  # type: ignore[no-untyped-def]
     """One real SmolLM2 backend shared by the session (loading takes about a second)."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048)
     yield backend

@@ -1,4 +1,4 @@
-"""Children that speak the CPU probe's protocol (engine/backends/cpu.py), run as real
+"""Children that speak the CPU probe's protocol (engine/llama/cpu.py), run as real
 functions in child processes. `broken` traps while merely loading (the score child),
 `sapphirerapids` while decoding (its probe): both die of a real SIGILL."""
 

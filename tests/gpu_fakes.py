@@ -1,4 +1,4 @@
-"""A GPU listing child (engine/backends/gpu_list_child.py's protocol) whose driver crashes,
+"""A GPU listing child (engine/llama/gpu_list_child.py's protocol) whose driver crashes,
 run as a real function in a child process: it dies of a real SIGSEGV while "loading"."""
 
 from __future__ import annotations

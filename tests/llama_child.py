@@ -16,7 +16,7 @@ def module_command(module: str, *args: str) -> PythonChild:
 
 def run_module() -> int:
     """In the child: argv MODULE ARGS. The chosen variant registered, then MODULE run as __main__."""
-    from engine.backends.cpu import ensure_backends
+    from engine.llama.cpu import ensure_backends
 
     module = sys.argv[1]
     ensure_backends()

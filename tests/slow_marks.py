@@ -91,7 +91,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     charged to whichever test happens to load llama.cpp first."""
     if session.config.stash.get(_ON, False):
         with contextlib.suppress(Exception):  # a build where it fails: the tests say so themselves
-            from engine.backends.cpu import ensure_backends
+            from engine.llama.cpu import ensure_backends
 
             ensure_backends()
 

@@ -22,11 +22,11 @@ from desktop.cli.cmd_models import template_cell
 from desktop.cli.main import main
 from desktop.core.model_rows import entry_row
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
-from engine.backends.builtin_template import BuiltinTemplate, apply_builtin
-from engine.backends.llama import LlamaBackend, _until_stop_text  # pyright: ignore[reportPrivateUsage]
-from engine.backends.plain_transcript import PlainTranscript
 from engine.cancel import CancelToken
 from engine.events import FinishReason, Piece, PromptProgress
+from engine.llama.builtin_template import BuiltinTemplate, apply_builtin
+from engine.llama.llama import LlamaBackend, _until_stop_text  # pyright: ignore[reportPrivateUsage]
+from engine.llama.plain_transcript import PlainTranscript
 from models.gguf.builtin_templates import (
     ARCHITECTURE_FORMATS,
     BASE_MODEL_NOTE,

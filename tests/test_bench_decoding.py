@@ -13,7 +13,7 @@ from tests.bench import speculative as bench_spec
 @pytest.mark.slow
 @pytest.mark.timeout(300)  # a dozen prompt evaluations: over a minute on this shared machine
 def test_the_prompt_lookup_figures_come_from_identical_replies(smollm_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=1024, n_threads=1)
     try:

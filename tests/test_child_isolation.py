@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu, grammar_guard
 from engine.child_env import child_env
+from engine.llama import cpu, grammar_guard
 from tests.bench import llama as bench_llama
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -118,8 +118,8 @@ def test_the_llama_backend_never_tokenizes_a_text_too_long_to_fit(
 ) -> None:
     """The second guard: whatever reaches SmolLM2's backend, nothing too long goes to llama.cpp's tokenizer."""
     from engine.backends.base import CancelToken, Request, StreamInfo
-    from engine.backends.llama import LlamaBackend
     from engine.errors import ContextOverflowError
+    from engine.llama.llama import LlamaBackend
 
     assert isinstance(smollm, LlamaBackend)
     llm = smollm._llm  # pyright: ignore[reportPrivateUsage]

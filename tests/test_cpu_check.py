@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu, machine_cache
 from engine.errors import ModelLoadError
+from engine.llama import cpu, machine_cache
 
 INFO = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "

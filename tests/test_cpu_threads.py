@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.backends.cpu_threads import default_threads, physical_cores
+from engine.llama.cpu_threads import default_threads, physical_cores
 
 
 def _cpuinfo(pairs: list[tuple[int, int]]) -> str:

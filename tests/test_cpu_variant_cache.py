@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from engine.backends import cpu, llama_log, machine_cache
-from engine.backends.cpu import CACHE_FILE, Choice, Probe
 from engine.errors import ModelLoadError
+from engine.llama import cpu, llama_log, machine_cache
+from engine.llama.cpu import CACHE_FILE, Choice, Probe
 
 PROBE_VARIANT = cpu.probe_variant
 MEASURED = Choice("zen4", cpu.PROBED, (Probe("zen4", 90, True), Probe("sapphirerapids", 99, False)))
@@ -268,7 +268,7 @@ def test_a_real_run_killed_before_its_first_decode_is_avoided_and_named_by_docto
     env = {"EMBER_CACHE_DIR": str(tmp_path / "cache"), cpu.FORCE_ENV: ""}
     trap = (
         "import os, signal\n"
-        "from engine.backends import cpu\n"
+        "from engine.llama import cpu\n"
         "print(cpu.ensure_backends().chosen, flush=True)\n"
         "cpu.decoding()\n"
         "os.kill(os.getpid(), signal.SIGILL)  # as a variant's first decode does where it traps\n"

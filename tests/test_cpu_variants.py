@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu, machine_cache
-from engine.backends.cpu import Choice, Probe
 from engine.errors import ModelLoadError
+from engine.llama import cpu, machine_cache
+from engine.llama.cpu import Choice, Probe
 from tests import cpu_fakes
 
 INFO = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | OPENMP = 1 |"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.backends.decoding import Utf8Stream
+from engine.llama.decoding import Utf8Stream
 
 
 def test_a_character_split_over_tokens_comes_out_once_whole() -> None:

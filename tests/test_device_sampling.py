@@ -25,7 +25,7 @@ RESERVING = "sched_reserve: reserving ..."
 
 @pytest.fixture
 def in_graph(smollm_path: Path) -> Iterator[object]:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=1024, n_gpu_layers=0)
     backend.placement = replace(backend.placement, offloaded=1)  # samples as it would on a GPU

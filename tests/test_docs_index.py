@@ -124,7 +124,7 @@ def test_a_cancelled_index_never_serves_the_half_file_and_resumes(tmp_path: Path
 _KILLER = """
 import os, signal, sys
 from pathlib import Path
-import engine.backends.llama_first
+import engine.llama.llama_first
 from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
 index = DocIndex.open(Path(sys.argv[1]))

@@ -106,7 +106,7 @@ def test_the_copy_is_made_again_when_it_does_not_match_its_record(tmp_path: Path
 
 
 def test_when_the_copy_cannot_be_written_the_f16_file_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.backends import requantize
+    from engine.rewrite import requantize
 
     def full_disk(source: Path, target: Path, fmt: str, threads: int = 0) -> None:
         raise requantize.RequantizeError(f"llama.cpp could not write {fmt} (code 1)")
@@ -119,7 +119,7 @@ def test_when_the_copy_cannot_be_written_the_f16_file_is_used(tmp_path: Path, mo
 
 
 def test_indexing_takes_the_idle_cores_and_leaves_a_streaming_reply_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.backends.cpu_threads.default_threads", lambda: 3)
+    monkeypatch.setattr("engine.llama.cpu_threads.default_threads", lambda: 3)
     assert embedding_threads(load=0.2, cores=8) == 8  # a quiet machine: every core
     assert embedding_threads(load=5.0, cores=8) == 3  # five busy
     assert embedding_threads(load=12.0, cores=2) == 1  # the shared 2-core machine: one, never none

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]
 from desktop.cli.main import main
-from engine.backends import fast_copy, llama_log, optimize_file, quant_quality, requantize
+from engine.llama import llama_log
+from engine.rewrite import fast_copy, optimize_file, quant_quality, requantize
 from models.gguf.meta import read_metadata
 from models.library.default_model import default_model_path, shipped_model_path
 from tests import gguf_factory as gf

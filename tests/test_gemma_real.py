@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.builtin_template import BuiltinTemplate
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import FinishReason, Piece
+from engine.llama.builtin_template import BuiltinTemplate
+from engine.llama.llama import LlamaBackend
 from models.gguf.builtin_templates import BASE_MODEL_NOTE, FORMATS
 from models.gguf.header import read_header
 from models.gguf.meta import _builtin_template, read_metadata  # pyright: ignore[reportPrivateUsage]

@@ -123,7 +123,7 @@ def test_progress_and_the_better_model_line_in_words() -> None:
 def test_this_machines_free_memory_is_measured_through_llama_cpp() -> None:
     free = measure_free_memory()
     assert free.ram_bytes is not None and free.ram_bytes > 0
-    from engine.backends.llama_devices import gpu_devices
+    from engine.llama.llama_devices import gpu_devices
 
     gpus = gpu_devices()
     assert (free.gpu_bytes is None) == (not gpus)  # no GPU in llama.cpp's list: no GPU figure

@@ -215,7 +215,7 @@ def test_the_header_of_a_multi_gb_150k_vocab_model_is_read(tmp_path: Path) -> No
 def test_tiny_llama_loads_in_llama_cpp(tmp_path: Path) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     path = gf.write_tiny_llama(tmp_path / "tiny.gguf", gf.QWEN3_THINKING, gf.QWEN3_TOKENS, eos="<|im_end|>")
-    from engine.backends.cpu import ensure_backends
+    from engine.llama.cpu import ensure_backends
 
     ensure_backends()  # a build with run-time CPU variants registers none until one is chosen
     llm = llama_cpp.Llama(str(path), n_ctx=128, verbose=False)

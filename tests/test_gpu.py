@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import llama_devices
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import Piece
+from engine.llama import llama_devices
+from engine.llama.llama import LlamaBackend
 
 pytestmark = [
     pytest.mark.gpu,

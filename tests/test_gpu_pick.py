@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import gpu_modules, machine_cache
-from engine.backends.gpu_pick import ADD_VULKAN, FORCE_ENV, GpuDevice, choose
-from engine.backends.llama_devices import Device
-from engine.backends.offload import ALL_LAYERS, plan
+from engine.llama import gpu_modules, machine_cache
+from engine.llama.gpu_pick import ADD_VULKAN, FORCE_ENV, GpuDevice, choose
+from engine.llama.llama_devices import Device
+from engine.llama.offload import ALL_LAYERS, plan
 from models.gguf.meta import read_metadata
 
 GIB = 1 << 30
@@ -165,7 +165,7 @@ def test_the_bench_reports_no_vulkan_device_and_the_build_times_without_the_modu
 
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_the_listing_child_runs_as_a_real_function_here() -> None:
-    """The child (engine.backends.gpu_list_child) starts, lists, and exits 0 with no module given:
+    """The child (engine.llama.gpu_list_child) starts, lists, and exits 0 with no module given:
     whatever the Vulkan loader sees here, and no note of a failed start."""
     devices, note = gpu_modules.list_devices([], timeout=60)
     assert "failed" not in note and "hung" not in note

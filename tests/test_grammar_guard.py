@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.backends import grammar_guard
 from engine.backends.base import Capabilities, make_request
-from engine.backends.grammar_guard import grammar_problem
 from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.events import Notice, StructuredValue, TurnDone, event_to_json
+from engine.llama import grammar_guard
+from engine.llama.grammar_guard import grammar_problem
 from engine.turns.runner import TurnRunner
 from engine.turns.schema_limits import (
     MAX_SCHEMA_DEPTH,

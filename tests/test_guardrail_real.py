@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.backends.base import Sampling, make_request
-from engine.backends.llama import LlamaBackend
 from engine.events import ContentDelta, Recovery, TurnDone
+from engine.llama.llama import LlamaBackend
 from engine.turns.runner import TurnRunner
 
 pytestmark = pytest.mark.slow

@@ -11,11 +11,11 @@ from typing import Any
 from desktop.core.controller import ChatController
 from desktop.core.failures import FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
-from engine.backends import load_progress
+from engine.api.factory import BackendSpec
 from engine.backends.base import Backend, Message
-from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
+from engine.llama import load_progress
 from engine.runtime import Engine
 from models.library.settings import ModelSettings
 

@@ -277,7 +277,7 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(
         lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
         timeout=WAIT_MS * 24,
     )  # the first llama.cpp load of a run may probe CPU variants
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = chat.engine.backend
     assert isinstance(backend, LlamaBackend) and backend.path == models / TINY_TARGET

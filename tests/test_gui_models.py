@@ -16,10 +16,10 @@ from desktop.core.model_choice import ModelChoice, choose_model, local_choice
 from desktop.qt.app import open_window, run_session
 from desktop.qt.models.model_picker import ModelPicker
 from desktop.qt.models.settings_dialog import NO_GPU, ModelSettingsDialog
-from engine.backends import llama as llama_backend
+from engine.api.factory import BackendSpec
 from engine.backends.base import Backend
-from engine.backends.factory import BackendSpec
 from engine.backends.scripted import ScriptedBackend
+from engine.llama import llama as llama_backend
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.library import memory
 from models.library.memory import format_bytes
@@ -412,8 +412,8 @@ def test_a_base_model_says_so_once_loaded_and_in_the_picker(make_chat, qtbot: Qt
 def test_the_gpu_device_is_chosen_in_the_settings_from_the_devices_seen(
     make_chat, qtbot: QtBot, zoo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import gpu_modules
-    from engine.backends.gpu_pick import GpuDevice, choose
+    from engine.llama import gpu_modules
+    from engine.llama.gpu_pick import GpuDevice, choose
 
     lavapipe = GpuDevice("Vulkan", 0, "llvmpipe (LLVM 15.0.6, 256 bits)", "software", 0, 2 << 30)
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)

@@ -482,7 +482,7 @@ def test_a_message_sent_during_a_slow_load_waits_then_runs_with_the_models_setti
     import threading
 
     from desktop.core.model_choice import ModelChoice
-    from engine.backends.factory import BackendSpec
+    from engine.api.factory import BackendSpec
     from models.library.settings import ModelSettings
 
     gate = threading.Event()
@@ -490,7 +490,7 @@ def test_a_message_sent_during_a_slow_load_waits_then_runs_with_the_models_setti
 
     class Slow(ModelChoice):
         def factory(self):  # type: ignore[no-untyped-def]
-            from engine.backends import load_progress
+            from engine.llama import load_progress
 
             report = load_progress.current()
             assert report is not None

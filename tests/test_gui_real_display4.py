@@ -452,7 +452,7 @@ def _far(a: QColor, b: QColor) -> bool:
 
 def test_the_message_box_keeps_one_layout_from_the_first_paint(make_chat: MakeChat, shown) -> None:  # type: ignore[no-untyped-def]
     from desktop.core.model_choice import ModelChoice
-    from engine.backends.factory import BackendSpec
+    from engine.api.factory import BackendSpec
 
     gate = threading.Event()
     backend = ScriptedBackend.from_texts("Hello.")
@@ -460,7 +460,7 @@ def test_the_message_box_keeps_one_layout_from_the_first_paint(make_chat: MakeCh
 
     class Slow(ModelChoice):
         def factory(self):  # type: ignore[no-untyped-def]
-            from engine.backends import load_progress
+            from engine.llama import load_progress
 
             report = load_progress.current()
             assert report is not None
@@ -880,7 +880,7 @@ def test_a_downloaded_model_s_chip_shows_its_own_name(
     make_chat: MakeChat, shown, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     from desktop.core.model_choice import local_choice
-    from engine.backends import llama as llama_backend
+    from engine.llama import llama as llama_backend
 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
     model = gf.write_tiny_llama(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf", name="SmolLM2 135M Instruct")

@@ -17,7 +17,7 @@ from sse_stub import DONE, Reply, StubServer, chunk, free_port, json_body
 from desktop.core.model_choice import choose_model, remote_choice
 from desktop.qt.app import open_window, run_session
 from desktop.qt.models.server_dialog import ServerDialog
-from engine.backends.factory import BackendSpec
+from engine.api.factory import BackendSpec
 from models.library.remote_keys import key_id, keys_file, load_api_key, save_api_key
 from models.library.scan import RemoteServer, library_file, load_library_state, save_library_state
 

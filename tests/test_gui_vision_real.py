@@ -23,8 +23,8 @@ from pytestqt.qtbot import QtBot
 
 from desktop.qt.chat.attachment_chips import Chip
 from desktop.qt.chat.message_view import AssistantMessage, UserMessage
-from engine.backends.llama import LlamaBackend
-from engine.backends.llama_media import is_pseudo
+from engine.llama.llama import LlamaBackend
+from engine.llama.llama_media import is_pseudo
 from models.library.settings import ModelSettings, save_model_settings
 from tests.projector_fixture import write_projector_fixture
 from tests.test_gui_history import click_item, first_row, refreshed, sidebar_of

@@ -9,7 +9,7 @@ from desktop.core.model_words import load_progress_words
 from desktop.core.receipt_text import timing_lines
 from desktop.qt.frame.notice_banner import NoticeBanner
 from desktop.qt.models.settings_dialog import _for_users  # pyright: ignore[reportPrivateUsage]
-from engine.backends.gpu_pick import ADD_VULKAN
+from engine.llama.gpu_pick import ADD_VULKAN
 
 
 def test_a_load_never_says_100_percent_before_it_is_done() -> None:

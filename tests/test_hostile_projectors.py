@@ -4,7 +4,7 @@ A projector's numbers reach ggml, which asserts (aborts the process) where they 
 its tensors: a short position table (PJ-08) or a NaN epsilon (PJ-10) killed `ember chat` at the
 first picture, and one request killed `ember serve` (PJ-11). The header is checked first
 (`models.gguf.projector_check`); what it cannot show is probed in a child once per file
-(`engine.backends.projector_probe`). Files are written small with the `gguf` package.
+(`engine.llama.projector_probe`). Files are written small with the `gguf` package.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_how_the_probe_child_ended_decides_and_is_kept(
     """Only a child killed by a signal refuses; every ending but a failed start is remembered."""
     import subprocess
 
-    from engine.backends import cpu, machine_cache, projector_probe
+    from engine.llama import cpu, machine_cache, projector_probe
 
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     ended = None if returncode is None else subprocess.CompletedProcess(["x"], returncode, "", "clip: bad")
@@ -127,7 +127,7 @@ def test_how_the_probe_child_ended_decides_and_is_kept(
 def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
     tmp_path: Path, smollm_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import cpu, machine_cache, projector_probe
+    from engine.llama import cpu, machine_cache, projector_probe
 
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     projector = write_projector_fixture(tmp_path / "mmproj-ok.gguf")
@@ -149,7 +149,7 @@ def test_the_probe_passes_a_sound_projector_once_and_reads_its_cache_after(
 def test_the_probe_catches_an_abort_the_header_checks_would_miss(
     tmp_path: Path, smollm_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import cpu, machine_cache, projector_probe
+    from engine.llama import cpu, machine_cache, projector_probe
 
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     # PJ-08 handed straight to the probe (past the header checks): ggml's GGML_ASSERT kills the child only
@@ -190,7 +190,7 @@ def test_ember_serve_answers_a_picture_for_a_hostile_projector_with_a_400_and_li
     import httpx
     from serve_helpers import serve
 
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     folder = tmp_path / "models"
     folder.mkdir()

@@ -178,7 +178,7 @@ def test_real_cold_and_warm_replies_reproduce_or_name_the_warm_cache(smollm_path
     batch shapes, either matches or its verdict names the warm cache, never the device."""
     from desktop.cli.history_reproduce import _open_model  # pyright: ignore[reportPrivateUsage]
     from engine.backends.base import Sampling
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     request = Request(
         messages=({"role": "system", "content": SYSTEM}, {"role": "user", "content": P}),

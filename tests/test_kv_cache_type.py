@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.offload import ALL_LAYERS, layers_that_fit
 from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
 from engine.events import Piece
+from engine.llama.offload import ALL_LAYERS, layers_that_fit
 from engine.session.settings import Overrides, resolve
 from models.gguf.meta import read_metadata
 from models.library.memory import estimate_memory, kv_cache_bytes, kv_cache_problem
@@ -81,7 +81,7 @@ def test_ember_chat_takes_the_kv_cache_flag() -> None:
 
 @pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_smollm2_runs_with_a_q8_0_cache_and_a_bad_combination_is_refused(smollm_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=512, n_threads=1, kv_cache="q8_0")
     try:

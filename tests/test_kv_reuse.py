@@ -1,4 +1,4 @@
-"""The KV cache shift when a conversation's window moves (engine/backends/kv_reuse.py).
+"""The KV cache shift when a conversation's window moves (engine/llama/kv_reuse.py).
 
 A fake cache stands for llama.cpp's: it records the spans dropped, so each test checks what
 would have been removed and shifted, and that the kept record is exactly the new prompt's
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.backends.kv_reuse import MIN_REUSE, reuse_shifted
+from engine.llama.kv_reuse import MIN_REUSE, reuse_shifted
 
 SYSTEM = list(range(1, 21))  # the system prompt and first exchange: the head the policy keeps
 DROPPED = list(range(1000, 1300))  # old turns the window no longer shows

@@ -40,7 +40,7 @@ def exchange(i: int) -> list[Message]:
 
 @pytest.fixture(scope="module")
 def smollm_512(smollm_path: Path) -> Iterator[Any]:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=512, n_threads=1)
     yield backend

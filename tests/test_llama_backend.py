@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from engine.backends.base import Sampling, StreamInfo, make_request
-from engine.backends.decoding import piece_bytes
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.errors import ContextOverflowError, ModelLoadError
 from engine.events import Piece
+from engine.llama.decoding import piece_bytes
+from engine.llama.llama import LlamaBackend
 
 pytestmark = pytest.mark.slow
 
@@ -211,7 +211,7 @@ def test_seeded_sampling_repeats_and_different_seeds_differ(smollm: LlamaBackend
 
 
 def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
-    from engine.backends import llama_log
+    from engine.llama import llama_log
 
     caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
     llama_log.on_log(4, b"llama_model_load: error loading model\n", None)
@@ -229,7 +229,7 @@ def test_llama_cpp_log_lines_reach_python_logging(caplog: pytest.LogCaptureFixtu
 
 
 def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.backends import llama as llama_backend
+    from engine.llama import llama as llama_backend
     from tests.gguf_factory import write_tiny_llama
 
     monkeypatch.setattr(llama_backend, "gpu_offload_supported", lambda: False)
@@ -242,7 +242,7 @@ def test_gpu_layers_on_a_cpu_build_fall_back_with_a_note(tmp_path: Path, monkeyp
 
 
 def test_automatic_placement_says_where_the_model_runs(tmp_path: Path) -> None:
-    from engine.backends import llama_devices
+    from engine.llama import llama_devices
     from tests.gguf_factory import write_tiny_llama
 
     backend = LlamaBackend(write_tiny_llama(tmp_path / "tiny.gguf"))  # the default: as many layers as fit
@@ -277,9 +277,9 @@ def test_a_stop_interrupts_a_long_prompt_evaluation(smollm: LlamaBackend) -> Non
 def test_a_failed_gpu_load_falls_back_to_fewer_layers_then_the_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.backends import llama as llama_backend
-    from engine.backends import llama_devices
-    from engine.backends.offload import Placement
+    from engine.llama import llama as llama_backend
+    from engine.llama import llama_devices
+    from engine.llama.offload import Placement
     from tests.gguf_factory import write_tiny_llama
 
     card = llama_devices.Device("CUDA0", "Test GPU", "GPU", 80 << 30, 80 << 30)
@@ -317,7 +317,7 @@ def test_greedy_sampling_inside_the_graph_gives_the_same_reply(
     # same path, so pretend the model is offloaded and compare with sampling on the host.
     from dataclasses import replace
 
-    from engine.backends import llama_decode
+    from engine.llama import llama_decode
 
     expected, _ = _run(smollm)
     attached: list[bool] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import cpu
+from engine.llama import cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "packaging" / "llama-cmake" / "ember_llama_cmake" / "EmberLlamaBuild.cmake"

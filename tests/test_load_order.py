@@ -36,16 +36,16 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
         (
             "ember chat (the CLI on a llama backend)",
             "import desktop.cli.main\nargs = desktop.cli.main.parse_args(['chat', 'hi'])\n"
-            "from engine.backends.factory import make_backend, parse_backend_spec\n"
-            "import engine.backends.llama\n",
+            "from engine.api.factory import make_backend, parse_backend_spec\n"
+            "import engine.llama.llama\n",
         ),
         (  # the quick bench imports llama.cpp when it loads the model, after its prediction
             "ember bench",
-            "import desktop.cli.cmd_bench\nimport engine.api.machine\nimport engine.backends.llama\n",
+            "import desktop.cli.cmd_bench\nimport engine.api.machine\nimport engine.llama.llama\n",
         ),
-        ("ember models optimize (the quality comparison)", "import engine.backends.fast_copy\n"),
+        ("ember models optimize (the quality comparison)", "import engine.rewrite.fast_copy\n"),
         ("the bench's load probe", "import tests.bench.llama\n"),
-        ("the engine's backend", "import engine.backends.llama\n"),
+        ("the engine's backend", "import engine.llama.llama\n"),
         (
             "documents with vectors (an embedder, or a search given a query vector)",
             "from engine.docs.index import DocIndex\nfrom engine.docs.embed import LlamaEmbedder\n"
@@ -53,7 +53,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
         ),
         (
             "the window's model load (no Qt: the factory the model thread runs)",
-            "from desktop.core.model_choice import choose_model\nimport engine.backends.llama\n",
+            "from desktop.core.model_choice import choose_model\nimport engine.llama.llama\n",
         ),
     ],
 )
@@ -108,7 +108,7 @@ def test_reading_a_gguf_header_needs_no_numpy(smollm_path: Path) -> None:
 
 def test_this_test_session_loaded_llama_cpp_first() -> None:
     # tests/conftest.py imports it before any test module can import numpy (gguf_factory does).
-    from engine.backends.llama_first import loaded_before_numpy
+    from engine.llama.llama_first import loaded_before_numpy
 
     assert loaded_before_numpy()
 

@@ -11,9 +11,9 @@ from lazy_import import lazy_module
 from serve_helpers import serve
 
 from engine.backends.base import Message, Request, Sampling, StreamInfo
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import Piece, TokenLogprob
+from engine.llama.llama import LlamaBackend
 
 if TYPE_CHECKING:
     import openai

@@ -170,7 +170,7 @@ class Recording:
 
 @pytest.fixture(scope="module")
 def smollm_512(smollm_path: Path) -> Iterator[Any]:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=512, n_threads=1)  # 1 thread: steadier on a shared CPU
     yield backend
@@ -193,7 +193,7 @@ def test_real_turns_at_512_are_all_answered_and_the_kv_prefix_is_reused(
         assert backend.infos[turn].prompt_tokens <= 512 - 6
     assert len(seen[-1][0]) < len(history) - 1  # the window moved
     # KV reuse: only the last answer and the new question are evaluated, also on the turns
-    # where the window moved (the kept span is shifted in the cache, engine/backends/kv_reuse.py).
+    # where the window moved (the kept span is shifted in the cache, engine/llama/kv_reuse.py).
     evaluated = [i.prompt_tokens - i.cached_tokens for i in backend.infos[1:]]
     small = [e for e in evaluated if e < 80]
     assert len(small) >= 0.9 * len(evaluated), evaluated
@@ -279,7 +279,7 @@ def test_counting_runs_on_its_own_thread_beside_the_model_thread() -> None:
 
 
 def test_the_cache_span_a_moved_window_keeps_is_found() -> None:
-    from engine.backends.kv_reuse import MIN_REUSE, find_span
+    from engine.llama.kv_reuse import MIN_REUSE, find_span
 
     head, dropped, kept = list(range(10)), list(range(100, 200)), list(range(300, 300 + MIN_REUSE + 20))
     cached = head + dropped + kept

@@ -17,11 +17,11 @@ import pytest
 
 from desktop.cli.main import main
 from desktop.core import get_models
-from engine.backends import machine_cache, machine_profile
 from engine.backends.base import Request
-from engine.backends.machine_profile import Timings
 from engine.backends.scripted import ScriptedBackend
 from engine.bench import quick
+from engine.llama import machine_cache, machine_profile
+from engine.llama.machine_profile import Timings
 from models.gguf.meta import read_metadata
 from models.library.catalogue import shipped_catalogue
 from models.library.fit import Fit, FreeMemory, fit_file, predict_file, ranked

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from engine.backends.llama_devices import Device
-from engine.backends.offload import fallbacks, gpu_backend_names, layers_that_fit, plan
+from engine.llama.llama_devices import Device
+from engine.llama.offload import fallbacks, gpu_backend_names, layers_that_fit, plan
 from models.gguf.meta import ModelMetadata, read_metadata
 
 GIB = 1 << 30

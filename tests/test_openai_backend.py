@@ -13,8 +13,8 @@ import httpx
 import pytest
 from sse_stub import DONE, PING, Reply, StubServer, chunk, free_port, json_body, sse
 
+from engine.api.factory import make_backend, parse_backend_spec
 from engine.backends.base import Backend, Request, Sampling, StreamInfo, make_request
-from engine.backends.factory import make_backend, parse_backend_spec
 from engine.backends.openai import (
     DEFAULT_RETRY_DELAYS_S,
     THINK_CLOSE,

@@ -15,9 +15,9 @@ import pytest
 from desktop.cli.cmd_chat import _print_turn  # pyright: ignore[reportPrivateUsage]
 from desktop.cli.main import build_parser
 from engine.backends.base import PlainBackend, Request, Sampling, StreamInfo, make_request
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import ContentDelta, Event, Piece, PromptProgress, TurnDone, event_to_json
+from engine.llama.llama import LlamaBackend
 from engine.turns.runner import TurnRunner
 
 LONG = " ".join(f"fact {i}: the river passes the mill." for i in range(6)) + " Which river is it?"

@@ -176,7 +176,7 @@ def test_structured_output_cut_by_max_tokens_48_is_a_partial_reply_with_length(s
 def test_structured_output_on_the_built_in_model_at_max_tokens_48(served: list[Served], smollm_path: Path) -> None:
     """The real SmolLM2, greedy: a City whose call is longer than 48 tokens is cut, and LangChain gets
     the partial reply with `finish_reason: "length"` from one attempt."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     s = _started(served, LlamaBackend(smollm_path, n_ctx=2048), context_size=2048)
     structured = _chat(s, max_tokens=48, temperature=0).with_structured_output(

@@ -125,7 +125,7 @@ def test_a_forced_call_the_model_really_refused_is_still_retried_then_a_500(serv
 def test_langchains_request_on_the_built_in_model_cut_short_is_a_partial_call(
     served: list[Served], smollm_path: Path
 ) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     s = serve(LlamaBackend(smollm_path, n_ctx=2048), context_size=2048)
     served.append(s)

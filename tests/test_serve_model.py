@@ -9,7 +9,7 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import serve
 
-from engine.backends.llama import LlamaBackend
+from engine.llama.llama import LlamaBackend
 
 if TYPE_CHECKING:
     import openai

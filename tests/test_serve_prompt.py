@@ -14,8 +14,8 @@ from serve_helpers import Served, serve
 
 from desktop.cli.cmd_serve import register
 from engine.backends.base import Request, Sampling
-from engine.backends.llama_decode import device_samplable
 from engine.backends.scripted import ScriptedBackend
+from engine.llama.llama_decode import device_samplable
 from engine.session.settings import resolve
 from engine.turns.runner import NO_TOOLS_LINE
 from models.library.settings import ModelSettings
@@ -83,7 +83,7 @@ def test_the_built_in_model_answers_as_llama_cpp_pythons_server(served: list[Ser
     """The interop review's example: llama-cpp-python's server read 34 prompt tokens and answered
     "1. Red\\n2. Blue\\n3. Green" greedily; Ember read 41 (the no-tools line) and, with its 1.15
     repeat penalty, answered otherwise."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     s = serve(LlamaBackend(smollm_path, n_ctx=CONTEXT), settings=RECOMMENDED)
     served.append(s)

@@ -16,8 +16,8 @@ import pytest
 from lazy_import import lazy_module
 from serve_helpers import Served, serve
 
-from engine.backends.llama import LlamaBackend
 from engine.backends.scripted import ScriptedBackend
+from engine.llama.llama import LlamaBackend
 
 if TYPE_CHECKING:
     import openai

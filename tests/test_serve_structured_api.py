@@ -151,7 +151,7 @@ def test_the_built_in_model_answers_json_object_from_the_prompt_and_a_cut_is_len
 ) -> None:
     """The review's reproductions on the real SmolLM2, greedy: json_object answered `{"type": "object"}`
     (the schema it was shown), and a cut was a 500 after three attempts. LangChain's json_mode parses."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     served.append(serve(LlamaBackend(smollm_path, n_ctx=2048), context_size=2048))
     client = openai.OpenAI(base_url=served[-1].url, api_key="x", max_retries=0, timeout=300)

@@ -168,7 +168,7 @@ def test_required_without_tools_is_a_400(served: list[Served]) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # real-model replies under a grammar; minutes on a loaded shared machine
 def test_the_built_in_model_is_made_to_call(served: list[Served], smollm_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048)
     assert backend.capabilities.tool_markup == "hermes"  # its template ignores tools: it is told Hermes markup

@@ -198,7 +198,7 @@ def test_an_unsaved_session_runs_the_same_turn_and_leaves_nothing_behind() -> No
 
 @pytest.mark.slow
 def test_a_real_tool_turn_is_fitted_to_what_is_sent_and_rendered_once(smollm_path: Path, tmp_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048, n_threads=1)
     session = ChatSession(HistoryStore(tmp_path / "h.db"))

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
-from engine.backends.speculative import Chained, DraftPolicy, PromptLookup
 from engine.cancel import CancelToken
+from engine.llama.speculative import Chained, DraftPolicy, PromptLookup
 
 # -- the drafters ------------------------------------------------------------------------------
 
@@ -121,7 +121,7 @@ def _run(backend, request: Request, cancel: CancelToken | None = None) -> tuple[
 @pytest.fixture(scope="module")
 def one_thread(smollm_path: Path) -> Iterator[object]:
     """SmolLM2 on one thread: on this shared 2-core machine two OpenMP threads crawl under load."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048, n_threads=1)
     yield backend
@@ -248,7 +248,7 @@ def test_a_grammar_still_binds_a_drafting_reply(lookup) -> None:  # type: ignore
 
 @pytest.mark.slow  # seconds: measured in the fast lane (CONTRIBUTING.md)
 def test_a_draft_model_with_the_same_vocabulary_drafts_and_changes_nothing(lookup, smollm_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     request = make_request(
         [{"role": "user", "content": "Name three rivers."}], sampling=Sampling.greedy(), max_tokens=24
@@ -268,8 +268,8 @@ def test_a_draft_model_with_the_same_vocabulary_drafts_and_changes_nothing(looku
 
 @pytest.mark.slow  # loads the real model (tests/slow_marks.py)
 def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(tmp_path: Path, smollm_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
     from engine.errors import ConfigError
+    from engine.llama.llama import LlamaBackend
     from tests.gguf_factory import write_tiny_llama
 
     other = write_tiny_llama(tmp_path / "other.gguf")

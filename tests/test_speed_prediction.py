@@ -15,7 +15,7 @@ import pytest
 
 from desktop.cli.main import main
 from desktop.core import get_models
-from engine.backends import machine_cache, machine_profile
+from engine.llama import machine_cache, machine_profile
 from models.gguf.header import TensorInfo
 from models.gguf.meta import read_metadata
 from models.library.catalogue import shipped_catalogue

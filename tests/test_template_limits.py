@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop.cli.main import main
-from engine.backends import template_limits
-from engine.backends.template import ChatTemplate
-from engine.backends.template_probe import template_problem
 from engine.errors import ConfigError
+from engine.llama import template_limits
+from engine.llama.template import ChatTemplate
+from engine.llama.template_probe import template_problem
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

@@ -3,7 +3,7 @@
 llama-cpp-python's `Llama.__init__` compiles every `tokenizer.chat_template*` in the file with
 its own Jinja environment, whose constant folding evaluates `'x' * 3000000000` at compile time.
 Ember checks the template in its bounded sandbox first, and builds every Llama without the
-templates (engine.backends.llama_plain). Each load here runs `ember chat --model` in a child
+templates (engine.llama.llama_plain). Each load here runs `ember chat --model` in a child
 with a time limit and an address-space limit, so a regression fails the test instead of the
 machine.
 """
@@ -91,8 +91,8 @@ def test_a_named_template_never_reaches_llama_cpp_python(tmp_path: Path, ember_h
 
 
 def test_the_plain_llama_holds_no_template(tmp_path: Path) -> None:
-    from engine.backends.cpu import ensure_cpu_runs
-    from engine.backends.llama_plain import new_llama
+    from engine.llama.cpu import ensure_cpu_runs
+    from engine.llama.llama_plain import new_llama
 
     ensure_cpu_runs()  # registers llama.cpp's CPU backend, as every load does
     model = gf.write_tiny_llama(tmp_path / "m.gguf", gf.CHATML, extra={"tokenizer.chat_template.rag": gf.LLAMA3})

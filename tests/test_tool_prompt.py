@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gguf_factory import CHATML as CHATML_TEMPLATE  # a ChatML template that never reads `tools`
 
-from engine.backends.template import ChatTemplate
-from engine.backends.tool_prompt import TOOLS_INTRO, fallback_for
+from engine.llama.template import ChatTemplate
+from engine.llama.tool_prompt import TOOLS_INTRO, fallback_for
 
 TOOLS = ({"type": "function", "function": {"name": "current_time", "description": "The time.", "parameters": {}}},)
 THREAD = [

@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 
 from engine.backends.base import Sampling, make_request
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import ContentDelta, ToolCall, ToolResult, TurnDone
+from engine.llama.llama import LlamaBackend
 from engine.tools.builtin import builtin_tools
 from engine.tools.permissions import Decision, ToolUse
 from engine.tools.registry import ToolSet

@@ -9,8 +9,8 @@ import pytest
 
 from desktop.cli.main import parse_args
 from engine import __version__
-from engine.backends import cpu, machine_cache
-from engine.backends.cpu import Choice, Probe
+from engine.llama import cpu, machine_cache
+from engine.llama.cpu import Choice, Probe
 
 ROOT = Path(__file__).resolve().parents[1]
 

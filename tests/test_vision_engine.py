@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
-from engine.backends.llama_media import ImageData
 from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
 from engine.events import FinishReason, Piece, PromptProgress
+from engine.llama.llama_media import ImageData
 from tests.projector_fixture import png, write_projector_fixture
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def vision(smollm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     projector = write_projector_fixture(tmp_path_factory.mktemp("proj") / "mmproj-fixture.gguf")
     backend = LlamaBackend(smollm_path, n_ctx=1024, projector=projector)
@@ -112,7 +112,7 @@ def test_a_model_without_projector_refuses_an_image_in_one_line(smollm: Any) -> 
 
 
 def test_a_projector_of_another_width_is_refused_at_load(smollm_path: Path, tmp_path: Path) -> None:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     wrong = write_projector_fixture(tmp_path / "mmproj-wide.gguf", projection=64)
     with pytest.raises(ModelLoadError) as caught:

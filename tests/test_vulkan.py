@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import gpu_modules
 from engine.backends.base import Request, Sampling, StreamInfo, make_request
-from engine.backends.cpu import ensure_backends, lib_dir
-from engine.backends.speculative import DraftPolicy
 from engine.cancel import CancelToken
 from engine.events import Piece
+from engine.llama import gpu_modules
+from engine.llama.cpu import ensure_backends, lib_dir
+from engine.llama.speculative import DraftPolicy
 
 HELLO = [{"role": "user", "content": "Name three colours of the rainbow."}]
 COMPARED_TOKENS = 32
@@ -52,7 +52,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def on_vulkan(smollm_path: Path) -> Iterator[object]:
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=2048)  # the default: as many layers as fit
     yield backend
@@ -89,7 +89,7 @@ def test_smollm2_loads_with_every_layer_on_lavapipe(on_vulkan) -> None:  # type:
 
 
 def test_the_greedy_reply_is_the_cpus(smollm_path: Path, on_vulkan) -> None:  # type: ignore[no-untyped-def]
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     cpu = LlamaBackend(smollm_path, n_ctx=2048, n_gpu_layers=0)
     try:
@@ -123,7 +123,7 @@ def test_the_next_turn_reuses_the_kv_prefix(on_vulkan) -> None:  # type: ignore[
 def host_sampled(smollm_path: Path) -> Iterator[object]:
     """A second context that samples on the host only: switching one context between the two
     makes llama.cpp free buffers lavapipe may still use (Mesa 22.3; see the skip below)."""
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     backend = LlamaBackend(smollm_path, n_ctx=1024)
     backend.device_sampling = False

@@ -68,7 +68,7 @@ def test_load_errors_read_as_a_sentence_with_the_raw_text_behind() -> None:
     )
     assert "expected 576, 576, got 288, 1152" in details
     assert humane_cause("something new") == "llama.cpp could not load this file."
-    # The engine's own one-liners (engine/backends/load_errors.py) read as the same sentences.
+    # The engine's own one-liners (engine/llama/load_errors.py) read as the same sentences.
     memory = "big.gguf: not enough memory for the model and a 4096-token context; try a smaller context"
     assert humane_cause(memory).startswith("There isn't enough memory")
     unknown = "odd.gguf: unsupported model architecture 'grok' (this llama.cpp build does not know it)"

@@ -13,10 +13,10 @@ from typing import Any
 
 from engine.backends.base import Sampling, StreamInfo, make_request
 from engine.backends.image_input import ImageData
-from engine.backends.llama import LlamaBackend
-from engine.backends.llama_media import IMAGE_CACHE_SIZE
 from engine.cancel import CancelToken
 from engine.events import FinishReason
+from engine.llama.llama import LlamaBackend
+from engine.llama.llama_media import IMAGE_CACHE_SIZE
 from tests.projector_fixture import png, write_projector_fixture
 
 

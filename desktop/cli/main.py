@@ -6,7 +6,7 @@ them imports Qt, so the CLI works without a display.
 Start-up imports only what the command line asks for: `ember --version` and `ember --help`
 import no subcommand, and `ember history …` imports `cmd_history` alone (no llama.cpp, numpy,
 Qt or MCP SDK); the other subcommands are listed by name and summary only. llama.cpp is
-loaded where a model is (`engine.backends.llama` imports `engine.backends.llama_first`), and
+loaded where a model is (`engine.llama.llama` imports `engine.llama.llama_first`), and
 nothing in Ember imports numpy except llama.cpp itself, so the load order holds on every path
 (tests/test_load_order.py, tests/test_lazy_start.py).
 """

@@ -2,7 +2,7 @@
 
 The catalogue in the order the window's Get models page shows it: each entry's best file on
 this machine, its fit and its predicted speeds (`models.library.speed`). The prediction needs
-this machine's profile (`engine.backends.machine_profile`); when none is cached it is measured
+this machine's profile (`engine.llama.machine_profile`); when none is cached it is measured
 here first, in a few seconds, and the command says so on stderr.
 """
 

@@ -1,6 +1,6 @@
 """`ember models optimize PATH`: a faster copy of a slow-format GGUF, beside it, with its quality report.
 
-The work is `engine.backends.optimize_file`; this prints its progress and verdict. A file
+The work is `engine.rewrite.optimize_file`; this prints its progress and verdict. A file
 already in a fast format is refused in one line (exit 2); a copy that would lose quality is not
 kept, and the report says so (exit 1).
 """

@@ -14,16 +14,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from engine.backends import cpu, gpu_modules, llama_devices
-from engine.backends.cpu_threads import default_threads, read_cpuinfo
-from engine.backends.gpu_pick import GpuPick
-from engine.backends.llama_devices import Device
-from engine.backends.machine_profile import cached, child, measure, measured_decode
-from engine.backends.offload import gpu_backend_names
 from engine.bench.quick import measure as bench_measure
 from engine.bench.quick import predicted as bench_prediction
 from engine.bench.quick import prediction_ratio
 from engine.errors import ModelLoadError
+from engine.llama import cpu, gpu_modules, llama_devices
+from engine.llama.cpu_threads import default_threads, read_cpuinfo
+from engine.llama.gpu_pick import GpuPick
+from engine.llama.llama_devices import Device
+from engine.llama.machine_profile import cached, child, measure, measured_decode
+from engine.llama.offload import gpu_backend_names
 from models.gguf.meta import ModelMetadata
 from models.library.fit import (
     Fit,
@@ -120,7 +120,7 @@ def devices_offload() -> bool:
 
 def gpu_offload_supported() -> bool:
     """Whether llama.cpp can offload here; imports llama.cpp first (slow the first time)."""
-    from engine.backends import llama  # looked up at call time, so tests can patch it
+    from engine.llama import llama  # looked up at call time, so tests can patch it
 
     return llama.gpu_offload_supported()
 

@@ -15,11 +15,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.api.factory import BackendSpec, make_backend, parse_backend_spec
 from engine.backends.base import Backend
-from engine.backends.factory import BackendSpec, make_backend, parse_backend_spec
-from engine.backends.load_errors import precheck_model_file
-from engine.backends.optimize_file import offer_text, optimize
 from engine.errors import ModelLoadError
+from engine.llama.load_errors import precheck_model_file
+from engine.rewrite.optimize_file import offer_text, optimize
 from models.formats import MarkerKind
 from models.gguf.builtin_templates import BASE_MODEL_NOTE
 from models.gguf.diagnose import explain_load_failure, metadata_problem
@@ -48,7 +48,7 @@ from models.library.settings import (
 )
 
 if TYPE_CHECKING:  # llama.cpp loads with it: only where a model is opened
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
 __all__ = [
     "AUTO_GPU_LAYERS",
@@ -153,13 +153,13 @@ def open_model(
 
 def open_llama(path: Path, *, n_ctx: int, n_gpu_layers: int, kv_cache: str) -> LlamaBackend:
     """Load `path` in llama.cpp with exactly these options (`ember history reproduce`: as recorded)."""
-    from engine.backends.llama import LlamaBackend  # llama.cpp: imported only here
+    from engine.llama.llama import LlamaBackend  # llama.cpp: imported only here
 
     return LlamaBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_cache=kv_cache)
 
 
 def template_problem(source: str | None, *, bos_token: str = "", eos_token: str = "") -> str | None:
     """None when a chat template renders a probe conversation; else why not, in one line."""
-    from engine.backends import template_probe  # brings jinja2: only when a template is checked
+    from engine.llama import template_probe  # brings jinja2: only when a template is checked
 
     return template_probe.template_problem(source, bos_token=bos_token, eos_token=eos_token)

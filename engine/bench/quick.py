@@ -86,8 +86,8 @@ def prompt_seconds(backend: Timed, req: Request) -> float:
 
 def measure(model: Path, threads: int, gpu_layers: int, say: Progress, rounds: int = 3) -> dict[str, Any]:
     """Load, warm up, then up to `rounds` turns within `TURNS_BUDGET_S`: the medians."""
-    from engine.backends.llama import LlamaBackend  # llama.cpp loads here, not with `ember bench`'s import
-    from engine.backends.quant_quality import TEXT_FILE
+    from engine.llama.llama import LlamaBackend  # llama.cpp loads here, not with `ember bench`'s import
+    from engine.rewrite.quant_quality import TEXT_FILE
 
     say("loading the model")
     start = time.perf_counter()
@@ -131,7 +131,7 @@ def _timed_turns(backend: Timed, req: Request, rounds: int) -> list[tuple[float,
 
 def predicted(model: Path, threads: int, say: Progress) -> dict[str, Any]:
     """A profile measured now, under the turns' own load (medians), and `model`'s predicted speeds."""
-    from engine.backends import machine_profile
+    from engine.llama import machine_profile
     from models.gguf.meta import read_metadata
     from models.library.speed import predict_meta
 

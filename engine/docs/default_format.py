@@ -52,7 +52,7 @@ def cpu_format() -> str:
     """`fastest_format` of the CPU backend llama.cpp runs here (loading it first)."""
     import llama_cpp
 
-    from engine.backends.cpu import ensure_cpu_runs
+    from engine.llama.cpu import ensure_cpu_runs
 
     ensure_cpu_runs()  # the variant that runs here decides the kernels (a forced lower one too)
     return fastest_format(llama_cpp.llama_print_system_info().decode("utf-8", "replace"))
@@ -67,7 +67,7 @@ def default_copy(f16: Path, fmt: str) -> Path:
     target = copy_path(f16, fmt)
     if target == f16 or (target.is_file() and read_record(target) == sha256(target)):
         return target
-    from engine.backends.requantize import RequantizeError, requantize
+    from engine.rewrite.requantize import RequantizeError, requantize
 
     partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:

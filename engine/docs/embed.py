@@ -91,7 +91,7 @@ def resolve_embedder(spec: str) -> Path:
     """A collection's stored embedder (`DEFAULT_EMBEDDER` or a path) as a GGUF path (converting on first use)."""
     if spec != DEFAULT_EMBEDDER:
         return Path(spec)
-    import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+    import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
     from engine.docs.default_format import cpu_format, default_copy
     from models.library.default_embedder import DefaultEmbedderMissing, default_embedder_path
 
@@ -117,10 +117,10 @@ class LlamaEmbedder:
     ) -> LlamaEmbedder:
         import llama_cpp
 
-        from engine.backends import llama_log
-        from engine.backends.cpu import ensure_cpu_runs
-        from engine.backends.cpu_threads import default_threads
-        from engine.backends.llama_plain import new_llama
+        from engine.llama import llama_log
+        from engine.llama.cpu import ensure_cpu_runs
+        from engine.llama.cpu_threads import default_threads
+        from engine.llama.llama_plain import new_llama
 
         if not path.is_file():
             raise ModelLoadError(f"embedding model not found: {path}")
@@ -189,7 +189,7 @@ def embedding_threads(load: float | None = None, cores: int | None = None) -> in
     away stalls the others: on the shared 2-core machine under a load of 12, two threads embedded
     at a third of one thread's rate (docs/performance.md). On a quiet 8-core laptop it is 8.
     """
-    from engine.backends.cpu_threads import default_threads, physical_cores, usable_cpus
+    from engine.llama.cpu_threads import default_threads, physical_cores, usable_cpus
 
     cores = cores or min(physical_cores() or usable_cpus(), usable_cpus())
     if load is None:

@@ -3,7 +3,7 @@
 This is the only documents module that imports numpy, and it is imported only where vectors
 are used (an embedder embedding, vectors written, a search given a query vector), so
 `ember chat --help` and the window's start never load numpy, nor llama.cpp, which must load
-before it (engine.backends.llama_first, issue #15).
+before it (engine.llama.llama_first, issue #15).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
 import numpy.typing as npt
 # isort: on

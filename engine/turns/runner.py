@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from engine.backends import machine_profile
 from engine.backends.base import Backend, Message, Request
 from engine.backends.image_input import refuse_unseen
 from engine.cancel import CancelToken
@@ -36,6 +35,7 @@ from engine.errors import (
     StructuredOutputError,
 )
 from engine.events import Event, FinishReason, Recovery, TurnDone, TurnError, TurnErrorKind, TurnStats
+from engine.llama import machine_profile
 from engine.tools.permissions import ToolUse
 from engine.turns.rounds import fold_system, raw_round, stream_round
 from engine.turns.structured import structured_rounds

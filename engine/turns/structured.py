@@ -5,7 +5,7 @@ as JSON and validates it with `jsonschema`. With the backend's grammar capabilit
 is first constrained by a GBNF grammar built from the schema (`grammar_for`; an unusable one
 falls back to free decoding, logged and said by a `Notice` event before the first attempt;
 the schema is first bounded by `engine.turns.schema_limits`, and LlamaBackend's check runs
-in a child process, `engine.backends.grammar_guard`). A failed attempt appends the reply and
+in a child process, `engine.llama.grammar_guard`). A failed attempt appends the reply and
 `FEEDBACK` to the thread and asks again (a `StructuredRetry` event), at most `MAX_STRUCTURED_RETRIES` more
 times: 3 model requests at worst, each with its own transport-retry budget. Success yields
 `StructuredValue`; exhaustion raises `StructuredOutputError` with the LAST error. An empty
@@ -129,7 +129,7 @@ def grammar_for(backend: Backend, schema: Schema, notes: list[str] | None = None
         _note(notes, f"the schema cannot be turned into a grammar ({type(exc).__name__})")
         return None
     # llama.cpp may crash the process on a grammar it cannot parse, so ask before using it
-    # (LlamaBackend asks a child process: engine.backends.grammar_guard).
+    # (LlamaBackend asks a child process: engine.llama.grammar_guard).
     problem = backend.check_grammar(gbnf)
     if problem:
         log.warning("structured: the schema's grammar is unusable (%s); decoding unconstrained", problem)

@@ -3,7 +3,7 @@
 A base model continues text; it never learned a chat format's turn markers. Prompted in
 Gemma's own format, Gemma 3 270M (the base model) echoes the question and then junk
 until the token limit, and never writes `<end_of_turn>`; prompted as a plain transcript
-(`engine.backends.plain_transcript`) it answers "The capital of France is Paris." and
+(`engine.llama.plain_transcript`) it answers "The capital of France is Paris." and
 goes on with the next `User:` line, where the reply ends. So a file without a template
 gets the plain transcript, unless its own name says it was instruction-tuned (a chat
 model whose template was lost in conversion: `general.finetune` "it", "Instruct", …).

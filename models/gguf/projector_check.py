@@ -9,7 +9,7 @@ request killed `ember serve`. `projector_problem` reads the same keys and tensor
 reads (`clip.vision.*`, `v.*`) and says in one line what is wrong, before anything loads.
 
 What the header cannot show (a type whose graph this module does not know, a shape only a
-real encode reveals) is left to `engine.backends.projector_probe`, which encodes one picture
+real encode reveals) is left to `engine.llama.projector_probe`, which encodes one picture
 in a child process once per file.
 
 Shapes are GGUF's `ne` order: a `[rows, width]` table is stored as `(width, rows)`.

@@ -22,7 +22,7 @@ from models.library.speed import USEFUL_TPS, MachineProfile, Prediction, predict
 
 MIB = 1 << 20
 # What a GPU keeps back besides the model: the CUDA context and fragmentation (the same
-# margin as engine/backends/offload.py's automatic layer count).
+# margin as engine/llama/offload.py's automatic layer count).
 GPU_HEADROOM_BYTES = 768 * MIB
 GPU_HEADROOM_SHARE = 0.03
 # What RAM keeps back for the system and the window (free memory is what a new process may take).

@@ -24,7 +24,7 @@ KV_CACHE_TYPES: dict[str, float] = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32
 KV_BLOCK = 32
 # Compute buffers (the graph's scratch, the logits, a batch of activations): a floor plus a
 # share per context position. Measured at a few hundred MiB for 1-8B models at 4k context
-# (engine/backends/offload.py keeps the same margin on a GPU); this errs high.
+# (engine/llama/offload.py keeps the same margin on a GPU); this errs high.
 COMPUTE_FLOOR_BYTES = 256 * 1024 * 1024
 COMPUTE_BYTES_PER_POSITION = 64 * 1024
 _MEMINFO = Path("/proc/meminfo")

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 SETTINGS_FILENAME = "model_settings.json"
 FORMAT_VERSION = 1
 DEFAULT_CONTEXT_LENGTH = 4096  # the runtime context (n_ctx) a model loads with unless its settings say otherwise
-AUTO_GPU_LAYERS = -1  # the setting "as many layers as fit on the GPU" (engine/backends/offload.py decides); 0 = CPU
+AUTO_GPU_LAYERS = -1  # the setting "as many layers as fit on the GPU" (engine/llama/offload.py decides); 0 = CPU
 MIN_CONTEXT_LENGTH = 128
 MAX_SEED = 2**32 - 1
 # What a conversation sends once it outgrows the context (engine/turns/context_policy.py).

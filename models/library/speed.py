@@ -13,7 +13,7 @@ repacked or tinyBLAS kernels (Q4_1, Q6_K, …, not Q5_0) more per operation read
 issue's quiet-machine figures for the built-in model (Q4_0 against Q4_1: prompt ×1.68, decode
 ×1.54) give the factors (`SLOW_DECODE`, `SLOW_PROMPT`).
 The machine profile holds the figures, measured once on
-the built-in model (`engine.backends.machine_profile`); it is an input here, so tests pass
+the built-in model (`engine.llama.machine_profile`); it is an input here, so tests pass
 their own.
 
 Measured speeds of real use replace the prediction for that file, and their ratio to what was

@@ -16,10 +16,10 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from engine.backends.llama import LlamaBackend
-from engine.backends.offload import ALL_LAYERS
 from engine.child_env import python_child
 from engine.errors import BenchError
+from engine.llama.llama import LlamaBackend
+from engine.llama.offload import ALL_LAYERS
 from tests.bench.long_chat import NativeTtft, measure_long_chat
 from tests.bench.native import NativePrompt
 from tests.bench.suite import BenchConfig

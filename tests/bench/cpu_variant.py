@@ -15,9 +15,9 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from engine.backends.cpu import FORCE_ENV, ensure_backends, lib_dir, variant_files
 from engine.child_env import PythonChild, python_child
 from engine.errors import BenchError
+from engine.llama.cpu import FORCE_ENV, ensure_backends, lib_dir, variant_files
 
 PORTABLE = "haswell"  # AVX2 + FMA + F16C + BMI2: what the one-variant build used (-DGGML_NATIVE=OFF)
 N_PROMPT, N_GEN = 256, 64
@@ -25,9 +25,9 @@ TIMEOUT_S = 600.0
 
 MEASURE_CODE = """
 import json, sys, time
-from engine.backends.cpu import ensure_backends
+from engine.llama.cpu import ensure_backends
 choice = ensure_backends()
-from engine.backends.llama_plain import new_llama
+from engine.llama.llama_plain import new_llama
 threads, n_prompt, n_gen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 llm = new_llama(model_path=sys.argv[1], n_ctx=512, n_batch=n_prompt, n_ubatch=n_prompt,
                 n_threads=threads, n_threads_batch=threads, n_gpu_layers=0, verbose=False)

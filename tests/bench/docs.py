@@ -28,17 +28,17 @@ from pathlib import Path
 from typing import Any
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
 # isort: on
 
-from engine.backends.cpu_threads import default_threads
 from engine.child_env import python_child
 from engine.docs.embed import EMBED_CTX, LlamaEmbedder
 from engine.docs.index import Collection, DocIndex
 from engine.docs.indexer import index_collection
 from engine.docs.sources import CollectionSource
 from engine.errors import EngineError
+from engine.llama.cpu_threads import default_threads
 from tests.bench.docs_corpus import ZipfVocabulary, needle_corpus, prose, write_pdf
 from tests.bench.llama import interleaved_rounds
 
@@ -70,7 +70,7 @@ def measure_embed_index(model: Path, tmp: Path, files: int, runs: int, threads: 
     embedder = LlamaEmbedder.load(model, n_threads=threads)
     import llama_cpp
 
-    from engine.backends.llama_plain import new_llama
+    from engine.llama.llama_plain import new_llama
 
     raw = new_llama(
         model_path=str(model),
@@ -267,7 +267,7 @@ def measure_recall(tmp: Path, model: Path | None, threads: int | None, files: in
 _CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-import engine.backends.llama_first
+import engine.llama.llama_first
 from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
 index = DocIndex.open(Path(sys.argv[1]))

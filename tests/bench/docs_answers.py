@@ -20,7 +20,7 @@ precision can fall below 1.
 from __future__ import annotations
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 # isort: on
 
 import argparse

@@ -18,7 +18,7 @@ saved run's answers (no model needed).
 from __future__ import annotations
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 # isort: on
 
 import argparse

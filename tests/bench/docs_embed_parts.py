@@ -16,7 +16,7 @@ machine is shared: only the ratios of one run mean anything.
 from __future__ import annotations
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 # isort: on
 
 import argparse
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "q8-512": LlamaEmbedder.load(q8, max_tokens=512),
         }
         if args.q4:
-            from engine.backends.requantize import requantize
+            from engine.rewrite.requantize import requantize
 
             q4 = tmp / "q4_0.gguf"
             requantize(f16, q4, "Q4_0")

@@ -156,9 +156,9 @@ TTFT_CTX = 4096
 
 def _ttft(chat_model: Path, source: CollectionSource) -> dict[str, Any]:
     from engine.backends.base import Message, Sampling, make_request
-    from engine.backends.llama import LlamaBackend
     from engine.docs.fit import with_documents
     from engine.events import TurnDone
+    from engine.llama.llama import LlamaBackend
     from engine.turns.runner import TurnRunner
 
     backend = LlamaBackend(chat_model, n_ctx=TTFT_CTX)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import Request, Sampling, StreamInfo
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.events import Piece
+from engine.llama.llama import LlamaBackend
 
 PROMPTS = (
     "Name three colors.",

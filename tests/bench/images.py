@@ -36,7 +36,7 @@ def measure_images(model: Path, runs: int, notes: list[str], n_threads: int | No
     except ImportError as exc:
         notes.append(f"images: the fixture projector needs the gguf package ({exc})")
         return out
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
 
     with tempfile.TemporaryDirectory(prefix="ember-bench-vision-") as folder:
         projector = write_projector_fixture(Path(folder) / "mmproj-fixture.gguf")

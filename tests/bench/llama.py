@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import Message, Request, Sampling, make_request
-from engine.backends.llama import LlamaBackend
 from engine.child_env import python_child
 from engine.errors import BenchError
 from engine.events import ContentDelta, Event, ThinkingDelta, TurnDone, TurnError, TurnStats
+from engine.llama.llama import LlamaBackend
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
 from models.library.settings import AUTO_GPU_LAYERS

@@ -7,7 +7,7 @@ in the same run. Because the window moves in steps and its start (system prompt 
 exchange) stays a stable prefix, llama.cpp reuses the KV cache for the part of the prompt
 the previous turn already evaluated; the per-turn evaluated token counts show it. When the
 window moves, the kept turns are shifted in the cache instead of evaluated again
-(`engine/backends/kv_reuse.py`): `long_chat_evaluated_on_moves_max` stays a turn's size and
+(`engine/llama/kv_reuse.py`): `long_chat_evaluated_on_moves_max` stays a turn's size and
 `long_chat_shifted_tokens` counts what the shifts kept.
 
 `long_chat_prompt_renders_per_turn` counts the template renders (each with its
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import Message, Request, Sampling, StreamInfo, ToolSpec, make_request
-from engine.backends.llama import LlamaBackend
 from engine.cancel import CancelToken
 from engine.errors import BenchError
 from engine.events import ContentDelta, TurnDone, TurnError
+from engine.llama.llama import LlamaBackend
 from engine.turns.context_policy import ContextPolicy
 from engine.turns.context_window import fit_for
 from engine.turns.runner import TurnRunner

@@ -1,6 +1,6 @@
 """Predicted against measured decoding, side by side, for every model this machine can run in the bench.
 
-One machine profile (`engine.backends.machine_profile`, on the built-in model), then for each
+One machine profile (`engine.llama.machine_profile`, on the built-in model), then for each
 model its prediction from that profile and `ember bench`'s own measurement (`engine.bench.quick`),
 in the same run: the machine is shared, so only figures taken together compare. `--rounds N`
 repeats profile and models alternately and reports the medians (each round's profile predicts
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.backends import machine_profile
-from engine.backends.cpu_threads import default_threads
 from engine.bench import quick
+from engine.llama import machine_profile
+from engine.llama.cpu_threads import default_threads
 from models.gguf.meta import read_metadata
 from models.library.default_model import shipped_model_path
 from models.library.speed import predict_meta

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import Sampling, make_request
-from engine.backends.llama import LlamaBackend
 from engine.child_env import python_child
 from engine.errors import BenchError
+from engine.llama.llama import LlamaBackend
 from engine.turns.rounds import fold_system
 from engine.turns.runner import NO_TOOLS_LINE, TurnRunner
 from tests.bench.llama import RunTiming, Workload, interleaved_rounds, rss_mb, time_engine

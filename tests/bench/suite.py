@@ -26,12 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends.cpu_threads import default_threads
-from engine.backends.llama import LlamaBackend
-from engine.backends.load_errors import precheck_model_file
-from engine.backends.offload import ALL_LAYERS
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.child_env import child_env
+from engine.llama.cpu_threads import default_threads
+from engine.llama.llama import LlamaBackend
+from engine.llama.load_errors import precheck_model_file
+from engine.llama.offload import ALL_LAYERS
 from models.library.settings import AUTO_GPU_LAYERS
 from tests.bench import llama as bench_llama
 from tests.bench import speculative as bench_spec

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.backends import gpu_modules
-from engine.backends.cpu import ensure_backends, lib_dir
-from engine.backends.gpu_pick import FORCE_ENV
 from engine.child_env import python_child
+from engine.llama import gpu_modules
+from engine.llama.cpu import ensure_backends, lib_dir
+from engine.llama.gpu_pick import FORCE_ENV
 from tests.bench.cpu_variant import run_measuring
 
 # llama-cpp-python 0.3.36 with the CPU variants, wall seconds on the 2-core machine when quiet.
@@ -30,11 +30,11 @@ N_GEN = 32
 
 MEASURE_CODE = """
 import json, sys, time
-from engine.backends.cpu import ensure_backends
-from engine.backends import gpu_modules
+from engine.llama.cpu import ensure_backends
+from engine.llama import gpu_modules
 ensure_backends()
 pick = gpu_modules.loaded()
-from engine.backends.llama_plain import new_llama
+from engine.llama.llama_plain import new_llama
 layers = -1 if pick is not None and pick.chosen is not None else 0
 llm = new_llama(model_path=sys.argv[1], n_ctx=512, n_threads=int(sys.argv[2]), n_threads_batch=int(sys.argv[2]),
                 n_gpu_layers=layers, verbose=False)

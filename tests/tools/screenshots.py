@@ -145,7 +145,7 @@ async def capture(out: Path) -> list[Path]:
     from desktop.qt.chat.message_view import AssistantMessage, TurnBanner
     from desktop.qt.models.settings_dialog import open_settings_dialog
     from desktop.qt.window import DEFAULT_SIZE, MainWindow
-    from engine.backends.factory import parse_backend_spec
+    from engine.api.factory import parse_backend_spec
     from engine.runtime import Engine
     from engine.tools.permissions import Decision
     from models.gguf.meta import read_metadata

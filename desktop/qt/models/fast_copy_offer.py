@@ -50,7 +50,7 @@ class FastCopyOffer(QWidget):
     def start(self) -> None:
         if self.path is None or self.process is not None:
             return
-        child = function_child("engine.backends.optimize_file:run_child", str(self.path))
+        child = function_child("engine.rewrite.optimize_file:run_child", str(self.path))
         self.process = QProcess(self)
         self.process.setWorkingDirectory(child.cwd)
         self.process.finished.connect(self._finished)

@@ -71,7 +71,7 @@ def forget() -> None:
         _memory.clear()
 
 
-_CHILD = "engine.backends.grammar_guard:run_child"
+_CHILD = "engine.llama.grammar_guard:run_child"
 
 
 def _llama_version() -> str:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.backends import quant_quality, requantize
-from engine.backends.quant_quality import Quality, Speed
+from engine.rewrite import quant_quality, requantize
+from engine.rewrite.quant_quality import Quality, Speed
 
 Progress = Callable[[str], None]
 

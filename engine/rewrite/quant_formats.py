@@ -1,7 +1,7 @@
 """Which quantization formats have fast CPU kernels, and which fast ones a slow file can become.
 
 Plain data, without llama.cpp: the window asks it while showing a model's details, long before
-(and without) loading llama.cpp (`engine.backends.requantize` does the rewriting).
+(and without) loading llama.cpp (`engine.rewrite.requantize` does the rewriting).
 """
 
 from __future__ import annotations

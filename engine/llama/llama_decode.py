@@ -23,9 +23,9 @@ from typing import Any, Protocol
 import llama_cpp.llama_cpp as ll
 
 from engine.backends.base import Sampling
-from engine.backends.kv_reuse import common_prefix
 from engine.cancel import CancelToken
 from engine.errors import BackendError
+from engine.llama.kv_reuse import common_prefix
 
 PENALTY_LAST_N = 64  # what llama-cpp-python's `Llama` uses (`last_n_tokens_size`)
 PIECE_BUFFER = 256

@@ -11,10 +11,10 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends import llama_log
-from engine.backends.quant_formats import CANDIDATES, FAST_FORMATS, candidates_for, is_fast
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.errors import EngineError
+from engine.llama import llama_log
+from engine.rewrite.quant_formats import CANDIDATES, FAST_FORMATS, candidates_for, is_fast
 
 __all__ = ["CANDIDATES", "FAST_FORMATS", "candidates_for", "is_fast", "requantize"]
 

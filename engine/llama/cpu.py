@@ -42,10 +42,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backends.cpu_threads import read_cpuinfo
-from engine.backends.machine_cache import cache_dir, read_entry, write_entry
 from engine.child_env import function_child
 from engine.errors import ModelLoadError
+from engine.llama.cpu_threads import read_cpuinfo
+from engine.llama.machine_cache import cache_dir, read_entry, write_entry
 from models.library.json_schema import is_bool, is_int, is_text
 
 log = logging.getLogger("engine.llama")
@@ -56,8 +56,8 @@ CACHE_FILE = "cpu-probe.json"
 STARTS_DIR = "cpu-variant-starts"  # one marker per process that loaded a variant and has not decoded yet
 PROBE_TIMEOUT_S = 180.0  # for all probes of one decision: seconds on a loaded 2-core machine; a hang is "unknown"
 TIMED_OUT = 124  # the return code a killed, hung child is given (as timeout(1) does)
-SCORE_CHILD = "engine.backends.cpu:score_child"
-PROBE_CHILD = "engine.backends.cpu:probe_child"
+SCORE_CHILD = "engine.llama.cpu:score_child"
+PROBE_CHILD = "engine.llama.cpu:probe_child"
 PROBED = "probed"
 CACHED = "probed on this machine earlier (cached)"
 NOT_PROBED = "not probed: a better-scored variant runs"
@@ -372,7 +372,7 @@ def probe_child() -> int:
         return 1
     print("features:", llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(), flush=True)
     if model:
-        from engine.backends.llama_plain import new_llama
+        from engine.llama.llama_plain import new_llama
 
         llm = new_llama(model_path=model[0], n_ctx=128, n_threads=1, n_gpu_layers=0, verbose=False)
         llm.eval(llm.tokenize(b"Hello there, how are you today?"))
@@ -558,7 +558,7 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
     if not files or folder is None:
         _load_modules_without_variants(folder)
         return None
-    from engine.backends import llama_log
+    from engine.llama import llama_log
 
     llama_log.install()  # llama.cpp's "loaded CPU backend from …" goes to the log, not the terminal
     with _lock:
@@ -643,7 +643,7 @@ def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
             log.error("llama.cpp could not load its CPU variant %s", files[choice.chosen])
             return False
         log.info("llama.cpp CPU variant: %s (%s)", choice.chosen, choice.how)
-    from engine.backends import gpu_modules
+    from engine.llama import gpu_modules
 
     gpu = set(gpu_modules.module_files(folder))
     for path in other_backend_files(folder):

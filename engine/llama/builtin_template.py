@@ -14,8 +14,8 @@ from typing import Any
 
 import llama_cpp.llama_cpp as ll
 
-from engine.backends.template import Segment, neutralise, sentinel, split_on_sentinels
 from engine.errors import ConfigError
+from engine.llama.template import Segment, neutralise, sentinel, split_on_sentinels
 from models.gguf.builtin_templates import BuiltinFormat
 
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.backends import llama_log
 from engine.backends.base import Message
 from engine.backends.image_input import ImageData, check_image, image_digest
-from engine.backends.llama_decode import DecodeError
 from engine.errors import ConfigError, ModelLoadError
+from engine.llama import llama_log
+from engine.llama.llama_decode import DecodeError
 
 IMAGE_CACHE_SIZE = 16  # images tokenized and kept (a conversation's recent pictures)
 _PSEUDO_SPACE = 1 << 30  # pseudo-ids fit a signed 32-bit token (the receipt hashes them as such)

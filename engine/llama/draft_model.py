@@ -3,7 +3,7 @@
 It runs in its own llama.cpp context beside the target, keeps its own KV cache in step
 with the conversation (only what changed is decoded again, as for the target) and drafts
 greedily: its most likely next tokens, which the target then checks in one batch
-(`engine.backends.speculative`). Token ids must mean the same text in both models, so a
+(`engine.llama.speculative`). Token ids must mean the same text in both models, so a
 model with another vocabulary is refused in one line (`vocab_mismatch`).
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 import llama_cpp.llama_cpp as ll
 
-from engine.backends import llama_log
-from engine.backends.llama_decode import DecodeError, KvCache
-from engine.backends.llama_plain import new_llama
-from engine.backends.load_errors import explain_llama_failure, precheck_model_file
 from engine.cancel import CancelToken
 from engine.errors import ConfigError, ModelLoadError
+from engine.llama import llama_log
+from engine.llama.llama_decode import DecodeError, KvCache
+from engine.llama.llama_plain import new_llama
+from engine.llama.load_errors import explain_llama_failure, precheck_model_file
 
 log = logging.getLogger("engine.llama")
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 import numpy as np
 import numpy.typing as npt
 # isort: on
 
-from engine.backends import llama_log
 from engine.errors import EngineError
+from engine.llama import llama_log
 
 TEXT_FILE = Path(__file__).with_name("quality_text.txt")
 CHUNK = 512  # tokens per evaluation window, as llama-perplexity's default context
@@ -62,7 +62,7 @@ class Speed:
 def _open(path: Path, threads: int, *, logits_all: bool) -> Any:
     from llama_cpp import Llama
 
-    from engine.backends.cpu import ensure_backends
+    from engine.llama.cpu import ensure_backends
 
     llama_log.install()
     ensure_backends()  # a build with run-time CPU variants has no backend until one is loaded

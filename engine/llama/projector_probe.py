@@ -20,14 +20,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.backends import cpu
-from engine.backends.machine_cache import read_entry, write_entry
+from engine.llama import cpu
+from engine.llama.machine_cache import read_entry, write_entry
 from models.gguf.header import read_header
 
 log = logging.getLogger("engine.llama")
 
 CACHE_FILE = "projector-probe.json"
-PROBE_CHILD = "engine.backends.projector_probe:probe_child"
+PROBE_CHILD = "engine.llama.projector_probe:probe_child"
 PROBE_TIMEOUT_S = 180.0  # one encode of one picture on a loaded 2-core machine, with room
 MAX_PROBE_SIDE = 448  # the probe picture's side, at most (dynamic-size encoders take any)
 MAX_CACHED = 64  # verdicts kept (the newest)
@@ -85,7 +85,7 @@ def probe_child() -> int:
 
     m: Any = mtmd_cpp  # untyped, as in llama_media: the stubs type pointers more narrowly than ctypes takes
 
-    from engine.backends.cpu import ensure_cpu_runs
+    from engine.llama.cpu import ensure_cpu_runs
 
     model_path, projector_path = sys.argv[1], sys.argv[2]
     ensure_cpu_runs()

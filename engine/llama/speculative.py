@@ -1,6 +1,6 @@
 """Speculative decoding: guess a few tokens cheaply, check them in one batch of the model.
 
-A drafter proposes the tokens it expects next; the decode loop (`engine.backends.llama`)
+A drafter proposes the tokens it expects next; the decode loop (`engine.llama.llama`)
 decodes the pending token and the draft together, with logits at every position, then
 samples each position with the request's own sampler chain and keeps the draft while the
 sampled token equals the drafted one. The first mismatch is itself the next token (it was

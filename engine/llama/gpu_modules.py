@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from engine.backends.gpu_pick import ADD_VULKAN, CPU_ONLY, FORCE_ENV, GpuDevice, GpuPick, choose, find
-from engine.backends.machine_cache import read_entry, write_entry
+from engine.llama.gpu_pick import ADD_VULKAN, CPU_ONLY, FORCE_ENV, GpuDevice, GpuPick, choose, find
+from engine.llama.machine_cache import read_entry, write_entry
 from models.library.json_schema import is_int, is_text
 
 log = logging.getLogger("engine.llama")
@@ -38,7 +38,7 @@ VISIBLE_ENV = {"Vulkan": "GGML_VK_VISIBLE_DEVICES", "CUDA": "CUDA_VISIBLE_DEVICE
 ICD_DIRS = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
 ICD_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES", "CUDA_VISIBLE_DEVICES")
 
-LIST_CHILD = "engine.backends.gpu_list_child:run_child"  # Vulkan's devices, then llama.cpp's
+LIST_CHILD = "engine.llama.gpu_list_child:run_child"  # Vulkan's devices, then llama.cpp's
 
 
 def module_files(folder: Path | None) -> list[Path]:

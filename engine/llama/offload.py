@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.backends.llama_devices import Device
+from engine.llama.llama_devices import Device
 from models.gguf.meta import ModelMetadata
 from models.library.memory import kv_cache_bytes
 

@@ -28,9 +28,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from engine.backends.machine_cache import read_entry, write_entry
 from engine.child_env import PythonChild, function_child
 from engine.errors import BenchError
+from engine.llama.machine_cache import read_entry, write_entry
 from models.errors import EmberError
 from models.library import speed
 from models.library.speed import MachineProfile
@@ -45,8 +45,8 @@ MAX_REMEMBERED = 200  # files with a measured speed kept per machine
 
 def machine_key() -> str:
     """Changes with the CPU, the CPU variant, the GPUs and llama.cpp's version."""
-    from engine.backends.cpu import in_use_line
-    from engine.backends.cpu_threads import read_cpuinfo
+    from engine.llama.cpu import in_use_line
+    from engine.llama.cpu_threads import read_cpuinfo
 
     cpu = next((line for line in read_cpuinfo().splitlines() if line.startswith("model name")), "")
     try:
@@ -244,7 +244,7 @@ def _gpu_run(path: Path, threads: int) -> tuple[Timings, str] | None:
 
 def _gpu_name() -> str | None:
     """The GPU llama.cpp offloads to by default (its first), or None without one."""
-    from engine.backends import llama_devices
+    from engine.llama import llama_devices
 
     try:
         if not llama_devices.gpu_offload_supported():
@@ -261,9 +261,9 @@ def _run(path: Path, threads: int, gpu_layers: int = 0) -> Timings:
     window's backend loads a model (flash attention on)."""
     from llama_cpp import Llama
 
-    import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-    from engine.backends import llama_log
-    from engine.backends.cpu import ensure_backends
+    import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+    from engine.llama import llama_log
+    from engine.llama.cpu import ensure_backends
 
     llama_log.install()
     ensure_backends()
@@ -316,7 +316,7 @@ def _fast_quarter(seconds: list[float]) -> float:
 
 def run_child() -> int:
     """The window's idle-time measurement (`child`): at the lowest priority, cached; 1 when it cannot."""
-    from engine.backends.cpu_threads import default_threads
+    from engine.llama.cpu_threads import default_threads
 
     with contextlib.suppress(OSError, AttributeError):  # os.nice: POSIX only
         os.nice(19)  # the user's own work, and the window, come first
@@ -330,4 +330,4 @@ def run_child() -> int:
 
 def child() -> PythonChild:
     """The command of `run_child`: a process of its own, so that closing the window can end it at once."""
-    return function_child("engine.backends.machine_profile:run_child")
+    return function_child("engine.llama.machine_profile:run_child")

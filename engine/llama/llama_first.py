@@ -5,7 +5,7 @@ native runtime: OpenBLAS, OpenMP, a C++ runtime) before llama.cpp crashes when l
 later loads a model onto the GPU: a segfault inside `llama_model_load_from_file` on CUDA
 (issue #15), the same class of crash llama-cpp-python #1581 and #1903 report on Windows.
 Loading llama.cpp first avoids it. It is loaded with the model, not at start-up (issue #23:
-`ember --version` must not wait for it): `engine.backends.llama` imports this module, as do
+`ember --version` must not wait for it): `engine.llama.llama` imports this module, as do
 the engine's bench, the documents' vectors (`engine.docs.vectors`, imported only where vectors
 are used) and the test suite (`tests/conftest.py`), and no other Ember module
 imports numpy (`tests/test_load_order.py` checks every one).

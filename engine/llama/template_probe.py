@@ -1,13 +1,13 @@
 """Does a model's chat template work? Compile it and render a probe conversation.
 
 `ember models` uses this to flag a template that would fail (or be stopped by its limits,
-see `engine.backends.template_limits`) on the first message, before anyone loads the model.
+see `engine.llama.template_limits`) on the first message, before anyone loads the model.
 """
 
 from __future__ import annotations
 
-from engine.backends.template import ChatTemplate
 from engine.errors import ConfigError
+from engine.llama.template import ChatTemplate
 
 # The smallest conversation every chat template must render: no system message, which
 # some templates refuse on purpose (e.g. "System role not supported").

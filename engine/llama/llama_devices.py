@@ -52,8 +52,8 @@ def _library_dirs() -> list[Path]:
 
 
 def _ready() -> None:
-    """A build with run-time CPU variants registers no backend until one is loaded (engine.backends.cpu)."""
-    from engine.backends.cpu import ensure_backends
+    """A build with run-time CPU variants registers no backend until one is loaded (engine.llama.cpu)."""
+    from engine.llama.cpu import ensure_backends
 
     ensure_backends()
 
@@ -62,7 +62,7 @@ def _ready() -> None:
 def _ggml() -> Any:
     """The ggml library with the device functions declared, or None if it cannot be found."""
     _ready()
-    from engine.backends.cpu import ggml_library_path
+    from engine.llama.cpu import ggml_library_path
 
     for folder in _library_dirs():
         path = ggml_library_path(folder)  # the copy libllama uses: its registry is llama.cpp's

@@ -52,7 +52,7 @@ def make_backend(
         from engine.backends.openai import OpenAIBackend
 
         return OpenAIBackend(spec.target, model=model_name or "", api_key=api_key)
-    from engine.backends.llama import LlamaBackend
+    from engine.llama.llama import LlamaBackend
     from models.library.default_model import default_model_path
 
     path = model_path if model_path is not None else default_model_path()

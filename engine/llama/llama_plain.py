@@ -4,7 +4,7 @@
 the model's metadata, whatever `chat_format` or `chat_handler` it is given. Building one
 compiles the template, and Jinja's constant folding evaluates `{{ 'x' * 3000000000 }}` while
 compiling: gigabytes and minutes in one step, before Ember's bounded environment
-(engine.backends.template_limits) ever sees the template. Ember renders prompts with its own
+(engine.llama.template_limits) ever sees the template. Ember renders prompts with its own
 `ChatTemplate` and never calls `create_chat_completion`, so every `Llama` it builds comes from
 here: its `metadata` drops the templates as `__init__` stores it, and no formatter is built.
 

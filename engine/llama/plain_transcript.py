@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.backends.template import Segment
+from engine.llama.template import Segment
 
 SOURCE = "plain transcript: User and Assistant lines"
 LABELS = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}

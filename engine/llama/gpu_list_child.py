@@ -91,8 +91,8 @@ def _u32(raw: bytes, offset: int) -> int:
 
 def ggml_devices(paths: list[str], any_vulkan: bool, notes: list[str]) -> list[dict[str, Any]]:
     """llama.cpp's devices once each module is loaded (a Vulkan module only where Vulkan saw a device)."""
-    from engine.backends.cpu import ggml_library
-    from engine.backends.llama_devices import declare
+    from engine.llama.cpu import ggml_library
+    from engine.llama.llama_devices import declare
 
     lib = ggml_library()
     declare(lib)

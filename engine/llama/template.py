@@ -18,7 +18,8 @@ from typing import Any, Protocol, cast
 
 from jinja2 import TemplateError
 
-from engine.backends.template_limits import (
+from engine.errors import ConfigError
+from engine.llama.template_limits import (
     BASE_OUTPUT_CHARS,
     BoundedEnvironment,
     TemplateLimitError,
@@ -26,7 +27,6 @@ from engine.backends.template_limits import (
     bounded_filter,
     render_bounded,
 )
-from engine.errors import ConfigError
 
 _ZWSP = "\u200b"
 _SENTINEL = "\ue000EMBER{}\ue001"  # private-use code points: never in real text or templates
@@ -40,7 +40,7 @@ class Segment:
 
 class PromptFormat(Protocol):
     """What turns a conversation into a prompt: the file's own template, or one for a file without
-    (`engine.backends.builtin_template`, `engine.backends.plain_transcript`)."""
+    (`engine.llama.builtin_template`, `engine.llama.plain_transcript`)."""
 
     @property
     def source(self) -> str:

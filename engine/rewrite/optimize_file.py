@@ -15,13 +15,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.backends import quant_formats
 from engine.errors import EngineError
+from engine.rewrite import quant_formats
 from models.errors import EmberError
 from models.gguf.meta import ModelMetadata, read_metadata
 
 if TYPE_CHECKING:
-    from engine.backends.fast_copy import Outcome, Progress
+    from engine.rewrite.fast_copy import Outcome, Progress
 
 # Bits per weight of each format (block bytes × 8 / block size), for the size a copy will have.
 _BITS = {"Q4_0": 4.5, "Q4_1": 5.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q8_0": 8.5, "Q8_1": 9.0}
@@ -96,7 +96,7 @@ def optimize(path: Path, threads: int, say: Progress, max_tokens: int | None = N
     taken = [copy_path(path, f) for f in candidates if copy_path(path, f).exists()]
     if taken:
         raise NothingToGain(f"{taken[0].name} exists already (remove it to make a new copy)")
-    from engine.backends.fast_copy import make_fast_copy  # llama.cpp, loaded only to write a copy
+    from engine.rewrite.fast_copy import make_fast_copy  # llama.cpp, loaded only to write a copy
 
     return make_fast_copy(path, lambda fmt: copy_path(path, fmt), candidates, threads, say, max_tokens)
 
@@ -109,7 +109,7 @@ def run_child() -> int:
     import json
     import sys
 
-    from engine.backends.cpu_threads import default_threads
+    from engine.llama.cpu_threads import default_threads
 
     path = Path(sys.argv[1])
     try:

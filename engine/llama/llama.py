@@ -2,11 +2,11 @@
 
 One thread owns the model (the engine's worker); nothing here is thread-safe by itself.
 `Llama` loads the model, tokenizes and knows the metadata; generation runs on llama.cpp's
-own primitives (`engine.backends.llama_decode`): a C sampler chain, one reused batch, one
+own primitives (`engine.llama.llama_decode`): a C sampler chain, one reused batch, one
 reused piece buffer, so every piece knows its id and class and the reply is decoded once,
 incrementally.
 
-Layers go to the GPU automatically when the build can offload (`engine.backends.offload`);
+Layers go to the GPU automatically when the build can offload (`engine.llama.offload`);
 a GPU load that fails is retried with fewer layers, then on the CPU, with a note.
 """
 
@@ -26,19 +26,24 @@ from typing import Any
 
 import llama_cpp.llama_cpp as ll
 
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
-from engine.backends import cpu, gpu_modules, llama_devices, llama_log, load_progress, offload
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 from engine.backends.base import MAX_CHARS_PER_TOKEN, Capabilities, Message, Request, StreamInfo, ToolSpec, prompt_key
-from engine.backends.builtin_template import BuiltinTemplate
-from engine.backends.cpu import ensure_cpu_runs
-from engine.backends.cpu_threads import default_threads
-from engine.backends.decoding import TokenClasses, Utf8Stream, piece_bytes
-from engine.backends.draft_model import DraftModel
-from engine.backends.grammar_guard import grammar_problem
 from engine.backends.image_input import NO_PROJECTOR
-from engine.backends.kv_reuse import reuse_shifted
-from engine.backends.kv_types import kv_cache_types
-from engine.backends.llama_decode import (
+from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
+from engine.backends.stops import StopMatcher
+from engine.cancel import CancelToken
+from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
+from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
+from engine.llama import cpu, gpu_modules, llama_devices, llama_log, load_progress, offload
+from engine.llama.builtin_template import BuiltinTemplate
+from engine.llama.cpu import ensure_cpu_runs
+from engine.llama.cpu_threads import default_threads
+from engine.llama.decoding import TokenClasses, Utf8Stream, piece_bytes
+from engine.llama.draft_model import DraftModel
+from engine.llama.grammar_guard import grammar_problem
+from engine.llama.kv_reuse import reuse_shifted
+from engine.llama.kv_types import kv_cache_types
+from engine.llama.llama_decode import (
     DecodeError,
     DeviceGreedy,
     GrammarError,
@@ -48,21 +53,16 @@ from engine.backends.llama_decode import (
     device_samplable,
     grammar_error,
 )
-from engine.backends.llama_media import Projector, Span, is_pseudo, tokenize_with_images, with_markers
-from engine.backends.llama_plain import chat_handler, new_llama
-from engine.backends.load_errors import explain_llama_failure, precheck_model_file, read_model_header
-from engine.backends.logprobs import LogprobReader
-from engine.backends.offload import Placement
-from engine.backends.plain_transcript import PlainTranscript
-from engine.backends.projector_probe import check_projector
-from engine.backends.receipt import TokenDigest, request_receipt, text_sha256
-from engine.backends.speculative import Chained, Drafter, DraftPolicy, PromptLookup
-from engine.backends.stops import StopMatcher
-from engine.backends.template import ChatTemplate, PromptFormat, Segment
-from engine.backends.tool_prompt import call_markup, fallback_for
-from engine.cancel import CancelToken
-from engine.errors import BackendError, ConfigError, ContextOverflowError, ModelLoadError
-from engine.events import FinishReason, Piece, PromptProgress, TokenLogprob
+from engine.llama.llama_media import Projector, Span, is_pseudo, tokenize_with_images, with_markers
+from engine.llama.llama_plain import chat_handler, new_llama
+from engine.llama.load_errors import explain_llama_failure, precheck_model_file, read_model_header
+from engine.llama.logprobs import LogprobReader
+from engine.llama.offload import Placement
+from engine.llama.plain_transcript import PlainTranscript
+from engine.llama.projector_probe import check_projector
+from engine.llama.speculative import Chained, Drafter, DraftPolicy, PromptLookup
+from engine.llama.template import ChatTemplate, PromptFormat, Segment
+from engine.llama.tool_prompt import call_markup, fallback_for
 from models.errors import GGUFError
 from models.formats import prefill_opener
 from models.gguf.builtin_templates import FORMATS
@@ -115,7 +115,7 @@ class LlamaBackend:
         self._kv_types = kv_cache_types(kv_cache, self.metadata, flash_attn, self.name)
         # The template is compiled, bounded, before any Llama is built (Jinja folds constants while
         # compiling: `{{ 'x' * 3000000000 }}` would run at load), and llama-cpp-python never sees it
-        # (engine.backends.llama_plain).
+        # (engine.llama.llama_plain).
         checked = self._checked_template()
         self.gpu_note = gpu_modules.want(gpu_device)  # before the first load: the pick is once per process
         ensure_cpu_runs()  # loads the CPU variant that runs here; one that traps is refused, not a SIGILL
@@ -715,7 +715,7 @@ class LlamaBackend:
 
         Each token is decoded into the KV cache only when the next one is asked for. With a
         drafter, the token and a draft are decoded as one batch and the draft is checked
-        position by position (`engine.backends.speculative`).
+        position by position (`engine.llama.speculative`).
         """
         ctx, kv = self._llm.ctx, self._kv
         drafter = self._drafter(chain) if drafting else None  # a draft could echo an image's pseudo-ids
@@ -852,7 +852,7 @@ def _adds_bos(meta: dict[str, str]) -> bool:
 
 
 def _cpu_variant() -> str | None:
-    from engine.backends.cpu import loaded
+    from engine.llama.cpu import loaded
 
     choice = loaded()
     return choice.chosen if choice is not None else None
