@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,13 +19,17 @@ from engine.llama import cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "packaging" / "llama-cmake" / "ember_llama_cmake" / "EmberLlamaBuild.cmake"
+WHEELS = ROOT / "packaging" / "wheels"
 X86 = platform.machine().lower() in {"x86_64", "amd64"}
+
+
+def uv_config() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["uv"]
 
 
 def cmake_args() -> list[str]:
     """llama-cpp-python's `cmake.args` from pyproject.toml."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return config["tool"]["uv"]["config-settings-package"]["llama-cpp-python"]["cmake.args"]
+    return uv_config()["config-settings-package"]["llama-cpp-python"]["cmake.args"]
 
 
 def define(name: str) -> str:
@@ -38,6 +44,28 @@ def test_the_kept_variants_are_llama_cpps_names_and_the_module_version_matches()
     assert kept() == {"x64", "sandybridge", "haswell", "skylakex"}
     assert f"set(_EMBER_LLAMA_CMAKE_VERSION {define('EMBER_LLAMA_CMAKE')})" in MODULE.read_text(encoding="utf-8")
     assert define("CMAKE_PROJECT_INCLUDE") == MODULE.stem
+
+
+def test_the_module_reaches_the_build_as_a_pinned_wheel_so_uvs_cache_key_holds_no_path() -> None:
+    # uv's key for the built llama-cpp-python holds each extra build requirement's source: a
+    # `file://` reference or a [tool.uv.sources] index puts the clone's path in it (#53).
+    assert uv_config()["find-links"] == ["packaging/wheels"]
+    version = define("EMBER_LLAMA_CMAKE")
+    extra = uv_config()["extra-build-dependencies"]["llama-cpp-python"]
+    assert extra == ["cmake>=3.29,<5", f"ember-llama-cmake=={version}"]
+    assert "ember-llama-cmake" not in uv_config().get("sources", {})
+    assert [w.name for w in WHEELS.iterdir()] == [f"ember_llama_cmake-{version}-py3-none-any.whl"]
+
+
+def test_the_committed_wheel_holds_the_module_as_it_is_in_the_source() -> None:
+    version = define("EMBER_LLAMA_CMAKE")
+    rebuild = "stale wheel: uv build --wheel packaging/llama-cmake -o packaging/wheels"
+    with zipfile.ZipFile(WHEELS / f"ember_llama_cmake-{version}-py3-none-any.whl") as wheel:
+        for source in MODULE.parent.iterdir():
+            if source.is_file():
+                assert wheel.read(f"ember_llama_cmake/{source.name}") == source.read_bytes(), rebuild
+        entry_points = wheel.read(f"ember_llama_cmake-{version}.dist-info/entry_points.txt").decode()
+    assert "[cmake.module]\nember = ember_llama_cmake" in entry_points
 
 
 @pytest.mark.skipif(not X86, reason="the variant list applies to x86-64 builds only")
