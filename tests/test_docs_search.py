@@ -134,3 +134,48 @@ def test_hybrid_search_finds_by_meaning_what_no_word_matches(tmp_path: Path) -> 
         _add(index, coll, "/w.md", ["wire"], np.array([[0, 0, 0, 1]], dtype=np.float32))
         again = index.search(coll, "wire", k=2, query_vector=np.array([0, 0, 0, 1], dtype=np.float32))
         assert {h.text for h in again} == {"copper wire", "wire"}  # the matrix was read again after the write
+
+
+def test_passages_holding_every_word_are_named_only_when_few() -> None:
+    with DocIndex.memory() as index:
+        coll = index.create_collection("c")
+        _add(index, coll, "/a.md", ["walnut harbor", "walnut candle harbor", "walnut", "harbor"] + ["meadow"] * 20)
+        words = Keywords(index.conn)
+        version = index._version()  # pyright: ignore[reportPrivateUsage]
+        text = dict(index.chunk_texts(coll))
+        held = words.exact(version, coll.id, "Where is the walnut harbor?", 10)
+        assert [text[i] for i in held] == ["walnut harbor", "walnut candle harbor"]  # best first under BM25
+        assert words.exact(version, coll.id, "walnut harbor", 1) == []  # two hold both: more than asked for
+        assert words.exact(version, coll.id, "walnut zebra", 10) == []  # no passage holds "zebra"
+        assert words.exact(version, coll.id, "meadow", 10) == []  # 20 hold it: it singles nothing out
+
+
+def _exact_match_corpus(index: DocIndex) -> Collection:
+    """One passage holds both of the question's words and is far from its vector; the others hold
+    one word and sit close to it (the embedder knows nothing of an identifier)."""
+    coll = index.create_collection("c", "synthetic")
+    texts = ["the REG_ENHANCED flag is passed to regcomp", "the flag names a mode", "flag flag day", "other text"]
+    vectors = np.array([[0.1, 1, 0, 0], [1, 0, 0, 0], [0.9, 0.1, 0, 0], [0, 0, 1, 0]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    _add(index, coll, "/a.md", texts, vectors)
+    return coll
+
+
+def test_a_passage_holding_every_word_comes_first_though_the_embedder_misses_it() -> None:
+    with DocIndex.memory() as index:
+        coll = _exact_match_corpus(index)
+        question = np.array([1, 0, 0, 0], dtype=np.float32)
+        hits = index.search(coll, "REG_ENHANCED flag", k=4, query_vector=question)
+        # Its cosine is 0.0995, under the relevance cut-off, and with two rankings the passages
+        # found by both (BM25 2nd and 3rd, vectors 1st and 2nd) outranked it.
+        assert hits[0].text == "the REG_ENHANCED flag is passed to regcomp"
+        assert [h.text for h in hits[1:]] == ["the flag names a mode", "flag flag day"]
+        assert hits[0].score > hits[1].score  # scores still fall down the list
+
+
+def test_a_passage_holding_one_word_is_still_cut_when_unrelated() -> None:
+    with DocIndex.memory() as index:
+        coll = _exact_match_corpus(index)
+        unrelated = np.array([0, 0, 0, 1], dtype=np.float32)  # orthogonal to every passage
+        # No passage holds both "regcomp" and "mode": BM25's partial matches fall to the cut-off as before.
+        assert [h.text for h in index.search(coll, "regcomp mode", k=4, query_vector=unrelated)] == []

@@ -13,6 +13,10 @@ under BM25 too), then those holding any of the rarest words, kept until the pass
 add up to `BUDGET` (the words left out are commoner than every word kept, so weigh least).
 How many passages hold a word is counted only up to the threshold, and remembered until the
 database changes.
+
+`exact` names the passages holding every word of the question when only a few do: the
+question's words found together (an identifier, an error code, a name and the term beside it).
+Hybrid search ranks them as a third list in the fusion (`engine.docs.index`).
 """
 
 from __future__ import annotations
@@ -94,9 +98,7 @@ class Keywords:
         words = query_words(query)
         if not words:
             return []
-        self._refresh(version)
-        most = max(int(self._passage_count(collection_id) * self.common), self.floor)
-        counts = {w: self._count(collection_id, w, most + 1) for w in words}
+        most, counts = self._word_counts(version, collection_id, words)
         selective = sorted((w for w in words if 0 < counts[w] <= most), key=lambda w: counts[w])
         if not selective:
             common = [w for w in words if counts[w]]
@@ -109,6 +111,26 @@ class Keywords:
             kept.append(word)
         every, some = " AND ".join(map(_quoted, selective)), " OR ".join(map(_quoted, kept))
         return [every, some] if len(selective) > 1 else [some]
+
+    def exact(self, version: int, collection_id: int, query: str, most: int) -> list[int]:
+        """The passages holding every word of the question (stopwords aside), best first under BM25,
+        when 1 to `most` passages of the collection do; [] otherwise (a word no passage holds, or
+        words so common together that holding them all singles nothing out)."""
+        words = query_words(query)
+        if not words:
+            return []
+        _, counts = self._word_counts(version, collection_id, words)
+        if not all(counts.values()):
+            return []
+        every, ranked_sql = " AND ".join(map(_quoted, words)), _RANKED.format(t=fts_table(collection_id))
+        found = self.conn.execute(ranked_sql, (every, most + 1, collection_id)).fetchall()
+        return [] if len(found) > most else [int(r[0]) for r in found if r[1]]
+
+    def _word_counts(self, version: int, collection_id: int, words: list[str]) -> tuple[int, dict[str, int]]:
+        """The commonness threshold and each word's passage count (counted up to just past it)."""
+        self._refresh(version)
+        most = max(int(self._passage_count(collection_id) * self.common), self.floor)
+        return most, {w: self._count(collection_id, w, most + 1) for w in words}
 
     def _refresh(self, version: int) -> None:
         if version != self._version or len(self._counts) > 100_000:

@@ -9,9 +9,14 @@ Search is hybrid: SQLite FTS5's BM25 always (no model needed; `engine.docs.bm25`
 common words out and lets SQLite cut the ranking off), plus cosine similarity over the
 collection's vectors when it has an embedding model (`engine.docs.vectors`: one contiguous
 float32 matrix read once, exact top-k by one matrix-vector product and argpartition), the two
-top-10 lists (`WINDOW`, or top k when k is larger) merged by reciprocal-rank fusion. Only
-passages of `ready` files are ever returned. Every sqlite3 error becomes a `DocsDatabaseError`
-(one line) at this boundary.
+top-10 lists (`WINDOW`, or top k when k is larger) merged by reciprocal-rank fusion. A third
+list joins them when 1 to 10 passages hold every word of the question (`Keywords.exact`): an
+identifier, an error code or a rare name means nothing to the embedder, and with two lists a
+passage only BM25 found (at best 1/61) ranked under every passage both found (at least 2/70).
+As a third list, the best exact match, which BM25 ranks first, scores 2/61 and more: no passage
+missing a word outranks it (at most 1/62 + 1/61); the vectors still order the exact matches
+among themselves, and none is dropped by the relevance cut-off. Only passages of `ready` files
+are ever returned. Every sqlite3 error becomes a `DocsDatabaseError` (one line) at this boundary.
 
 Paths are stored as text when they are UTF-8 and as the file system's bytes when not
 (`engine.docs.names.db_path`), and always come back as the `str` Python uses for them.
@@ -401,10 +406,14 @@ class DocIndex:
         matrix = self._matrix(coll)
         scores = matrix.scores(query_vector)
         rankings.append(matrix.top(scores, window))
+        exact = self._keywords.exact(self._version(), coll.id, query, window)
+        rankings.append(exact)  # the passages holding every word of the question, when few do
         cosine = matrix.similarity(scores)
         # The relevance cut-off: a passage the embedding model finds unrelated to the question is
-        # left out, even when it shares a word with it (BM25 matches any word).
-        relevant = [(i, s) for i, s in fuse(rankings) if not cosine or cosine.get(i, 1.0) >= min_cosine]
+        # left out, even when it shares a word with it (BM25 matches any word); not one that holds
+        # every word (an identifier or a code means nothing to the embedder).
+        held = set(exact)
+        relevant = [(i, s) for i, s in fuse(rankings) if i in held or not cosine or cosine.get(i, 1.0) >= min_cosine]
         return self._hits(relevant[:k])
 
     def _bm25(self, coll: Collection, query: str, limit: int) -> list[int]:
