@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from tests.bench import docs_heldout2
+from tests.bench import docs_heldout2, docs_heldout3
 from tests.bench.docs import measure_docs
 from tests.bench.docs_retrieval import measure_retrieval
 from tests.bench.suite import BenchConfig
@@ -42,7 +42,7 @@ def collect(
         notes=notes,
     )
     out |= measure_retrieval(config.model_path(), say)
-    return out | docs_heldout2.measure_heldout2(say, notes)
+    return out | docs_heldout2.measure_heldout2(say, notes) | docs_heldout3.measure_heldout3(say, notes)
 
 
 def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
@@ -84,7 +84,7 @@ def report_rows(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
         )
     if r.get("docs_recall_at_1") is not None:
         lines.append(row("docs: retrieval set", _retrieval(r)))
-    lines += docs_heldout2.report_row(r, row)
+    lines += docs_heldout2.report_row(r, row) + docs_heldout3.report_row(r, row)
     if r.get("docs_embed_passages_per_s") is not None:
         chat = (
             f" vs the chat model {r['docs_embed_chat_passages_per_s']}/s (x{r['docs_embed_vs_chat_ratio']})"

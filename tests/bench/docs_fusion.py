@@ -34,12 +34,10 @@ from engine.docs.bm25 import Keywords
 from engine.docs.embed import DEFAULT_EMBEDDER, Embedder, shared_embedder
 from engine.docs.index import WINDOW, Collection, DocIndex
 from engine.docs.indexer import index_collection
-from tests.bench import docs_heldout2_corpus
-from tests.bench.docs_recall import CORPORA
+from tests.bench.docs_recall import CORPORA, PROBLEMS
 from tests.bench.docs_retrieval import ranks, scores
 
 Questions = Sequence[tuple[str, str]]
-PROBLEMS: dict[str, Callable[[], list[str]]] = {"heldout2": docs_heldout2_corpus.problems}
 
 
 def say(line: str) -> None:

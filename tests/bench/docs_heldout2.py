@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,54 +57,81 @@ def misses(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class HeldOutSet:
+    """A held-out corpus and its questions, as `ember bench` measures them (`docs_heldout3` too)."""
+
+    name: str  # the corpus folder's and the collection's: "heldout2"
+    prefix: str  # of every figure's name: "docs_heldout2_"
+    label: str  # "second held-out set"
+    write_corpus: Callable[[Path], object]
+    keyword: Sequence[tuple[str, str]]
+    paraphrase: Sequence[tuple[str, str]]
+
+
+SECOND = HeldOutSet("heldout2", PREFIX, "second held-out set", write_corpus, KEYWORD, PARAPHRASE)
+
+
 def measure_heldout2(say: Callable[[str], None], notes: list[str] | None = None) -> dict[str, Any]:
     """`docs_heldout2_*`: recall@1/@5 and MRR of both kinds with the defaults, and the misses."""
-    missing = problems()
+    return measure_set(SECOND, problems(), say, notes)
+
+
+def measure_set(
+    held: HeldOutSet, missing: list[str], say: Callable[[str], None], notes: list[str] | None = None
+) -> dict[str, Any]:
+    """`<prefix>*` of one held-out set (skipped with a note when `missing` names absent or changed files)."""
+    prefix = held.prefix
     if missing:
-        note = "docs: second held-out set skipped, its corpus is not on this machine: " + "; ".join(missing)
+        note = f"docs: {held.label} skipped, its corpus is not on this machine: " + "; ".join(missing)
         if notes is not None:
             notes.append(note)
         say(note)
-        return {f"{PREFIX}skipped": missing}
-    with tempfile.TemporaryDirectory(prefix="ember-bench-heldout2-") as tmp:
-        folder = Path(tmp) / "heldout2"
-        write_corpus(folder)
+        return {f"{prefix}skipped": missing}
+    with tempfile.TemporaryDirectory(prefix=f"ember-bench-{held.name}-") as tmp:
+        folder = Path(tmp) / held.name
+        held.write_corpus(folder)
         with DocIndex.open(Path(tmp) / "h.sqlite3") as index:
-            coll = index.create_collection("heldout2", DEFAULT_EMBEDDER)
+            coll = index.create_collection(held.name, DEFAULT_EMBEDDER)
             index.add_roots(coll, [folder])
             embedder = shared_embedder(DEFAULT_EMBEDDER)
-            say("docs: indexing the second held-out corpus with the defaults")
+            say(f"docs: indexing the {held.label}'s corpus with the defaults")
             started = time.perf_counter()
             report = index_collection(index, coll, embedder=embedder)
             wall = time.perf_counter() - started
-            keyword, paraphrase = ranks(index, coll, embedder, KEYWORD), ranks(index, coll, embedder, PARAPHRASE)
+            keyword, paraphrase = (ranks(index, coll, embedder, q) for q in (held.keyword, held.paraphrase))
             k, p = scores(keyword), scores(paraphrase)
             return {
-                f"{PREFIX}files": len(report.indexed),
-                f"{PREFIX}failed": [f"{path}: {error}" for path, error in report.failed + report.skipped],
-                f"{PREFIX}passages": report.chunks,
-                f"{PREFIX}indexing_s": round(wall, 1),
-                f"{PREFIX}keyword_recall_at1": k["recall_at_1"],
-                f"{PREFIX}paraphrase_recall_at5": p["recall_at_5"],
-                f"{PREFIX}keyword": k,
-                f"{PREFIX}paraphrase": p,
-                f"{PREFIX}keyword_not_first": misses(index, coll, embedder, KEYWORD, keyword, 1),
-                f"{PREFIX}paraphrase_not_in_top5": misses(index, coll, embedder, PARAPHRASE, paraphrase, 5),
-                f"{PREFIX}paraphrase_not_first": misses(index, coll, embedder, PARAPHRASE, paraphrase, 1),
+                f"{prefix}files": len(report.indexed),
+                f"{prefix}failed": [f"{path}: {error}" for path, error in report.failed + report.skipped],
+                f"{prefix}passages": report.chunks,
+                f"{prefix}indexing_s": round(wall, 1),
+                f"{prefix}keyword_recall_at1": k["recall_at_1"],
+                f"{prefix}paraphrase_recall_at5": p["recall_at_5"],
+                f"{prefix}keyword": k,
+                f"{prefix}paraphrase": p,
+                f"{prefix}keyword_not_first": misses(index, coll, embedder, held.keyword, keyword, 1),
+                f"{prefix}paraphrase_not_in_top5": misses(index, coll, embedder, held.paraphrase, paraphrase, 5),
+                f"{prefix}paraphrase_not_first": misses(index, coll, embedder, held.paraphrase, paraphrase, 1),
             }
 
 
 def report_row(r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
     """The held-out set's line in `python -m tests.bench`'s table."""
-    if r.get(f"{PREFIX}keyword") is None:
+    return set_row(SECOND, r, row)
+
+
+def set_row(held: HeldOutSet, r: dict[str, Any], row: Callable[[str, str], str]) -> list[str]:
+    prefix = held.prefix
+    if r.get(f"{prefix}keyword") is None:
         return []
-    k, p = r[f"{PREFIX}keyword"], r[f"{PREFIX}paraphrase"]
+    k, p = r[f"{prefix}keyword"], r[f"{prefix}paraphrase"]
     return [
         row(
-            "docs: second held-out set",
+            f"docs: {held.label}",
             f"keyword {k['recall_at_1']}/{k['recall_at_5']}/{k['mrr']}, "
             f"paraphrase {p['recall_at_1']}/{p['recall_at_5']}/{p['mrr']} "
-            f"(recall@1/@5/MRR, defaults; {r[f'{PREFIX}files']} files, {r[f'{PREFIX}passages']} passages)",
+            f"(recall@1/@5/MRR, defaults; {r[f'{prefix}files']} files, {r[f'{prefix}passages']} passages)",
         )
     ]
 
