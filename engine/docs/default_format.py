@@ -6,7 +6,9 @@ CPU's kernels (`python -m tests.bench.docs_embed_parts`, the same passages inter
 per passage; docs/performance.md, issue #50):
 
 - AVX512_BF16 (Zen 4, Cooper Lake): BF16, ×1.2-1.4 Q8_0's rate; its dot products are one
-  instruction (`vdpbf16ps`) and its vectors are f16's (cosine 1.0000 on the reference set);
+  instruction (`vdpbf16ps`) and its vectors are f16's (cosine 1.0000 on the reference set).
+  Only where the variant loaded has it (`cooperlake`, `zen4`, a native build): the default
+  four-variant build has none, so such a CPU runs `skylakex` and Q8_0 (docs/performance.md);
 - AVX2 without AVX-512: the f16 file itself, ×1.27 Q8_0's rate (no repacked Q8_0 kernel on x86);
 - anything else (AVX-512 without BF16, AMX, ARM, whose Q8_0 is repacked): Q8_0, as before.
 
