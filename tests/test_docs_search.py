@@ -148,6 +148,8 @@ def test_passages_holding_every_word_are_named_only_when_few() -> None:
         assert words.exact(version, coll.id, "walnut harbor", 1) == []  # two hold both: more than asked for
         assert words.exact(version, coll.id, "walnut zebra", 10) == []  # no passage holds "zebra"
         assert words.exact(version, coll.id, "meadow", 10) == []  # 20 hold it: it singles nothing out
+        _add(index, coll, "/b.md", ["what is it"])
+        assert words.exact(index._version(), coll.id, "What is it?", 10) == []  # pyright: ignore[reportPrivateUsage]
 
 
 def _exact_match_corpus(index: DocIndex) -> Collection:

@@ -115,9 +115,9 @@ class Keywords:
     def exact(self, version: int, collection_id: int, query: str, most: int) -> list[int]:
         """The passages holding every word of the question (stopwords aside), best first under BM25,
         when 1 to `most` passages of the collection do; [] otherwise (a word no passage holds, or
-        words so common together that holding them all singles nothing out)."""
+        words so common together that holding them all singles nothing out, or stopwords alone)."""
         words = query_words(query)
-        if not words:
+        if not words or all(w in _STOPWORDS for w in words):
             return []
         _, counts = self._word_counts(version, collection_id, words)
         if not all(counts.values()):
