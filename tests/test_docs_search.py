@@ -181,3 +181,16 @@ def test_a_passage_holding_one_word_is_still_cut_when_unrelated() -> None:
         unrelated = np.array([0, 0, 0, 1], dtype=np.float32)  # orthogonal to every passage
         # No passage holds both "regcomp" and "mode": BM25's partial matches fall to the cut-off as before.
         assert [h.text for h in index.search(coll, "regcomp mode", k=4, query_vector=unrelated)] == []
+
+
+def test_words_many_passages_hold_together_are_counted_not_ranked() -> None:
+    # FTS5 ranks every match before its LIMIT: 3,000 passages holding both words must not be ranked
+    # just to learn that they are too many to be exact matches.
+    with DocIndex.memory() as index:
+        coll = index.create_collection("c")
+        _add(index, coll, "/a.md", [f"river walnut {i}" for i in range(3000)])
+        statements: list[str] = []
+        index.conn.set_trace_callback(statements.append)
+        assert Keywords(index.conn).exact(index._version(), coll.id, "river walnut", 10) == []  # pyright: ignore[reportPrivateUsage]
+        index.conn.set_trace_callback(None)
+        assert statements and not [s for s in statements if "ORDER BY rank" in s]

@@ -122,9 +122,16 @@ class Keywords:
         _, counts = self._word_counts(version, collection_id, words)
         if not all(counts.values()):
             return []
-        every, ranked_sql = " AND ".join(map(_quoted, words)), _RANKED.format(t=fts_table(collection_id))
-        found = self.conn.execute(ranked_sql, (every, most + 1, collection_id)).fetchall()
-        return [] if len(found) > most else [int(r[0]) for r in found if r[1]]
+        t, every = fts_table(collection_id), " AND ".join(map(_quoted, words))
+        # Counted before ranked: FTS5 ranks every match before its LIMIT, and common words
+        # together can match thousands of passages.
+        held = self.conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ? LIMIT ?)", (every, most + 1)
+        )
+        if not 0 < int(held.fetchone()[0]) <= most:
+            return []
+        rows = self.conn.execute(_RANKED.format(t=t), (every, most, collection_id))
+        return [int(r[0]) for r in rows if r[1]]
 
     def _word_counts(self, version: int, collection_id: int, words: list[str]) -> tuple[int, dict[str, int]]:
         """The commonness threshold and each word's passage count (counted up to just past it)."""
