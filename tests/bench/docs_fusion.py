@@ -16,7 +16,7 @@ changed are skipped with their problems.
 from __future__ import annotations
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 # isort: on
 
 import argparse

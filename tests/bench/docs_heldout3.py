@@ -13,7 +13,7 @@ corpus's files are absent or changed, the set is skipped with a note.
 from __future__ import annotations
 
 # isort: off
-import engine.backends.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
+import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImport]  (llama.cpp before numpy)
 # isort: on
 
 import argparse
