@@ -41,7 +41,7 @@ def kept() -> set[str]:
 
 
 def test_the_kept_variants_are_llama_cpps_names_and_the_module_version_matches() -> None:
-    assert kept() == {"x64", "sandybridge", "haswell", "skylakex"}
+    assert kept() == {"x64", "sandybridge", "haswell", "skylakex", "cooperlake"}
     assert f"set(_EMBER_LLAMA_CMAKE_VERSION {define('EMBER_LLAMA_CMAKE')})" in MODULE.read_text(encoding="utf-8")
     assert define("CMAKE_PROJECT_INCLUDE") == MODULE.stem
 
@@ -52,19 +52,21 @@ def test_the_module_reaches_the_build_as_a_pinned_wheel_so_uvs_cache_key_holds_n
     assert uv_config()["find-links"] == ["packaging/wheels"]
     version = define("EMBER_LLAMA_CMAKE")
     extra = uv_config()["extra-build-dependencies"]["llama-cpp-python"]
-    assert extra == ["cmake>=3.29,<5", f"ember-llama-cmake=={version}"]
+    # A local version (`+ember`): PyPI refuses uploads with one, so no package published there
+    # under this free name can ever satisfy the pin and run in llama.cpp's build.
+    assert extra == ["cmake>=3.29,<5", f"ember-llama-cmake=={version}+ember"]
     assert "ember-llama-cmake" not in uv_config().get("sources", {})
-    assert [w.name for w in WHEELS.iterdir()] == [f"ember_llama_cmake-{version}-py3-none-any.whl"]
+    assert [w.name for w in WHEELS.iterdir()] == [f"ember_llama_cmake-{version}+ember-py3-none-any.whl"]
 
 
 def test_the_committed_wheel_holds_the_module_as_it_is_in_the_source() -> None:
     version = define("EMBER_LLAMA_CMAKE")
     rebuild = "stale wheel: uv build --wheel packaging/llama-cmake -o packaging/wheels"
-    with zipfile.ZipFile(WHEELS / f"ember_llama_cmake-{version}-py3-none-any.whl") as wheel:
+    with zipfile.ZipFile(WHEELS / f"ember_llama_cmake-{version}+ember-py3-none-any.whl") as wheel:
         for source in MODULE.parent.iterdir():
             if source.is_file():
                 assert wheel.read(f"ember_llama_cmake/{source.name}") == source.read_bytes(), rebuild
-        entry_points = wheel.read(f"ember_llama_cmake-{version}.dist-info/entry_points.txt").decode()
+        entry_points = wheel.read(f"ember_llama_cmake-{version}+ember.dist-info/entry_points.txt").decode()
     assert "[cmake.module]\nember = ember_llama_cmake" in entry_points
 
 
@@ -129,5 +131,6 @@ def test_the_bench_compares_each_kept_variant_with_the_nearest_kept_level_below(
         "sandybridge": "x64",
         "haswell": "sandybridge",
         "skylakex": "haswell",
+        "cooperlake": "skylakex",
     }
     assert nearest_lower("zen4", {"x64", "haswell", "zen4"}) == "haswell"
