@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -33,8 +34,29 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 if "EMBER_CACHE_DIR" not in os.environ:
     os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
     atexit.register(shutil.rmtree, os.environ["EMBER_CACHE_DIR"], True)
-# The default embedder is converted once per run (about a second), not once per EMBER_HOME.
+# The default embedder is converted once per run (about a second), not once per EMBER_HOME
+# (written beside and renamed, so two xdist workers converting at once is harmless).
 os.environ.setdefault("EMBER_DEFAULT_EMBEDDER", os.path.join(os.environ["EMBER_CACHE_DIR"], "default-embedder.gguf"))
+
+
+def _own_cache_per_worker() -> None:
+    """Under pytest-xdist each worker gets its own cache folder inside the run's: the machine
+    profile that `ember bench` saves there (and that `no_machine_profile` removes before each
+    test) would otherwise come and go under another worker's test. The verdicts the controller
+    probed before the workers started (the CPU variant, the GPUs) are copied in, not probed again."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    run = Path(os.environ["EMBER_CACHE_DIR"])
+    own = run / worker
+    own.mkdir(exist_ok=True)
+    for verdict in run.glob("*.json"):
+        if verdict.name != "machine-profile.json":
+            shutil.copy2(verdict, own / verdict.name)
+    os.environ["EMBER_CACHE_DIR"] = str(own)
+
+
+_own_cache_per_worker()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,6 +69,44 @@ def pytest_configure(config: pytest.Config) -> None:
         icd = sorted(glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))
         if icd:
             os.environ.setdefault("VK_ICD_FILENAMES", icd[0])
+
+
+# `-n auto` (pyproject's addopts) starts no workers for a selection of fewer test files than this:
+# each worker imports and collects on its own (seconds), more than a few files' tests take.
+SERIAL_BELOW_FILES = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """No workers for a few named files or tests (`pytest tests/test_x.py`); otherwise xdist's own
+    count (one per CPU, or PYTEST_XDIST_AUTO_NUM_WORKERS). `-n N` on the command line still wins."""
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return None  # the whole suite (testpaths), with or without -m/-k
+    return 0 if _test_files(config.invocation_params.dir, config.args) < SERIAL_BELOW_FILES else None
+
+
+def _test_files(cwd: Path, args: list[str]) -> int:
+    count = 0
+    for arg in args:
+        path = cwd / arg.split("::")[0]
+        if path.is_dir():
+            count += sum(1 for _ in path.rglob("test_*.py"))
+        else:
+            count += 1
+    return count
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist the controller runs the once-per-run CPU-variant probe (child processes) before
+    its workers start, and each worker copies the verdict (`_own_cache_per_worker`) instead of
+    probing again."""
+    config = session.config
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        with contextlib.suppress(Exception):  # a build where it fails: the tests say so themselves
+            from engine.backends.cpu_variants import ensure_backends
+
+            ensure_backends()
 
 
 @pytest.fixture(autouse=True)
