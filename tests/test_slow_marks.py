@@ -3,6 +3,9 @@ process or burns CPU without the `slow` mark fails under --check-slow-marks, and
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 TESTS = """
@@ -45,3 +48,24 @@ def test_unmarked_slow_tests_fail_only_when_the_check_is_on(
     )
     assert "test_marked" not in "".join(line for line in checked.outlines if "unmarked" in line)
     pytester.runpytest_inprocess("-p", "slow_marks", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # three pytest processes: minutes on a loaded machine, a hang guard only
+def test_the_check_holds_in_xdist_workers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`uv run pytest` runs in pytest-xdist workers (-n auto): each worker checks its own tests,
+    and the failure reaches the controller's summary."""
+    monkeypatch.delenv("EMBER_CHECK_SLOW_MARKS", raising=False)
+    here = str(Path(__file__).resolve().parent)  # the workers import slow_marks from here
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    pytester.makepyfile(test_sample=TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    args = ("-p", "slow_marks", "--check-slow-marks", "-n", "2", "-p", "no:cacheprovider")
+    checked = pytester.runpytest_subprocess(*args)
+    checked.assert_outcomes(passed=4, errors=2)
+    checked.stdout.fnmatch_lines(["*created: 2/2 workers*"])
+    for line in (  # in either order: the workers report as they finish
+        "*unmarked slow test (started a process: subprocess.Popen*): mark it @pytest.mark.slow*",
+        "*unmarked slow test (*s of CPU, limit *): mark it @pytest.mark.slow*",
+    ):
+        checked.stdout.fnmatch_lines([line])
