@@ -97,25 +97,48 @@ def _chunk_logprobs(model: Any, chunk: list[int]) -> Floats:
 
 def compare(source: Path, copy: Path, threads: int, max_tokens: int | None = None) -> Quality:
     """The copy's next-token distributions against the source's over the fixed text (or its start)."""
-    ref, new = _open(source, threads, logits_all=True), _open(copy, threads, logits_all=True)
+    return compare_each(source, [copy], threads, max_tokens)[0]
+
+
+class _Sums:
+    """One copy's running totals over the text."""
+
+    def __init__(self) -> None:
+        self.kl = self.top1 = self.nll_ref = self.nll_new = 0.0
+
+    def add(self, p: Floats, q: Floats, targets: npt.NDArray[np.int64]) -> None:
+        rows = np.arange(len(targets))
+        self.kl += float((np.exp(p) * (p - q)).sum())
+        self.top1 += float((p.argmax(axis=1) == q.argmax(axis=1)).sum())
+        self.nll_ref -= float(p[rows, targets].sum())
+        self.nll_new -= float(q[rows, targets].sum())
+
+    def quality(self, n: int) -> Quality:
+        return Quality(self.kl / n, self.top1 / n, float(np.exp((self.nll_new - self.nll_ref) / n)), n)
+
+
+def compare_each(source: Path, copies: list[Path], threads: int, max_tokens: int | None = None) -> list[Quality]:
+    """`compare` for several copies of one source: the source's distributions are computed once
+    per window and each copy is measured against them, one window at a time (two models' logits
+    in memory, as for one copy)."""
+    ref = _open(source, threads, logits_all=True)
+    opened: list[Any] = []
     try:
+        opened.extend(_open(copy, threads, logits_all=True) for copy in copies)
         tokens = text_tokens(ref)[:max_tokens]
-        kl = top1 = nll_ref = nll_new = 0.0
+        sums = [_Sums() for _ in opened]
         n = 0
         for start in range(0, len(tokens) - 1, CHUNK):
             chunk = [ref.token_bos(), *tokens[start : start + CHUNK - 1]]
-            p, q = _chunk_logprobs(ref, chunk), _chunk_logprobs(new, chunk)
-            targets = np.asarray(chunk[1:])
-            rows = np.arange(len(targets))
-            kl += float((np.exp(p) * (p - q)).sum())
-            top1 += float((p.argmax(axis=1) == q.argmax(axis=1)).sum())
-            nll_ref -= float(p[rows, targets].sum())
-            nll_new -= float(q[rows, targets].sum())
+            p, targets = _chunk_logprobs(ref, chunk), np.asarray(chunk[1:], dtype=np.int64)
+            for model, total in zip(opened, sums, strict=True):
+                total.add(p, _chunk_logprobs(model, chunk), targets)
             n += len(targets)
     finally:
         ref.close()
-        new.close()
-    return Quality(kl / n, top1 / n, float(np.exp((nll_new - nll_ref) / n)), n)
+        for model in opened:
+            model.close()
+    return [total.quality(n) for total in sums]
 
 
 def measure_speed(path: Path, threads: int, *, n_prompt: int = 256, n_gen: int = 32, rounds: int = 2) -> Speed:
