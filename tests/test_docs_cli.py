@@ -183,6 +183,7 @@ def test_collections_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert status == 2 and err == "ember: no collection named 'Tax 2026' (see `ember docs list`)\n"
 
 
+@pytest.mark.slow  # loads the default embedder (it passed unmarked only after a test that had loaded it)
 def test_an_unreadable_file_in_a_collection_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_scanned_pdf(tmp_path / "scan.pdf")
     (tmp_path / "ok.md").write_text("Fine.")
