@@ -103,7 +103,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     probing again."""
     config = session.config
     if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
-        from engine.backends.cpu_variants import ensure_backends  # outside: a rename must fail loudly
+        from engine.llama.cpu import ensure_backends  # outside: a rename must fail loudly
 
         with contextlib.suppress(Exception):  # a build where it fails: the tests say so themselves
             ensure_backends()

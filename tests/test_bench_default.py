@@ -25,7 +25,7 @@ def test_the_default_bench_reports_this_models_speed(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no llama-bench: the native line is left out, not failed
-    # One thread: two spin at llama.cpp's barrier against the other xdist worker (engine/backends/cpu_threads.py).
+    # One thread: two spin at llama.cpp's barrier against the other xdist worker (engine/llama/cpu_threads.py).
     assert main(["bench", "--json", "--threads", "1"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [k for k in DEFAULT_KEYS if k not in report] == []

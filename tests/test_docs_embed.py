@@ -21,7 +21,7 @@ from tests.bench.docs_corpus import write_pdf
 @pytest.fixture(scope="module")
 def embedder(smollm_path: Path):  # type: ignore[no-untyped-def]
     # One thread: llama.cpp's threads spin at a barrier, and on a shared CPU (the other xdist
-    # worker, other users) two threads were measured ten times slower than one (engine/backends/cpu_threads.py).
+    # worker, other users) two threads were measured ten times slower than one (engine/llama/cpu_threads.py).
     e = LlamaEmbedder.load(smollm_path, n_threads=1)
     yield e
     e.close()

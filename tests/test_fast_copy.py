@@ -145,7 +145,7 @@ def test_copy_names_and_offer_text(tmp_path: Path) -> None:
 # -- the real built-in model -------------------------------------------------------------------
 
 # One thread: llama.cpp's threads spin at a barrier, and two on a shared CPU (the other xdist worker)
-# were measured ten times slower than one (engine/backends/cpu_threads.py). The figures do not change.
+# were measured ten times slower than one (engine/llama/cpu_threads.py). The figures do not change.
 DECODE_THREADS = 1
 
 
