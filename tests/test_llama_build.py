@@ -107,7 +107,11 @@ def test_the_module_configures_only_the_kept_variants_of_the_real_llama_cpp(tmp_
     done = _configure(tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ninja = (tmp_path / "b" / "build.ninja").read_text(encoding="utf-8")
-    built = {n for n in ("x64", "sse42", "sandybridge", "haswell", "skylakex", "zen4") if f"ggml-cpu-{n}.so" in ninja}
+    built = {
+        n
+        for n in ("x64", "sse42", "sandybridge", "haswell", "skylakex", "cooperlake", "zen4")
+        if f"ggml-cpu-{n}.so" in ninja
+    }
     assert built == kept()
     assert "llama-common" not in ninja and "ggml-cpu-sapphirerapids" not in ninja
     assert "Warning" not in done.stderr.replace("CMake Warning (dev)", "")
