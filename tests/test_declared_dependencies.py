@@ -37,8 +37,13 @@ def _imported_top_names() -> dict[str, str]:
     return {
         name: where
         for name, where in found.items()
-        if name not in FIRST_PARTY and name not in sys.stdlib_module_names and name != "__future__"
+        if name not in FIRST_PARTY and name not in sys.stdlib_module_names and name not in TYPING_ONLY
     }
+
+
+# `__future__` is the compiler's; `_typeshed` exists only in the type checker's stdlib stubs, so it
+# is imported under `if TYPE_CHECKING:` and never at run time.
+TYPING_ONLY = {"__future__", "_typeshed"}
 
 
 def _normal(name: str) -> str:
