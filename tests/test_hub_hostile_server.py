@@ -221,7 +221,7 @@ def test_a_file_without_a_digest_is_not_called_checked(hub: FakeHub, capsys: pyt
     hub.no_lfs.add("m.gguf")
     assert main(["models", "pull", REPO, "--allow"]) == 0
     out = capsys.readouterr().out
-    assert "(0.3 MB, no checksum from the Hub: not verified)" in out and "SHA-256 checked" not in out
+    assert "(300.0 KB, no checksum from the Hub: not verified)" in out and "SHA-256 checked" not in out
     assert main(["models", "pull", REPO, "--allow", "--json"]) == 0
     [entry] = json.loads(capsys.readouterr().out)["files"]
     assert (entry["sha256"], entry["verified"]) == (None, False)
