@@ -81,6 +81,7 @@ def test_imported_attachments_never_reach_the_prompt(
     assert backend.requests[-1].messages[-1]["content"] == "where should we go?"
 
 
+@pytest.mark.slow  # `ember docs add` embeds with the real default embedder
 def test_an_imported_collection_is_never_searched(
     tmp_path: Path, backend: ScriptedBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
