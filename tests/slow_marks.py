@@ -38,7 +38,7 @@ CPU_LIMIT_S = 1.5  # "over a second", with room for a loaded machine's cache mis
 COVERAGE_FACTOR = 2.0
 WALL_LIMIT_S = 10.0
 ENV = "EMBER_CHECK_SLOW_MARKS"
-MODEL_FIXTURES = frozenset({"smollm"})
+MODEL_FIXTURES = frozenset({"smollm", "minilm"})
 REAL_MODEL_BYTES = 10_000_000
 NOT_COUNTED = frozenset({"uname"})
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.exec", "os.spawn"})
@@ -70,6 +70,24 @@ def _watch_model_loads() -> None:
         original(self, *args, **kwargs)
 
     llama_cpp.Llama.__init__ = init
+    _watch_shared_embedders()
+
+
+def _watch_shared_embedders() -> None:
+    """A test that reuses the embedder an earlier test loaded (engine.docs.embed keeps one per
+    process) uses a real model as well: which test of a worker came first must not decide it."""
+    from engine.docs import embed
+
+    class Watched(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            found = super().get(key, default)
+            path = getattr(getattr(found, "llama", None), "model_path", "")
+            with contextlib.suppress(OSError, TypeError, ValueError):
+                if path and os.path.getsize(path) > REAL_MODEL_BYTES:
+                    _models.append(f"the shared embedder {os.path.basename(path)}")
+            return found
+
+    embed._shared = Watched(embed._shared)  # pyright: ignore[reportPrivateUsage]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

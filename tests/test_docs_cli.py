@@ -257,6 +257,7 @@ def test_search_with_nothing_relevant_says_the_line_chat_says(
     assert status == 0 and out == "I don't know.\n" and f"ember: {line}\n" in err
 
 
+@pytest.mark.slow  # the real default embedder
 def test_removing_a_root_drops_its_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

@@ -54,6 +54,7 @@ def test_it_is_an_encoder_with_the_wordpiece_vocabulary(minilm: LlamaEmbedder) -
     assert minilm.embed(["word " * 3000]).shape == (1, 384)
 
 
+@pytest.mark.slow  # the real default embedder
 def test_a_chat_model_as_embedder_is_warned_about(smollm_path: Path, minilm: LlamaEmbedder) -> None:
     warning = chat_model_warning(smollm_path)
     assert warning is not None and "chat model" in warning and "slow" in warning
@@ -158,6 +159,7 @@ def test_a_missing_or_broken_archive_is_one_line(tmp_path: Path, monkeypatch: py
     assert "\n" not in str(info.value) and "default embedding model" in str(info.value)
 
 
+@pytest.mark.slow  # the real default embedder
 def test_cancel_is_seen_between_groups_within_a_second(minilm: LlamaEmbedder) -> None:
     texts = ["A passage about a subject of some length, with several words in it. " * 12] * 400
     stop = CancelToken()
@@ -168,5 +170,6 @@ def test_cancel_is_seen_between_groups_within_a_second(minilm: LlamaEmbedder) ->
     assert time.monotonic() - started - 0.3 < 30  # against a hang only: a group of 2 takes under a second
 
 
+@pytest.mark.slow  # the real default embedder
 def test_the_shared_embedder_is_loaded_once(minilm: LlamaEmbedder) -> None:
     assert shared_embedder(DEFAULT_EMBEDDER) is minilm

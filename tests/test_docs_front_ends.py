@@ -64,6 +64,7 @@ def _window_prompt(collection: str, attach: list[Path]) -> tuple[list[Message], 
     return asyncio.run(main())
 
 
+@pytest.mark.slow  # the real default embedder
 def test_the_window_and_the_command_line_send_the_same_prompt_with_a_collection(
     kitchen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -85,6 +86,7 @@ def test_the_window_and_the_command_line_send_the_same_prompt_with_a_collection(
     assert not {"docs", "attachments"} & set(stored[0].extra)
 
 
+@pytest.mark.slow  # the real default embedder
 def test_both_front_ends_open_their_documents_through_the_one_session_method(
     kitchen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -115,6 +117,7 @@ def test_both_front_ends_open_their_documents_through_the_one_session_method(
     assert (window_settings.docs, window_settings.attachments) == (kitchen, (str(note.resolve()),))
 
 
+@pytest.mark.slow  # the real default embedder
 def test_a_conversation_stored_with_untyped_document_keys_keeps_its_documents(
     kitchen: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

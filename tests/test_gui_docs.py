@@ -118,6 +118,7 @@ def test_citation_links_skip_code_and_unknown_numbers(qtbot: QtBot) -> None:
     assert html.count('href="cite:1"') == 1 and "cite:7" not in html
 
 
+@pytest.mark.slow  # the real default embedder
 def test_the_collections_dialog_indexes_with_progress_and_sets_the_conversation(
     make_chat: MakeChat, tmp_path: Path
 ) -> None:
@@ -163,6 +164,7 @@ def test_new_collection_with_an_existing_name_selects_it_and_keeps_its_embedder(
         assert index.collection("Fresh").embedder == "default"
 
 
+@pytest.mark.slow  # the real default embedder
 def test_the_dialog_indexes_a_long_pdf(make_chat: MakeChat, tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "handbook.pdf", [f"Handbook page {i + 1} about rule {i + 1}." for i in range(100)])
     chat = make_chat(backend=ScriptedBackend.from_texts("ok"))

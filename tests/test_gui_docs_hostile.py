@@ -37,6 +37,7 @@ def _dialog(chat: Chat, tmp_path: Path) -> CollectionsDialog:
     return dialog
 
 
+@pytest.mark.slow  # the real default embedder
 @posix_only
 def test_a_name_that_is_not_utf8_and_a_fifo_do_not_stop_the_dialog(make_chat: MakeChat, tmp_path: Path) -> None:
     folder = tmp_path / "mixed"
@@ -56,6 +57,7 @@ def test_a_name_that_is_not_utf8_and_a_fifo_do_not_stop_the_dialog(make_chat: Ma
     assert not dialog.progress.isVisible() and dialog.buttons["reindex"].isEnabled()
 
 
+@pytest.mark.slow  # the real default embedder
 def test_an_unexpected_error_in_the_worker_ends_in_one_line(
     make_chat: MakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +88,7 @@ class SlowEmbedder:
         return np.ones((len(texts), 4), dtype=np.float32) / 2
 
 
+@pytest.mark.slow  # the real default embedder
 @pytest.mark.parametrize("step", ["reading", "extracting", "embedding"])
 def test_cancel_stops_indexing_at_every_step(
     make_chat: MakeChat, tmp_path: Path, step: str, monkeypatch: pytest.MonkeyPatch
@@ -122,6 +125,7 @@ def test_cancel_stops_indexing_at_every_step(
     assert "stopped; Re-index goes on from here" in dialog.detail.text()
 
 
+@pytest.mark.slow  # the real default embedder
 def test_names_with_controls_are_escaped_or_refused_in_the_window(make_chat: MakeChat, tmp_path: Path) -> None:
     """DC-22/23 in the window: a collection name with a newline is refused; file names show escaped."""
     chat = make_chat(backend=ScriptedBackend.from_texts("ok"))

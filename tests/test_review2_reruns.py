@@ -164,6 +164,7 @@ def unreadable(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], Non
         path.chmod(mode)
 
 
+@pytest.mark.slow  # the real default embedder
 def test_dc41_an_unreadable_file_folder_and_pdf_are_one_line_each(
     ember_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], unreadable: Callable[[Path], None]
 ) -> None:
