@@ -79,6 +79,7 @@ def test_an_import_larger_than_the_bound_is_refused_before_it_is_read(
     assert main(["history", "list", "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
 
 
+@pytest.mark.slow  # 150 examples: 1.5-4 CPU s, more under coverage
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(
