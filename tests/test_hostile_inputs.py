@@ -124,6 +124,7 @@ def test_a_settings_fifo_gives_defaults_without_hanging(tmp_path: Path) -> None:
     assert load_json_object(path, {"version": 1}) == {"version": 1}
 
 
+@pytest.mark.slow  # hypothesis: tens of examples, seconds of CPU under coverage
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=300))
 def test_any_settings_file_content_never_stops_a_start(tmp_path: Path, data: bytes) -> None:
@@ -209,6 +210,7 @@ def test_history_list_and_the_sidebar_survive_a_year_one_date(
     assert main(["history", "export", str(conv.id)]) == 0
 
 
+@pytest.mark.slow  # hypothesis: tens of examples, seconds of CPU under coverage
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.recursive(
