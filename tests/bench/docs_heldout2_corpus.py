@@ -118,14 +118,17 @@ def answer_key(name: str) -> str:
 KEYS = frozenset(answer_key(name) for _, name, _ in MANIFEST)
 
 
+Manifest = tuple[tuple[str, str, str], ...]
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def problems() -> list[str]:
+def problems_in(manifest: Manifest) -> list[str]:
     """One line per manifest file that is absent or not the bytes the questions were written on."""
     out: list[str] = []
-    for source, _, digest in MANIFEST:
+    for source, _, digest in manifest:
         path = Path(source)
         if not path.is_file():
             out.append(f"{source}: missing")
@@ -134,19 +137,27 @@ def problems() -> list[str]:
     return out
 
 
-def write_corpus(folder: Path) -> tuple[list[Path], list[str]]:
+def copy_corpus(folder: Path, manifest: Manifest) -> tuple[list[Path], list[str]]:
     """The files copied into `folder` as they are (gzipped stays gzipped); and what was absent or changed.
 
     Nothing is copied unless every file is there with its recorded bytes: a partial corpus
     would give figures that look comparable and are not.
     """
-    missing = problems()
+    missing = problems_in(manifest)
     if missing:
         return [], missing
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for source, name, _ in MANIFEST:
+    for source, name, _ in manifest:
         out = folder / name
         shutil.copyfile(source, out)
         written.append(out)
     return written, []
+
+
+def problems() -> list[str]:
+    return problems_in(MANIFEST)
+
+
+def write_corpus(folder: Path) -> tuple[list[Path], list[str]]:
+    return copy_corpus(folder, MANIFEST)

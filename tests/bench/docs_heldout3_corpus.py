@@ -20,9 +20,9 @@ rather than measured on other text.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from pathlib import Path
+
+from tests.bench.docs_heldout2_corpus import copy_corpus, problems_in
 
 # (absolute source path, name in the collection, SHA-256 of the source's bytes)
 MANIFEST = (
@@ -110,35 +110,10 @@ def answer_key(name: str) -> str:
 KEYS = frozenset(answer_key(name) for _, name, _ in MANIFEST)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def problems() -> list[str]:
-    """One line per manifest file that is absent or not the bytes the questions were written on."""
-    out: list[str] = []
-    for source, _, digest in MANIFEST:
-        path = Path(source)
-        if not path.is_file():
-            out.append(f"{source}: missing")
-        elif _sha256(path) != digest:
-            out.append(f"{source}: differs from the file the questions were written on (SHA-256)")
-    return out
+    return problems_in(MANIFEST)
 
 
 def write_corpus(folder: Path) -> tuple[list[Path], list[str]]:
-    """The files copied into `folder` as they are (gzipped stays gzipped); and what was absent or changed.
-
-    Nothing is copied unless every file is there with its recorded bytes: a partial corpus
-    would give figures that look comparable and are not.
-    """
-    missing = problems()
-    if missing:
-        return [], missing
-    folder.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for source, name, _ in MANIFEST:
-        out = folder / name
-        shutil.copyfile(source, out)
-        written.append(out)
-    return written, []
+    """As the second set's (`copy_corpus`): nothing is copied unless every file is there as recorded."""
+    return copy_corpus(folder, MANIFEST)
