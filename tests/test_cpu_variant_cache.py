@@ -102,6 +102,22 @@ def test_a_cached_variant_llama_cpp_refuses_is_measured_again(
     assert cpu.variant_verdict(choice).runs is True
 
 
+def test_a_machine_too_busy_to_probe_loads_the_portable_variant_and_probes_again_next_start(
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under `stress`, a first start's probes ran out of time: the model failed to load ("Failed
+    # to load model from file") because no CPU backend was registered at all.
+    untold = (Probe("zen4", 90, None, detail="timed out"), Probe("x64", 1, None, detail=cpu.OUT_OF_TIME))
+    monkeypatch.setattr(cpu, "choose", lambda files, model: Choice("x64", cpu.UNPROVEN, untold))
+    ggml = _FakeGgml(set())
+    monkeypatch.setattr(cpu, "ggml_library", lambda: ggml)
+    monkeypatch.setattr("engine.llama.gpu_modules.load", lambda lib, folder: None)
+    choice = cpu.ensure_backends()
+    assert choice is not None and ggml.loaded == ["x64"] and cpu.variant_verdict(choice).runs is None
+    assert not (machine_cache.cache_dir() / CACHE_FILE).exists()  # nothing cached: probed again next start
+    assert cpu.in_use_line().startswith("CPU variant: chosen from 3")
+
+
 def _probe_with(monkeypatch: pytest.MonkeyPatch, child: str) -> None:
     """Probes run `child` (tests/cpu_fakes.py): a real child process, a real SIGILL for sapphirerapids."""
     monkeypatch.setattr(cpu, "probe_variant", functools.partial(PROBE_VARIANT, child=child))

@@ -155,5 +155,7 @@ def test_hung_probes_share_one_time_limit(tmp_path: Path, monkeypatch: pytest.Mo
     started = time.monotonic()
     choice = cpu.choose(files, None, score_child=FAKE_SCORE, probe_child="tests.cpu_fakes:hang")
     assert time.monotonic() - started < 10  # not three full limits, and never the 30 s hang
-    assert choice.chosen is None and all(p.runs is None for p in choice.probes)
-    assert "limit" in choice.probes[0].detail
+    assert all(p.runs is None for p in choice.probes)
+    assert "limit" in choice.probes[0].detail and choice.probes[-1].detail == cpu.OUT_OF_TIME
+    # the model still loads on a machine too busy to probe: on the most portable variant, unproven
+    assert choice.chosen == "haswell" and choice.how == cpu.UNPROVEN

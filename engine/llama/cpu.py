@@ -61,6 +61,8 @@ PROBE_CHILD = "engine.llama.cpu:probe_child"
 PROBED = "probed"
 CACHED = "probed on this machine earlier (cached)"
 NOT_PROBED = "not probed: a better-scored variant runs"
+OUT_OF_TIME = "not probed: the probes' time limit had passed"
+UNPROVEN = "the most portable variant, unproven: no probe could tell in time (a busy machine?); probed again next start"
 CRASHED = "a run died before its first decode with it"
 VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-(?P<name>.+)\.(?:so|dll|dylib)")
 BACKEND_FILE = re.compile(r"(?:lib)?ggml-(?P<name>[a-z0-9_]+)\.(?:so|dll|dylib)")
@@ -389,17 +391,23 @@ def choose(
     score_child: str = SCORE_CHILD,
     probe_child: str = PROBE_CHILD,
 ) -> Choice:
-    """The best-scored variant whose child decodes: probed in score order until one runs."""
+    """The best-scored variant whose child decodes: probed in score order until one runs. Where
+    none was proven and some could not be told (the probes' time ran out), the most portable of
+    those: the model still loads on a machine too busy to probe, where a trap is least likely."""
     deadline = time.monotonic() + PROBE_TIMEOUT_S  # all probes together: hung children cannot add up
     probes: list[Probe] = []
     chosen: str | None = None
     for p in sorted(read_scores(files, python, score_child), key=lambda p: -p.score):
         left = deadline - time.monotonic()
         if p.score <= 0 or p.runs is False or chosen is not None or left <= 0:
-            probes.append(p if p.score <= 0 or p.runs is False else Probe(p.name, p.score, detail=NOT_PROBED))
+            why = NOT_PROBED if chosen is not None else OUT_OF_TIME
+            probes.append(p if p.score <= 0 or p.runs is False else Probe(p.name, p.score, detail=why))
             continue
         probes.append(probe_variant(p.name, files[p.name], p.score, model, python, probe_child, timeout=left))
         chosen = p.name if probes[-1].runs else None
+    untold = [p for p in probes if p.score > 0 and p.runs is None]
+    if chosen is None and untold:
+        return Choice(min(untold, key=lambda p: p.score).name, UNPROVEN, tuple(probes))
     return Choice(chosen, PROBED, tuple(probes))
 
 
@@ -617,7 +625,9 @@ def _measure(files: dict[str, Path], model: Path | None, key: str, crashed: Coll
     for p in choice.probes:
         if p.runs is False:  # the log, not the terminal: nothing is wrong for the user, another runs
             log.info("llama.cpp CPU variant %s skipped: %s", p.name, p.detail)
-    if any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
+    if choice.how == UNPROVEN:  # not cached: the next start probes again
+        log.warning("llama.cpp CPU variant %s: %s", choice.chosen, UNPROVEN)
+    elif any(p.runs is not None for p in choice.probes):  # a probe that could not tell is retried
         write_cached(key, choice)
     return choice
 
