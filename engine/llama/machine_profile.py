@@ -316,10 +316,15 @@ def _fast_quarter(seconds: list[float]) -> float:
 
 def run_child() -> int:
     """The window's idle-time measurement (`child`): at the lowest priority, cached; 1 when it cannot."""
-    from engine.llama.cpu_threads import default_threads
-
     with contextlib.suppress(OSError, AttributeError):  # os.nice: POSIX only
         os.nice(19)  # the user's own work, and the window, come first
+    return measure_and_cache()
+
+
+def measure_and_cache() -> int:
+    """`run_child` at the caller's priority (a test's bound on its memory must not wait for an idle CPU)."""
+    from engine.llama.cpu_threads import default_threads
+
     try:
         measure(default_threads())
     except BenchError as exc:
