@@ -125,8 +125,9 @@ class ContextMeter(QToolButton):
             self.show_meter(meter)
 
     def streaming(self, tokens: int) -> None:
-        """A reply streams: the count moves with it (the next recount, when it ends, is exact)."""
-        if self.meter is None or tokens <= 0:
+        """A reply streams: the count moves with it (the next recount, when it ends, is exact).
+        Not while a recount is due: a regenerate's meter still holds the version it replaces."""
+        if self.meter is None or tokens <= 0 or self._timer.isActive() or self._running:
             return
         text = f"{self.meter.used + tokens:,} / {self.meter.n_ctx:,}"
         self.setText(text)
