@@ -24,10 +24,8 @@ import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImp
 # isort: on
 
 import argparse
-import json
 import os
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,8 +34,9 @@ from engine.docs.embed import DEFAULT_EMBEDDER, shared_embedder
 from engine.docs.index import DocIndex, default_path
 from engine.docs.indexer import index_collection
 from tests.bench import docs_heldout_questions as q
-from tests.bench.docs_debian import answer_figures, chat_once, say
+from tests.bench.docs_debian import answer_figures, chat_once
 from tests.bench.docs_heldout_corpus import write_corpus
+from tests.bench.report import dated, emit, say
 
 COLLECTION = "heldout"
 QUESTIONS: list[tuple[str, str]] = [
@@ -87,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Issue #50: five answers from documents and the sources they show")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": os.getloadavg()[0]}
+    result: dict[str, Any] = dated(load=os.getloadavg()[0])
     with tempfile.TemporaryDirectory(prefix="ember-bench-answers-") as name:
         tmp = Path(name)
         os.environ["EMBER_HOME"] = str(tmp / "home")
@@ -111,10 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         result["answers"] = figures
         result |= precision(figures) | pooled(figures)
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
-    print(json.dumps(result, indent=2, ensure_ascii=False))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ from engine.docs.indexer import index_collection
 from engine.events import SourceRef
 from tests.bench import docs_heldout_questions as q
 from tests.bench.docs_answers import COLLECTION, QUESTIONS
-from tests.bench.docs_debian import chat_once, say
+from tests.bench.docs_debian import chat_once
 from tests.bench.docs_heldout_corpus import write_corpus
+from tests.bench.report import dated, emit, say
 
 TUNING = [(question, file) for question, file in q.PARAPHRASE if (question, file) not in QUESTIONS]
 THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 10)]
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.saved is not None:
         result: dict[str, Any] = json.loads(args.saved.read_text(encoding="utf-8"))
     else:
-        result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": os.getloadavg()[0]}
+        result = dated(load=os.getloadavg()[0])
         with tempfile.TemporaryDirectory(prefix="ember-bench-attribution-") as name:
             tmp = Path(name)
             os.environ["EMBER_HOME"] = str(tmp / "home")
@@ -123,11 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["tuning"] = [answer_case(question, file) for question, file in TUNING]
             result["test"] = [answer_case(question, file) for question, file in QUESTIONS]
     result |= sweep_both(result["tuning"], result["test"])
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from engine.docs.indexer import index_collection
 from tests.bench.docs_debian_corpus import write_corpus
 from tests.bench.docs_debian_questions import KEYWORD, PARAPHRASE
 from tests.bench.docs_retrieval import ranks, scores
+from tests.bench.report import dated, emit, say
 
 COLLECTION = "debian"
 CHAT_QUESTIONS: list[tuple[str, str]] = [
@@ -55,10 +55,6 @@ CHAT_QUESTIONS: list[tuple[str, str]] = [
     ("How do I add my own CA certificate so that programs trust it?", "ca-certificates-README.Debian"),
 ]
 _CITE = re.compile(r"\[(\d{1,4})\]")
-
-
-def say(line: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
 def load_average() -> str:
@@ -177,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write every figure here")
     p.add_argument("--no-chat", action="store_true", help="leave out the five chat answers")
     args = p.parse_args(argv)
-    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": load_average()}
+    result: dict[str, Any] = dated(load_start=load_average())
     with tempfile.TemporaryDirectory(prefix="ember-bench-debian-") as name:
         tmp = Path(name)
         os.environ["EMBER_HOME"] = str(tmp / "home")  # a fresh install's data folder: collection, history off
@@ -191,10 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_chat:
             result["chat"] = chat(CHAT_QUESTIONS)
     result["load_end"] = load_average()
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
-    print(json.dumps({k: v for k, v in result.items() if not k.endswith("_ranks")}, indent=2, ensure_ascii=False))
-    return 0
+    return emit(result, args.json, {k: v for k, v in result.items() if not k.endswith("_ranks")})
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImp
 # isort: on
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -39,6 +38,7 @@ from engine.docs.index import DocIndex
 from engine.docs.indexer import index_collection
 from models.library.default_embedder import default_embedder_path
 from tests.bench import docs_heldout_corpus
+from tests.bench.report import emit
 
 Q8_DEFAULT = "the Q8_0 default before (q8, 256, 8 a call)"
 
@@ -207,11 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         for model in models.values():
             model.close()
-    text = json.dumps(result, indent=2)
-    if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

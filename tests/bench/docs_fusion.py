@@ -23,9 +23,7 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,12 +34,9 @@ from engine.docs.index import WINDOW, Collection, DocIndex
 from engine.docs.indexer import index_collection
 from tests.bench.docs_recall import CORPORA, PROBLEMS
 from tests.bench.docs_retrieval import ranks, scores
+from tests.bench.report import dated, emit, say
 
 Questions = Sequence[tuple[str, str]]
-
-
-def say(line: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
@@ -126,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dbs.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("EMBER_HOME", str(tmp / "home"))
         embedder = shared_embedder(DEFAULT_EMBEDDER)
-        result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        result: dict[str, Any] = dated()
         for corpus in args.corpus:
             if corpus in PROBLEMS and (missing := PROBLEMS[corpus]()):
                 result[corpus] = {"skipped": missing}
@@ -136,11 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             folder = tmp / "corpora" / corpus
             result[corpus] = measure(corpus, dbs / f"{corpus}.sqlite3", folder, embedder, (keyword, paraphrase))
             say(json.dumps({corpus: {k: v for k, v in result[corpus].items() if k != "changed"}}))
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImp
 # isort: on
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +32,7 @@ from engine.docs.sources import CollectionSource
 from tests.bench.docs_heldout2_corpus import problems, write_corpus
 from tests.bench.docs_heldout2_questions import KEYWORD, PARAPHRASE
 from tests.bench.docs_retrieval import DEPTH, ranks, scores
+from tests.bench.report import dated, emit, say
 
 PREFIX = "docs_heldout2_"
 
@@ -141,17 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
 
-    def say(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
     with tempfile.TemporaryDirectory(prefix="ember-bench-heldout2-home-") as home:
         os.environ.setdefault("EMBER_HOME", home)
-        result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} | measure_heldout2(say)
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+        result = dated() | measure_heldout2(say)
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,8 @@ import engine.llama.llama_first  # noqa: F401  # pyright: ignore[reportUnusedImp
 # isort: on
 
 import argparse
-import json
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ from typing import Any
 from tests.bench.docs_heldout2 import HeldOutSet, measure_set, set_row
 from tests.bench.docs_heldout3_corpus import problems, write_corpus
 from tests.bench.docs_heldout3_questions import KEYWORD, PARAPHRASE
+from tests.bench.report import dated, emit, say
 
 PREFIX = "docs_heldout3_"
 THIRD = HeldOutSet("heldout3", PREFIX, "third held-out set", write_corpus, KEYWORD, PARAPHRASE)
@@ -49,17 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
 
-    def say(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
     with tempfile.TemporaryDirectory(prefix="ember-bench-heldout3-home-") as home:
         os.environ.setdefault("EMBER_HOME", home)
-        result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} | measure_heldout3(say)
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+        result = dated() | measure_heldout3(say)
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +55,7 @@ from tests.bench import (
     docs_stdlib,
 )
 from tests.bench.docs_retrieval import ranks, scores
+from tests.bench.report import dated, say
 
 Questions = Sequence[tuple[str, str]]
 CORPORA: dict[str, tuple[Callable[[Path], object], Questions, Questions]] = {
@@ -79,10 +79,6 @@ PROBLEMS: dict[str, Callable[[], list[str]]] = {
     "heldout3": docs_heldout3_corpus.problems,
 }
 TODAY_TARGET, TODAY_OVERLAP, TODAY_TOKENS, TODAY_GROUP = 1200, 200, 512, 2
-
-
-def say(line: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
 class Counted:
@@ -215,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         today = None if args.now_only else LlamaEmbedder.load(f16, max_tokens=TODAY_TOKENS, flash_attn=False)
         now = shared_embedder(DEFAULT_EMBEDDER)
         q8 = LlamaEmbedder.load(default_copy(f16, "Q8_0"), max_tokens=DEFAULT_WINDOW) if args.q8 else None
-        result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "now_model": now.name}
+        result: dict[str, Any] = dated(now_model=now.name)
         for corpus in args.corpus:
             result[corpus] = measure(corpus, tmp, today, now, q8)
             say(

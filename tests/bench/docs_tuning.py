@@ -30,9 +30,7 @@ import itertools
 import json
 import os
 import re
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from engine.docs.index import MIN_COSINE, RRF_K, WINDOW, Collection, DocIndex
 from engine.docs.indexer import index_collection
 from tests.bench import docs_debian_corpus, docs_debian_questions, docs_questions, docs_stdlib
 from tests.bench.docs_retrieval import DEPTH, scores
+from tests.bench.report import dated, emit, say
 
 Questions = Sequence[tuple[str, str]]
 CORPORA: dict[str, tuple[Callable[[Path], object], Questions, Questions]] = {
@@ -161,12 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for variant in VARIANTS:
                 k, para = scores(tuner.ranks(keyword, variant)), scores(tuner.ranks(paraphrase, variant))
                 rows.append({"variant": variant or "defaults", "keyword": k, "paraphrase": para})
-                print(f"[{time.strftime('%H:%M:%S')}] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
-    result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "corpus": args.corpus, "variants": rows}
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(json.dumps(result, indent=2))
-    return 0
+                say(json.dumps(rows[-1]))
+    result = dated(corpus=args.corpus, variants=rows)
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":
