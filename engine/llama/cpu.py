@@ -38,12 +38,13 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
 from engine.child_env import function_child
 from engine.errors import ModelLoadError
+from engine.llama.cpu_choice import NOT_PROBED, Choice, Probe
 from engine.llama.cpu_threads import read_cpuinfo
 from engine.llama.machine_cache import cache_dir, read_entry, write_entry
 from models.library.json_schema import is_bool, is_int, is_text
@@ -60,7 +61,6 @@ SCORE_CHILD = "engine.llama.cpu:score_child"
 PROBE_CHILD = "engine.llama.cpu:probe_child"
 PROBED = "probed"
 CACHED = "probed on this machine earlier (cached)"
-NOT_PROBED = "not probed: a better-scored variant runs"
 OUT_OF_TIME = "not probed: the probes' time limit had passed"
 UNPROVEN = "the most portable variant, unproven: no probe could tell in time (a busy machine?); probed again next start"
 CRASHED = "a run died before its first decode with it"
@@ -88,41 +88,6 @@ FEATURE_FLAGS = {
     "AVX512_BF16": "avx512_bf16",
     "AMX_INT8": "amx_int8",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """What one variant (or the one built-in build, named "") did here."""
-
-    name: str
-    score: int  # ggml's feature score; 0: this CPU lacks what it needs; -1: unknown
-    runs: bool | None = None  # None: not probed, or the probe could not tell
-    features: tuple[str, ...] = ()  # ggml's names, as llama_print_system_info reports them
-    detail: str = ""  # one line: "passed", "died of SIGILL while decoding", …
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """The variant in use (None: none runs) and what each candidate did."""
-
-    chosen: str | None
-    how: str  # "probed", "forced by EMBER_CPU_VARIANT", …
-    probes: tuple[Probe, ...] = field(default_factory=tuple)
-    refused: str = ""  # why `chosen` cannot be used here (one line); "" when it can
-
-    def probe(self, name: str | None) -> Probe | None:
-        return next((p for p in self.probes if p.name == name), None)
-
-    @property
-    def skipped(self) -> list[Probe]:
-        """Variants that were tried and failed (a trap, a probe that could not tell), and why."""
-        return [
-            p
-            for p in self.probes
-            if p.name != self.chosen
-            and p.detail != NOT_PROBED
-            and (p.runs is False or (p.score > 0 and p.runs is None))
-        ]
 
 
 # --- this CPU and this build, read without loading llama.cpp ----------------------------------
