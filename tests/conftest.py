@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from serve_helpers import SeeingEcho, Served
     from sse_stub import StubServer
 
+    from engine.llama.process_state import LlamaProcess
+
 # A test that is slow but not marked `slow` fails under --check-slow-marks (.ci/run sets it).
 pytest_plugins = ("slow_marks", "pytester")
 
@@ -134,6 +136,17 @@ def no_machine_profile() -> None:
     """Each test starts with no machine profile cached: `ember bench` saves the one it measures in
     the run's shared cache folder, and a later test's speed ranking must not depend on test order."""
     Path(os.environ["EMBER_CACHE_DIR"], "machine-profile.json").unlink(missing_ok=True)
+
+
+@pytest.fixture
+def fresh_llama() -> Iterator[LlamaProcess]:
+    """llama.cpp's process-wide state as a new process has it, for a test that fakes llama.cpp;
+    the real one (a variant and GPU an earlier test loaded) comes back after it."""
+    from engine.llama.process_state import PROCESS
+
+    real = PROCESS.reset()
+    yield PROCESS
+    PROCESS.restore(real)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import pytest
 
 from engine.errors import ModelLoadError
 from engine.llama import cpu, machine_cache
+from engine.llama.process_state import PROCESS, LlamaProcess
 
 INFO = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
@@ -32,18 +33,18 @@ def test_the_build_and_the_cpu_are_read_and_compared() -> None:
 
 
 @pytest.fixture
-def one_variant(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A build with its CPU backend built in (no run-time variants): the one build is probed."""
+def one_variant(monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess) -> None:
+    """A build with its CPU backend built in (no run-time variants), in a new process: the one
+    build is probed."""
     monkeypatch.setattr(cpu, "ensure_backends", lambda model=None: None)
 
 
 @pytest.mark.usefixtures("one_variant")
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess
 ) -> None:
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu, "_builtin", None)
     old = cpu.cpu_flags(OLD_CPU)
     monkeypatch.setattr(cpu, "cpu_flags", lambda cpuinfo=None: old)  # this machine, an older CPU
     with pytest.raises(ModelLoadError) as err:
@@ -53,7 +54,7 @@ def test_a_trapping_build_is_refused_in_one_line_and_the_verdict_is_cached(
     assert "uses AVX2, F16C, FMA, BMI2, which this CPU lacks" in message
     assert "SIGILL" in message and "uv sync --reinstall-package llama-cpp-python" in message
     # Cached on disk: a new process (an empty in-memory table) refuses without probing again.
-    monkeypatch.setattr(cpu, "_builtin", None)
+    fresh_llama.reset()
     with pytest.raises(ModelLoadError):
         cpu.ensure_cpu_runs(command=[sys.executable, "-c", "raise SystemExit('must not run')"])
     assert (tmp_path / cpu.CACHE_FILE).is_file()
@@ -65,7 +66,6 @@ def test_a_probe_that_cannot_tell_refuses_nothing_and_is_not_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu, "_builtin", None)
     verdict = cpu.ensure_cpu_runs(command=[sys.executable, "-c", "import sys; sys.exit('no llama here')"])
     assert verdict.runs is None and "no llama here" in verdict.detail
     assert not (tmp_path / cpu.CACHE_FILE).exists()
@@ -88,7 +88,8 @@ def test_the_real_build_passes_its_probe_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm_path: Path
 ) -> None:
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cpu, "_builtin", None)
+    # Only the built-in build's verdict is forgotten: the variant and GPU loaded here stay loaded.
+    monkeypatch.setattr(PROCESS, "builtin_probe", None)
     verdict = cpu.ensure_cpu_runs(smollm_path)  # the one build, or the variant chosen here
     assert verdict.runs is True and verdict.detail == "passed"
     if "avx2" in cpu.cpu_flags():  # the portable x86-64 build uses it

@@ -21,6 +21,7 @@ import pytest
 from engine.errors import ModelLoadError
 from engine.llama import cpu, llama_log, machine_cache
 from engine.llama.cpu import CACHE_FILE, Choice, Probe
+from engine.llama.process_state import LlamaProcess
 
 PROBE_VARIANT = cpu.probe_variant
 MEASURED = Choice("zen4", cpu.PROBED, (Probe("zen4", 90, True), Probe("sapphirerapids", 99, False)))
@@ -45,7 +46,7 @@ class _FakeGgml:
 
 
 @pytest.fixture
-def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess) -> dict[str, Path]:
     folder = tmp_path / "lib"
     folder.mkdir()
     for name in ("x64", "zen4", "sapphirerapids"):
@@ -53,9 +54,6 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv(machine_cache.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(cpu.FORCE_ENV, raising=False)
     monkeypatch.setattr(cpu, "lib_dir", lambda: folder)
-    monkeypatch.setattr(cpu, "_loaded", None)
-    monkeypatch.setattr(cpu, "_pending", None)
-    monkeypatch.setattr(cpu, "_marker", None)
     monkeypatch.setattr(llama_log, "install", lambda: None)
     return cpu.variant_files(folder)
 
@@ -125,7 +123,7 @@ def _probe_with(monkeypatch: pytest.MonkeyPatch, child: str) -> None:
 
 @pytest.mark.slow
 def test_a_forced_variant_that_traps_is_probed_in_a_child_and_refused_in_one_line(
-    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess
 ) -> None:
     """CV-02: forced, it was loaded unprobed and its first decode killed the process."""
     monkeypatch.setenv(cpu.FORCE_ENV, "sapphirerapids")
@@ -144,12 +142,12 @@ def test_a_forced_variant_that_traps_is_probed_in_a_child_and_refused_in_one_lin
     assert choice is not None and cpu.chosen_line(choice, frozenset()) == f"CPU variant: {message}"
     assert "cannot run here: died of SIGILL while decoding" in cpu.in_use_line()
     # The verdict is cached for this machine: the next process refuses without a child.
-    monkeypatch.setattr(cpu, "_loaded", None)
+    fresh_llama.reset()
     monkeypatch.setattr(cpu, "probe_variant", lambda *a, **k: pytest.fail("probed again"))
     with pytest.raises(ModelLoadError):
         cpu.ensure_cpu_runs()
     # A forced variant that runs is used, and the automatic choice is still made afresh when unforced.
-    monkeypatch.setattr(cpu, "_loaded", None)
+    fresh_llama.reset()
     _probe_with(monkeypatch, "tests.cpu_fakes:probe")
     monkeypatch.setenv(cpu.FORCE_ENV, "zen4")
     forced = cpu.ensure_backends()
@@ -179,7 +177,7 @@ def _reaped() -> int:
 
 @pytest.mark.slow  # starts a process or uses the real model (tests/slow_marks.py)
 def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
-    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    build: dict[str, Path], monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess
 ) -> None:
     """CV-06: a cached choice that traps killed every run, and `ember doctor` called it fine."""
     path = _cache(
@@ -200,7 +198,7 @@ def test_a_run_that_died_before_its_first_decode_makes_the_next_start_fall_back(
     # That process dies of SIGILL before its first decode: its marker stays behind.
     (markers / str(_reaped())).write_text("sapphirerapids")
     (markers / str(os.getppid())).write_text("zen4")  # a process still running: not a crash
-    monkeypatch.setattr(cpu, "_loaded", None)
+    fresh_llama.reset()  # the next start
     zen4 = Choice("zen4", cpu.PROBED, (Probe("zen4", 90, True),))
 
     def choose(files: dict[str, Path], model: object) -> Choice:

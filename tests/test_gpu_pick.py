@@ -11,6 +11,7 @@ from engine.llama import gpu_modules, machine_cache
 from engine.llama.gpu_pick import ADD_VULKAN, FORCE_ENV, GpuDevice, choose
 from engine.llama.llama_devices import Device
 from engine.llama.offload import ALL_LAYERS, plan
+from engine.llama.process_state import LlamaProcess
 from models.gguf.meta import read_metadata
 
 GIB = 1 << 30
@@ -185,9 +186,11 @@ def test_a_device_index_in_other_digits_is_a_pick_or_not_found_never_a_traceback
     assert pick.note.startswith(f"GPU device {wanted!r} not found") and "\n" not in pick.note
 
 
-def test_a_models_device_field_of_superscript_two_is_a_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_models_device_field_of_superscript_two_is_a_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, fresh_llama: LlamaProcess
+) -> None:
     """GV-20: the second model of a run, its settings' device field `²` (gpu_modules.want → find)."""
     monkeypatch.delenv(FORCE_ENV, raising=False)
-    monkeypatch.setattr(gpu_modules, "_pick", choose([IGPU, DGPU]))
+    fresh_llama.gpu_pick = choose([IGPU, DGPU])
     note = gpu_modules.want("²")
     assert note.startswith("GPU device '²' takes effect when Ember next starts") and "\n" not in note

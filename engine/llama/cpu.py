@@ -35,7 +35,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict
@@ -47,6 +46,7 @@ from engine.errors import ModelLoadError
 from engine.llama.cpu_choice import NOT_PROBED, Choice, Probe
 from engine.llama.cpu_threads import read_cpuinfo
 from engine.llama.machine_cache import cache_dir, read_entry, write_entry
+from engine.llama.process_state import PROCESS
 from models.library.json_schema import is_bool, is_int, is_text
 
 log = logging.getLogger("engine.llama")
@@ -447,10 +447,6 @@ def _remember(key: str, probe: Probe) -> None:
 
 # --- in this process ---------------------------------------------------------------------------
 
-_loaded: Choice | None = None
-_builtin: Probe | None = None
-_lock = threading.Lock()
-
 
 def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = None) -> Probe:
     """The loaders' one call: the variant in use (chosen and loaded first if need be), or the
@@ -469,18 +465,18 @@ def ensure_cpu_runs(model: Path | None = None, command: Sequence[str] | None = N
 
 def _probe_builtin(model: Path | None, command: Sequence[str] | None) -> Probe:
     """The build with its CPU backend built in, probed once per machine (the verdict is cached)."""
-    global _builtin
     folder = lib_dir()
     found = (sorted(folder.glob("*ggml-cpu*")) or sorted(folder.glob("*llama*"))) if folder else []
     key = machine_key(found[:1])  # llama.cpp's CPU library, found without loading it
-    with _lock:
-        _builtin = _builtin or _cached_probes(key).get("")
-        if _builtin is None:
-            _builtin = probe(command, model or probe_model())
-            log.info("llama.cpp CPU probe: %s", _builtin.detail)
-            if _builtin.runs is not None:
-                _remember(key, _builtin)
-        return _builtin
+    with PROCESS.lock:
+        verdict = PROCESS.builtin_probe or _cached_probes(key).get("")
+        if verdict is None:
+            verdict = probe(command, model or probe_model())
+            log.info("llama.cpp CPU probe: %s", verdict.detail)
+            if verdict.runs is not None:
+                _remember(key, verdict)
+        PROCESS.builtin_probe = verdict
+        return verdict
 
 
 def probe(command: Sequence[str] | None = None, model: Path | None = None, timeout: float | None = None) -> Probe:
@@ -523,9 +519,8 @@ def refusal(verdict: Probe, flags: frozenset[str]) -> str:
 
 def ensure_backends(model: Path | None = None) -> Choice | None:
     """Load the chosen CPU variant and the GPU modules once per process (None: no variants)."""
-    global _loaded, _pending
-    if _loaded is not None:  # chosen and loaded in this process already: no listing, no lock
-        return _loaded
+    if PROCESS.variant is not None:  # chosen and loaded in this process already: no listing, no lock
+        return PROCESS.variant
     folder = lib_dir()
     files = variant_files(folder)
     if not files or folder is None:
@@ -534,8 +529,8 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
     from engine.llama import llama_log
 
     llama_log.install()  # llama.cpp's "loaded CPU backend from …" goes to the log, not the terminal
-    with _lock:
-        if _loaded is None:
+    with PROCESS.lock:
+        if PROCESS.variant is None:
             choice = _decide(files, model)
             ok = not choice.refused and _register(files, folder, choice)
             if not ok and choice.how == CACHED:
@@ -546,9 +541,9 @@ def ensure_backends(model: Path | None = None) -> Choice | None:
                 ok = _register(files, folder, choice)
             if not ok and not choice.refused:
                 choice = _refused(choice, "llama.cpp refused to load it on this CPU")
-            _pending = choice.chosen if ok else None
-            _loaded = choice
-        return _loaded
+            PROCESS.pending_variant = choice.chosen if ok else None
+            PROCESS.variant = choice
+        return PROCESS.variant
 
 
 def _decide(files: dict[str, Path], model: Path | None) -> Choice:
@@ -631,22 +626,18 @@ def _register(files: dict[str, Path], folder: Path, choice: Choice) -> bool:
 def _load_modules_without_variants(folder: Path | None) -> None:
     """A GGML_BACKEND_DL build without CPU variants (`libggml-cpu.so` as a module): nothing registers
     its backends either; with them built in (the usual case) llama.cpp has registered them already."""
-    global _builtin_checked
-    with _lock:
-        if _builtin_checked or folder is None or not folder.is_dir():
+    with PROCESS.lock:
+        if PROCESS.builtin_registered or folder is None or not folder.is_dir():
             return
-        _builtin_checked = True
+        PROCESS.builtin_registered = True
         lib = ggml_library()
         if int(lib.ggml_backend_reg_count()) == 0:
             lib.ggml_backend_load_all_from_path(str(folder).encode())
 
 
-_builtin_checked = False
-
-
 def loaded() -> Choice | None:
     """The choice this process made, if it made one."""
-    return _loaded
+    return PROCESS.variant
 
 
 # --- what `ember doctor` and `--version` say -----------------------------------------------------
@@ -700,9 +691,6 @@ def chosen_line(choice: Choice, flags: frozenset[str]) -> str:
 
 # --- markers: a run that dies before its first decode ------------------------------------------
 
-_pending: str | None = None  # the variant loaded here that has not decoded yet
-_marker: Path | None = None
-
 
 def _starts_dir() -> Path:
     return cache_dir() / STARTS_DIR
@@ -712,29 +700,27 @@ def decoding() -> None:
     """Before this process's first decode: leave a marker naming its variant, which a trap there
     (SIGILL) leaves behind. Only around that decode, so a process stopped at another time (a
     SIGTERM, a doctor that never decodes) is never taken for a crash."""
-    global _marker
-    if _pending is None or _marker is not None:
+    pending = PROCESS.pending_variant
+    if pending is None or PROCESS.start_marker is not None:
         return
     path = _starts_dir() / str(os.getpid())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_pending, encoding="utf-8")
+        path.write_text(pending, encoding="utf-8")
     except OSError as exc:
         log.info("could not leave the CPU variant's start marker in %s: %s", path, exc)
         return
-    _marker = path
+    PROCESS.start_marker = path
     atexit.register(decoded)
 
 
 def decoded() -> None:
     """This process decoded with its variant (or exits normally): its marker goes, for good."""
-    global _marker, _pending
-    _pending = None
-    if _marker is None:
-        return
-    with contextlib.suppress(OSError):
-        _marker.unlink()
-    _marker = None
+    PROCESS.pending_variant = None
+    marker, PROCESS.start_marker = PROCESS.start_marker, None
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.unlink()
 
 
 def crashed_starts() -> set[str]:

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from engine.llama.gpu_pick import ADD_VULKAN, CPU_ONLY, FORCE_ENV, GpuDevice, GpuPick, choose, find
 from engine.llama.machine_cache import read_entry, write_entry
+from engine.llama.process_state import PROCESS
 from models.library.json_schema import is_int, is_text
 
 log = logging.getLogger("engine.llama")
@@ -170,27 +171,22 @@ def write_cached(key: str, devices: Sequence[GpuDevice], note: str) -> None:
 
 # --- in this process ---------------------------------------------------------------------------
 
-_pick: GpuPick | None = None
-
-
-_wanted = ""  # the model settings' device field, given before the first load
-
 
 def want(device: str) -> str:
     """Note the model settings' device field for the pick; "" or, once the pick is made (it is made
     once per process: a module sees only the devices made visible before it loads), one line on why
     the field takes effect at the next start."""
-    global _wanted
     device = device.strip()
-    if _pick is None:
-        _wanted = device
+    pick = PROCESS.gpu_pick
+    if pick is None:
+        PROCESS.wanted_device = device
         return ""
     if not device or os.environ.get(FORCE_ENV, "").strip():
         return ""
-    hit = find(_pick.devices, device) if device.casefold() not in CPU_ONLY else None
-    if hit == _pick.chosen:
+    hit = find(pick.devices, device) if device.casefold() not in CPU_ONLY else None
+    if hit == pick.chosen:
         return ""
-    return f"GPU device {device!r} takes effect when Ember next starts (this run uses {_where(_pick)})"
+    return f"GPU device {device!r} takes effect when Ember next starts (this run uses {_where(pick)})"
 
 
 def _where(pick: GpuPick) -> str:
@@ -199,7 +195,7 @@ def _where(pick: GpuPick) -> str:
 
 def wanted_device() -> str:
     """What the user asked for: EMBER_GPU_DEVICE, else the model settings' device field."""
-    return os.environ.get(FORCE_ENV, "").strip() or _wanted
+    return os.environ.get(FORCE_ENV, "").strip() or PROCESS.wanted_device
 
 
 def decide(folder: Path | None) -> GpuPick:
@@ -222,9 +218,8 @@ def decide(folder: Path | None) -> GpuPick:
 
 def load(lib: Any, folder: Path | None) -> GpuPick:
     """Decide, then load the chosen device's module with only that device visible (once per process)."""
-    global _pick
-    if _pick is not None:
-        return _pick
+    if PROCESS.gpu_pick is not None:
+        return PROCESS.gpu_pick
     pick = decide(folder)
     if pick.note:
         log.warning("%s", pick.note)
@@ -238,10 +233,10 @@ def load(lib: Any, folder: Path | None) -> GpuPick:
             pick = GpuPick(pick.devices, None, line, pick.note)
         else:
             log.info("GPU: %s (%s)", chosen.label(), pick.why)
-    _pick = pick
+    PROCESS.gpu_pick = pick
     return pick
 
 
 def loaded() -> GpuPick | None:
     """The pick this process made, if it loaded llama.cpp's backends."""
-    return _pick
+    return PROCESS.gpu_pick

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import threading
-from collections import deque
 from typing import Any
+
+from engine.llama.process_state import PROCESS
 
 log = logging.getLogger("engine.llama_cpp")
 
@@ -22,40 +22,34 @@ _LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ER
 # terminal: an embedder asks for mean pooling on models (SmolLM2) that declare none.
 _ASKED_FOR = ("default pooling_type is",)
 
-_recent: deque[tuple[int, str]] = deque(maxlen=64)
-_lock = threading.Lock()
-_installed: list[Any] = []  # keeps the ctypes callback alive for the life of the process
-_last_level = logging.DEBUG
-
 
 def on_log(level: int, text: bytes | None, _user_data: Any) -> None:
-    global _last_level
     msg = (text or b"").decode("utf-8", "replace").rstrip("\n")
-    py_level = _last_level if level == 5 else _LEVELS.get(level, logging.DEBUG)
+    py_level = PROCESS.last_log_level if level == 5 else _LEVELS.get(level, logging.DEBUG)
     if py_level == logging.WARNING and any(part in msg for part in _ASKED_FOR):
         py_level = logging.DEBUG
-    _last_level = py_level
+    PROCESS.last_log_level = py_level
     if not msg:
         return
-    with _lock:
-        _recent.append((py_level, msg))
+    with PROCESS.log_lock:
+        PROCESS.recent_log.append((py_level, msg))
     log.log(py_level, "%s", msg)
 
 
 def install() -> None:
     """Install the callback once per process, before the first model load."""
-    if _installed:
+    if PROCESS.log_callbacks:
         return
     import llama_cpp as lc
 
     cb = lc.llama_log_callback(on_log)
     lc.llama_log_set(cb, ctypes.c_void_p(0))
-    _installed.append(cb)
+    PROCESS.log_callbacks.append(cb)
 
 
 def install_mtmd() -> None:
     """The same for libmtmd (projectors, images), which keeps a log of its own; once per process."""
-    if len(_installed) > 1:
+    if len(PROCESS.log_callbacks) > 1:
         return
     import llama_cpp as lc
     from llama_cpp import mtmd_cpp
@@ -64,14 +58,14 @@ def install_mtmd() -> None:
     cb = lc.llama_log_callback(on_log)
     m.mtmd_log_set(cb, ctypes.c_void_p(0))
     m.mtmd_helper_log_set(cb, ctypes.c_void_p(0))
-    _installed.append(cb)
+    PROCESS.log_callbacks.append(cb)
 
 
 def recent_messages() -> list[str]:
-    with _lock:
-        return [m for _, m in _recent]
+    with PROCESS.log_lock:
+        return [m for _, m in PROCESS.recent_log]
 
 
 def clear_recent() -> None:
-    with _lock:
-        _recent.clear()
+    with PROCESS.log_lock:
+        PROCESS.recent_log.clear()
