@@ -9,8 +9,9 @@ A value cut mid-way is left out rather than guessed.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
+
+from engine.api.text import bounded_loads
 
 _CLOSERS = {"{": "}", "[": "]"}
 
@@ -18,14 +19,14 @@ _CLOSERS = {"{": "}", "[": "]"}
 def finished_fields(text: str) -> dict[str, Any]:
     """The longest prefix of `text` that ends after a whole value, closed and parsed; {} when none."""
     try:
-        whole = json.loads(text)
+        whole = bounded_loads(text)
     except ValueError:
         whole = None
     if isinstance(whole, dict):
         return cast(dict[str, Any], whole)
     for end, closers in reversed(_cut_points(text)):
         try:
-            value = json.loads(text[:end] + closers)
+            value = bounded_loads(text[:end] + closers)
         except ValueError:
             continue
         if isinstance(value, dict):

@@ -22,6 +22,7 @@ from desktop.serve.errors import bad_request, invalid
 from desktop.serve.wire_images import part_images
 from engine.api.errors import ConfigError
 from engine.api.session import compile_schema
+from engine.api.text import NestedTooDeep, bounded_loads
 from engine.api.values import Message, Sampling, Schema
 
 MAX_MESSAGES = 4096
@@ -31,6 +32,7 @@ MAX_STOPS = 4
 MAX_STOP_CHARS = 256
 MAX_CHOICES = 8  # `n`: each choice is a full generation, run one after another
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound
+MAX_BODY_DEPTH = 512  # junk a client nests in fields Ember ignores is let through; this is far from the limit
 MAX_TOKENS_CAP = 1 << 20  # without a known context size, anything above this is absurd
 # `json_object` asks for any JSON object: the grammar of this schema, and nothing said to the model.
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -90,8 +92,8 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise bad_request(f"the request body is not UTF-8 (byte {exc.start} is not valid UTF-8)") from None
     try:
-        body = json.loads(text)
-    except RecursionError:
+        body = bounded_loads(text, max_depth=MAX_BODY_DEPTH)
+    except (NestedTooDeep, RecursionError):
         raise bad_request("the request body is not valid JSON (nested too deeply)") from None
     except ValueError as exc:  # besides JSONDecodeError: an integer of more than 4,300 digits
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number has too many digits"
@@ -175,7 +177,7 @@ def _arguments(value: Any) -> Any:
     if value is None or value == "":
         return {}
     try:
-        value = json.loads(value) if isinstance(value, str) else value
+        value = bounded_loads(value) if isinstance(value, str) else value
     except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):

@@ -27,7 +27,6 @@ Nothing here touches the network until `stream` (or `list_models`) is called.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -50,6 +49,7 @@ from engine.cancel import CancelToken
 from engine.errors import BackendError, ConfigError
 from engine.events import FinishReason, Piece
 from engine.network import guard as network_guard
+from models.library.json_input import bounded_loads
 
 log = logging.getLogger("engine.openai_backend")  # a stable name for log filters
 
@@ -219,7 +219,7 @@ def _json_error_message(obj: object) -> str:
 
 def _error_detail(text: str) -> str:
     try:
-        message = _json_error_message(json.loads(text))
+        message = _json_error_message(bounded_loads(text))
     except (ValueError, RecursionError):
         # Plain text is worth quoting; an HTML error page is not.
         return "" if text.lstrip().startswith("<") else _one_line(text)
@@ -336,7 +336,7 @@ class _ChunkReader:
 
     def _parse(self, data: str) -> dict[str, object] | None:
         try:
-            chunk = _as_dict(json.loads(data))
+            chunk = _as_dict(bounded_loads(data))
         except (ValueError, RecursionError):  # RecursionError: a chunk nested past what json parses
             chunk = None
         if chunk is None:
@@ -665,7 +665,7 @@ def list_models(
 
 def _model_ids(text: str, host: str) -> list[str]:
     try:
-        body = _as_dict(json.loads(text))
+        body = _as_dict(bounded_loads(text))
     except (ValueError, RecursionError):
         body = None
     if body is None:

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from engine.backends.image_input import wire_content
 from engine.events import Piece
+from models.library.json_input import bounded_loads
 
 CHARS_PER_TOKEN_CAP = 32  # as the text budget counts: a piece costs at least 1 token, 1 per 32 characters
 
@@ -69,7 +70,7 @@ class ToolCallDeltas:
         for _, (names, parts) in sorted(self._calls.items()):
             text = "".join(parts)
             try:
-                arguments: Any = json.loads(text or "{}")
+                arguments: Any = bounded_loads(text or "{}")
             except (json.JSONDecodeError, RecursionError):
                 arguments = text  # left as text: the parser rejects it, the guardrail strips it
             try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from models.formats import tool_call_spans
+from models.library.json_input import bounded_loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def _call(name: Any, arguments: Any, call_id: Any = None) -> ParsedCall:
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return bounded_loads(text)
     except json.JSONDecodeError as exc:
         raise CallSyntaxError(f"not JSON: {exc.msg}") from exc
 
@@ -115,7 +116,7 @@ def _typed(value: str) -> Any:
     """A raw XML-style parameter value: JSON when it is JSON, else the text itself."""
     stripped = value.strip()
     try:
-        return json.loads(stripped)
+        return bounded_loads(stripped)
     except json.JSONDecodeError:
         return stripped
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 
 from engine.errors import ConfigError
 from engine.turns.structured import compile_schema
-from models.library.json_input import MAX_DEPTH, json_depth
+from models.library.json_input import MAX_DEPTH, NestedTooDeep, bounded_loads
 
 FormatKind = Literal["text", "json", "schema"]
 SETTINGS_KEY = "reply_format"
@@ -83,13 +83,11 @@ def parse_schema_text(text: str) -> tuple[dict[str, Any] | None, str]:
     if not text.strip():
         return None, "Type a JSON Schema."
     try:
-        value: Any = json.loads(text)
+        value: Any = bounded_loads(text, max_depth=MAX_DEPTH)
+    except NestedTooDeep:  # a pasted 100,000-deep value
+        return None, f"Not usable: it is nested more than {MAX_DEPTH} levels deep."
     except json.JSONDecodeError as exc:
         return None, f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-    except RecursionError:  # a pasted 100,000-deep value
-        return None, f"Not usable: it is nested more than {MAX_DEPTH} levels deep."
-    if json_depth(value) > MAX_DEPTH:
-        return None, f"Not usable: it is nested more than {MAX_DEPTH} levels deep."
     error = check_schema(value)
     if error is not None:
         return None, error

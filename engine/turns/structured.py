@@ -44,6 +44,7 @@ from engine.turns.rounds import fold_system, stream_round
 from engine.turns.schema_limits import bounded_for_grammar, schema_depth_problem
 from engine.turns.schema_patterns import bounded_validator_class, checking, pattern_problem
 from engine.turns.tally import Tally
+from models.library.json_input import bounded_loads
 
 if TYPE_CHECKING:  # jsonschema is imported by the functions that use it: the window starts without it
     from jsonschema.exceptions import ValidationError
@@ -176,7 +177,7 @@ def parse_reply(text: str, validator: Validator) -> Any:
     if not body:
         raise ReplyError("the reply was empty")
     try:
-        value = json.loads(body, parse_constant=_reject_constant)
+        value = bounded_loads(body, parse_constant=_reject_constant)
     except ValueError as exc:  # JSONDecodeError, or a NaN/Infinity constant
         raise ReplyError(f"invalid JSON ({exc})") from exc
     try:
