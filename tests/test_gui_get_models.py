@@ -274,7 +274,9 @@ def test_the_picker_leads_to_the_page_and_use_loads_the_download(
     qtbot.waitUntil(lambda: tiny.ready, timeout=WAIT_MS)
     click(qtbot, tiny.action)  # "Use this model": loads it through the window's model switch
     qtbot.waitUntil(
-        lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
+        lambda: (
+            chat.controller.models.choice is not None and chat.controller.models.choice.path == models / TINY_TARGET
+        ),
         timeout=WAIT_MS * 24,
     )  # the first llama.cpp load of a run may probe CPU variants
     from engine.llama.llama import LlamaBackend

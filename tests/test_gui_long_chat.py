@@ -117,7 +117,7 @@ def test_the_divider_shows_above_the_first_turn_the_model_still_sees(make_chat: 
 def test_a_rolling_window_has_one_divider(make_chat: MakeChat, qtbot: QtBot) -> None:
     answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
     chat = make_chat(backend=counting(*answers, n_ctx=400))
-    chat.controller.context.set_policy(ContextPolicy.ROLLING)
+    chat.controller.screen.set_policy(ContextPolicy.ROLLING)
     for i in range(8):
         send(chat, (f"question {i} " + "more " * 10).strip())
     view = chat.window.conversation
@@ -130,7 +130,7 @@ def test_a_rolling_window_has_one_divider(make_chat: MakeChat, qtbot: QtBot) -> 
 def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(make_chat: MakeChat, qtbot: QtBot) -> None:
     answers = [f"answer {i} " + "filler " * 20 for i in range(8)]
     chat = make_chat(backend=counting(*answers, n_ctx=400))
-    chat.controller.context.set_policy(ContextPolicy.STOP)
+    chat.controller.screen.set_policy(ContextPolicy.STOP)
     sent = 0
     for i in range(8):
         asked = len(chat.backend.requests)  # type: ignore[union-attr]
@@ -158,7 +158,7 @@ def test_under_stop_the_full_conversation_offers_to_leave_older_messages_out(mak
     qtbot.waitUntil(lambda: len(chat.backend.requests) == asked + 1, timeout=WAIT_MS)  # type: ignore[union-attr]
     chat.wait_idle()
     assert chat.window.composer.text() == ""
-    assert chat.controller.context.policy is ContextPolicy.TRUNCATE_MIDDLE
+    assert chat.controller.screen.policy is ContextPolicy.TRUNCATE_MIDDLE
     conv = store_of(chat).latest_conversation()
     assert conv is not None and conv.settings["context_policy"] == "truncate-middle"
 

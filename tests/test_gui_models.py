@@ -153,7 +153,7 @@ def test_a_failed_load_keeps_the_previous_model_working(make_chat, qtbot: QtBot,
     assert "truncated" in chat.window.notice.details.text()  # llama.cpp's own words, behind Details
     assert chat.window.header.model_label == before and not chat.window.header.loading
     assert chat.window.status.model.text() == before
-    assert chat.controller.choice is None and chat.engine.backend is chat.backend
+    assert chat.controller.models.choice is None and chat.engine.backend is chat.backend
     chat.type_and_send("are you there?")
     assert chat.wait_reply_finished().answer_text() == "still here"
 
@@ -180,7 +180,7 @@ def test_choosing_a_tiny_model_in_the_picker_loads_it_with_its_settings(make_cha
     picker = add_zoo(chat, zoo)
     picker.select_row(row_named(picker, TINY))
     click(qtbot, picker.load)
-    qtbot.waitUntil(lambda: chat.controller.choice is not None, timeout=WAIT_MS * 2)
+    qtbot.waitUntil(lambda: chat.controller.models.choice is not None, timeout=WAIT_MS * 2)
     backend = chat.engine.backend
     assert isinstance(backend, llama_backend.LlamaBackend)
     assert backend.path == tiny and backend.n_ctx == 1024
@@ -309,8 +309,8 @@ def test_header_settings_edit_the_loaded_model(
     dialog.temperature.setValue(0.1)
     dialog.buttons.accepted.emit()
     assert load_model_settings(model).temperature == pytest.approx(0.1)
-    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
-    assert chat.controller.choice.settings.temperature == pytest.approx(0.1)
+    assert chat.controller.models.choice is not None and chat.controller.models.choice.settings is not None
+    assert chat.controller.models.choice.settings.temperature == pytest.approx(0.1)
 
 
 def open_header_settings(chat: Chat) -> ModelSettingsDialog:
@@ -345,8 +345,10 @@ def test_a_new_context_length_reloads_the_loaded_model(
     qtbot.waitUntil(
         lambda: chat.controller.models._loading is not None and chat.controller.models._loading.done(), timeout=WAIT_MS
     )
-    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
-    assert chat.controller.choice.settings.context_length == 1024 and chat.controller.choice.notice is None
+    assert chat.controller.models.choice is not None and chat.controller.models.choice.settings is not None
+    assert (
+        chat.controller.models.choice.settings.context_length == 1024 and chat.controller.models.choice.notice is None
+    )
     assert chat.window.header.model_label == "Tiny Llama (test) (F32)" and not chat.window.notice.isVisible()
     assert load_model_settings(model).context_length == 1024
 
@@ -370,8 +372,8 @@ def test_a_sampling_change_does_not_reload(
     after = asyncio.ensure_future(asyncio.sleep(0))
     qtbot.waitUntil(after.done, timeout=WAIT_MS)
     assert loading == [] and chat.engine.backend is before and chat.controller.models._loading is task
-    assert chat.controller.choice is not None and chat.controller.choice.settings is not None
-    assert chat.controller.choice.settings.temperature == pytest.approx(0.25)
+    assert chat.controller.models.choice is not None and chat.controller.models.choice.settings is not None
+    assert chat.controller.models.choice.settings.temperature == pytest.approx(0.25)
 
 
 def test_after_a_failed_load_the_notices_choose_model_button_opens_the_picker(

@@ -471,7 +471,9 @@ def test_get_models_search_download_cancel_use_by_keyboard_and_mouse(
     chat.qtbot.keyClick(row.action, Qt.Key.Key_Space)
     # A generous bound: the first llama.cpp load of a run picks its CPU variant first.
     chat.qtbot.waitUntil(
-        lambda: chat.controller.choice is not None and chat.controller.choice.path == models / TINY_TARGET,
+        lambda: (
+            chat.controller.models.choice is not None and chat.controller.models.choice.path == models / TINY_TARGET
+        ),
         timeout=WAIT_MS * 6,
     )
     assert not page.isVisible()

@@ -80,7 +80,8 @@ def test_add_server_fetch_save_select_and_chat(make_chat, qtbot: QtBot, log_file
         assert "saved (not shown)" in picker.details.browser.toPlainText()
         click(qtbot, picker.load)
         qtbot.waitUntil(
-            lambda: chat.controller.model is not None and chat.controller.model.device == "Remote", timeout=WAIT_MS
+            lambda: chat.controller.models.model is not None and chat.controller.models.model.device == "Remote",
+            timeout=WAIT_MS,
         )
         assert chat.window.header.model_label == f"stub-model at {stub.host}"
         chat.type_and_send("hi")

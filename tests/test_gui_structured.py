@@ -67,7 +67,7 @@ def test_json_replies_render_as_formatted_json_after_a_quiet_retry(make_chat: Ma
 
 def test_exhausted_retries_show_the_last_error_and_try_again_reruns(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat("nope", "still nope", '{"answer": 5}', '{"answer": "yes"}')
-    chat.controller.set_reply_format(ReplyFormat("schema", ANSWER_SCHEMA))
+    chat.controller.screen.set_format(ReplyFormat("schema", ANSWER_SCHEMA))
     chat.type_and_send("answer in json")
     qtbot.waitUntil(lambda: chat.window.conversation.banner is not None, timeout=WAIT_MS)
     chat.wait_idle()
@@ -87,7 +87,7 @@ def test_exhausted_retries_show_the_last_error_and_try_again_reruns(make_chat: M
 def test_stopping_a_structured_reply_keeps_no_answer(make_chat: MakeChat, qtbot: QtBot) -> None:
     slow = [{"text": "{", "delay_ms": 20}] + [{"text": " ", "delay_ms": 20} for _ in range(200)]
     chat = make_chat(slow)
-    chat.controller.set_reply_format(ReplyFormat("json"))
+    chat.controller.screen.set_format(ReplyFormat("json"))
     chat.type_and_send("json please")
     qtbot.waitUntil(lambda: chat.controller.busy and chat.window.last_reply() is not None, timeout=WAIT_MS)
     chat.controller.stop()

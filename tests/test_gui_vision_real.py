@@ -60,7 +60,7 @@ def _load_from_the_picker(chat: Chat, folder: Path) -> LlamaBackend:
     assert "vision" in row.line.split(" · ")  # and marked in the picker
     picker.select_row(row_named(picker, MODEL))
     click(chat.qtbot, picker.load)
-    chat.qtbot.waitUntil(lambda: chat.controller.choice is not None, timeout=SLOW_MS)
+    chat.qtbot.waitUntil(lambda: chat.controller.models.choice is not None, timeout=SLOW_MS)
     backend = chat.engine.backend
     assert isinstance(backend, LlamaBackend) and backend.path == folder / MODEL
     assert backend.projector == folder / PROJECTOR and backend.capabilities.vision

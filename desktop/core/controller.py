@@ -12,18 +12,16 @@ import logging
 from functools import partial
 
 from desktop.core.chat_views import ChatView, HistoryView, NoTools, QuietHistory, ReplySink, ToolOffer
-from desktop.core.conversation_context import ConversationContext
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.conversation_screen import ConversationScreen
 from desktop.core.failures import HISTORY_PROBLEM, FailureAction, TurnFailure, failure_for, refusal_kind
 from desktop.core.history_session import HISTORY_ERRORS, HistorySession
-from desktop.core.model_choice import ModelChoice, ModelInfo
 from desktop.core.model_slot import ModelSlot
 from desktop.core.pending_images import PendingImages
 from desktop.core.reply_events import play
 from engine.api.conversations import error_kind
 from engine.api.errors import ConfigError, ContextOverflowError
-from engine.api.session import Ask, ChatSession, ConversationTitler, Engine, ReplyFormat, Turn
+from engine.api.session import Ask, ChatSession, ConversationTitler, Engine, Turn
 from engine.api.tools import ToolSet
 from engine.api.values import FinishReason, TurnDone, TurnError, TurnErrorKind
 
@@ -53,9 +51,8 @@ class ChatController:
         self.documents = documents or ConversationDocs()
         self.models = ModelSlot(engine, view)
         self.screen = ConversationScreen(
-            self.session, view, history_view or QuietHistory(), self.tool_turns, self.documents
+            engine, self.models, self.session, view, history_view or QuietHistory(), self.tool_turns, self.documents
         )
-        self.context = ConversationContext(engine, self.models, self.screen, self.documents, view)
         self._retry = self.screen.retry
         self.images = PendingImages()  # the window's attachment chips fill it; a send takes them
         self._turn: asyncio.Task[None] | None = None
@@ -75,14 +72,6 @@ class ChatController:
     @property
     def can_retry(self) -> bool:
         return self._retry.pending and not self.busy
-
-    @property
-    def choice(self) -> ModelChoice | None:
-        return self.models.choice
-
-    @property
-    def model(self) -> ModelInfo | None:
-        return self.models.model
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -234,7 +223,7 @@ class ChatController:
         self.screen.history_view.set_actions_enabled(not busy)  # no regenerate or edit mid-reply
 
     async def _ready_for(self, turn: Turn) -> bool:
-        await self.models.wait_for_first(self.view)
+        await self.models.wait_for_first()
         if self._stop_requested:
             await turn.close_async("stopped")
             return False  # stopped while the model was still loading (the waiting reply says so)
@@ -253,7 +242,7 @@ class ChatController:
 
     async def _reply(self, turn: Turn) -> bool:
         """Run the reply (chat, structured or with tools: one turn API); True when it completed."""
-        self.context.show(turn.fit)
+        self.screen.show_cut(turn.fit)
         sink = self.models.take_waiting() or self.view.start_reply()
         if notes := self.documents.take_notes():  # files it could not read, no passage that matches
             sink.note("; ".join(notes))
@@ -286,16 +275,8 @@ class ChatController:
         if self.history is None:
             return False
         await self.stop_and_wait()
-        branch = await self.screen.open(conversation_id, reveal)
-        if branch is not None:
-            await self.context.refresh(branch)
-        return branch is not None
+        return await self.screen.open(conversation_id, reveal)
 
     async def switch_version(self, message_id: int) -> bool:
         """Show the branch through another version of a message (the ‹ n/m › navigator)."""
         return not self.busy and await self.screen.switch_version(message_id)
-
-    def set_reply_format(self, fmt: ReplyFormat) -> None:
-        """Use `fmt` for this conversation's next replies (saved in its settings)."""
-        self.screen.reply_format = fmt
-        self.screen.save_settings("Couldn't save the reply format", reply_format=fmt)

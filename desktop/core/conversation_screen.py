@@ -1,4 +1,5 @@
-"""The open conversation on screen (no Qt): its stored branch, reply format, documents and tool switch.
+"""The open conversation on screen (no Qt): its stored branch, reply format, documents, tool switch
+and context (its policy, the composer's meter, where the model's view of it begins).
 
 Opening a conversation, switching a message's version and starting over all end here, as
 does the read-back after each turn that brings the message widgets' ids in step with what
@@ -13,11 +14,14 @@ from dataclasses import dataclass
 from functools import partial
 
 from desktop.core.async_tasks import spawn
-from desktop.core.chat_views import ChatView, HistoryView, ToolOffer
+from desktop.core.chat_views import ChatView, ContextView, HistoryView, ToolOffer
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.failures import TurnFailure
 from desktop.core.history_session import HISTORY_ERRORS, Branch, HistorySession
-from engine.api.session import ChatSession, ConversationSettings, ReplyFormat
+from desktop.core.model_slot import ModelSlot
+from engine.api.conversations import Meter
+from engine.api.session import ChatSession, ConversationSettings, Engine, ReplyFormat
+from engine.api.values import ContextPolicy, Fit
 
 log = logging.getLogger("desktop.controller")
 
@@ -36,12 +40,16 @@ class ConversationScreen:
 
     def __init__(
         self,
+        engine: Engine,
+        models: ModelSlot,
         session: ChatSession,
         view: ChatView,
         history_view: HistoryView,
         tools: ToolOffer,
         documents: ConversationDocs,
     ) -> None:
+        self.engine = engine
+        self.models = models
         self.session = session
         self.view = view
         self.history_view = history_view
@@ -59,8 +67,9 @@ class ConversationScreen:
         self.show_format(ReplyFormat())
         self.list_changed()
 
-    async def open(self, conversation_id: int, reveal: int | None) -> Branch | None:
-        """Show a stored conversation's active branch (or the branch of message `reveal`); None: not opened."""
+    async def open(self, conversation_id: int, reveal: int | None) -> bool:
+        """Show a stored conversation's active branch (or the branch of message `reveal`), and where
+        the model's view of it begins; False when it could not be opened."""
 
         def read() -> tuple[Branch, ConversationSettings]:
             self.session.open(conversation_id, reveal=reveal)
@@ -70,12 +79,20 @@ class ConversationScreen:
             branch, settings = await self.session.io(read)
         except HISTORY_ERRORS as exc:
             self.problem(f"Couldn't open that conversation: {exc}")
-            return None
+            return False
         self.show_branch(branch)
         self.show_format(settings.reply_format)
         self.documents.load(settings)
         self.list_changed()
-        return branch
+        try:
+            fitted = await self.session.context_cut_async(
+                self.engine, self.models.turn_settings(), [item.message for item in branch]
+            )
+        except HISTORY_ERRORS:
+            return True
+        if fitted is not None:
+            self.show_cut(fitted)
+        return True
 
     async def switch_version(self, message_id: int) -> bool:
         """Show the branch through another version of a message (the ‹ n/m › navigator)."""
@@ -107,6 +124,36 @@ class ConversationScreen:
         self.tools.conversation_changed()
         self.reply_format = fmt
         self.history_view.show_reply_format(fmt)
+
+    def set_format(self, fmt: ReplyFormat) -> None:
+        """Use `fmt` for this conversation's next replies (saved in its settings)."""
+        self.reply_format = fmt
+        self.save_settings("Couldn't save the reply format", reply_format=fmt)
+
+    @property
+    def policy(self) -> ContextPolicy:
+        """This conversation's context policy (else the model's default)."""
+        try:
+            return self.session.policy(self.models.turn_settings())
+        except HISTORY_ERRORS:
+            return self.models.turn_settings().context_policy
+
+    def set_policy(self, policy: ContextPolicy) -> None:
+        """Use `policy` for this conversation from its next message (saved in its settings)."""
+        self.save_settings("Couldn't save the context policy", context_policy=policy)
+
+    async def measure_draft(self, draft: str) -> Meter | None:
+        """The composer meter for `draft` (None when the model cannot count or none is loaded)."""
+        documents = await self.documents.counted()
+        try:
+            return await self.session.meter_async(self.engine, draft, self.models.turn_settings(), documents)
+        except HISTORY_ERRORS:
+            return None
+
+    def show_cut(self, fit: Fit) -> None:
+        """Mark where the model's view of the conversation begins."""
+        if isinstance(self.view, ContextView):
+            self.view.show_context_cut(fit.resume_turn, fit.kept_head)
 
     def save_settings(self, failure: str, **changes: object) -> None:
         """The open conversation's settings change now; they are written on the history thread."""

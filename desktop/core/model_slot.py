@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
 
-from desktop.core.chat_views import LoadWaitSink, ReplySink
+from desktop.core.chat_views import ChatView, LoadWaitSink, ReplySink
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
 from engine.api.errors import EngineError
 from engine.api.session import ChatSession, Engine, Turn, TurnSettings, resolve
@@ -21,25 +20,10 @@ from engine.api.values import FinishReason, TurnStats
 log = logging.getLogger("desktop.controller")
 
 
-class ModelView(Protocol):
-    """The window's side of a model load."""
-
-    def model_loading(self, label: str) -> None: ...
-    def model_load_progress(self, label: str, percent: int) -> None: ...
-    def model_ready(self, info: ModelInfo) -> None: ...
-    def model_failed(self, label: str, message: str) -> None: ...
-
-
-class WaitView(Protocol):
-    """Where a message waiting for the model shows its reply."""
-
-    def start_reply(self) -> ReplySink: ...
-
-
 class ModelSlot:
     """Loads a `ModelChoice` on the engine's worker and shows how it went; a failure is shown, never raised."""
 
-    def __init__(self, engine: Engine, view: ModelView) -> None:
+    def __init__(self, engine: Engine, view: ChatView) -> None:
         self.engine = engine
         self.view = view
         self.choice: ModelChoice | None = None
@@ -85,7 +69,7 @@ class ModelSlot:
         """No model yet and one loading: a message typed now waits for it (with a model, it answers)."""
         return self._loading is not None and not self._loading.done() and self.engine.backend is None
 
-    async def wait_for_first(self, view: WaitView) -> None:
+    async def wait_for_first(self) -> None:
         """With no model yet, a message typed while one loads waits for it, its reply saying so.
 
         With one loaded, the current model answers while the next one loads. `stop_waiting`
@@ -95,7 +79,7 @@ class ModelSlot:
         if not self.first_pending() or self._loading is None:
             return
         self._stopped.clear()
-        sink = self._waiting = view.start_reply()
+        sink = self._waiting = self.view.start_reply()
         if isinstance(sink, LoadWaitSink):
             sink.waiting_for_model(self._loading_label, self._percent)
         stopped = asyncio.ensure_future(self._stopped.wait())

@@ -136,8 +136,8 @@ class MainWindow(QMainWindow):
         self.state = WindowState.load()
         self._apply_theme()
         prewarm()
-        if self.controller.model is not None:
-            self.model_ready(self.controller.model)
+        if self.controller.models.model is not None:
+            self.model_ready(self.controller.models.model)
         if options.history_notice:  # once, in one line, at the top: what is wrong, where, and what happens now
             first, _, rest = options.history_notice.partition("\n")
             self.notice.show_notice(first, rest.strip(), lasting=True)
@@ -337,7 +337,7 @@ class MainWindow(QMainWindow):
         self.conversation.regenerateRequested.connect(self._on_regenerate)
         self.conversation.editRequested.connect(self._on_edit)
         self.conversation.versionRequested.connect(self._on_version)
-        self.format_button.formatChosen.connect(self.controller.set_reply_format)
+        self.format_button.formatChosen.connect(self.controller.screen.set_format)
         self.notice.chooseModelRequested.connect(self.models.open_picker)
         self.attachments.chooseModelRequested.connect(self.models.open_picker)
         if isinstance(self.sidebar, HistorySidebar):
@@ -380,7 +380,7 @@ class MainWindow(QMainWindow):
             await self.controller.new_conversation()
             self.composer.focus_edit()
         elif action == FailureAction.DROP_OLDER:  # the stop policy's limit: keep chatting under truncate-middle
-            self.controller.context.set_policy(ContextPolicy.TRUNCATE_MIDDLE)
+            self.controller.screen.set_policy(ContextPolicy.TRUNCATE_MIDDLE)
             self.conversation.clear_failure(remove=True)
             if self.composer.text().strip():
                 self.composer.submit()
@@ -476,7 +476,7 @@ class MainWindow(QMainWindow):
         self._model_label = info.label
         self._model_sees = info.sees
         self.header.show_model(info.label)
-        self.conversation.empty_state.show_model(info, self.controller.choice)
+        self.conversation.empty_state.show_model(info, self.controller.models.choice)
         self.status.clearMessage()
         self.status.show_model(info)
         if not self.notice.lasting:
@@ -487,7 +487,7 @@ class MainWindow(QMainWindow):
     def model_failed(self, label: str, message: str) -> None:
         self.status.clearMessage()
         self.header.hide_loading()
-        previous = self.controller.model
+        previous = self.controller.models.model
         self.status.show_model(previous)  # the previous one
         self.notice.show_notice(
             *load_failure_text(label, message, previous.label if previous else None), offer_models=True

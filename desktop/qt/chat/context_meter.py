@@ -3,7 +3,7 @@
 It counts what the next message would send: the conversation as the context policy keeps it,
 plus the draft, with the passages of the documents attached to it as the turn will put them in
 (`ConversationDocs.counted`). Typing restarts a short timer; when it fires, the count runs on the engine's
-counting thread (`ConversationContext.measure_draft`), never on the UI thread, and only the newest
+counting thread (`ConversationScreen.measure_draft`), never on the UI thread, and only the newest
 draft's result is shown. Its menu chooses the conversation's context policy.
 """
 
@@ -73,7 +73,7 @@ class ContextMeter(QToolButton):
         return menu, actions
 
     def _check_current(self) -> None:
-        self._actions[self.controller.context.policy].setChecked(True)
+        self._actions[self.controller.screen.policy].setChecked(True)
 
     def set_cut(self, cut: bool) -> None:
         """Whether earlier messages fall outside the context (the count is then of the rest)."""
@@ -82,7 +82,7 @@ class ContextMeter(QToolButton):
             self.show_meter(self.meter)
 
     def choose(self, policy: ContextPolicy) -> None:
-        self.controller.context.set_policy(policy)
+        self.controller.screen.set_policy(policy)
         self.recount()
 
     # -- counting --------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class ContextMeter(QToolButton):
         self._asked += 1
         asked, draft = self._asked, self._draft
         try:
-            meter = await self.controller.context.measure_draft(draft)
+            meter = await self.controller.screen.measure_draft(draft)
         finally:
             self._running = False
         if asked == self._asked:
@@ -163,7 +163,7 @@ class ContextMeter(QToolButton):
         tip = (
             f"Next request: {meter.used:,} of {meter.n_ctx:,} tokens (draft {meter.draft:,}; {documents}"
             f"{meter.reserve:,} kept for the reply).{outside}\n"
-            f"Context policy: {self.controller.context.policy.label}"
+            f"Context policy: {self.controller.screen.policy.label}"
         )
         self.setToolTip(f"{meter.problem}\n\n{tip}" if meter.problem else tip)
         self.setProperty("over", bool(meter.problem))

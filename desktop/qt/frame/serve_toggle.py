@@ -148,7 +148,7 @@ class ServeToggle(QToolButton):
         self._refresh()
 
     def _settings(self):
-        choice = self.controller.choice
+        choice = self.controller.models.choice
         return resolve(choice.settings if choice is not None else None)
 
     def set_port(self, port: int) -> None:

@@ -95,7 +95,7 @@ class ModelSwitcher(QObject):
 
     @property
     def current(self) -> ModelChoice | None:
-        return self._controller.choice
+        return self._controller.models.choice
 
     def open_picker(self) -> ModelPicker:
         if self.picker is None or not shiboken6.isValid(self.picker):
@@ -133,7 +133,7 @@ class ModelSwitcher(QObject):
     async def load(self, choice: ModelChoice) -> bool:
         """Load `choice` in the background; on success show its notice and the model's, if any."""
         ok = await self._controller.models.load(choice)
-        model = self._controller.model
+        model = self._controller.models.model
         notes = [n for n in (choice.notice, model.note if model else "") if n]
         if ok and notes:
             # A note about the model it loaded (a base model), not a failure: calm, with the way on.
