@@ -24,7 +24,7 @@ Each turn failure maps to one `engine.events.TurnErrorKind` (`engine.turns.runne
 
 from __future__ import annotations
 
-from models.errors import EmberError
+from models.errors import EmberError, LoadFailure
 
 
 class Cancelled(EmberError):
@@ -37,7 +37,12 @@ class EngineError(EmberError):
 
 
 class ModelLoadError(EngineError):
-    """A model could not be loaded; the message names the file and the real reason."""
+    """A model could not be loaded; the message names the file and the real reason, `kind` what
+    kind of failure it is (a window shows its sentence)."""
+
+    def __init__(self, message: str, kind: LoadFailure = LoadFailure.OTHER) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ConfigError(EngineError):

@@ -10,6 +10,8 @@ Settings and library files never raise on bad content: they fall back to default
 
 from __future__ import annotations
 
+import errno
+from enum import StrEnum
 from pathlib import Path
 
 _MAX_REASON = 300
@@ -25,14 +27,39 @@ class EmberError(Exception):
     """Base of every error Ember raises; the message is one readable line."""
 
 
+class LoadFailure(StrEnum):
+    """What stopped a model file loading, set where the cause is known (the file check, the header
+    reader, llama.cpp's log); its value is the sentence a window shows."""
+
+    SHAPES = "This file's tensor shapes don't match its architecture — the file may be damaged or converted wrongly."
+    ARCHITECTURE = "This file's model architecture isn't supported by this version of llama.cpp."
+    INCOMPLETE = "This file is incomplete — the download may have been cut short."
+    NOT_GGUF = "This isn't a GGUF model file."
+    MEMORY = "There isn't enough memory to load this model. Try a smaller file or a shorter context."
+    MISSING = "The file is no longer where it was."
+    DENIED = "Ember isn't allowed to read this file."
+    OTHER = "llama.cpp could not load this file."
+
+    @classmethod
+    def of(cls, exc: BaseException) -> LoadFailure:
+        """The kind of a failed load: the error's own, or an OSError's by its errno."""
+        kind = getattr(exc, "kind", None)
+        if isinstance(kind, LoadFailure):
+            return kind
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return cls.MISSING
+        return cls.DENIED if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM) else cls.OTHER
+
+
 class GGUFError(EmberError):
     """A GGUF file Ember cannot use. `str(err)` is the one-line reason (no path, no newline)."""
 
-    def __init__(self, reason: str, path: Path | None = None) -> None:
+    def __init__(self, reason: str, path: Path | None = None, kind: LoadFailure = LoadFailure.OTHER) -> None:
         self.reason = one_line(reason)
         self.path = path
+        self.kind = kind
         super().__init__(self.reason)
 
     def with_path(self, path: Path) -> GGUFError:
         """The same error, naming `path` (the reader raises before it knows which file)."""
-        return GGUFError(self.reason, path)
+        return GGUFError(self.reason, path, self.kind)

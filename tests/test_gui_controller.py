@@ -11,6 +11,7 @@ from typing import Any
 from desktop.core.controller import ChatController
 from desktop.core.failures import FailureAction, TurnFailure, failure_for
 from desktop.core.model_choice import ModelChoice, ModelInfo
+from engine.api.errors import LoadFailure
 from engine.api.factory import BackendSpec
 from engine.backends.base import Backend, Message
 from engine.backends.scripted import ScriptedBackend
@@ -94,7 +95,7 @@ class FakeView:
     def model_ready(self, info: ModelInfo) -> None:
         self._record("model_ready", info)
 
-    def model_failed(self, label: str, message: str) -> None:
+    def model_failed(self, label: str, message: str, cause: LoadFailure) -> None:
         self._record("model_failed", message)
 
     def named(self, name: str) -> list[Any]:

@@ -135,6 +135,19 @@ def test_a_backend_failure_gets_its_own_message_and_try_again(make_chat: MakeCha
     assert chat.reply().answer_text() == "Back to normal."
 
 
+def test_a_load_failures_sentence_follows_its_cause_not_the_files_name(
+    make_chat: MakeChat, qtbot: QtBot, tmp_path: Path
+) -> None:
+    # The engine's error carries its kind: a missing file named like another failure reads as missing
+    # (the window used to match its own patterns against the whole message, the name included).
+    chat = make_chat(no_model=True)
+    load = asyncio.ensure_future(chat.controller.models.load(choose_model(str(tmp_path / "truncated.gguf"), None)))
+    qtbot.waitUntil(load.done, timeout=WAIT_MS)
+    assert chat.window.notice.text() == (
+        "Couldn't load truncated.gguf. The file is no longer where it was. No model is loaded yet — choose another one."
+    )
+
+
 def test_a_model_load_failure_is_readable_and_the_app_stays_usable(
     make_chat: MakeChat, qtbot: QtBot, tmp_path: Path
 ) -> None:

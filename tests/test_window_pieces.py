@@ -7,7 +7,6 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from desktop.core.load_errors import humane_cause, load_failure_text, squeeze
 from desktop.core.markdown_blocks import MarkdownStream, brackets_to_dollars, looks_like_code, math_source
 from engine.api.models import model_settings
 from models.library.settings import ModelSettings, save_model_settings
@@ -54,27 +53,6 @@ def test_prices_and_code_are_not_math() -> None:
     ((_, html),) = parts("It costs $5 and $10 today.")
     assert "math:" not in html and "$5" in html
     assert brackets_to_dollars("`\\[x\\]` and \\(y\\)") == "`\\[x\\]` and $y$"
-
-
-def test_load_errors_read_as_a_sentence_with_the_raw_text_behind() -> None:
-    raw = (
-        "wrong-shape.gguf: llama.cpp could not load it: llama_model_load: error loading model: check_tensor_dims: "
-        "tensor 'blk.0.attn_q.weight' has wrong shape; expected    576,    576, got    288,   1152"
-    )
-    text, details = load_failure_text("wrong-shape.gguf", raw, "SmolLM2")
-    assert text == (
-        "Couldn't load wrong-shape.gguf. This file's tensor shapes don't match its architecture — "
-        "the file may be damaged or converted wrongly. Still using SmolLM2."
-    )
-    assert "expected 576, 576, got 288, 1152" in details
-    assert humane_cause("something new") == "llama.cpp could not load this file."
-    # The engine's own one-liners (engine/llama/load_errors.py) read as the same sentences.
-    memory = "big.gguf: not enough memory for the model and a 4096-token context; try a smaller context"
-    assert humane_cause(memory).startswith("There isn't enough memory")
-    unknown = "odd.gguf: unsupported model architecture 'grok' (this llama.cpp build does not know it)"
-    assert humane_cause(unknown).startswith("This file's model architecture isn't supported")
-    assert "No model is loaded" in load_failure_text("x.gguf", "boom", None)[0]
-    assert squeeze("a    b\n  c  ") == "a b\nc"
 
 
 def test_a_models_own_recommendations_are_its_defaults_and_saved_settings_win(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 from desktop.core.failures import TurnFailure
 from desktop.core.history_session import Branch
 from desktop.core.model_choice import ModelInfo
+from engine.api.errors import LoadFailure
 from engine.api.session import ReplyFormat
 from engine.api.tools import Approver, ToolSet, deny_all
 from engine.api.values import ToolEvent, TurnStats
@@ -49,7 +50,7 @@ class ChatView(Protocol):
     def model_loading(self, label: str) -> None: ...
     def model_load_progress(self, label: str, percent: int) -> None: ...
     def model_ready(self, info: ModelInfo) -> None: ...
-    def model_failed(self, label: str, message: str) -> None: ...
+    def model_failed(self, label: str, message: str, cause: LoadFailure) -> None: ...
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ import logging
 
 from desktop.core.chat_views import ChatView, LoadWaitSink, ReplySink
 from desktop.core.model_choice import ModelChoice, ModelInfo, describe_backend, remember_model
-from engine.api.errors import EngineError
+from engine.api.errors import EngineError, LoadFailure
 from engine.api.session import ChatSession, Engine, Turn, TurnSettings, resolve
 from engine.api.values import FinishReason, TurnStats
 
@@ -48,7 +48,7 @@ class ModelSlot:
         except (EngineError, OSError) as exc:
             self.load_error = str(exc)
             log.warning("model load failed: %s", exc)
-            self.view.model_failed(choice.label, str(exc))
+            self.view.model_failed(choice.label, str(exc), LoadFailure.of(exc))
             return False
         self.model = describe_backend(backend, choice.label)
         self.choice = choice

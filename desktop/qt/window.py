@@ -32,7 +32,6 @@ from desktop.core.controller import ChatController
 from desktop.core.conversation_docs import ConversationDocs
 from desktop.core.failures import FailureAction, TurnFailure
 from desktop.core.history_session import HistorySession
-from desktop.core.load_errors import load_failure_text
 from desktop.core.model_choice import ModelInfo
 from desktop.core.model_words import load_progress_words
 from desktop.core.tool_turns import ToolTurns, default_tools
@@ -65,6 +64,7 @@ from desktop.qt.look.style import CONTENT_MAX_WIDTH
 from desktop.qt.look.theme import MODES, SPACE_MD, SPACE_SM
 from desktop.qt.models.model_switch import ModelSwitcher
 from engine.api import network as network_guard
+from engine.api.errors import LoadFailure
 from engine.api.network import Guard
 from engine.api.session import ChatSession, Engine
 from engine.api.tools import McpServers, ToolSet
@@ -484,14 +484,14 @@ class MainWindow(QMainWindow):
         self.context_meter.recount()  # a new model: a new tokenizer and context size
         self.attachments.refresh()  # pictures attached: does this one see them?
 
-    def model_failed(self, label: str, message: str) -> None:
+    def model_failed(self, label: str, message: str, cause: LoadFailure) -> None:
+        """The engine's reason stays behind "Details"; the banner says what happened and which model answers."""
         self.status.clearMessage()
         self.header.hide_loading()
         previous = self.controller.models.model
         self.status.show_model(previous)  # the previous one
-        self.notice.show_notice(
-            *load_failure_text(label, message, previous.label if previous else None), offer_models=True
-        )
+        now = f"Still using {previous.label}." if previous else "No model is loaded yet — choose another one."
+        self.notice.show_notice(f"Couldn't load {label}. {cause} {now}", message, offer_models=True)
 
     # -- window events ---------------------------------------------------------------------
 

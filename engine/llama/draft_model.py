@@ -17,11 +17,11 @@ from typing import Any
 import llama_cpp.llama_cpp as ll
 
 from engine.cancel import CancelToken
-from engine.errors import ConfigError, ModelLoadError
+from engine.errors import ConfigError
 from engine.llama import llama_log
 from engine.llama.llama_decode import DecodeError, KvCache
 from engine.llama.llama_plain import new_llama
-from engine.llama.load_errors import explain_llama_failure, precheck_model_file
+from engine.llama.load_errors import llama_failure, precheck_model_file
 
 log = logging.getLogger("engine.llama")
 
@@ -132,5 +132,4 @@ def _load(path: Path, **kwargs: Any) -> Any:
             model_path=str(path), n_batch=min(512, n_ctx), n_threads_batch=kwargs["n_threads"], verbose=False, **kwargs
         )
     except (ValueError, RuntimeError, OSError) as exc:
-        reason = explain_llama_failure(path, exc, llama_log.recent_messages(), n_ctx)
-        raise ModelLoadError(f"draft model {path.name}: {reason}") from exc
+        raise llama_failure(f"draft model {path.name}", path, exc, llama_log.recent_messages(), n_ctx) from exc

@@ -55,7 +55,7 @@ from engine.llama.llama_decode import (
 )
 from engine.llama.llama_media import Projector, Span, is_pseudo, tokenize_with_images, with_markers
 from engine.llama.llama_plain import chat_handler, new_llama
-from engine.llama.load_errors import explain_llama_failure, precheck_model_file, read_model_header
+from engine.llama.load_errors import llama_failure, precheck_model_file, read_model_header
 from engine.llama.logprobs import LogprobReader
 from engine.llama.offload import Placement
 from engine.llama.plain_transcript import PlainTranscript
@@ -242,8 +242,7 @@ class LlamaBackend:
                 on_progress=load_progress.current(),
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            reason = explain_llama_failure(self.path, exc, llama_log.recent_messages(), self.n_ctx)
-            raise ModelLoadError(f"{self.path.name}: {reason}") from exc
+            raise llama_failure(self.path.name, self.path, exc, llama_log.recent_messages(), self.n_ctx) from exc
         except Exception as exc:  # e.g. a template that does not parse (TemplateSyntaxError)
             raise ModelLoadError(f"{self.path.name}: {type(exc).__name__}: {exc}") from exc
 
@@ -284,7 +283,7 @@ class LlamaBackend:
             return Projector(pairing.projector.path, self._llm.model, self.n_threads, use_gpu=self.placement.on_gpu)
         except GGUFError as exc:
             self.close()
-            raise ModelLoadError(f"{exc.path.name if exc.path else 'projector'}: {exc}") from None
+            raise ModelLoadError(f"{exc.path.name if exc.path else 'projector'}: {exc}", exc.kind) from None
         except BaseException:
             self.close()
             raise

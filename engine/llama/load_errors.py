@@ -1,4 +1,4 @@
-"""One readable line for every way a model file can fail to load."""
+"""One readable line, and what kind of failure it is, for every way a model file can fail to load."""
 
 from __future__ import annotations
 
@@ -9,98 +9,112 @@ import stat
 from pathlib import Path
 
 from engine.errors import ModelLoadError
-from models.errors import GGUFError
-from models.gguf.diagnose import explain_load_failure, metadata_problem
+from models.errors import GGUFError, LoadFailure, one_line
+from models.gguf.diagnose import metadata_problem, unknown_architecture
 from models.gguf.meta import ModelMetadata, read_metadata
 
 GGUF_MAGIC = b"GGUF"
 
 
 def precheck_model_file(path: Path) -> None:
-    """Refuse files llama.cpp would reject, before it spends time (or crashes) on them."""
+    """Refuse files llama.cpp would reject, before it spends time (or crashes) on them.
+
+    A FIFO, socket or device named `model.gguf` would block `open()` forever (or stream
+    without end), so only regular files (or links to them) pass; `stat` never opens it.
+    """
     name = path.name or str(path)
-    problem = file_kind_problem(path)
-    if problem:
-        raise ModelLoadError(f"{name}: {problem}")
-    if not os.access(path, os.R_OK):
-        raise ModelLoadError(f"{name}: the file cannot be read (permission denied)")
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise ModelLoadError(*_not_a_file(name, mode))
+        if not os.access(path, os.R_OK):
+            raise ModelLoadError(f"{name}: the file cannot be read (permission denied)", LoadFailure.DENIED)
         with path.open("rb") as f:
             head = f.read(4)
     except OSError as exc:
-        raise ModelLoadError(f"{name}: the file cannot be read ({exc.strerror or exc})") from exc
+        raise ModelLoadError(f"{name}: {_os_problem(path, exc)}", LoadFailure.of(exc)) from exc
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise ModelLoadError(f"{name}: the path cannot be used ({exc})") from exc
     if not head:
         raise ModelLoadError(f"{name}: the file is empty (0 bytes)")
     if head != GGUF_MAGIC:
-        raise ModelLoadError(f"{name}: not a GGUF model file (it does not start with 'GGUF')")
+        raise ModelLoadError(f"{name}: not a GGUF model file (it does not start with 'GGUF')", LoadFailure.NOT_GGUF)
 
 
-def file_kind_problem(path: Path) -> str | None:
-    """Why `path` is not a regular file Ember may open, or None. Never opens it.
-
-    A FIFO, socket or device named `model.gguf` would block `open()` forever (or stream
-    without end), so only regular files (or links to them) pass.
-    """
-    try:
-        st = path.stat()
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "the path is a symbolic link loop"
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return f"the file does not exist ({path})"
-        return f"the file cannot be read ({exc.strerror or exc})"
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        return f"the path cannot be used ({exc})"
-    if stat.S_ISDIR(st.st_mode):
-        return "this is a folder, not a GGUF model file"
-    if not stat.S_ISREG(st.st_mode):
-        return f"this is {_kind(st.st_mode)}, not a regular file; only model files can be opened"
-    return None
+def _os_problem(path: Path, exc: OSError) -> str:
+    if LoadFailure.of(exc) is LoadFailure.MISSING:
+        return f"the file does not exist ({path})"
+    if exc.errno == errno.ELOOP:
+        return "the path is a symbolic link loop"
+    return f"the file cannot be read ({exc.strerror or exc})"
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "a special file"
+_NAMES = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket"}  # the rest, on Linux: devices
 
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"invalid magic"), "not a GGUF model file"),
+def _not_a_file(name: str, mode: int) -> tuple[str, LoadFailure]:
+    if stat.S_ISDIR(mode):
+        return f"{name}: this is a folder, not a GGUF model file", LoadFailure.NOT_GGUF
+    kind = _NAMES.get(stat.S_IFMT(mode), "a device")
+    return f"{name}: this is {kind}, not a regular file; only model files can be opened", LoadFailure.OTHER
+
+
+# llama.cpp's logged reason (the exception alone says little) → its kind and Ember's line. First match wins.
+_CAUSES: tuple[tuple[re.Pattern[str], LoadFailure, str], ...] = (
+    (re.compile(r"invalid magic"), LoadFailure.NOT_GGUF, "not a GGUF model file"),
     (
         re.compile(r"not within the file bounds|corrupted or incomplete|unexpected(ly)? end of file|failed to read"),
+        LoadFailure.INCOMPLETE,
         "the file is truncated or corrupted (an incomplete download?)",
     ),
     (
         re.compile(r"unknown model architecture: '([^']*)'"),
+        LoadFailure.ARCHITECTURE,
         "unsupported model architecture '{0}' (this llama.cpp build does not know it)",
     ),
     (
         re.compile(r"bad_alloc|out of memory|failed to allocate|cudaMalloc failed"),
+        LoadFailure.MEMORY,
         "not enough memory for the model and a {n_ctx}-token context; try a smaller context",
     ),
-    (re.compile(r"unsupported|version \d+ .*not supported", re.I), "the GGUF version or format is not supported"),
+    (
+        re.compile(r"unsupported|version \d+ .*not supported", re.I),
+        LoadFailure.OTHER,
+        "the GGUF version or format is not supported",
+    ),
+)
+# The kind of a failure told only in llama.cpp's own last error line (or the exception).
+_DETAIL_KINDS: tuple[tuple[str, LoadFailure], ...] = (
+    (r"wrong shape|check_tensor_dims|tensor .* has wrong", LoadFailure.SHAPES),
+    (r"(unknown|unsupported) (model )?architecture", LoadFailure.ARCHITECTURE),
+    (r"truncated|incomplete download|unexpected end|tensor data is not within", LoadFailure.INCOMPLETE),
+    (r"not a gguf|bad magic|failed to read magic", LoadFailure.NOT_GGUF),
+    (r"not enough memory|cannot allocate|mmap failed|std::bad_alloc", LoadFailure.MEMORY),
+    (r"no such file|not found|does not exist", LoadFailure.MISSING),
+    (r"permission denied", LoadFailure.DENIED),
 )
 
 
-def explain_llama_failure(path: Path, exc: BaseException, log_lines: list[str], n_ctx: int) -> str:
-    """Map llama.cpp's logged reason (the exception alone says little) to one line."""
+def llama_failure(name: str, path: Path, exc: BaseException, log_lines: list[str], n_ctx: int) -> ModelLoadError:
+    """llama.cpp's failure to load `path` as one line (naming `name`) and its kind."""
     text = "\n".join(log_lines[-40:])
-    for pattern, reason in _PATTERNS:
-        m = pattern.search(text)
-        if m:
-            return reason.format(*m.groups(), n_ctx=n_ctx)
-    header_reason = _header_reason(path)
-    if header_reason:
-        return header_reason
+    for pattern, kind, reason in _CAUSES:
+        if m := pattern.search(text):
+            return ModelLoadError(f"{name}: {reason.format(*m.groups(), n_ctx=n_ctx)}", kind)
+    try:
+        read_model_header(path)
+    except ModelLoadError as header:  # the header explains it after all
+        return ModelLoadError(f"{name}: {str(header).removeprefix(f'{path.name}: ')}", header.kind)
+    except Exception:  # explaining a failure must never fail itself
+        pass
     if "Failed to create llama_context" in str(exc):
-        return f"not enough memory for a {n_ctx}-token context; try a smaller context"
+        return ModelLoadError(
+            f"{name}: not enough memory for a {n_ctx}-token context; try a smaller context", LoadFailure.MEMORY
+        )
     last_error = next((ln for ln in reversed(log_lines) if "error" in ln.lower()), "")
-    detail = last_error.strip() or str(exc)
-    return f"llama.cpp could not load it: {detail}"
+    detail = one_line(last_error) or str(exc)
+    kind = next((kind for pattern, kind in _DETAIL_KINDS if re.search(pattern, detail, re.I)), LoadFailure.OTHER)
+    return ModelLoadError(f"{name}: llama.cpp could not load it: {detail}", kind)
 
 
 def read_model_header(path: Path) -> ModelMetadata:
@@ -108,15 +122,9 @@ def read_model_header(path: Path) -> ModelMetadata:
     try:
         meta = read_metadata(path)
     except GGUFError as exc:
-        raise ModelLoadError(f"{path.name}: {exc}") from exc
+        raise ModelLoadError(f"{path.name}: {exc}", exc.kind) from exc
     problem = metadata_problem(meta)
     if problem:
-        raise ModelLoadError(f"{path.name}: {problem}")
+        kind = LoadFailure.ARCHITECTURE if unknown_architecture(meta) else LoadFailure.OTHER
+        raise ModelLoadError(f"{path.name}: {problem}", kind)
     return meta
-
-
-def _header_reason(path: Path) -> str | None:
-    try:
-        return explain_load_failure(path)
-    except Exception:  # explaining a failure must never fail itself
-        return None

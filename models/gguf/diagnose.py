@@ -15,11 +15,16 @@ from models.gguf.meta import ModelMetadata, read_metadata
 from models.gguf.projector import projector_note
 
 
+def unknown_architecture(meta: ModelMetadata) -> bool:
+    """A model (not a projector) whose architecture this llama.cpp does not know."""
+    return not meta.is_projector and meta.architecture not in SUPPORTED_ARCHITECTURES
+
+
 def metadata_problem(meta: ModelMetadata) -> str | None:
     """Why a file that parsed cleanly still is not a chat model llama.cpp can run."""
     if meta.is_projector:
         return projector_note(meta.path)
-    if meta.architecture not in SUPPORTED_ARCHITECTURES:
+    if unknown_architecture(meta):
         return (
             f"unsupported architecture {meta.architecture!r} "
             f"(llama.cpp in llama-cpp-python {LLAMA_CPP_VERSION} does not know it)"

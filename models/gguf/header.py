@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias, cast
 
-from models.errors import GGUFError
+from models.errors import GGUFError, LoadFailure
 from models.gguf.ggml_types import ggml_type_name, quant_sizes, tensor_nbytes
 
 MAGIC = b"GGUF"
@@ -162,7 +162,10 @@ class _Stream:
     def need(self, n: int, what: str) -> None:
         """Raise unless `n` more bytes exist in the file (not only in the buffer)."""
         if n > self.remaining:
-            raise GGUFError(f"truncated: {what} at byte {self.pos} needs {n} bytes, only {self.remaining} left")
+            raise GGUFError(
+                f"truncated: {what} at byte {self.pos} needs {n} bytes, only {self.remaining} left",
+                kind=LoadFailure.INCOMPLETE,
+            )
 
     def _fill(self, n: int, what: str) -> None:
         # Callers bound n (caps above), so this never reads more than a few MiB at once.
@@ -173,7 +176,7 @@ class _Stream:
         self._buf = tail + more
         self._p = 0
         if len(self._buf) < n:  # the file shrank while we read it
-            raise GGUFError(f"truncated: {what} at byte {self.pos} ends early")
+            raise GGUFError(f"truncated: {what} at byte {self.pos} ends early", kind=LoadFailure.INCOMPLETE)
 
     def keep(self, n: int, what: str) -> None:
         """Account for `n` bytes held in memory; a header may not make us hold too many."""
@@ -272,19 +275,19 @@ def _open(path: Path) -> BinaryIO:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise GGUFError("no such file") from None
+        raise GGUFError("no such file", kind=LoadFailure.MISSING) from None
     except PermissionError:
-        raise GGUFError("cannot read: permission denied") from None
+        raise GGUFError("cannot read: permission denied", kind=LoadFailure.DENIED) from None
     except OSError as exc:
         raise GGUFError(f"cannot read: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise GGUFError("is a directory, not a GGUF file")
+        raise GGUFError("is a directory, not a GGUF file", kind=LoadFailure.NOT_GGUF)
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever
         raise GGUFError("not a regular file")
     try:
         return path.open("rb", buffering=0)
     except PermissionError:
-        raise GGUFError("cannot read: permission denied") from None
+        raise GGUFError("cannot read: permission denied", kind=LoadFailure.DENIED) from None
     except OSError as exc:
         raise GGUFError(f"cannot read: {exc.strerror or exc}") from None
 
@@ -310,10 +313,10 @@ def _read_preamble(s: _Stream) -> tuple[int, int, int]:
     if s.size == 0:
         raise GGUFError("empty file (0 bytes)")
     if s.size < 4:
-        raise GGUFError(f"not a GGUF file (only {s.size} bytes)")
+        raise GGUFError(f"not a GGUF file (only {s.size} bytes)", kind=LoadFailure.NOT_GGUF)
     magic = s.take(4, "magic")
     if magic != MAGIC:
-        raise GGUFError(f"not a GGUF file (wrong magic {magic!r}, expected b'GGUF')")
+        raise GGUFError(f"not a GGUF file (wrong magic {magic!r}, expected b'GGUF')", kind=LoadFailure.NOT_GGUF)
     version = s.u32("version")
     if version not in SUPPORTED_VERSIONS:
         if int.from_bytes(version.to_bytes(4, "little"), "big") in SUPPORTED_VERSIONS:
@@ -441,7 +444,8 @@ def _check_data_bounds(header: GGUFHeader) -> None:
     if header.tensors and end > header.file_size:
         raise GGUFError(
             f"truncated: tensor data ends at byte {end} but the file has "
-            f"{header.file_size} bytes (incomplete download?)"
+            f"{header.file_size} bytes (incomplete download?)",
+            kind=LoadFailure.INCOMPLETE,
         )
 
 

@@ -33,6 +33,7 @@ def _probe_window() -> Any:
     from desktop.core.history_session import open_history
     from desktop.core.model_choice import ModelInfo
     from desktop.qt.window import MainWindow, WindowOptions
+    from engine.api.errors import LoadFailure
     from engine.runtime import Engine
 
     class Probe(MainWindow):
@@ -49,8 +50,8 @@ def _probe_window() -> Any:
             _say("ready")
             QTimer.singleShot(0, self.close)
 
-        def model_failed(self, label: str, message: str) -> None:
-            super().model_failed(label, message)
+        def model_failed(self, label: str, message: str, cause: LoadFailure) -> None:
+            super().model_failed(label, message, cause)
             _say(f"failed {message}")
             QTimer.singleShot(0, self.close)
 
