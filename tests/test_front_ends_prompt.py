@@ -48,7 +48,7 @@ def _window() -> tuple[Message, ...]:
 
     async def main() -> None:
         controller = ChatController(Engine(backend), FakeView())
-        controller.session.update_settings(system=SYSTEM)  # the conversation's own system prompt
+        controller.session.state.update_settings(system=SYSTEM)  # the conversation's own system prompt
         assert await controller.send("Hi")
         assert await controller.send("Name three colors.")
         await controller.aclose()

@@ -146,7 +146,7 @@ def test_the_system_prompt_comes_from_the_conversation_else_the_model(session: C
     settings = resolve(ModelSettings(system_prompt="Model's prompt."))
     one_turn(session, backend, "hi", settings=settings)
     assert backend.requests[0].messages[0]["content"].startswith("Model's prompt.")
-    session.update_settings(system="Conversation's prompt.")
+    session.state.update_settings(system="Conversation's prompt.")
     one_turn(session, backend, "again", settings=settings)
     assert backend.requests[1].messages[0]["content"].startswith("Conversation's prompt.")
 
@@ -239,7 +239,7 @@ def test_settings_change_at_once_and_are_written_on_the_history_thread(session: 
     session.store.update_conversation = noted  # type: ignore[method-assign]
 
     async def main() -> None:
-        write = session.update_settings_soon(context_policy=ContextPolicy.ROLLING)
+        write = session.state.update_settings_soon(context_policy=ContextPolicy.ROLLING)
         assert write is not None
         assert session.settings.context_policy is ContextPolicy.ROLLING  # at once, before any write
         await session.io(lambda: session.open(first))  # another conversation opens meanwhile
@@ -253,7 +253,7 @@ def test_settings_change_at_once_and_are_written_on_the_history_thread(session: 
     }
     assert stored == {first: None, second: ContextPolicy.ROLLING}  # the one open when it was asked
     session.new()
-    assert session.update_settings_soon(context_policy=ContextPolicy.STOP) is None  # fresh: kept until stored
+    assert session.state.update_settings_soon(context_policy=ContextPolicy.STOP) is None  # fresh: kept until stored
     assert session.settings.context_policy is ContextPolicy.STOP
 
 

@@ -212,7 +212,7 @@ def _keep_choices(args: argparse.Namespace, session: ChatSession) -> None:
     if session.settings.with_(**changes) == session.settings:
         return
     try:
-        session.update_settings(**changes)
+        session.state.update_settings(**changes)
     except HistoryError as exc:
         sys.stderr.write(f"ember: could not save the conversation's settings: {exc}\n")
 

@@ -82,7 +82,7 @@ class ConversationDocs:
         collection); the session reuses the reading the meter made when the documents are the same.
         """
         self._sent = None
-        await session.remember_documents(self.attached, self.collection)
+        await session.state.remember_documents(self.attached, self.collection)
         if not self.active:
             return None
         async with self._opening:

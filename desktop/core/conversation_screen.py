@@ -157,7 +157,7 @@ class ConversationScreen:
 
     def save_settings(self, failure: str, **changes: object) -> None:
         """The open conversation's settings change now; they are written on the history thread."""
-        write = self.session.update_settings_soon(**changes)
+        write = self.session.state.update_settings_soon(**changes)
         if write is not None:
             spawn(self._saved(write, failure))
 

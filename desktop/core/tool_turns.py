@@ -117,7 +117,7 @@ class ToolTurns:
 
     def _save(self, **changes: Any) -> None:
         """The settings change now; they are written on the session's history thread."""
-        write = self.session.update_settings_soon(**changes)
+        write = self.session.state.update_settings_soon(**changes)
         if write is not None:
             spawn(_logged(write))
 

@@ -43,11 +43,11 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypedDict, TypeVar, Unpack
+from typing import Literal, TypedDict, TypeVar, Unpack
 
 from engine.backends.base import Backend, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
@@ -62,11 +62,12 @@ from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
 from engine.runtime import Engine
+from engine.session.conversation_state import ConversationState
 from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
 from engine.session.scratch import make_scratch
 from engine.session.settings import ConversationSettings, TurnSettings
-from engine.session.turn_documents import TurnDocuments, remembered
+from engine.session.turn_documents import TurnDocuments
 from engine.tools.permissions import Approver, ToolPermissions, ToolUse, deny_all
 from engine.tools.registry import ToolSet
 from engine.turns.context_policy import ContextFullError, ContextPolicy, Fit, unmeasured
@@ -177,17 +178,12 @@ class ChatSession:
         on_wait: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
-        self.conversation_id = conversation_id  # None: a fresh conversation, stored at its first message
         self.saved = saved  # False: history is off, the store is a scratch file
         self.lock_wait_s = lock_wait_s  # the window never waits; `ember chat` waits for another writer
         self.on_wait = on_wait
-        self._pending = ConversationSettings()  # a fresh conversation's settings, until it is stored
         self._scratch: Path | None = None
         self._thread: HistoryThread | None = None
-        # The open conversation's settings as read when it opened or last written here: a
-        # front end asks for them often (tools on? which policy?), and the window must not
-        # read the disk for that on its GUI thread.
-        self._known: tuple[int, ConversationSettings] | None = None
+        self.state = ConversationState(store, conversation_id, self.io)  # its settings, its documents
 
     @classmethod
     def unsaved(cls, *, lock_wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> ChatSession:
@@ -227,67 +223,28 @@ class ChatSession:
 
     # -- the open conversation -----------------------------------------------------------
 
+    @property
+    def conversation_id(self) -> int | None:
+        """The open conversation (None: a fresh one, stored at its first message)."""
+        return self.state.conversation_id
+
+    @property
+    def settings(self) -> ConversationSettings:
+        """The open conversation's settings: as read when it opened or last written here."""
+        return self.state.settings
+
     def new(self) -> None:
-        self.conversation_id = None
-        self._pending = ConversationSettings()
-        self._known = None
+        self.state.open(None)
 
     def open(self, conversation_id: int, *, reveal: int | None = None) -> None:
         """Make `conversation_id` the open one (showing message `reveal`'s branch); its settings are read now."""
         conversation = self.store.conversation(conversation_id)  # NotFoundError before anything changes
         if reveal is not None:
             self.store.switch_version(reveal)
-        self.conversation_id = conversation_id
-        self._pending = ConversationSettings()
-        self._known = (conversation_id, ConversationSettings.from_stored(conversation.settings))
+        self.state.open(conversation_id, conversation.settings)
 
     def switch_version(self, message_id: int) -> None:
         self.store.switch_version(message_id)
-
-    @property
-    def settings(self) -> ConversationSettings:
-        """The open conversation's settings: as read when it opened or last written here."""
-        open_id, known = self.conversation_id, self._known
-        if open_id is None:
-            return self._pending
-        if known is not None and known[0] == open_id:
-            return known[1]
-        settings = ConversationSettings.from_stored(self.store.conversation(open_id).settings)
-        self._known = (open_id, settings)
-        return settings
-
-    def update_settings(self, conversation_id: int | None = None, /, **changes: object) -> None:
-        """Change some of a conversation's settings (the open one's by default; the others are kept)."""
-        target = self.conversation_id if conversation_id is None else conversation_id
-        if target is None:
-            self._pending = self._pending.with_(**changes)
-            return
-        stored = ConversationSettings.from_stored(self.store.conversation(target).settings).with_(**changes)
-        self.store.update_conversation(target, settings=stored.to_stored())
-        if target == self.conversation_id:
-            self._known = (target, stored)
-
-    def update_settings_soon(self, **changes: object) -> Coroutine[Any, Any, None] | None:
-        """Change the open conversation's settings as this session knows them now; the write to await.
-
-        The write (through `io`, on the history thread when there is one) goes to the
-        conversation open at the call, even if another opens meanwhile. None when there is
-        nothing to write: a fresh conversation keeps its settings until it is stored.
-        """
-        target = self.conversation_id
-        if target is None:
-            self._pending = self._pending.with_(**changes)
-            return None
-        self._known = (target, self.settings.with_(**changes))
-
-        async def write() -> None:
-            try:
-                await self.io(partial(self.update_settings, target, **changes))
-            except BaseException:
-                self._known = None  # read them again: this change may not be stored
-                raise
-
-        return write()
 
     async def prepare_documents(
         self, ask: Ask, *, index_path: Path | None = None, opened: TurnDocuments | None = None
@@ -299,35 +256,17 @@ class ChatSession:
 
         Raises `DocsDatabaseError` for an unknown collection, `ModelLoadError` for its embedder.
         """
-        known = self.settings
-        files = [Path(p) for p in known.attachments]
-        for path in ask.attach:
-            if (absolute := path.expanduser().resolve()) not in files:
-                files.append(absolute)
-        collection = ask.collection or known.docs
+        files, collection = self.state.documents(ask.attach, ask.collection)
         docs = opened
         if docs is None or not docs.answers(files, collection):
             docs = await asyncio.to_thread(TurnDocuments.open, files, collection, index_path=index_path)
         try:
-            await self.remember_documents(docs.attached, collection)
+            await self.state.remember_documents(docs.attached, collection)
         except BaseException:  # cancelled: what this opened is closed here
             if docs is not opened:
                 docs.close()
             raise
         return docs
-
-    async def remember_documents(self, attached: Sequence[Path], collection: str | None) -> None:
-        """Keep `attached` and `collection` as the open conversation's documents (written through `io`
-        when they changed); a write that fails is logged, the turn goes on with them."""
-        changes = remembered(attached, collection)
-        if self.settings.with_(**changes) == self.settings:
-            return
-        write = self.update_settings_soon(**changes)
-        try:
-            if write is not None:  # None: a fresh conversation keeps them until it is stored
-                await write
-        except (HistoryError, OSError) as exc:
-            log.warning("history: could not remember the conversation's documents: %s", exc)
 
     def path(self, *, upto: int | None = None) -> list[StoredMessage]:
         """The open conversation's active branch (or the one ending at `upto`), root first."""
@@ -463,7 +402,7 @@ class ChatSession:
         self.new()
         system = "\n\n".join(str(m.get("content") or "") for m in past if m.get("role") == "system")
         if system:
-            self.update_settings(system=system)
+            self.state.update_settings(system=system)
         conversation_id, parent = self._ensure_conversation(model), None
         for message in past:
             role, content = message["role"], str(message.get("content") or "")
@@ -561,12 +500,12 @@ class ChatSession:
         return lock
 
     def _ensure_conversation(self, model: str) -> int:
-        if self.conversation_id is None:
-            conv = self.store.create_conversation(model=model, settings=self._pending.to_stored())
-            self.conversation_id = conv.id
-            self._known = (conv.id, ConversationSettings.from_stored(conv.settings))
-            self._pending = ConversationSettings()
-        return self.conversation_id
+        conversation_id = self.conversation_id
+        if conversation_id is None:
+            conv = self.store.create_conversation(model=model, settings=self.settings.to_stored())
+            self.state.open(conv.id, conv.settings)
+            conversation_id = conv.id
+        return conversation_id
 
     # -- titles --------------------------------------------------------------------------
 
@@ -759,7 +698,7 @@ class Turn:
             if self.tools is not None and frozenset(self.tools.permissions.always) != self._always:
                 self._always = frozenset(self.tools.permissions.always)
                 with contextlib.suppress(HistoryError):  # the choice holds for this run either way
-                    self.session.update_settings(
+                    self.session.state.update_settings(
                         self.recorder.conversation_id, tools_always=tuple(sorted(self._always))
                     )
         finally:

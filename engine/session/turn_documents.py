@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from engine.backends.base import Backend, Message
 from engine.cancel import CancelToken
@@ -84,8 +83,3 @@ class TurnDocuments:
         for close in reversed(self._closers):
             close()
         self._closers.clear()
-
-
-def remembered(attached: Sequence[Path], collection: str | None) -> dict[str, Any]:
-    """The settings changes that make `attached` and `collection` a conversation's documents."""
-    return {"attachments": tuple(str(p) for p in attached), "docs": collection}
