@@ -8,6 +8,8 @@ is refused before anything is stored; the answer and its tool calls are stored t
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
 import json
 import threading
 from collections.abc import Mapping
@@ -20,9 +22,11 @@ from engine.backends.scripted import ScriptedBackend
 from engine.errors import ConfigError
 from engine.events import ToolCall, TurnDone
 from engine.history.store import HistoryStore
+from engine.runtime import Engine
 from engine.session.reply_format import ReplyFormat
-from engine.session.session import Ask, ChatSession
+from engine.session.session import Ask, ChatSession, Turn
 from engine.session.settings import ConversationSettings, resolve
+from engine.session.turn_documents import TurnDocuments
 from engine.tools.permissions import Decision
 from engine.tools.registry import Tool, ToolSet, object_schema
 from engine.turns.context_policy import ContextPolicy, MessageTooLongError
@@ -280,3 +284,52 @@ def test_a_scratch_folder_left_by_a_killed_process_is_swept_by_the_next_unsaved_
         return
     assert scratch.sweep(tmp_path) == 1
     assert not left.exists() and mine.exists() and other.exists()
+
+
+def test_both_faces_of_a_turn_take_the_same_options_and_give_the_same_turn(tmp_path: Path) -> None:
+    """`open_turn`/`run` (`ember chat`) and `open_turn_async`/`run_async` (the window) are one path: the
+    same parameters (the async face took no opened documents, the sync one no opener), and the same
+    request, options, events and stored rows for the same ask."""
+    sync_face, async_face = (
+        inspect.signature(f).parameters for f in (ChatSession.open_turn, ChatSession.open_turn_async)
+    )
+    assert list(sync_face.values())[2:] == list(async_face.values())[2:]  # all but self and backend/engine
+    note = tmp_path / "note.md"
+    note.write_text("# Oven\n\nBake the loaf at 220 degrees for thirty minutes.\n")
+    options: dict[str, Any] = {"tools": echo_tools(), "policy": ContextPolicy.ROLLING, "model": "m"}
+    options |= {"approver": approve, "max_tool_rounds": 2, "ask_again": True}
+
+    def seen(chat: ChatSession, turn: Turn, events: list[Any]) -> tuple[Any, ...]:
+        assert turn.tools is not None
+        rows = [(m.role, m.content, m.status) for m in chat.path()]
+        return turn.request, turn.policy, turn.tools.max_rounds, [type(e).__name__ for e in events], rows
+
+    async def one(face: str, opener: bool, docs: TurnDocuments) -> tuple[Any, ...]:
+        backend = ScriptedBackend([[hermes("echo", text="hi")], ["Thirty minutes [1]."]], n_ctx=4096)
+        chat, engine = ChatSession(HistoryStore(tmp_path / f"{face}{opener}.db")), Engine(backend)
+
+        async def opened() -> TurnDocuments:
+            return docs
+
+        given = opened if opener else docs
+        try:
+            if face == "sync":
+                turn = chat.open_turn(backend, Ask.send("How long?"), resolve(), documents=given, **options)
+                return seen(chat, turn, list(turn.run(backend)))
+            turn = await chat.open_turn_async(engine, Ask.send("How long?"), resolve(), documents=given, **options)
+            return seen(chat, turn, [e async for e in turn.run_async(engine)])
+        finally:
+            chat.close()
+            await engine.aclose()
+
+    results = []
+    for face, opener in itertools.product(("sync", "async"), (False, True)):
+        docs = TurnDocuments.open([note], None)
+        try:
+            results.append(asyncio.run(one(face, opener, docs)))
+        finally:
+            docs.close()
+    request, _, rounds, events, rows = results[0]
+    assert rounds == 2 and events[0] == "Sources" and "Bake the loaf" in str(request.messages[-1]["content"])
+    assert [r[0] for r in rows] == ["user", "assistant"] and "ToolResult" in events
+    assert all(r == results[0] for r in results[1:])

@@ -12,21 +12,26 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError
 from engine.session.settings import ConversationSettings
 
 T = TypeVar("T")
-Io = Callable[[Callable[[], T]], Awaitable[T]]
 log = logging.getLogger("engine.session")
+
+
+class Io(Protocol):
+    """Where a session does its store work: `io(fn)` awaits `fn()` (on its history thread, if any)."""
+
+    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 class ConversationState:
     """The open conversation's id (None: a fresh one), its settings as last read or written, its documents."""
 
-    def __init__(self, store: HistoryStore, conversation_id: int | None, io: Io[None]) -> None:
+    def __init__(self, store: HistoryStore, conversation_id: int | None, io: Io) -> None:
         self.store = store
         self.io = io  # the session's: store work on its history thread when it has one
         self.conversation_id = conversation_id

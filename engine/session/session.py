@@ -43,11 +43,11 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Literal, TypedDict, TypeVar, Unpack
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 from engine.backends.base import Backend, Message, Request, Schema, make_request
 from engine.backends.image_input import ImageData, refuse_unseen
@@ -62,7 +62,7 @@ from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
 from engine.runtime import Engine
-from engine.session.conversation_state import ConversationState
+from engine.session.conversation_state import ConversationState, Io
 from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
 from engine.session.scratch import make_scratch
@@ -77,8 +77,9 @@ from engine.turns.runner import TurnRunner
 T = TypeVar("T")
 FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream that pauses
 
-# The window opens a turn's documents inside the turn (after its branch is read, before the fit).
-OpenDocuments = Callable[[], Awaitable[TurnDocuments | None]]
+# A turn's documents: opened, or what opens them once its branch is read (the window's, before the fit).
+Documents = TurnDocuments | Callable[[], Awaitable[TurnDocuments | None]] | None
+Measure = Callable[[Callable[[Backend], "Plan"]], Awaitable["Plan | None"]]  # the fit, where a face runs it
 log = logging.getLogger("engine.session")
 
 
@@ -419,22 +420,17 @@ class ChatSession:
         tools: ToolSet | None = None,
         schema: Schema | None = None,
         policy: ContextPolicy | None = None,
-        documents: TurnDocuments | None = None,
+        documents: Documents = None,
         **begin: Unpack[BeginOptions],
     ) -> Turn:
-        """prepare → fit → begin (`begin`'s options: model, approver…), on this thread: the turn for
-        `ask`, stored, ready to run.
+        """prepare → documents → fit → begin (`begin`'s options: model, approver…), on this thread: the
+        turn for `ask`, stored, ready to run. `documents`: opened, or what opens them without waiting.
 
         Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
         `ConfigError`, or `HistoryError` (the conversation cannot be written now).
         """
-        plan = self.prepare(ask, settings, tools=tools, schema=schema, policy=policy)
-        try:
-            plan = plan.fit(backend, documents)
-        except BaseException:
-            plan.release()
-            raise
-        return self.begin(plan, **begin)
+        prepare = partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy)
+        return _at_once(self._open_turn(_here, lambda fit: _here(partial(fit, backend)), prepare, documents, begin))
 
     async def open_turn_async(
         self,
@@ -445,7 +441,7 @@ class ChatSession:
         tools: ToolSet | None = None,
         schema: Schema | None = None,
         policy: ContextPolicy | None = None,
-        documents: OpenDocuments | None = None,
+        documents: Documents = None,
         **begin: Unpack[BeginOptions],
     ) -> Turn:
         """`open_turn` on an event loop: store work through `io`, the fit on the engine's counting
@@ -454,14 +450,21 @@ class ChatSession:
         With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
         measures it once the model is there.
         """
-        plan = await self.io(partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy))
+        prepare = partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy)
+        return await self._open_turn(self.io, engine.measure, prepare, documents, begin)
+
+    async def _open_turn(
+        self, io: Io, measure: Measure, prepare: Callable[[], Plan], documents: Documents, begin: BeginOptions
+    ) -> Turn:
+        """Both faces' one path; each step runs where the face says (`io`: store work; `measure`: the fit)."""
+        plan = await io(prepare)
         try:
-            docs = await documents() if documents is not None else None
-            plan = await engine.measure(partial(plan.fit, documents=docs)) or plan
+            docs = documents if documents is None or isinstance(documents, TurnDocuments) else await documents()
+            plan = await measure(partial(plan.fit, documents=docs)) or plan
         except BaseException:
             plan.release()
             raise
-        return await self.io(partial(self.begin, plan, **begin))
+        return await io(partial(self.begin, plan, **begin))
 
     async def meter_async(
         self, engine: Engine, draft: str, settings: TurnSettings, documents: WithDocuments | None = None
@@ -545,6 +548,21 @@ async def open_request_async(
         except (HistoryError, OSError) as exc:
             log.warning("could not record an API request in the history: %s", exc)
     return Turn(None, plan.request, plan.fit_result, plan.policy, None, None, sources=plan.sources, apart=True)
+
+
+async def _here(fn: Callable[[], T]) -> T:
+    """`fn()` on this thread: the sync faces' steps."""
+    return fn()
+
+
+def _at_once(steps: Coroutine[Any, Any, T]) -> T:
+    """The result of `steps`, which never wait (a sync face runs every step on its own thread)."""
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        return done.value
+    steps.close()
+    raise RuntimeError("a sync call's step waited (documents that open on another thread?)")
 
 
 def _start(recorder: TurnRecorder, ask: Ask) -> None:
