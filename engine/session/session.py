@@ -46,6 +46,7 @@ import shutil
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
@@ -565,6 +566,13 @@ def _at_once(steps: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("a sync call's step waited (documents that open on another thread?)")
 
 
+def _attributed(attributing: AnswerSources | None, event: Event) -> Iterator[Event]:
+    """`event`, after the sources of each paragraph of the answer it completes."""
+    if attributing is not None and (supported := attributing.before(event)) is not None:
+        yield supported
+    yield event
+
+
 def _start(recorder: TurnRecorder, ask: Ask) -> None:
     if ask.kind == "send":
         recorder.begin(ask.text, ask.images)
@@ -601,9 +609,11 @@ class Turn:
         """Run the turn here (the CLI's thread owns the backend); events are recorded as they pass."""
         try:
             with reply_streaming():  # an indexer in this process leaves the model its threads meanwhile
-                for event in self._shown(TurnRunner(backend, self.tools).run(self.request, cancel)):
-                    self.record(event)
-                    yield event
+                first, attributing = self._opening()
+                for raw in chain(first, TurnRunner(backend, self.tools).run(self.request, cancel)):
+                    for event in _attributed(attributing, raw):
+                        self.record(event)
+                        yield event
         except KeyboardInterrupt:
             self.close("stopped")
             raise
@@ -614,7 +624,7 @@ class Turn:
         self, engine: Engine, cancel: CancelToken | None = None, *, events: AsyncGenerator[Event] | None = None
     ) -> AsyncIterator[Event]:
         """Run the turn on `engine`'s model thread (or take its `events` from elsewhere: the server's
-        forced tool calls); events are recorded (and flushed each second) as they pass.
+        forced tool calls); events are recorded (and flushed each second) as they pass, as `run`'s.
 
         Each event is handed to the recorder before it is shown; on the session's history
         thread (if it has one) it is written in order while the stream goes on, and the turn
@@ -626,33 +636,26 @@ class Turn:
         streaming = reply_streaming()
         streaming.__enter__()  # the window's indexer leaves the model its threads while this streams
         try:
-            attributing = AnswerSources(self.sources) if self.sources is not None else None
-            if self.sources is not None:
-                self._soon(partial(self.record, self.sources))
-                yield self.sources
-            async for event in events:
-                if attributing is not None and (supported := attributing.before(event)) is not None:
-                    self._soon(partial(self.record, supported))
-                    yield supported
+            first, attributing = self._opening()
+            for event in first:
                 self._soon(partial(self.record, event))
                 yield event
+            async for raw in events:
+                for event in _attributed(attributing, raw):
+                    self._soon(partial(self.record, event))
+                    yield event
         finally:
             streaming.__exit__(None, None, None)
             flusher.cancel()
             await events.aclose()
             await self.close_async()
 
-    def _shown(self, events: Iterator[Event]) -> Iterator[Event]:
-        """The sources first, then the answer; once it is whole, the sources of each of its paragraphs."""
+    def _opening(self) -> tuple[tuple[Event, ...], AnswerSources | None]:
+        """What both runs show before the model's events (the sources), and what then gives each
+        paragraph of the whole answer its sources."""
         if self.sources is None:
-            yield from events
-            return
-        yield self.sources
-        attributing = AnswerSources(self.sources)
-        for event in events:
-            if (supported := attributing.before(event)) is not None:
-                yield supported
-            yield event
+            return (), None
+        return (self.sources,), AnswerSources(self.sources)
 
     async def refit_async(self, engine: Engine) -> None:
         """Fit a turn stored before a model was loaded; raises the refusal (the turn then records it)."""
