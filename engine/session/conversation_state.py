@@ -1,50 +1,42 @@
-"""The open conversation as the session knows it: which one, its settings, the documents it keeps.
+"""The open conversation as a session knows it: which one, its settings, the documents it keeps.
 
-A front end asks for the settings often (tools on? which policy?) and the window must not read
-the disk for that on its GUI thread, so they are kept as read when the conversation opened or
-last written here. A fresh conversation keeps its settings here until its first message stores
-it. The files and the collection a conversation answers from are remembered in its settings.
+Its settings are kept as read when it opened or last written here: a front end asks for them
+often (tools on? which policy?) and the window must not read the disk for that on its GUI thread.
+A fresh conversation keeps them here until its first message stores it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from engine.history.store import HistoryStore
-from engine.history.types import HistoryError
+from engine.history.types import Conversation, HistoryError
 from engine.session.settings import ConversationSettings
 
-T = TypeVar("T")
+Io = Callable[[Callable[[], None]], Awaitable[None]]  # the session's `io`: store work on its history thread
 log = logging.getLogger("engine.session")
 
 
-class Io(Protocol):
-    """Where a session does its store work: `io(fn)` awaits `fn()` (on its history thread, if any)."""
-
-    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
-
-
 class ConversationState:
-    """The open conversation's id (None: a fresh one), its settings as last read or written, its documents."""
+    """The open conversation's id (None: a fresh one), its settings as last read or written, its files."""
 
     def __init__(self, store: HistoryStore, conversation_id: int | None, io: Io) -> None:
-        self.store = store
-        self.io = io  # the session's: store work on its history thread when it has one
+        self.store, self.io = store, io
         self.conversation_id = conversation_id
         self._pending = ConversationSettings()  # a fresh conversation's settings, until it is stored
         self._known: tuple[int, ConversationSettings] | None = None
 
-    def open(self, conversation_id: int | None, stored: Mapping[str, Any] | None = None) -> None:
-        """`conversation_id` is the open one now (None: a fresh one), with its `stored` settings if read."""
-        self.conversation_id = conversation_id
+    def open(self, conversation: Conversation | None) -> None:
+        """`conversation` (as just read or stored) is the open one now; None: a fresh one."""
         self._pending = ConversationSettings()
-        self._known = None
-        if conversation_id is not None and stored is not None:
-            self._known = (conversation_id, ConversationSettings.from_stored(stored))
+        self.conversation_id = None if conversation is None else conversation.id
+        self._known = (
+            None if conversation is None else (conversation.id, ConversationSettings.from_stored(conversation.settings))
+        )
 
     @property
     def settings(self) -> ConversationSettings:
@@ -54,9 +46,8 @@ class ConversationState:
             return self._pending
         if known is not None and known[0] == open_id:
             return known[1]
-        settings = ConversationSettings.from_stored(self.store.conversation(open_id).settings)
-        self._known = (open_id, settings)
-        return settings
+        self._known = (open_id, ConversationSettings.from_stored(self.store.conversation(open_id).settings))
+        return self._known[1]
 
     def update_settings(self, conversation_id: int | None = None, /, **changes: object) -> None:
         """Change some of a conversation's settings (the open one's by default; the others are kept)."""
@@ -70,16 +61,11 @@ class ConversationState:
             self._known = (target, stored)
 
     def update_settings_soon(self, **changes: object) -> Coroutine[Any, Any, None] | None:
-        """Change the open conversation's settings as this session knows them now; the write to await.
-
-        The write (through `io`, on the history thread when there is one) goes to the
-        conversation open at the call, even if another opens meanwhile. None when there is
-        nothing to write: a fresh conversation keeps its settings until it is stored.
-        """
+        """Change the open conversation's settings as known now; the write (through `io`) to await, to
+        the conversation open at the call. None: a fresh conversation keeps them until it is stored."""
         target = self.conversation_id
         if target is None:
-            self._pending = self._pending.with_(**changes)
-            return None
+            return self.update_settings(**changes)  # kept here until the conversation is stored
         self._known = (target, self.settings.with_(**changes))
 
         async def write() -> None:
@@ -92,8 +78,7 @@ class ConversationState:
         return write()
 
     def documents(self, attach: Sequence[Path], collection: str | None) -> tuple[list[Path], str | None]:
-        """The files (the remembered ones, then `attach`) and the collection (`collection`, else the
-        remembered one) a message is answered from."""
+        """A message's files (the remembered ones, then `attach`) and collection (else the remembered one)."""
         known = self.settings
         files = [Path(p) for p in known.attachments]
         for path in attach:
