@@ -1,40 +1,21 @@
 """One conversation, one turn: the Qt-free session every front end runs its turns through.
 
-The window (desktop/core/controller.py), `ember chat` (desktop/cli/cmd_chat.py) and the
-local API server all do the same, in the same order:
+The window (desktop/core/controller.py), `ember chat` and `ember serve` do the same, in the same
+order (docs/DESIGN.md, "Data flow"):
 
-    plan = session.prepare(Ask.send(text), settings, tools=toolset)   # reads the branch once
-    plan = plan.fit(backend)        # the request actually sent, fitted; refusal raised here
-    turn = session.begin(plan, model=name)                             # the question is stored
-    for event in turn.run(backend, cancel): show(event)                # recorded as it streams
-    # or, on an event loop:  async for event in turn.run_async(engine): show(event)
+    plan = session.prepare(Ask.send(text), settings, tools=toolset)  # reads the branch once, under its lock
+    plan = plan.fit(backend, documents)   # the request actually sent, fitted: a refusal stores nothing
+    turn = session.begin(plan, model=name)                            # the question is stored
+    for event in turn.run(backend, cancel): show(event)               # recorded as it streams
 
-`prepare` builds the request from the stored branch (the single source of the messages),
-with the system prompt, the replayed tool calls and results and the tools' descriptions:
-exactly what the runner's first round sends. `Plan.fit` measures that request through the
-model's own template and tokenizer (the backend remembers the rendering, so the stream
-does not render it again) and raises the context policy's refusal (`ContextOverflowError`)
-or a template's `ConfigError` before anything is stored. `begin` commits the question (or
-the edited question, or opens another answer) under the conversation's writer lock; the
-`Turn` records every event, tool calls included, and saves the "always allow" choices.
-
-A message's documents are the session's too, for the window and `ember chat` alike:
-`prepare_documents(ask)` opens the files attached to it or to the conversation and its
-collection, reports the files it could not read and remembers the readable ones in the
-conversation's typed settings; `open_turn(documents=…)` puts the passages that fit into the
-question before the fit (engine/session/turn_documents.py).
-
-The API server (`ember serve`) has no branch to read: its request is the prompt, so
-`open_request_async` plans it with `Plan.of_request(request)` (sent as it is, never cut, no
-line added), fits it the same way (its refusal is the client's `context_length_exceeded`) and,
-with `--record`, `begin_request` stores the request's past as a new conversation and begins the
-turn; unrecorded, its `Turn` has no recorder. It runs like the window's (`run_async`), apart.
-
-A session without history (`ChatSession.unsaved()`) keeps its conversations in a scratch
-database that is removed on close, so there is one code path either way. The methods here
-run on the caller's thread; the async ones (the window's) do their store work through
-`io`, on the session's history thread once `offload()` gave it one, so the event loop never
-waits on the disk. `Plan.fit` (pure, it only counts) runs on the engine's counting thread.
+`open_turn` (on the caller's thread) and `open_turn_async` (on an event loop: store work through
+`io`, on the history thread once `offload()` gave the session one; the fit on the engine's
+counting thread) are those steps, one path with the same options; `run` and `run_async` are the
+turn's two faces. An API request is the prompt: `open_request_async` plans it with
+`Plan.of_request` (sent as it is, never cut) and, with `--record`, `begin_request` stores its past
+as a new conversation. The open conversation's settings and documents are its `ConversationState`.
+A session without history (`unsaved()`) keeps its conversations in a scratch database removed on
+close, so there is one code path either way.
 """
 
 from __future__ import annotations
@@ -43,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import chain
@@ -63,7 +44,7 @@ from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
 from engine.runtime import Engine
-from engine.session.conversation_state import ConversationState, Io
+from engine.session.conversation_state import ConversationState
 from engine.session.history_thread import HistoryThread
 from engine.session.messages import branch_messages
 from engine.session.scratch import make_scratch
@@ -80,17 +61,25 @@ FLUSH_EVERY_S = 1.0  # the recorder also throttles itself; this covers a stream 
 
 # A turn's documents: opened, or what opens them once its branch is read (the window's, before the fit).
 Documents = TurnDocuments | Callable[[], Awaitable[TurnDocuments | None]] | None
-Measure = Callable[[Callable[[Backend], "Plan"]], Awaitable["Plan | None"]]  # the fit, where a face runs it
 log = logging.getLogger("engine.session")
 
 
 class BeginOptions(TypedDict, total=False):
-    """`ChatSession.begin`'s options, which `open_turn` and `open_turn_async` pass on."""
+    """`ChatSession.begin`'s options (`open_turn` and `open_turn_async` pass them on)."""
 
-    model: str
-    approver: Approver
-    max_tool_rounds: int | None
-    ask_again: bool
+    model: str  # the model's name, stored with the turn ("" when unknown)
+    approver: Approver  # asks about each tool call (default: deny them all)
+    max_tool_rounds: int | None  # None: the runner's own limit
+    ask_again: bool  # ignore the conversation's "always allow" choices for this turn
+
+
+class TurnOptions(BeginOptions, total=False):
+    """What `open_turn` and `open_turn_async` both take: `prepare`'s, the documents, `begin`'s."""
+
+    tools: ToolSet | None
+    schema: Schema | None
+    policy: ContextPolicy | None
+    documents: Documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +131,9 @@ class Plan:
         return cls(Ask.send(text), request, ContextPolicy.STOP, None, None, apart=True)
 
     def fit(self, backend: Backend, documents: TurnDocuments | None = None) -> Plan:
-        """This plan with its request fitted to `backend`'s context (pure: it only counts); `documents`:
-        the passages that fit go into the question first.
-
-        Raises the policy's `ContextOverflowError` (the message must not be stored) or a
-        template's `ConfigError`.
-        """
+        """This plan with its request fitted to `backend`'s context (pure: it only counts), the passages
+        of `documents` that fit put into the question first. Raises the policy's `ContextOverflowError`
+        (the message must not be stored) or a template's `ConfigError`."""
         plan = self
         if documents:
             messages, sources = documents.apply(backend, self.request.messages, self.request.max_tokens)
@@ -243,7 +229,7 @@ class ChatSession:
         conversation = self.store.conversation(conversation_id)  # NotFoundError before anything changes
         if reveal is not None:
             self.store.switch_version(reveal)
-        self.state.open(conversation_id, conversation.settings)
+        self.state.open(conversation)
 
     def switch_version(self, message_id: int) -> None:
         self.store.switch_version(message_id)
@@ -251,12 +237,9 @@ class ChatSession:
     async def prepare_documents(
         self, ask: Ask, *, index_path: Path | None = None, opened: TurnDocuments | None = None
     ) -> TurnDocuments:
-        """The documents `ask` is answered from (the conversation's files, then the ask's; the collection
-        asked for, else the conversation's), read on a worker thread unless `opened` is a reading of the
-        same (the window's meter reads ahead). Unreadable files are their `problems`; the readable ones
-        and the collection are remembered with the conversation. `open_turn` puts in their passages.
-
-        Raises `DocsDatabaseError` for an unknown collection, `ModelLoadError` for its embedder.
+        """The documents `ask` is answered from (`ConversationState.documents`), read on a worker thread
+        unless `opened` is a reading of the same (the window's meter reads ahead); the readable ones are
+        remembered. Raises `DocsDatabaseError` for an unknown collection, `ModelLoadError` for its embedder.
         """
         files, collection = self.state.documents(ask.attach, ask.collection)
         docs = opened
@@ -322,25 +305,17 @@ class ChatSession:
         keeps it past the wait), so nothing changes the branch between this read and `begin`.
         """
         lock = self._lock(self.conversation_id) if self.conversation_id is not None else None
-        try:
+        with _given_back(lock):
             messages = self._messages_for(ask, settings, replay_tools=bool(tools))
             specs = tuple(tools.specs()) if tools else None
             request = make_request(
                 messages, tools=specs, sampling=settings.sampling, max_tokens=settings.max_tokens, schema=schema
             )
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
         return Plan(ask, request, self.policy(settings, policy), tools or None, lock)
 
     def _messages_for(self, ask: Ask, settings: TurnSettings, *, replay_tools: bool) -> list[Message]:
         if ask.kind == "send":
-            head = self.messages(settings, replay_tools=replay_tools)
-            asked: Message = {"role": "user", "content": ask.text}
-            if ask.images:
-                asked["images"] = list(ask.images)
-            return [*head, asked]
+            return [*self.messages(settings, replay_tools=replay_tools), _question(ask.text, ask.images)]
         if ask.message_id is None or self.conversation_id is None:
             raise HistoryError("no conversation is open")
         target = self.store.message(ask.message_id)
@@ -352,44 +327,28 @@ class ChatSession:
                 if target.parent_id is not None
                 else self.messages(settings, path=[])
             )
-            kept = self.images_of([target]).get(target.id)
-            edited: Message = {"role": "user", "content": ask.text}
-            if kept:
-                edited["images"] = kept
-            return [*head, edited]
+            return [*head, _question(ask.text, self.images_of([target]).get(target.id, []))]
         question = target.parent_id if target.role == "assistant" else target.id
         if question is None:
             raise HistoryError(f"message {ask.message_id} does not answer a user message")
         return self.messages(settings, replay_tools=replay_tools, upto=question)
 
-    def begin(
-        self,
-        plan: Plan,
-        *,
-        model: str = "",
-        approver: Approver = deny_all,
-        max_tool_rounds: int | None = None,
-        ask_again: bool = False,
-    ) -> Turn:
+    def begin(self, plan: Plan, **options: Unpack[BeginOptions]) -> Turn:
         """Store the question of `plan` (or open another answer) and return the turn to run."""
-        try:
+        model = options.get("model", "")
+        with _given_back(plan.lock):
             conversation_id = self._ensure_conversation(model)
             lock = plan.lock or self._lock(conversation_id)
-        except BaseException:
-            plan.release()
-            raise
         recorder = TurnRecorder(self.store, conversation_id, model=model)
-        try:
+        with _given_back(lock):
             _start(recorder, plan.ask)
-        except BaseException:
-            lock.release()
-            raise
         use, stored = None, frozenset[str]()
         if plan.tools is not None:
             stored = frozenset(self.settings.tools_always)
-            use = ToolUse(plan.tools, approver, ToolPermissions(() if ask_again else stored))
-            if max_tool_rounds is not None:
-                use.max_rounds = max_tool_rounds
+            kept = () if options.get("ask_again", False) else stored
+            use = ToolUse(plan.tools, options.get("approver", deny_all), ToolPermissions(kept))
+            if (rounds := options.get("max_tool_rounds")) is not None:
+                use.max_rounds = rounds
         return Turn(
             self, plan.request, plan.fit_result, plan.policy, recorder, lock, use, stored, plan.sources, plan.apart
         )
@@ -412,59 +371,34 @@ class ChatSession:
                 parent = self.store.add_message(conversation_id, role, content, parent_id=parent)
         return self.begin(plan, model=model)  # the question goes after the active leaf: the last of these
 
-    def open_turn(
-        self,
-        backend: Backend,
-        ask: Ask,
-        settings: TurnSettings,
-        *,
-        tools: ToolSet | None = None,
-        schema: Schema | None = None,
-        policy: ContextPolicy | None = None,
-        documents: Documents = None,
-        **begin: Unpack[BeginOptions],
-    ) -> Turn:
-        """prepare → documents → fit → begin (`begin`'s options: model, approver…), on this thread: the
-        turn for `ask`, stored, ready to run. `documents`: opened, or what opens them without waiting.
-
-        Raises, before anything is stored: the policy's `ContextOverflowError`, a template's
-        `ConfigError`, or `HistoryError` (the conversation cannot be written now).
-        """
-        prepare = partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy)
-        return _at_once(self._open_turn(_here, lambda fit: _here(partial(fit, backend)), prepare, documents, begin))
+    def open_turn(self, backend: Backend, ask: Ask, settings: TurnSettings, **options: Unpack[TurnOptions]) -> Turn:
+        """prepare → documents → fit → begin on this thread: the turn for `ask`, stored, ready to run. Raises,
+        before anything is stored: the policy's `ContextOverflowError`, a template's `ConfigError`, or
+        `HistoryError` (the conversation cannot be written now)."""
+        return _at_once(self._open_turn(backend, ask, settings, options))
 
     async def open_turn_async(
-        self,
-        engine: Engine,
-        ask: Ask,
-        settings: TurnSettings,
-        *,
-        tools: ToolSet | None = None,
-        schema: Schema | None = None,
-        policy: ContextPolicy | None = None,
-        documents: Documents = None,
-        **begin: Unpack[BeginOptions],
+        self, engine: Engine, ask: Ask, settings: TurnSettings, **options: Unpack[TurnOptions]
     ) -> Turn:
         """`open_turn` on an event loop: store work through `io`, the fit on the engine's counting
-        thread, the documents opened (`documents()`) once the branch is read.
+        thread (none yet without a model: `Turn.refit_async` measures it once the model is there)."""
+        return await self._open_turn(engine, ask, settings, options)
 
-        With no model loaded yet the question is stored unmeasured; `Turn.refit_async`
-        measures it once the model is there.
-        """
-        prepare = partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy)
-        return await self._open_turn(self.io, engine.measure, prepare, documents, begin)
+    async def _open_turn(self, on: Backend | Engine, ask: Ask, settings: TurnSettings, opts: TurnOptions) -> Turn:
+        """Both faces' one path. On an `Engine` (the window's) store work goes through `io` and the fit to
+        the engine's counting thread; with a `Backend` (`ember chat`'s) each step runs here, at once."""
+        io = self.io if isinstance(on, Engine) else _here
 
-    async def _open_turn(
-        self, io: Io, measure: Measure, prepare: Callable[[], Plan], documents: Documents, begin: BeginOptions
-    ) -> Turn:
-        """Both faces' one path; each step runs where the face says (`io`: store work; `measure`: the fit)."""
-        plan = await io(prepare)
-        try:
+        async def measure(fit: Callable[[Backend], Plan]) -> Plan | None:
+            return await on.measure(fit) if isinstance(on, Engine) else fit(on)
+
+        tools, schema, policy = opts.pop("tools", None), opts.pop("schema", None), opts.pop("policy", None)
+        documents = opts.pop("documents", None)
+        begin: BeginOptions = opts  # what is left is `begin`'s
+        plan = await io(partial(self.prepare, ask, settings, tools=tools, schema=schema, policy=policy))
+        with _given_back(plan.lock):  # the documents are opened once the branch is read (the window's: a worker)
             docs = documents if documents is None or isinstance(documents, TurnDocuments) else await documents()
             plan = await measure(partial(plan.fit, documents=docs)) or plan
-        except BaseException:
-            plan.release()
-            raise
         return await io(partial(self.begin, plan, **begin))
 
     async def meter_async(
@@ -507,7 +441,7 @@ class ChatSession:
         conversation_id = self.conversation_id
         if conversation_id is None:
             conv = self.store.create_conversation(model=model, settings=self.settings.to_stored())
-            self.state.open(conv.id, conv.settings)
+            self.state.open(conv)
             conversation_id = conv.id
         return conversation_id
 
@@ -573,6 +507,24 @@ def _attributed(attributing: AnswerSources | None, event: Event) -> Iterator[Eve
     yield event
 
 
+@contextlib.contextmanager
+def _given_back(lock: ConversationLock | None) -> Generator[None]:
+    """The conversation given back when the body fails: nothing of the turn was stored."""
+    try:
+        yield
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+
+
+def _question(text: str, images: Sequence[ImageData]) -> Message:
+    asked: Message = {"role": "user", "content": text}
+    if images:
+        asked["images"] = list(images)
+    return asked
+
+
 def _start(recorder: TurnRecorder, ask: Ask) -> None:
     if ask.kind == "send":
         recorder.begin(ask.text, ask.images)
@@ -623,13 +575,10 @@ class Turn:
     async def run_async(
         self, engine: Engine, cancel: CancelToken | None = None, *, events: AsyncGenerator[Event] | None = None
     ) -> AsyncIterator[Event]:
-        """Run the turn on `engine`'s model thread (or take its `events` from elsewhere: the server's
-        forced tool calls); events are recorded (and flushed each second) as they pass, as `run`'s.
-
-        Each event is handed to the recorder before it is shown; on the session's history
-        thread (if it has one) it is written in order while the stream goes on, and the turn
-        ends once all of it is written.
-        """
+        """`run` on `engine`'s model thread (or with `events` from elsewhere: the server's forced tool
+        calls). Each event goes to the recorder before it is shown, written in order on the session's
+        history thread (if any) while the stream goes on (flushed each second); the turn ends once
+        all of it is written."""
         if events is None:
             events = engine.run_turn(self.request, cancel, tools=self.tools, apart=self.apart)
         flusher = asyncio.ensure_future(self._flush_forever())
@@ -651,8 +600,7 @@ class Turn:
             await self.close_async()
 
     def _opening(self) -> tuple[tuple[Event, ...], AnswerSources | None]:
-        """What both runs show before the model's events (the sources), and what then gives each
-        paragraph of the whole answer its sources."""
+        """What both runs show first (the sources), and what then finds each paragraph's sources."""
         if self.sources is None:
             return (), None
         return (self.sources,), AnswerSources(self.sources)
