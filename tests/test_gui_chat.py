@@ -13,6 +13,7 @@ from qasync import asyncSlot
 
 from desktop.qt.answer.markdown_view import CodeBlock, CopyButton, TextSegment
 from desktop.qt.look.style import monospace_font
+from engine.session.messages import branch_messages
 
 pytest_plugins = ["gui_helpers"]
 
@@ -34,7 +35,7 @@ def test_sent_message_streams_into_an_assistant_message(make_chat: MakeChat, qtb
     assert not chat.reply().finished
     reply = chat.wait_reply_finished()
     assert shown_answer(reply).strip() == "".join(words).strip()
-    assert chat.controller.session.thread() == [
+    assert branch_messages(chat.controller.session.path()) == [
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": "".join(words)},
     ]
@@ -62,7 +63,7 @@ def test_shift_enter_inserts_a_newline_and_enter_sends(make_chat: MakeChat, qtbo
     assert edit.toPlainText() == "line one\nline two"
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     chat.wait_reply_finished()
-    assert chat.controller.session.thread()[0]["content"] == "line one\nline two"
+    assert branch_messages(chat.controller.session.path())[0]["content"] == "line one\nline two"
 
 
 def test_composer_grows_with_its_text(make_chat: MakeChat) -> None:
@@ -87,7 +88,7 @@ def test_stop_mid_stream_keeps_the_partial_answer(make_chat: MakeChat, qtbot: Qt
     assert "tok3" in answer and "tok199" not in answer
     assert reply.status.text() == "Stopped"
     assert shown_answer(reply).strip() == answer.strip()
-    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": answer}
+    assert branch_messages(chat.controller.session.path())[-1] == {"role": "assistant", "content": answer}
     assert chat.window.composer.button.text() == "Send"
 
 
@@ -163,7 +164,7 @@ def test_shortcuts_new_conversation_and_focus(make_chat: MakeChat, qtbot: QtBot)
     chat.window.activateWindow()
     qtbot.keyClick(chat.window.composer.edit, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not chat.window.conversation.messages(), timeout=WAIT_MS)
-    assert chat.controller.session.thread() == []
+    assert branch_messages(chat.controller.session.path()) == []
     chat.window.header.setFocus()
     qtbot.keyClick(chat.window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
     assert QApplication.focusWidget() is chat.window.composer.edit

@@ -18,6 +18,7 @@ from engine.backends.scripted import ScriptedBackend
 from engine.events import TurnStats
 from engine.llama import load_progress
 from engine.runtime import Engine
+from engine.session.messages import branch_messages
 from models.library.settings import ModelSettings
 
 
@@ -130,7 +131,7 @@ def test_a_turn_streams_into_the_view_and_the_conversation() -> None:
         view = FakeView()
         controller = ChatController(Engine(ScriptedBackend.from_texts(["<think>", "hm", "</think>", "Hi!"])), view)
         assert await controller.send("hello")
-        thread = controller.session.thread()
+        thread = branch_messages(controller.session.path())
         await controller.aclose()
         return view, thread
 

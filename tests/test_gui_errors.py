@@ -18,6 +18,7 @@ from engine.backends.scripted import ScriptedBackend
 from engine.cancel import CancelToken
 from engine.errors import BackendError, ContextOverflowError, LLMError
 from engine.events import Piece
+from engine.session.messages import branch_messages
 from tests.reply_text import registry_markers
 
 pytest_plugins = ["gui_helpers"]
@@ -82,7 +83,7 @@ def test_try_again_reruns_the_turn(make_chat: MakeChat, qtbot: QtBot) -> None:
     qtbot.waitUntil(lambda: chat.window.last_reply() is not None and chat.reply().finished, timeout=WAIT_MS)
     assert chat.reply().answer_text() == "Second time lucky."
     assert banners(chat) == []
-    assert chat.controller.session.thread() == [
+    assert branch_messages(chat.controller.session.path()) == [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "Second time lucky."},
     ]

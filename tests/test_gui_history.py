@@ -28,6 +28,7 @@ from engine.events import Piece
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError
 from engine.session import session as session_module
+from engine.session.messages import branch_messages
 from models.library.paths import ember_paths
 
 pytest_plugins = ["gui_helpers"]
@@ -142,7 +143,7 @@ def test_a_streamed_turn_lands_in_the_history_as_it_streams(make_chat: MakeChat,
     reply = chat.wait_reply_finished()
     assert rows(store, conv) == [("user", "hello there", "complete"), ("assistant", reply.answer_text(), "complete")]
     assert [t.outcome for t in store.turns(conv)] == ["completed"]
-    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": reply.answer_text()}
+    assert branch_messages(chat.controller.session.path())[-1] == {"role": "assistant", "content": reply.answer_text()}
 
 
 def test_a_pause_in_the_stream_is_flushed_by_the_timer(
@@ -291,7 +292,7 @@ def test_without_a_usable_database_the_window_still_chats(make_chat: MakeChat, q
     window = chat.window
     assert window.notice.isVisible() and "\n" not in window.notice.text()
     assert send_and_wait(chat, "anyone?").answer_text() == "Still here."
-    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still here."}
+    assert branch_messages(chat.controller.session.path())[-1] == {"role": "assistant", "content": "Still here."}
 
 
 def test_a_read_only_history_folder_keeps_the_chat_in_memory_and_says_so_once(
@@ -322,7 +323,7 @@ def test_a_read_only_history_folder_keeps_the_chat_in_memory_and_says_so_once(
     texts = [m.text() for m in window.conversation.message_widgets() if isinstance(m, UserMessage)]
     assert texts == ["first", "second"]  # nothing the user typed was refused
     assert window.notice.isVisible()  # it lasts past the model's load and the replies
-    assert chat.controller.session.thread()[-1] == {"role": "assistant", "content": "Still kept."}
+    assert branch_messages(chat.controller.session.path())[-1] == {"role": "assistant", "content": "Still kept."}
 
 
 # -- the sidebar -------------------------------------------------------------------------
@@ -491,7 +492,7 @@ def test_regenerate_makes_a_second_version_and_the_navigator_switches(make_chat:
     qtbot.mouseClick(reply.nav.previous, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(chat) == [("user", "question"), ("assistant", "First answer.")], timeout=WAIT_MS)
     assert chat.reply().nav.position == (1, 2)
-    assert chat.controller.session.thread()[-1]["content"] == "First answer."
+    assert branch_messages(chat.controller.session.path())[-1]["content"] == "First answer."
     qtbot.mouseClick(chat.reply().nav.next, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(chat)[-1] == ("assistant", "Second answer."), timeout=WAIT_MS)
 

@@ -118,7 +118,7 @@ def test_a_pasted_screenshot_runs_through_mtmd_streams_and_reopens_with_its_thum
     [question, answer] = chat.controller.session.path()
     assert answer.stats["prompt_tokens"] == backend.last_prompt_evaluated > image[-1]
     assert 1 < answer.stats["tokens"] <= MAX_TOKENS
-    [stored] = chat.controller.session.images_of([question])[question.id]
+    [stored] = chat.controller.session.stored_images([question]).found[question.id]
     assert QImage.fromData(stored.data).size().toTuple() == (40, 30)  # the pasted picture, stored
     [chip] = _question_chips(chat)
     assert not chip.thumbnail.pixmap().isNull() and chip.remove_button is None

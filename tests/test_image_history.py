@@ -15,6 +15,7 @@ from engine.errors import ConfigError
 from engine.history.export import ImportFormatError, export_json, export_markdown, import_json
 from engine.history.images import image_folder
 from engine.history.store import HistoryStore
+from engine.session.messages import branch_messages
 from engine.session.session import Ask, ChatSession
 from engine.session.settings import resolve
 from tests.projector_fixture import png
@@ -48,9 +49,9 @@ def test_the_question_keeps_its_images_and_the_next_turn_sends_them_again(sessio
     assert stored_files(session.store) == {image_digest(picture)}
     reopened = ChatSession(HistoryStore(session.store.db_path))
     reopened.open(session.conversation_id or 0)
-    [question] = [m for m in reopened.thread() if m["role"] == "user"][:1]
+    [question] = [m for m in branch_messages(reopened.path()) if m["role"] == "user"][:1]
     assert "images" not in question  # the view's thread is text; the model's messages carry them
-    images = reopened.images_of(reopened.path())
+    images = reopened.stored_images(reopened.path()).found
     assert [i.data for i in next(iter(images.values()))] == [picture]
     reopened.close()
 
@@ -80,7 +81,7 @@ def test_json_export_embeds_the_images_and_import_restores_them(session: ChatSes
     conversation = import_json(elsewhere, data)
     [question] = [m for m in elsewhere.messages(conversation.id) if m.role == "user"]
     other = ChatSession(elsewhere)
-    assert other.images_of([question])[question.id] == [ImageData(picture, "shot0.png")]
+    assert other.stored_images([question]).found[question.id] == [ImageData(picture, "shot0.png")]
     assert stored_files(elsewhere) == {image_digest(picture)}
     other.close()
 
@@ -162,5 +163,5 @@ def test_an_export_with_a_damaged_image_notes_it_and_imports(session: ChatSessio
     conversation = import_json(elsewhere, data)
     [question] = [m for m in elsewhere.messages(conversation.id) if m.role == "user"]
     other = ChatSession(elsewhere)
-    assert other.images_of([question])[question.id] == [ImageData(kept, "shot0.png")]
+    assert other.stored_images([question]).found[question.id] == [ImageData(kept, "shot0.png")]
     other.close()

@@ -39,7 +39,7 @@ from engine.docs.embed import reply_streaming
 from engine.errors import ConfigError, ContextOverflowError
 from engine.events import Event, Sources, ToolEvent
 from engine.history.conversation_lock import ConversationBusy, ConversationLock
-from engine.history.images import StoredImages, images_of, read_images
+from engine.history.images import StoredImages, read_images
 from engine.history.recorder import TurnRecorder
 from engine.history.store import HistoryStore
 from engine.history.types import HistoryError, StoredMessage
@@ -259,10 +259,6 @@ class ChatSession:
             return []
         return self.store.path(self.conversation_id, leaf_id=upto)
 
-    def thread(self) -> list[Message]:
-        """The active branch as chat messages, without the system prompt (what a view shows)."""
-        return branch_messages(self.path())
-
     def messages(
         self,
         settings: TurnSettings,
@@ -274,14 +270,11 @@ class ChatSession:
         """The model messages of the branch ending at `upto`: the system prompt first."""
         system = self.settings.system or settings.system_prompt
         branch = self.path(upto=upto) if path is None else path
-        return branch_messages(branch, system=system, replay_tools=replay_tools, images=self.images_of(branch))
-
-    def images_of(self, branch: Sequence[StoredMessage]) -> dict[int, list[ImageData]]:
-        """The stored images of the branch's questions, by message id (a damaged one left out)."""
-        return images_of(self.store, [m.id for m in branch if m.role == "user"])
+        images = self.stored_images(branch).found
+        return branch_messages(branch, system=system, replay_tools=replay_tools, images=images)
 
     def stored_images(self, branch: Sequence[StoredMessage]) -> StoredImages:
-        """`images_of`, with the damaged ones named apart (what the view shows in their place)."""
+        """The stored images of the branch's questions, by message id (`found`), the damaged ones apart."""
         return read_images(self.store, [m.id for m in branch if m.role == "user"])
 
     def policy(self, settings: TurnSettings, override: ContextPolicy | None = None) -> ContextPolicy:
@@ -327,7 +320,7 @@ class ChatSession:
                 if target.parent_id is not None
                 else self.messages(settings, path=[])
             )
-            return [*head, _question(ask.text, self.images_of([target]).get(target.id, []))]
+            return [*head, _question(ask.text, self.stored_images([target]).found.get(target.id, []))]
         question = target.parent_id if target.role == "assistant" else target.id
         if question is None:
             raise HistoryError(f"message {ask.message_id} does not answer a user message")
