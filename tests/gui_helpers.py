@@ -7,8 +7,10 @@ is imported before pytest could rewrite its asserts: PYTEST_DONT_REWRITE.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +223,12 @@ class FakeModelsPrompts(ModelsPrompts):
 
     def open_link(self, url: str) -> None:
         self.links.append(url)
+
+
+def earlier_today(seconds: float, now: float | None = None) -> float:
+    """About `seconds` (at most an hour) before `now`, but today in the local zone: just after
+    midnight the gaps shrink in proportion, so rows keep their order and their "Today" group."""
+    assert seconds <= 3600
+    now = time.time() if now is None else now
+    midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    return now - seconds * min(1.0, (now - midnight) / 3600)

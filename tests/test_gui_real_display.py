@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import gguf_factory as gf
 import pytest
-from gui_helpers import WAIT_MS, Chat, FakeModelsPrompts
+from gui_helpers import WAIT_MS, Chat, FakeModelsPrompts, earlier_today
 from hub_fakes import GB, TINY_TARGET, FakeDownloader, Gate, page_options, small_catalogue, small_hub
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import (
@@ -743,7 +743,8 @@ def test_the_sidebar_groups_by_date_and_archives_by_keyboard_and_mouse(make_chat
     for title, days_ago in (("Soup", 0.01), ("Bread", 1.0), ("Tea", 3.0), ("Jam", 60.0)):
         conv = store.create_conversation(title=title).id
         store.add_message(conv, "user", title, parent_id=None)
-        store.set_timestamps(conv, created_at=now - days_ago * 86400, updated_at=now - days_ago * 86400)
+        when = earlier_today(days_ago * 86400, now) if days_ago < 1 else now - days_ago * 86400
+        store.set_timestamps(conv, created_at=when, updated_at=when)
         ids.append(conv)
     shown(chat, 1040, 780)
     chat.window.set_sidebar_visible(True)

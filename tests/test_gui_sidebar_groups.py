@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gui_helpers import WAIT_MS, Chat
+from gui_helpers import WAIT_MS, Chat, earlier_today
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
@@ -49,7 +49,7 @@ def test_the_list_is_grouped_by_date_and_the_keys_pass_over_the_headers(make_cha
     chat = make_chat()
     sidebar, store = sidebar_and_store(chat)
     now = time.time()
-    stamps = (now - 60, now - DAY, now - 3 * DAY, now - 90 * DAY)
+    stamps = (earlier_today(60, now), now - DAY, now - 3 * DAY, now - 90 * DAY)
     today, yesterday, week, old = (add(store, t, s) for t, s in zip(("A", "B", "C", "D"), stamps, strict=True))
     refreshed(qtbot, sidebar)
     listing = sidebar.list
@@ -86,7 +86,7 @@ def test_the_list_is_grouped_by_date_and_the_keys_pass_over_the_headers(make_cha
 def test_a_header_opens_nothing_and_has_no_menu(make_chat: MakeChat, qtbot: QtBot) -> None:
     chat = make_chat()
     sidebar, store = sidebar_and_store(chat)
-    add(store, "Only", time.time() - 60)
+    add(store, "Only", earlier_today(60))
     refreshed(qtbot, sidebar)
     opened: list[int] = []
     sidebar.list.openRequested.connect(lambda cid, _m: opened.append(cid))
@@ -103,8 +103,9 @@ def test_a_next_page_continuing_a_group_does_not_repeat_its_header(qtbot: QtBot)
     listing = ConversationList()
     qtbot.addWidget(listing)
     now = time.time()
-    listing.show_conversations([conversation(1, now - 60), conversation(2, now - 120)], None, now)
-    listing.append_conversations([conversation(3, now - 180), conversation(4, now - 400 * DAY)], now)
+    today = [earlier_today(s, now) for s in (60, 120, 180)]
+    listing.show_conversations([conversation(1, today[0]), conversation(2, today[1])], None, now)
+    listing.append_conversations([conversation(3, today[2]), conversation(4, now - 400 * DAY)], now)
     last = listing.item_of(4)
     assert last is not None and not last.data(TIME_ROLE).endswith(listing.headers()[-1][-4:])  # the header has the year
     assert listing.headers() == ["Today", date_group(now - 400 * DAY, now)]
@@ -126,7 +127,7 @@ def test_archive_and_unarchive_round_trip_from_the_keyboard(make_chat: MakeChat,
     chat = make_chat()
     sidebar, store = sidebar_and_store(chat)
     now = time.time()
-    kept, shelved = add(store, "Kept", now - 120), add(store, "Shelved", now - 60)
+    kept, shelved = add(store, "Kept", earlier_today(120, now)), add(store, "Shelved", earlier_today(60, now))
     refreshed(qtbot, sidebar)
     assert not sidebar.archive_toggle.isVisible()  # nothing archived yet
     sidebar.list.setFocus()
