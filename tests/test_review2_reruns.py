@@ -274,14 +274,16 @@ def kib(field):
     return int(line.split()[1])
 before = kib("VmRSS")
 Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from here
-started = time.monotonic()
+started = time.process_time()  # CPU, every thread: what the machine's load does not change
 status = main(["docs", "add", "Many", sys.argv[1], "--embedder", "none"])
-seconds = time.monotonic() - started
-sys.stderr.write(json.dumps({"status": status, "seconds": seconds, "grown_mb": (kib("VmHWM") - before) / 1024}) + "\\n")
+seconds = time.process_time() - started
+grown_mb = (kib("VmHWM") - before) / 1024
+sys.stderr.write(json.dumps({"status": status, "cpu_seconds": seconds, "grown_mb": grown_mb}) + "\\n")
 """
 
 
 @pytest.mark.slow  # a process indexing 20,000 files: tens of seconds
+@pytest.mark.timeout(900)  # the wall time grows with the machine's load; the CPU bound below does not
 @pytest.mark.skipif(sys.platform != "linux", reason="reads its peak memory from /proc")
 def test_dc36_twenty_thousand_tiny_files_in_bounded_time_and_memory_and_a_noop_reindex_reads_none(
     ember_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -302,7 +304,7 @@ def test_dc36_twenty_thousand_tiny_files_in_bounded_time_and_memory_and_a_noop_r
     measured = json.loads(child.stderr.splitlines()[-1])
     assert child.stdout.splitlines()[-1].startswith("Many: 20000 indexed, 0 unchanged"), child.stdout + child.stderr
     assert measured["status"] == 0
-    assert measured["seconds"] < 180, measured  # 21 s in the review, 15-27 s here: linear, not quadratic
+    assert measured["cpu_seconds"] < 120, measured  # 21 s wall in the review: linear, not quadratic
     assert measured["grown_mb"] < 100, measured  # about 10 MB here: nothing is kept per file
     assert _found(capsys, "Many", "q13x579z") == ["n0579.md"]
 

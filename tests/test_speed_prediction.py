@@ -175,7 +175,8 @@ def test_a_real_profile_is_measured_once_and_cached(capsys: pytest.CaptureFixtur
 
     assert main(["models", str(shipped_model_path())]) == 0  # the cached profile: nothing measured again
     out = capsys.readouterr()
-    assert "measuring" not in out.err and "speed here" in out.out and "words a second here" in out.out
+    # "a second here": the count of words depends on how busy the machine was while it measured
+    assert "measuring" not in out.err and "speed here" in out.out and " a second here" in out.out
 
 
 def test_describing_a_file_never_measures(capsys: pytest.CaptureFixture[str]) -> None:
