@@ -22,7 +22,7 @@ def _toggle(
 ) -> tuple[ServeToggle, QStatusBar]:
     bar = QStatusBar()
     qtbot.addWidget(bar)
-    controller = SimpleNamespace(engine=engine, choice=None)
+    controller = SimpleNamespace(engine=engine, models=SimpleNamespace(choice=None))
     toggle = ServeToggle(controller, bar, port=port, tries=tries)  # type: ignore[arg-type]
     bar.addPermanentWidget(toggle)
     return toggle, bar
