@@ -54,8 +54,9 @@ def _finalizers_after(parse: Any, threshold: int) -> list[str]:
     return ran
 
 
+@pytest.mark.slow  # about 4 CPU s: a full collection and a deep parse per threshold
 def test_a_finalizer_that_runs_during_a_deep_parse_has_room() -> None:
-    thresholds = range(400, 1001, 25)  # where the limit falls depends on how deep this test runs
+    thresholds = range(400, 1001, 50)  # where the limit falls depends on how deep this test runs
     assert any("no room" in _finalizers_after(json.loads, t) for t in thresholds)  # json.loads alone
     assert all(set(_finalizers_after(bounded_loads, t)) == {"ok"} for t in thresholds)
 
