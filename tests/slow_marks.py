@@ -5,8 +5,8 @@ The fast lane (`pytest -m "not slow"`) stays fast only if every slow test says s
 mark that
 
 - uses the CPU for more than CPU_LIMIT_S seconds (doubled under coverage; this process's threads
-  plus the children it waited for, over setup, call and teardown: CPU time, not wall time, so a
-  loaded machine does not make a test "slow"),
+  but those an earlier test left running, over setup, call and teardown: CPU time, not wall
+  time, so a loaded machine does not make a test "slow"),
 - takes more than WALL_LIMIT_S seconds of wall time (generous: only a test that really waits;
   stretched by the load per core, so a busy machine does not fail it),
 - starts a process (the `subprocess.Popen`, `os.posix_spawn`, `os.fork` and `os.exec` audit
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import sys
+import threading
 import time
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,9 +115,39 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             ensure_backends()
 
 
-def _cpu_s() -> float:
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + kids.ru_utime + kids.ru_stime
+def _threads_cpu_s() -> dict[int, float]:
+    """Each thread's CPU seconds so far, by native id, from /proc (empty where there is none)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    found: dict[int, float] = {}
+    with contextlib.suppress(OSError):
+        for task in os.scandir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(task.path, "stat").read_text().rsplit(")", 1)[1].split()
+                found[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return found
+
+
+Snapshot = tuple[float, dict[int, float]]
+
+
+def _snapshot() -> Snapshot:
+    return time.process_time(), _threads_cpu_s()
+
+
+def _cpu_s(start: Snapshot) -> float:
+    """The CPU this test used: the process's, less what threads an earlier test left running
+    used meanwhile (a server or engine thread winding down is not this test's work). Where such
+    a thread ended during the test, its share cannot be told apart: then only the test's own
+    thread and those it started count, a lower bound. Children do not count: starting one
+    fails the test on its own."""
+    process0, threads0 = start
+    process, threads = _snapshot()
+    mine = threading.get_native_id()
+    others = [t for t in threads0 if t != mine]
+    if all(t in threads for t in others):
+        return process - process0 - sum(threads[t] - threads0[t] for t in others)
+    born = sum(cpu for t, cpu in threads.items() if t not in threads0)
+    return threads.get(mine, 0.0) - threads0.get(mine, 0.0) + born
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -124,11 +155,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if item.config.stash.get(_ON, False):
         _started.clear()
         _models.clear()
-        item.stash[_START] = (_cpu_s(), time.monotonic())
+        item.stash[_START] = (_snapshot(), time.monotonic())
     yield
 
 
-_START = pytest.StashKey[tuple[float, float]]()
+_START = pytest.StashKey[tuple[Snapshot, float]]()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -160,9 +191,9 @@ def cpu_limit() -> float:
     return CPU_LIMIT_S * (COVERAGE_FACTOR if measured else 1.0)
 
 
-def reasons(item: pytest.Item, cpu0: float, wall0: float) -> list[str]:
+def reasons(item: pytest.Item, cpu0: Snapshot, wall0: float) -> list[str]:
     """What made this test slow, if anything."""
-    cpu, wall = _cpu_s() - cpu0, time.monotonic() - wall0
+    cpu, wall = _cpu_s(cpu0), time.monotonic() - wall0
     why: list[str] = []
     limit = cpu_limit()
     if cpu > limit:

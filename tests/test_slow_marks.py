@@ -50,6 +50,38 @@ def test_unmarked_slow_tests_fail_only_when_the_check_is_on(
     pytester.runpytest_inprocess("-p", "slow_marks", "-p", "no:cacheprovider").assert_outcomes(passed=4)
 
 
+LEFTOVER = """
+import threading, time
+import slow_marks
+
+done = threading.Event()
+
+def test_leaves_a_busy_thread():
+    def spin():
+        end = time.thread_time() + slow_marks.cpu_limit() + 0.5
+        while time.thread_time() < end:
+            pass
+        done.set()
+    threading.Thread(target=spin, daemon=True).start()
+
+def test_waits_while_it_runs():
+    assert done.wait(60)  # the thread's CPU is spent during this test, which only waits
+"""
+
+
+@pytest.mark.slow  # burns 2 CPU s on purpose
+def test_a_thread_an_earlier_test_left_running_is_not_charged_to_the_next(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clean-clone CI run failed `test_safe_text_leaves_no_control_characters` (0.08 s alone)
+    # as "3.5 s of CPU": the process's CPU counted what another test's threads did meanwhile.
+    monkeypatch.delenv("EMBER_CHECK_SLOW_MARKS", raising=False)
+    pytester.makepyfile(test_leftover=LEFTOVER)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    args = ("-p", "slow_marks", "--check-slow-marks", "-p", "no:cacheprovider", "-p", "no:randomly")
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=2)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three pytest processes: minutes on a loaded machine, a hang guard only
 def test_the_check_holds_in_xdist_workers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
