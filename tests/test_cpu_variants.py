@@ -159,3 +159,4 @@ def test_hung_probes_share_one_time_limit(tmp_path: Path, monkeypatch: pytest.Mo
     assert "limit" in choice.probes[0].detail and choice.probes[-1].detail == cpu.OUT_OF_TIME
     # the model still loads on a machine too busy to probe: on the most portable variant, unproven
     assert choice.chosen == "haswell" and choice.how == cpu.UNPROVEN
+    assert [p.name for p in choice.skipped] == [choice.probes[0].name]  # the one tried, not those never probed

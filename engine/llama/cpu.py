@@ -43,7 +43,7 @@ from typing import Any, cast
 
 from engine.child_env import function_child
 from engine.errors import ModelLoadError
-from engine.llama.cpu_choice import NOT_PROBED, Choice, Probe
+from engine.llama.cpu_choice import NOT_PROBED, OUT_OF_TIME, Choice, Probe
 from engine.llama.cpu_threads import read_cpuinfo
 from engine.llama.machine_cache import cache_dir, read_entry, write_entry
 from engine.llama.process_state import PROCESS
@@ -61,7 +61,6 @@ SCORE_CHILD = "engine.llama.cpu:score_child"
 PROBE_CHILD = "engine.llama.cpu:probe_child"
 PROBED = "probed"
 CACHED = "probed on this machine earlier (cached)"
-OUT_OF_TIME = "not probed: the probes' time limit had passed"
 UNPROVEN = "the most portable variant, unproven: no probe could tell in time (a busy machine?); probed again next start"
 CRASHED = "a run died before its first decode with it"
 VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-(?P<name>.+)\.(?:so|dll|dylib)")

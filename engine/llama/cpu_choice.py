@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NOT_PROBED = "not probed: a better-scored variant runs"
+OUT_OF_TIME = "not probed: the probes' time limit had passed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,6 @@ class Choice:
             p
             for p in self.probes
             if p.name != self.chosen
-            and p.detail != NOT_PROBED
+            and p.detail not in (NOT_PROBED, OUT_OF_TIME)
             and (p.runs is False or (p.score > 0 and p.runs is None))
         ]
