@@ -86,11 +86,6 @@ class StoredImages:
     damaged: dict[int, list[DamagedImage]] = field(default_factory=lambda: dict[int, list[DamagedImage]]())
 
 
-def images_of(store: HistoryStore, message_ids: Iterable[int]) -> dict[int, list[ImageData]]:
-    """The images of each of `message_ids` that carries any, in order; a damaged one is left out."""
-    return read_images(store, message_ids).found
-
-
 def read_images(store: HistoryStore, message_ids: Iterable[int]) -> StoredImages:
     """The images of each of `message_ids`, in order, the damaged ones apart."""
     ids = list(message_ids)
