@@ -32,7 +32,7 @@ def precheck_model_file(path: Path) -> None:
         with path.open("rb") as f:
             head = f.read(4)
     except OSError as exc:
-        raise ModelLoadError(f"{name}: {_os_problem(path, exc)}", LoadFailure.of(exc)) from exc
+        raise ModelLoadError(*_os_problem(name, path, exc)) from exc
     except ValueError as exc:  # e.g. a NUL byte in the path
         raise ModelLoadError(f"{name}: the path cannot be used ({exc})") from exc
     if not head:
@@ -41,12 +41,13 @@ def precheck_model_file(path: Path) -> None:
         raise ModelLoadError(f"{name}: not a GGUF model file (it does not start with 'GGUF')", LoadFailure.NOT_GGUF)
 
 
-def _os_problem(path: Path, exc: OSError) -> str:
-    if LoadFailure.of(exc) is LoadFailure.MISSING:
-        return f"the file does not exist ({path})"
+def _os_problem(name: str, path: Path, exc: OSError) -> tuple[str, LoadFailure]:
+    kind = LoadFailure.of(exc)
+    if kind is LoadFailure.MISSING:
+        return f"{name}: the file does not exist ({path})", kind
     if exc.errno == errno.ELOOP:
-        return "the path is a symbolic link loop"
-    return f"the file cannot be read ({exc.strerror or exc})"
+        return f"{name}: the path is a symbolic link loop", kind
+    return f"{name}: the file cannot be read ({exc.strerror or exc})", kind
 
 
 _NAMES = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket"}  # the rest, on Linux: devices
@@ -102,9 +103,9 @@ def llama_failure(name: str, path: Path, exc: BaseException, log_lines: list[str
         if m := pattern.search(text):
             return ModelLoadError(f"{name}: {reason.format(*m.groups(), n_ctx=n_ctx)}", kind)
     try:
-        read_model_header(path)
+        read_model_header(path, name)
     except ModelLoadError as header:  # the header explains it after all
-        return ModelLoadError(f"{name}: {str(header).removeprefix(f'{path.name}: ')}", header.kind)
+        return header
     except Exception:  # explaining a failure must never fail itself
         pass
     if "Failed to create llama_context" in str(exc):
@@ -117,14 +118,16 @@ def llama_failure(name: str, path: Path, exc: BaseException, log_lines: list[str
     return ModelLoadError(f"{name}: llama.cpp could not load it: {detail}", kind)
 
 
-def read_model_header(path: Path) -> ModelMetadata:
-    """Read and judge the header before llama.cpp sees the file (truncation, arch, shards…)."""
+def read_model_header(path: Path, name: str = "") -> ModelMetadata:
+    """Read and judge the header before llama.cpp sees the file (truncation, arch, shards…);
+    a refusal names `name` (the file's name by default)."""
+    label = name or path.name
     try:
         meta = read_metadata(path)
     except GGUFError as exc:
-        raise ModelLoadError(f"{path.name}: {exc}", exc.kind) from exc
+        raise ModelLoadError(f"{label}: {exc}", exc.kind) from exc
     problem = metadata_problem(meta)
     if problem:
         kind = LoadFailure.ARCHITECTURE if unknown_architecture(meta) else LoadFailure.OTHER
-        raise ModelLoadError(f"{path.name}: {problem}", kind)
+        raise ModelLoadError(f"{label}: {problem}", kind)
     return meta
